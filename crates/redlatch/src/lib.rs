@@ -1,1 +1,79 @@
-//! placeholder
+//! # redlatch — distributed locks on Redis
+//!
+//! A reentrant lock shared by every process that talks to one Redis server,
+//! with the parts a production lock needs and most recipes leave out:
+//!
+//! - **Owner tokens and atomic release.** Only the owner can release; release
+//!   and re-entry run as Lua scripts (EVALSHA, reloaded after NOSCRIPT).
+//! - **A watchdog.** One task per client renews every held lock at a third of
+//!   its lease, up to [`RENEW_BATCH`] locks per round trip, and tells the guard
+//!   when its lock is gone ([`Guard::lost`], [`Guard::is_held`]).
+//! - **Fencing tokens.** Each acquisition gets a number strictly increasing per
+//!   lock name ([`Guard::token`]), so the protected resource can refuse writes
+//!   from a holder that stalled past its lease.
+//! - **Wake-ups, not polling.** Waiters park on the lock's pub/sub channel and
+//!   are woken one at a time when it is released, or when the holder's lease
+//!   runs out.
+//! - **Redisson's key layout.** A Java service using Redisson's `RLock` and a
+//!   Rust service using redlatch exclude each other on the same name.
+//! - **Cancellation by drop.** Dropping a waiting acquire leaves nothing in
+//!   Redis; dropping a guard releases it.
+//!
+//! ```no_run
+//! # async fn demo() -> redlatch::Result<()> {
+//! let client = redlatch::Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.lock("voucher:7:user:42");
+//!
+//! let guard = lock.acquire().await?;      // waits; the watchdog keeps it
+//! println!("fencing token {}", guard.token());
+//! guard.release().await?;                 // Err(NotHeld) if it was lost meanwhile
+//!
+//! if let Some(guard) = lock.try_acquire().await? {
+//!     let again = guard.reenter().await?;  // hold count 2, same token
+//!     drop(again);                         // hold count 1
+//! }                                        // released
+//! # Ok(()) }
+//! ```
+//!
+//! ## Redis data
+//!
+//! | what | key / channel | content |
+//! |---|---|---|
+//! | the lock | `PREFIX+NAME` | hash: `<client-id>:<owner>` → hold count; PEXPIRE = lease |
+//! | wake-ups | `redisson_lock__channel:{PREFIX+NAME}` | `0` published on the final release |
+//! | fencing counter | `redisson_lock_token:{PREFIX+NAME}` | INCR on each fresh acquisition; never expires |
+//!
+//! ## Faults
+//!
+//! Every failure is an [`Error`] variant whose docs say what to do. What each
+//! fault does to a held lock (process pause, crash, Redis restart, lost
+//! subscription...) is described in `docs/SAFETY.md` of the repository.
+
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+mod hold;
+mod keys;
+mod lease;
+mod lock;
+mod ops;
+mod scripts;
+mod status;
+mod wakeup;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{
+    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, LockSettings,
+};
+pub use error::{Error, Result};
+pub use guard::Guard;
+pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
+pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
+pub use lock::Lock;
+pub use status::{Holder, LockStatus};
+pub use watchdog::RENEW_BATCH;

@@ -1,0 +1,176 @@
+//! The one error type of the library.
+
+use std::time::Duration;
+
+/// Everything that can go wrong in redlatch.
+///
+/// Each variant says what the caller can do about it. The enum is
+/// `#[non_exhaustive]`: later versions may add variants, so match with a
+/// wildcard arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
+    /// bytes (after the key prefix). Fix the input; retrying cannot help.
+    #[error("invalid lock name {name:?}: {reason}")]
+    InvalidName {
+        /// The name as given (truncated to 64 bytes when very long).
+        name: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// An owner name given to [`Lock::with_owner`](crate::Lock::with_owner) is
+    /// empty or too long. Fix the input.
+    #[error("invalid owner {owner:?}: {reason}")]
+    InvalidOwner {
+        /// The owner as given (truncated to 64 bytes when very long).
+        owner: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// A duration is zero, below one millisecond, or absurdly long. Fix the input.
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidDuration {
+        /// Which setting or argument it was (`"lease"`, `"connect timeout"`, ...).
+        what: &'static str,
+        /// The value given.
+        value: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// The Redis URL or another client setting cannot be used. Fix the configuration.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// [`Lock::acquire_timeout`](crate::Lock::acquire_timeout) gave up: another
+    /// owner held the lock for the whole wait. Retry later or give up.
+    #[error("lock {name:?} not acquired within {waited:?}")]
+    Timeout {
+        /// The lock name.
+        name: String,
+        /// How long the call waited.
+        waited: Duration,
+    },
+
+    /// The guard's lock is no longer held by its owner: it expired, was
+    /// force-unlocked, or was taken over. Work done under it may have
+    /// overlapped with another holder; use the fencing token to reject stale
+    /// writes. Acquire again to continue.
+    #[error("lock {name:?} is not held by this owner (expired, force-unlocked or taken over)")]
+    NotHeld {
+        /// The lock name.
+        name: String,
+    },
+
+    /// The lock's key exists in Redis but holds another type (a string, a list...).
+    /// Something else uses that key: pick another lock name or key prefix.
+    #[error("key {key:?} holds a value that is not a lock (WRONGTYPE)")]
+    WrongType {
+        /// The Redis key.
+        key: String,
+    },
+
+    /// Redis could not be reached, or the connection broke during the call.
+    /// Safe to retry once Redis is back; the outcome of the interrupted call is
+    /// unknown (see the method's docs for what it may have left behind).
+    #[error("redis unavailable during {op}: {source}")]
+    Unavailable {
+        /// What the library was doing.
+        op: &'static str,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Redis did not answer within the client's response timeout. The server is
+    /// slow, paused or overloaded; the command may or may not have run.
+    #[error("redis did not answer {op} within the response timeout")]
+    ResponseTimeout {
+        /// What the library was doing.
+        op: &'static str,
+    },
+
+    /// Redis refused the command (authentication, ACL permission, out of
+    /// memory, script error...). Usually a configuration problem; the message
+    /// comes from the server.
+    #[error("redis refused {op}: {source}")]
+    Redis {
+        /// What the library was doing.
+        op: &'static str,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// A script answered with something the library does not understand
+    /// (another program replaced a script under the same SHA?). Report a bug.
+    #[error("unexpected reply to {op}: {detail}")]
+    Protocol {
+        /// What the library was doing.
+        op: &'static str,
+        /// What was wrong with the reply.
+        detail: String,
+    },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Sorts a redis-rs error into the variant a caller can act on.
+    pub(crate) fn from_redis(op: &'static str, source: redis::RedisError) -> Error {
+        if source.is_timeout() {
+            Error::ResponseTimeout { op }
+        } else if source.is_io_error()
+            || source.is_connection_dropped()
+            || source.is_connection_refusal()
+        {
+            Error::Unavailable { op, source }
+        } else if source.code() == Some("WRONGTYPE") {
+            Error::WrongType {
+                key: source.detail().unwrap_or_default().to_owned(),
+            }
+        } else {
+            Error::Redis { op, source }
+        }
+    }
+
+    /// True when the error comes from the connection rather than the request:
+    /// the same call may succeed once Redis is reachable again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Unavailable { .. } | Error::ResponseTimeout { .. }
+        )
+    }
+}
+
+/// Shortens user input quoted back in error messages.
+pub(crate) fn excerpt(text: &str) -> String {
+    const MAX: usize = 64;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_cuts_long_text_on_a_char_boundary() {
+        let long = "é".repeat(100);
+        let cut = excerpt(&long);
+        assert!(cut.len() <= 64 + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+        assert_eq!(excerpt("short"), "short");
+    }
+}

@@ -1,0 +1,118 @@
+//! Redis key names of one lock, in Redisson's layout.
+
+use crate::error::{Error, Result, excerpt};
+
+/// Longest lock name accepted, in bytes, key prefix included.
+///
+/// Redis would take far longer keys, but a name this long is almost always a
+/// bug (a request body used as a name), and every script call carries it.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// Longest owner name accepted by [`Lock::with_owner`](crate::Lock::with_owner), in bytes.
+pub const MAX_OWNER_LEN: usize = 256;
+
+/// The keys and channel that make up one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockKeys {
+    /// The lock hash: `PREFIX + NAME`.
+    pub(crate) key: String,
+    /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`.
+    pub(crate) channel: String,
+    /// The fencing counter: `redisson_lock_token:{KEY}`.
+    pub(crate) token: String,
+}
+
+impl LockKeys {
+    /// Builds the keys for `name` under `prefix`, refusing names no lock should have.
+    ///
+    /// The channel and counter wrap the key in `{...}` so that, on a Redis
+    /// Cluster, they hash to the same slot as the key itself (when the key has
+    /// no braces of its own), as Redisson's do.
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<LockKeys> {
+        if name.is_empty() {
+            return Err(Error::InvalidName {
+                name: String::new(),
+                reason: "a lock name must not be empty",
+            });
+        }
+        let key = format!("{prefix}{name}");
+        if key.len() > MAX_NAME_LEN {
+            return Err(Error::InvalidName {
+                name: excerpt(name),
+                reason: "longer than 1024 bytes (key prefix included)",
+            });
+        }
+        Ok(LockKeys {
+            channel: format!("redisson_lock__channel:{{{key}}}"),
+            token: format!("redisson_lock_token:{{{key}}}"),
+            key,
+        })
+    }
+}
+
+/// Checks an owner name given by the caller.
+pub(crate) fn validate_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() {
+        return Err(Error::InvalidOwner {
+            owner: String::new(),
+            reason: "an owner must not be empty",
+        });
+    }
+    if owner.starts_with('#') {
+        return Err(Error::InvalidOwner {
+            owner: excerpt(owner),
+            reason: "owners starting with '#' are reserved for anonymous owners",
+        });
+    }
+    if owner.len() > MAX_OWNER_LEN {
+        return Err(Error::InvalidOwner {
+            owner: excerpt(owner),
+            reason: "longer than 256 bytes",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_redisson_layout() {
+        let keys = LockKeys::new("app:", "order:42").unwrap();
+        assert_eq!(keys.key, "app:order:42");
+        assert_eq!(keys.channel, "redisson_lock__channel:{app:order:42}");
+        assert_eq!(keys.token, "redisson_lock_token:{app:order:42}");
+    }
+
+    #[test]
+    fn empty_and_oversized_names_are_refused() {
+        assert!(matches!(
+            LockKeys::new("", ""),
+            Err(Error::InvalidName { .. })
+        ));
+        let long = "x".repeat(MAX_NAME_LEN);
+        assert!(LockKeys::new("", &long).is_ok());
+        assert!(matches!(
+            LockKeys::new("p", &long),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+
+    #[test]
+    fn owners_are_checked() {
+        assert!(validate_owner("request-1").is_ok());
+        assert!(matches!(
+            validate_owner(""),
+            Err(Error::InvalidOwner { .. })
+        ));
+        assert!(matches!(
+            validate_owner("#1"),
+            Err(Error::InvalidOwner { .. })
+        ));
+        assert!(matches!(
+            validate_owner(&"o".repeat(MAX_OWNER_LEN + 1)),
+            Err(Error::InvalidOwner { .. })
+        ));
+    }
+}

@@ -1,0 +1,408 @@
+//! The reentrant lock handle and its acquire loop.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{Instrument, field};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::keys::{LockKeys, validate_owner};
+use crate::lease;
+use crate::ops::{self, Attempt, Request};
+use crate::scripts;
+use crate::status::LockStatus;
+use crate::watchdog::NewHold;
+
+/// How long to wait before re-checking a lock that has no expiry (someone
+/// PERSISTed it or set it without a lease): there is no lease end to wait for.
+const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
+
+/// A handle to one named lock: Redisson's reentrant `RLock`, in Rust.
+///
+/// Cheap to create and clone; it holds nothing by itself. Each successful
+/// acquire returns a [`Guard`], which holds the lock until released or dropped.
+///
+/// # Owners and reentrancy
+///
+/// Every acquisition has an owner, written to Redis as `<client-id>:<owner>`.
+/// By default each acquisition gets a fresh anonymous owner, so two acquires
+/// always exclude each other, even from the same task, like `tokio::sync::Mutex`.
+/// Re-enter explicitly with [`Guard::reenter`], or name the owner with
+/// [`Lock::with_owner`] (a request id, say): acquires by the same named owner
+/// on the same client re-enter (hold count + 1, same fencing token) instead of
+/// waiting. Each hold is given back by releasing or dropping its guard; the
+/// last one deletes the lock and wakes a waiter.
+///
+/// # Keys
+///
+/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
+/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `redisson_lock__channel:{PREFIX+NAME}`: the layout of Redisson's `RLock`,
+/// so Java services using Redisson and Rust services using redlatch exclude
+/// each other on the same name.
+///
+/// ```no_run
+/// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+/// use std::time::Duration;
+///
+/// let lock = client.lock("voucher:7:user:42");
+/// match lock.acquire_timeout(Duration::from_millis(200)).await {
+///     Ok(guard) => {
+///         // guard.token() goes along with every write the lock protects
+///         guard.release().await?;
+///     }
+///     Err(redlatch::Error::Timeout { .. }) => { /* busy: tell the user to retry */ }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lock {
+    client: Client,
+    name: Arc<str>,
+    owner: Option<Arc<str>>,
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+/// How the lease is kept.
+#[derive(Clone, Copy, Debug)]
+enum LeaseMode {
+    /// The client's default lease, renewed by the watchdog.
+    Watchdog,
+    /// A fixed lease that runs out.
+    Fixed(Duration),
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String) -> Lock {
+        Lock {
+            client,
+            name: Arc::from(name),
+            owner: None,
+        }
+    }
+
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, acquired by the named owner: acquires by one owner on
+    /// one client re-enter rather than wait for each other.
+    ///
+    /// The owner is checked when the lock is used: empty, longer than
+    /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, or starting with `#`
+    /// (reserved for anonymous owners) gives [`Error::InvalidOwner`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+    /// let lock = client.lock("cart:9").with_owner("request-5f1c");
+    /// let outer = lock.acquire().await?;
+    /// let inner = lock.acquire().await?; // re-enters: same owner
+    /// assert_eq!(outer.token(), inner.token());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
+        self.owner = Some(Arc::from(owner.into()));
+        self
+    }
+
+    /// Waits until the lock is held, then returns its guard. The lease is the
+    /// client's default and the watchdog renews it until the guard goes.
+    ///
+    /// Costs one round trip when the lock is free. When it is held, the call
+    /// joins the lock's channel and parks until an unlock message, the end of
+    /// the holder's lease, or a reconnect of the subscription; each wake-up
+    /// costs one round trip. Waiters of one client are woken one at a time,
+    /// oldest first, and a new acquire does not overtake them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
+    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting and leaves nothing behind: an attempt
+    /// in flight completes and, if it took the lock, gives it back at once; the
+    /// subscription is dropped when its last waiter leaves.
+    pub async fn acquire(&self) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever, LeaseMode::Watchdog)
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt: the guard if the lock was free (or re-entered), `None` if
+    /// another owner holds it. One round trip; watchdog lease.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once, LeaseMode::Watchdog).await
+    }
+
+    /// Waits at most `wait` for the lock; watchdog lease. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when another owner held it for the whole wait; else as
+    /// [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait), LeaseMode::Watchdog)
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// Waits until held, with a fixed `lease` that is not renewed: the lock
+    /// frees itself after `lease` even if the guard is still alive, and the
+    /// guard's [`lost`](Guard::lost) resolves then.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
+    /// [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever, LeaseMode::Fixed(lease))
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt with a fixed `lease` (see [`Lock::acquire_with_lease`]).
+    ///
+    /// # Errors
+    /// As [`Lock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once, LeaseMode::Fixed(lease))
+            .await
+    }
+
+    /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; else as [`Lock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_timeout_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait), LeaseMode::Fixed(lease))
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// Deletes the lock whoever holds it, and wakes its waiters. Returns
+    /// whether a lock was deleted. Guards of this client on the lock are
+    /// marked lost at once; other clients' guards find out at their next renewal.
+    ///
+    /// One round trip. Touches `PREFIX+NAME` and publishes on its channel.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] (the key is left alone), connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let keys = self.keys()?;
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let reply: i64 = scripts::FORCE_UNLOCK
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .invoke_async(&mut conn)
+            .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
+            .await
+            .map_err(|error| Error::from_redis("force unlock", error))?;
+        inner.watchdog.mark_key_lost(&keys.key);
+        match reply {
+            1 => Ok(true),
+            0 => Ok(false),
+            -1 => Err(Error::WrongType { key: keys.key }),
+            other => Err(Error::Protocol {
+                op: "force unlock",
+                detail: other.to_string(),
+            }),
+        }
+    }
+
+    /// A consistent snapshot of the lock: holders and their hold counts,
+    /// remaining lease, last fencing token handed out.
+    ///
+    /// One round trip (one script, so the parts agree). Reads only.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        let keys = self.keys()?;
+        let mut conn = self.client.inner.conn.clone();
+        let reply: redis::Value = scripts::STATUS
+            .key(&keys.key)
+            .key(&keys.token)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|error| Error::from_redis("status", error))?;
+        LockStatus::from_reply(&self.name, &keys.key, reply)
+    }
+
+    fn keys(&self) -> Result<LockKeys> {
+        let settings = self.client.inner.lock_settings();
+        LockKeys::new(&settings.key_prefix, &self.name)
+    }
+
+    fn timeout(&self, waited: Duration) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited,
+        }
+    }
+
+    /// Builds the request: checks the name, owner and lease.
+    fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
+        let inner = &self.client.inner;
+        let settings = inner.lock_settings();
+        let keys = Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?);
+        let (lease_ms, renewed) = match lease {
+            LeaseMode::Watchdog => (
+                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            LeaseMode::Fixed(lease) => (lease::lease_millis("lease", lease)?, false),
+        };
+        let (owner, named_owner) = match &self.owner {
+            Some(owner) => {
+                validate_owner(owner)?;
+                (inner.named_owner(owner), true)
+            }
+            None => (inner.anonymous_owner(), false),
+        };
+        let request = Request {
+            keys,
+            owner,
+            named_owner,
+            lease_ms,
+        };
+        Ok((request, renewed))
+    }
+
+    async fn acquire_inner(&self, wait: Wait, lease: LeaseMode) -> Result<Option<Guard>> {
+        let (request, renewed) = self.request(lease)?;
+        let span = tracing::debug_span!(
+            "redlatch.acquire",
+            lock = %request.keys.key,
+            token = field::Empty,
+        );
+        self.wait_for_hold(request, renewed, wait)
+            .instrument(span)
+            .await
+    }
+
+    async fn wait_for_hold(
+        &self,
+        request: Request,
+        renewed: bool,
+        wait: Wait,
+    ) -> Result<Option<Guard>> {
+        let inner = &self.client.inner;
+        let started = Instant::now();
+        // `None`: no deadline (waiting forever, or a wait too long to represent).
+        let deadline = match wait {
+            Wait::Once => Some(started),
+            Wait::For(wait) => started.checked_add(wait),
+            Wait::Forever => None,
+        };
+        let remaining =
+            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+
+        // Waiters of this client are already queued: join them rather than barge in.
+        let mut ticket = None;
+        if !matches!(wait, Wait::Once)
+            && let Some((queued, lease_ends)) = inner.wakeups.join_queue(&request.keys.channel)
+        {
+            let now = Instant::now();
+            let limit = lease_ends
+                .saturating_duration_since(now)
+                .min(remaining(now));
+            let epoch = queued.epoch();
+            queued.park(epoch, limit).await;
+            ticket = Some(queued);
+        }
+
+        loop {
+            let epoch = ticket
+                .as_ref()
+                .map(|ticket: &crate::wakeup::Ticket| ticket.epoch());
+            match ops::attempt(inner, &request).await? {
+                Attempt::Acquired {
+                    token,
+                    reentered,
+                    sent_at,
+                } => {
+                    let hold = inner.watchdog.register(NewHold {
+                        keys: request.keys.clone(),
+                        owner: request.owner.clone(),
+                        lease_ms: request.lease_ms,
+                        renewed,
+                        token,
+                        named_owner: request.named_owner,
+                        sent_at,
+                    });
+                    tracing::Span::current().record("token", hold.token);
+                    tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
+                    return Ok(Some(Guard::new(
+                        self.client.clone(),
+                        self.name.clone(),
+                        hold,
+                    )));
+                }
+                Attempt::Held { pttl_ms } => {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|at| now >= at) {
+                        return Ok(None);
+                    }
+                    let lease_left = if pttl_ms >= 0 {
+                        Duration::from_millis(pttl_ms as u64)
+                    } else {
+                        NO_EXPIRY_RECHECK
+                    };
+                    let limit = lease_left.min(remaining(now));
+                    match (&ticket, epoch) {
+                        (Some(parked), Some(epoch)) => {
+                            parked.note_lease_end(now + lease_left);
+                            parked.park(epoch, limit).await;
+                        }
+                        _ => {
+                            // Subscribe first, then try again: an unlock between our
+                            // attempt and the subscription would otherwise be missed.
+                            let joined = inner.wakeups.join(&request.keys.channel);
+                            joined.note_lease_end(now + lease_left);
+                            joined.subscribed(limit).await;
+                            ticket = Some(joined);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

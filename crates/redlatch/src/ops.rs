@@ -1,0 +1,165 @@
+//! The script calls behind locks and guards, one function per script.
+//!
+//! Each call runs in a task of its own, so that dropping the caller's future
+//! never cuts a script call off halfway: the task finishes and, when nobody
+//! is left to take the result, undoes what it did.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::oneshot;
+use tracing::debug;
+
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::keys::LockKeys;
+use crate::scripts;
+
+/// Who asks for the lock, and for how long.
+#[derive(Clone)]
+pub(crate) struct Request {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Arc<str>,
+    /// True when the caller named the owner; anonymous owners are unique per
+    /// acquisition, which makes undoing an uncertain acquire safe.
+    pub(crate) named_owner: bool,
+    pub(crate) lease_ms: u64,
+}
+
+/// What one acquire attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// Held now, by this owner; `reentered` when it held it already.
+    Acquired {
+        token: u64,
+        reentered: bool,
+        sent_at: Instant,
+    },
+    /// Another owner holds it for `pttl_ms` more (-1: no expiry).
+    Held { pttl_ms: i64 },
+}
+
+/// One attempt of the acquire script. One round trip.
+///
+/// If the caller drops the returned future, the attempt still completes and
+/// any hold it took is released again.
+pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<Attempt> {
+    let (reply_to, reply) = oneshot::channel();
+    let mut conn = inner.conn.clone();
+    let request = request.clone();
+    inner.runtime.spawn(async move {
+        let sent_at = Instant::now();
+        let outcome = run_acquire(&mut conn, &request, sent_at).await;
+        let uncertain = matches!(&outcome, Err(error) if error.is_transient());
+        // `send` hands the outcome back when the caller is gone.
+        let abandoned = reply_to.send(outcome).err();
+        let took_hold = matches!(abandoned, Some(Ok(Attempt::Acquired { .. })));
+        // A broken connection leaves the outcome unknown; an anonymous owner is
+        // unique to this attempt, so giving its hold back is always safe.
+        if took_hold || (uncertain && !request.named_owner) {
+            debug!(lock = %request.keys.key, "redlatch: undoing an abandoned acquire attempt");
+            let _ = run_release(&mut conn, &request).await;
+        }
+    });
+    reply.await.map_err(|_| Error::Protocol {
+        op: "acquire",
+        detail: "the runtime shut down during the call".to_owned(),
+    })?
+}
+
+async fn run_acquire(
+    conn: &mut ConnectionManager,
+    request: &Request,
+    sent_at: Instant,
+) -> Result<Attempt> {
+    let reply: Vec<i64> = scripts::ACQUIRE
+        .key(&request.keys.key)
+        .key(&request.keys.token)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("acquire", error))?;
+    match reply.as_slice() {
+        [1, token] => Ok(Attempt::Acquired {
+            token: *token as u64,
+            reentered: false,
+            sent_at,
+        }),
+        [2, token] => Ok(Attempt::Acquired {
+            token: *token as u64,
+            reentered: true,
+            sent_at,
+        }),
+        [0, pttl_ms] => Ok(Attempt::Held { pttl_ms: *pttl_ms }),
+        [-1, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "acquire",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The last hold: the lock is deleted and waiters were woken.
+    Unlocked,
+    /// One hold dropped; the owner still holds it.
+    Decremented,
+}
+
+/// Drops one hold of `request.owner`. One round trip.
+pub(crate) async fn run_release(
+    conn: &mut ConnectionManager,
+    request: &Request,
+) -> Result<Released> {
+    let reply: i64 = scripts::RELEASE
+        .key(&request.keys.key)
+        .arg(&request.keys.channel)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("release", error))?;
+    match reply {
+        1 => Ok(Released::Unlocked),
+        0 => Ok(Released::Decremented),
+        -1 => Err(Error::NotHeld {
+            name: request.keys.key.clone(),
+        }),
+        -2 => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{other}"),
+        }),
+    }
+}
+
+/// Adds one hold for an owner that holds the lock already. One round trip.
+/// Returns false when the owner no longer holds it.
+pub(crate) async fn run_reenter(conn: &mut ConnectionManager, request: &Request) -> Result<bool> {
+    let reply: i64 = scripts::REENTER
+        .key(&request.keys.key)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("reenter", error))?;
+    match reply {
+        -1 => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        0 => Ok(false),
+        count if count > 0 => Ok(true),
+        other => Err(Error::Protocol {
+            op: "reenter",
+            detail: format!("{other}"),
+        }),
+    }
+}

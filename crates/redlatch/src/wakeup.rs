@@ -1,0 +1,369 @@
+//! Wake-ups for waiters: one pub/sub connection per client, waiters parked per lock.
+//!
+//! A waiter joins the lock's channel (`redisson_lock__channel:{NAME}`) and
+//! parks. When the holder's final release publishes `0`, the subscriber task
+//! wakes **one** parked waiter of this process (FIFO), not all of them: the
+//! others would only find the lock taken again and cost Redis a round trip
+//! each. Every waiter also sleeps at most until the holder's lease ends, so a
+//! holder that dies (no message) or a message lost while the subscription
+//! reconnects costs at most one lease. When the subscription comes back after
+//! a disconnect every parked waiter is woken, since messages may have been
+//! missed meanwhile.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// How a parked waiter was woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// An unlock message arrived (or a wake-up was passed on).
+    Message,
+    /// The wait ran out: the holder's lease should be over, or the caller's deadline.
+    TimedOut,
+    /// The subscription was re-established: messages may have been missed.
+    Resubscribed,
+}
+
+/// Per-channel state shared by the waiters of one lock in this process.
+pub(crate) struct Channel {
+    name: String,
+    notify: Notify,
+    /// True while the subscription connection is subscribed to this channel.
+    subscribed: watch::Sender<bool>,
+    /// Bumped each time the subscription is (re)established.
+    epoch: AtomicU64,
+    /// When the current holder's lease ends, as last reported to a waiter.
+    lease_ends: Mutex<Option<Instant>>,
+}
+
+struct Member {
+    channel: Arc<Channel>,
+    waiters: usize,
+}
+
+enum Command {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+struct Registry {
+    channels: Mutex<HashMap<String, Member>>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+/// The client's wake-up service: the registry of parked waiters and the
+/// handle to the subscriber task that feeds it.
+pub(crate) struct Wakeups {
+    registry: Arc<Registry>,
+}
+
+/// A waiter's membership in a lock's channel. Dropping it leaves the channel;
+/// the last member to leave unsubscribes, so a cancelled wait leaves no
+/// subscription behind.
+pub(crate) struct Ticket {
+    registry: Arc<Registry>,
+    channel: Arc<Channel>,
+}
+
+impl Wakeups {
+    /// Starts the subscriber task on `runtime`. It connects with `client`,
+    /// keeps reconnecting while the service lives, and stops at `shutdown`.
+    pub(crate) fn start(
+        client: redis::Client,
+        timeouts: Timeouts,
+        runtime: &tokio::runtime::Handle,
+        shutdown: CancellationToken,
+    ) -> Wakeups {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let registry = Arc::new(Registry {
+            channels: Mutex::new(HashMap::new()),
+            commands,
+        });
+        let subscriber = Subscriber {
+            client,
+            timeouts,
+            registry: Arc::downgrade(&registry),
+            commands: receiver,
+            shutdown,
+        };
+        runtime.spawn(subscriber.run());
+        Wakeups { registry }
+    }
+
+    /// Joins `channel`, subscribing if this is its first waiter.
+    pub(crate) fn join(&self, channel: &str) -> Ticket {
+        let mut channels = self.registry.channels.lock();
+        if let Some(member) = channels.get_mut(channel) {
+            member.waiters += 1;
+            return Ticket {
+                registry: self.registry.clone(),
+                channel: member.channel.clone(),
+            };
+        }
+        let entry = Arc::new(Channel {
+            name: channel.to_owned(),
+            notify: Notify::new(),
+            subscribed: watch::Sender::new(false),
+            epoch: AtomicU64::new(0),
+            lease_ends: Mutex::new(None),
+        });
+        channels.insert(
+            channel.to_owned(),
+            Member {
+                channel: entry.clone(),
+                waiters: 1,
+            },
+        );
+        drop(channels);
+        let _ = self
+            .registry
+            .commands
+            .send(Command::Subscribe(channel.to_owned()));
+        Ticket {
+            registry: self.registry.clone(),
+            channel: entry,
+        }
+    }
+
+    /// Joins `channel` only if other waiters of this process are already
+    /// parked on it, and says until when the holder's lease is known to run.
+    ///
+    /// A new acquire that finds a queue joins it instead of trying first, so
+    /// a task that just released cannot take the lock straight back ahead of
+    /// the waiters its release woke (barging).
+    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, Instant)> {
+        let mut channels = self.registry.channels.lock();
+        let member = channels.get_mut(channel)?;
+        let lease_ends = (*member.channel.lease_ends.lock())?;
+        if lease_ends <= Instant::now() {
+            return None;
+        }
+        member.waiters += 1;
+        Some((
+            Ticket {
+                registry: self.registry.clone(),
+                channel: member.channel.clone(),
+            },
+            lease_ends,
+        ))
+    }
+}
+
+impl Ticket {
+    /// The subscription generation; pass it back to [`Ticket::park`].
+    pub(crate) fn epoch(&self) -> u64 {
+        self.channel.epoch.load(Ordering::Acquire)
+    }
+
+    /// Waits until the channel is subscribed, at most `limit`. Returns whether it is.
+    pub(crate) async fn subscribed(&self, limit: Duration) -> bool {
+        let mut state = self.channel.subscribed.subscribe();
+        matches!(
+            tokio::time::timeout(limit, state.wait_for(|subscribed| *subscribed)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Records when the holder's lease ends, as the last failed attempt saw it.
+    pub(crate) fn note_lease_end(&self, at: Instant) {
+        *self.channel.lease_ends.lock() = Some(at);
+    }
+
+    /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
+    pub(crate) async fn park(&self, epoch: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        // Register before checking the epoch so a resubscription in between is not missed.
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut channels = self.registry.channels.lock();
+        let Some(member) = channels.get_mut(&self.channel.name) else {
+            return;
+        };
+        member.waiters -= 1;
+        if member.waiters == 0 {
+            channels.remove(&self.channel.name);
+            drop(channels);
+            let _ = self
+                .registry
+                .commands
+                .send(Command::Unsubscribe(self.channel.name.clone()));
+        }
+    }
+}
+
+/// Connection timeouts of the subscription connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) connect: Duration,
+    pub(crate) response: Duration,
+}
+
+/// The task that owns the subscription connection.
+struct Subscriber {
+    client: redis::Client,
+    timeouts: Timeouts,
+    registry: std::sync::Weak<Registry>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    shutdown: CancellationToken,
+}
+
+/// Why a connected session ended.
+enum SessionEnd {
+    Shutdown,
+    Disconnected,
+}
+
+impl Subscriber {
+    async fn run(mut self) {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            let connected = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                connected = tokio::time::timeout(self.timeouts.connect, self.client.get_async_pubsub()) => connected,
+            };
+            match connected {
+                Ok(Ok(pubsub)) => {
+                    backoff = Duration::from_millis(50);
+                    match self.session(pubsub).await {
+                        SessionEnd::Shutdown => return,
+                        SessionEnd::Disconnected => {
+                            warn!("redlatch: subscription connection lost, reconnecting");
+                            self.mark_all_unsubscribed();
+                        }
+                    }
+                }
+                Ok(Err(error)) => debug!(%error, "redlatch: subscription connect failed"),
+                Err(_) => debug!("redlatch: subscription connect timed out"),
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Serves one connection: resubscribes everything, then relays messages and commands.
+    async fn session(&mut self, pubsub: redis::aio::PubSub) -> SessionEnd {
+        let (mut sink, mut stream) = pubsub.split();
+        let mut subscribed: HashSet<String> = HashSet::new();
+        // Whatever waiters registered before (or while we were away) get subscribed now.
+        for name in self.registered_channels() {
+            if !self.subscribe(&mut sink, &mut subscribed, &name).await {
+                return SessionEnd::Disconnected;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+                message = stream.next() => match message {
+                    Some(message) => self.dispatch(message.get_channel_name()),
+                    None => return SessionEnd::Disconnected,
+                },
+                command = self.commands.recv() => match command {
+                    None => return SessionEnd::Shutdown,
+                    Some(Command::Subscribe(name)) => {
+                        if !self.subscribe(&mut sink, &mut subscribed, &name).await {
+                            return SessionEnd::Disconnected;
+                        }
+                    }
+                    Some(Command::Unsubscribe(name)) => {
+                        let still_wanted = self.channel(&name).is_some();
+                        if !still_wanted && subscribed.remove(&name) {
+                            let done = tokio::time::timeout(self.timeouts.response, sink.unsubscribe(&name)).await;
+                            if !matches!(done, Ok(Ok(()))) {
+                                return SessionEnd::Disconnected;
+                            }
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Subscribes `name` unless already subscribed, then tells its waiters.
+    /// Returns false when the connection looks broken.
+    async fn subscribe(
+        &self,
+        sink: &mut redis::aio::PubSubSink,
+        subscribed: &mut HashSet<String>,
+        name: &str,
+    ) -> bool {
+        let Some(channel) = self.channel(name) else {
+            return true; // every waiter left before we got to it
+        };
+        if !subscribed.contains(name) {
+            match tokio::time::timeout(self.timeouts.response, sink.subscribe(name)).await {
+                Ok(Ok(())) => {
+                    subscribed.insert(name.to_owned());
+                }
+                _ => return false,
+            }
+        }
+        if !*channel.subscribed.borrow() {
+            channel.epoch.fetch_add(1, Ordering::AcqRel);
+            channel.subscribed.send_replace(true);
+            // Unlock messages may have been missed while unsubscribed: everyone re-checks.
+            channel.notify.notify_waiters();
+        }
+        true
+    }
+
+    fn dispatch(&self, channel_name: &str) {
+        if let Some(channel) = self.channel(channel_name) {
+            // One waiter per message: the others would find the lock taken again.
+            channel.notify.notify_one();
+        }
+    }
+
+    fn channel(&self, name: &str) -> Option<Arc<Channel>> {
+        let registry = self.registry.upgrade()?;
+        let channels = registry.channels.lock();
+        channels.get(name).map(|member| member.channel.clone())
+    }
+
+    fn registered_channels(&self) -> Vec<String> {
+        match self.registry.upgrade() {
+            Some(registry) => registry.channels.lock().keys().cloned().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    fn mark_all_unsubscribed(&self) {
+        if let Some(registry) = self.registry.upgrade() {
+            for member in registry.channels.lock().values() {
+                member.channel.subscribed.send_replace(false);
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Redis-side faults: flushed scripts, killed subscriptions, a paused server.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redlatch::Error;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_is_reloaded_transparently() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let mut admin = common::admin(&server).await;
+    let renewed = client.lock("flush-renewed").acquire().await.unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let lock = client.lock("flushed");
+        let done = done.clone();
+        workers.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                let guard = lock.acquire().await.expect("acquire across SCRIPT FLUSH");
+                guard.release().await.expect("release across SCRIPT FLUSH");
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for _ in 0..5 {
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::Relaxed), 400);
+    // The watchdog reloads its script too: the 300 ms lease survived.
+    assert!(renewed.is_held());
+    renewed
+        .release()
+        .await
+        .expect("renewed across SCRIPT FLUSH");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_subscription_leaves_no_waiter_stuck_past_the_lease() {
+    let server = common::server();
+    let lease = Duration::from_secs(2);
+    let holder = common::client_with_lease(&server, lease).await;
+    let waiters = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let lock = waiters.lock("pubsub-killed");
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire().await?;
+            guard.release().await?;
+            Ok::<_, Error>(Instant::now())
+        }));
+    }
+    let channel = "redisson_lock__channel:{pubsub-killed}";
+    assert!(
+        common::eventually(Duration::from_secs(2), || {
+            let mut admin = admin.clone();
+            async move { common::subscribers(&mut admin, channel).await >= 1 }
+        })
+        .await
+    );
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 1, "no subscription connection to kill");
+    // Release while the waiters' subscription is down or just coming back.
+    guard.release().await.unwrap();
+    let released_at = Instant::now();
+    for task in tasks {
+        let finished = tokio::time::timeout(lease + Duration::from_secs(2), task)
+            .await
+            .expect("a waiter stayed stuck past the lease")
+            .unwrap()
+            .unwrap();
+        assert!(finished.duration_since(released_at) <= lease + Duration::from_secs(1));
+    }
+    // And the subscription came back for later waiters.
+    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiters.lock("pubsub-killed");
+        async move { lock.acquire().await.map(|_| Instant::now()) }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_millis(1500), waiter)
+        .await
+        .expect("woken by message after resubscribing, well before the lease")
+        .unwrap()
+        .unwrap();
+    assert!(woke.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_redis_gives_typed_errors_then_recovers() {
+    let server = common::server();
+    let client = common::client(&server).await; // 500 ms response timeout
+    let lock = client.lock("paused");
+    lock.acquire().await.unwrap().release().await.unwrap();
+
+    server.pause().unwrap();
+    let during = tokio::time::timeout(Duration::from_secs(5), lock.try_acquire())
+        .await
+        .expect("a call to a paused server must not hang past the response timeout");
+    server.resume().unwrap();
+    match during {
+        Err(error) => assert!(error.is_transient(), "not a connection error: {error:?}"),
+        Ok(_) => panic!("acquired from a paused server"),
+    }
+    let recovered = common::eventually(Duration::from_secs(5), || {
+        let lock = lock.clone();
+        async move {
+            match lock.try_acquire().await {
+                Ok(Some(guard)) => guard.release().await.is_ok(),
+                _ => false,
+            }
+        }
+    })
+    .await;
+    assert!(
+        recovered,
+        "the client did not recover after the server resumed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_is_lost_when_redis_stays_unreachable_past_the_lease() {
+    let server = common::server();
+    let lease = Duration::from_millis(600);
+    let client = common::client_with_lease(&server, lease).await;
+    let guard = client.lock("unreachable").acquire().await.unwrap();
+    server.pause().unwrap();
+    let paused_at = Instant::now();
+    let lost = tokio::time::timeout(lease + Duration::from_millis(500), guard.lost()).await;
+    server.resume().unwrap();
+    lost.expect("lost() once the lease ran out without a renewal");
+    assert!(paused_at.elapsed() <= lease + Duration::from_millis(500));
+    assert!(!guard.is_held());
+}

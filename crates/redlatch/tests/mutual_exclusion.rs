@@ -1,0 +1,85 @@
+//! Mutual exclusion under contention from several clients.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+const CLIENTS: usize = 3;
+const TASKS_PER_CLIENT: usize = 16;
+const SECTIONS_PER_TASK: usize = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_read_sleep_write_keeps_exact_count_and_one_holder() {
+    let server = common::server();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let client = common::client(&server).await;
+        for _ in 0..TASKS_PER_CLIENT {
+            let client = client.clone();
+            let mut data = common::admin(&server).await;
+            let inside = inside.clone();
+            let overlaps = overlaps.clone();
+            tasks.push(tokio::spawn(async move {
+                let lock = client.lock("counter-lock");
+                for _ in 0..SECTIONS_PER_TASK {
+                    let guard = lock.acquire().await.expect("acquire");
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Non-atomic read-modify-write: only the lock keeps it exact.
+                    let value: i64 = data.get("counter").await.unwrap_or(0);
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    let () = data.set("counter", value + 1).await.expect("write counter");
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.expect("release while held");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("worker task");
+    }
+    let mut data = common::admin(&server).await;
+    let counter: i64 = data.get("counter").await.unwrap();
+    assert_eq!(
+        counter as usize,
+        CLIENTS * TASKS_PER_CLIENT * SECTIONS_PER_TASK
+    );
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+}
+
+#[tokio::test]
+async fn second_acquire_waits_until_first_guard_releases() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.lock("handoff");
+    let first = lock.acquire().await.unwrap();
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "held lock taken twice"
+    );
+
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire().await.map(|guard| guard.token()) })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiter.is_finished(),
+        "waiter got the lock while it was held"
+    );
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let second_token = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("waiter woken by the release")
+        .unwrap()
+        .unwrap();
+    assert!(second_token > first_token);
+}

@@ -1,0 +1,128 @@
+//! Redisson compatibility: seed 003's scripts, run as-is by a second ("Java")
+//! client, and redlatch exclude each other on the same lock name.
+
+mod common;
+
+use std::time::Duration;
+
+use redis::Script;
+
+/// Redisson's RLock acquire, as seed 003 gives it.
+/// KEYS[1] lock, ARGV[1] lease ms, ARGV[2] `<uuid>:<threadId>`; nil on success, else PTTL.
+const REDISSON_LOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+redis.call('hset', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; \
+end; \
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
+redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; \
+end; \
+return redis.call('pttl', KEYS[1]);";
+
+/// Redisson's RLock release, as seed 003 gives it.
+/// KEYS[1] lock, KEYS[2] channel, ARGV[1] unlock message, ARGV[2] lease, ARGV[3] owner.
+const REDISSON_UNLOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+redis.call('publish', KEYS[2], ARGV[1]); \
+return 1; \
+end;\
+if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+return nil;\
+end; \
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+if (counter > 0) then \
+redis.call('pexpire', KEYS[1], ARGV[2]); \
+return 0; \
+else \
+redis.call('del', KEYS[1]); \
+redis.call('publish', KEYS[2], ARGV[1]); \
+return 1; \
+end; \
+return nil;";
+
+const JAVA_OWNER: &str = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57";
+const CHANNEL: &str = "redisson_lock__channel:{shared-lock}";
+
+async fn java_lock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+    Script::new(REDISSON_LOCK)
+        .key("shared-lock")
+        .arg(30_000)
+        .arg(JAVA_OWNER)
+        .invoke_async(conn)
+        .await
+        .unwrap()
+}
+
+async fn java_unlock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+    Script::new(REDISSON_UNLOCK)
+        .key("shared-lock")
+        .key(CHANNEL)
+        .arg(0)
+        .arg(30_000)
+        .arg(JAVA_OWNER)
+        .invoke_async(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn redlatch_holder_is_seen_as_held_by_redisson_scripts() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut java = common::admin(&server).await;
+    let guard = client.lock("shared-lock").acquire().await.unwrap();
+    let pttl = java_lock(&mut java)
+        .await
+        .expect("Redisson sees it held: returns the PTTL");
+    assert!(pttl > 0 && pttl <= 30_000);
+    // Redisson's unlock refuses: not its owner.
+    assert_eq!(java_unlock(&mut java).await, None);
+    guard.release().await.unwrap();
+    assert_eq!(
+        java_lock(&mut java).await,
+        None,
+        "free for Redisson after redlatch releases"
+    );
+    assert_eq!(java_unlock(&mut java).await, Some(1));
+}
+
+#[tokio::test]
+async fn redisson_holder_is_seen_as_held_and_its_unlock_wakes_redlatch_waiters() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut java = common::admin(&server).await;
+    assert_eq!(java_lock(&mut java).await, None, "Redisson takes it");
+    assert_eq!(java_lock(&mut java).await, None, "and re-enters");
+
+    let lock = client.lock("shared-lock");
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    let status = lock.status().await.unwrap();
+    assert_eq!(status.holders.len(), 1);
+    assert_eq!(status.holders[0].owner, JAVA_OWNER);
+    assert_eq!(status.holders[0].count, 2);
+
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await.map(|guard| guard.owner().to_owned()) }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        java_unlock(&mut java).await,
+        Some(0),
+        "first unlock only decrements"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished());
+    assert_eq!(
+        java_unlock(&mut java).await,
+        Some(1),
+        "second unlock deletes and publishes"
+    );
+    let owner = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("Redisson's unlock message wakes the redlatch waiter (its lease is 30 s)")
+        .unwrap()
+        .unwrap();
+    assert!(owner.starts_with(&client.id().to_string()));
+}

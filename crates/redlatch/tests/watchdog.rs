@@ -1,0 +1,192 @@
+//! Lease renewal, lost-lock detection, fixed leases, and crashed holders.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+#[tokio::test]
+async fn watchdog_keeps_a_one_second_lease_for_four_seconds() {
+    let server = common::server();
+    let holder = common::client_with_lease(&server, Duration::from_secs(1)).await;
+    let rival = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.lock("renewed").acquire().await.unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        let pttl: i64 = admin.pttl("renewed").await.unwrap();
+        assert!(
+            pttl > 0,
+            "lease ran out at {:?} (pttl {pttl})",
+            started.elapsed()
+        );
+        assert!(
+            rival.lock("renewed").try_acquire().await.unwrap().is_none(),
+            "another client took a renewed lock"
+        );
+        assert!(guard.is_held());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    guard.release().await.expect("still held after 4 leases");
+}
+
+#[tokio::test]
+async fn deleted_key_makes_lost_resolve_within_one_renewal_period() {
+    let server = common::server();
+    let lease = Duration::from_millis(900);
+    let client = common::client_with_lease(&server, lease).await;
+    let mut admin = common::admin(&server).await;
+    let guard = client.lock("deleted-under-me").acquire().await.unwrap();
+    let () = admin.del("deleted-under-me").await.unwrap();
+    let deleted_at = Instant::now();
+    tokio::time::timeout(lease / 3 + Duration::from_millis(250), guard.lost())
+        .await
+        .expect("lost() within one renewal period (plus scheduling slack)");
+    assert!(!guard.is_held());
+    assert!(deleted_at.elapsed() <= lease / 3 + Duration::from_millis(250));
+    assert!(matches!(
+        guard.release().await,
+        Err(redlatch::Error::NotHeld { .. })
+    ));
+}
+
+#[tokio::test]
+async fn fixed_lease_runs_out_and_lost_resolves() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.lock("fixed");
+    let guard = lock
+        .acquire_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(!guard.is_renewed());
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() when the fixed lease runs out");
+    assert!(!guard.is_held());
+    let next = lock
+        .acquire_timeout(Duration::from_secs(2))
+        .await
+        .expect("free once the lease ran out");
+    assert!(next.token() > guard.token());
+}
+
+#[tokio::test]
+async fn renewals_are_batched_across_many_held_locks() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let mut guards = Vec::new();
+    for index in 0..250 {
+        guards.push(
+            client
+                .lock(format!("many:{index}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(client.held_locks(), 250);
+    let before = client.renewal_round_trips();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let trips = client.renewal_round_trips() - before;
+    // One script call per lock per 100 ms period would be ~2,500 calls.
+    assert!(trips >= 5, "the watchdog did not renew ({trips} calls)");
+    assert!(
+        trips <= 150,
+        "renewals not batched: {trips} calls for 250 locks in 1 s"
+    );
+    assert!(guards.iter().all(|guard| guard.is_held()));
+    let mut admin = common::admin(&server).await;
+    let pttl: i64 = admin.pttl("many:0").await.unwrap();
+    assert!(pttl > 0);
+}
+
+/// Kills the child holder if the test fails before it does.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const CHILD_URL: &str = "REDLATCH_TEST_HOLDER_URL";
+
+/// In the child process: hold the lock and wait to be killed.
+fn hold_until_killed(url: String) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let client = redlatch::Client::builder(&url)
+            .default_lease(Duration::from_secs(2))
+            .connect()
+            .await
+            .unwrap();
+        let guard = client.lock("crashing-holder").acquire().await.unwrap();
+        println!("HELD {}", guard.token());
+        tokio::time::sleep(Duration::from_secs(120)).await;
+    });
+}
+
+#[test]
+fn killed_holder_frees_lock_within_lease_plus_one_second() {
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        return hold_until_killed(url);
+    }
+    let server = common::server();
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "killed_holder_frees_lock_within_lease_plus_one_second",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_URL, server.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = BufReader::new(child.0.stdout.take().unwrap());
+    let held = stdout
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            // libtest prints "test NAME ... " on the same line, before the child's output.
+            line.split_once("HELD ")
+                .map(|(_, token)| token.trim().to_owned())
+        })
+        .expect("child reports it holds the lock");
+    let child_token: u64 = held.parse().unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = common::client(&server).await;
+        let lock = client.lock("crashing-holder");
+        // Renewed by the child's watchdog past its 2 s lease.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(
+            lock.try_acquire().await.unwrap().is_none(),
+            "child's watchdog stopped renewing"
+        );
+
+        child.0.kill().unwrap(); // SIGKILL: no release, no cleanup
+        child.0.wait().unwrap();
+        let killed_at = Instant::now();
+        let guard = lock
+            .acquire_timeout(Duration::from_secs(10))
+            .await
+            .expect("lock comes free after the holder dies");
+        let freed_after = killed_at.elapsed();
+        assert!(
+            freed_after <= Duration::from_secs(3),
+            "lock free only {freed_after:?} after the kill (lease 2 s)"
+        );
+        assert!(guard.token() > child_token);
+    });
+}
