@@ -19,9 +19,12 @@
 //! - **Cancellation by drop.** Dropping a waiting acquire leaves nothing in
 //!   Redis; dropping a guard releases it.
 //!
-//! ```no_run
-//! # async fn demo() -> redlatch::Result<()> {
-//! let client = redlatch::Client::connect("redis://127.0.0.1:6379").await?;
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> redlatch::Result<()> {
+//! # let server = testkit::RedisServer::start().unwrap();
+//! # let url = server.url();
+//! let client = redlatch::Client::connect(&url).await?; // "redis://127.0.0.1:6379"
 //! let lock = client.lock("voucher:7:user:42");
 //!
 //! let guard = lock.acquire().await?;      // waits; the watchdog keeps it
@@ -32,7 +35,8 @@
 //!     let again = guard.reenter().await?;  // hold count 2, same token
 //!     drop(again);                         // hold count 1
 //! }                                        // released
-//! # Ok(()) }
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! ## Redis data

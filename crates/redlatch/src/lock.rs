@@ -103,13 +103,18 @@ impl Lock {
     /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, or starting with `#`
     /// (reserved for anonymous owners) gives [`Error::InvalidOwner`].
     ///
-    /// ```no_run
-    /// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
     /// let lock = client.lock("cart:9").with_owner("request-5f1c");
     /// let outer = lock.acquire().await?;
     /// let inner = lock.acquire().await?; // re-enters: same owner
     /// assert_eq!(outer.token(), inner.token());
-    /// # Ok(()) }
+    /// assert_eq!(lock.status().await?.holders[0].count, 2);
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
         self.owner = Some(Arc::from(owner.into()));
