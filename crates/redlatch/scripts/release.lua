@@ -3,27 +3,26 @@
 -- ARGV[1]  channel (redisson_lock__channel:{NAME})
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  owner field
--- Returns  1 the lock is deleted and '0' published on the channel
---          0 one hold dropped, others remain
---         -1 the owner does not hold the lock (expired, or another owner has it)
---         -2 KEYS[1] exists but is not a hash (WRONGTYPE)
+-- Returns  {1, n}  the lock is deleted and '0' published; n subscriber connections got it
+--          {0, 0}  one hold dropped, others remain
+--         {-1, 0}  the owner does not hold the lock (expired, or another owner has it)
+--         {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
 -- The common case (last hold) costs three calls: HGET, DEL, PUBLISH.
 local count = redis.pcall('hget', KEYS[1], ARGV[3])
 if type(count) == 'table' and count.err then
-  return -2
+  return {-2, 0}
 end
 if not count then
   if redis.call('exists', KEYS[1]) == 0 then
     -- Nobody holds it: waiters may be parked on a lock that expired, wake them.
     redis.call('publish', ARGV[1], '0')
   end
-  return -1
+  return {-1, 0}
 end
 if tonumber(count) > 1 then
   redis.call('hincrby', KEYS[1], ARGV[3], -1)
   redis.call('pexpire', KEYS[1], ARGV[2])
-  return 0
+  return {0, 0}
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[1], '0')
-return 1
+return {1, redis.call('publish', ARGV[1], '0')}

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::{ClientBuilder, ConnectionSettings, LockSettings};
+use crate::courtesy::Courtesy;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::wakeup::{Timeouts, Wakeups};
@@ -45,6 +46,7 @@ pub(crate) struct ClientInner {
     pub(crate) settings: RwLock<Arc<LockSettings>>,
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
+    pub(crate) courtesy: Courtesy,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
@@ -116,6 +118,7 @@ impl Client {
                 settings: RwLock::new(Arc::new(locks)),
                 wakeups,
                 watchdog,
+                courtesy: Courtesy::default(),
                 runtime,
                 owner_seq: AtomicU64::new(0),
                 shutdown,

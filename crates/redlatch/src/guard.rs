@@ -210,11 +210,22 @@ impl Guard {
     fn spawn_release(&self) -> tokio::task::JoinHandle<Result<ops::Released>> {
         let inner = &self.client.inner;
         inner.watchdog.remove_guard(&self.hold);
-        let mut conn = inner.conn.clone();
+        let client = self.client.clone();
         let request = self.request();
-        inner
-            .runtime
-            .spawn(async move { ops::run_release(&mut conn, &request).await })
+        inner.runtime.spawn(async move {
+            let inner = &client.inner;
+            let mut conn = inner.conn.clone();
+            let released = ops::run_release(&mut conn, &request).await;
+            if let Ok(ops::Released::Unlocked { receivers }) = released {
+                // Our own subscription connection counts among the receivers
+                // when this client has waiters on the lock.
+                let local = i64::from(inner.wakeups.has_waiters(&request.keys.channel));
+                if receivers > local {
+                    inner.courtesy.note_release(&request.keys.key);
+                }
+            }
+            released
+        })
     }
 }
 

@@ -57,6 +57,7 @@
 
 mod client;
 mod config;
+mod courtesy;
 mod error;
 mod guard;
 mod hold;
@@ -74,6 +75,7 @@ pub use config::{
     ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, LockSettings,
 };
+pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
 pub use guard::Guard;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};

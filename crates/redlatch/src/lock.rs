@@ -128,7 +128,10 @@ impl Lock {
     /// joins the lock's channel and parks until an unlock message, the end of
     /// the holder's lease, or a reconnect of the subscription; each wake-up
     /// costs one round trip. Waiters of one client are woken one at a time,
-    /// oldest first, and a new acquire does not overtake them.
+    /// oldest first, and a new acquire does not overtake them. A client whose
+    /// release just woke waiters in other processes lets them go first: its
+    /// next acquire of the lock waits up to [`HANDOFF_GRACE`](crate::HANDOFF_GRACE)
+    /// before trying.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
@@ -340,18 +343,31 @@ impl Lock {
         let remaining =
             |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
 
-        // Waiters of this client are already queued: join them rather than barge in.
         let mut ticket = None;
-        if !matches!(wait, Wait::Once)
-            && let Some((queued, lease_ends)) = inner.wakeups.join_queue(&request.keys.channel)
-        {
-            let now = Instant::now();
-            let limit = lease_ends
-                .saturating_duration_since(now)
-                .min(remaining(now));
-            let epoch = queued.epoch();
-            queued.park(epoch, limit).await;
-            ticket = Some(queued);
+        if !matches!(wait, Wait::Once) {
+            if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
+                // We just released this lock to waiters elsewhere: let one of them
+                // have it. Wait as a subscribed waiter, so that whoever takes it
+                // sees us waiting and steps aside for us in turn.
+                let joined = inner.wakeups.join(&request.keys.channel);
+                let epoch = joined.epoch();
+                let limit = until
+                    .saturating_duration_since(Instant::now())
+                    .min(remaining(Instant::now()));
+                joined.park(epoch, limit).await;
+                ticket = Some(joined);
+            } else if let Some((queued, lease_ends)) =
+                inner.wakeups.join_queue(&request.keys.channel)
+            {
+                // Waiters of this client are already queued: join them rather than barge in.
+                let now = Instant::now();
+                let limit = lease_ends
+                    .saturating_duration_since(now)
+                    .min(remaining(now));
+                let epoch = queued.epoch();
+                queued.park(epoch, limit).await;
+                ticket = Some(queued);
+            }
         }
 
         loop {

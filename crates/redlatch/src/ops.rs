@@ -106,8 +106,9 @@ async fn run_acquire(
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
-    /// The last hold: the lock is deleted and waiters were woken.
-    Unlocked,
+    /// The last hold: the lock is deleted; the unlock message reached
+    /// `receivers` subscription connections (this client's included).
+    Unlocked { receivers: i64 },
     /// One hold dropped; the owner still holds it.
     Decremented,
 }
@@ -117,7 +118,7 @@ pub(crate) async fn run_release(
     conn: &mut ConnectionManager,
     request: &Request,
 ) -> Result<Released> {
-    let reply: i64 = scripts::RELEASE
+    let reply: Vec<i64> = scripts::RELEASE
         .key(&request.keys.key)
         .arg(&request.keys.channel)
         .arg(request.lease_ms)
@@ -125,18 +126,20 @@ pub(crate) async fn run_release(
         .invoke_async(conn)
         .await
         .map_err(|error| Error::from_redis("release", error))?;
-    match reply {
-        1 => Ok(Released::Unlocked),
-        0 => Ok(Released::Decremented),
-        -1 => Err(Error::NotHeld {
+    match reply.as_slice() {
+        [1, receivers] => Ok(Released::Unlocked {
+            receivers: *receivers,
+        }),
+        [0, _] => Ok(Released::Decremented),
+        [-1, _] => Err(Error::NotHeld {
             name: request.keys.key.clone(),
         }),
-        -2 => Err(Error::WrongType {
+        [-2, _] => Err(Error::WrongType {
             key: request.keys.key.clone(),
         }),
         other => Err(Error::Protocol {
             op: "release",
-            detail: format!("{other}"),
+            detail: format!("{other:?}"),
         }),
     }
 }

@@ -158,6 +158,13 @@ impl Wakeups {
     }
 }
 
+impl Wakeups {
+    /// True when waiters of this client are parked on `channel`.
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.registry.channels.lock().contains_key(channel)
+    }
+}
+
 impl Ticket {
     /// The subscription generation; pass it back to [`Ticket::park`].
     pub(crate) fn epoch(&self) -> u64 {
