@@ -154,3 +154,60 @@ async fn guard_is_lost_when_redis_stays_unreachable_past_the_lease() {
     assert!(paused_at.elapsed() <= lease + Duration::from_millis(500));
     assert!(!guard.is_held());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_empty_marks_held_guards_lost_and_recovers() {
+    let mut server = common::server();
+    let lease = Duration::from_millis(900);
+    let client = common::client_with_lease(&server, lease).await;
+    let guard = client.lock("restarted").acquire().await.unwrap();
+    server.restart().unwrap(); // kill -9, then an empty server on the same port
+    // The next renewal (reconnected) finds the key gone, or none gets through
+    // before the lease runs out: either way the guard must learn it lost the lock.
+    tokio::time::timeout(lease + Duration::from_millis(500), guard.lost())
+        .await
+        .expect("lost() after the lock vanished with the restart");
+    assert!(!guard.is_held());
+    let recovered = common::eventually(Duration::from_secs(5), || {
+        let lock = client.lock("restarted");
+        async move { matches!(lock.try_acquire().await, Ok(Some(_))) }
+    })
+    .await;
+    assert!(recovered, "the client did not reconnect after the restart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_recovers_when_redis_restarts_under_it() {
+    let mut server = common::server();
+    let holder = common::client(&server).await; // 30 s lease: only a wake-up helps
+    let waiting = common::client(&server).await;
+    let _guard = holder.lock("restart-waiter").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiting.lock("restart-waiter");
+        async move {
+            // Connection errors while Redis is down are expected: keep asking.
+            loop {
+                match lock.acquire().await {
+                    Ok(guard) => return guard.token(),
+                    Err(error) if error.is_transient() => {
+                        tokio::time::sleep(Duration::from_millis(50)).await
+                    }
+                    Err(other) => panic!("unexpected error: {other}"),
+                }
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    // The restart drops the lock (no unlock message is ever sent) and the
+    // waiter's subscription; its resubscription must wake it.
+    server.restart().unwrap();
+    let token = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter stayed parked after the restart")
+        .unwrap();
+    assert_eq!(
+        token, 1,
+        "the fencing counter restarted with the empty server"
+    );
+}
