@@ -136,3 +136,68 @@ mod holder_log {
         }
     }
 }
+
+/// Script calls the server has run so far (EVALSHA and EVAL).
+async fn script_calls(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unlock_wakes_one_waiter_not_all() {
+    const WAITERS: usize = 10;
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiting = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.lock("herd").acquire().await.unwrap();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..WAITERS {
+        let lock = waiting.lock("herd");
+        let acquired = acquired.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            acquired.fetch_add(1, Ordering::SeqCst);
+            // Keep it: the other waiters must stay parked, not retry.
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(guard);
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // all parked
+    let before = script_calls(&mut admin).await;
+    guard.release().await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(2), || {
+            let acquired = acquired.clone();
+            async move { acquired.load(Ordering::SeqCst) == 1 }
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let calls = script_calls(&mut admin).await - before;
+    // The release, the woken waiter's attempt, and a little slack; a stampede
+    // would be one attempt per waiter (10+).
+    assert!(
+        calls <= 4,
+        "{calls} script calls after one unlock with {WAITERS} waiters"
+    );
+    assert_eq!(acquired.load(Ordering::SeqCst), 1);
+    for task in tasks {
+        task.abort();
+    }
+}
