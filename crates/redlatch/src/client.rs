@@ -2,19 +2,23 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::io::tcp::TcpSettings;
+use redis::io::tcp::socket2::TcpKeepalive;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::{ClientBuilder, ConnectionSettings, LockSettings};
+use crate::config::ClientBuilder;
 use crate::courtesy::Courtesy;
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::wakeup::{Timeouts, Wakeups};
+use crate::settings::{Settings, SharedSettings};
+use crate::settings_watch::SettingsWatcher;
+use crate::wakeup::Wakeups;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis server, shared by every lock made from it.
@@ -43,7 +47,7 @@ pub struct Client {
 pub(crate) struct ClientInner {
     pub(crate) id: Uuid,
     pub(crate) conn: ConnectionManager,
-    pub(crate) settings: RwLock<Arc<LockSettings>>,
+    pub(crate) settings: SharedSettings,
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
     pub(crate) courtesy: Courtesy,
@@ -63,8 +67,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects with default settings (30 s lease, 10 s connect timeout, 3 s
-    /// response timeout, 3 reconnection attempts, no key prefix).
+    /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
+    /// response timeout, 3 retries, no key prefix).
     ///
     /// # Errors
     /// As [`ClientBuilder::connect`].
@@ -77,45 +81,57 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    pub(crate) async fn open(
-        connection: ConnectionSettings,
-        locks: LockSettings,
-    ) -> Result<Client> {
-        let info = connection
-            .url
+    pub(crate) async fn open(url: String, settings: Settings) -> Result<Client> {
+        // Dead peers must be noticed even when no answer is awaited.
+        let keepalive = TcpKeepalive::new()
+            .with_time(Duration::from_secs(15))
+            .with_interval(Duration::from_secs(5));
+        let info = url
             .as_str()
             .into_connection_info()
             .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?
             // Lock traffic is many tiny requests: never let Nagle hold them back.
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+            .set_tcp_settings(
+                TcpSettings::default()
+                    .set_nodelay(true)
+                    .set_keepalive(keepalive),
+            );
         let redis_client = redis::Client::open(info)
             .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?;
+        // Response timeouts are applied per call from the live settings, so
+        // the connection itself has none.
         let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connection.connect_timeout))
-            .set_response_timeout(Some(connection.response_timeout))
-            .set_number_of_retries(connection.retries)
-            .set_min_delay(connection.retry_delay)
-            .set_max_delay(std::time::Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(redis_client.clone(), manager_config)
-            .await
-            .map_err(|error| Error::from_redis("connect", error))?;
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(settings.retry.attempts as usize)
+            .set_min_delay(settings.retry.base_delay)
+            .set_max_delay(settings.retry.max_delay);
+        let connect_limit = settings
+            .connect_timeout
+            .saturating_mul(settings.retry.attempts + 1)
+            .saturating_add(
+                settings
+                    .retry
+                    .max_delay
+                    .saturating_mul(settings.retry.attempts),
+            );
+        let conn = tokio::time::timeout(
+            connect_limit,
+            ConnectionManager::new_with_config(redis_client.clone(), manager_config),
+        )
+        .await
+        .map_err(|_| Error::ResponseTimeout { op: "connect" })?
+        .map_err(|error| Error::from_redis("connect", error))?;
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
-        let wakeups = Wakeups::start(
-            redis_client,
-            Timeouts {
-                connect: connection.connect_timeout,
-                response: connection.response_timeout,
-            },
-            &runtime,
-            shutdown.clone(),
-        );
-        let watchdog = Watchdog::start(conn.clone(), &runtime, shutdown.clone());
+        let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
+        let wakeups = Wakeups::start(redis_client, settings.clone(), &runtime, shutdown.clone());
+        let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: Uuid::new_v4(),
                 conn,
-                settings: RwLock::new(Arc::new(locks)),
+                settings,
                 wakeups,
                 watchdog,
                 courtesy: Courtesy::default(),
@@ -137,23 +153,47 @@ impl Client {
         self.inner.id
     }
 
-    /// The lock settings in force now.
-    pub fn settings(&self) -> LockSettings {
+    /// The settings in force now.
+    pub fn settings(&self) -> Settings {
         (**self.inner.settings.read()).clone()
     }
 
-    /// Replaces the lock settings of this client and its clones, at run time.
+    /// Replaces the settings of this client and its clones, at run time.
     ///
-    /// Applies to acquisitions that start afterwards. Locks already held keep
-    /// their lease and key. Connection settings (URL, timeouts, retries) are
-    /// fixed for the life of a client.
+    /// Each field says when a change takes effect (see [`Settings`]): most at
+    /// the next call; a new default lease also at the next renewal of every
+    /// renewed lock, which this brings forward. The URL is fixed for the life
+    /// of a client.
     ///
     /// # Errors
     /// [`Error::InvalidDuration`] or [`Error::InvalidConfig`]: the old settings stay.
-    pub fn update_settings(&self, settings: LockSettings) -> Result<()> {
+    pub fn update_settings(&self, settings: Settings) -> Result<()> {
         settings.validate()?;
-        *self.inner.settings.write() = Arc::new(settings);
+        let lease_changed = {
+            let mut current = self.inner.settings.write();
+            let changed = current.default_lease != settings.default_lease;
+            *current = Arc::new(settings);
+            changed
+        };
+        if lease_changed {
+            self.inner.watchdog.renew_all_soon();
+        }
         Ok(())
+    }
+
+    /// Keeps this client's settings in step with a TOML file (see
+    /// [`Settings::load`]) while the returned watcher lives.
+    ///
+    /// The file is read now; afterwards each change is applied after a short
+    /// debounce (250 ms). A file that cannot be read or parsed is reported
+    /// (a `tracing` warning, and [`SettingsWatcher::last_error`]) and the
+    /// settings in force stay.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] or [`Error::InvalidDuration`] when the file is
+    /// bad now, or cannot be watched.
+    pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
+        SettingsWatcher::start(self.clone(), path.as_ref())
     }
 
     /// Number of locks this client holds now (one per owner and lock,
@@ -171,7 +211,7 @@ impl Client {
 }
 
 impl ClientInner {
-    pub(crate) fn lock_settings(&self) -> Arc<LockSettings> {
+    pub(crate) fn current_settings(&self) -> Arc<Settings> {
         self.settings.read().clone()
     }
 

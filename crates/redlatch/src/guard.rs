@@ -78,7 +78,7 @@ impl Guard {
     /// The lease: the client's default lease for watchdog-renewed guards, or
     /// the fixed lease given at acquire.
     pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.hold.lease_ms)
+        Duration::from_millis(self.hold.lease_ms())
     }
 
     /// True when the watchdog renews this guard's lease.
@@ -130,12 +130,13 @@ impl Guard {
         let (reply_to, reply) = oneshot::channel();
         let mut conn = inner.conn.clone();
         let task_request = request.clone();
+        let limit = inner.current_settings().response_timeout;
         let sent_at = Instant::now();
         inner.runtime.spawn(async move {
-            let outcome = ops::run_reenter(&mut conn, &task_request).await;
+            let outcome = ops::run_reenter(&mut conn, &task_request, limit).await;
             // Nobody is waiting for this hold any more: give it back.
             if let Err(Ok(true)) = reply_to.send(outcome) {
-                let _ = ops::run_release(&mut conn, &task_request).await;
+                let _ = ops::run_release(&mut conn, &task_request, limit).await;
             }
         });
         let held = reply
@@ -154,7 +155,7 @@ impl Guard {
         if !inner.watchdog.add_guard(&self.hold, sent_at) {
             // Marked lost meanwhile although Redis still had it: give the hold back.
             let mut conn = inner.conn.clone();
-            let _ = ops::run_release(&mut conn, &request).await;
+            let _ = ops::run_release(&mut conn, &request, limit).await;
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
@@ -202,7 +203,7 @@ impl Guard {
             keys: self.hold.keys.clone(),
             owner: self.hold.owner.clone(),
             named_owner: self.hold.named_owner,
-            lease_ms: self.hold.lease_ms,
+            lease_ms: self.hold.lease_ms(),
         }
     }
 
@@ -215,7 +216,11 @@ impl Guard {
         inner.runtime.spawn(async move {
             let inner = &client.inner;
             let mut conn = inner.conn.clone();
-            let released = ops::run_release(&mut conn, &request).await;
+            let limit = inner.current_settings().response_timeout;
+            let released = ops::run_release(&mut conn, &request, limit).await;
+            if let Err(Error::NotHeld { .. }) = released {
+                crate::metrics::release_not_held();
+            }
             if let Ok(ops::Released::Unlocked { receivers }) = released {
                 // Our own subscription connection counts among the receivers
                 // when this client has waiters on the lock.

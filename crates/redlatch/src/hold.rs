@@ -9,10 +9,8 @@ use tokio_util::sync::CancellationToken;
 use crate::keys::LockKeys;
 use crate::lease;
 
-/// The shared state of a held lock. Re-entered guards of the same owner share
-/// one `Hold`; the watchdog renews it and marks it lost.
-#[derive(Debug)]
-pub(crate) struct Hold {
+/// What a new acquisition tells the watchdog.
+pub(crate) struct NewHold {
     pub(crate) keys: Arc<LockKeys>,
     /// The hash field: `<client-uuid>:<owner>`.
     pub(crate) owner: Arc<str>,
@@ -22,6 +20,21 @@ pub(crate) struct Hold {
     pub(crate) token: u64,
     /// True when the owner was named by the caller (not unique to one acquire).
     pub(crate) named_owner: bool,
+    /// When the acquiring request was sent: validity counts from here.
+    pub(crate) sent_at: Instant,
+}
+
+/// The shared state of a held lock. Re-entered guards of the same owner share
+/// one `Hold`; the watchdog renews it and marks it lost.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) renewed: bool,
+    pub(crate) token: u64,
+    pub(crate) named_owner: bool,
+    /// The lease last set in Redis; renewals may change it (live settings).
+    lease_ms: AtomicU64,
     lost: CancellationToken,
     /// Monotonic reference for `valid_until_ns`.
     base: Instant,
@@ -30,35 +43,38 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    pub(crate) fn new(
-        keys: Arc<LockKeys>,
-        owner: Arc<str>,
-        lease_ms: u64,
-        renewed: bool,
-        token: u64,
-        named_owner: bool,
-        sent_at: Instant,
-    ) -> Hold {
+    pub(crate) fn new(new: NewHold) -> Hold {
         let hold = Hold {
-            keys,
-            owner,
-            lease_ms,
-            renewed,
-            token,
-            named_owner,
+            keys: new.keys,
+            owner: new.owner,
+            renewed: new.renewed,
+            token: new.token,
+            named_owner: new.named_owner,
+            lease_ms: AtomicU64::new(new.lease_ms),
             lost: CancellationToken::new(),
-            base: sent_at,
+            base: new.sent_at,
             valid_until_ns: AtomicU64::new(0),
         };
-        hold.extend_from(sent_at);
+        hold.confirm(new.sent_at, new.lease_ms);
         hold
     }
 
-    /// Records a successful acquire or renewal whose request left at `sent_at`.
-    pub(crate) fn extend_from(&self, sent_at: Instant) {
-        let until = sent_at + lease::validity(self.lease_ms);
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.lease_ms.load(Ordering::Acquire)
+    }
+
+    /// Records that Redis confirmed a lease of `lease_ms` for a request sent
+    /// at `sent_at` (acquire, re-entry or renewal).
+    pub(crate) fn confirm(&self, sent_at: Instant, lease_ms: u64) {
+        let until = sent_at + lease::validity(lease_ms);
         let ns = until.saturating_duration_since(self.base).as_nanos() as u64;
-        self.valid_until_ns.fetch_max(ns, Ordering::AcqRel);
+        if self.lease_ms.swap(lease_ms, Ordering::AcqRel) == lease_ms {
+            // Replies may arrive out of order: never move the deadline back.
+            self.valid_until_ns.fetch_max(ns, Ordering::AcqRel);
+        } else {
+            // A new lease (shorter or longer) replaces the old deadline.
+            self.valid_until_ns.store(ns, Ordering::Release);
+        }
     }
 
     /// Until when the lock can be trusted (monotonic clock).
@@ -71,8 +87,14 @@ impl Hold {
         !self.lost.is_cancelled() && Instant::now() < self.valid_until()
     }
 
-    pub(crate) fn mark_lost(&self) {
+    /// Marks the hold lost; returns true the first time.
+    pub(crate) fn mark_lost(&self) -> bool {
+        let first = !self.lost.is_cancelled();
         self.lost.cancel();
+        if first {
+            crate::metrics::lock_lost();
+        }
+        first
     }
 
     pub(crate) fn is_marked_lost(&self) -> bool {

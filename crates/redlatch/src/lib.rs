@@ -63,23 +63,29 @@ mod guard;
 mod hold;
 mod keys;
 mod lease;
+mod listing;
 mod lock;
+pub mod metrics;
 mod ops;
 mod scripts;
+mod settings;
+mod settings_watch;
 mod status;
 mod wakeup;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{
-    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, LockSettings,
-};
+pub use config::ClientBuilder;
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
 pub use guard::Guard;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use settings::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
+};
+pub use settings_watch::SettingsWatcher;
 pub use status::{Holder, LockStatus};
 pub use watchdog::RENEW_BATCH;

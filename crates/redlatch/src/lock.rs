@@ -8,12 +8,13 @@ use tracing::{Instrument, field};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
+use crate::hold::NewHold;
 use crate::keys::{LockKeys, validate_owner};
 use crate::lease;
 use crate::ops::{self, Attempt, Request};
 use crate::scripts;
 use crate::status::LockStatus;
-use crate::watchdog::NewHold;
+use crate::wakeup::Wake;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
 /// PERSISTed it or set it without a lease): there is no lease end to wait for.
@@ -173,6 +174,22 @@ impl Lock {
             .ok_or_else(|| self.timeout(wait))
     }
 
+    /// Waits as long as the settings' [`wait_timeout`](crate::Settings::wait_timeout)
+    /// says (until held when it is `None`); watchdog lease. Lets operators
+    /// tune waits from a settings file without a code change.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire_timeout`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_default_wait(&self) -> Result<Guard> {
+        match self.client.inner.current_settings().wait_timeout {
+            Some(wait) => self.acquire_timeout(wait).await,
+            None => self.acquire().await,
+        }
+    }
+
     /// Waits until held, with a fixed `lease` that is not renewed: the lock
     /// frees itself after `lease` even if the guard is still alive, and the
     /// guard's [`lost`](Guard::lost) resolves then.
@@ -233,13 +250,18 @@ impl Lock {
         let keys = self.keys()?;
         let inner = &self.client.inner;
         let mut conn = inner.conn.clone();
-        let reply: i64 = scripts::FORCE_UNLOCK
-            .key(&keys.key)
-            .arg(&keys.channel)
-            .invoke_async(&mut conn)
+        let call = async {
+            scripts::FORCE_UNLOCK
+                .key(&keys.key)
+                .arg(&keys.channel)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|error| Error::from_redis("force unlock", error))
+        };
+        let limit = inner.current_settings().response_timeout;
+        let reply = ops::bounded("force unlock", limit, call)
             .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
-            .await
-            .map_err(|error| Error::from_redis("force unlock", error))?;
+            .await?;
         inner.watchdog.mark_key_lost(&keys.key);
         match reply {
             1 => Ok(true),
@@ -253,9 +275,11 @@ impl Lock {
     }
 
     /// A consistent snapshot of the lock: holders and their hold counts,
-    /// remaining lease, last fencing token handed out.
+    /// remaining lease, last fencing token handed out; and how many client
+    /// connections are subscribed to its channel (processes with waiters).
     ///
-    /// One round trip (one script, so the parts agree). Reads only.
+    /// Two round trips: one script, so the lock's parts agree, then PUBSUB
+    /// NUMSUB. Reads only.
     ///
     /// # Errors
     /// [`Error::WrongType`], connection errors.
@@ -264,18 +288,31 @@ impl Lock {
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
         let keys = self.keys()?;
-        let mut conn = self.client.inner.conn.clone();
-        let reply: redis::Value = scripts::STATUS
-            .key(&keys.key)
-            .key(&keys.token)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|error| Error::from_redis("status", error))?;
-        LockStatus::from_reply(&self.name, &keys.key, reply)
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        let call = async {
+            let reply: redis::Value = scripts::STATUS
+                .key(&keys.key)
+                .key(&keys.token)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|error| Error::from_redis("status", error))?;
+            let (_, waiting): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&keys.channel)
+                .query_async(&mut conn)
+                .await
+                .map_err(|error| Error::from_redis("status", error))?;
+            let mut status = LockStatus::from_reply(&self.name, &keys.key, reply)?;
+            status.waiting_clients = waiting;
+            Ok(status)
+        };
+        ops::bounded("status", limit, call).await
     }
 
     fn keys(&self) -> Result<LockKeys> {
-        let settings = self.client.inner.lock_settings();
+        let settings = self.client.inner.current_settings();
         LockKeys::new(&settings.key_prefix, &self.name)
     }
 
@@ -289,7 +326,7 @@ impl Lock {
     /// Builds the request: checks the name, owner and lease.
     fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
         let inner = &self.client.inner;
-        let settings = inner.lock_settings();
+        let settings = inner.current_settings();
         let keys = Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?);
         let (lease_ms, renewed) = match lease {
             LeaseMode::Watchdog => (
@@ -321,14 +358,46 @@ impl Lock {
             lock = %request.keys.key,
             token = field::Empty,
         );
-        self.wait_for_hold(request, renewed, wait)
+        let started = Instant::now();
+        let outcome = self
+            .wait_for_hold(request, renewed, wait)
             .instrument(span)
-            .await
+            .await;
+        let label = match &outcome {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not_acquired",
+            Err(_) => "error",
+        };
+        crate::metrics::acquire_finished(label, started.elapsed());
+        outcome
+    }
+
+    /// One attempt, retried after connection errors when that is safe: each
+    /// retry of an anonymous acquire uses a fresh owner, since the attempt it
+    /// replaces may still be giving back a hold under the old one.
+    async fn attempt_with_retries(&self, request: &mut Request) -> Result<Attempt> {
+        let inner = &self.client.inner;
+        let mut retry = 0;
+        loop {
+            match ops::attempt(inner, request).await {
+                Err(error) if error.is_transient() && !request.named_owner => {
+                    let policy = inner.current_settings().retry;
+                    if retry >= policy.attempts {
+                        return Err(error);
+                    }
+                    tracing::debug!(%error, retry, "redlatch: acquire attempt failed, retrying");
+                    tokio::time::sleep(policy.delay(retry)).await;
+                    retry += 1;
+                    request.owner = inner.anonymous_owner();
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn wait_for_hold(
         &self,
-        request: Request,
+        mut request: Request,
         renewed: bool,
         wait: Wait,
     ) -> Result<Option<Guard>> {
@@ -354,7 +423,7 @@ impl Lock {
                 let limit = until
                     .saturating_duration_since(Instant::now())
                     .min(remaining(Instant::now()));
-                joined.park(epoch, limit).await;
+                record_wake(joined.park(epoch, limit).await);
                 ticket = Some(joined);
             } else if let Some((queued, lease_ends)) =
                 inner.wakeups.join_queue(&request.keys.channel)
@@ -365,7 +434,8 @@ impl Lock {
                     .saturating_duration_since(now)
                     .min(remaining(now));
                 let epoch = queued.epoch();
-                queued.park(epoch, limit).await;
+                crate::metrics::contended_wait();
+                record_wake(queued.park(epoch, limit).await);
                 ticket = Some(queued);
             }
         }
@@ -374,7 +444,7 @@ impl Lock {
             let epoch = ticket
                 .as_ref()
                 .map(|ticket: &crate::wakeup::Ticket| ticket.epoch());
-            match ops::attempt(inner, &request).await? {
+            match self.attempt_with_retries(&mut request).await? {
                 Attempt::Acquired {
                     token,
                     reentered,
@@ -391,6 +461,7 @@ impl Lock {
                     });
                     tracing::Span::current().record("token", hold.token);
                     tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
+                    crate::metrics::acquired(reentered);
                     return Ok(Some(Guard::new(
                         self.client.clone(),
                         self.name.clone(),
@@ -411,11 +482,12 @@ impl Lock {
                     match (&ticket, epoch) {
                         (Some(parked), Some(epoch)) => {
                             parked.note_lease_end(now + lease_left);
-                            parked.park(epoch, limit).await;
+                            record_wake(parked.park(epoch, limit).await);
                         }
                         _ => {
                             // Subscribe first, then try again: an unlock between our
                             // attempt and the subscription would otherwise be missed.
+                            crate::metrics::contended_wait();
                             let joined = inner.wakeups.join(&request.keys.channel);
                             joined.note_lease_end(now + lease_left);
                             joined.subscribed(limit).await;
@@ -426,4 +498,12 @@ impl Lock {
             }
         }
     }
+}
+
+fn record_wake(wake: Wake) {
+    crate::metrics::woken(match wake {
+        Wake::Message => "message",
+        Wake::TimedOut => "lease_end",
+        Wake::Resubscribed => "resubscribed",
+    });
 }

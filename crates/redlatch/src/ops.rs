@@ -4,8 +4,9 @@
 //! never cuts a script call off halfway: the task finishes and, when nobody
 //! is left to take the result, undoes what it did.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
@@ -15,6 +16,17 @@ use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::scripts;
+
+/// Runs one call, failing with [`Error::ResponseTimeout`] after `limit`.
+pub(crate) async fn bounded<T>(
+    op: &'static str,
+    limit: Duration,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, call)
+        .await
+        .unwrap_or(Err(Error::ResponseTimeout { op }))
+}
 
 /// Who asks for the lock, and for how long.
 #[derive(Clone)]
@@ -48,9 +60,10 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
     let (reply_to, reply) = oneshot::channel();
     let mut conn = inner.conn.clone();
     let request = request.clone();
+    let limit = inner.current_settings().response_timeout;
     inner.runtime.spawn(async move {
         let sent_at = Instant::now();
-        let outcome = run_acquire(&mut conn, &request, sent_at).await;
+        let outcome = bounded("acquire", limit, run_acquire(&mut conn, &request, sent_at)).await;
         let uncertain = matches!(&outcome, Err(error) if error.is_transient());
         // `send` hands the outcome back when the caller is gone.
         let abandoned = reply_to.send(outcome).err();
@@ -59,7 +72,7 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
         // unique to this attempt, so giving its hold back is always safe.
         if took_hold || (uncertain && !request.named_owner) {
             debug!(lock = %request.keys.key, "redlatch: undoing an abandoned acquire attempt");
-            let _ = run_release(&mut conn, &request).await;
+            let _ = run_release(&mut conn, &request, limit).await;
         }
     });
     reply.await.map_err(|_| Error::Protocol {
@@ -113,19 +126,23 @@ pub(crate) enum Released {
     Decremented,
 }
 
-/// Drops one hold of `request.owner`. One round trip.
+/// Drops one hold of `request.owner`. One round trip, at most `limit`.
 pub(crate) async fn run_release(
     conn: &mut ConnectionManager,
     request: &Request,
+    limit: Duration,
 ) -> Result<Released> {
-    let reply: Vec<i64> = scripts::RELEASE
-        .key(&request.keys.key)
-        .arg(&request.keys.channel)
-        .arg(request.lease_ms)
-        .arg(&*request.owner)
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("release", error))?;
+    let call = async {
+        scripts::RELEASE
+            .key(&request.keys.key)
+            .arg(&request.keys.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = bounded("release", limit, call).await?;
     match reply.as_slice() {
         [1, receivers] => Ok(Released::Unlocked {
             receivers: *receivers,
@@ -144,16 +161,23 @@ pub(crate) async fn run_release(
     }
 }
 
-/// Adds one hold for an owner that holds the lock already. One round trip.
-/// Returns false when the owner no longer holds it.
-pub(crate) async fn run_reenter(conn: &mut ConnectionManager, request: &Request) -> Result<bool> {
-    let reply: i64 = scripts::REENTER
-        .key(&request.keys.key)
-        .arg(request.lease_ms)
-        .arg(&*request.owner)
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("reenter", error))?;
+/// Adds one hold for an owner that holds the lock already. One round trip,
+/// at most `limit`. Returns false when the owner no longer holds it.
+pub(crate) async fn run_reenter(
+    conn: &mut ConnectionManager,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        scripts::REENTER
+            .key(&request.keys.key)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("reenter", error))
+    };
+    let reply = bounded("reenter", limit, call).await?;
     match reply {
         -1 => Err(Error::WrongType {
             key: request.keys.key.clone(),

@@ -31,6 +31,9 @@ pub struct LockStatus {
     pub ttl: Option<Duration>,
     /// The last fencing token handed out for this name; `None` if never acquired.
     pub last_token: Option<u64>,
+    /// Client connections subscribed to the lock's channel: each process
+    /// with at least one waiter on this lock counts once (Redisson clients too).
+    pub waiting_clients: u64,
 }
 
 impl LockStatus {
@@ -71,9 +74,13 @@ impl LockStatus {
         let token = int(&items[2])?;
         let mut holders = Vec::new();
         for pair in items[3..].chunks(2) {
+            // A hash whose values are not counts is some other data, not a lock.
+            let count = int(&pair[1]).map_err(|_| Error::WrongType {
+                key: key.to_owned(),
+            })?;
             holders.push(Holder {
                 owner: text(&pair[0])?,
-                count: int(&pair[1])?.max(0) as u64,
+                count: count.max(0) as u64,
             });
         }
         Ok(LockStatus {
@@ -83,6 +90,27 @@ impl LockStatus {
             holders,
             ttl: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
             last_token: (token >= 0).then_some(token as u64),
+            waiting_clients: 0,
         })
+    }
+}
+
+/// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as
+/// redlatch and Redisson write them.
+pub(crate) fn looks_like_owner(field: &str) -> bool {
+    field.len() > 37 && field.as_bytes()[36] == b':' && uuid::Uuid::try_parse(&field[..36]).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_fields_are_recognised() {
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57"));
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#3"));
+        assert!(!looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:"));
+        assert!(!looks_like_owner("name"));
+        assert!(!looks_like_owner("not-a-uuid-at-all-but-36-chars-long!:1"));
     }
 }

@@ -22,6 +22,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use crate::settings::SharedSettings;
+
 /// How a parked waiter was woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
@@ -79,7 +81,7 @@ impl Wakeups {
     /// keeps reconnecting while the service lives, and stops at `shutdown`.
     pub(crate) fn start(
         client: redis::Client,
-        timeouts: Timeouts,
+        settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Wakeups {
@@ -90,7 +92,7 @@ impl Wakeups {
         });
         let subscriber = Subscriber {
             client,
-            timeouts,
+            settings,
             registry: Arc::downgrade(&registry),
             commands: receiver,
             shutdown,
@@ -225,17 +227,10 @@ impl Drop for Ticket {
     }
 }
 
-/// Connection timeouts of the subscription connection.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
-    pub(crate) connect: Duration,
-    pub(crate) response: Duration,
-}
-
 /// The task that owns the subscription connection.
 struct Subscriber {
     client: redis::Client,
-    timeouts: Timeouts,
+    settings: SharedSettings,
     registry: std::sync::Weak<Registry>,
     commands: mpsc::UnboundedReceiver<Command>,
     shutdown: CancellationToken,
@@ -248,6 +243,14 @@ enum SessionEnd {
 }
 
 impl Subscriber {
+    fn connect_timeout(&self) -> Duration {
+        self.settings.read().connect_timeout
+    }
+
+    fn response_timeout(&self) -> Duration {
+        self.settings.read().response_timeout
+    }
+
     async fn run(mut self) {
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -256,7 +259,7 @@ impl Subscriber {
             }
             let connected = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                connected = tokio::time::timeout(self.timeouts.connect, self.client.get_async_pubsub()) => connected,
+                connected = tokio::time::timeout(self.connect_timeout(), self.client.get_async_pubsub()) => connected,
             };
             match connected {
                 Ok(Ok(pubsub)) => {
@@ -307,7 +310,7 @@ impl Subscriber {
                     Some(Command::Unsubscribe(name)) => {
                         let still_wanted = self.channel(&name).is_some();
                         if !still_wanted && subscribed.remove(&name) {
-                            let done = tokio::time::timeout(self.timeouts.response, sink.unsubscribe(&name)).await;
+                            let done = tokio::time::timeout(self.response_timeout(), sink.unsubscribe(&name)).await;
                             if !matches!(done, Ok(Ok(()))) {
                                 return SessionEnd::Disconnected;
                             }
@@ -330,7 +333,7 @@ impl Subscriber {
             return true; // every waiter left before we got to it
         };
         if !subscribed.contains(name) {
-            match tokio::time::timeout(self.timeouts.response, sink.subscribe(name)).await {
+            match tokio::time::timeout(self.response_timeout(), sink.subscribe(name)).await {
                 Ok(Ok(())) => {
                     subscribed.insert(name.to_owned());
                 }

@@ -20,14 +20,22 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::hold::Hold;
-use crate::keys::LockKeys;
+use crate::hold::{Hold, NewHold};
 use crate::scripts;
+use crate::settings::SharedSettings;
 
 /// Most locks renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
 
 type HoldKey = (String, Arc<str>);
+
+/// One lock in a renewal batch, with the lease sent for it.
+#[derive(Clone)]
+struct Renewal {
+    key: HoldKey,
+    hold: Arc<Hold>,
+    lease_ms: u64,
+}
 
 struct Entry {
     hold: Arc<Hold>,
@@ -39,6 +47,7 @@ struct Entry {
 
 struct Shared {
     entries: Mutex<HashMap<HoldKey, Entry>>,
+    settings: SharedSettings,
     wake: Notify,
     base: Instant,
     /// When the task plans to wake next, in ns after `base`.
@@ -51,17 +60,6 @@ pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
 
-/// What a new acquisition needs the watchdog to know.
-pub(crate) struct NewHold {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) lease_ms: u64,
-    pub(crate) renewed: bool,
-    pub(crate) token: u64,
-    pub(crate) named_owner: bool,
-    pub(crate) sent_at: Instant,
-}
-
 fn renewal_period(lease_ms: u64) -> Duration {
     Duration::from_millis((lease_ms / 3).max(1))
 }
@@ -69,11 +67,13 @@ fn renewal_period(lease_ms: u64) -> Duration {
 impl Watchdog {
     pub(crate) fn start(
         conn: ConnectionManager,
+        settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Watchdog {
         let shared = Arc::new(Shared {
             entries: Mutex::new(HashMap::new()),
+            settings,
             wake: Notify::new(),
             base: Instant::now(),
             next_wake_ns: AtomicU64::new(u64::MAX),
@@ -92,20 +92,13 @@ impl Watchdog {
             && !entry.hold.is_marked_lost()
         {
             entry.guards += 1;
-            entry.hold.extend_from(new.sent_at);
+            entry.hold.confirm(new.sent_at, new.lease_ms);
             return entry.hold.clone();
         }
-        let hold = Arc::new(Hold::new(
-            new.keys,
-            new.owner,
-            new.lease_ms,
-            new.renewed,
-            new.token,
-            new.named_owner,
-            new.sent_at,
-        ));
         let next_renewal = new.sent_at + renewal_period(new.lease_ms);
-        let due = if new.renewed {
+        let renewed = new.renewed;
+        let hold = Arc::new(Hold::new(new));
+        let due = if renewed {
             next_renewal.min(hold.valid_until())
         } else {
             hold.valid_until()
@@ -119,6 +112,7 @@ impl Watchdog {
                 renewing: false,
             },
         );
+        crate::metrics::held_locks(entries.len());
         drop(entries);
         self.shared.wake_if_before(due);
         hold
@@ -132,7 +126,7 @@ impl Watchdog {
         match entries.get_mut(&key) {
             Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
                 entry.guards += 1;
-                hold.extend_from(sent_at);
+                hold.confirm(sent_at, hold.lease_ms());
                 true
             }
             _ => false,
@@ -149,6 +143,7 @@ impl Watchdog {
             entry.guards -= 1;
             if entry.guards == 0 {
                 entries.remove(&key);
+                crate::metrics::held_locks(entries.len());
             }
         }
     }
@@ -164,6 +159,18 @@ impl Watchdog {
                 true
             }
         });
+    }
+
+    /// Brings every renewed hold's next renewal forward to now (the default
+    /// lease changed: held locks should get it promptly).
+    pub(crate) fn renew_all_soon(&self) {
+        let now = Instant::now();
+        for entry in self.shared.entries.lock().values_mut() {
+            if entry.hold.renewed {
+                entry.next_renewal = now;
+            }
+        }
+        self.shared.wake.notify_one();
     }
 
     /// Holds currently tracked (one per owner and lock).
@@ -190,8 +197,9 @@ impl Shared {
 
     /// Marks expired holds lost, and picks the renewals that are due (or
     /// nearly: renewing a little early lets more locks share a batch).
-    fn sweep(&self, now: Instant) -> Vec<(HoldKey, Arc<Hold>)> {
+    fn sweep(&self, now: Instant) -> Vec<Renewal> {
         let mut due = Vec::new();
+        let default_lease_ms = self.settings.read().default_lease.as_millis() as u64;
         let mut entries = self.entries.lock();
         entries.retain(|key, entry| {
             if entry.hold.is_marked_lost() {
@@ -202,13 +210,19 @@ impl Shared {
                 entry.hold.mark_lost();
                 return false;
             }
-            let period = renewal_period(entry.hold.lease_ms);
+            let period = renewal_period(entry.hold.lease_ms());
             if entry.hold.renewed && !entry.renewing && entry.next_renewal <= now + period / 3 {
                 entry.renewing = true;
-                due.push((key.clone(), entry.hold.clone()));
+                due.push(Renewal {
+                    key: key.clone(),
+                    hold: entry.hold.clone(),
+                    // Renewed locks follow the live default lease.
+                    lease_ms: default_lease_ms,
+                });
             }
             true
         });
+        crate::metrics::held_locks(entries.len());
         due
     }
 
@@ -228,24 +242,33 @@ impl Shared {
     }
 
     /// Applies the outcome of one renewal batch.
-    fn settle(
-        &self,
-        batch: &[(HoldKey, Arc<Hold>)],
-        sent_at: Instant,
-        outcome: Result<Vec<i64>, String>,
-    ) {
+    fn settle(&self, batch: &[Renewal], sent_at: Instant, outcome: Result<Vec<i64>, String>) {
         let now = Instant::now();
         let mut entries = self.entries.lock();
-        for (index, (key, hold)) in batch.iter().enumerate() {
+        match &outcome {
+            Ok(renewed) => {
+                crate::metrics::renewed(renewed.iter().filter(|flag| **flag == 1).count() as u64)
+            }
+            Err(_) => crate::metrics::renewal_failed(batch.len() as u64),
+        }
+        for (
+            index,
+            Renewal {
+                key,
+                hold,
+                lease_ms,
+            },
+        ) in batch.iter().enumerate()
+        {
             let current = entries
                 .get_mut(key)
                 .filter(|entry| Arc::ptr_eq(&entry.hold, hold));
             match &outcome {
                 Ok(renewed) if renewed.get(index) == Some(&1) => {
-                    hold.extend_from(sent_at);
+                    hold.confirm(sent_at, *lease_ms);
                     if let Some(entry) = current {
                         entry.renewing = false;
-                        entry.next_renewal = sent_at + renewal_period(hold.lease_ms);
+                        entry.next_renewal = sent_at + renewal_period(*lease_ms);
                     }
                 }
                 Ok(_) => {
@@ -259,7 +282,7 @@ impl Shared {
                     debug!(lock = %key.0, %error, "redlatch: renewal failed, retrying");
                     if let Some(entry) = current {
                         entry.renewing = false;
-                        let retry = (renewal_period(hold.lease_ms) / 3)
+                        let retry = (renewal_period(hold.lease_ms()) / 3)
                             .clamp(Duration::from_millis(10), Duration::from_secs(1));
                         entry.next_renewal = now + retry;
                     }
@@ -300,25 +323,27 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
 }
 
 /// Sends one renewal batch, bounded by the earliest lease in it.
-async fn renew_batch(
-    shared: Weak<Shared>,
-    mut conn: ConnectionManager,
-    batch: Vec<(HoldKey, Arc<Hold>)>,
-) {
+async fn renew_batch(shared: Weak<Shared>, mut conn: ConnectionManager, batch: Vec<Renewal>) {
     let sent_at = Instant::now();
     let deadline = batch
         .iter()
-        .map(|(_, hold)| hold.valid_until())
+        .map(|renewal| renewal.hold.valid_until())
         .min()
         .unwrap_or(sent_at);
+    let response_timeout = match shared.upgrade() {
+        Some(shared) => shared.settings.read().response_timeout,
+        None => return,
+    };
     let mut invocation = scripts::RENEW.prepare_invoke();
-    for (key, hold) in &batch {
-        invocation.key(&key.0);
-        invocation.arg(&*key.1).arg(hold.lease_ms);
+    for renewal in &batch {
+        invocation.key(&renewal.key.0);
+        invocation.arg(&*renewal.key.1).arg(renewal.lease_ms);
     }
     let span = tracing::debug_span!("redlatch.renew", locks = batch.len());
+    // Give up at the response timeout, or when the earliest lease runs out.
     let limit = deadline
         .saturating_duration_since(sent_at)
+        .min(response_timeout)
         .max(Duration::from_millis(1));
     let reply = tokio::time::timeout(limit, invocation.invoke_async::<Vec<i64>>(&mut conn))
         .instrument(span)
@@ -330,7 +355,9 @@ async fn renew_batch(
     let outcome = match reply {
         Ok(Ok(renewed)) => Ok(renewed),
         Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err("no answer before the lease ran out".to_owned()),
+        Err(_) => {
+            Err("no answer within the response timeout or before the lease ran out".to_owned())
+        }
     };
     shared.settle(&batch, sent_at, outcome);
     // A failed renewal must be retried soon and an expiry noticed on time.

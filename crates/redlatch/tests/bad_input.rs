@@ -57,10 +57,8 @@ async fn zero_and_absurd_durations_are_invalid() {
         Err(Error::Timeout { .. })
     ));
     drop(guard);
-    let bad_settings = redlatch::LockSettings {
-        default_lease: Duration::ZERO,
-        key_prefix: String::new(),
-    };
+    let mut bad_settings = redlatch::Settings::default();
+    bad_settings.default_lease = Duration::ZERO;
     assert!(matches!(
         client.update_settings(bad_settings),
         Err(Error::InvalidDuration { .. })

@@ -1,0 +1,134 @@
+//! Keeping a client's settings in step with a TOML file while it runs
+//! (the config listener of seed 003, for a file instead of Apollo).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use parking_lot::Mutex;
+
+use crate::client::{Client, ClientInner};
+use crate::error::{Error, Result};
+use crate::settings::Settings;
+
+/// Editors save in bursts (truncate, write, rename): wait for quiet first.
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Applies changes of a settings file to a running [`Client`] until dropped.
+/// Made by [`Client::watch_settings`].
+pub struct SettingsWatcher {
+    path: PathBuf,
+    state: Arc<WatchState>,
+    _debouncer: Debouncer<RecommendedWatcher>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    last_error: Mutex<Option<String>>,
+    reloads: AtomicU64,
+}
+
+impl std::fmt::Debug for SettingsWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettingsWatcher")
+            .field("path", &self.path)
+            .field("reloads", &self.reloads())
+            .field("last_error", &self.last_error())
+            .finish()
+    }
+}
+
+impl SettingsWatcher {
+    pub(crate) fn start(client: Client, path: &Path) -> Result<SettingsWatcher> {
+        let settings = Settings::load(path)?;
+        client.update_settings(settings)?;
+        // Watch the directory, not the file: editors often replace the file
+        // (write a new one, rename it over), which ends a watch on the old inode.
+        let path = std::path::absolute(path)
+            .map_err(|error| Error::InvalidConfig(format!("{}: {error}", path.display())))?;
+        let directory = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let state = Arc::new(WatchState::default());
+        let handler = Reloader {
+            client: Arc::downgrade(&client.inner),
+            path: path.clone(),
+            state: state.clone(),
+        };
+        let mut debouncer = new_debouncer(DEBOUNCE, move |events: DebounceEventResult| {
+            handler.handle(events)
+        })
+        .map_err(|error| {
+            Error::InvalidConfig(format!("cannot watch {}: {error}", path.display()))
+        })?;
+        debouncer
+            .watcher()
+            .watch(&directory, RecursiveMode::NonRecursive)
+            .map_err(|error| {
+                Error::InvalidConfig(format!("cannot watch {}: {error}", directory.display()))
+            })?;
+        Ok(SettingsWatcher {
+            path,
+            state,
+            _debouncer: debouncer,
+        })
+    }
+
+    /// The watched file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Changes applied since the watcher started.
+    pub fn reloads(&self) -> u64 {
+        self.state.reloads.load(Ordering::Acquire)
+    }
+
+    /// Why the last change was refused, if it was (cleared by a good one).
+    pub fn last_error(&self) -> Option<String> {
+        self.state.last_error.lock().clone()
+    }
+}
+
+/// Runs on the watcher's thread for each debounced batch of events.
+struct Reloader {
+    client: Weak<ClientInner>,
+    path: PathBuf,
+    state: Arc<WatchState>,
+}
+
+impl Reloader {
+    fn handle(&self, events: DebounceEventResult) {
+        let touched = match events {
+            Ok(events) => events.iter().any(|event| event.path == self.path),
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "redlatch: settings watch error");
+                false
+            }
+        };
+        let Some(inner) = self.client.upgrade() else {
+            return;
+        };
+        if !touched {
+            return;
+        }
+        let client = Client { inner };
+        let applied =
+            Settings::load(&self.path).and_then(|settings| client.update_settings(settings));
+        match applied {
+            Ok(()) => {
+                tracing::info!(path = %self.path.display(), "redlatch: settings reloaded");
+                *self.state.last_error.lock() = None;
+                self.state.reloads.fetch_add(1, Ordering::AcqRel);
+            }
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "redlatch: settings file refused; keeping the settings in force");
+                *self.state.last_error.lock() = Some(error.to_string());
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Finding locks with SCAN, and who waits on them.
+
+mod common;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+#[tokio::test]
+async fn locks_lists_held_locks_under_a_prefix_and_skips_other_hashes() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let a = client.lock("job:a").acquire().await.unwrap();
+    let b = client.lock("job:b").acquire().await.unwrap();
+    let b2 = b.reenter().await.unwrap();
+    let _other = client.lock("cron:x").acquire().await.unwrap();
+    let () = admin
+        .hset("job:not-a-lock", "field", "value")
+        .await
+        .unwrap();
+    let () = admin.set("job:string", "x").await.unwrap();
+
+    let jobs = client.locks("job:").await.unwrap();
+    let names: Vec<&str> = jobs.iter().map(|status| status.name.as_str()).collect();
+    assert_eq!(names, ["job:a", "job:b"]);
+    assert_eq!(jobs[0].holders[0].owner, a.owner());
+    assert_eq!(jobs[1].holders[0].count, 2);
+    assert_eq!(jobs[1].last_token, Some(b.token()));
+    assert_eq!(client.locks("").await.unwrap().len(), 3);
+
+    drop(b2);
+    drop(b);
+    let gone = common::eventually(Duration::from_secs(2), || {
+        let client = client.clone();
+        async move { client.locks("job:").await.unwrap().len() == 1 }
+    })
+    .await;
+    assert!(gone, "a released lock is still listed");
+}
+
+#[tokio::test]
+async fn locks_respects_the_key_prefix_and_glob_characters() {
+    let server = common::server();
+    let client = redlatch::Client::builder(&server.url())
+        .key_prefix("app[1]:")
+        .connect()
+        .await
+        .unwrap();
+    let plain = common::client(&server).await;
+    let _mine = client.lock("*star").acquire().await.unwrap();
+    let _theirs = plain.lock("app1:*star").acquire().await.unwrap();
+    let found = client.locks("*").await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].name, "*star");
+    assert_eq!(found[0].key, "app[1]:*star");
+}
+
+#[tokio::test]
+async fn status_counts_clients_with_waiters() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let first = common::client(&server).await;
+    let second = common::client(&server).await;
+    let _guard = holder.lock("crowded").acquire().await.unwrap();
+    let mut waiters = Vec::new();
+    for client in [&first, &first, &second] {
+        let lock = client.lock("crowded");
+        waiters.push(tokio::spawn(
+            async move { lock.acquire().await.map(|_| ()) },
+        ));
+    }
+    let counted = common::eventually(Duration::from_secs(2), || {
+        let lock = holder.lock("crowded");
+        async move { lock.status().await.unwrap().waiting_clients == 2 }
+    })
+    .await;
+    assert!(
+        counted,
+        "two clients have waiters: {:?}",
+        holder.lock("crowded").status().await
+    );
+    for waiter in waiters {
+        waiter.abort();
+    }
+}

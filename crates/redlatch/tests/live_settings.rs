@@ -1,0 +1,171 @@
+//! Settings changed while a client runs: from code and from a watched file.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redlatch::{Error, Settings};
+
+fn write(path: &std::path::Path, text: &str) {
+    // Write then rename, as editors do, so the watcher never reads half a file.
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+}
+
+async fn pttl(admin: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    admin.pttl(key).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_file_change_reaches_held_locks_and_bad_file_is_refused() {
+    let server = common::server();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("redlatch.toml");
+    write(&path, "[lock]\ndefault_lease = \"20s\"\n");
+    let client = common::client(&server).await;
+    let watcher = client.watch_settings(&path).unwrap();
+    assert_eq!(client.settings().default_lease, Duration::from_secs(20));
+    let mut admin = common::admin(&server).await;
+    let guard = client.lock("live").acquire().await.unwrap();
+    assert!(pttl(&mut admin, "live").await > 10_000);
+
+    write(&path, "[lock]\ndefault_lease = \"2s\"\n");
+    let shortened = common::eventually(Duration::from_secs(3), || {
+        let mut admin = admin.clone();
+        async move { (1..=2000).contains(&pttl(&mut admin, "live").await) }
+    })
+    .await;
+    assert!(shortened, "the held lock did not get the new 2 s lease");
+    assert_eq!(client.settings().default_lease, Duration::from_secs(2));
+    assert!(watcher.reloads() >= 1);
+    assert_eq!(watcher.last_error(), None);
+
+    write(&path, "[lock]\ndefault_lease = \"banana\"\n");
+    let refused = common::eventually(Duration::from_secs(3), || {
+        let refused = watcher.last_error().is_some();
+        async move { refused }
+    })
+    .await;
+    assert!(refused, "the bad file was not reported");
+    assert!(watcher.last_error().unwrap().contains("banana"));
+    assert_eq!(
+        client.settings().default_lease,
+        Duration::from_secs(2),
+        "old settings kept"
+    );
+    // Still renewed with the last good lease for longer than that lease.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let left = pttl(&mut admin, "live").await;
+        assert!((1..=2000).contains(&left), "pttl {left}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(guard.is_held());
+}
+
+#[tokio::test]
+async fn watching_a_bad_file_fails_at_once() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    write(&path, "[lock]\nunknown_field = 1\n");
+    assert!(matches!(
+        client.watch_settings(&path),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        client.watch_settings(dir.path().join("missing.toml")),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(client.settings(), {
+        let mut expected = Settings::default();
+        expected.connect_timeout = Duration::from_secs(2);
+        expected.response_timeout = Duration::from_millis(500);
+        expected.retry.base_delay = Duration::from_millis(20);
+        expected
+    });
+}
+
+#[tokio::test]
+async fn new_key_prefix_applies_to_later_acquisitions() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let before = client.lock("job").acquire().await.unwrap();
+    let mut settings = client.settings();
+    settings.key_prefix = "v2:".into();
+    client.update_settings(settings).unwrap();
+    let after = client.lock("job").acquire().await.unwrap();
+    assert_eq!(before.key(), "job");
+    assert_eq!(after.key(), "v2:job");
+    let both: (bool, bool) = (
+        admin.exists("job").await.unwrap(),
+        admin.exists("v2:job").await.unwrap(),
+    );
+    assert_eq!(both, (true, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_retries_through_a_short_pause_and_leaves_no_stray_hold() {
+    let server = common::server();
+    let client = redlatch::Client::builder(&server.url())
+        .response_timeout(Duration::from_millis(150))
+        .retries(8)
+        .retry_delay(Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    let admin = common::admin(&server).await;
+    server.pause().unwrap();
+    let resume = std::thread::spawn({
+        let pid = server.pid().unwrap();
+        move || {
+            std::thread::sleep(Duration::from_millis(600));
+            // SIGCONT from another thread: the test's server handle stays here.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+    });
+    let guard = client
+        .lock("retried")
+        .try_acquire()
+        .await
+        .expect("retries outlast the pause")
+        .expect("free lock");
+    resume.join().unwrap();
+    server.resume().unwrap();
+    guard.release().await.unwrap();
+    // Attempts that timed out during the pause may have landed later: each
+    // had its own owner and gave its hold back.
+    let clean = common::eventually(Duration::from_secs(3), || {
+        let mut admin = admin.clone();
+        async move { !admin.exists::<_, bool>("retried").await.unwrap() }
+    })
+    .await;
+    assert!(clean, "a timed-out attempt left a hold behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_timeout_is_read_at_each_call() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut settings = client.settings();
+    settings.response_timeout = Duration::from_millis(100);
+    settings.retry.attempts = 0;
+    client.update_settings(settings).unwrap();
+    server.pause().unwrap();
+    let started = Instant::now();
+    let outcome = client.lock("slow").try_acquire().await;
+    let took = started.elapsed();
+    server.resume().unwrap();
+    assert!(
+        matches!(outcome, Err(Error::ResponseTimeout { .. })),
+        "{outcome:?}"
+    );
+    assert!(
+        took < Duration::from_millis(450),
+        "took {took:?} with a 100 ms timeout"
+    );
+}

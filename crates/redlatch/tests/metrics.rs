@@ -1,0 +1,116 @@
+//! Metrics through the `metrics` facade, read back with a debugging recorder.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics_util::MetricKind;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use redis::AsyncCommands;
+
+/// The recorder, installed once for this test binary, and running totals:
+/// each snapshot drains the recorder's counters and histograms.
+struct Recorded {
+    snapshotter: Snapshotter,
+    totals: Mutex<HashMap<(MetricKind, String, String), u64>>,
+}
+
+fn recorded() -> &'static Recorded {
+    static RECORDED: OnceLock<Recorded> = OnceLock::new();
+    RECORDED.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder in this test binary");
+        redlatch::metrics::describe();
+        Recorded {
+            snapshotter,
+            totals: Mutex::new(HashMap::new()),
+        }
+    })
+}
+
+/// Total so far of a counter (all labels), or of a histogram's samples with
+/// the given `outcome` label.
+fn total(kind: MetricKind, name: &str, outcome: &str) -> u64 {
+    let recorded = recorded();
+    let mut totals = recorded.totals.lock().unwrap();
+    for (key, _, _, value) in recorded.snapshotter.snapshot().into_vec() {
+        let label = key
+            .key()
+            .labels()
+            .find(|label| label.key() == "outcome")
+            .map(|label| label.value().to_owned())
+            .unwrap_or_default();
+        let amount = match value {
+            DebugValue::Counter(count) => count,
+            DebugValue::Histogram(samples) => samples.len() as u64,
+            DebugValue::Gauge(_) => 0,
+        };
+        let counted = (key.kind(), key.key().name().to_owned(), label);
+        *totals.entry(counted).or_default() += amount;
+    }
+    totals
+        .iter()
+        .filter(|((k, n, label), _)| {
+            *k == kind && n == name && (kind == MetricKind::Counter || label == outcome)
+        })
+        .map(|(_, amount)| *amount)
+        .sum()
+}
+
+fn counter(name: &str) -> u64 {
+    total(MetricKind::Counter, name, "")
+}
+
+fn histogram_samples(name: &str, outcome: &str) -> usize {
+    total(MetricKind::Histogram, name, outcome) as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_life_cycle_is_counted() {
+    recorded();
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let mut admin = common::admin(&server).await;
+    let acquisitions = counter(redlatch::metrics::ACQUISITIONS);
+    let waits = counter(redlatch::metrics::CONTENDED_WAITS);
+    let wakeups = counter(redlatch::metrics::WAKEUPS);
+    let renewals = counter(redlatch::metrics::RENEWALS);
+    let lost = counter(redlatch::metrics::LOCKS_LOST);
+    let not_held = counter(redlatch::metrics::RELEASES_NOT_HELD);
+    let timed_samples = histogram_samples(redlatch::metrics::ACQUIRE_SECONDS, "acquired");
+
+    let guard = client.lock("counted").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = client.lock("counted");
+        async move { lock.acquire().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await; // a renewal happens
+    guard.release().await.unwrap();
+    let second = waiter.await.unwrap();
+    let () = admin.del("counted").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), second.lost())
+        .await
+        .unwrap();
+    assert!(second.release().await.is_err());
+
+    assert_eq!(counter(redlatch::metrics::ACQUISITIONS) - acquisitions, 2);
+    assert!(counter(redlatch::metrics::CONTENDED_WAITS) > waits);
+    assert!(counter(redlatch::metrics::WAKEUPS) > wakeups);
+    assert!(counter(redlatch::metrics::RENEWALS) > renewals);
+    assert_eq!(counter(redlatch::metrics::LOCKS_LOST) - lost, 1);
+    let released_not_held = common::eventually(Duration::from_secs(1), || {
+        let now = counter(redlatch::metrics::RELEASES_NOT_HELD);
+        async move { now - not_held == 1 }
+    })
+    .await;
+    assert!(released_not_held);
+    assert_eq!(
+        histogram_samples(redlatch::metrics::ACQUIRE_SECONDS, "acquired") - timed_samples,
+        2
+    );
+}
