@@ -342,6 +342,14 @@ mod tests {
     }
 
     #[test]
+    fn example_file_parses_and_matches_the_defaults_it_documents() {
+        let settings = Settings::from_toml(include_str!("../redlatch.example.toml")).unwrap();
+        let mut expected = Settings::default();
+        expected.wait_timeout = Some(Duration::from_secs(5));
+        assert_eq!(settings, expected);
+    }
+
+    #[test]
     fn retry_delay_doubles_up_to_the_cap() {
         let policy = RetryPolicy::default();
         assert_eq!(policy.delay(0), Duration::from_millis(100));
