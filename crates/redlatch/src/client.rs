@@ -193,7 +193,34 @@ impl Client {
     /// [`Error::InvalidConfig`] or [`Error::InvalidDuration`] when the file is
     /// bad now, or cannot be watched.
     pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
-        SettingsWatcher::start(self.clone(), path.as_ref())
+        SettingsWatcher::start(
+            self.clone(),
+            path.as_ref(),
+            std::sync::Arc::new(|_: &mut Settings| {}),
+        )
+    }
+
+    /// As [`Client::watch_settings`], with `adjust` applied to the settings
+    /// read from the file before they take effect: for values that must win
+    /// over the file, such as command-line flags.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+    /// let lease = std::time::Duration::from_secs(5); // from --lease
+    /// let _watcher = client.watch_settings_with("redlatch.toml", move |settings| {
+    ///     settings.default_lease = lease;
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::watch_settings`].
+    pub fn watch_settings_with(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        adjust: impl Fn(&mut Settings) + Send + Sync + 'static,
+    ) -> Result<SettingsWatcher> {
+        SettingsWatcher::start(self.clone(), path.as_ref(), std::sync::Arc::new(adjust))
     }
 
     /// Number of locks this client holds now (one per owner and lock,

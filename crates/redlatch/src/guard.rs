@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::hold::Hold;
+use crate::hold::{Hold, LostReason};
 use crate::ops::{self, Request};
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
@@ -114,6 +114,11 @@ impl Guard {
         async move { lost.cancelled_owned().await }
     }
 
+    /// Why the lock is no longer held, once it is not; `None` while held.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold.lost_reason()
+    }
+
     /// Takes one more hold for the same owner: the hold count goes up by one
     /// and the new guard has the same token. The lock is released when every
     /// guard is. One round trip.
@@ -147,7 +152,7 @@ impl Guard {
                 detail: "the runtime shut down during the call".to_owned(),
             })??;
         if !held {
-            self.hold.mark_lost();
+            self.hold.mark_lost(LostReason::Gone);
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
@@ -185,7 +190,7 @@ impl Guard {
         match outcome {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(Error::NotHeld { .. })) => {
-                self.hold.mark_lost();
+                self.hold.mark_lost(LostReason::Gone);
                 Err(Error::NotHeld {
                     name: self.name.to_string(),
                 })

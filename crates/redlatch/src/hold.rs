@@ -1,7 +1,7 @@
 //! One owner's hold on one lock: what its guards and the watchdog share.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,7 @@ pub(crate) struct Hold {
     /// The lease last set in Redis; renewals may change it (live settings).
     lease_ms: AtomicU64,
     lost: CancellationToken,
+    lost_reason: OnceLock<LostReason>,
     /// Monotonic reference for `valid_until_ns`.
     base: Instant,
     /// Until when the lock can be trusted, in ns after `base`.
@@ -52,6 +53,7 @@ impl Hold {
             named_owner: new.named_owner,
             lease_ms: AtomicU64::new(new.lease_ms),
             lost: CancellationToken::new(),
+            lost_reason: OnceLock::new(),
             base: new.sent_at,
             valid_until_ns: AtomicU64::new(0),
         };
@@ -87,9 +89,9 @@ impl Hold {
         !self.lost.is_cancelled() && Instant::now() < self.valid_until()
     }
 
-    /// Marks the hold lost; returns true the first time.
-    pub(crate) fn mark_lost(&self) -> bool {
-        let first = !self.lost.is_cancelled();
+    /// Marks the hold lost; returns true the first time (the first reason sticks).
+    pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
+        let first = self.lost_reason.set(reason).is_ok();
         self.lost.cancel();
         if first {
             crate::metrics::lock_lost();
@@ -101,7 +103,46 @@ impl Hold {
         self.lost.is_cancelled()
     }
 
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        if let Some(reason) = self.lost_reason.get() {
+            return Some(*reason);
+        }
+        // Not marked yet, but the deadline has passed: the watchdog will say so at its next tick.
+        (Instant::now() >= self.valid_until()).then_some(if self.renewed {
+            LostReason::NotRenewed
+        } else {
+            LostReason::LeaseRanOut
+        })
+    }
+
     pub(crate) fn lost_token(&self) -> &CancellationToken {
         &self.lost
+    }
+}
+
+/// Why a guard's lock is no longer held ([`Guard::lost_reason`](crate::Guard::lost_reason)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Redis no longer has the lock for this owner: it expired, was deleted
+    /// or force-unlocked, or another owner took it.
+    Gone,
+    /// This client force-unlocked it.
+    ForceUnlocked,
+    /// No renewal got through before the lease (minus the drift margin) ran
+    /// out: Redis was unreachable or too slow, or this process was paused.
+    NotRenewed,
+    /// A fixed lease (not renewed) ran out.
+    LeaseRanOut,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => "the lock is gone from Redis (expired, deleted, or taken over)",
+            LostReason::ForceUnlocked => "this client force-unlocked it",
+            LostReason::NotRenewed => "no renewal got through before the lease ran out",
+            LostReason::LeaseRanOut => "its fixed lease ran out",
+        })
     }
 }

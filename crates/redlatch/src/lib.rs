@@ -79,6 +79,7 @@ pub use config::ClientBuilder;
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
 pub use guard::Guard;
+pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;

@@ -344,8 +344,10 @@ mod tests {
     #[test]
     fn example_file_parses_and_matches_the_defaults_it_documents() {
         let settings = Settings::from_toml(include_str!("../redlatch.example.toml")).unwrap();
-        let mut expected = Settings::default();
-        expected.wait_timeout = Some(Duration::from_secs(5));
+        let expected = Settings {
+            wait_timeout: Some(Duration::from_secs(5)),
+            ..Settings::default()
+        };
         assert_eq!(settings, expected);
     }
 

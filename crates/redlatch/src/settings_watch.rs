@@ -29,7 +29,13 @@ pub struct SettingsWatcher {
 struct WatchState {
     last_error: Mutex<Option<String>>,
     reloads: AtomicU64,
+    /// The file's text when last read: reading the file is itself an event
+    /// for some watchers, so only a change of text counts.
+    last_text: Mutex<Option<String>>,
 }
+
+/// Adjusts settings read from the file before they are applied.
+pub(crate) type Adjust = Arc<dyn Fn(&mut Settings) + Send + Sync>;
 
 impl std::fmt::Debug for SettingsWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,8 +48,11 @@ impl std::fmt::Debug for SettingsWatcher {
 }
 
 impl SettingsWatcher {
-    pub(crate) fn start(client: Client, path: &Path) -> Result<SettingsWatcher> {
-        let settings = Settings::load(path)?;
+    pub(crate) fn start(client: Client, path: &Path, adjust: Adjust) -> Result<SettingsWatcher> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| Error::InvalidConfig(format!("{}: {error}", path.display())))?;
+        let mut settings = parse(path, &text)?;
+        adjust(&mut settings);
         client.update_settings(settings)?;
         // Watch the directory, not the file: editors often replace the file
         // (write a new one, rename it over), which ends a watch on the old inode.
@@ -53,11 +62,15 @@ impl SettingsWatcher {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        let state = Arc::new(WatchState::default());
+        let state = Arc::new(WatchState {
+            last_text: Mutex::new(Some(text)),
+            ..WatchState::default()
+        });
         let handler = Reloader {
             client: Arc::downgrade(&client.inner),
             path: path.clone(),
             state: state.clone(),
+            adjust,
         };
         let mut debouncer = new_debouncer(DEBOUNCE, move |events: DebounceEventResult| {
             handler.handle(events)
@@ -99,6 +112,7 @@ struct Reloader {
     client: Weak<ClientInner>,
     path: PathBuf,
     state: Arc<WatchState>,
+    adjust: Adjust,
 }
 
 impl Reloader {
@@ -117,18 +131,52 @@ impl Reloader {
             return;
         }
         let client = Client { inner };
-        let applied =
-            Settings::load(&self.path).and_then(|settings| client.update_settings(settings));
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) => {
+                // Mid-rename, or deleted: keep what is in force, and read it
+                // again at the next event whatever it then holds.
+                *self.state.last_text.lock() = None;
+                self.refuse(format!("{}: {error}", self.path.display()));
+                return;
+            }
+        };
+        {
+            let mut last = self.state.last_text.lock();
+            if last.as_deref() == Some(text.as_str()) {
+                return;
+            }
+            *last = Some(text.clone());
+        }
+        let applied = parse(&self.path, &text).and_then(|mut settings| {
+            (self.adjust)(&mut settings);
+            client.update_settings(settings)
+        });
         match applied {
             Ok(()) => {
                 tracing::info!(path = %self.path.display(), "redlatch: settings reloaded");
                 *self.state.last_error.lock() = None;
                 self.state.reloads.fetch_add(1, Ordering::AcqRel);
             }
-            Err(error) => {
-                tracing::warn!(path = %self.path.display(), %error, "redlatch: settings file refused; keeping the settings in force");
-                *self.state.last_error.lock() = Some(error.to_string());
-            }
+            Err(error) => self.refuse(error.to_string()),
         }
     }
+
+    fn refuse(&self, reason: String) {
+        let mut last_error = self.state.last_error.lock();
+        if last_error.as_deref() != Some(reason.as_str()) {
+            tracing::warn!(path = %self.path.display(), error = %reason, "redlatch: settings file refused; keeping the settings in force");
+        }
+        *last_error = Some(reason);
+    }
+}
+
+/// Parses the file's text, naming the file in errors.
+fn parse(path: &Path, text: &str) -> Result<Settings> {
+    Settings::from_toml(text).map_err(|error| match error {
+        Error::InvalidConfig(reason) => {
+            Error::InvalidConfig(format!("{}: {reason}", path.display()))
+        }
+        other => other,
+    })
 }

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::hold::{Hold, NewHold};
+use crate::hold::{Hold, LostReason, NewHold};
 use crate::scripts;
 use crate::settings::SharedSettings;
 
@@ -153,7 +153,7 @@ impl Watchdog {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
             if entry_key == key {
-                entry.hold.mark_lost();
+                entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {
                 true
@@ -206,8 +206,13 @@ impl Shared {
                 return false;
             }
             if now >= entry.hold.valid_until() {
-                warn!(lock = %key.0, token = entry.hold.token, "redlatch: lease ran out before a renewal got through; lock lost");
-                entry.hold.mark_lost();
+                let reason = if entry.hold.renewed {
+                    warn!(lock = %key.0, token = entry.hold.token, "redlatch: lease ran out before a renewal got through; lock lost");
+                    LostReason::NotRenewed
+                } else {
+                    LostReason::LeaseRanOut
+                };
+                entry.hold.mark_lost(reason);
                 return false;
             }
             let period = renewal_period(entry.hold.lease_ms());
@@ -273,7 +278,7 @@ impl Shared {
                 }
                 Ok(_) => {
                     warn!(lock = %key.0, token = hold.token, "redlatch: renewal found the lock gone; lock lost");
-                    hold.mark_lost();
+                    hold.mark_lost(LostReason::Gone);
                     if current.is_some() {
                         entries.remove(key);
                     }

@@ -153,6 +153,7 @@ async fn guard_is_lost_when_redis_stays_unreachable_past_the_lease() {
     lost.expect("lost() once the lease ran out without a renewal");
     assert!(paused_at.elapsed() <= lease + Duration::from_millis(500));
     assert!(!guard.is_held());
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::NotRenewed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

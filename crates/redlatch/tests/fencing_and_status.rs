@@ -79,6 +79,10 @@ async fn force_unlock_frees_the_lock_wakes_waiters_and_marks_guard_lost() {
         .unwrap();
     assert!(token > guard.token());
     assert!(!guard.is_held(), "the forced-out guard must know");
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redlatch::LostReason::ForceUnlocked)
+    );
     tokio::time::timeout(Duration::from_secs(1), guard.lost())
         .await
         .expect("lost() resolves after force-unlock");

@@ -169,3 +169,53 @@ async fn response_timeout_is_read_at_each_call() {
         "took {took:?} with a 100 ms timeout"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_the_file_does_not_reload_it() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quiet.toml");
+    write(&path, "[lock]\ndefault_lease = \"7s\"\n");
+    let watcher = client.watch_settings(&path).unwrap();
+    for _ in 0..5 {
+        let _ = std::fs::read_to_string(&path).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        watcher.reloads(),
+        0,
+        "reads of an unchanged file were taken for changes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adjusted_watch_keeps_a_value_over_the_file() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("adjusted.toml");
+    write(
+        &path,
+        "[lock]\ndefault_lease = \"20s\"\nkey_prefix = \"a:\"\n",
+    );
+    let watcher = client
+        .watch_settings_with(&path, |settings| {
+            settings.default_lease = Duration::from_secs(4)
+        })
+        .unwrap();
+    assert_eq!(client.settings().default_lease, Duration::from_secs(4));
+    write(
+        &path,
+        "[lock]\ndefault_lease = \"9s\"\nkey_prefix = \"b:\"\n",
+    );
+    let applied = common::eventually(Duration::from_secs(3), || {
+        let prefix = client.settings().key_prefix;
+        async move { prefix == "b:" }
+    })
+    .await;
+    assert!(applied, "the file's other fields apply");
+    assert_eq!(client.settings().default_lease, Duration::from_secs(4));
+    assert_eq!(watcher.reloads(), 1);
+}

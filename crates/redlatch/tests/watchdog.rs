@@ -28,6 +28,7 @@ async fn watchdog_keeps_a_one_second_lease_for_four_seconds() {
             "another client took a renewed lock"
         );
         assert!(guard.is_held());
+        assert_eq!(guard.lost_reason(), None);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     guard.release().await.expect("still held after 4 leases");
@@ -46,6 +47,7 @@ async fn deleted_key_makes_lost_resolve_within_one_renewal_period() {
         .await
         .expect("lost() within one renewal period (plus scheduling slack)");
     assert!(!guard.is_held());
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::Gone));
     assert!(deleted_at.elapsed() <= lease / 3 + Duration::from_millis(250));
     assert!(matches!(
         guard.release().await,
@@ -68,6 +70,7 @@ async fn fixed_lease_runs_out_and_lost_resolves() {
         .await
         .expect("lost() when the fixed lease runs out");
     assert!(!guard.is_held());
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
     let next = lock
         .acquire_timeout(Duration::from_secs(2))
         .await

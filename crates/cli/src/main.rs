@@ -1,0 +1,148 @@
+//! `redlatch`: run a command under a distributed lock held in Redis, and
+//! inspect or break locks. The command-line face of the `redlatch` library;
+//! usage, examples and exit statuses are in `crates/cli/README.md`.
+
+mod connect;
+mod exit;
+mod list;
+mod output;
+mod run;
+mod signals;
+mod status;
+mod unlock;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::Failure;
+
+const ABOUT: &str =
+    "Distributed locks on Redis: run a command under a lock, inspect and break locks";
+
+const LONG_ABOUT: &str = "\
+Distributed locks on Redis: run a command under a lock, inspect and break locks.
+
+`redlatch run NAME -- COMMAND` is flock(1) across machines: it waits for the
+lock, runs COMMAND while the lock is renewed, and releases it when COMMAND
+exits. If the lock is lost meanwhile, COMMAND is stopped. The locks are
+Redisson-compatible reentrant locks with fencing tokens.
+
+Durations are written like 500ms, 30s, 2m, 1h 30m.";
+
+/// Command line of `redlatch`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlatch",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_long_help = exit::TABLE,
+    propagate_version = true
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, clap::Args)]
+pub struct Global {
+    /// Redis server: redis://[USER][:PASSWORD@]HOST[:PORT][/DB]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis: String,
+
+    /// Lock settings from a TOML file ([lock], [retry], [connection]);
+    /// `run` follows changes to it while the command runs
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print data as JSON (status, list, unlock)
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding a lock (flock(1) across machines)
+    #[command(after_long_help = exit::TABLE)]
+    Run(run::RunArgs),
+    /// Show a lock: holders and hold counts, TTL, last fencing token, waiting clients
+    Status(status::StatusArgs),
+    /// List the locks held now (SCAN, never KEYS)
+    List(list::ListArgs),
+    /// Delete a lock whoever holds it (needs --force)
+    Unlock(unlock::UnlockArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            // --help and --version are "errors" printed to stdout.
+            return ExitCode::from(if error.use_stderr() { exit::USAGE } else { 0 });
+        }
+    };
+    init_logging();
+    std::panic::set_hook(Box::new(|info| {
+        let text = info.to_string().replace('\n', " ");
+        eprintln!("redlatch: internal error (please report it): {text}");
+        std::process::exit(i32::from(exit::SOFTWARE));
+    }));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("redlatch: cannot start the async runtime: {error}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    let code = match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("{failure}");
+            failure.code
+        }
+    };
+    // Leave without tearing the runtime down: the library's background tasks
+    // and the settings watcher's thread have nothing left worth waiting for.
+    std::process::exit(i32::from(code));
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
+        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Status(args) => status::status(&cli.global, args).await,
+        Command::List(args) => list::list(&cli.global, args).await,
+        Command::Unlock(args) => unlock::unlock(&cli.global, args).await,
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` filters. By default warnings, except the
+/// watchdog's "lock lost", which `run` reports in its own one line (set
+/// `RUST_LOG=warn` to see the watchdog's reason too).
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,redlatch::watchdog=error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

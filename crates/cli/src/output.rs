@@ -1,0 +1,139 @@
+//! What `status`, `list` and `unlock` print: text for people, JSON for scripts.
+
+use std::io::Write;
+use std::time::Duration;
+
+use redlatch::LockStatus;
+use serde::Serialize;
+
+use crate::exit::{self, Failure};
+
+/// A lock as `status --json` prints it, and each element of `list --json`.
+#[derive(Debug, Serialize)]
+pub struct StatusJson<'a> {
+    name: &'a str,
+    held: bool,
+    holders: Vec<HolderJson<'a>>,
+    ttl_ms: Option<u64>,
+    token: Option<u64>,
+    waiting: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct HolderJson<'a> {
+    owner: &'a str,
+    count: u64,
+}
+
+impl<'a> From<&'a LockStatus> for StatusJson<'a> {
+    fn from(status: &'a LockStatus) -> Self {
+        StatusJson {
+            name: &status.name,
+            held: status.held,
+            holders: status
+                .holders
+                .iter()
+                .map(|holder| HolderJson {
+                    owner: &holder.owner,
+                    count: holder.count,
+                })
+                .collect(),
+            ttl_ms: status
+                .ttl
+                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            token: status.last_token,
+            waiting: status.waiting_clients,
+        }
+    }
+}
+
+/// `value` as one line of JSON.
+pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
+    serde_json::to_string(value)
+        .map_err(|error| Failure::new(exit::SOFTWARE, format!("cannot write JSON: {error}")))
+}
+
+/// `status` for people: one `field  value` line each.
+pub fn status_text(status: &LockStatus) -> String {
+    let mut lines = vec![format!("lock     {}", status.name)];
+    if status.key != status.name {
+        lines.push(format!("key      {}", status.key));
+    }
+    lines.push(if status.held {
+        format!("held     yes, by {}", holders(status))
+    } else {
+        "held     no".to_owned()
+    });
+    lines.push(format!("ttl      {}", ttl(status)));
+    lines.push(format!("token    {}", token(status)));
+    lines.push(format!("waiting  {} client(s)", status.waiting_clients));
+    lines.join("\n")
+}
+
+/// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`.
+pub fn list_line(status: &LockStatus) -> String {
+    let state = if status.held {
+        format!("held by {}", holders(status))
+    } else {
+        "free".to_owned()
+    };
+    format!(
+        "{}  {state}  ttl {}  token {}",
+        status.name,
+        ttl(status),
+        token(status)
+    )
+}
+
+fn holders(status: &LockStatus) -> String {
+    status
+        .holders
+        .iter()
+        .map(|holder| format!("{} x{}", holder.owner, holder.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ttl(status: &LockStatus) -> String {
+    match status.ttl {
+        Some(ttl) => seconds(ttl),
+        None if status.held => "none (no expiry)".to_owned(),
+        None => "-".to_owned(),
+    }
+}
+
+fn token(status: &LockStatus) -> String {
+    status
+        .last_token
+        .map_or_else(|| "-".to_owned(), |token| token.to_string())
+}
+
+/// `12.3s`: tenths are enough to see a lease run down.
+fn seconds(duration: Duration) -> String {
+    format!("{:.1}s", duration.as_secs_f64())
+}
+
+/// Writes `text` and a newline to stdout. A closed pipe (`| head`) is not an error.
+pub fn emit(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(error) => Err(Failure::new(
+            exit::SOFTWARE,
+            format!("cannot write to stdout: {error}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn ttl_shows_tenths_of_seconds() {
+        assert_eq!(seconds(Duration::from_millis(12_345)), "12.3s");
+        assert_eq!(seconds(Duration::from_millis(40)), "0.0s");
+    }
+}

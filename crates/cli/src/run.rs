@@ -1,0 +1,262 @@
+//! `redlatch run`: a command under a lock, like flock(1) across machines.
+//!
+//! Order of events: signal handlers, settings, connection, settings watch,
+//! acquire (bounded by `--wait`), spawn, then wait for whichever comes first:
+//! the command's exit (release, exit with its status), a lost lock (SIGTERM,
+//! SIGKILL after `--kill-after`, exit 79), or a signal (forwarded).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redlatch::{Guard, Lock, SettingsWatcher};
+use tokio::time::Instant;
+
+use crate::Global;
+use crate::connect;
+use crate::exit::{self, Failure};
+use crate::signals::Signals;
+
+/// Arguments of `redlatch run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Lock name (the Redis key, after the config file's key_prefix)
+    pub name: String,
+
+    /// Lease of the lock, renewed every third of it while the command runs;
+    /// if redlatch dies, others get the lock at most this long after
+    /// [default: the config file's default_lease, else 30s]
+    #[arg(long, value_name = "DUR", value_parser = parse_lease)]
+    pub lease: Option<Duration>,
+
+    /// Longest wait for the lock; 0 tries once [default: the config file's
+    /// wait_timeout, else forever]
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub wait: Option<Duration>,
+
+    /// Owner name written in the lock (after this process's client id)
+    /// [default: anonymous]
+    #[arg(long, value_name = "ID")]
+    pub owner: Option<String>,
+
+    /// When the lock is lost: time between SIGTERM and SIGKILL to the command
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub kill_after: Duration,
+
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `--lease`: a duration the watchdog can renew (checked here, so the
+/// message names the flag).
+fn parse_lease(text: &str) -> Result<Duration, String> {
+    let lease = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if lease < redlatch::MIN_WATCHDOG_LEASE || lease > redlatch::MAX_LEASE {
+        return Err(format!(
+            "must be between {} and {}",
+            humantime::format_duration(redlatch::MIN_WATCHDOG_LEASE),
+            humantime::format_duration(redlatch::MAX_LEASE)
+        ));
+    }
+    Ok(lease)
+}
+
+/// Runs the command under the lock; the exit status to leave with.
+pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
+    // First, so that a Ctrl-C while we connect or wait is ours to handle.
+    let mut signals = Signals::install().map_err(|error| {
+        Failure::new(
+            exit::SOFTWARE,
+            format!("cannot install signal handlers: {error}"),
+        )
+    })?;
+    let held = tokio::select! {
+        held = take_lock(global, &args) => held?,
+        received = signals.recv() => {
+            // Dropping an acquire leaves nothing behind in Redis.
+            return Err(Failure::new(
+                exit::SIGNAL_BASE + received.signal as u8,
+                format!("{} while waiting for lock {}; the command did not run", received.signal, args.name),
+            ));
+        }
+    };
+    tracing::debug!(lock = %args.name, token = held.guard.token(), "acquired");
+    // The watcher and the lease pin live until the command is done.
+    let Held { guard, _watcher } = held;
+    supervise(guard, &args, &mut signals).await
+}
+
+/// A lock taken, with what must live as long as it is held.
+struct Held {
+    guard: Guard,
+    /// Keeps the client's settings in step with `--config`.
+    _watcher: Option<SettingsWatcher>,
+}
+
+/// Settings, connection, settings watch, then the acquire `--wait` allows.
+async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
+    let settings = connect::load_settings(global.config.as_deref())?;
+    let client = connect::client(&global.redis, settings, args.lease).await?;
+    let watcher = match &global.config {
+        Some(path) => {
+            // --lease wins over the file, at every reload too.
+            let lease = args.lease;
+            let watcher = client.watch_settings_with(path, move |settings| {
+                if let Some(lease) = lease {
+                    settings.default_lease = lease;
+                }
+            });
+            Some(watcher.map_err(|error| connect::config_failure(path, &error))?)
+        }
+        None => None,
+    };
+    let wait = args.wait.or(client.settings().wait_timeout);
+    let mut lock = client.lock(args.name.as_str());
+    if let Some(owner) = &args.owner {
+        lock = lock.with_owner(owner.as_str());
+    }
+    match acquire(&lock, wait).await {
+        Ok(Some(guard)) => Ok(Held {
+            guard,
+            _watcher: watcher,
+        }),
+        Ok(None) => {
+            let waited = humantime::format_duration(wait.unwrap_or_default());
+            Err(Failure::new(
+                exit::NOT_ACQUIRED,
+                format!(
+                    "lock {} is held by another owner; gave up after {waited}",
+                    args.name
+                ),
+            ))
+        }
+        Err(error) => Err(Failure::lib(&format!("lock {}", args.name), &error)),
+    }
+}
+
+/// One acquire as `--wait` asks: `None` when another owner kept the lock.
+async fn acquire(lock: &Lock, wait: Option<Duration>) -> redlatch::Result<Option<Guard>> {
+    match wait {
+        None => lock.acquire().await.map(Some),
+        Some(Duration::ZERO) => lock.try_acquire().await,
+        Some(wait) => match lock.acquire_timeout(wait).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(redlatch::Error::Timeout { .. }) => Ok(None),
+            Err(error) => Err(error),
+        },
+    }
+}
+
+/// Spawns the command and waits for it, stopping it if the lock is lost.
+async fn supervise(guard: Guard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
+    let name = &args.name;
+    let program = &args.command[0];
+    let mut child = match tokio::process::Command::new(program)
+        .args(&args.command[1..])
+        .env("REDLATCH_LOCK", name)
+        .env("REDLATCH_TOKEN", guard.token().to_string())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) => {
+            release_quietly(guard, name).await;
+            let code = if error.kind() == std::io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            };
+            return Err(Failure::new(
+                code,
+                format!("cannot run {}: {error}", program.to_string_lossy()),
+            ));
+        }
+    };
+    // Some until the child is reaped, which only `wait` below does.
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut kill_at: Option<Instant> = None; // set once the lock is lost
+    let mut killed = false;
+    let waited = loop {
+        tokio::select! {
+            biased;
+            waited = child.wait() => break waited,
+            () = &mut lost, if kill_at.is_none() => {
+                let reason = guard
+                    .lost_reason()
+                    .map_or_else(|| "expired, deleted or taken over".to_owned(), |reason| reason.to_string());
+                eprintln!(
+                    "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command (SIGTERM, then SIGKILL after {})",
+                    humantime::format_duration(args.kill_after)
+                );
+                send(pid, Signal::SIGTERM);
+                kill_at = Some(Instant::now() + args.kill_after);
+            }
+            () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
+                send(pid, Signal::SIGKILL);
+                killed = true;
+            }
+            received = signals.recv() => {
+                if received.from_kernel {
+                    // A terminal signalled our whole process group: the command has it already.
+                    tracing::debug!(signal = %received.signal, "not forwarded: sent to the process group");
+                } else {
+                    send(pid, received.signal);
+                }
+            }
+        }
+    };
+    let status = match waited {
+        Ok(status) => status,
+        Err(error) => {
+            release_quietly(guard, name).await;
+            return Err(Failure::new(
+                exit::SOFTWARE,
+                format!("lost track of the command: {error}"),
+            ));
+        }
+    };
+    let code = exit::of_child(status);
+    if kill_at.is_some() {
+        // Already reported when it happened; this only stops the bookkeeping.
+        let _ = guard.release().await;
+        return Ok(exit::LOST);
+    }
+    match guard.release().await {
+        Ok(()) => Ok(code),
+        Err(redlatch::Error::NotHeld { .. }) => Err(Failure::new(
+            exit::LOST,
+            format!(
+                "lock {name} was lost before the command finished (gone at release); the command exited with status {code}"
+            ),
+        )),
+        Err(error) => {
+            eprintln!(
+                "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
+            );
+            Ok(code)
+        }
+    }
+}
+
+/// Signals the command by pid, never its process group: it is ours too.
+fn send(pid: Option<Pid>, signal: Signal) {
+    if let Some(pid) = pid
+        && let Err(error) = kill(pid, signal)
+    {
+        tracing::debug!(%signal, %error, "could not signal the command");
+    }
+}
+
+/// Releases a guard whose command never ran or was lost track of.
+async fn release_quietly(guard: Guard, name: &str) {
+    if let Err(error) = guard.release().await {
+        tracing::warn!(lock = name, %error, "release failed");
+    }
+}

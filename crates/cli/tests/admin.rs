@@ -1,0 +1,166 @@
+//! `redlatch status`, `list` and `unlock` end to end, checked against what
+//! Redis itself holds.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{World, code};
+use serde_json::{Value, json};
+
+/// What Redis holds for lock `name`: owner → count, PTTL, last token.
+fn redis_view(world: &World, name: &str) -> (HashMap<String, u64>, i64, Option<u64>) {
+    let mut conn = world.redis();
+    let fields: HashMap<String, u64> = redis::cmd("HGETALL").arg(name).query(&mut conn).unwrap();
+    let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).unwrap();
+    let token: Option<u64> = redis::cmd("GET")
+        .arg(format!("redisson_lock_token:{{{name}}}"))
+        .query(&mut conn)
+        .unwrap();
+    (fields, pttl, token)
+}
+
+fn stdout_json(output: &std::process::Output) -> Value {
+    assert_eq!(
+        code(output.status),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+}
+
+/// `status --json` and `list --json` report the owner, count and token Redis holds.
+#[test]
+fn status_and_list_match_redis() {
+    let world = World::new();
+    let _holder = world.spawn(&[
+        "run",
+        "jobs:nightly",
+        "--owner",
+        "cron-7",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let _other = world.spawn(&["run", "other", "--", "sleep", "30"]);
+    world.wait_held("jobs:nightly", Duration::from_secs(5));
+    world.wait_held("other", Duration::from_secs(5));
+    // A hash that is not a lock is not listed.
+    let _: i64 = redis::cmd("HSET")
+        .arg("jobs:not-a-lock")
+        .arg("colour")
+        .arg("blue")
+        .query(&mut world.redis())
+        .unwrap();
+    // A second client waiting on the lock shows up as waiting.
+    let _waiter = world.spawn(&["run", "jobs:nightly", "--wait", "20s", "--", "true"]);
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
+            status["waiting"] == 1
+        }),
+        "the waiter was never counted"
+    );
+
+    let status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
+    let (fields, pttl, token) = redis_view(&world, "jobs:nightly");
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    let (owner, count) = fields.iter().next().unwrap();
+    assert!(owner.ends_with(":cron-7"), "{owner}");
+    let ttl = status["ttl_ms"].as_i64().expect("ttl_ms");
+    assert!(
+        ttl > 0 && ttl <= 30_000 && (ttl - pttl).abs() < 5_000,
+        "ttl {ttl}, PTTL {pttl}"
+    );
+    let expected = json!({
+        "name": "jobs:nightly",
+        "held": true,
+        "holders": [{"owner": owner, "count": count}],
+        "ttl_ms": ttl,
+        "token": token.expect("a token"),
+        "waiting": 1,
+    });
+    assert_eq!(status, expected);
+
+    let listed = stdout_json(&world.output(&["list", "--json", "--prefix", "jobs:"]));
+    let listed = listed.as_array().expect("an array");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["name"], "jobs:nightly");
+    assert_eq!(listed[0]["holders"], expected["holders"]);
+    assert_eq!(listed[0]["token"], expected["token"]);
+
+    let all = stdout_json(&world.output(&["list", "--json"]));
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["jobs:nightly", "other"]);
+
+    let text = world.output(&["list"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!("jobs:nightly  held by {owner} x1  ttl ")),
+        "{first}"
+    );
+}
+
+/// `status` of a lock never taken: free, no TTL, no token.
+#[test]
+fn status_of_a_free_lock() {
+    let world = World::new();
+    let status = stdout_json(&world.output(&["status", "nobody", "--json"]));
+    assert_eq!(
+        status,
+        json!({"name": "nobody", "held": false, "holders": [], "ttl_ms": null, "token": null, "waiting": 0})
+    );
+    let text = world.output(&["status", "nobody"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("held     no"));
+}
+
+/// `unlock` refuses without --force (64, lock kept); with --force the lock is gone.
+#[test]
+fn unlock_needs_force() {
+    let world = World::new();
+    let _holder = world.spawn(&["run", "stuck", "--", "sleep", "30"]);
+    world.wait_held("stuck", Duration::from_secs(5));
+    let mut conn = world.redis();
+
+    let refused = world.output(&["unlock", "stuck"]);
+    assert_eq!(code(refused.status), 64);
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "redlatch: refusing to unlock stuck: force-unlocking breaks the current holder's mutual exclusion; pass --force if you are sure\n"
+    );
+    assert!(
+        world.exists(&mut conn, "stuck"),
+        "unlock without --force deleted the lock"
+    );
+
+    let forced = world.output(&["unlock", "stuck", "--force"]);
+    assert_eq!(code(forced.status), 0);
+    assert_eq!(
+        String::from_utf8_lossy(&forced.stdout),
+        "lock stuck deleted\n"
+    );
+    assert!(!world.exists(&mut conn, "stuck"), "lock still there");
+
+    let again = stdout_json(&world.output(&["unlock", "stuck", "--force", "--json"]));
+    assert_eq!(again, json!({"name": "stuck", "deleted": false}));
+}
+
+/// Without `--redis`, `REDIS_URL` names the server.
+#[test]
+fn redis_url_comes_from_the_environment() {
+    let world = World::new();
+    let output = std::process::Command::new(common::BIN)
+        .args(["status", "env-lock", "--json"])
+        .env("REDIS_URL", world.server.url())
+        .output()
+        .unwrap();
+    assert_eq!(stdout_json(&output)["name"], "env-lock");
+}
