@@ -1,0 +1,56 @@
+//! The operational endpoints: health, metrics, the web page, and 404s.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+
+/// The single-page UI (written alongside the load generator and the demo).
+const PAGE: &str = include_str!("../web/index.html");
+
+/// `GET /`
+pub async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+/// `GET /health`: the process answers; which instance and strategy it is.
+pub async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "instance": state.instance,
+        "strategy": state.kind.name(),
+    }))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    // Summaries roll their windows on upkeep; a scrape is a fine moment.
+    state.metrics.run_upkeep();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
+/// Any other path: 404 `not_found`, as JSON like every other error.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+/// A known path with another method: 405 `method_not_allowed`.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        message: None,
+    }
+}

@@ -1,0 +1,60 @@
+//! `POST /vouchers/{id}/orders` (place an order) and `GET /vouchers/{id}/orders`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::user_id::user_id;
+use super::{AppState, voucher_id};
+use crate::metrics;
+
+/// `POST /vouchers/{id}/orders` with `X-User-Id` → 201 `{"order_id"}`.
+pub async fn place(
+    State(state): State<Arc<AppState>>,
+    Path(raw_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let started = Instant::now();
+    let outcome = async {
+        let voucher_id = voucher_id(&raw_id)?;
+        let user_id = user_id(&headers)?;
+        let order_id = state
+            .strategy
+            .order(&state.ctx, voucher_id, user_id)
+            .await?;
+        Ok((StatusCode::CREATED, Json(json!({ "order_id": order_id }))))
+    }
+    .await;
+    let rejection = outcome.as_ref().err().map(|error: &ApiError| error.code);
+    metrics::order_answered(
+        state.instance,
+        state.kind.name(),
+        rejection,
+        started.elapsed(),
+    );
+    outcome
+}
+
+/// `GET /vouchers/{id}/orders` → `{"count", "orders": [{"order_id", "user_id"}]}`
+/// by order id; 404 when the voucher does not exist.
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Path(raw_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let voucher_id = voucher_id(&raw_id)?;
+    let db = &state.ctx.db;
+    if db.find_voucher(voucher_id).await?.is_none() {
+        return Err(ApiError::not_found());
+    }
+    let orders = db.list_orders(voucher_id).await?;
+    let listed: Vec<Value> = orders
+        .iter()
+        .map(|order| json!({ "order_id": order.id, "user_id": order.user_id }))
+        .collect();
+    Ok(Json(json!({ "count": listed.len(), "orders": listed })))
+}

@@ -1,0 +1,107 @@
+//! The service's metrics, exported at `GET /metrics` in Prometheus text.
+//!
+//! One Prometheus recorder per process (the `metrics` facade has one global
+//! recorder), installed by the first service started; in-process instances
+//! share it and tell their series apart by the `instance` label. redlatch's
+//! own `redlatch_*` series appear next to these.
+//!
+//! | name | kind | labels | meaning |
+//! |---|---|---|---|
+//! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
+//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `not_started`, `ended`, `not_found`, `busy`, `redis_error`, `database_error`, `bad_user_id` |
+//! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
+//! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dropped` | stream entries the reserve consumer handled |
+//! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Orders accepted.
+pub const ORDERS_CREATED: &str = "seckill_orders_created_total";
+/// Orders refused, by reason.
+pub const ORDER_REJECTIONS: &str = "seckill_order_rejections_total";
+/// Time to answer an order request.
+pub const ORDER_SECONDS: &str = "seckill_order_seconds";
+/// Stream entries handled by the reserve consumer, by outcome.
+pub const RESERVE_ENTRIES: &str = "seckill_reserve_entries_total";
+/// Pending entries taken over from other consumers.
+pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use. When another
+/// recorder was installed first (by an embedding program), the handle
+/// renders an empty page and a warning is logged.
+pub fn handle() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            match metrics::set_global_recorder(recorder) {
+                Ok(()) => {
+                    describe();
+                    redlatch::metrics::describe();
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "seckill: another metrics recorder is installed; /metrics will be empty");
+                }
+            }
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    metrics::describe_counter!(ORDERS_CREATED, "Orders accepted");
+    metrics::describe_counter!(ORDER_REJECTIONS, "Orders refused, by reason");
+    metrics::describe_histogram!(
+        ORDER_SECONDS,
+        metrics::Unit::Seconds,
+        "Time to answer an order request"
+    );
+    metrics::describe_counter!(
+        RESERVE_ENTRIES,
+        "Stream entries the reserve consumer handled, by outcome"
+    );
+    metrics::describe_counter!(
+        RESERVE_CLAIMED,
+        "Pending stream entries taken over from another consumer"
+    );
+}
+
+/// Records one order request's outcome: `None` when accepted, else the
+/// rejection reason.
+pub fn order_answered(
+    instance: u16,
+    strategy: &'static str,
+    rejection: Option<&'static str>,
+    took: Duration,
+) {
+    let instance = instance.to_string();
+    match rejection {
+        None => metrics::counter!(ORDERS_CREATED, "instance" => instance.clone(), "strategy" => strategy)
+            .increment(1),
+        Some(reason) => metrics::counter!(
+            ORDER_REJECTIONS,
+            "instance" => instance.clone(),
+            "strategy" => strategy,
+            "reason" => reason
+        )
+        .increment(1),
+    }
+    metrics::histogram!(ORDER_SECONDS, "instance" => instance, "strategy" => strategy)
+        .record(took.as_secs_f64());
+}
+
+/// Records one stream entry handled by the reserve consumer `consumer`.
+pub fn reserve_entry(consumer: &str, outcome: &'static str) {
+    metrics::counter!(RESERVE_ENTRIES, "consumer" => consumer.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Records entries taken over by `consumer` with XAUTOCLAIM.
+pub fn reserve_claimed(consumer: &str, count: usize) {
+    metrics::counter!(RESERVE_CLAIMED, "consumer" => consumer.to_owned()).increment(count as u64);
+}

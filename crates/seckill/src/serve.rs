@@ -1,0 +1,387 @@
+//! `seckill serve`: one instance of the shop, as a process or in-process.
+//!
+//! [`start`] brings an instance up inside the calling process: it connects to
+//! the database and creates the schema, connects to Redis, binds the port,
+//! and serves until [`Service::shutdown`] (graceful) or [`Service::abort`]
+//! (a crash, for tests). Each instance runs on a Tokio runtime of its own, so
+//! aborting it drops every task it has at once (requests in flight, the
+//! reserve consumer, connections), as a killed process would. [`run`] is the
+//! command: [`start`], then wait for SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::BoxError;
+use crate::api::{self, AppState};
+use crate::db::Db;
+use crate::id_worker::IdWorker;
+use crate::reserve_consumer::{self, ConsumerSettings};
+use crate::sale_window::SaleWindows;
+use crate::schema::SchemaKind;
+use crate::strategy::{self, OrderContext, StrategyKind};
+
+/// How long a graceful shutdown waits for requests in flight and the
+/// consumer's batch before dropping what is left.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// `seckill serve`: run one instance of the HTTP service.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Redis URL (ids, locks, reservations).
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis: String,
+    /// Database URL: sqlite://FILE?mode=rwc, postgres://..., mysql://...
+    #[arg(long, default_value = "sqlite://seckill.db?mode=rwc")]
+    pub database: String,
+    /// How orders are placed.
+    #[arg(long, value_enum, default_value_t = StrategyKind::RedisLock)]
+    pub strategy: StrategyKind,
+    /// This instance's id (health, metrics, reserve consumer name).
+    #[arg(long, default_value_t = 1)]
+    pub instance: u16,
+    /// Use the lab schema: no UNIQUE / CHECK constraints, so the teaching
+    /// strategies' races corrupt the data visibly. Needs a database of its own.
+    #[arg(long)]
+    pub lab: bool,
+    /// reserve: take over another consumer's pending orders idle this long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub claim_idle: Duration,
+    /// redis-lock: longest wait for a user's lock before answering 503 busy.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    pub lock_wait: Duration,
+}
+
+/// What an instance is: where it listens and what it talks to.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// Address to listen on; port 0 picks a free one (see [`Service::addr`]).
+    pub listen: SocketAddr,
+    /// Redis URL.
+    pub redis_url: String,
+    /// Database URL.
+    pub database_url: String,
+    /// How orders are placed.
+    pub strategy: StrategyKind,
+    /// This instance's id.
+    pub instance: u16,
+    /// Lab schema (no constraints) instead of the normal one.
+    pub lab_schema: bool,
+}
+
+/// Timings with defaults that tests shorten: see [`start_tuned`].
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// reserve: pending entries idle this long are claimed by another
+    /// instance's consumer (5 s).
+    pub claim_idle: Duration,
+    /// redis-lock: longest wait for a user's lock (2 s).
+    pub lock_wait: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            claim_idle: Duration::from_secs(5),
+            lock_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A running instance. Dropping it without [`shutdown`](Service::shutdown)
+/// stops it abruptly, like [`abort`](Service::abort).
+pub struct Service {
+    addr: SocketAddr,
+    instance: u16,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: CancellationToken,
+    finished: Option<oneshot::Receiver<()>>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("addr", &self.addr)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// The address it accepts connections on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the base of every route.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The instance id it was started with.
+    pub fn instance(&self) -> u16 {
+        self.instance
+    }
+
+    /// Stops accepting, lets requests in flight finish, lets the reserve
+    /// consumer acknowledge its batch, closes the pools; then stops. Gives up
+    /// waiting after 15 s.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        if let Some(finished) = self.finished.take() {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, finished).await;
+        }
+        self.stop_runtime();
+    }
+
+    /// Drops everything at once, like a crash: requests in flight get a
+    /// broken connection, the consumer's unacknowledged entries stay pending,
+    /// open transactions roll back, held Redis locks stay until their lease
+    /// runs out.
+    pub fn abort(mut self) {
+        self.stop_runtime();
+    }
+
+    fn stop_runtime(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.stop_runtime();
+    }
+}
+
+/// Starts an instance in this process with default [`Tuning`]; returns once
+/// it accepts connections.
+///
+/// Creates the schema if needed (idempotent; instances starting together
+/// are serialized by a database lock).
+///
+/// # Errors
+/// The database, Redis or the address cannot be used, or the database holds
+/// the other schema kind.
+pub async fn start(config: ServiceConfig) -> Result<Service, BoxError> {
+    start_tuned(config, Tuning::default()).await
+}
+
+/// As [`start`], with timings of one's own.
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_tuned(config: ServiceConfig, tuning: Tuning) -> Result<Service, BoxError> {
+    let instance = config.instance;
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(2, 8);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name(format!("seckill-{instance}"))
+        .enable_all()
+        .build()?;
+    let shutdown = CancellationToken::new();
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (finished_tx, finished_rx) = oneshot::channel();
+    runtime.spawn(instance_main(
+        config,
+        tuning,
+        shutdown.clone(),
+        ready_tx,
+        finished_tx,
+    ));
+    let mut service = Service {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        instance,
+        runtime: Some(runtime),
+        shutdown,
+        finished: Some(finished_rx),
+    };
+    match ready_rx.await {
+        Ok(Ok(addr)) => {
+            service.addr = addr;
+            Ok(service)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err("the instance stopped while starting".into()),
+    }
+}
+
+/// `seckill serve`: starts an instance and serves until SIGINT or SIGTERM.
+///
+/// # Errors
+/// As [`start`].
+pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
+    let config = ServiceConfig {
+        listen: args.listen,
+        redis_url: args.redis,
+        database_url: args.database,
+        strategy: args.strategy,
+        instance: args.instance,
+        lab_schema: args.lab,
+    };
+    let tuning = Tuning {
+        claim_idle: args.claim_idle,
+        lock_wait: args.lock_wait,
+    };
+    let schema = if config.lab_schema { "lab" } else { "normal" };
+    let strategy = config.strategy;
+    let service = start_tuned(config, tuning).await?;
+    eprintln!(
+        "seckill: instance {} serving on {} (strategy {strategy}, {schema} schema)",
+        service.instance(),
+        service.url()
+    );
+    wait_for_stop_signal().await?;
+    eprintln!("seckill: stopping");
+    service.shutdown().await;
+    Ok(0)
+}
+
+async fn wait_for_stop_signal() -> Result<(), BoxError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    tokio::select! {
+        outcome = tokio::signal::ctrl_c() => outcome?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
+
+/// Everything an instance runs, on its own runtime.
+async fn instance_main(
+    config: ServiceConfig,
+    tuning: Tuning,
+    shutdown: CancellationToken,
+    ready: oneshot::Sender<Result<SocketAddr, BoxError>>,
+    finished: oneshot::Sender<()>,
+) {
+    let booted = match boot(&config, &tuning).await {
+        Ok(booted) => booted,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+    };
+    let Booted {
+        listener,
+        state,
+        consumer,
+    } = booted;
+    let addr = match listener.local_addr() {
+        Ok(addr) => addr,
+        Err(error) => {
+            let _ = ready.send(Err(error.into()));
+            return;
+        }
+    };
+    let db = state.ctx.db.clone();
+    let consumer = consumer.map(|(redis_client, settings)| {
+        tokio::spawn(reserve_consumer::run(
+            db.clone(),
+            redis_client,
+            settings,
+            shutdown.clone(),
+        ))
+    });
+    let server = axum::serve(listener, api::router(state))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let _ = ready.send(Ok(addr));
+    if let Err(error) = server.await {
+        tracing::error!(%error, "seckill: the HTTP server stopped");
+    }
+    if let Some(consumer) = consumer {
+        let _ = consumer.await;
+    }
+    db.close().await;
+    let _ = finished.send(());
+}
+
+/// A booted instance, not yet serving.
+struct Booted {
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    /// The reserve consumer's Redis client and settings, for `reserve` only.
+    consumer: Option<(redis::Client, ConsumerSettings)>,
+}
+
+async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxError> {
+    let db = Db::connect(&config.database_url)
+        .await
+        .map_err(|error| format!("cannot open the database: {error}"))?;
+    let kind = if config.lab_schema {
+        SchemaKind::Lab
+    } else {
+        SchemaKind::Normal
+    };
+    db.prepare_schema(kind)
+        .await
+        .map_err(|error| format!("database schema: {error}"))?;
+    let redis_client = redis::Client::open(config.redis_url.as_str())
+        .map_err(|error| format!("redis URL: {error}"))?;
+    let redis = connect_redis(&redis_client)
+        .await
+        .map_err(|error| format!("cannot connect to redis: {error}"))?;
+    // A lease of 10 s (renewed every ~3.3 s while held): a crashed instance's
+    // per-user locks free themselves within 10 s instead of the default 30.
+    let locks = redlatch::Client::builder(&config.redis_url)
+        .default_lease(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|error| format!("cannot connect the lock client to redis: {error}"))?;
+    let consumer = if config.strategy == StrategyKind::Reserve {
+        reserve_consumer::ensure_group(&mut redis.clone())
+            .await
+            .map_err(|error| format!("cannot create the reserve consumer group: {error}"))?;
+        Some((
+            redis_client,
+            ConsumerSettings::for_instance(config.instance, tuning.claim_idle),
+        ))
+    } else {
+        None
+    };
+    let metrics = crate::metrics::handle();
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", config.listen))?;
+    let ctx = OrderContext {
+        windows: SaleWindows::new(db.clone()),
+        db,
+        ids: IdWorker::new(redis.clone()),
+        redis,
+        locks,
+        lock_wait: tuning.lock_wait,
+    };
+    let state = Arc::new(AppState {
+        ctx,
+        strategy: strategy::build(config.strategy),
+        kind: config.strategy,
+        instance: config.instance,
+        metrics,
+    });
+    Ok(Booted {
+        listener,
+        state,
+        consumer,
+    })
+}
+
+/// The instance's command connection: multiplexed, reconnecting, each call
+/// bounded so a stalled Redis gives 503s rather than hung requests.
+async fn connect_redis(client: &redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(3)))
+        .set_number_of_retries(2);
+    client.get_connection_manager_with_config(config).await
+}

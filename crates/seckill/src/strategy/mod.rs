@@ -1,0 +1,233 @@
+//! How an order is placed: seed 004's evolution, one strategy per file.
+//!
+//! | strategy | file | seed | stock never oversold | one order per user |
+//! |---|---|---|---|---|
+//! | `naive` | [`naive`] | §1 | no | no |
+//! | `optimistic` | [`optimistic`] | §2.1 | yes | no |
+//! | `local-lock` | [`local_lock`] | §3 | yes | on one instance only |
+//! | `redis-lock` | [`redis_lock`] | §4 | yes | yes, across instances |
+//! | `reserve` | [`reserve`] | (Redis + stream) | yes | yes, across instances |
+//!
+//! "no" shows in the data only with the lab schema (`--lab`, no constraints):
+//! with the normal schema the database refuses the bad write and the request
+//! gets 409 or 410 instead. Every strategy checks the sale window first.
+
+pub mod local_lock;
+pub mod naive;
+pub mod optimistic;
+pub mod redis_lock;
+pub mod reserve;
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use redis::aio::ConnectionManager;
+
+use crate::db::{Db, DbError, Order};
+use crate::id_worker::{IdError, IdWorker};
+use crate::sale_window::{SaleState, SaleWindows};
+
+/// An order id (see [`id_worker`](crate::id_worker)).
+pub type OrderId = i64;
+
+/// The strategy a service instance uses to place orders.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    /// Read the stock, then decrement it unconditionally: oversells.
+    Naive,
+    /// Decrement only `WHERE stock > 0`; no per-user exclusion.
+    Optimistic,
+    /// A per-user mutex inside one process: fails across instances.
+    LocalLock,
+    /// A per-user redlatch lock: correct across instances.
+    RedisLock,
+    /// An atomic Redis reservation; the database is written asynchronously.
+    Reserve,
+}
+
+impl StrategyKind {
+    /// Every strategy, from the seed's first attempt to the last.
+    pub const ALL: [StrategyKind; 5] = [
+        StrategyKind::Naive,
+        StrategyKind::Optimistic,
+        StrategyKind::LocalLock,
+        StrategyKind::RedisLock,
+        StrategyKind::Reserve,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Naive => "naive",
+            StrategyKind::Optimistic => "optimistic",
+            StrategyKind::LocalLock => "local-lock",
+            StrategyKind::RedisLock => "redis-lock",
+            StrategyKind::Reserve => "reserve",
+        }
+    }
+}
+
+impl fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why an order was not placed.
+#[derive(Debug, thiserror::Error)]
+pub enum OrderError {
+    /// No voucher with that id.
+    #[error("no such voucher")]
+    NotFound,
+    /// The sale has not started.
+    #[error("the sale has not started")]
+    NotStarted,
+    /// The sale is over.
+    #[error("the sale has ended")]
+    Ended,
+    /// No stock left.
+    #[error("sold out")]
+    SoldOut,
+    /// The user already has an order of this voucher.
+    #[error("already ordered")]
+    AlreadyOrdered,
+    /// The per-user lock was not had in time, or was lost before the commit.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// Redis failed.
+    #[error("redis: {0}")]
+    Redis(String),
+    /// The database failed.
+    #[error(transparent)]
+    Database(DbError),
+}
+
+impl From<DbError> for OrderError {
+    /// Constraint violations are answers, not failures: the normal schema's
+    /// UNIQUE means "already ordered", its CHECK means "sold out".
+    fn from(error: DbError) -> OrderError {
+        match error {
+            DbError::Unique(_) => OrderError::AlreadyOrdered,
+            DbError::Check(_) => OrderError::SoldOut,
+            other => OrderError::Database(other),
+        }
+    }
+}
+
+impl From<IdError> for OrderError {
+    fn from(error: IdError) -> OrderError {
+        OrderError::Redis(error.to_string())
+    }
+}
+
+impl From<redis::RedisError> for OrderError {
+    fn from(error: redis::RedisError) -> OrderError {
+        OrderError::Redis(error.to_string())
+    }
+}
+
+/// What the strategies share: the database, Redis, the lock client, ids.
+pub struct OrderContext {
+    /// The shop's database.
+    pub db: Db,
+    /// The sale windows, cached.
+    pub windows: SaleWindows,
+    /// The order id worker.
+    pub ids: IdWorker,
+    /// A multiplexed Redis connection for scripts.
+    pub redis: ConnectionManager,
+    /// The redlatch client for per-user locks.
+    pub locks: redlatch::Client,
+    /// How long `redis-lock` waits for a user's lock before answering busy.
+    pub lock_wait: Duration,
+}
+
+impl OrderContext {
+    /// Seed §1's first check: is the sale open now?
+    pub async fn check_sale_open(&self, voucher_id: i64) -> Result<(), OrderError> {
+        match self.windows.state(voucher_id, Utc::now()).await? {
+            SaleState::Open => Ok(()),
+            SaleState::Unknown => Err(OrderError::NotFound),
+            SaleState::NotStarted => Err(OrderError::NotStarted),
+            SaleState::Ended => Err(OrderError::Ended),
+        }
+    }
+
+    /// Seed §1's stock check, on a plain read: fails fast once sold out (the
+    /// stock never grows, so a 0 seen now stays true).
+    pub async fn check_stock_left(&self, voucher_id: i64) -> Result<i64, OrderError> {
+        match self.db.stock(voucher_id).await? {
+            None => Err(OrderError::NotFound),
+            Some(stock) if stock < 1 => Err(OrderError::SoldOut),
+            Some(stock) => Ok(stock),
+        }
+    }
+
+    /// A new order of `voucher_id` for `user_id`, with a fresh id.
+    pub async fn new_order(&self, voucher_id: i64, user_id: i64) -> Result<Order, OrderError> {
+        Ok(Order {
+            id: self.ids.next_id().await?,
+            user_id,
+            voucher_id,
+            created_at: Utc::now(),
+        })
+    }
+}
+
+/// One way of placing an order.
+pub trait Strategy: Send + Sync {
+    /// Places one order of `voucher_id` for `user_id` and returns its id.
+    fn order<'a>(
+        &'a self,
+        ctx: &'a OrderContext,
+        voucher_id: i64,
+        user_id: i64,
+    ) -> BoxFuture<'a, Result<OrderId, OrderError>>;
+
+    /// Called after a voucher was created through this instance.
+    fn voucher_created<'a>(
+        &'a self,
+        _ctx: &'a OrderContext,
+        _voucher_id: i64,
+        _stock: i64,
+    ) -> BoxFuture<'a, Result<(), OrderError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The strategy of `kind`.
+pub fn build(kind: StrategyKind) -> Box<dyn Strategy> {
+    match kind {
+        StrategyKind::Naive => Box::new(naive::Naive),
+        StrategyKind::Optimistic => Box::new(optimistic::Optimistic),
+        StrategyKind::LocalLock => Box::new(local_lock::LocalLock::default()),
+        StrategyKind::RedisLock => Box::new(redis_lock::RedisLock),
+        StrategyKind::Reserve => Box::new(reserve::Reserve),
+    }
+}
+
+/// The teaching strategies' race window between a check and the write that
+/// relies on it. In production it is a network hop, a GC pause, a busy
+/// thread; here it is a 2 ms sleep, so the race shows on every run instead of
+/// once in a while.
+pub(crate) async fn race_window() {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn cli_names_and_display_agree() {
+        for kind in StrategyKind::ALL {
+            let parsed = StrategyKind::from_str(&kind.to_string(), false).unwrap();
+            assert_eq!(parsed, kind);
+            let possible = kind.to_possible_value().unwrap();
+            assert_eq!(possible.get_name(), kind.name());
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! `seckill demo --json`, the binary: the lesson of the table is real — the
+//! teaching strategies do fail under 500 users × 3 simultaneous clicks over
+//! two instances, and the redlatch lock and the Redis reservation do not.
+
+use seckill::demo::DemoRow;
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn row<'a>(rows: &'a [DemoRow], strategy: &str) -> &'a DemoRow {
+    rows.iter()
+        .find(|row| row.strategy == strategy)
+        .unwrap_or_else(|| panic!("no row for {strategy} in {rows:#?}"))
+}
+
+#[test]
+fn demo_table_tells_the_lesson() -> TestResult {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["demo", "--json"])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let rows: Vec<DemoRow> = serde_json::from_slice(&output.stdout).map_err(|error| {
+        format!("stdout is not the demo's table ({error}):\n{stdout}\nstderr:\n{stderr}")
+    })?;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{rows:#?}\nstderr:\n{stderr}"
+    );
+
+    let names: Vec<&str> = rows.iter().map(|row| row.strategy.as_str()).collect();
+    assert_eq!(
+        names,
+        ["naive", "optimistic", "local-lock", "redis-lock", "reserve"]
+    );
+
+    let naive = row(&rows, "naive");
+    assert!(naive.oversold > 0, "naive must oversell: {naive:#?}");
+
+    let optimistic = row(&rows, "optimistic");
+    assert_eq!(
+        optimistic.oversold, 0,
+        "optimistic never oversells: {optimistic:#?}"
+    );
+
+    let local = row(&rows, "local-lock");
+    assert_eq!(local.oversold, 0, "{local:#?}");
+    assert!(
+        local.duplicate_users > 0,
+        "a lock inside one process must let duplicates through across two instances: {local:#?}"
+    );
+
+    for safe in ["redis-lock", "reserve"] {
+        let row = row(&rows, safe);
+        assert_eq!(
+            (row.orders, row.oversold, row.duplicate_users, row.lost),
+            (100, 0, 0, 0),
+            "{safe} must sell exactly the stock, once per user, losing nothing: {row:#?}"
+        );
+        assert_eq!(row.remaining_stock, 0, "{row:#?}");
+        assert_eq!(row.accepted, 100, "{row:#?}");
+    }
+    Ok(())
+}

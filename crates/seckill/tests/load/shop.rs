@@ -1,0 +1,91 @@
+//! A shop for the tests: a throwaway redis-server, a temporary SQLite
+//! database and N in-process instances of the service on free ports.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use seckill::serve::{Service, ServiceConfig};
+use seckill::strategy::StrategyKind;
+
+pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Redis, SQLite and the instances; [`Shop::stop`] shuts them down.
+pub struct Shop {
+    pub services: Vec<Service>,
+    pub database_url: String,
+    _redis: testkit::RedisServer,
+    _dir: tempfile::TempDir,
+}
+
+impl Shop {
+    /// `instances` instances of `strategy` sharing one Redis and one SQLite
+    /// file; `lab_schema` drops the UNIQUE/CHECK constraints.
+    pub async fn start(
+        strategy: StrategyKind,
+        instances: u16,
+        lab_schema: bool,
+    ) -> TestResult<Shop> {
+        let redis = tokio::task::spawn_blocking(testkit::RedisServer::start).await??;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("shop.db");
+        let database_url = format!("sqlite://{}?mode=rwc", path.display());
+        let mut services = Vec::new();
+        for instance in 1..=instances {
+            services.push(
+                seckill::serve::start(ServiceConfig {
+                    listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                    redis_url: redis.url(),
+                    database_url: database_url.clone(),
+                    strategy,
+                    instance,
+                    lab_schema,
+                })
+                .await?,
+            );
+        }
+        Ok(Shop {
+            services,
+            database_url,
+            _redis: redis,
+            _dir: dir,
+        })
+    }
+
+    /// The instances' base URLs.
+    pub fn targets(&self) -> Vec<String> {
+        self.services
+            .iter()
+            .map(|service| format!("http://{}", service.addr()))
+            .collect()
+    }
+
+    /// `POST /vouchers` on the first instance: `stock` units, open now for an hour.
+    pub async fn create_voucher(&self, title: &str, stock: u64) -> TestResult<u64> {
+        let now = chrono::Utc::now();
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .build()?
+            .post(format!("{}/vouchers", self.targets()[0]))
+            .json(&serde_json::json!({
+                "title": title,
+                "stock": stock,
+                "begin_at": (now - chrono::Duration::minutes(1)).to_rfc3339(),
+                "end_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+            }))
+            .send()
+            .await?;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await?;
+        if status.as_u16() != 201 {
+            return Err(format!("POST /vouchers answered {status}: {body}").into());
+        }
+        body["id"]
+            .as_u64()
+            .ok_or_else(|| format!("no voucher id in {body}").into())
+    }
+
+    pub async fn stop(self) {
+        for service in self.services {
+            service.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The service's integration tests: HTTP contract, sale window, strategies,
+//! sell-outs over two instances, a crash under the reserve strategy, schema
+//! kinds and order ids. Every test starts its own redis-server and its own
+//! database (see `service/support.rs` for the backends).
+
+#[path = "service/support.rs"]
+mod support;
+
+#[path = "service/api.rs"]
+mod api;
+#[path = "service/failures.rs"]
+mod failures;
+#[path = "service/ids.rs"]
+mod ids;
+#[path = "service/reserve_crash.rs"]
+mod reserve_crash;
+#[path = "service/schema.rs"]
+mod schema;
+#[path = "service/sell_out.rs"]
+mod sell_out;
+#[path = "service/strategies.rs"]
+mod strategies;

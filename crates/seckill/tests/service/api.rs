@@ -1,0 +1,209 @@
+//! The HTTP contract: every route, every error status, bad input.
+
+use reqwest::StatusCode;
+use seckill::serve::Tuning;
+use seckill::strategy::StrategyKind;
+use serde_json::{Value, json};
+
+use crate::on_every_backend;
+use crate::support::{TestDatabase, client, create_voucher, open_window, start_instances};
+
+on_every_backend!(http_contract);
+
+async fn http_contract(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let mut services = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await;
+    let service = services.remove(0);
+    let base = service.url();
+    let http = client();
+
+    // Vouchers: create, read, refuse bad bodies.
+    let (begin_at, end_at) = open_window();
+    let voucher = create_voucher(&http, &base, 2, (begin_at, end_at)).await;
+    let shown = get_json(&http, &format!("{base}/vouchers/{voucher}")).await;
+    assert_eq!(shown.0, StatusCode::OK);
+    assert_eq!(shown.1["id"], voucher);
+    assert_eq!(shown.1["title"], "100 off");
+    assert_eq!(shown.1["stock"], 2);
+    let shown_begin = chrono::DateTime::parse_from_rfc3339(shown.1["begin_at"].as_str().unwrap())
+        .expect("begin_at is RFC 3339");
+    assert_eq!(shown_begin.timestamp_millis(), begin_at.timestamp_millis());
+    assert!(shown.1["end_at"].as_str().unwrap().ends_with('Z'));
+
+    let window = json!({"begin_at": "2025-01-01T00:00:00Z", "end_at": "2025-01-02T00:00:00Z"});
+    let with = |extra: Value| {
+        let mut body = window.clone();
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    };
+    let bad_bodies = [
+        "not json".to_owned(),
+        "{}".to_owned(),
+        json!({"title": "x", "stock": 1}).to_string(),
+        with(json!({"stock": 1})),
+        with(json!({"title": "x", "stock": -1})),
+        with(json!({"title": "", "stock": 1})),
+        with(json!({"title": "x", "stock": "many"})),
+        json!({"title": "x", "stock": 1, "begin_at": "yesterday", "end_at": "2025-01-02T00:00:00Z"})
+            .to_string(),
+        json!({"title": "x", "stock": 1, "begin_at": "2025-01-01T00:00:00Z", "end_at": "2025-13-02T00:00:00Z"})
+            .to_string(),
+        json!({"title": "x", "stock": 1, "begin_at": "2025-01-02T00:00:00Z", "end_at": "2025-01-01T00:00:00Z"})
+            .to_string(),
+    ];
+    for body in bad_bodies {
+        let response = http
+            .post(format!("{base}/vouchers"))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("POST /vouchers");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+        let answer: Value = response.json().await.expect("JSON error");
+        assert_eq!(answer["error"], "bad_request", "{body}");
+        assert!(answer["message"].is_string(), "{body}");
+    }
+
+    for path in [
+        "/vouchers/999999",
+        "/vouchers/abc",
+        "/vouchers/999999/orders",
+        "/nowhere",
+    ] {
+        let (status, body) = get_json(&http, &format!("{base}{path}")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(body["error"], "not_found", "{path}");
+    }
+
+    let (status, body) = {
+        let response = http
+            .delete(format!("{base}/vouchers/{voucher}"))
+            .send()
+            .await
+            .expect("DELETE");
+        (
+            response.status(),
+            response.json::<Value>().await.expect("JSON"),
+        )
+    };
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            json!({"error": "method_not_allowed"})
+        )
+    );
+    // A fresh client: the server closes a connection whose body it refused,
+    // and a pooled client could pick that connection for the next request.
+    let too_big = reqwest::Client::new()
+        .post(format!("{base}/vouchers"))
+        .body(vec![b' '; 3 * 1024 * 1024])
+        .send()
+        .await
+        .expect("POST a large body");
+    assert_eq!(too_big.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        too_big.json::<Value>().await.expect("JSON")["error"],
+        "bad_request"
+    );
+
+    // Orders: user id checks, then the answers of the strategy.
+    let order_url = format!("{base}/vouchers/{voucher}/orders");
+    let missing = http.post(&order_url).send().await.expect("POST");
+    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        missing.json::<Value>().await.unwrap()["error"],
+        "bad_user_id"
+    );
+    for bad in ["abc", "-5", "0", "1.5", "99999999999999999999", ""] {
+        let (status, body) = post_order(&http, &order_url, bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "X-User-Id {bad:?}");
+        assert_eq!(body["error"], "bad_user_id", "X-User-Id {bad:?}");
+    }
+    let (status, body) = post_order(&http, &format!("{base}/vouchers/999999/orders"), "1").await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+
+    let (status, body) = post_order(&http, &order_url, "1001").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let order_id = body["order_id"].as_i64().expect("order_id");
+    let (status, body) = post_order(&http, &order_url, "1001").await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (StatusCode::CONFLICT, json!("already_ordered"))
+    );
+    let (status, body) = post_order(&http, &order_url, "1002").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let second_order_id = body["order_id"].as_i64().expect("order_id");
+    let (status, body) = post_order(&http, &order_url, "1003").await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (StatusCode::GONE, json!("sold_out"))
+    );
+
+    let (status, listed) = get_json(&http, &order_url).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        listed,
+        json!({"count": 2, "orders": [
+            {"order_id": order_id, "user_id": 1001},
+            {"order_id": second_order_id, "user_id": 1002},
+        ]})
+    );
+    let (_, shown) = get_json(&http, &format!("{base}/vouchers/{voucher}")).await;
+    assert_eq!(shown["stock"], 0);
+
+    // Operations.
+    let (status, health) = get_json(&http, &format!("{base}/health")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        health,
+        json!({"status": "ok", "instance": 1, "strategy": "redis-lock"})
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(metrics.status(), StatusCode::OK);
+    let text = metrics.text().await.expect("text");
+    assert!(text.contains("seckill_orders_created_total"), "{text}");
+    assert!(text.contains("seckill_order_rejections_total"), "{text}");
+    assert!(text.contains("reason=\"sold_out\""), "{text}");
+    assert!(text.contains("redlatch_acquisitions_total"), "{text}");
+    let page = http.get(format!("{base}/")).send().await.expect("GET /");
+    assert_eq!(page.status(), StatusCode::OK);
+    let content_type = page.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+
+    service.shutdown().await;
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> (StatusCode, Value) {
+    let response = http.get(url).send().await.expect("GET");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+async fn post_order(http: &reqwest::Client, url: &str, user: &str) -> (StatusCode, Value) {
+    let response = http
+        .post(url)
+        .header("X-User-Id", user)
+        .send()
+        .await
+        .expect("POST order");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}

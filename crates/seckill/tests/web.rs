@@ -1,0 +1,139 @@
+//! The voucher page in a real browser: headless Debian Chromium, driven
+//! through chromedriver, against one in-process instance (redis-lock,
+//! SQLite). Grab until sold out, and read what the page says each time.
+//!
+//! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
+//! installs them). Without them the test fails and says so, unless
+//! `SECKILL_SKIP_BROWSER=1` is set: then it is skipped with a message.
+
+// Shared with tests/load.rs; this test needs only part of it.
+#[allow(dead_code)]
+#[path = "load/shop.rs"]
+mod shop;
+#[path = "web/webdriver.rs"]
+mod webdriver;
+
+use std::path::Path;
+use std::time::Duration;
+
+use seckill::strategy::StrategyKind;
+use shop::{Shop, TestResult};
+use webdriver::{Driver, Session};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Long enough for a cold browser on a busy 2-core machine.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// Whether the browser test can run: `Ok(false)` when skipped on request,
+/// an error naming the fix when the browser is missing.
+fn browser_available() -> Result<bool, String> {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|path| !Path::new(path).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(true);
+    }
+    if std::env::var("SECKILL_SKIP_BROWSER").is_ok_and(|value| value == "1") {
+        eprintln!(
+            "skipped: {} missing and SECKILL_SKIP_BROWSER=1 (run scripts/ensure-chromium to test the page)",
+            missing.join(" and ")
+        );
+        return Ok(false);
+    }
+    Err(format!(
+        "{} missing: run `bash scripts/ensure-chromium` to install Debian's chromium and chromium-driver, \
+         or set SECKILL_SKIP_BROWSER=1 to skip the browser test",
+        missing.join(" and ")
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_grabs_until_sold_out() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    let shop = Shop::start(StrategyKind::RedisLock, 1, false).await?;
+    let voucher = shop.create_voucher("Two coffees for one", 2).await?;
+    let page = format!("{}/?voucher={voucher}", shop.targets()[0]);
+
+    let driver = Driver::start(Path::new(CHROMEDRIVER)).await?;
+    let profile = tempfile::tempdir()?;
+    let session = driver.session(Path::new(CHROMIUM), profile.path()).await?;
+    // The browser is closed whatever the outcome, then the outcome counts.
+    let outcome = grab_until_sold_out(&session, &page).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
+/// Fails the test with `message` unless `condition` holds. An error, not a
+/// panic: the caller must still close the browser.
+fn ensure(condition: bool, message: impl FnOnce() -> String) -> TestResult {
+    if condition {
+        Ok(())
+    } else {
+        Err(message().into())
+    }
+}
+
+async fn grab_until_sold_out(session: &Session, page: &str) -> TestResult {
+    session.goto(page).await?;
+    session
+        .wait_for_text("#title", PATIENCE, |text| text == "Two coffees for one")
+        .await?;
+    session
+        .wait_for_text("#stock", PATIENCE, |text| text == "2")
+        .await?;
+
+    let first = grab_as(session, "7").await?;
+    let order_id = first.strip_prefix("ordered: order id ").unwrap_or_default();
+    ensure(
+        !order_id.is_empty() && order_id.bytes().all(|b| b.is_ascii_digit()),
+        || format!("user 7 should get an order id, the page says {first:?}"),
+    )?;
+    session
+        .wait_for_text("#stock", PATIENCE, |text| text == "1")
+        .await?;
+
+    let again = grab_as(session, "7").await?;
+    ensure(again.contains("already ordered"), || {
+        format!("user 7 again should be refused, the page says {again:?}")
+    })?;
+    let stock = session.text("#stock").await?;
+    ensure(stock == "1", || {
+        format!("a refused order takes no stock, yet the page shows {stock:?}")
+    })?;
+
+    let second = grab_as(session, "8").await?;
+    ensure(second.starts_with("ordered: order id "), || {
+        format!("user 8 should get an order id, the page says {second:?}")
+    })?;
+    session
+        .wait_for_text("#stock", PATIENCE, |text| text == "0")
+        .await?;
+
+    let late = grab_as(session, "9").await?;
+    ensure(late.contains("sold out"), || {
+        format!("user 9 should find it sold out, the page says {late:?}")
+    })
+}
+
+/// Types `user` into the user-id box, clicks grab, and returns the result
+/// line once the answer is in.
+async fn grab_as(session: &Session, user: &str) -> TestResult<String> {
+    let user_box = session.find("#user-id").await?;
+    session.clear(&user_box).await?;
+    session.type_text(&user_box, user).await?;
+    // The click handler shows "…" at once, so the wait below sees this
+    // answer, not the previous one.
+    let grab = session.find("#grab").await?;
+    session.click(&grab).await?;
+    let text = session
+        .wait_for_text("#result", PATIENCE, |text| !text.is_empty() && text != "…")
+        .await?;
+    Ok(text)
+}
