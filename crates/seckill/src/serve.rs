@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// redis-lock: longest wait for a user's lock before answering 503 busy.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
     pub lock_wait: Duration,
+    /// redlatch settings file (TOML: lease, retries, timeouts), applied at
+    /// start and followed while the service runs; a bad change is logged and
+    /// the settings in force stay.
+    #[arg(long, value_name = "FILE")]
+    pub lock_config: Option<std::path::PathBuf>,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -84,6 +89,9 @@ pub struct Tuning {
     pub claim_idle: Duration,
     /// redis-lock: longest wait for a user's lock (2 s).
     pub lock_wait: Duration,
+    /// A redlatch settings file (lease, retries, timeouts, key prefix) the
+    /// instance's lock client follows while it runs; `None`: built-in settings.
+    pub lock_settings: Option<std::path::PathBuf>,
 }
 
 impl Default for Tuning {
@@ -91,6 +99,7 @@ impl Default for Tuning {
         Tuning {
             claim_idle: Duration::from_secs(5),
             lock_wait: Duration::from_secs(2),
+            lock_settings: None,
         }
     }
 }
@@ -233,6 +242,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
     let tuning = Tuning {
         claim_idle: args.claim_idle,
         lock_wait: args.lock_wait,
+        lock_settings: args.lock_config,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -277,6 +287,7 @@ async fn instance_main(
         listener,
         state,
         consumer,
+        _settings_watcher,
     } = booted;
     let addr = match listener.local_addr() {
         Ok(addr) => addr,
@@ -313,6 +324,8 @@ struct Booted {
     state: Arc<AppState>,
     /// The reserve consumer's Redis client and settings, for `reserve` only.
     consumer: Option<(redis::Client, ConsumerSettings)>,
+    /// Keeps the lock client in step with `--lock-config` while serving.
+    _settings_watcher: Option<redlatch::SettingsWatcher>,
 }
 
 async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxError> {
@@ -339,6 +352,14 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         .connect()
         .await
         .map_err(|error| format!("cannot connect the lock client to redis: {error}"))?;
+    let settings_watcher = match &tuning.lock_settings {
+        Some(path) => Some(
+            locks
+                .watch_settings(path)
+                .map_err(|error| format!("--lock-config: {error}"))?,
+        ),
+        None => None,
+    };
     let consumer = if config.strategy == StrategyKind::Reserve {
         reserve_consumer::ensure_group(&mut redis.clone())
             .await
@@ -373,6 +394,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         listener,
         state,
         consumer,
+        _settings_watcher: settings_watcher,
     })
 }
 

@@ -82,3 +82,77 @@ async fn a_broken_database_answers_500() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_settings_file_is_checked_at_start_and_followed() {
+    on_backend(Backend::Sqlite, "lock_config", |database| async move {
+        let redis = testkit::RedisServer::start().expect("redis-server");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[lock]\ndefault_lease = \"banana\"\n").expect("write");
+        let refused = seckill::serve::start_tuned(
+            crate::support::config(
+                &redis.url(),
+                &database.url,
+                StrategyKind::RedisLock,
+                1,
+                false,
+            ),
+            Tuning {
+                lock_settings: Some(bad),
+                ..Tuning::default()
+            },
+        )
+        .await;
+        let error = refused
+            .err()
+            .expect("a bad lock settings file stops the start");
+        assert!(error.to_string().contains("--lock-config"), "{error}");
+
+        // A good file: the per-user locks take its key prefix.
+        let good = dir.path().join("locks.toml");
+        std::fs::write(&good, "[lock]\nkey_prefix = \"shop1:\"\n").expect("write");
+        let service = seckill::serve::start_tuned(
+            crate::support::config(
+                &redis.url(),
+                &database.url,
+                StrategyKind::RedisLock,
+                1,
+                false,
+            ),
+            Tuning {
+                lock_settings: Some(good),
+                ..Tuning::default()
+            },
+        )
+        .await
+        .expect("starts with a good file");
+        let http = client();
+        let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
+        // Hold the user's lock under the file's prefix: the order must wait for it.
+        let other = redlatch::Client::connect(&redis.url())
+            .await
+            .expect("lock client");
+        let held = other
+            .lock(format!("shop1:seckill:order:{voucher}:7"))
+            .acquire()
+            .await
+            .expect("hold the user's lock");
+        let answer = click(&http, &service.url(), voucher, 7).await;
+        assert_eq!(
+            answer.status,
+            Some(StatusCode::SERVICE_UNAVAILABLE.as_u16()),
+            "{answer:?}"
+        );
+        assert_eq!(answer.body["error"], "busy", "{answer:?}");
+        held.release().await.expect("release");
+        let answer = click(&http, &service.url(), voucher, 7).await;
+        assert_eq!(
+            answer.status,
+            Some(StatusCode::CREATED.as_u16()),
+            "{answer:?}"
+        );
+        service.shutdown().await;
+    })
+    .await;
+}
