@@ -104,9 +104,9 @@ async fn lock_settings_file_is_checked_at_start_and_followed() {
             },
         )
         .await;
-        let error = refused
-            .err()
-            .expect("a bad lock settings file stops the start");
+        let Err(error) = refused else {
+            panic!("a bad lock settings file must stop the start");
+        };
         assert!(error.to_string().contains("--lock-config"), "{error}");
 
         // A good file: the per-user locks take its key prefix.
