@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// How long the releasing client leaves a woken waiter elsewhere to take the
-/// lock: a few loopback or LAN hand-offs (message delivery plus one attempt).
-pub const HANDOFF_GRACE: Duration = Duration::from_millis(2);
+/// Default of [`Settings::handoff_grace`](crate::Settings::handoff_grace): how
+/// long the releasing client leaves a woken waiter elsewhere to take the lock,
+/// a few loopback or LAN hand-offs (message delivery plus one attempt).
+pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
 
 /// Above this many remembered releases, expired ones are swept out.
 const SWEEP_AT: usize = 1024;
@@ -26,14 +27,18 @@ pub(crate) struct Courtesy {
 }
 
 impl Courtesy {
-    /// Records that `key` was just released to waiters elsewhere.
-    pub(crate) fn note_release(&self, key: &str) {
+    /// Records that `key` was just released to waiters elsewhere; they get
+    /// `grace` to take it (zero: no courtesy).
+    pub(crate) fn note_release(&self, key: &str, grace: Duration) {
+        if grace.is_zero() {
+            return;
+        }
         let now = Instant::now();
         let mut until = self.until.lock();
         if until.len() >= SWEEP_AT {
             until.retain(|_, at| *at > now);
         }
-        until.insert(key.to_owned(), now + HANDOFF_GRACE);
+        until.insert(key.to_owned(), now + grace);
     }
 
     /// Until when an acquire of `key` should step aside, if it should.
@@ -56,7 +61,13 @@ mod tests {
     fn a_release_is_remembered_for_the_grace_period_only() {
         let courtesy = Courtesy::default();
         assert_eq!(courtesy.step_aside_until("a"), None);
-        courtesy.note_release("a");
+        courtesy.note_release("a", HANDOFF_GRACE);
+        courtesy.note_release("b", Duration::ZERO);
+        assert_eq!(
+            courtesy.step_aside_until("b"),
+            None,
+            "zero grace: no courtesy"
+        );
         let until = courtesy.step_aside_until("a").expect("just released");
         assert!(until <= Instant::now() + HANDOFF_GRACE);
         std::thread::sleep(HANDOFF_GRACE);

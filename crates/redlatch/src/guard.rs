@@ -228,10 +228,11 @@ impl Guard {
             }
             if let Ok(ops::Released::Unlocked { receivers }) = released {
                 // Our own subscription connection counts among the receivers
-                // when this client has waiters on the lock.
-                let local = i64::from(inner.wakeups.has_waiters(&request.keys.channel));
+                // when this client listens on the lock (waiters, or a lingering subscription).
+                let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));
                 if receivers > local {
-                    inner.courtesy.note_release(&request.keys.key);
+                    let grace = inner.current_settings().handoff_grace;
+                    inner.courtesy.note_release(&request.keys.key, grace);
                 }
             }
             released

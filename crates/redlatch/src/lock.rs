@@ -131,8 +131,8 @@ impl Lock {
     /// costs one round trip. Waiters of one client are woken one at a time,
     /// oldest first, and a new acquire does not overtake them. A client whose
     /// release just woke waiters in other processes lets them go first: its
-    /// next acquire of the lock waits up to [`HANDOFF_GRACE`](crate::HANDOFF_GRACE)
-    /// before trying.
+    /// next acquire of the lock waits [`Settings::handoff_grace`](crate::Settings::handoff_grace)
+    /// (5 ms) before trying.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
@@ -416,14 +416,14 @@ impl Lock {
         if !matches!(wait, Wait::Once) {
             if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
-                // have it. Wait as a subscribed waiter, so that whoever takes it
-                // sees us waiting and steps aside for us in turn.
+                // have it. Stay subscribed meanwhile, so that whoever takes it
+                // sees us listening and steps aside for us in turn. A plain
+                // sleep, not a park: the first unlock message would be our own.
                 let joined = inner.wakeups.join(&request.keys.channel);
-                let epoch = joined.epoch();
                 let limit = until
                     .saturating_duration_since(Instant::now())
                     .min(remaining(Instant::now()));
-                record_wake(joined.park(epoch, limit).await);
+                tokio::time::sleep(limit).await;
                 ticket = Some(joined);
             } else if let Some((queued, lease_ends)) =
                 inner.wakeups.join_queue(&request.keys.channel)

@@ -93,6 +93,11 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// Time allowed for Redis to answer one call (default 3 s); read at each call.
     pub response_timeout: Duration,
+    /// After a release that woke waiters in other processes, this client's
+    /// next acquire of the same lock waits this long before trying, so a
+    /// woken waiter elsewhere gets its turn (default 5 ms; zero turns the
+    /// courtesy off and lets a releaser take the lock straight back).
+    pub handoff_grace: Duration,
 }
 
 impl Default for Settings {
@@ -104,6 +109,7 @@ impl Default for Settings {
             retry: RetryPolicy::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            handoff_grace: crate::courtesy::HANDOFF_GRACE,
         }
     }
 }
@@ -141,6 +147,13 @@ impl Settings {
                 what: "wait timeout",
                 value: wait,
                 reason: "must be at most 30 days (leave it out to wait forever)",
+            });
+        }
+        if self.handoff_grace > Duration::from_secs(1) {
+            return Err(Error::InvalidDuration {
+                what: "hand-off grace",
+                value: self.handoff_grace,
+                reason: "must be at most 1 s",
             });
         }
         if self.retry.attempts > 100 {
@@ -229,6 +242,7 @@ struct LockSection {
     default_lease: Option<String>,
     key_prefix: Option<String>,
     wait_timeout: Option<String>,
+    handoff_grace: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -265,6 +279,9 @@ impl SettingsFile {
         }
         if let Some(text) = &self.lock.wait_timeout {
             settings.wait_timeout = Some(duration("lock.wait_timeout", text)?);
+        }
+        if let Some(text) = &self.lock.handoff_grace {
+            settings.handoff_grace = duration("lock.handoff_grace", text)?;
         }
         if let Some(attempts) = self.retry.attempts {
             settings.retry.attempts = attempts;

@@ -9,8 +9,13 @@
 //! reconnects costs at most one lease. When the subscription comes back after
 //! a disconnect every parked waiter is woken, since messages may have been
 //! missed meanwhile.
+//!
+//! A channel stays subscribed for [`SUBSCRIPTION_LINGER`] after its last
+//! waiter leaves: a lock taken in turns by two processes would otherwise cost
+//! a SUBSCRIBE round trip on every contended acquire, and a releaser would
+//! often find nobody subscribed to hand the lock to.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::settings::SharedSettings;
+
+/// How long a channel stays subscribed after its last waiter left.
+const SUBSCRIPTION_LINGER: Duration = Duration::from_millis(500);
 
 /// How a parked waiter was woken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +113,7 @@ impl Wakeups {
     pub(crate) fn join(&self, channel: &str) -> Ticket {
         let mut channels = self.registry.channels.lock();
         if let Some(member) = channels.get_mut(channel) {
+            // Possibly a lingering subscription with no waiters: still subscribed.
             member.waiters += 1;
             return Ticket {
                 registry: self.registry.clone(),
@@ -144,7 +153,9 @@ impl Wakeups {
     /// the waiters its release woke (barging).
     pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, Instant)> {
         let mut channels = self.registry.channels.lock();
-        let member = channels.get_mut(channel)?;
+        let member = channels
+            .get_mut(channel)
+            .filter(|member| member.waiters > 0)?;
         let lease_ends = (*member.channel.lease_ends.lock())?;
         if lease_ends <= Instant::now() {
             return None;
@@ -161,8 +172,9 @@ impl Wakeups {
 }
 
 impl Wakeups {
-    /// True when waiters of this client are parked on `channel`.
-    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+    /// True while this client is subscribed to `channel` or about to be
+    /// (it has waiters, or had some less than a linger ago).
+    pub(crate) fn is_listening(&self, channel: &str) -> bool {
         self.registry.channels.lock().contains_key(channel)
     }
 }
@@ -217,8 +229,8 @@ impl Drop for Ticket {
         };
         member.waiters -= 1;
         if member.waiters == 0 {
-            channels.remove(&self.channel.name);
             drop(channels);
+            // The subscriber drops the channel after the linger, if still unused.
             let _ = self
                 .registry
                 .commands
@@ -287,6 +299,8 @@ impl Subscriber {
     async fn session(&mut self, pubsub: redis::aio::PubSub) -> SessionEnd {
         let (mut sink, mut stream) = pubsub.split();
         let mut subscribed: HashSet<String> = HashSet::new();
+        // Channels whose last waiter left, with when to drop them (FIFO: one linger for all).
+        let mut lingering: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
         // Whatever waiters registered before (or while we were away) get subscribed now.
         for name in self.registered_channels() {
             if !self.subscribe(&mut sink, &mut subscribed, &name).await {
@@ -308,15 +322,20 @@ impl Subscriber {
                         }
                     }
                     Some(Command::Unsubscribe(name)) => {
-                        let still_wanted = self.channel(&name).is_some();
-                        if !still_wanted && subscribed.remove(&name) {
-                            let done = tokio::time::timeout(self.response_timeout(), sink.unsubscribe(&name)).await;
-                            if !matches!(done, Ok(Ok(()))) {
-                                return SessionEnd::Disconnected;
-                            }
-                        }
+                        lingering.push_back((tokio::time::Instant::now() + SUBSCRIPTION_LINGER, name));
                     }
                 },
+                _ = sleep_until_first(&lingering) => {
+                    if let Some((_, name)) = lingering.pop_front()
+                        && self.forget_if_unused(&name)
+                        && subscribed.remove(&name)
+                    {
+                        let done = tokio::time::timeout(self.response_timeout(), sink.unsubscribe(&name)).await;
+                        if !matches!(done, Ok(Ok(()))) {
+                            return SessionEnd::Disconnected;
+                        }
+                    }
+                }
             }
         }
     }
@@ -350,10 +369,34 @@ impl Subscriber {
     }
 
     fn dispatch(&self, channel_name: &str) {
-        if let Some(channel) = self.channel(channel_name) {
+        let Some(registry) = self.registry.upgrade() else {
+            return;
+        };
+        let channels = registry.channels.lock();
+        // A lingering channel has nobody to wake; a stored wake-up would only
+        // cost its next waiter a needless attempt.
+        if let Some(member) = channels
+            .get(channel_name)
+            .filter(|member| member.waiters > 0)
+        {
             // One waiter per message: the others would find the lock taken again.
-            channel.notify.notify_one();
+            member.channel.notify.notify_one();
         }
+    }
+
+    /// Drops a channel from the registry if it still has no waiters; returns
+    /// whether it did (then it should be unsubscribed).
+    fn forget_if_unused(&self, name: &str) -> bool {
+        let Some(registry) = self.registry.upgrade() else {
+            return false;
+        };
+        let mut channels = registry.channels.lock();
+        if channels.get(name).is_some_and(|member| member.waiters == 0) {
+            channels.remove(name);
+            return true;
+        }
+        // In use again, or already forgotten (then it was never resubscribed).
+        !channels.contains_key(name)
     }
 
     fn channel(&self, name: &str) -> Option<Arc<Channel>> {
@@ -375,5 +418,13 @@ impl Subscriber {
                 member.channel.subscribed.send_replace(false);
             }
         }
+    }
+}
+
+/// Resolves when the first lingering channel is due; never when none is.
+async fn sleep_until_first(lingering: &VecDeque<(tokio::time::Instant, String)>) {
+    match lingering.front() {
+        Some((due, _)) => tokio::time::sleep_until(*due).await,
+        None => std::future::pending().await,
     }
 }
