@@ -183,6 +183,10 @@ mod sql {
     pub const RETURNING_ID: &str = " RETURNING id";
     pub const SELECT_VOUCHER: &str =
         "SELECT id, title, stock, begin_at, end_at FROM voucher WHERE id = ?";
+    /// The newest vouchers, newest first (the caller reverses them);
+    /// `LIMIT ?` binds on all three backends.
+    pub const LIST_VOUCHERS: &str =
+        "SELECT id, title, stock, begin_at, end_at FROM voucher ORDER BY id DESC LIMIT ?";
     pub const SELECT_STOCK: &str = "SELECT stock FROM voucher WHERE id = ?";
     pub const COUNT_USER_ORDERS: &str =
         "SELECT COUNT(*) FROM voucher_order WHERE voucher_id = ? AND user_id = ?";
@@ -279,6 +283,25 @@ impl Db {
             .await
             .map_err(DbError::classify)?;
         row.map(|row| voucher_of_row(&row)).transpose()
+    }
+
+    /// The newest `limit` vouchers, ordered by id (newest last), stock as
+    /// the database has it.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub(crate) async fn vouchers(&self, limit: u32) -> Result<Vec<Voucher>, DbError> {
+        let rows = sqlx::query(self.sql(sql::LIST_VOUCHERS))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        let mut vouchers = rows
+            .iter()
+            .map(voucher_of_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        vouchers.reverse();
+        Ok(vouchers)
     }
 
     pub(crate) async fn list_orders(&self, voucher_id: i64) -> Result<Vec<Order>, DbError> {

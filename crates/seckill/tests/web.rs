@@ -1,6 +1,7 @@
 //! The voucher page in a real browser: headless Debian Chromium, driven
 //! through chromedriver, against one in-process instance (redis-lock,
-//! SQLite). Grab until sold out, and read what the page says each time.
+//! SQLite) with two vouchers. Grab until one is sold out, then the other,
+//! and read what the page says each time.
 //!
 //! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
 //! installs them). Without them the test fails and says so, unless
@@ -56,19 +57,23 @@ async fn page_grabs_until_sold_out() -> TestResult {
         return Ok(());
     }
     let shop = Shop::start(StrategyKind::RedisLock, 1, false).await?;
-    let voucher = shop.create_voucher("Two coffees for one", 2).await?;
-    let page = format!("{}/?voucher={voucher}", shop.targets()[0]);
+    let coffees = shop.create_voucher(COFFEES, 2).await?.to_string();
+    let cake = shop.create_voucher(CAKE, 1).await?.to_string();
+    let page = format!("{}/", shop.targets()[0]);
 
     let driver = Driver::start(Path::new(CHROMEDRIVER)).await?;
     let profile = tempfile::tempdir()?;
     let session = driver.session(Path::new(CHROMIUM), profile.path()).await?;
     // The browser is closed whatever the outcome, then the outcome counts.
-    let outcome = grab_until_sold_out(&session, &page).await;
+    let outcome = grab_until_sold_out(&session, &page, &coffees, &cake).await;
     let closed = session.quit().await;
     shop.stop().await;
     outcome?;
     closed
 }
+
+const COFFEES: &str = "Two coffees for one";
+const CAKE: &str = "A slice of cake";
 
 /// Fails the test with `message` unless `condition` holds. An error, not a
 /// panic: the caller must still close the browser.
@@ -80,57 +85,78 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> TestResult {
     }
 }
 
-async fn grab_until_sold_out(session: &Session, page: &str) -> TestResult {
+async fn grab_until_sold_out(session: &Session, page: &str, a: &str, b: &str) -> TestResult {
+    let stock_a = format!("#stock-{a}");
+    let stock_b = format!("#stock-{b}");
     session.goto(page).await?;
+    // The table starts empty: wait for both rows before reading their cells.
     session
-        .wait_for_text("#title", PATIENCE, |text| text == "Two coffees for one")
+        .wait_for_text("#vouchers", PATIENCE, |text| {
+            text.contains(COFFEES) && text.contains(CAKE)
+        })
         .await?;
     session
-        .wait_for_text("#stock", PATIENCE, |text| text == "2")
+        .wait_for_text(&stock_a, PATIENCE, |text| text == "2")
+        .await?;
+    session
+        .wait_for_text(&stock_b, PATIENCE, |text| text == "1")
         .await?;
 
-    let first = grab_as(session, "7").await?;
+    let first = grab_as(session, a, "7").await?;
     let order_id = first.strip_prefix("ordered: order id ").unwrap_or_default();
     ensure(
         !order_id.is_empty() && order_id.bytes().all(|b| b.is_ascii_digit()),
         || format!("user 7 should get an order id, the page says {first:?}"),
     )?;
     session
-        .wait_for_text("#stock", PATIENCE, |text| text == "1")
+        .wait_for_text(&stock_a, PATIENCE, |text| text == "1")
         .await?;
 
-    let again = grab_as(session, "7").await?;
+    let again = grab_as(session, a, "7").await?;
     ensure(again.contains("already ordered"), || {
         format!("user 7 again should be refused, the page says {again:?}")
     })?;
-    let stock = session.text("#stock").await?;
+    let stock = session.text(&stock_a).await?;
     ensure(stock == "1", || {
         format!("a refused order takes no stock, yet the page shows {stock:?}")
     })?;
 
-    let second = grab_as(session, "8").await?;
+    let second = grab_as(session, a, "8").await?;
     ensure(second.starts_with("ordered: order id "), || {
         format!("user 8 should get an order id, the page says {second:?}")
     })?;
     session
-        .wait_for_text("#stock", PATIENCE, |text| text == "0")
+        .wait_for_text(&stock_a, PATIENCE, |text| text == "0")
         .await?;
 
-    let late = grab_as(session, "9").await?;
+    let late = grab_as(session, a, "9").await?;
     ensure(late.contains("sold out"), || {
-        format!("user 9 should find it sold out, the page says {late:?}")
+        format!("user 9 should find {COFFEES:?} sold out, the page says {late:?}")
+    })?;
+
+    // Another voucher is another sale: user 7 may buy it.
+    let other = grab_as(session, b, "7").await?;
+    ensure(other.starts_with("ordered: order id "), || {
+        format!("user 7 should get {CAKE:?}, the page says {other:?}")
+    })?;
+    session
+        .wait_for_text(&stock_b, PATIENCE, |text| text == "0")
+        .await?;
+    let stock = session.text(&stock_a).await?;
+    ensure(stock == "0", || {
+        format!("{COFFEES:?} should stay at 0, the page shows {stock:?}")
     })
 }
 
-/// Types `user` into the user-id box, clicks grab, and returns the result
-/// line once the answer is in.
-async fn grab_as(session: &Session, user: &str) -> TestResult<String> {
+/// Types `user` into the user-id box, clicks the grab button of `voucher`,
+/// and returns the result line once the answer is in.
+async fn grab_as(session: &Session, voucher: &str, user: &str) -> TestResult<String> {
     let user_box = session.find("#user-id").await?;
     session.clear(&user_box).await?;
     session.type_text(&user_box, user).await?;
     // The click handler shows "…" at once, so the wait below sees this
     // answer, not the previous one.
-    let grab = session.find("#grab").await?;
+    let grab = session.find(&format!("#grab-{voucher}")).await?;
     session.click(&grab).await?;
     let text = session
         .wait_for_text("#result", PATIENCE, |text| !text.is_empty() && text != "…")

@@ -3,6 +3,7 @@
 //! | method and path | success | errors |
 //! |---|---|---|
 //! | `POST /vouchers` | 201 `{"id"}` | 400 |
+//! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
 //! | `POST /vouchers/{id}/orders` + `X-User-Id` | 201 `{"order_id"}` | 400, 403, 404, 409, 410, 503, 500 |
 //! | `GET /vouchers/{id}/orders` | 200 `{"count","orders"}` | 404 |
@@ -48,7 +49,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/", get(ops::page))
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
-        .route("/vouchers", post(vouchers::create))
+        .route("/vouchers", post(vouchers::create).get(vouchers::list))
         .route("/vouchers/{id}", get(vouchers::show))
         .route(
             "/vouchers/{id}/orders",

@@ -1,4 +1,4 @@
-//! `POST /vouchers` and `GET /vouchers/{id}`.
+//! `POST /vouchers`, `GET /vouchers` and `GET /vouchers/{id}`.
 
 use std::sync::Arc;
 
@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::{AppState, voucher_id};
 use crate::db::{NewVoucher, Voucher};
+
+/// Most vouchers `GET /vouchers` lists: the newest ones.
+pub(crate) const LIST_LIMIT: u32 = 100;
 
 /// Longest title, in characters (the column is VARCHAR(200)).
 const MAX_TITLE_CHARS: usize = 200;
@@ -65,6 +68,14 @@ pub async fn show(
         .await?
         .ok_or_else(ApiError::not_found)?;
     Ok(Json(voucher_json(&voucher)))
+}
+
+/// `GET /vouchers` → `{"vouchers": [...]}`: the newest [`LIST_LIMIT`]
+/// vouchers ordered by id (newest last), each as `GET /vouchers/{id}` shows it.
+pub async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let vouchers = state.ctx.db.vouchers(LIST_LIMIT).await?;
+    let listed: Vec<Value> = vouchers.iter().map(voucher_json).collect();
+    Ok(Json(json!({ "vouchers": listed })))
 }
 
 fn voucher_json(voucher: &Voucher) -> Value {

@@ -191,6 +191,70 @@ async fn http_contract(database: TestDatabase) {
     service.shutdown().await;
 }
 
+on_every_backend!(voucher_list);
+
+/// `GET /vouchers`: empty at first, then every voucher as `GET /vouchers/{id}`
+/// shows it, ordered by id; past 100 vouchers, the newest 100.
+async fn voucher_list(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let mut services = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await;
+    let service = services.remove(0);
+    let base = service.url();
+    let http = client();
+    let list_url = format!("{base}/vouchers");
+
+    assert_eq!(
+        get_json(&http, &list_url).await,
+        (StatusCode::OK, json!({"vouchers": []}))
+    );
+
+    let first = create_voucher(&http, &base, 2, open_window()).await;
+    let second = create_voucher(&http, &base, 5, open_window()).await;
+    assert!(first < second);
+    let (status, listed) = get_json(&http, &list_url).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut shown = Vec::new();
+    for id in [first, second] {
+        let (status, voucher) = get_json(&http, &format!("{base}/vouchers/{id}")).await;
+        assert_eq!(status, StatusCode::OK);
+        shown.push(voucher);
+    }
+    assert_eq!(listed, json!({ "vouchers": shown }));
+    assert_eq!(listed["vouchers"][1]["stock"], 5);
+
+    // The stock is live: an order shows at once.
+    let (status, _) = post_order(&http, &format!("{base}/vouchers/{first}/orders"), "1").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, listed) = get_json(&http, &list_url).await;
+    assert_eq!(listed["vouchers"][0]["stock"], 1);
+
+    // The cap: 101 vouchers list as the newest 100, still oldest first.
+    let mut newest = second;
+    for _ in 0..99 {
+        newest = create_voucher(&http, &base, 1, open_window()).await;
+    }
+    let (status, listed) = get_json(&http, &list_url).await;
+    assert_eq!(status, StatusCode::OK);
+    let ids: Vec<i64> = listed["vouchers"]
+        .as_array()
+        .expect("vouchers array")
+        .iter()
+        .map(|voucher| voucher["id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 100);
+    assert_eq!((ids[0], ids[99]), (second, newest));
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+
+    service.shutdown().await;
+}
+
 async fn get_json(http: &reqwest::Client, url: &str) -> (StatusCode, Value) {
     let response = http.get(url).send().await.expect("GET");
     let status = response.status();
