@@ -89,14 +89,12 @@ impl Hold {
         !self.lost.is_cancelled() && Instant::now() < self.valid_until()
     }
 
-    /// Marks the hold lost; returns true the first time (the first reason sticks).
-    pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
-        let first = self.lost_reason.set(reason).is_ok();
-        self.lost.cancel();
-        if first {
+    /// Marks the hold lost (the first reason sticks).
+    pub(crate) fn mark_lost(&self, reason: LostReason) {
+        if self.lost_reason.set(reason).is_ok() {
             crate::metrics::lock_lost();
         }
-        first
+        self.lost.cancel();
     }
 
     pub(crate) fn is_marked_lost(&self) -> bool {

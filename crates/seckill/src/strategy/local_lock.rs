@@ -83,14 +83,7 @@ impl Strategy for LocalLock {
                 return Err(OrderError::AlreadyOrdered);
             }
             race_window().await;
-            let order = ctx.new_order(voucher_id, user_id).await?;
-            let mut tx = ctx.db.begin_write().await?;
-            if !tx.decrement_if_left(voucher_id).await? {
-                return Err(OrderError::SoldOut);
-            }
-            tx.insert_order(&order).await?;
-            tx.commit().await?;
-            Ok(order.id)
+            ctx.sell_if_left(voucher_id, user_id).await
         })
     }
 }

@@ -165,6 +165,19 @@ impl OrderContext {
         }
     }
 
+    /// Seed §2.1's write: in one transaction, `stock = stock - 1 WHERE stock > 0`
+    /// (sold out when no row changes) and the order's insert.
+    pub async fn sell_if_left(&self, voucher_id: i64, user_id: i64) -> Result<OrderId, OrderError> {
+        let order = self.new_order(voucher_id, user_id).await?;
+        let mut tx = self.db.begin_write().await?;
+        if !tx.decrement_if_left(voucher_id).await? {
+            return Err(OrderError::SoldOut);
+        }
+        tx.insert_order(&order).await?;
+        tx.commit().await?;
+        Ok(order.id)
+    }
+
     /// A new order of `voucher_id` for `user_id`, with a fresh id.
     pub async fn new_order(&self, voucher_id: i64, user_id: i64) -> Result<Order, OrderError> {
         Ok(Order {
