@@ -66,8 +66,11 @@ mod lease;
 mod listing;
 mod lock;
 pub mod metrics;
+mod multi_lock;
 mod ops;
+mod permit_semaphore;
 mod scripts;
+mod semaphore;
 mod settings;
 mod settings_watch;
 mod status;
@@ -83,6 +86,9 @@ pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use multi_lock::{MultiGuard, MultiLock};
+pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
+pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
