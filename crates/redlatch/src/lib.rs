@@ -55,6 +55,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocking;
 mod client;
 mod config;
 mod courtesy;

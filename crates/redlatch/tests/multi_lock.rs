@@ -52,7 +52,11 @@ async fn two_clients_asking_in_opposite_orders_never_deadlock() {
     .expect("a deadlock: the workers did not finish")
     .into_iter()
     .for_each(|joined| joined.expect("worker"));
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders of the same locks at once");
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders of the same locks at once"
+    );
 }
 
 #[tokio::test]
@@ -76,12 +80,26 @@ async fn timeout_releases_the_locks_already_taken() {
     // m:a was taken first (key order) and must be free again.
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            client.lock("m:a").status().await.unwrap().holders.is_empty()
+            client
+                .lock("m:a")
+                .status()
+                .await
+                .unwrap()
+                .holders
+                .is_empty()
         })
         .await,
         "the partial hold on m:a was left behind"
     );
-    assert!(client.lock("m:c").status().await.unwrap().holders.is_empty());
+    assert!(
+        client
+            .lock("m:c")
+            .status()
+            .await
+            .unwrap()
+            .holders
+            .is_empty()
+    );
     assert!(both.try_acquire().await.unwrap().is_none());
     drop(busy);
     let guard = both
@@ -106,14 +124,26 @@ async fn cancelled_acquire_releases_partial_holds_and_drop_releases_all() {
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            !client.lock("n:1").status().await.unwrap().holders.is_empty()
+            !client
+                .lock("n:1")
+                .status()
+                .await
+                .unwrap()
+                .holders
+                .is_empty()
         })
         .await
     );
     waiting.abort();
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            client.lock("n:1").status().await.unwrap().holders.is_empty()
+            client
+                .lock("n:1")
+                .status()
+                .await
+                .unwrap()
+                .holders
+                .is_empty()
         })
         .await,
         "the cancelled multi-lock kept n:1"
@@ -141,14 +171,21 @@ async fn locks_of_two_servers_are_taken_together_and_lost_reports_either() {
     let second = common::client(&servers[1]).await;
     let both = MultiLock::new([second.lock("job"), first.lock("job")]);
     let guard = both.acquire().await.unwrap();
-    assert_eq!(guard.guards().len(), 2, "one key on two servers is two locks");
+    assert_eq!(
+        guard.guards().len(),
+        2,
+        "one key on two servers is two locks"
+    );
     let lost = guard.lost();
     second.lock("job").force_unlock().await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), lost)
         .await
         .expect("lost() resolves when any lock is lost");
     assert!(!guard.is_held());
-    assert!(matches!(guard.release().await, Err(redlatch::Error::NotHeld { .. })));
+    assert!(matches!(
+        guard.release().await,
+        Err(redlatch::Error::NotHeld { .. })
+    ));
 }
 
 #[tokio::test]
@@ -166,7 +203,9 @@ async fn empty_and_repeated_locks_are_refused() {
         Err(redlatch::Error::InvalidName { .. })
     ));
     assert!(matches!(
-        MultiLock::new([client.lock("ok"), client.lock("")]).acquire().await,
+        MultiLock::new([client.lock("ok"), client.lock("")])
+            .acquire()
+            .await,
         Err(redlatch::Error::InvalidName { .. })
     ));
     assert!(client.lock("q").status().await.unwrap().holders.is_empty());
