@@ -30,12 +30,12 @@
 //! the caller waits on a plain channel), but they block the calling thread
 //! like any blocking I/O: in async code, use the async API instead, or wrap
 //! the call in `tokio::task::spawn_blocking`.
-//!
-//! # Adding a wrapper
-//!
-//! Each wrapped type is one file here: a struct holding the async handle and
-//! the client's [`Bridge`], whose methods hand the async call to
-//! [`Bridge::run`].
+
+// Adding a wrapper is one file here: a struct holding the async handle and the
+// client's `Arc<Bridge>`, whose methods clone the handle into an `async move`
+// block and hand it to `Bridge::run`; guards hold an `Option` of the async
+// guard and release it through `Bridge::run` in `Drop`. Then one constructor
+// in `client.rs` and one `pub use` line below.
 
 mod client;
 mod lock;
