@@ -7,7 +7,7 @@
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permit id
 -- ARGV[3]  lease in milliseconds
--- Returns  {1, expiry}   taken; expiry = when the permit runs out unless renewed
+-- Returns  {1, left}     taken; left = permits still free
 --          {0, wait}     none available; wait = ms until the earliest held permit
 --                        expires (-1: no permit is held)
 --         {-1, 0}        a key holds a value of the wrong type
@@ -34,9 +34,9 @@ if #expired > 0 then
 end
 if count >= 1 then
   local expiry = now + tonumber(ARGV[3])
-  redis.call('decr', KEYS[1])
+  local left = redis.call('decr', KEYS[1])
   redis.call('zadd', KEYS[2], string.format('%d', expiry), ARGV[2])
-  return {1, expiry}
+  return {1, left}
 end
 local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
 if first[2] then

@@ -95,8 +95,8 @@ impl Client {
 
 /// What one acquire attempt found.
 enum Attempt {
-    /// Taken; the request was sent at `sent_at`.
-    Taken { sent_at: Instant },
+    /// Taken, with `left` permits still free; the request was sent at `sent_at`.
+    Taken { sent_at: Instant, left: i64 },
     /// None free; the earliest held permit expires in `wait_ms` (-1: none held).
     Busy { wait_ms: i64 },
 }
@@ -264,8 +264,10 @@ impl PermitSemaphore {
             let epoch = ticket.as_ref().map(Ticket::epoch);
             let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
             match self.attempt(&keys, &id, lease_ms).await? {
-                Attempt::Taken { sent_at } => {
-                    if let Some(ticket) = &ticket {
+                Attempt::Taken { sent_at, left } => {
+                    if left > 0
+                        && let Some(ticket) = &ticket
+                    {
                         // One message wakes one waiter: let the next one look too.
                         ticket.pass_on();
                     }
@@ -335,7 +337,10 @@ impl PermitSemaphore {
                 .arg(lease_ms);
             let reply: Vec<i64> = call(&client, "permit acquire", &invocation).await?;
             match reply.as_slice() {
-                [1, _] => Ok(Attempt::Taken { sent_at }),
+                [1, left] => Ok(Attempt::Taken {
+                    sent_at,
+                    left: *left,
+                }),
                 [0, wait_ms] => Ok(Attempt::Busy { wait_ms: *wait_ms }),
                 [-1, _] => Err(wrong_layout(&task_keys)),
                 other => Err(protocol("permit acquire", other)),
@@ -535,10 +540,12 @@ impl PermitHold {
         }
     }
 
+    /// Records a renewal of `lease_ms` sent at `sent_at`. One keeper renews
+    /// a permit one call at a time, so replies never arrive out of order and
+    /// a shorter lease (live settings) shortens the deadline too.
     fn confirm(&self, sent_at: Instant, lease_ms: u64) {
         self.lease_ms.store(lease_ms, Ordering::Release);
-        let mut until = self.valid_until.lock();
-        *until = (*until).max(sent_at + lease::validity(lease_ms));
+        *self.valid_until.lock() = sent_at + lease::validity(lease_ms);
     }
 
     fn mark_lost(&self, reason: LostReason) {
@@ -553,6 +560,13 @@ struct Keeper {
     entries: Mutex<HashMap<u64, Entry>>,
     next_slot: AtomicU64,
     wake: Arc<Notify>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Let the task see that it has nothing left to keep, and end.
+        self.wake.notify_one();
+    }
 }
 
 struct Entry {
