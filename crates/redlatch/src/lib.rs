@@ -39,6 +39,17 @@
 //! # }
 //! ```
 //!
+//! ## Other primitives
+//!
+//! - [`Semaphore`]: N permits shared by every process (Redisson's `RSemaphore`);
+//!   a [`SemaphorePermit`] gives its permits back on drop.
+//! - [`PermitSemaphore`]: permits with ids and leases, renewed while their
+//!   [`ExpirablePermit`] lives and reclaimed after a dead holder (Redisson's
+//!   `RPermitExpirableSemaphore`).
+//! - [`MultiLock`]: several locks, possibly on several servers, taken all or
+//!   nothing in key order (so never deadlocked), released together.
+//! - [`blocking`]: the same API for programs without an async runtime.
+//!
 //! ## Redis data
 //!
 //! | what | key / channel | content |
