@@ -170,7 +170,9 @@ impl Semaphore {
     /// locks' waiters), tries again, and parks until a release message (or,
     /// as a safety net, a second without one); each wake-up costs one round
     /// trip. Waiters of one client wake one per message, oldest first; a
-    /// waiter that leaves permits over passes the wake-up on.
+    /// waiter that leaves permits over passes the wake-up on. Asking for more
+    /// permits than the semaphore will ever have waits for ever: use
+    /// [`acquire_timeout`](Semaphore::acquire_timeout) when unsure.
     ///
     /// # Errors
     /// [`Error::InvalidPermits`] for zero permits, [`Error::InvalidName`],

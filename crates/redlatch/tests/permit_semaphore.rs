@@ -82,7 +82,6 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         .acquire_timeout(Duration::from_secs(20))
         .await
         .expect("the dead holder's permit came back");
-    // It cannot come back before the last renewal's lease ran out.
     assert!(permit.is_held());
     let expiry: Option<f64> = admin
         .zscore("redisson__timeout__{jobs}", &id)
@@ -94,6 +93,31 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         "took {:?}",
         killed_at.elapsed()
     );
+    eprintln!(
+        "permit back {:?} after kill -9 (lease {HOLDER_LEASE:?})",
+        killed_at.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn cancelled_waiter_leaves_no_permit_or_id_behind() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let slots = client.permit_semaphore("cancel");
+    slots.try_set_permits(1).await.unwrap();
+    let permit = slots.acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let slots = slots.clone();
+        async move { slots.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    permit.release().await.unwrap();
+    assert_eq!(slots.available_permits().await.unwrap(), 1);
+    let held: i64 = admin.zcard("redisson__timeout__{cancel}").await.unwrap();
+    assert_eq!(held, 0, "a cancelled waiter left a permit id behind");
 }
 
 #[tokio::test]
