@@ -80,6 +80,7 @@ mod lock;
 pub mod metrics;
 mod multi_lock;
 mod ops;
+mod permit_keeper;
 mod permit_semaphore;
 mod scripts;
 mod semaphore;
