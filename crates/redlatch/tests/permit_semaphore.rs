@@ -247,3 +247,48 @@ async fn bad_input_gives_typed_errors() {
         Err(redlatch::Error::InvalidDuration { .. })
     ));
 }
+
+#[tokio::test]
+async fn many_permits_of_one_client_are_renewed_in_batches() {
+    const HELD: u32 = 150;
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let mut admin = common::admin(&server).await;
+    let slots = client.permit_semaphore("many");
+    slots.try_set_permits(HELD).await.unwrap();
+    let mut permits = Vec::new();
+    for _ in 0..HELD {
+        permits.push(slots.try_acquire().await.unwrap().expect("a free permit"));
+    }
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Ten renewal periods of 100 ms: unbatched, that would be 1,500 script calls.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let calls: u64 = info
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(permits.iter().all(|permit| permit.is_held()));
+    assert!(calls >= 10, "renewals did not run: {calls} script calls");
+    assert!(
+        calls <= 150,
+        "{calls} renewal calls for {HELD} permits in ten periods"
+    );
+    eprintln!("{calls} renewal script calls kept {HELD} permits alive for 1 s (lease 300 ms)");
+}
