@@ -57,6 +57,7 @@
 
 mod client;
 mod config;
+mod connection;
 mod courtesy;
 mod error;
 mod guard;
@@ -71,11 +72,12 @@ mod scripts;
 mod settings;
 mod settings_watch;
 mod status;
+mod subscription;
 mod wakeup;
 mod watchdog;
 
 pub use client::Client;
-pub use config::ClientBuilder;
+pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
 pub use guard::Guard;
