@@ -87,7 +87,8 @@ impl Client {
             topology,
             replica_wait,
         } = builder;
-        let (conn, subscriptions) = connection::open(&url, &topology, &settings).await?;
+        let (conn, subscriptions) =
+            connection::open(&url, &topology, &settings, replica_wait).await?;
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));

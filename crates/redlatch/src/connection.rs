@@ -23,7 +23,7 @@ use redis::{
     RedisResult, Value,
 };
 
-use crate::config::Topology;
+use crate::config::{ReplicaWait, Topology};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::subscription::SubscriptionSource;
@@ -34,6 +34,7 @@ pub(crate) async fn open(
     url: &str,
     topology: &Topology,
     settings: &Settings,
+    replica_wait: Option<ReplicaWait>,
 ) -> Result<(Connection, SubscriptionSource)> {
     let connect_limit = settings
         .connect_timeout
@@ -47,7 +48,10 @@ pub(crate) async fn open(
     let opened = async {
         match topology {
             Topology::Single => open_single(url, settings).await,
-            Topology::Cluster(nodes) => open_cluster(nodes, settings).await,
+            Topology::Cluster(nodes) => {
+                let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
+                open_cluster(nodes, settings, waits).await
+            }
             Topology::Sentinel { sentinels, master } => {
                 open_sentinel(sentinels, master, settings).await
             }
@@ -99,6 +103,7 @@ async fn open_single(url: &str, settings: &Settings) -> Result<(Connection, Subs
 async fn open_cluster(
     urls: &[String],
     settings: &Settings,
+    replica_wait: Duration,
 ) -> Result<(Connection, SubscriptionSource)> {
     let nodes = urls
         .iter()
@@ -107,8 +112,9 @@ async fn open_cluster(
     let client = ClusterClientBuilder::new(nodes.clone())
         .connection_timeout(settings.connect_timeout)
         // The cluster client needs a response timeout to give up on a dead
-        // node and refresh the topology; calls are bounded again per call.
-        .response_timeout(settings.response_timeout)
+        // node and refresh the topology (calls are bounded again per call);
+        // an acquire's pipelined WAIT may take its own timeout on top.
+        .response_timeout(settings.response_timeout.saturating_add(replica_wait))
         .retries(settings.retry.attempts)
         .min_retry_wait(settings.retry.base_delay.as_millis() as u64)
         .max_retry_wait(settings.retry.max_delay.as_millis() as u64)
