@@ -80,7 +80,7 @@ impl ClientBuilder {
     /// `SPUBLISH`, Redis 7 or later). Redirections (MOVED, ASK) and the new
     /// topology after a failover are followed by the cluster client. Lock
     /// names whose braces would split a lock's keys over several slots are
-    /// refused with [`Error::InvalidName`](crate::Error::InvalidName).
+    /// refused with [`Error::InvalidName`].
     ///
     /// ```no_run
     /// # async fn demo() -> redlatch::Result<()> {
@@ -138,13 +138,35 @@ impl ClientBuilder {
     /// After each acquisition, waits until `replicas` replicas of the master
     /// have the lock (Redis `WAIT`), at most `timeout`; when fewer confirm in
     /// time the acquisition is undone and fails with
-    /// [`Error::ReplicasNotConfirmed`](crate::Error::ReplicasNotConfirmed).
+    /// [`Error::ReplicasNotConfirmed`].
     ///
     /// This narrows, but does not close, the window in which a failover loses
     /// a fresh lock (see `docs/DEPLOYMENT.md`). While a `WAIT` runs, other
     /// commands of this client to that master queue behind it, so keep
     /// `timeout` short (tens of milliseconds on a healthy network). Adds no
     /// round trip: the `WAIT` is pipelined with the acquire script.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let set = testkit::ReplicaSet::start(1).unwrap();
+    /// # let url = set.master().url();
+    /// use std::time::Duration;
+    ///
+    /// let client = redlatch::Client::builder(&url) // the master
+    ///     .wait_for_replicas(1, Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// let guard = client.lock("invoice:9").acquire().await?; // on the replica too
+    /// guard.release().await?;
+    ///
+    /// # set.replica(0).pause().unwrap();
+    /// // With the replica stalled the acquire fails, and leaves no lock behind.
+    /// let refused = client.lock("invoice:9").try_acquire().await;
+    /// assert!(matches!(refused, Err(redlatch::Error::ReplicasNotConfirmed { .. })));
+    /// # set.replica(0).resume().unwrap();
+    /// # Ok(()) }
+    /// ```
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_wait = Some(ReplicaWait { replicas, timeout });
         self
@@ -164,7 +186,7 @@ impl ClientBuilder {
     }
 
     /// Time allowed for Redis to answer a call (default 3 s). A call that
-    /// waits longer fails with [`Error::ResponseTimeout`](crate::Error::ResponseTimeout).
+    /// waits longer fails with [`Error::ResponseTimeout`].
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.settings.response_timeout = timeout;
         self
@@ -199,14 +221,17 @@ impl ClientBuilder {
     /// Checks the settings and connects.
     ///
     /// Costs one connection for commands (opened now) and one for
-    /// subscriptions (opened in the background, reconnected as needed).
+    /// subscriptions (opened in the background, reconnected as needed). On a
+    /// cluster each of the two is a connection per node it talks to; through
+    /// Sentinel, each lookup of the master also opens a short-lived connection
+    /// to a Sentinel and to the master it names.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) or
-    /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) for bad settings,
-    /// [`Error::Unavailable`](crate::Error::Unavailable) /
-    /// [`Error::ResponseTimeout`](crate::Error::ResponseTimeout) when Redis cannot be
-    /// reached, [`Error::Redis`](crate::Error::Redis) when it refuses the credentials.
+    /// [`Error::InvalidConfig`] or
+    /// [`Error::InvalidDuration`] for bad settings,
+    /// [`Error::Unavailable`] /
+    /// [`Error::ResponseTimeout`] when Redis cannot be
+    /// reached, [`Error::Redis`] when it refuses the credentials.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the connection attempt; nothing is left behind.

@@ -10,6 +10,12 @@
 //! a disconnect every parked waiter is woken, since messages may have been
 //! missed meanwhile.
 //!
+//! On a Redis Cluster the channel is a sharded channel: the subscription is
+//! made with `SSUBSCRIBE` (see [`crate::subscription`]), so whatever publishes
+//! on a lock channel must use the command
+//! [`Connection::publish_command`](crate::connection::Connection::publish_command)
+//! names (`SPUBLISH` there); a plain `PUBLISH` would reach no waiter.
+//!
 //! A channel stays subscribed for [`SUBSCRIPTION_LINGER`] after its last
 //! waiter leaves: a lock taken in turns by two processes would otherwise cost
 //! a SUBSCRIBE round trip on every contended acquire, and a releaser would

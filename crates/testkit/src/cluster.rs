@@ -47,7 +47,9 @@ impl Cluster {
             .arg("cluster-config-file", "nodes.conf")
             .arg("cluster-node-timeout", "1000")
             // Any replica may take over, however long ago it last heard from its master.
-            .arg("cluster-replica-validity-factor", "0");
+            .arg("cluster-replica-validity-factor", "0")
+            // Replicas sync at once instead of after Redis's default 5 s grace.
+            .arg("repl-diskless-sync-delay", "0");
         let count = masters * (1 + replicas);
         let nodes = std::thread::scope(|scope| {
             let starting: Vec<_> = (0..count)

@@ -33,7 +33,10 @@ impl ReplicaSet {
     ///
     /// If a server does not start, or the replicas are not online within 20 s.
     pub fn start(replicas: usize) -> io::Result<ReplicaSet> {
-        let master = RedisServer::start()?;
+        let master = RedisServer::builder()
+            // Replicas sync at once instead of after Redis's default 5 s grace.
+            .arg("repl-diskless-sync-delay", "0")
+            .start()?;
         let replicas = start_replicas_of(master.port(), replicas)?;
         wait_for_replicas(&master, replicas.len())?;
         Ok(ReplicaSet { master, replicas })
@@ -68,7 +71,9 @@ pub(crate) fn start_replicas_of(master_port: u16, count: usize) -> io::Result<Ve
         .arg("replicaof", &format!("127.0.0.1 {master_port}"))
         // A replica promoted by Sentinel or the cluster must accept writes;
         // until then it refuses them (the default).
-        .arg("replica-read-only", "yes");
+        .arg("replica-read-only", "yes")
+        // A promoted replica syncs its own replicas at once.
+        .arg("repl-diskless-sync-delay", "0");
     std::thread::scope(|scope| {
         let starting: Vec<_> = (0..count)
             .map(|_| scope.spawn(|| builder.clone().start()))
@@ -84,9 +89,40 @@ pub(crate) fn start_replicas_of(master_port: u16, count: usize) -> io::Result<Ve
     })
 }
 
-/// Waits until `master` reports `count` online replicas.
+/// Waits until `master` reports `count` online replicas, and they
+/// acknowledge a write (so `WAIT` works from the first call on).
 pub(crate) fn wait_for_replicas(master: &RedisServer, count: usize) -> io::Result<()> {
     let deadline = Instant::now() + SYNC_TIMEOUT;
+    wait_until_online(master, count, deadline)?;
+    let mut conn = master.conn();
+    loop {
+        // A write and its undo leave the dataset empty; WAIT needs a write to confirm.
+        let (_, _, acknowledged): ((), (), usize) = redis::pipe()
+            .cmd("SET")
+            .arg("testkit:replication-check")
+            .arg(1)
+            .cmd("DEL")
+            .arg("testkit:replication-check")
+            .cmd("WAIT")
+            .arg(count)
+            .arg(1000)
+            .query(&mut conn)
+            .map_err(io::Error::other)?;
+        if acknowledged >= count {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{acknowledged} of {count} replicas acknowledge writes after {SYNC_TIMEOUT:?}"
+                ),
+            ));
+        }
+    }
+}
+
+fn wait_until_online(master: &RedisServer, count: usize, deadline: Instant) -> io::Result<()> {
     loop {
         let info: String = redis::cmd("INFO")
             .arg("replication")
