@@ -23,10 +23,11 @@ async fn client(cluster: &Cluster, lease: Duration) -> Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_on_many_names_spread_over_every_master_exclude_and_wake() {
+async fn locks_on_many_names_spread_over_every_master_exclude_and_stay_renewed() {
     let cluster = cluster();
-    let first = client(&cluster, Duration::from_secs(30)).await;
-    let second = client(&cluster, Duration::from_secs(30)).await;
+    // A 1 s lease: the watchdog renews every ~333 ms, in per-slot batches.
+    let first = client(&cluster, Duration::from_secs(1)).await;
+    let second = client(&cluster, Duration::from_secs(1)).await;
 
     let names: Vec<String> = (0..48).map(|i| format!("order:{i}")).collect();
     let masters: BTreeSet<u16> = names
@@ -40,27 +41,43 @@ async fn locks_on_many_names_spread_over_every_master_exclude_and_wake() {
         let guard = first.lock(name.as_str()).try_acquire().await.unwrap();
         guards.push(guard.expect("a free lock is acquired"));
     }
-    for name in &names {
+    // Held for 2.5 leases: only renewals (which may not mix slots) keep them.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(guard.is_held(), "{name} was lost: renewals failed");
         let taken = second.lock(name.as_str()).try_acquire().await.unwrap();
         assert!(taken.is_none(), "{name} was acquired twice");
     }
     let listed = first.locks("order:").await.unwrap();
     assert_eq!(listed.len(), names.len(), "listing walks every master");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    assert!(first.locks("order:").await.unwrap().is_empty());
+}
 
-    // A waiter on another client is woken by the release (sharded pub/sub),
-    // long before the 30 s lease would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_waiter_through_sharded_pub_sub() {
+    let cluster = cluster();
+    let first = client(&cluster, Duration::from_secs(30)).await;
+    let second = client(&cluster, Duration::from_secs(30)).await;
+    let lock = first.lock("order:7");
+    let guard = lock
+        .acquire_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    // A waiter on another client is woken by the release (SSUBSCRIBE /
+    // SPUBLISH), long before the 30 s lease would end.
     let waiter = {
         let second = second.clone();
         tokio::spawn(async move {
-            let started = Instant::now();
-            let guard = second
+            second
                 .lock("order:7")
                 .acquire_timeout(Duration::from_secs(15))
-                .await;
-            (guard, started.elapsed())
+                .await
         })
     };
-    let lock = first.lock("order:7");
     let subscribed = async {
         loop {
             if lock.status().await.unwrap().waiting_clients > 0 {
@@ -72,13 +89,12 @@ async fn locks_on_many_names_spread_over_every_master_exclude_and_wake() {
     tokio::time::timeout(Duration::from_secs(10), subscribed)
         .await
         .expect("the waiter subscribes to the lock's shard channel");
-    for guard in guards {
-        guard.release().await.unwrap();
-    }
-    let (guard, waited) = waiter.await.unwrap();
-    let guard = guard.expect("the waiter gets the lock after the release");
-    assert!(waited < Duration::from_secs(15));
     guard.release().await.unwrap();
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the waiter gets the lock after the release");
+    next.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
