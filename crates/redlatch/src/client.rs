@@ -86,6 +86,7 @@ impl Client {
             settings,
             topology,
             replica_wait,
+            ..
         } = builder;
         let (conn, subscriptions) =
             connection::open(&url, &topology, &settings, replica_wait).await?;

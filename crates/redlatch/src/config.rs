@@ -21,7 +21,24 @@ pub(crate) enum Topology {
     Sentinel {
         sentinels: Vec<String>,
         master: String,
+        auth: Option<MasterAuth>,
     },
+}
+
+/// Credentials for the master and replicas found through Sentinel.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct MasterAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for MasterAuth {
+    // Never print the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterAuth")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 /// "Wait for N replicas" after each acquisition.
@@ -59,6 +76,8 @@ pub struct ClientBuilder {
     pub(crate) settings: Settings,
     pub(crate) topology: Topology,
     pub(crate) replica_wait: Option<ReplicaWait>,
+    /// `master_auth` was called on a builder that does not use Sentinel.
+    misplaced_master_auth: bool,
 }
 
 impl ClientBuilder {
@@ -68,6 +87,7 @@ impl ClientBuilder {
             settings: Settings::default(),
             topology: Topology::Single,
             replica_wait: None,
+            misplaced_master_auth: false,
         }
     }
 
@@ -131,8 +151,35 @@ impl ClientBuilder {
         builder.topology = Topology::Sentinel {
             sentinels,
             master: master_name.to_owned(),
+            auth: None,
         };
         builder
+    }
+
+    /// Through Sentinel: the credentials of the master (and of the replica
+    /// that replaces it), `AUTH [username] password`. The Sentinel URLs carry
+    /// the Sentinels' own credentials, if they have any. Elsewhere
+    /// credentials go in the URLs, and calling this is refused at
+    /// [`connect`](Self::connect) with [`Error::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::ClientBuilder::sentinel(["redis://10.0.0.1:26379"], "locks")
+    ///     .master_auth(Some("app"), "s3cret")
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn master_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        let wanted = MasterAuth {
+            username: username.map(str::to_owned),
+            password: password.to_owned(),
+        };
+        match &mut self.topology {
+            Topology::Sentinel { auth, .. } => *auth = Some(wanted),
+            _ => self.misplaced_master_auth = true,
+        }
+        self
     }
 
     /// After each acquisition, waits until `replicas` replicas of the master
@@ -242,6 +289,11 @@ impl ClientBuilder {
 
     fn validate(&self) -> Result<()> {
         self.settings.validate()?;
+        if self.misplaced_master_auth {
+            return Err(Error::InvalidConfig(
+                "master_auth applies to sentinel; put credentials in the URL".to_owned(),
+            ));
+        }
         match &self.topology {
             Topology::Single => {}
             Topology::Cluster(nodes) if nodes.is_empty() => {

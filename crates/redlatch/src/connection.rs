@@ -19,11 +19,11 @@ use redis::io::tcp::TcpSettings;
 use redis::io::tcp::socket2::TcpKeepalive;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture,
-    RedisResult, Value,
+    AsyncConnectionConfig, Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisConnectionInfo,
+    RedisFuture, RedisResult, Value,
 };
 
-use crate::config::{ReplicaWait, Topology};
+use crate::config::{MasterAuth, ReplicaWait, Topology};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::subscription::SubscriptionSource;
@@ -52,9 +52,11 @@ pub(crate) async fn open(
                 let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
                 open_cluster(nodes, settings, waits).await
             }
-            Topology::Sentinel { sentinels, master } => {
-                open_sentinel(sentinels, master, settings).await
-            }
+            Topology::Sentinel {
+                sentinels,
+                master,
+                auth,
+            } => open_sentinel(sentinels, master, auth.as_ref(), settings).await,
         }
     };
     tokio::time::timeout(connect_limit, opened)
@@ -137,13 +139,23 @@ async fn open_cluster(
 async fn open_sentinel(
     urls: &[String],
     master: &str,
+    auth: Option<&MasterAuth>,
     settings: &Settings,
 ) -> Result<(Connection, SubscriptionSource)> {
     let sentinels = urls
         .iter()
         .map(|url| connection_info(url))
         .collect::<Result<Vec<_>>>()?;
-    let node = SentinelNodeConnectionInfo::default().set_tcp_settings(tcp_settings());
+    let mut credentials = RedisConnectionInfo::default();
+    if let Some(auth) = auth {
+        if let Some(username) = &auth.username {
+            credentials = credentials.set_username(username);
+        }
+        credentials = credentials.set_password(&auth.password);
+    }
+    let node = SentinelNodeConnectionInfo::default()
+        .set_tcp_settings(tcp_settings())
+        .set_redis_connection_info(credentials);
     let client = SentinelClient::build(
         sentinels,
         master.to_owned(),

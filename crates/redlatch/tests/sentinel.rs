@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redlatch::{Client, ClientBuilder, Guard};
+use redlatch::{Client, ClientBuilder, Error, Guard};
 use testkit::{MASTER_NAME, SentinelGroup};
 
 async fn client(group: &SentinelGroup) -> Client {
@@ -93,4 +93,31 @@ async fn the_client_follows_a_failover_to_the_promoted_replica() {
         .unwrap()
         .expect("the waiter is woken and gets the lock");
     assert!(next > token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_protected_master_is_reached_with_master_auth() {
+    let builder = testkit::RedisServer::builder().password("s3cret");
+    let group = SentinelGroup::start_with(1, &builder).expect("start a protected group");
+
+    let refused = ClientBuilder::sentinel(group.sentinel_urls(), MASTER_NAME)
+        .connect_timeout(Duration::from_secs(2))
+        .retries(0)
+        .connect()
+        .await;
+    match refused {
+        Err(Error::Redis { .. } | Error::Unavailable { .. }) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+
+    let client = ClientBuilder::sentinel(group.sentinel_urls(), MASTER_NAME)
+        .master_auth(None, "s3cret")
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect with the master's password");
+    let guard = client.lock("protected").acquire().await.unwrap();
+    let port = group.master_port().unwrap();
+    assert!(exists_on(&group, port, "protected").await);
+    guard.release().await.unwrap();
 }

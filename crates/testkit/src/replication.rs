@@ -4,7 +4,7 @@ use std::io;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::RedisServer;
+use crate::{RedisServer, ServerBuilder};
 
 /// How long replicas may take to connect and finish their first sync.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(20);
@@ -33,11 +33,23 @@ impl ReplicaSet {
     ///
     /// If a server does not start, or the replicas are not online within 20 s.
     pub fn start(replicas: usize) -> io::Result<ReplicaSet> {
-        let master = RedisServer::builder()
+        ReplicaSet::start_with(replicas, &RedisServer::builder())
+    }
+
+    /// As [`start`](Self::start), every server configured like `builder`;
+    /// a [password](crate::ServerBuilder::password) is also given to the
+    /// replicas as `masterauth`.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(replicas: usize, builder: &ServerBuilder) -> io::Result<ReplicaSet> {
+        let master = builder
+            .clone()
             // Replicas sync at once instead of after Redis's default 5 s grace.
             .arg("repl-diskless-sync-delay", "0")
             .start()?;
-        let replicas = start_replicas_of(master.port(), replicas)?;
+        let replicas = start_replicas_of(master.port(), replicas, builder)?;
         wait_for_replicas(&master, replicas.len())?;
         Ok(ReplicaSet { master, replicas })
     }
@@ -66,8 +78,16 @@ impl ReplicaSet {
 }
 
 /// Starts `count` replicas of the master on `master_port`, in parallel.
-pub(crate) fn start_replicas_of(master_port: u16, count: usize) -> io::Result<Vec<RedisServer>> {
-    let builder = RedisServer::builder()
+pub(crate) fn start_replicas_of(
+    master_port: u16,
+    count: usize,
+    builder: &ServerBuilder,
+) -> io::Result<Vec<RedisServer>> {
+    let mut builder = builder.clone();
+    if let Some(password) = builder.password.clone() {
+        builder = builder.arg("masterauth", &password);
+    }
+    let builder = builder
         .arg("replicaof", &format!("127.0.0.1 {master_port}"))
         // A replica promoted by Sentinel or the cluster must accept writes;
         // until then it refuses them (the default).

@@ -4,8 +4,8 @@ use std::io;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::RedisServer;
 use crate::replication::ReplicaSet;
+use crate::{RedisServer, ServerBuilder};
 
 /// The name the Sentinels know the master by.
 pub const MASTER_NAME: &str = "testkit-master";
@@ -45,13 +45,28 @@ impl SentinelGroup {
     ///
     /// If a process does not start, or discovery takes longer than 30 s.
     pub fn start(replicas: usize) -> io::Result<SentinelGroup> {
-        let servers = ReplicaSet::start(replicas)?.into_servers();
+        SentinelGroup::start_with(replicas, &RedisServer::builder())
+    }
+
+    /// As [`start`](Self::start), the master and replicas configured like
+    /// `builder`; a [password](crate::ServerBuilder::password) is also given
+    /// to the replicas (`masterauth`) and the Sentinels (`auth-pass`). The
+    /// Sentinels themselves need none.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(replicas: usize, builder: &ServerBuilder) -> io::Result<SentinelGroup> {
+        let servers = ReplicaSet::start_with(replicas, builder)?.into_servers();
         let master_port = servers[0].port();
-        let builder = RedisServer::builder()
-            .arg(
-                "sentinel monitor",
-                &format!("{MASTER_NAME} 127.0.0.1 {master_port} 2"),
-            )
+        let mut sentinel = RedisServer::builder().arg(
+            "sentinel monitor",
+            &format!("{MASTER_NAME} 127.0.0.1 {master_port} 2"),
+        );
+        if let Some(password) = &builder.password {
+            sentinel = sentinel.arg("sentinel auth-pass", &format!("{MASTER_NAME} {password}"));
+        }
+        let builder = sentinel
             .arg(
                 "sentinel down-after-milliseconds",
                 &format!("{MASTER_NAME} 500"),
