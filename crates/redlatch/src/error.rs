@@ -157,6 +157,24 @@ pub enum Error {
         /// What the library was doing.
         op: &'static str,
     },
+
+    /// The lock was acquired on the master, but fewer replicas than
+    /// [`ClientBuilder::wait_for_replicas`](crate::ClientBuilder::wait_for_replicas)
+    /// asks for confirmed it in time; the acquisition was undone. A replica is
+    /// down, lagging or unreachable: retrying may succeed once it catches up.
+    #[error(
+        "lock {name:?}: {acknowledged} of {wanted} replicas confirmed within {timeout:?}; acquisition undone"
+    )]
+    ReplicasNotConfirmed {
+        /// The lock name.
+        name: String,
+        /// Replicas that confirmed.
+        acknowledged: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// How long the master waited for them.
+        timeout: Duration,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -1,6 +1,10 @@
 //! Redis key names of one lock, in Redisson's layout.
 
+use crate::connection::Connection;
 use crate::error::{Error, Result, excerpt};
+
+/// Hash slots of a Redis Cluster.
+const CLUSTER_SLOTS: u16 = 16384;
 
 /// Longest lock name accepted, in bytes, key prefix included.
 ///
@@ -74,6 +78,61 @@ impl SemaphoreKeys {
     }
 }
 
+impl LockKeys {
+    /// Refuses, on a Redis Cluster, a name whose keys and channel would not
+    /// share one hash slot: a script may only touch keys of one slot.
+    ///
+    /// The channel and counter wrap the lock key in `{...}`, which makes them
+    /// hash like the key as long as the key has no braces of its own. A name
+    /// (or key prefix) with braces usually breaks that (`a{b}` puts the key
+    /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
+    /// rather than failing later with CROSSSLOT. On one server any name works.
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
+        if conn.is_cluster() {
+            let home = slot(&self.key);
+            if slot(&self.channel) != home || slot(&self.token) != home {
+                return Err(Error::InvalidName {
+                    name: excerpt(&self.key),
+                    reason: "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots",
+                });
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag
+/// (the text between the first `{` and the next `}`, when not empty), or of
+/// the whole key, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = bytes
+        .iter()
+        .position(|&byte| byte == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|&byte| byte == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16_xmodem(hashed) % CLUSTER_SLOTS
+}
+
+fn crc16_xmodem(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 /// Checks an owner name given by the caller.
 pub(crate) fn validate_owner(owner: &str) -> Result<()> {
     if owner.is_empty() {
@@ -130,6 +189,42 @@ mod tests {
             LockKeys::new("p", &long),
             Err(Error::InvalidName { .. })
         ));
+    }
+
+    #[test]
+    fn slots_follow_redis_cluster_hashing() {
+        // The reference value of the CRC16 variant Redis Cluster uses.
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31c3);
+        for key in [
+            "order:42",
+            "{user1}:a",
+            "a{}b",
+            "x{y",
+            "redisson_lock__channel:{order:42}",
+        ] {
+            assert_eq!(
+                redis::cluster_routing::Slot::new(slot(key)),
+                Some(redis::cluster_routing::Slot::for_key(key)),
+                "{key}"
+            );
+        }
+        assert_eq!(slot("{user1}:a"), slot("user1"));
+        assert_eq!(slot("a{}b"), slot("a{}b"));
+    }
+
+    #[test]
+    fn plain_names_keep_their_keys_in_one_slot() {
+        for name in ["order:42", "voucher:7:user:42", "x{"] {
+            let keys = LockKeys::new("app:", name).unwrap();
+            let home = slot(&keys.key);
+            assert_eq!(slot(&keys.channel), home, "{name}");
+            assert_eq!(slot(&keys.token), home, "{name}");
+        }
+        // With braces of its own the key hashes on its tag (or whole), its channel does not.
+        for name in ["order:{42}", "}x"] {
+            let keys = LockKeys::new("", name).unwrap();
+            assert_ne!(slot(&keys.channel), slot(&keys.key), "{name}");
+        }
     }
 
     #[test]

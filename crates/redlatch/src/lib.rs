@@ -69,6 +69,7 @@
 pub mod blocking;
 mod client;
 mod config;
+mod connection;
 mod courtesy;
 mod error;
 mod guard;
@@ -87,11 +88,12 @@ mod semaphore;
 mod settings;
 mod settings_watch;
 mod status;
+mod subscription;
 mod wakeup;
 mod watchdog;
 
 pub use client::Client;
-pub use config::ClientBuilder;
+pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
 pub use guard::Guard;

@@ -15,11 +15,11 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
+use crate::connection::Connection;
 use crate::hold::{Hold, LostReason, NewHold};
 use crate::scripts;
 use crate::settings::SharedSettings;
@@ -66,7 +66,7 @@ fn renewal_period(lease_ms: u64) -> Duration {
 
 impl Watchdog {
     pub(crate) fn start(
-        conn: ConnectionManager,
+        conn: Connection,
         settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
@@ -297,7 +297,7 @@ impl Shared {
     }
 }
 
-async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: CancellationToken) {
+async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken) {
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -317,8 +317,7 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
             }
         }
         let due = strong.sweep(Instant::now());
-        for batch in due.chunks(RENEW_BATCH) {
-            let batch = batch.to_vec();
+        for batch in batches(due, conn.is_cluster()) {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
             tokio::spawn(renew_batch(shared, conn, batch));
@@ -327,8 +326,26 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
     }
 }
 
+/// Splits due renewals into script calls of at most [`RENEW_BATCH`] locks.
+/// On a cluster one call may only touch keys of one hash slot, so renewals
+/// are grouped by slot first.
+fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
+    if !cluster {
+        return due.chunks(RENEW_BATCH).map(<[Renewal]>::to_vec).collect();
+    }
+    due.sort_by_cached_key(|renewal| slot_of(&renewal.key.0));
+    due.chunk_by(|a, b| slot_of(&a.key.0) == slot_of(&b.key.0))
+        .flat_map(|same_slot| same_slot.chunks(RENEW_BATCH))
+        .map(<[Renewal]>::to_vec)
+        .collect()
+}
+
+fn slot_of(key: &str) -> u16 {
+    crate::keys::slot(key)
+}
+
 /// Sends one renewal batch, bounded by the earliest lease in it.
-async fn renew_batch(shared: Weak<Shared>, mut conn: ConnectionManager, batch: Vec<Renewal>) {
+async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Renewal>) {
     let sent_at = Instant::now();
     let deadline = batch
         .iter()
