@@ -320,8 +320,11 @@ impl ConnectionLike for Connection {
 /// redis-rs does not follow Sentinel's `+switch-master` announcements: a
 /// connection to the old master stays put until it breaks (the master died)
 /// or refuses writes (`READONLY`: it was demoted to a replica). Either error
-/// makes the next call ask Sentinel for the master again. The failing call
-/// itself fails; callers retry transient errors as they would on one server.
+/// makes the next call ask Sentinel for the master again. A call refused
+/// with `READONLY` or `MASTERDOWN` did nothing, so it is sent once more to the
+/// master found then; a call cut off by a broken connection may or may not
+/// have run, so it fails, and callers retry transient errors as they would on
+/// one server.
 #[derive(Clone)]
 pub(crate) struct SentinelConnection {
     shared: Arc<SentinelShared>,
@@ -359,7 +362,13 @@ impl SentinelConnection {
 
     /// A client for the master Sentinel names now (for the subscription connection).
     pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
-        self.shared.sentinel.lock().await.async_get_client().await
+        self.shared
+            .sentinel
+            .lock()
+            .await
+            .async_get_client()
+            .await
+            .map_err(unreachable)
     }
 
     async fn current(&self) -> RedisResult<(u64, MultiplexedConnection)> {
@@ -371,7 +380,9 @@ impl SentinelConnection {
         if let Some(current) = self.shared.current.lock().clone() {
             return Ok(current);
         }
-        let client = sentinel.async_get_client().await?;
+        // No master known right now (a failover under way) is a passing state:
+        // report it as a connection problem, which callers retry.
+        let client = sentinel.async_get_client().await.map_err(unreachable)?;
         let conn = client
             .get_multiplexed_async_connection_with_config(&self.shared.config)
             .await?;
@@ -401,6 +412,27 @@ impl SentinelConnection {
     }
 }
 
+/// True when the server refused a command because it is not (or no longer)
+/// a usable master: a demoted master answers `READONLY` to the first write
+/// and refuses before anything is written (a script fails at its first
+/// write, and a replica takes no writes), so the call can be sent again.
+/// redis-rs hands such refusals over as values, not errors.
+fn refused_by_a_non_master(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(error) if matches!(error.code(), "READONLY" | "MASTERDOWN"))
+}
+
+/// A failed master lookup, as the I/O error it amounts to for callers.
+fn unreachable(error: redis::RedisError) -> redis::RedisError {
+    if error.is_io_error() {
+        return error;
+    }
+    std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        format!("no master found through sentinel: {error}"),
+    )
+    .into()
+}
+
 /// Errors after which the master is looked up again.
 fn master_may_have_moved(error: &redis::RedisError) -> bool {
     error.is_io_error()
@@ -415,6 +447,13 @@ impl ConnectionLike for SentinelConnection {
         Box::pin(async move {
             let (generation, mut conn) = self.current().await?;
             let result = conn.req_packed_command(cmd).await;
+            if result.as_ref().is_ok_and(refused_by_a_non_master) {
+                // Nothing ran on a replica: safe to send again to the new master.
+                self.forget(generation);
+                let (generation, mut conn) = self.current().await?;
+                let result = conn.req_packed_command(cmd).await;
+                return self.settle(generation, result);
+            }
             self.settle(generation, result)
         })
     }
@@ -428,6 +467,15 @@ impl ConnectionLike for SentinelConnection {
         Box::pin(async move {
             let (generation, mut conn) = self.current().await?;
             let result = conn.req_packed_commands(pipeline, offset, count).await;
+            if result
+                .as_ref()
+                .is_ok_and(|replies| replies.iter().any(refused_by_a_non_master))
+            {
+                self.forget(generation);
+                let (generation, mut conn) = self.current().await?;
+                let result = conn.req_packed_commands(pipeline, offset, count).await;
+                return self.settle(generation, result);
+            }
             self.settle(generation, result)
         })
     }

@@ -73,7 +73,9 @@ pub enum Error {
         key: String,
     },
 
-    /// Redis could not be reached, or the connection broke during the call.
+    /// Redis could not be reached, the connection broke during the call, or
+    /// the server answered that it cannot serve for now (`CLUSTERDOWN`,
+    /// `TRYAGAIN`, `MASTERDOWN`, `LOADING`: a failover or a load under way).
     /// Safe to retry once Redis is back; the outcome of the interrupted call is
     /// unknown (see the method's docs for what it may have left behind).
     #[error("redis unavailable during {op}: {source}")]
@@ -188,6 +190,12 @@ impl Error {
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
+            // The server is there but cannot serve for now (a cluster or
+            // Sentinel failover under way, a dataset loading): worth a retry.
+            || matches!(
+                source.code(),
+                Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN" | "LOADING")
+            )
         {
             Error::Unavailable { op, source }
         } else if source.code() == Some("WRONGTYPE") {
@@ -225,6 +233,28 @@ pub(crate) fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server_error(reply: &[u8]) -> redis::RedisError {
+        match redis::parse_redis_value(reply) {
+            Ok(redis::Value::ServerError(error)) => error.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn servers_that_cannot_serve_for_now_give_transient_errors() {
+        for reply in [
+            &b"-CLUSTERDOWN The cluster is down\r\n"[..],
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            b"-MASTERDOWN Link with MASTER is down\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+        ] {
+            let error = Error::from_redis("acquire", server_error(reply));
+            assert!(error.is_transient(), "{error}");
+        }
+        let refused = Error::from_redis("acquire", server_error(b"-NOPERM no permission\r\n"));
+        assert!(matches!(refused, Error::Redis { .. }));
+    }
 
     #[test]
     fn excerpt_cuts_long_text_on_a_char_boundary() {

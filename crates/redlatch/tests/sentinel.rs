@@ -121,3 +121,44 @@ async fn a_password_protected_master_is_reached_with_master_auth() {
     assert!(exists_on(&group, port, "protected").await);
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_master_is_left_for_the_new_one() {
+    let group = SentinelGroup::start(1).expect("start master, replica and 3 sentinels");
+    let client = client(&group).await;
+    let old = group.master_port().unwrap();
+    client
+        .lock("before")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    // The old master stays up, as a replica of the promoted one.
+    let (group, new) = tokio::task::spawn_blocking(move || {
+        let new = group.failover();
+        (group, new)
+    })
+    .await
+    .unwrap();
+    let new = new.expect("a manual failover completes");
+    assert_ne!(old, new);
+
+    // The client's connection to the old master is still open: the write is
+    // refused with READONLY, and sent again to the master Sentinel names now.
+    let guard = client.lock("after").acquire().await.unwrap();
+    assert!(
+        exists_on(&group, new, "after").await,
+        "written on the new master"
+    );
+    guard.release().await.unwrap();
+    // Every later call goes to the new master too.
+    for i in 0..10 {
+        let name = format!("later:{i}");
+        let guard = client.lock(name.as_str()).acquire().await.unwrap();
+        assert!(exists_on(&group, new, &name).await);
+        guard.release().await.unwrap();
+    }
+}

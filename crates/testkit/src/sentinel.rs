@@ -160,6 +160,90 @@ impl SentinelGroup {
         }
     }
 
+    /// Asks the Sentinels for a failover (`SENTINEL FAILOVER`) while the
+    /// master is alive: a replica is promoted and the old master is turned
+    /// into its replica (by the testkit at once, where Sentinel would take up
+    /// to 10 s; its clients stay connected, so their next write meets
+    /// `READONLY`). Returns the new master's port once the Sentinels report
+    /// it and it answers `ROLE` as a master.
+    ///
+    /// # Errors
+    ///
+    /// If no Sentinel accepts the request, or the failover does not complete in 30 s.
+    pub fn failover(&self) -> io::Result<u16> {
+        let old = self.master_port()?;
+        let deadline = Instant::now() + FAILOVER_TIMEOUT;
+        let mut requested = false;
+        loop {
+            if !requested {
+                // Refused ("NOGOODSLAVE") while no replica is ready yet: ask again.
+                requested = self.sentinels.iter().any(|sentinel| {
+                    redis::cmd("SENTINEL")
+                        .arg("failover")
+                        .arg(MASTER_NAME)
+                        .exec(&mut sentinel.conn())
+                        .is_ok()
+                });
+            }
+            if requested
+                && let Ok(port) = self.master_port()
+                && port != old
+                && self.server_on(port).is_some_and(is_master)
+            {
+                // Sentinel demotes the old master at its next look at it, up
+                // to 10 s later; do it now, as Sentinel would (but without
+                // closing its clients' connections).
+                if let Some(server) = self.server_on(old) {
+                    redis::cmd("REPLICAOF")
+                        .arg("127.0.0.1")
+                        .arg(port)
+                        .exec(&mut server.conn())
+                        .map_err(io::Error::other)?;
+                }
+                self.wait_until_all_report(port, deadline)?;
+                return Ok(port);
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no failover away from port {old} within {FAILOVER_TIMEOUT:?}"),
+                ));
+            }
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every Sentinel's own view (`SENTINEL MASTER`, what
+    /// clients look up) has the master on `port`: during a failover
+    /// `get-master-addr-by-name` names the promoted replica before the
+    /// Sentinels switch over.
+    fn wait_until_all_report(&self, port: u16, deadline: Instant) -> io::Result<()> {
+        let wanted = port.to_string();
+        loop {
+            let agreed = self.sentinels.iter().all(|sentinel| {
+                let view: redis::RedisResult<std::collections::HashMap<String, String>> =
+                    redis::cmd("SENTINEL")
+                        .arg("master")
+                        .arg(MASTER_NAME)
+                        .query(&mut sentinel.conn());
+                view.is_ok_and(|view| {
+                    view.get("port") == Some(&wanted)
+                        && view.get("flags").is_some_and(|flags| flags == "master")
+                })
+            });
+            if agreed {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the sentinels did not all switch to port {port} in time"),
+                ));
+            }
+            sleep(Duration::from_millis(50));
+        }
+    }
+
     fn wait_for_discovery(&self, replicas: usize) -> io::Result<()> {
         let deadline = Instant::now() + DISCOVERY_TIMEOUT;
         loop {
