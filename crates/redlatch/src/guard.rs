@@ -137,11 +137,12 @@ impl Guard {
         let task_request = request.clone();
         let limit = inner.current_settings().response_timeout;
         let sent_at = Instant::now();
+        let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
-            let outcome = ops::run_reenter(&mut conn, &task_request, limit).await;
+            let outcome = kind.reenter(&mut conn, &task_request, limit).await;
             // Nobody is waiting for this hold any more: give it back.
             if let Err(Ok(true)) = reply_to.send(outcome) {
-                let _ = ops::run_release(&mut conn, &task_request, limit).await;
+                let _ = kind.release(&mut conn, &task_request, limit).await;
             }
         });
         let held = reply
@@ -160,7 +161,7 @@ impl Guard {
         if !inner.watchdog.add_guard(&self.hold, sent_at) {
             // Marked lost meanwhile although Redis still had it: give the hold back.
             let mut conn = inner.conn.clone();
-            let _ = ops::run_release(&mut conn, &request, limit).await;
+            let _ = self.hold.kind.release(&mut conn, &request, limit).await;
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
@@ -203,6 +204,16 @@ impl Guard {
         }
     }
 
+    /// The client this guard's hold belongs to.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The hold this guard shares with its re-entries.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
     fn request(&self) -> Request {
         Request {
             keys: self.hold.keys.clone(),
@@ -218,11 +229,12 @@ impl Guard {
         inner.watchdog.remove_guard(&self.hold);
         let client = self.client.clone();
         let request = self.request();
+        let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
             let inner = &client.inner;
             let mut conn = inner.conn.clone();
             let limit = inner.current_settings().response_timeout;
-            let released = ops::run_release(&mut conn, &request, limit).await;
+            let released = kind.release(&mut conn, &request, limit).await;
             if let Err(Error::NotHeld { .. }) = released {
                 crate::metrics::release_not_held();
             }

@@ -58,7 +58,9 @@
 mod client;
 mod config;
 mod courtesy;
+mod detached;
 mod error;
+mod fair_lock;
 mod guard;
 mod hold;
 mod keys;
@@ -67,6 +69,8 @@ mod listing;
 mod lock;
 pub mod metrics;
 mod ops;
+mod rw_guard;
+mod rw_lock;
 mod scripts;
 mod settings;
 mod settings_watch;
@@ -78,11 +82,14 @@ pub use client::Client;
 pub use config::ClientBuilder;
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
+pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use rw_guard::{ReadGuard, WriteGuard};
+pub use rw_lock::ReadWriteLock;
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
