@@ -253,10 +253,7 @@ impl FairLock {
                 Err(error) if error.is_transient() && !named => {
                     // The outcome is unknown: give back whatever the old owner may
                     // have (a place, a hold), and go on under a fresh one.
-                    attempt.undo(
-                        inner.conn.clone(),
-                        inner.current_settings().response_timeout,
-                    );
+                    attempt.undo(inner);
                     if let Some(place) = place.take() {
                         place.forget();
                     }
@@ -376,17 +373,13 @@ impl Attempt {
         let undo = {
             let attempt = self.clone_parts();
             move |outcome: Result<FairAttempt>| async move {
+                // Nobody waits for this attempt: leave the line, and give back
+                // a hold it took (or may have taken, for an anonymous owner).
                 let took_hold = matches!(outcome, Ok(FairAttempt::Acquired { .. }));
                 let uncertain = matches!(&outcome, Err(error) if error.is_transient());
-                if took_hold
-                    || (uncertain && !attempt.named)
-                    || matches!(outcome, Ok(FairAttempt::Waiting { .. }))
-                {
-                    tracing::debug!(lock = %attempt.keys.lock.key, "redlatch: undoing an abandoned fair acquire");
-                    attempt
-                        .undo_now(undo_conn, limit, took_hold || uncertain)
-                        .await;
-                }
+                tracing::debug!(lock = %attempt.keys.lock.key, "redlatch: undoing an abandoned fair acquire");
+                let release = took_hold || (uncertain && !attempt.named);
+                attempt.undo_now(undo_conn, limit, release).await;
             }
         };
         detached(&inner.runtime, "fair acquire", call, undo).await
@@ -403,9 +396,13 @@ impl Attempt {
     }
 
     /// Leaves the line and gives back a hold, from a task of its own.
-    fn undo(&self, conn: ConnectionManager, limit: Duration) {
+    fn undo(&self, inner: &ClientInner) {
         let attempt = self.clone_parts();
-        tokio::spawn(async move { attempt.undo_now(conn, limit, true).await });
+        let conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        inner
+            .runtime
+            .spawn(async move { attempt.undo_now(conn, limit, true).await });
     }
 
     async fn undo_now(&self, mut conn: ConnectionManager, limit: Duration, release: bool) {

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::hold::{Hold, LostReason};
+use crate::hold::{Hold, HoldKind, LostReason};
 use crate::ops::{self, Request};
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
@@ -238,11 +238,14 @@ impl Guard {
             if let Err(Error::NotHeld { .. }) = released {
                 crate::metrics::release_not_held();
             }
-            if let Ok(ops::Released::Unlocked { receivers }) = released {
+            // Courtesy is the reentrant lock's: the fair lock names its next
+            // holder, and a read-write lock may have many.
+            if let (HoldKind::Plain, Ok(ops::Released::Unlocked { receivers })) = (&kind, &released)
+            {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));
-                if receivers > local {
+                if *receivers > local {
                     let grace = inner.current_settings().handoff_grace;
                     inner.courtesy.note_release(&request.keys.key, grace);
                 }
