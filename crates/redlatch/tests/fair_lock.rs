@@ -339,3 +339,39 @@ async fn fair_lock_refuses_bad_input_with_typed_errors() {
         Err(redlatch::Error::WrongType { .. })
     ));
 }
+
+#[tokio::test]
+async fn acquires_dropped_at_any_point_leave_nothing_behind() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let holder = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.fair_lock("dropped");
+    // Free lock: dropped mid-flight, an attempt that took the lock gives it back.
+    for round in 0..60u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(round * 20), lock.acquire()).await;
+    }
+    // Held lock: dropped while joining the line or parked in it.
+    let guard = holder.fair_lock("dropped").acquire().await.unwrap();
+    for round in 0..60u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(round * 50), lock.acquire()).await;
+    }
+    assert!(
+        line_reaches(&admin, "dropped", 0).await,
+        "a dropped waiter stayed in line"
+    );
+    guard.release().await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(3), || {
+            let mut admin = admin.clone();
+            async move {
+                let keys: Vec<String> = admin.keys("*").await.unwrap();
+                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+            }
+        })
+        .await,
+        "left behind: {:?}",
+        admin.keys::<_, Vec<String>>("*").await.unwrap()
+    );
+    assert!(lock.try_acquire().await.unwrap().is_some());
+}

@@ -407,3 +407,36 @@ async fn watchdog_renews_read_holds_and_guards_see_the_key_deleted() {
         .await
         .expect("a writer learns it too");
 }
+
+#[tokio::test]
+async fn acquires_dropped_at_any_point_leave_nothing_behind() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let holder = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.read_write_lock("dropped");
+    for round in 0..40u64 {
+        let limit = Duration::from_micros(round * 20);
+        let _ = tokio::time::timeout(limit, lock.read()).await;
+        let _ = tokio::time::timeout(limit, lock.write()).await;
+    }
+    // Writers dropped while claiming or waiting behind a reader.
+    let read = holder.read_write_lock("dropped").read().await.unwrap();
+    for round in 0..60u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(round * 50), lock.write()).await;
+    }
+    read.release().await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(3), || {
+            let mut admin = admin.clone();
+            async move {
+                let keys: Vec<String> = admin.keys("*").await.unwrap();
+                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+            }
+        })
+        .await,
+        "left behind: {:?}",
+        admin.keys::<_, Vec<String>>("*").await.unwrap()
+    );
+    assert!(lock.try_write().await.unwrap().is_some());
+}
