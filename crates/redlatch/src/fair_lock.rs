@@ -434,14 +434,19 @@ impl Place {
         self.armed = false;
     }
 
-    /// Leaves the line now (a timed-out wait), ignoring errors: a place that
-    /// could not be withdrawn runs out by itself.
+    /// Leaves the line now (a timed-out wait), from a task of its own so
+    /// that dropping this future does not stop it. Errors are ignored: a
+    /// place that could not be withdrawn runs out by itself.
     async fn leave(mut self) {
         self.armed = false;
         let inner = &self.client.inner;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        let _ = run_leave(&mut conn, &self.keys, &self.owner, limit).await;
+        let (keys, owner) = (self.keys.clone(), self.owner.clone());
+        let leaving = inner.runtime.spawn(async move {
+            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+        });
+        let _ = leaving.await;
     }
 }
 

@@ -608,14 +608,19 @@ impl Claim {
         self.armed = false;
     }
 
-    /// Withdraws the claim now (a timed-out wait), ignoring errors: a claim
-    /// that could not be withdrawn lapses by itself.
+    /// Withdraws the claim now (a timed-out wait), from a task of its own so
+    /// that dropping this future does not stop it. Errors are ignored: a
+    /// claim that could not be withdrawn lapses by itself.
     async fn withdraw(mut self) {
         self.armed = false;
         let inner = &self.client.inner;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        let _ = run_writer_leave(&mut conn, &self.keys, &self.field, limit).await;
+        let (keys, field) = (self.keys.clone(), self.field.clone());
+        let withdrawing = inner.runtime.spawn(async move {
+            let _ = run_writer_leave(&mut conn, &keys, &field, limit).await;
+        });
+        let _ = withdrawing.await;
     }
 }
 
