@@ -83,6 +83,8 @@ pub struct FairLock {
     name: Arc<str>,
     owner: Option<Arc<str>>,
     place_lease: Duration,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
 }
 
 /// How long an acquire may wait.
@@ -115,6 +117,7 @@ impl Client {
             name: Arc::from(name.into()),
             owner: None,
             place_lease: DEFAULT_PLACE_LEASE,
+            lease: None,
         }
     }
 }
@@ -142,8 +145,32 @@ impl FairLock {
         self
     }
 
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew: Redis frees the lock after `lease` even if the guard is
+    /// still alive, and its `lost()` resolves then (Redisson's
+    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
+    /// unless 1 ms ≤ `lease` ≤ 30 days.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.fair_lock("report").with_lease(Duration::from_secs(10));
+    /// let guard = lock.acquire().await?;
+    /// assert!(!guard.is_renewed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_lease(mut self, lease: Duration) -> FairLock {
+        self.lease = Some(lease);
+        self
+    }
+
     /// Waits in line until the lock is held, then returns its guard; the
-    /// watchdog renews it until the guard goes.
+    /// watchdog renews it until the guard goes (unless [`FairLock::with_lease`]).
     ///
     /// One round trip when the lock is free and nobody waits. Otherwise the
     /// call joins the line, subscribes to its own channel and parks until its
@@ -218,7 +245,13 @@ impl FairLock {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
         let keys = Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?);
-        let lease_ms = lease::watchdog_lease_millis("default lease", settings.default_lease)?;
+        let (lease_ms, renewed) = match self.lease {
+            None => (
+                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+        };
         let place_ms = match wait {
             Wait::Once => 0,
             _ => lease::watchdog_lease_millis("place lease", self.place_lease)?,
@@ -285,7 +318,7 @@ impl FairLock {
                             keys: Arc::new(keys.lock.clone()),
                             owner,
                             lease_ms,
-                            renewed: true,
+                            renewed,
                             token,
                             named_owner: named,
                             sent_at,

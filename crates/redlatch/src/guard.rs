@@ -174,7 +174,9 @@ impl Guard {
     }
 
     /// Gives this hold back: the hold count goes down by one, and the last
-    /// hold deletes the lock and wakes one waiter. One round trip.
+    /// hold deletes the lock and wakes one waiter (the next in line for a
+    /// [`FairLock`](crate::FairLock); every waiter, for a read-write lock).
+    /// One round trip.
     ///
     /// # Errors
     /// [`Error::NotHeld`] when the owner no longer held the lock (it expired,

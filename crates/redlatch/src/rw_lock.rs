@@ -103,6 +103,8 @@ pub struct ReadWriteLock {
     name: Arc<str>,
     owner: Option<Arc<str>>,
     place_lease: Duration,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
 }
 
 /// How long an acquire may wait.
@@ -141,6 +143,7 @@ impl Client {
             name: Arc::from(name.into()),
             owner: None,
             place_lease: DEFAULT_PLACE_LEASE,
+            lease: None,
         }
     }
 }
@@ -167,8 +170,18 @@ impl ReadWriteLock {
         self
     }
 
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew: Redis frees the lock after `lease` even if the guard is
+    /// still alive, and its `lost()` resolves then (Redisson's
+    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
+    /// unless 1 ms ≤ `lease` ≤ 30 days.
+    pub fn with_lease(mut self, lease: Duration) -> ReadWriteLock {
+        self.lease = Some(lease);
+        self
+    }
+
     /// Waits until this owner may read, then returns a read guard; the
-    /// watchdog renews it until the guard goes. Waits while a writer holds
+    /// watchdog renews it until the guard goes (unless [`ReadWriteLock::with_lease`]). Waits while a writer holds
     /// the lock or waits for it (unless this owner reads already, or writes).
     ///
     /// One round trip when it may read. Otherwise the call subscribes to the
@@ -220,7 +233,8 @@ impl ReadWriteLock {
     }
 
     /// Waits until this owner holds the lock alone, then returns a write
-    /// guard; the watchdog renews it until the guard goes.
+    /// guard; the watchdog renews it until the guard goes (unless
+    /// [`ReadWriteLock::with_lease`]).
     ///
     /// One round trip when the lock is free. Otherwise the call claims its
     /// place as a waiting writer (new readers now wait behind it), subscribes
@@ -295,7 +309,13 @@ impl ReadWriteLock {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
         let keys = Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?);
-        let lease_ms = lease::watchdog_lease_millis("default lease", settings.default_lease)?;
+        let (lease_ms, renewed) = match self.lease {
+            None => (
+                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+        };
         let claim_ms = match (side, wait) {
             (Side::Write, Wait::For(_) | Wait::Forever) => {
                 lease::watchdog_lease_millis("place lease", self.place_lease)?
@@ -328,6 +348,7 @@ impl ReadWriteLock {
                 reader: reader.clone(),
                 named,
                 lease_ms,
+                renewed,
                 claim_ms,
             };
             let found = match attempt.run(inner, false).await {
@@ -420,6 +441,8 @@ struct Attempt {
     reader: Arc<str>,
     named: bool,
     lease_ms: u64,
+    /// False for a fixed lease, which the watchdog leaves to run out.
+    renewed: bool,
     /// The writer's claim lease; 0 claims nothing.
     claim_ms: u64,
 }
@@ -460,7 +483,7 @@ impl Attempt {
                 keys: request.keys,
                 owner: request.owner,
                 lease_ms: self.lease_ms,
-                renewed: true,
+                renewed: self.renewed,
                 token,
                 named_owner: self.named,
                 sent_at,
@@ -476,6 +499,7 @@ impl Attempt {
             reader: self.reader.clone(),
             named: self.named,
             lease_ms: self.lease_ms,
+            renewed: self.renewed,
             claim_ms: self.claim_ms,
         }
     }
@@ -738,6 +762,7 @@ pub(crate) async fn run_read_reenter(
         reader: request.owner.clone(),
         named: request.named_owner,
         lease_ms: request.lease_ms,
+        renewed: true,
         claim_ms: 0,
     };
     let call = attempt.run_script(conn, Instant::now(), true);
@@ -781,6 +806,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             "default lease",
             inner.current_settings().default_lease,
         )?,
+        renewed: true,
         claim_ms: 0,
     };
     match attempt.run(inner, false).await? {

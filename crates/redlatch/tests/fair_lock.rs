@@ -380,3 +380,29 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
     );
     assert!(lock.try_acquire().await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn a_fixed_lease_is_not_renewed_and_runs_out() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let lease = Duration::from_millis(300);
+    let guard = client
+        .fair_lock("fixed")
+        .with_lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(!guard.is_renewed());
+    assert_eq!(guard.lease(), lease);
+    // A waiter in line gets it when the lease runs out, with no release.
+    let next = tokio::time::timeout(Duration::from_secs(5), other.fair_lock("fixed").acquire())
+        .await
+        .expect("the fixed lease ran out")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() resolves when the fixed lease runs out");
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
+    assert!(next.token() > guard.token());
+}

@@ -440,3 +440,43 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
     );
     assert!(lock.try_write().await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn fixed_lease_holds_run_out_on_both_sides() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lease = Duration::from_millis(300);
+    let lock = client.read_write_lock("fixed").with_lease(lease);
+
+    let read = lock.read().await.unwrap();
+    let timeout_key = format!("{{fixed}}:{}:rwlock_timeout:1", read.owner());
+    let pttl: i64 = admin.pttl(&timeout_key).await.unwrap();
+    assert!(pttl > 0 && pttl <= 300, "read hold timeout key pttl {pttl}");
+    let write = tokio::time::timeout(
+        Duration::from_secs(5),
+        other.read_write_lock("fixed").write(),
+    )
+    .await
+    .expect("the reader's fixed lease ran out")
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), read.lost())
+        .await
+        .expect("the reader learns it");
+    assert_eq!(read.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
+    write.release().await.unwrap();
+
+    let write = lock.write().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), write.lost())
+        .await
+        .expect("the writer's fixed lease runs out");
+    assert!(
+        other
+            .read_write_lock("fixed")
+            .try_read()
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
