@@ -9,12 +9,14 @@
 -- ARGV[3]  claim lease in ms: the claim lapses unless this writer tries again within
 --          it; 0 = a single try that claims nothing
 -- ARGV[4]  '1': re-enter only (never take a first hold)
+-- ARGV[5]  the same owner's read field (<client-uuid>:<owner>)
 -- Returns {1, token}  acquired afresh; token = INCR of the counter
 --         {2, token}  re-entered (hold count + 1); token = current counter value
 --         {0, pttl}   held by readers, another writer or a plain lock: its remaining
 --                     lease (-1: no expiry)
 --         {-1, 0}     a key holds another type (WRONGTYPE)
 --         {-3, 0}     re-enter only, and this owner does not hold the write lock
+--         {-4, 0}     this owner reads the lock: it would wait for itself (no upgrade)
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
 local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
@@ -32,6 +34,9 @@ if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
 end
 if ARGV[4] == '1' then
   return {-3, 0}
+end
+if lock_kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[5]) == 1 then
+  return {-4, 0}
 end
 if lock_kind == 'none' then
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)

@@ -49,8 +49,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 ///   same named owner.
 /// - **Downgrade**: a writer may read, then give up writing
 ///   ([`WriteGuard::downgrade`]); no other writer gets in between. There is
-///   no upgrade: an owner that reads and asks to write waits for every reader,
-///   itself included, so release the read first.
+///   no upgrade: an owner that reads and asks to write gets
+///   [`Error::WouldDeadlock`] (it would wait for itself); release the read first.
 ///
 /// # Writers are not starved
 ///
@@ -245,7 +245,8 @@ impl ReadWriteLock {
     /// Touches the lock hash, the counter, the writers' claims.
     ///
     /// # Errors
-    /// As [`ReadWriteLock::read`], and [`Error::InvalidDuration`] for a bad place lease.
+    /// As [`ReadWriteLock::read`]; [`Error::InvalidDuration`] for a bad place
+    /// lease; [`Error::WouldDeadlock`] when this (named) owner reads the lock.
     ///
     /// # Cancel safety
     /// Dropping the future withdraws the claim at once (from a task of its
@@ -563,6 +564,7 @@ impl Attempt {
                     .arg(write_field(&self.reader))
                     .arg(self.claim_ms)
                     .arg(reenter_flag)
+                    .arg(&*self.reader)
                     .invoke_async(conn)
                     .await
             }
@@ -585,6 +587,10 @@ impl Attempt {
             }),
             [-3, _] => Err(Error::NotHeld {
                 name: self.keys.key.clone(),
+            }),
+            [-4, _] => Err(Error::WouldDeadlock {
+                name: self.keys.key.clone(),
+                reason: "this owner reads the lock and asked to write: release the read first (no upgrade)",
             }),
             other => Err(Error::Protocol {
                 op: "read-write acquire",
