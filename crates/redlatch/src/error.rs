@@ -177,6 +177,17 @@ pub enum Error {
         /// How long the master waited for them.
         timeout: Duration,
     },
+
+    /// The call would wait for itself forever: an owner of a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) asked to write while it reads
+    /// (there is no upgrade). Release the read holds first.
+    #[error("lock {name:?}: {reason}")]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+        /// What the caller holds that it would wait for.
+        reason: &'static str,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -58,6 +58,15 @@
 //! | wake-ups | `redisson_lock__channel:{PREFIX+NAME}` | `0` published on the final release |
 //! | fencing counter | `redisson_lock_token:{PREFIX+NAME}` | INCR on each fresh acquisition; never expires |
 //!
+//! ## More than a mutex
+//!
+//! - [`FairLock`] ([`Client::fair_lock`]): waiters in every process get the
+//!   lock in the order they came; a waiter that dies is skipped after its
+//!   place lease. Redisson's `RFairLock` layout.
+//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
+//!   writer, reentrant, writers may downgrade, and a waiting writer is not
+//!   starved by new readers. Redisson's `RReadWriteLock` layout.
+//!
 //! ## Faults
 //!
 //! Every failure is an [`Error`] variant whose docs say what to do. What each
@@ -71,7 +80,9 @@ mod client;
 mod config;
 mod connection;
 mod courtesy;
+mod detached;
 mod error;
+mod fair_lock;
 mod guard;
 mod hold;
 mod keys;
@@ -83,6 +94,8 @@ mod multi_lock;
 mod ops;
 mod permit_keeper;
 mod permit_semaphore;
+mod rw_guard;
+mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
@@ -96,6 +109,7 @@ pub use client::Client;
 pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, Result};
+pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
@@ -103,6 +117,8 @@ pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
+pub use rw_guard::{ReadGuard, WriteGuard};
+pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,

@@ -59,6 +59,11 @@ pub(crate) struct Channel {
     epoch: AtomicU64,
     /// When the current holder's lease ends, as last reported to a waiter.
     lease_ends: Mutex<Option<Instant>>,
+    /// Every message wakes every waiter (read-write locks: all readers may enter).
+    broadcast: std::sync::atomic::AtomicBool,
+    /// Messages received on a broadcast channel, so a waiter that was busy
+    /// with an attempt when one arrived does not park past it.
+    messages: AtomicU64,
 }
 
 struct Member {
@@ -132,6 +137,8 @@ impl Wakeups {
             subscribed: watch::Sender::new(false),
             epoch: AtomicU64::new(0),
             lease_ends: Mutex::new(None),
+            broadcast: std::sync::atomic::AtomicBool::new(false),
+            messages: AtomicU64::new(0),
         });
         channels.insert(
             channel.to_owned(),
@@ -149,6 +156,15 @@ impl Wakeups {
             registry: self.registry.clone(),
             channel: entry,
         }
+    }
+
+    /// Joins `channel` as a broadcast channel: each message wakes every
+    /// waiter of this process on it, not one. For read-write locks, where a
+    /// release may let every waiting reader in at once.
+    pub(crate) fn join_broadcast(&self, channel: &str) -> Ticket {
+        let ticket = self.join(channel);
+        ticket.channel.broadcast.store(true, Ordering::Release);
+        ticket
     }
 
     /// Joins `channel` only if other waiters of this process are already
@@ -198,6 +214,36 @@ impl Ticket {
             tokio::time::timeout(limit, state.wait_for(|subscribed| *subscribed)).await,
             Ok(Ok(_))
         )
+    }
+
+    /// Messages seen so far on a broadcast channel; read it before an
+    /// attempt and pass it to [`Ticket::park_broadcast`].
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Parks until a message newer than `seen`, a resubscription after
+    /// `epoch`, or `limit`. For tickets from [`Wakeups::join_broadcast`].
+    pub(crate) async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        if self.messages() != seen {
+            return Wake::Message;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
     }
 
     /// Records when the holder's lease ends, as the last failed attempt saw it.
@@ -395,8 +441,13 @@ impl Subscriber {
             .get(channel_name)
             .filter(|member| member.waiters > 0)
         {
-            // One waiter per message: the others would find the lock taken again.
-            member.channel.notify.notify_one();
+            if member.channel.broadcast.load(Ordering::Acquire) {
+                member.channel.messages.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            } else {
+                // One waiter per message: the others would find the lock taken again.
+                member.channel.notify.notify_one();
+            }
         }
     }
 
