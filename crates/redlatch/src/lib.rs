@@ -48,6 +48,12 @@
 //!   `RPermitExpirableSemaphore`).
 //! - [`MultiLock`]: several locks, possibly on several servers, taken all or
 //!   nothing in key order (so never deadlocked), released together.
+//! - [`FairLock`] ([`Client::fair_lock`]): waiters in every process get the
+//!   lock in the order they came; a waiter that dies is skipped after its
+//!   place lease (Redisson's `RFairLock`).
+//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
+//!   writer, reentrant, writers may downgrade, and a waiting writer is not
+//!   starved by new readers (Redisson's `RReadWriteLock`).
 //! - [`blocking`]: the same API for programs without an async runtime.
 //!
 //! ## Redis data
@@ -57,15 +63,6 @@
 //! | the lock | `PREFIX+NAME` | hash: `<client-id>:<owner>` → hold count; PEXPIRE = lease |
 //! | wake-ups | `redisson_lock__channel:{PREFIX+NAME}` | `0` published on the final release |
 //! | fencing counter | `redisson_lock_token:{PREFIX+NAME}` | INCR on each fresh acquisition; never expires |
-//!
-//! ## More than a mutex
-//!
-//! - [`FairLock`] ([`Client::fair_lock`]): waiters in every process get the
-//!   lock in the order they came; a waiter that dies is skipped after its
-//!   place lease. Redisson's `RFairLock` layout.
-//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
-//!   writer, reentrant, writers may downgrade, and a waiting writer is not
-//!   starved by new readers. Redisson's `RReadWriteLock` layout.
 //!
 //! ## Faults
 //!
