@@ -365,8 +365,24 @@ impl RedlockLock {
             .collect())
     }
 
-    /// One attempt over all nodes: acquire everywhere at once, then decide.
+    /// One attempt over all nodes, in a task of its own: when the caller
+    /// drops the future, the attempt still completes, and a guard nobody
+    /// takes is dropped, which releases it.
     async fn attempt(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
+        let (reply_to, reply) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            // A send that fails hands the outcome back; dropping it releases a guard.
+            let _ = reply_to.send(this.attempt_on_nodes(lease_ms, renewed).await);
+        });
+        reply.await.map_err(|_| Error::Protocol {
+            op: "acquire",
+            detail: "the runtime shut down during the call".to_owned(),
+        })?
+    }
+
+    /// Acquires everywhere at once, then decides.
+    async fn attempt_on_nodes(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
         let requests = self.requests(lease_ms)?;
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(lease_ms);

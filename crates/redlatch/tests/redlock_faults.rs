@@ -162,3 +162,38 @@ async fn unreachable_majority_at_connect_is_quorum_failed_and_a_minority_is_tole
         "{error:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_dropped_while_a_master_is_frozen_leaves_no_hold_anywhere() {
+    let masters = masters(3);
+    let redlock = redlock_with(&masters, LEASE, Duration::from_secs(5))
+        .await
+        .with_node_timeout(Duration::from_secs(2))
+        .unwrap();
+    masters[0].pause().unwrap();
+    let lock = redlock.lock("rl:dropped");
+    // Masters 1 and 2 grant it at once; the attempt then waits for master 0.
+    let dropped = tokio::time::timeout(Duration::from_millis(300), lock.try_acquire()).await;
+    assert!(
+        dropped.is_err(),
+        "the attempt was still waiting for master 0"
+    );
+    masters[0].resume().unwrap();
+    // Master 0 now runs the queued acquire; its task finds nobody waiting and gives it back.
+    let all_free = redlock_common::eventually(Duration::from_secs(5), || async {
+        let mut free = true;
+        for server in &masters {
+            let mut conn = redlock_common::admin(server).await;
+            let exists: bool = redis::cmd("EXISTS")
+                .arg("rl:dropped")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            free &= !exists;
+        }
+        free
+    })
+    .await;
+    assert!(all_free, "a hold was left behind");
+    assert!(lock.try_acquire().await.expect("try").is_some());
+}

@@ -59,3 +59,21 @@ pub async fn hold_count(server: &testkit::RedisServer, key: &str, owner: &str) -
         .expect("HGET");
     count.unwrap_or(0)
 }
+
+/// Polls `check` every 10 ms until it is true or `limit` passes; whether it became true.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
