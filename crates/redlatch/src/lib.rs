@@ -18,6 +18,10 @@
 //!   Rust service using redlatch exclude each other on the same name.
 //! - **Cancellation by drop.** Dropping a waiting acquire leaves nothing in
 //!   Redis; dropping a guard releases it.
+//! - **Redlock.** [`Redlock`] holds one lock over N independent masters
+//!   while a majority grants it, with the same API, calls sent to all
+//!   masters at once, and fencing tokens that keep increasing across them
+//!   (`docs/REDLOCK.md` of the repository).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
