@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
+use tracing::Instrument;
 
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, NewHold};
@@ -248,12 +249,10 @@ impl RedlockLock {
             .nodes
             .iter()
             .map(|node| {
-                let prefix = node.client.as_ref().map_or_else(
-                    || lead_prefix.clone(),
-                    |client| client.settings().key_prefix,
-                );
+                let settings = node.client.as_ref().map(|c| c.inner.current_settings());
+                let prefix = settings.as_ref().map_or(&lead_prefix, |s| &s.key_prefix);
                 Ok(Request {
-                    keys: Arc::new(LockKeys::new(&prefix, &self.name)?),
+                    keys: Arc::new(LockKeys::new(prefix, &self.name)?),
                     owner: owner.clone(),
                     named_owner: false,
                     lease_ms,
@@ -263,6 +262,26 @@ impl RedlockLock {
     }
 
     async fn acquire_inner(
+        &self,
+        wait: Wait,
+        fixed_lease: Option<Duration>,
+    ) -> Result<Option<RedlockGuard>> {
+        let span = tracing::debug_span!(
+            "redlatch.redlock.acquire",
+            lock = %self.name,
+            nodes = self.redlock.inner.nodes.len()
+        );
+        let outcome = self
+            .wait_for_majority(wait, fixed_lease)
+            .instrument(span)
+            .await;
+        if let Ok(Some(guard)) = &outcome {
+            tracing::debug!(lock = %self.name, token = guard.token(), "redlatch: Redlock acquired");
+        }
+        outcome
+    }
+
+    async fn wait_for_majority(
         &self,
         wait: Wait,
         fixed_lease: Option<Duration>,
@@ -310,6 +329,7 @@ impl RedlockLock {
                 }
                 continue;
             }
+            retries = 0;
             let now = Instant::now();
             if deadline.is_some_and(|at| now >= at) {
                 return Ok(None);
