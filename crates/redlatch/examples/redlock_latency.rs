@@ -5,7 +5,12 @@
 //! ```text
 //! cargo run --release -p redlatch --example redlock_latency
 //! cargo run --release -p redlatch --example redlock_latency -- --rounds 5000 --masters 5
+//! cargo run --release -p redlatch --example redlock_latency -- --one-server
 //! ```
+//!
+//! `--one-server` points every Redlock node at the single server (each with
+//! its own key prefix): the fan-out's cost on the client side alone, without
+//! N server processes competing for the CPU.
 //!
 //! Starts throwaway `redis-server`s on free ports (testkit), warms up, then
 //! times `acquire()` + `release()` for `--rounds` rounds (default 2000) on
@@ -46,7 +51,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let client = Client::connect(&single.url()).await?;
     let lock = client.lock("bench:single");
-    let redlock = Redlock::connect(&masters.urls()).await?;
+    let redlock = if std::env::args().any(|arg| arg == "--one-server") {
+        let mut clients = Vec::new();
+        for i in 0..masters_n {
+            let prefix = format!("node{i}:");
+            clients.push(
+                Client::builder(&single.url())
+                    .key_prefix(prefix)
+                    .connect()
+                    .await?,
+            );
+        }
+        Redlock::new(clients)?
+    } else {
+        Redlock::connect(&masters.urls()).await?
+    };
     let red = redlock.lock("bench:redlock");
 
     let mut single_hist = Histogram::<u64>::new(3)?;
