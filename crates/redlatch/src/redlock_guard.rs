@@ -39,6 +39,7 @@ impl RedlockHold {
         requests: Vec<Request>,
         hold: Hold,
         node_timeout: Duration,
+        stop: CancellationToken,
     ) -> RedlockHold {
         RedlockHold {
             redlock,
@@ -47,7 +48,7 @@ impl RedlockHold {
             hold,
             node_timeout,
             guards: Mutex::new(1),
-            stop: CancellationToken::new(),
+            stop,
             runtime: tokio::runtime::Handle::current(),
         }
     }
@@ -104,14 +105,30 @@ impl RedlockHold {
     async fn release_on_nodes(&self) -> Result<()> {
         let limit = self.node_timeout;
         let lease_ms = self.hold.lease_ms();
-        let replies = quorum::fan_out(&self.redlock.inner.nodes, "release", limit, |i, client| {
-            let request = self.request(i, lease_ms);
-            let mut conn = client.inner.conn.clone();
-            async move { ops::run_release(&mut conn, &request, limit).await }
-        })
-        .await;
         let nodes = self.node_count();
-        let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
+        let needed = quorum::majority(nodes);
+        // Done once a majority released; the slower nodes finish in the background.
+        let released_on_majority = |replies: &quorum::Partial<ops::Released>| {
+            replies
+                .iter()
+                .filter(|reply| matches!(reply, Some(Ok(_))))
+                .count()
+                >= needed
+        };
+        let replies = quorum::fan_out_until(
+            &self.redlock.inner.nodes,
+            "release",
+            limit,
+            |i, client| {
+                let request = self.request(i, lease_ms);
+                let mut conn = client.inner.conn.clone();
+                async move { ops::run_release(&mut conn, &request, limit).await }
+            },
+            released_on_majority,
+            |_, _| {},
+        )
+        .await;
+        let (answers, failures) = quorum::split_partial(&self.redlock.inner.nodes, replies);
         let released = answers.iter().filter(|a| a.is_some()).count();
         if released >= quorum::majority(nodes) {
             return Ok(());

@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use tracing::Instrument;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, NewHold};
 use crate::keys::LockKeys;
@@ -404,23 +407,49 @@ impl RedlockLock {
     /// Acquires everywhere at once, then decides.
     async fn attempt_on_nodes(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
         let requests = self.requests(lease_ms)?;
+        // Cancelled when this attempt's holds are given back: by a refusal
+        // here, or by the release of the last guard.
+        let released = CancellationToken::new();
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(lease_ms);
         let started = Instant::now();
-        let replies = quorum::fan_out(nodes, "acquire", limit, |i, client| {
-            let client = client.clone();
-            let request = requests[i].clone();
-            // `ops::attempt` runs in a task of its own: when the limit cuts
-            // the wait short, the task still finishes and gives back any hold.
-            async move { ops::attempt(&client.inner, &request).await }
-        })
+        let needed = quorum::majority(nodes.len());
+        // Done once a majority granted it and carries the highest token; the
+        // slower nodes' grants still arrive, and count in renewals and release.
+        let decided = |replies: &quorum::Partial<Attempt>| {
+            let tokens: Vec<u64> = replies
+                .iter()
+                .filter_map(|reply| match reply {
+                    Some(Ok(Attempt::Acquired { token, .. })) => Some(*token),
+                    _ => None,
+                })
+                .collect();
+            let top = tokens.iter().copied().max().unwrap_or_default();
+            tokens.iter().filter(|token| **token == top).count() >= needed
+        };
+        let replies = quorum::fan_out_until(
+            nodes,
+            "acquire",
+            limit,
+            |i, client| {
+                let client = client.clone();
+                let request = requests[i].clone();
+                // `ops::attempt` runs in a task of its own: when the limit cuts
+                // the wait short, the task still finishes and gives back any hold.
+                async move { ops::attempt(&client.inner, &request).await }
+            },
+            decided,
+            self.late_grants(&requests, limit, &released),
+        )
         .await;
-        let (answers, mut failures) = quorum::split(nodes, replies);
+        let pending: Vec<bool> = replies.iter().map(Option::is_none).collect();
+        let (answers, mut failures) = quorum::split_partial(nodes, replies);
         if let Some(wrong_type) = failures
             .iter()
             .position(|failure| matches!(*failure.error, Error::WrongType { .. }))
         {
-            self.give_back(&requests, &answers).await;
+            released.cancel();
+            self.give_back(&requests, &answers, &pending).await;
             return Err(*failures.swap_remove(wrong_type).error);
         }
         let tokens: Vec<Option<u64>> = answers
@@ -442,7 +471,6 @@ impl RedlockLock {
                 _ => None,
             })
             .min();
-        let needed = quorum::majority(nodes.len());
         if acquired >= needed {
             let token = tokens.iter().flatten().copied().max().unwrap_or_default();
             let fenced = match self.fence(&requests, &tokens, token, limit).await {
@@ -455,11 +483,12 @@ impl RedlockLock {
             let valid_until = started + lease::validity(lease_ms);
             if fenced && Instant::now() < valid_until {
                 return Ok(Outcome::Granted(
-                    self.guard(requests, token, lease_ms, renewed, started, limit),
+                    self.guard(requests, token, lease_ms, renewed, started, released),
                 ));
             }
         }
-        self.give_back(&requests, &answers).await;
+        released.cancel();
+        self.give_back(&requests, &answers, &pending).await;
         Ok(Outcome::Refused(Refusal {
             acquired,
             answered,
@@ -538,17 +567,57 @@ impl RedlockLock {
         }
     }
 
-    /// Gives back, on every node, whatever this attempt's owner holds there.
-    /// Nodes that did not answer give it back by themselves when their call
-    /// completes (see `ops::attempt`); nodes held by others ignore it.
-    async fn give_back(&self, requests: &[Request], answers: &[Option<Attempt>]) {
+    /// What to do with a grant that arrives after the attempt was decided:
+    /// keep it while the hold lives (renewals and the release reach every
+    /// node), give it back once the hold is released: a release sent earlier
+    /// may have overtaken it (after NOSCRIPT, the grant is sent again).
+    fn late_grants(
+        &self,
+        requests: &[Request],
+        limit: Duration,
+        released: &CancellationToken,
+    ) -> impl Fn(usize, Result<Attempt>) + Send + 'static {
+        let clients: Vec<Option<Client>> = self
+            .redlock
+            .inner
+            .nodes
+            .iter()
+            .map(|node| node.client.clone())
+            .collect();
+        let requests = requests.to_vec();
+        let released = released.clone();
+        move |i, reply| {
+            if !matches!(reply, Ok(Attempt::Acquired { .. })) || !released.is_cancelled() {
+                // Not granted, or kept: the hold's renewals and release reach it.
+                return;
+            }
+            let (Some(Some(client)), Some(request)) = (clients.get(i), requests.get(i)) else {
+                return;
+            };
+            let client = client.clone();
+            let request = request.clone();
+            tokio::spawn(async move {
+                let mut conn = client.inner.conn.clone();
+                let _ = ops::run_release(&mut conn, &request, limit).await;
+            });
+        }
+    }
+
+    /// Gives back, on every node, whatever this attempt's owner holds there:
+    /// the nodes that granted it, and those still working on it (the release
+    /// queues behind the grant on the node's connection). Nodes that timed
+    /// out give it back by themselves when their call completes (see
+    /// `ops::attempt`).
+    async fn give_back(&self, requests: &[Request], answers: &[Option<Attempt>], pending: &[bool]) {
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(requests[0].lease_ms);
         let releases = nodes
             .iter()
             .zip(requests)
-            .zip(answers)
-            .filter(|(_, answer)| matches!(answer, Some(Attempt::Acquired { .. })))
+            .zip(answers.iter().zip(pending))
+            .filter(|(_, (answer, pending))| {
+                **pending || matches!(answer, Some(Attempt::Acquired { .. }))
+            })
             .filter_map(|((node, request), _)| {
                 let client = node.client.clone()?;
                 let request = request.clone();
@@ -567,7 +636,7 @@ impl RedlockLock {
         lease_ms: u64,
         renewed: bool,
         started: Instant,
-        node_timeout: Duration,
+        released: CancellationToken,
     ) -> RedlockGuard {
         let hold = Hold::new(NewHold {
             keys: requests[0].keys.clone(),
@@ -584,7 +653,8 @@ impl RedlockLock {
             self.name.clone(),
             requests,
             hold,
-            node_timeout,
+            self.redlock.node_timeout(lease_ms),
+            released,
         ));
         redlock_watchdog::start(shared.clone(), started);
         RedlockGuard::new(shared)

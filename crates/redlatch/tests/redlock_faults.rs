@@ -92,6 +92,17 @@ async fn frozen_master_costs_the_node_timeout_not_the_lease() {
     guard.release().await.expect("release");
     let release_took = released_at.elapsed();
     masters[2].resume().unwrap();
+    // The frozen master runs the queued acquire, then the queued release.
+    let cleared = redlock_common::eventually(Duration::from_secs(5), || async {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg("rl:frozen")
+            .query_async(&mut redlock_common::admin(&masters[2]).await)
+            .await
+            .unwrap();
+        !exists
+    })
+    .await;
+    assert!(cleared, "the late grant outlived the release");
     // Bound by the node timeout plus generous room for a loaded machine;
     // the lease (30 s) and the response timeout (5 s) play no part.
     let bound = node_timeout + Duration::from_secs(1);
@@ -164,22 +175,25 @@ async fn unreachable_majority_at_connect_is_quorum_failed_and_a_minority_is_tole
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquire_dropped_while_a_master_is_frozen_leaves_no_hold_anywhere() {
+async fn acquire_dropped_while_masters_are_frozen_leaves_no_hold_anywhere() {
     let masters = masters(3);
     let redlock = redlock_with(&masters, LEASE, Duration::from_secs(5))
         .await
         .with_node_timeout(Duration::from_secs(2))
         .unwrap();
     masters[0].pause().unwrap();
+    masters[2].pause().unwrap();
     let lock = redlock.lock("rl:dropped");
-    // Masters 1 and 2 grant it at once; the attempt then waits for master 0.
+    // Master 1 grants it at once; the attempt then waits for the frozen two.
     let dropped = tokio::time::timeout(Duration::from_millis(300), lock.try_acquire()).await;
     assert!(
         dropped.is_err(),
-        "the attempt was still waiting for master 0"
+        "the attempt was still waiting for masters 0 and 2"
     );
     masters[0].resume().unwrap();
-    // Master 0 now runs the queued acquire; its task finds nobody waiting and gives it back.
+    masters[2].resume().unwrap();
+    // The frozen masters now run the queued acquires: what they grant, and
+    // master 1's grant, is given back although nobody waits any more.
     let all_free = redlock_common::eventually(Duration::from_secs(5), || async {
         let mut free = true;
         for server in &masters {
