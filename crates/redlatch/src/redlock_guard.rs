@@ -354,7 +354,10 @@ impl RedlockGuard {
 
     /// Gives this hold back on every node: the hold count goes down by one,
     /// and the last hold deletes the lock on each node and wakes a waiter.
-    /// One round trip per node, in parallel, each bounded by the node timeout.
+    /// One round trip per node, in parallel, each bounded by the node
+    /// timeout; returns once a majority released (the others finish in the
+    /// background). Touches `PREFIX+NAME` on every node and publishes on its
+    /// channel.
     ///
     /// # Errors
     /// [`Error::NotHeld`] when the lock was no longer held on a majority

@@ -103,9 +103,10 @@ impl RedlockLock {
     /// goes.
     ///
     /// Each attempt sends the acquire script to every node at once, each
-    /// bounded by the node timeout: one round trip when the lock is free and
-    /// the nodes' fencing counters agree, two when some counter lags (the
-    /// token is written back first). A refused attempt gives back what it
+    /// bounded by the node timeout, and is decided as soon as a majority
+    /// granted it: one round trip (of the fastest majority) when the lock is
+    /// free and the nodes' fencing counters agree, two when some counter lags
+    /// (the token is written back first). A refused attempt gives back what it
     /// took on every node, then waits for the first unlock message from any
     /// node, the soonest end of a holder's lease, or (after a split vote) a
     /// random delay, and tries again.
