@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{World, code, q, wait_file};
 use testkit::Servers;
@@ -133,4 +133,43 @@ fn list_and_unlock_take_one_redis() {
     assert_eq!(code(output.status), 64);
     let output = world.output(&with(&redis, &["run", "x", "--owner", "me", "--", "true"]));
     assert_eq!(code(output.status), 64);
+}
+
+/// Two of three masters die under a running command: renewals no longer
+/// reach a majority, the lock is lost within the lease, the command is
+/// stopped, exit 79.
+#[test]
+fn run_over_three_masters_stops_the_command_when_the_majority_is_gone() {
+    let world = World::new();
+    let mut extra = Servers::start(2).expect("masters");
+    let redis = redis_args(&extra);
+    let started = world.path("started");
+    let script = format!("touch {}; exec sleep 30", q(&started));
+    let mut run = world.spawn(&with(
+        &redis,
+        &[
+            "run",
+            "rl:doomed",
+            "--lease",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ));
+    wait_file(&started, Duration::from_secs(10));
+    for master in &mut extra {
+        master.kill().unwrap();
+    }
+    let killed = Instant::now();
+    let status = run.wait(Duration::from_secs(15));
+    eprintln!("redlatch exited {:?} after the kills", killed.elapsed());
+    assert_eq!(code(status), 79, "stderr: {}", run.stderr());
+    assert!(
+        run.stderr()
+            .contains("lock rl:doomed was lost while the command ran"),
+        "{}",
+        run.stderr()
+    );
 }
