@@ -18,6 +18,10 @@
 //!   Rust service using redlatch exclude each other on the same name.
 //! - **Cancellation by drop.** Dropping a waiting acquire leaves nothing in
 //!   Redis; dropping a guard releases it.
+//! - **Redlock.** [`Redlock`] holds one lock over N independent masters
+//!   while a majority grants it, with the same API, calls sent to all
+//!   masters at once, and fencing tokens that keep increasing across them
+//!   (`docs/REDLOCK.md` of the repository).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -91,6 +95,11 @@ mod multi_lock;
 mod ops;
 mod permit_keeper;
 mod permit_semaphore;
+mod quorum;
+mod redlock;
+mod redlock_guard;
+mod redlock_lock;
+mod redlock_watchdog;
 mod rw_guard;
 mod rw_lock;
 mod scripts;
@@ -105,7 +114,7 @@ mod watchdog;
 pub use client::Client;
 pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
-pub use error::{Error, Result};
+pub use error::{Error, NodeFailure, Result};
 pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
@@ -114,6 +123,9 @@ pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
+pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
+pub use redlock_guard::RedlockGuard;
+pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
