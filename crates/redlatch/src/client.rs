@@ -88,11 +88,11 @@ impl Client {
             replica_wait,
             ..
         } = builder;
+        let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions) =
             connection::open(&url, &topology, &settings, replica_wait).await?;
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
-        let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
         Ok(Client {

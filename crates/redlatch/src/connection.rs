@@ -25,7 +25,7 @@ use redis::{
 
 use crate::config::{MasterAuth, ReplicaWait, Topology};
 use crate::error::{Error, Result};
-use crate::settings::Settings;
+use crate::settings::{Settings, SharedSettings};
 use crate::subscription::SubscriptionSource;
 
 /// Opens the command connection for `topology` (now, bounded by the connect
@@ -33,9 +33,11 @@ use crate::subscription::SubscriptionSource;
 pub(crate) async fn open(
     url: &str,
     topology: &Topology,
-    settings: &Settings,
+    shared: &SharedSettings,
     replica_wait: Option<ReplicaWait>,
 ) -> Result<(Connection, SubscriptionSource)> {
+    let settings: Arc<Settings> = shared.read().clone();
+    let settings = settings.as_ref();
     let connect_limit = settings
         .connect_timeout
         .saturating_mul(settings.retry.attempts + 1)
@@ -56,7 +58,7 @@ pub(crate) async fn open(
                 sentinels,
                 master,
                 auth,
-            } => open_sentinel(sentinels, master, auth.as_ref(), settings).await,
+            } => open_sentinel(sentinels, master, auth.as_ref(), shared).await,
         }
     };
     tokio::time::timeout(connect_limit, opened)
@@ -140,8 +142,9 @@ async fn open_sentinel(
     urls: &[String],
     master: &str,
     auth: Option<&MasterAuth>,
-    settings: &Settings,
+    shared: &SharedSettings,
 ) -> Result<(Connection, SubscriptionSource)> {
+    let settings = shared.read().clone();
     let sentinels = urls
         .iter()
         .map(|url| connection_info(url))
@@ -166,7 +169,7 @@ async fn open_sentinel(
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(settings.connect_timeout))
         .set_response_timeout(None);
-    let conn = SentinelConnection::connect(client, config, 0)
+    let conn = SentinelConnection::connect(client, config, shared.clone())
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
@@ -309,7 +312,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(conn) => conn.get_db(),
             Connection::Cluster(conn) => conn.get_db(),
-            Connection::Sentinel(conn) => conn.db,
+            Connection::Sentinel(conn) => conn.get_db(),
         }
     }
 }
@@ -328,7 +331,7 @@ impl ConnectionLike for Connection {
 #[derive(Clone)]
 pub(crate) struct SentinelConnection {
     shared: Arc<SentinelShared>,
-    db: i64,
+    settings: SharedSettings,
 }
 
 struct SentinelShared {
@@ -345,7 +348,7 @@ impl SentinelConnection {
     pub(crate) async fn connect(
         sentinel: SentinelClient,
         config: AsyncConnectionConfig,
-        db: i64,
+        settings: SharedSettings,
     ) -> RedisResult<SentinelConnection> {
         let connection = SentinelConnection {
             shared: Arc::new(SentinelShared {
@@ -354,7 +357,7 @@ impl SentinelConnection {
                 generations: AtomicU64::new(0),
                 config,
             }),
-            db,
+            settings,
         };
         connection.current().await?;
         Ok(connection)
@@ -391,6 +394,18 @@ impl SentinelConnection {
         Ok((generation, conn))
     }
 
+    /// Starts watching a call on `generation`: if the caller gives up on it
+    /// after a whole response timeout without an answer, the master is
+    /// presumed stopped or cut off (Sentinel may be promoting a replica), and
+    /// the next call looks it up again.
+    fn watch_for_silence(&self, generation: u64) -> Unanswered {
+        Unanswered {
+            connection: Some(self.clone()),
+            generation,
+            sent_at: std::time::Instant::now(),
+        }
+    }
+
     /// Drops the connection of `generation` unless a newer one replaced it already.
     fn forget(&self, generation: u64) {
         let mut current = self.shared.current.lock();
@@ -409,6 +424,30 @@ impl SentinelConnection {
             self.forget(generation);
         }
         result
+    }
+}
+
+/// A call in flight; see [`SentinelConnection::watch_for_silence`].
+struct Unanswered {
+    connection: Option<SentinelConnection>,
+    generation: u64,
+    sent_at: std::time::Instant,
+}
+
+impl Unanswered {
+    fn answered(mut self) {
+        self.connection = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            let limit = connection.settings.read().response_timeout;
+            if self.sent_at.elapsed() >= limit {
+                connection.forget(self.generation);
+            }
+        }
     }
 }
 
@@ -446,7 +485,9 @@ impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (generation, mut conn) = self.current().await?;
+            let unanswered = self.watch_for_silence(generation);
             let result = conn.req_packed_command(cmd).await;
+            unanswered.answered();
             if result.as_ref().is_ok_and(refused_by_a_non_master) {
                 // Nothing ran on a replica: safe to send again to the new master.
                 self.forget(generation);
@@ -466,7 +507,9 @@ impl ConnectionLike for SentinelConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let (generation, mut conn) = self.current().await?;
+            let unanswered = self.watch_for_silence(generation);
             let result = conn.req_packed_commands(pipeline, offset, count).await;
+            unanswered.answered();
             if result
                 .as_ref()
                 .is_ok_and(|replies| replies.iter().any(refused_by_a_non_master))
@@ -481,7 +524,7 @@ impl ConnectionLike for SentinelConnection {
     }
 
     fn get_db(&self) -> i64 {
-        self.db
+        0
     }
 }
 

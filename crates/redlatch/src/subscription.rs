@@ -46,6 +46,8 @@ pub(crate) enum Session {
     Plain {
         sink: PubSubSink,
         stream: PubSubStream,
+        /// Connected to a master found through Sentinel.
+        through_sentinel: bool,
     },
     Sharded {
         conn: ClusterConnection,
@@ -57,9 +59,9 @@ impl SubscriptionSource {
     /// Opens a session.
     pub(crate) async fn open(&self) -> RedisResult<Session> {
         match self {
-            SubscriptionSource::Single(client) => Ok(Session::plain(client).await?),
+            SubscriptionSource::Single(client) => Ok(Session::plain(client, false).await?),
             SubscriptionSource::Sentinel(sentinel) => {
-                Ok(Session::plain(&sentinel.master_client().await?).await?)
+                Ok(Session::plain(&sentinel.master_client().await?, true).await?)
             }
             SubscriptionSource::Cluster {
                 nodes,
@@ -79,9 +81,35 @@ impl SubscriptionSource {
 }
 
 impl Session {
-    async fn plain(client: &redis::Client) -> RedisResult<Session> {
+    async fn plain(client: &redis::Client, through_sentinel: bool) -> RedisResult<Session> {
         let (sink, stream) = client.get_async_pubsub().await?.split();
-        Ok(Session::Plain { sink, stream })
+        Ok(Session::Plain {
+            sink,
+            stream,
+            through_sentinel,
+        })
+    }
+
+    /// True when a silent connection must be noticed by the session itself:
+    /// a master named by Sentinel may be frozen or cut off while a replica
+    /// replaces it, and its connection never breaks. (On one server there
+    /// is nowhere else to go; the cluster client watches its own nodes.)
+    pub(crate) fn needs_liveness_checks(&self) -> bool {
+        matches!(
+            self,
+            Session::Plain {
+                through_sentinel: true,
+                ..
+            }
+        )
+    }
+
+    /// One PING on the subscription connection.
+    pub(crate) async fn ping(&mut self) -> RedisResult<()> {
+        match self {
+            Session::Plain { sink, .. } => sink.ping::<Value>().await.map(drop),
+            Session::Sharded { .. } => Ok(()),
+        }
     }
 
     pub(crate) async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {

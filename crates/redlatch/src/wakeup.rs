@@ -35,6 +35,10 @@ use tracing::{debug, warn};
 use crate::settings::SharedSettings;
 use crate::subscription::{Event, Session, SubscriptionSource};
 
+/// How often a subscription connection to a Sentinel-named master is checked
+/// with a PING (see [`Session::needs_liveness_checks`]).
+const LIVENESS_CHECK: Duration = Duration::from_secs(2);
+
 /// How long a channel stays subscribed after its last waiter left.
 const SUBSCRIPTION_LINGER: Duration = Duration::from_millis(500);
 
@@ -362,6 +366,8 @@ impl Subscriber {
         let mut subscribed: HashSet<String> = HashSet::new();
         // Channels whose last waiter left, with when to drop them (FIFO: one linger for all).
         let mut lingering: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
+        let mut liveness = tokio::time::interval(LIVENESS_CHECK);
+        liveness.reset();
         // Whatever waiters registered before (or while we were away) get subscribed now.
         for name in self.registered_channels() {
             if !self.subscribe(&mut session, &mut subscribed, &name).await {
@@ -387,6 +393,14 @@ impl Subscriber {
                         lingering.push_back((tokio::time::Instant::now() + SUBSCRIPTION_LINGER, name));
                     }
                 },
+                _ = liveness.tick(), if session.needs_liveness_checks() => {
+                    // A master frozen or cut off keeps the connection open and
+                    // silent; after a failover the messages come from elsewhere.
+                    let alive = tokio::time::timeout(self.response_timeout(), session.ping()).await;
+                    if !matches!(alive, Ok(Ok(()))) {
+                        return SessionEnd::Disconnected;
+                    }
+                }
                 _ = sleep_until_first(&lingering) => {
                     if let Some((_, name)) = lingering.pop_front()
                         && self.forget_if_unused(&name)

@@ -162,3 +162,62 @@ async fn a_demoted_master_is_left_for_the_new_one() {
         guard.release().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_master_is_given_up_after_a_response_timeout() {
+    let group = SentinelGroup::start(1).expect("start master, replica and 3 sentinels");
+    let client = client(&group).await;
+    let old = group.master_port().unwrap();
+
+    // A waiter parked (and subscribed) on the master before it freezes; the
+    // holder's lease is 30 s, longer than the waiter will wait.
+    let lock = client.lock("job").with_owner("holder");
+    let held = lock
+        .acquire_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            // Anonymous: its attempts are retried after connection errors.
+            let lock = client.lock("job");
+            lock.acquire_timeout(Duration::from_secs(20)).await
+        })
+    };
+    let subscribed = async {
+        while lock.status().await.unwrap().waiting_clients == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), subscribed)
+        .await
+        .expect("the waiter subscribes");
+
+    // Frozen, not dead: the client's connections stay open and silent.
+    let (group, new) = tokio::task::spawn_blocking(move || {
+        let new = group.pause_master();
+        (group, new)
+    })
+    .await
+    .unwrap();
+    let new = new.expect("a replica is promoted");
+    assert_ne!(old, new);
+
+    // Commands leave the frozen master after one response timeout...
+    let guard = acquire_eventually(&client, "after").await;
+    assert!(
+        exists_on(&group, new, "after").await,
+        "written on the new master"
+    );
+    guard.release().await.unwrap();
+
+    // ...and the subscription connection after a failed PING: the release on
+    // the new master wakes the waiter long before the holder's lease ends.
+    let released = held.release().await;
+    assert!(matches!(released, Ok(()) | Err(Error::NotHeld { .. })));
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the waiter is woken and gets the lock");
+    next.release().await.unwrap();
+}

@@ -15,11 +15,11 @@ const SENTINELS: usize = 3;
 /// How long the Sentinels take to see each other and the replicas.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a failover may take.
-const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A Sentinel-monitored group: a master, replicas and three Sentinels
 /// (`redis-server CONF --sentinel`), quorum 2, `down-after-milliseconds`
-/// 500 and `failover-timeout` 2000, so a failover takes a few seconds.
+/// 500 and `failover-timeout` 1000, so a failover takes a few seconds.
 ///
 /// ```no_run
 /// let mut group = testkit::SentinelGroup::start(1)?;
@@ -71,7 +71,7 @@ impl SentinelGroup {
                 "sentinel down-after-milliseconds",
                 &format!("{MASTER_NAME} 500"),
             )
-            .arg("sentinel failover-timeout", &format!("{MASTER_NAME} 2000"))
+            .arg("sentinel failover-timeout", &format!("{MASTER_NAME} 1000"))
             .sentinel_mode();
         let sentinels = std::thread::scope(|scope| {
             let starting: Vec<_> = (0..SENTINELS)
@@ -127,13 +127,13 @@ impl SentinelGroup {
         self.servers.iter().find(|server| server.port() == port)
     }
 
-    /// Kills the current master (`SIGKILL`) and waits until the Sentinels
-    /// report a replica as the new master and it answers `ROLE` as a master.
+    /// Kills the current master (`SIGKILL`) and waits until every Sentinel
+    /// reports a replica as the new master and it answers `ROLE` as a master.
     /// Returns the new master's port.
     ///
     /// # Errors
     ///
-    /// If the master cannot be killed, or no failover completes within 30 s.
+    /// If the master cannot be killed, or no failover completes within 60 s.
     pub fn kill_master(&mut self) -> io::Result<u16> {
         let old = self.master_port()?;
         let server = self
@@ -142,18 +142,42 @@ impl SentinelGroup {
             .find(|server| server.port() == old)
             .ok_or_else(|| io::Error::other(format!("no server of the group on port {old}")))?;
         server.kill()?;
+        self.wait_for_new_master(old)
+    }
+
+    /// Freezes the current master (`SIGSTOP`: connections stay open, nothing
+    /// is answered) and waits until a replica replaces it, as for
+    /// [`kill_master`](Self::kill_master). Returns the new master's port; the
+    /// old master stays paused until the group is dropped.
+    ///
+    /// # Errors
+    ///
+    /// If the master cannot be paused, or no failover completes within 60 s.
+    pub fn pause_master(&self) -> io::Result<u16> {
+        let old = self.master_port()?;
+        self.server_on(old)
+            .ok_or_else(|| io::Error::other(format!("no server of the group on port {old}")))?
+            .pause()?;
+        self.wait_for_new_master(old)
+    }
+
+    fn wait_for_new_master(&self, old: u16) -> io::Result<u16> {
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
         loop {
             if let Ok(port) = self.master_port()
                 && port != old
                 && self.server_on(port).is_some_and(is_master)
             {
+                self.wait_until_all_report(port, deadline)?;
                 return Ok(port);
             }
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("no new master within {FAILOVER_TIMEOUT:?} after killing port {old}"),
+                    format!(
+                        "no new master within {FAILOVER_TIMEOUT:?} after losing port {old}{}",
+                        self.sentinel_logs()
+                    ),
                 ));
             }
             sleep(Duration::from_millis(50));
@@ -169,7 +193,7 @@ impl SentinelGroup {
     ///
     /// # Errors
     ///
-    /// If no Sentinel accepts the request, or the failover does not complete in 30 s.
+    /// If no Sentinel accepts the request, or the failover does not complete in 60 s.
     pub fn failover(&self) -> io::Result<u16> {
         let old = self.master_port()?;
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
@@ -242,6 +266,14 @@ impl SentinelGroup {
             }
             sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The last lines of every Sentinel's log, for error messages.
+    fn sentinel_logs(&self) -> String {
+        self.sentinels
+            .iter()
+            .map(|sentinel| crate::ready::log_tail(sentinel.dir()))
+            .collect()
     }
 
     fn wait_for_discovery(&self, replicas: usize) -> io::Result<()> {
