@@ -50,6 +50,30 @@ impl LockKeys {
     }
 }
 
+/// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
+/// `RPermitExpirableSemaphore` layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SemaphoreKeys {
+    /// The available permit count: `PREFIX + NAME`.
+    pub(crate) key: String,
+    /// Where releases publish the new count: `redisson_sc:{KEY}`.
+    pub(crate) channel: String,
+    /// Permit id → expiry, for expirable permits: `redisson__timeout__{KEY}`.
+    pub(crate) timeouts: String,
+}
+
+impl SemaphoreKeys {
+    /// Builds the keys for `name` under `prefix`; the name rules are the locks'.
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
+        let key = LockKeys::new(prefix, name)?.key;
+        Ok(SemaphoreKeys {
+            channel: format!("redisson_sc:{{{key}}}"),
+            timeouts: format!("redisson__timeout__{{{key}}}"),
+            key,
+        })
+    }
+}
+
 /// Checks an owner name given by the caller.
 pub(crate) fn validate_owner(owner: &str) -> Result<()> {
     if owner.is_empty() {
@@ -83,6 +107,15 @@ mod tests {
         assert_eq!(keys.key, "app:order:42");
         assert_eq!(keys.channel, "redisson_lock__channel:{app:order:42}");
         assert_eq!(keys.token, "redisson_lock_token:{app:order:42}");
+    }
+
+    #[test]
+    fn semaphore_keys_follow_redisson_layout() {
+        let keys = SemaphoreKeys::new("app:", "pool").unwrap();
+        assert_eq!(keys.key, "app:pool");
+        assert_eq!(keys.channel, "redisson_sc:{app:pool}");
+        assert_eq!(keys.timeouts, "redisson__timeout__{app:pool}");
+        assert!(SemaphoreKeys::new("", "").is_err());
     }
 
     #[test]

@@ -221,6 +221,16 @@ impl Ticket {
     }
 }
 
+impl Ticket {
+    /// Wakes the next parked waiter of this channel in this process (or the
+    /// next to park): a waiter that took some of several released permits
+    /// passes the wake-up on when permits are left, since one message wakes
+    /// one waiter.
+    pub(crate) fn pass_on(&self) {
+        self.channel.notify.notify_one();
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut channels = self.registry.channels.lock();
