@@ -105,30 +105,16 @@ impl RedlockHold {
     async fn release_on_nodes(&self) -> Result<()> {
         let limit = self.node_timeout;
         let lease_ms = self.hold.lease_ms();
-        let nodes = self.node_count();
-        let needed = quorum::majority(nodes);
-        // Done once a majority released; the slower nodes finish in the background.
-        let released_on_majority = |replies: &quorum::Partial<ops::Released>| {
-            replies
-                .iter()
-                .filter(|reply| matches!(reply, Some(Ok(_))))
-                .count()
-                >= needed
-        };
-        let replies = quorum::fan_out_until(
-            &self.redlock.inner.nodes,
-            "release",
-            limit,
-            |i, client| {
-                let request = self.request(i, lease_ms);
-                let mut conn = client.inner.conn.clone();
-                async move { ops::run_release(&mut conn, &request, limit).await }
-            },
-            released_on_majority,
-            |_, _| {},
-        )
+        // Waits for every node (each bounded by the node timeout): a process
+        // that exits right after `release` must not leave holds behind.
+        let replies = quorum::fan_out(&self.redlock.inner.nodes, "release", limit, |i, client| {
+            let request = self.request(i, lease_ms);
+            let mut conn = client.inner.conn.clone();
+            async move { ops::run_release(&mut conn, &request, limit).await }
+        })
         .await;
-        let (answers, failures) = quorum::split_partial(&self.redlock.inner.nodes, replies);
+        let nodes = self.node_count();
+        let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
         let released = answers.iter().filter(|a| a.is_some()).count();
         if released >= quorum::majority(nodes) {
             return Ok(());
@@ -355,8 +341,7 @@ impl RedlockGuard {
     /// Gives this hold back on every node: the hold count goes down by one,
     /// and the last hold deletes the lock on each node and wakes a waiter.
     /// One round trip per node, in parallel, each bounded by the node
-    /// timeout; returns once a majority released (the others finish in the
-    /// background). Touches `PREFIX+NAME` on every node and publishes on its
+    /// timeout. Touches `PREFIX+NAME` on every node and publishes on its
     /// channel.
     ///
     /// # Errors
