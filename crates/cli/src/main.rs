@@ -2,6 +2,7 @@
 //! inspect or break locks. The command-line face of the `redlatch` library;
 //! usage, examples and exit statuses are in `crates/cli/README.md`.
 
+mod check;
 mod connect;
 mod exit;
 mod list;
@@ -84,6 +85,13 @@ enum Command {
     List(list::ListArgs),
     /// Delete a lock whoever holds it (needs --force)
     Unlock(unlock::UnlockArgs),
+    /// Safety lab: run lock recipes under faults and report which hold
+    /// (starts its own throwaway redis-servers; --redis is not used)
+    #[command(after_long_help = check::EXIT_TABLE)]
+    Check(check::CheckArgs),
+    /// One worker process of `check` (started by `check` itself)
+    #[command(name = "__check-worker", hide = true)]
+    CheckWorker(check::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +138,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Status(args) => status::status(&cli.global, args).await,
         Command::List(args) => list::list(&cli.global, args).await,
         Command::Unlock(args) => unlock::unlock(&cli.global, args).await,
+        Command::Check(args) => {
+            let json = cli.global.json;
+            tokio::task::spawn_blocking(move || check::check(json, args))
+                .await
+                .map_err(|error| Failure::new(exit::SOFTWARE, format!("check: {error}")))?
+        }
+        Command::CheckWorker(args) => check::worker(args).await,
     }
 }
 

@@ -22,6 +22,7 @@ pub struct ServerBuilder {
     pub(crate) password: Option<String>,
     pub(crate) acl_user: Option<(String, String)>,
     pub(crate) args: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 /// Credentials a client must present, as sent in `AUTH [user] password`.
@@ -59,6 +60,14 @@ impl ServerBuilder {
     /// (`port` is given on the command line and always wins anyway).
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.args.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Set an environment variable for the `redis-server` process (kept
+    /// across [`restart`](RedisServer::restart)), e.g. `LD_PRELOAD` to run
+    /// it under libfaketime.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
         self
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct Launch {
     /// Where the child's stdout and stderr go. Redis writes its log to its
     /// `logfile`, but fatal config errors only reach stderr.
     pub(crate) stdio_log: PathBuf,
+    /// Extra environment variables for the child.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 struct Request {
@@ -75,7 +77,8 @@ fn spawn_here(launch: &Launch) -> io::Result<Child> {
         .current_dir(&launch.dir)
         .stdin(Stdio::null())
         .stdout(stdio.try_clone()?)
-        .stderr(stdio);
+        .stderr(stdio)
+        .envs(launch.env.iter().map(|(name, value)| (name, value)));
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt as _;

@@ -1,0 +1,63 @@
+//! Whether a run kept what its recipe promises under its fault.
+
+use serde::Serialize;
+
+use super::checker::{Findings, Violation};
+use super::recipes::Promise;
+
+/// The verdict on one cell of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// No violation.
+    Ok,
+    /// Violations, none of them promised against: the recipe fails as documented.
+    Expected,
+    /// A violation the recipe promises against: a bug.
+    Broken,
+    /// The fault means nothing for this recipe (e.g. crash-between with one command).
+    NotApplicable,
+    /// The fault cannot be injected on this machine (e.g. no libfaketime).
+    Unavailable,
+    /// The run could not take place (a server or worker did not start).
+    Error,
+}
+
+impl Status {
+    /// The word shown in the table.
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Expected => "expected",
+            Status::Broken => "BROKEN",
+            Status::NotApplicable => "n/a",
+            Status::Unavailable => "unavailable",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// Whether `promise` forbids `violation`.
+pub fn promised_against(promise: Promise, violation: Violation) -> bool {
+    match violation {
+        Violation::Overlap => promise.exclusive,
+        Violation::LostUpdate => promise.no_lost_updates,
+        Violation::StaleWrite => promise.no_stale_writes,
+        Violation::Stuck => promise.live,
+    }
+}
+
+/// The verdict on a run's findings.
+pub fn judge(promise: Promise, findings: &Findings) -> Status {
+    let violations = findings.violations();
+    if violations.is_empty() {
+        Status::Ok
+    } else if violations
+        .iter()
+        .any(|&violation| promised_against(promise, violation))
+    {
+        Status::Broken
+    } else {
+        Status::Expected
+    }
+}
