@@ -108,7 +108,10 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
     // Overlaps: holds sorted by start; each overlapping later one counts.
     let mut first_overlap = None;
     for (index, hold) in holds.iter().enumerate() {
-        for later in holds[index + 1..].iter().take_while(|later| later.from < hold.to) {
+        for later in holds[index + 1..]
+            .iter()
+            .take_while(|later| later.from < hold.to)
+        {
             if later.worker != hold.worker {
                 figures.overlaps += 1;
                 first_overlap.get_or_insert((*hold, *later));
@@ -177,7 +180,11 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
                 events
                     .iter()
                     .rev()
-                    .find(|event| event.t <= write.t && event.w == Some(worker) && matches!(event.what, What::Acquired { .. }))
+                    .find(|event| {
+                        event.t <= write.t
+                            && event.w == Some(worker)
+                            && matches!(event.what, What::Acquired { .. })
+                    })
                     .map(|acquired| acquired.t)
             })
             .map_or(since, |t| t.min(since));
@@ -214,7 +221,11 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         let note = format!(
             "nobody acquired for {:.1}s{}",
             gap as f64 / 1e9,
-            if to_end { ", until the end of the run" } else { "" }
+            if to_end {
+                ", until the end of the run"
+            } else {
+                ""
+            }
         );
         findings.counter_examples.push(CounterExample {
             violation: Violation::Stuck,
@@ -268,17 +279,9 @@ const MAX_LINES: usize = 16;
 impl Timeline<'_> {
     /// The telling events in `[from, to]`, plus each worker's next event
     /// after `to`, plus `notes` at `at`.
-    fn window(
-        &self,
-        at: u64,
-        from: u64,
-        to: u64,
-        only: &[u32],
-        notes: &[String],
-    ) -> Vec<String> {
+    fn window(&self, at: u64, from: u64, to: u64, only: &[u32], notes: &[String]) -> Vec<String> {
         let involved = |event: &Event| {
-            only.is_empty()
-                || worker_of(event).is_none_or(|worker| only.contains(&worker))
+            only.is_empty() || worker_of(event).is_none_or(|worker| only.contains(&worker))
         };
         let mut lines: Vec<(u64, String)> = self
             .events
@@ -341,7 +344,9 @@ impl Timeline<'_> {
     }
 
     fn line(&self, event: &Event) -> String {
-        let who = event.w.map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
+        let who = event
+            .w
+            .map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
         let mut text = describe(&event.what);
         if event.what == (What::Released { ok: true }) {
             // A release that deleted someone else's lock is the bug to see.
@@ -411,5 +416,109 @@ fn worker_of(event: &Event) -> Option<u32> {
             Some(worker)
         }
         _ => event.w,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn at(t_ms: u64, w: u32, what: What) -> Event {
+        Event {
+            t: t_ms * MS,
+            w: Some(w),
+            what,
+        }
+    }
+
+    fn section(w: u32, from_ms: u64, to_ms: u64, read: i64, found: i64) -> Vec<Event> {
+        vec![
+            at(from_ms, w, What::Acquired { token: None }),
+            at(from_ms + 1, w, What::Read { value: read }),
+            at(
+                to_ms - 1,
+                w,
+                What::Write {
+                    token: None,
+                    read,
+                    found,
+                    accepted: true,
+                },
+            ),
+            at(to_ms, w, What::ReleaseStart),
+        ]
+    }
+
+    fn run(mut events: Vec<Event>, end_ms: u64) -> Run {
+        events.sort_by_key(|event| event.t);
+        Run {
+            events,
+            start: 0,
+            end: end_ms * MS,
+        }
+    }
+
+    #[test]
+    fn holders_one_after_another_show_no_violation() {
+        let mut events = section(1, 0, 10, 0, 0);
+        events.extend(section(2, 11, 20, 1, 1));
+        let findings = check(&run(events, 21), Duration::from_secs(1));
+        assert!(findings.violations().is_empty(), "{findings:?}");
+        assert_eq!(findings.figures.sections, 2);
+    }
+
+    #[test]
+    fn two_holders_at_once_are_an_overlap_a_stale_write_and_a_lost_update() {
+        // w2 takes the lock while w1 holds it; w1's write then overwrites w2's.
+        let mut events = section(1, 0, 30, 0, 1);
+        events.extend(section(2, 5, 20, 0, 0));
+        let findings = check(&run(events, 31), Duration::from_secs(1));
+        assert_eq!(findings.figures.overlaps, 1);
+        assert_eq!(findings.figures.lost_updates, 1);
+        assert_eq!(findings.figures.stale_accepted, 1);
+        assert_eq!(
+            findings.violations(),
+            [
+                Violation::Overlap,
+                Violation::LostUpdate,
+                Violation::StaleWrite
+            ]
+        );
+        assert!(!findings.counter_examples[0].timeline.is_empty());
+    }
+
+    #[test]
+    fn a_killed_holder_holds_no_more_and_a_long_silence_is_stuck() {
+        let mut events = vec![at(0, 1, What::Acquired { token: None })];
+        events.push(Event {
+            t: 5 * MS,
+            w: None,
+            what: What::Killed { worker: 1 },
+        });
+        events.extend(section(2, 10, 20, 0, 0));
+        let findings = check(&run(events, 3_000), Duration::from_secs(1));
+        assert_eq!(findings.figures.overlaps, 0);
+        assert!(findings.figures.no_acquire_to_end);
+        assert_eq!(findings.violations(), [Violation::Stuck]);
+    }
+
+    #[test]
+    fn a_refused_write_is_counted_and_is_no_violation() {
+        let mut events = section(1, 0, 10, 0, 0);
+        events.push(at(
+            12,
+            3,
+            What::Write {
+                token: Some(1),
+                read: 0,
+                found: 1,
+                accepted: false,
+            },
+        ));
+        let findings = check(&run(events, 20), Duration::from_secs(1));
+        assert_eq!(findings.figures.stale_rejected, 1);
+        assert_eq!(findings.figures.lost_updates, 0);
     }
 }

@@ -68,7 +68,11 @@ pub enum What {
 impl Event {
     /// An event happening now.
     pub fn now(w: Option<u32>, what: What) -> Event {
-        Event { t: now_ns(), w, what }
+        Event {
+            t: now_ns(),
+            w,
+            what,
+        }
     }
 }
 

@@ -104,7 +104,7 @@ impl Fault {
 
     /// Time between two injections.
     pub fn period(self, lease: Duration) -> Duration {
-        self.outage(lease) + lease * 2 + Duration::from_millis(500)
+        self.outage(lease) + lease + Duration::from_millis(300)
     }
 }
 

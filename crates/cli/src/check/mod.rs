@@ -80,8 +80,9 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 
 /// Runs the lab; blocking (it sleeps between fault injections).
 pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
-    let program = std::env::current_exe()
-        .map_err(|error| Failure::new(exit::SOFTWARE, format!("cannot find this program: {error}")))?;
+    let program = std::env::current_exe().map_err(|error| {
+        Failure::new(exit::SOFTWARE, format!("cannot find this program: {error}"))
+    })?;
     let recipes = if args.recipes.is_empty() {
         RecipeName::DEFAULT.to_vec()
     } else {
@@ -107,7 +108,9 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
                 duration: args.duration,
                 lease: args.lease,
             };
-            cells.push(run_cell(&setup, &|fraction| progress.at(index, fraction, &label)));
+            cells.push(run_cell(&setup, &|fraction| {
+                progress.at(index, fraction, &label)
+            }));
         }
     }
     progress.finish();

@@ -19,9 +19,7 @@ impl Progress {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(cells as u64 * 1000), target);
-        if let Ok(style) =
-            ProgressStyle::with_template("{bar:30} {percent:>3}% eta {eta}  {msg}")
-        {
+        if let Ok(style) = ProgressStyle::with_template("{bar:30} {percent:>3}% eta {eta}  {msg}") {
             bar.set_style(style);
         }
         bar.enable_steady_tick(Duration::from_millis(200));

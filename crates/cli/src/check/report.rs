@@ -54,8 +54,8 @@ pub fn text(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9}  {}",
-        "recipe", "fault", "sections", "overlaps", "lost", "stale-acc", "stale-rej", "max-gap", "verdict"
+        "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9}  verdict",
+        "recipe", "fault", "sections", "overlaps", "lost", "stale-acc", "stale-rej", "max-gap",
     );
     for cell in &report.cells {
         let figures = cell.findings.as_ref().map(|findings| &findings.figures);
@@ -77,7 +77,9 @@ pub fn text(report: &Report) -> String {
         );
     }
     for cell in &report.cells {
-        let Some(findings) = &cell.findings else { continue };
+        let Some(findings) = &cell.findings else {
+            continue;
+        };
         for example in &findings.counter_examples {
             let promised = promised_against(cell.promised, example.violation);
             let _ = writeln!(
@@ -86,7 +88,11 @@ pub fn text(report: &Report) -> String {
                 cell.recipe.name(),
                 cell.fault.name(),
                 example.violation,
-                if promised { "PROMISED AGAINST" } else { "expected" }
+                if promised {
+                    "PROMISED AGAINST"
+                } else {
+                    "expected"
+                }
             );
             for line in &example.timeline {
                 let _ = writeln!(out, "  {line}");

@@ -62,7 +62,8 @@ impl Recipe for GetDel {
 
     async fn release(&mut self, points: &Points) -> Result<bool, String> {
         let token = self.token.take();
-        let current: Option<String> = query(&mut self.conn, redis::cmd("GET").arg(LOCK_KEY)).await?;
+        let current: Option<String> =
+            query(&mut self.conn, redis::cmd("GET").arg(LOCK_KEY)).await?;
         if current.is_none() || current != token {
             return Ok(false);
         }

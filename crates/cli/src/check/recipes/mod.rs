@@ -184,12 +184,19 @@ where
     F: AsyncRecipeFn<T>,
 {
     match name {
-        RecipeName::SetnxExpire => body.call(setnx_expire::SetnxExpire::new(url, lease).await).await,
-        RecipeName::SetnxGetset => body.call(setnx_getset::SetnxGetset::new(url, lease).await).await,
+        RecipeName::SetnxExpire => {
+            body.call(setnx_expire::SetnxExpire::new(url, lease).await)
+                .await
+        }
+        RecipeName::SetnxGetset => {
+            body.call(setnx_getset::SetnxGetset::new(url, lease).await)
+                .await
+        }
         RecipeName::GetDel => body.call(get_del::GetDel::new(url, lease).await).await,
         RecipeName::SetNxPx => body.call(set_nx_px::SetNxPx::new(url, lease).await).await,
         RecipeName::Redlatch | RecipeName::RedlatchFenced => {
-            body.call(redlatch_lock::RedlatchLock::new(url, lease).await).await
+            body.call(redlatch_lock::RedlatchLock::new(url, lease).await)
+                .await
         }
         RecipeName::Noop => body.call(Ok(noop::Noop)).await,
     }
@@ -225,7 +232,9 @@ pub async fn query<T: redis::FromRedisValue>(
     conn: &mut ConnectionManager,
     cmd: &redis::Cmd,
 ) -> Result<T, String> {
-    cmd.query_async(conn).await.map_err(|error| error.to_string())
+    cmd.query_async(conn)
+        .await
+        .map_err(|error| error.to_string())
 }
 
 /// A token unique to this process and call, for recipes that tag their lock.

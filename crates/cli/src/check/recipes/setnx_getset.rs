@@ -52,7 +52,11 @@ fn wall_ms() -> u64 {
 impl Recipe for SetnxGetset {
     async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
         let expiry = wall_ms() + self.lease_ms;
-        let taken: bool = query(&mut self.conn, redis::cmd("SETNX").arg(LOCK_KEY).arg(expiry)).await?;
+        let taken: bool = query(
+            &mut self.conn,
+            redis::cmd("SETNX").arg(LOCK_KEY).arg(expiry),
+        )
+        .await?;
         if taken {
             self.mine = Some(expiry);
             return Ok(Some(None));
@@ -60,8 +64,11 @@ impl Recipe for SetnxGetset {
         let current: Option<u64> = query(&mut self.conn, redis::cmd("GET").arg(LOCK_KEY)).await?;
         match current {
             Some(current) if current < wall_ms() => {
-                let old: Option<u64> =
-                    query(&mut self.conn, redis::cmd("GETSET").arg(LOCK_KEY).arg(expiry)).await?;
+                let old: Option<u64> = query(
+                    &mut self.conn,
+                    redis::cmd("GETSET").arg(LOCK_KEY).arg(expiry),
+                )
+                .await?;
                 if old == Some(current) {
                     self.mine = Some(expiry);
                     return Ok(Some(None));

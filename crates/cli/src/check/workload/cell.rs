@@ -108,7 +108,12 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
                     workers[index].signal(Signal::SIGUSR1);
                 }
             } else {
-                lab.push(Event::now(None, What::Fault { what: setup.fault.name().to_owned() }));
+                lab.push(Event::now(
+                    None,
+                    What::Fault {
+                        what: setup.fault.name().to_owned(),
+                    },
+                ));
                 let follow_up = lock.inject(setup.fault, setup.lease)?;
                 match follow_up {
                     FollowUp::Done => {}
@@ -126,7 +131,12 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
                 FollowUp::Resume(_) => "redis resumed",
                 _ => "redis restarted empty",
             };
-            lab.push(Event::now(None, What::Fault { what: what.to_owned() }));
+            lab.push(Event::now(
+                None,
+                What::Fault {
+                    what: what.to_owned(),
+                },
+            ));
             server_follow_up = None;
         }
         // Act on workers that stopped themselves.
@@ -163,7 +173,12 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
     if let Some((_, follow_up)) = &server_follow_up {
         lock.follow_up(follow_up)?;
     }
-    resume_due(&mut workers, &mut resumes, &mut lab, Instant::now() + Duration::from_secs(3600));
+    resume_due(
+        &mut workers,
+        &mut resumes,
+        &mut lab,
+        Instant::now() + Duration::from_secs(3600),
+    );
     for worker in &mut workers {
         worker.signal(Signal::SIGCONT);
         worker.signal(Signal::SIGTERM);
@@ -182,7 +197,12 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
 }
 
 /// Sends SIGCONT to paused workers whose pause is over by `now`.
-fn resume_due(workers: &mut [Worker], resumes: &mut Vec<(Instant, u32)>, lab: &mut Vec<Event>, now: Instant) {
+fn resume_due(
+    workers: &mut [Worker],
+    resumes: &mut Vec<(Instant, u32)>,
+    lab: &mut Vec<Event>,
+    now: Instant,
+) {
     resumes.retain(|&(due, id)| {
         if due > now {
             return true;

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Instant;
 use std::time::Duration;
+use std::time::Instant;
 
 use testkit::RedisServer;
 
@@ -78,9 +78,11 @@ fn probe_faketime() -> Result<&'static str, String> {
     if ready {
         Ok(library)
     } else {
-        Err("libfaketime is installed but this redis-server does not start under it \
+        Err(
+            "libfaketime is installed but this redis-server does not start under it \
              (it recurses into clock_gettime at start-up)"
-            .to_owned())
+                .to_owned(),
+        )
     }
 }
 

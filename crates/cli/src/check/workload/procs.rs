@@ -121,16 +121,15 @@ impl Worker {
         };
         // The state letter follows the command name, which is in parentheses.
         matches!(
-            text.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()),
+            text.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next()),
             Some('T' | 't')
         )
     }
 
     /// Whether it has logged `ready`.
     pub fn is_ready(&self) -> bool {
-        self.events()
-            .iter()
-            .any(|event| event.what == What::Ready)
+        self.events().iter().any(|event| event.what == What::Ready)
     }
 
     /// Every event it logged.

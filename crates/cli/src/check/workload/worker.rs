@@ -48,7 +48,8 @@ const ACQUIRE_WAIT: Duration = Duration::from_millis(500);
 
 /// Runs the worker until SIGTERM.
 pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
-    let failure = |what: &str, error: String| Failure::new(exit::SOFTWARE, format!("{what}: {error}"));
+    let failure =
+        |what: &str, error: String| Failure::new(exit::SOFTWARE, format!("{what}: {error}"));
     let log = EventLog::create(&args.events, args.id)
         .map_err(|error| failure("event log", error.to_string()))?;
     let armed = Arc::new(AtomicBool::new(false));
@@ -93,8 +94,8 @@ struct Loop {
 
 impl AsyncRecipeFn<Result<u8, Failure>> for Loop {
     async fn call<R: Recipe>(mut self, recipe: Result<R, String>) -> Result<u8, Failure> {
-        let mut recipe =
-            recipe.map_err(|error| Failure::new(exit::UNAVAILABLE, format!("lock server: {error}")))?;
+        let mut recipe = recipe
+            .map_err(|error| Failure::new(exit::UNAVAILABLE, format!("lock server: {error}")))?;
         let mut random = Random::seeded();
         self.points.log(What::Ready);
         while !self.stop.load(Ordering::SeqCst) {
@@ -109,7 +110,11 @@ impl AsyncRecipeFn<Result<u8, Failure>> for Loop {
 
 impl Loop {
     /// One critical section (or one wait that timed out).
-    async fn section<R: Recipe>(&mut self, recipe: &mut R, random: &mut Random) -> Result<(), String> {
+    async fn section<R: Recipe>(
+        &mut self,
+        recipe: &mut R,
+        random: &mut Random,
+    ) -> Result<(), String> {
         let points = &self.points;
         points.log(What::AcquireStart);
         let Some(token) = recipe.acquire(points, ACQUIRE_WAIT).await? else {
