@@ -63,6 +63,8 @@ impl Spec {
             .arg(self.lease_ms.to_string())
             .arg("--events")
             .arg(&events)
+            .arg("--lab-pid")
+            .arg(std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::signal::Signal;
+use nix::unistd::getppid;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::points::Points;
@@ -41,6 +44,9 @@ pub struct WorkerArgs {
     /// Where to stop when armed with SIGUSR1.
     #[arg(long)]
     point: Option<Point>,
+    /// The lab's process id: the worker dies with it.
+    #[arg(long)]
+    lab_pid: i32,
 }
 
 /// Longest single wait for the lock, so a stop request is seen soon.
@@ -50,6 +56,7 @@ const ACQUIRE_WAIT: Duration = Duration::from_millis(500);
 pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
     let failure =
         |what: &str, error: String| Failure::new(exit::SOFTWARE, format!("{what}: {error}"));
+    die_with_lab(args.lab_pid).map_err(|error| failure("parent death signal", error))?;
     let log = EventLog::create(&args.events, args.id)
         .map_err(|error| failure("event log", error.to_string()))?;
     let armed = Arc::new(AtomicBool::new(false));
@@ -71,6 +78,17 @@ pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
         stop,
     };
     with_recipe(args.recipe, &args.lock_url, lease, work).await
+}
+
+/// Has the kernel SIGKILL this worker when the lab goes away: a lab
+/// killed mid-run must not leave workers looping behind it.
+fn die_with_lab(lab: i32) -> Result<(), String> {
+    set_pdeathsig(Signal::SIGKILL).map_err(|error| error.to_string())?;
+    // The lab may have died before the signal was set up.
+    if getppid().as_raw() != lab {
+        std::process::exit(0);
+    }
+    Ok(())
 }
 
 /// Sets `flag` each time `kind` arrives.
