@@ -94,6 +94,8 @@ pub struct Info {
     pub uses_scripts: bool,
     /// What it promises under each fault.
     pub promises: fn(Fault) -> Promise,
+    /// How many lock servers it uses (faults hit the first).
+    pub servers: usize,
 }
 
 impl RecipeName {
@@ -178,11 +180,13 @@ pub trait Recipe {
     async fn release(&mut self, points: &Points) -> Result<bool, String>;
 }
 
-/// Runs `body` with the recipe `name` connected to the lock server at `url`.
-pub async fn with_recipe<F, T>(name: RecipeName, url: &str, lease: Duration, body: F) -> T
+/// Runs `body` with the recipe `name` connected to the lock servers at
+/// `urls` (single-server recipes use the first).
+pub async fn with_recipe<F, T>(name: RecipeName, urls: &[String], lease: Duration, body: F) -> T
 where
     F: AsyncRecipeFn<T>,
 {
+    let url = urls.first().map_or("", String::as_str);
     match name {
         RecipeName::SetnxExpire => {
             body.call(setnx_expire::SetnxExpire::new(url, lease).await)

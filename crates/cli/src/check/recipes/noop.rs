@@ -12,6 +12,7 @@ pub const INFO: Info = Info {
     has_between: false,
     uses_scripts: false,
     promises: |_| Promise::EVERYTHING,
+    servers: 1,
 };
 
 /// Nothing to connect.

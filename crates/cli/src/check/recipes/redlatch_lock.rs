@@ -18,6 +18,7 @@ pub const INFO: Info = Info {
     has_between: false,
     uses_scripts: true,
     promises: promises_unfenced,
+    servers: 1,
 };
 
 /// What the fenced lock promises: a paused holder's late write is refused.

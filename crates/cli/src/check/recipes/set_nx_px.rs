@@ -21,6 +21,7 @@ pub const INFO: Info = Info {
     has_between: false,
     uses_scripts: true,
     promises: |_| Promise::NOTHING,
+    servers: 1,
 };
 
 /// The recipe's connection, lease, release script and our token while held.

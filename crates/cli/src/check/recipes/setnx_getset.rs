@@ -22,6 +22,7 @@ pub const INFO: Info = Info {
     has_between: true,
     uses_scripts: false,
     promises: |_| Promise::NOTHING,
+    servers: 1,
 };
 
 /// The recipe's connection, lease, and the timestamp we wrote.

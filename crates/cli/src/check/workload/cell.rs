@@ -60,13 +60,13 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
         .prefix("redlatch-check-")
         .tempdir()
         .map_err(|error| error.to_string())?;
-    let mut lock = LockServer::start(setup.fault == Fault::ClockJump, dir.path())?;
-    let resource = RedisServer::start().map_err(|error| format!("store: {error}"))?;
     let info = setup.recipe.info();
+    let mut lock = LockServer::start(info.servers, setup.fault == Fault::ClockJump, dir.path())?;
+    let resource = RedisServer::start().map_err(|error| format!("store: {error}"))?;
     let spec = Spec {
         program: setup.program.clone(),
         recipe: setup.recipe,
-        lock_url: lock.server.url(),
+        lock_urls: lock.urls(),
         resource_url: resource.url(),
         lease_ms: u64::try_from(setup.lease.as_millis()).unwrap_or(u64::MAX),
         point: setup.fault.point(info.pause_point),

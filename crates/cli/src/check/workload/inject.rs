@@ -16,10 +16,13 @@ const LIBFAKETIME: [&str; 2] = [
     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
 ];
 
-/// The lock server, and what a fault left to undo.
+/// The lock servers (one, or several for Redlock), and what a fault left
+/// to undo. Faults hit the first server only: for Redlock, a minority.
 pub struct LockServer {
-    /// The server.
-    pub server: RedisServer,
+    /// The server faults are injected on.
+    server: RedisServer,
+    /// The others, never faulted.
+    others: Vec<RedisServer>,
     /// The libfaketime offset file, for clock jumps.
     clock_file: Option<PathBuf>,
     /// Seconds the server's clock has been moved forward.
@@ -97,15 +100,20 @@ pub enum FollowUp {
 }
 
 impl LockServer {
-    /// Starts a lock server; under libfaketime when `clock` is set.
+    /// Starts `count` lock servers; the first under libfaketime when
+    /// `clock` is set.
     ///
     /// # Errors
-    /// Why the server (or libfaketime) is not available.
-    pub fn start(clock: bool, dir: &Path) -> Result<LockServer, String> {
+    /// Why the servers (or libfaketime) are not available.
+    pub fn start(count: usize, clock: bool, dir: &Path) -> Result<LockServer, String> {
+        let others = (1..count)
+            .map(|_| RedisServer::start().map_err(|error| error.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
         if !clock {
             let server = RedisServer::start().map_err(|error| error.to_string())?;
             return Ok(LockServer {
                 server,
+                others,
                 clock_file: None,
                 clock_offset: 0,
             });
@@ -127,9 +135,18 @@ impl LockServer {
             })?;
         Ok(LockServer {
             server,
+            others,
             clock_file: Some(clock_file),
             clock_offset: 0,
         })
+    }
+
+    /// Every lock server's URL, the faulted one first.
+    pub fn urls(&self) -> Vec<String> {
+        std::iter::once(&self.server)
+            .chain(&self.others)
+            .map(RedisServer::url)
+            .collect()
     }
 
     /// Injects `fault` once; says what to do later.

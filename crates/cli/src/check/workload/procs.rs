@@ -18,8 +18,8 @@ pub struct Spec {
     pub program: PathBuf,
     /// The recipe.
     pub recipe: RecipeName,
-    /// The lock server's URL.
-    pub lock_url: String,
+    /// The lock servers' URLs.
+    pub lock_urls: Vec<String>,
     /// The store's URL.
     pub resource_url: String,
     /// The lease in milliseconds.
@@ -53,8 +53,7 @@ impl Spec {
             .arg("__check-worker")
             .arg("--recipe")
             .arg(self.recipe.name())
-            .arg("--lock-url")
-            .arg(&self.lock_url)
+            .args(self.lock_urls.iter().flat_map(|url| ["--lock-url", url]))
             .arg("--resource-url")
             .arg(&self.resource_url)
             .arg("--id")

@@ -26,9 +26,9 @@ pub struct WorkerArgs {
     /// The recipe to run.
     #[arg(long)]
     recipe: RecipeName,
-    /// The lock server.
-    #[arg(long)]
-    lock_url: String,
+    /// The lock servers (several for Redlock).
+    #[arg(long, required = true)]
+    lock_url: Vec<String>,
     /// The store.
     #[arg(long)]
     resource_url: String,
