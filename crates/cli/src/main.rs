@@ -69,7 +69,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Print data as JSON (status, list, unlock)
+    /// Print data as JSON (status, list, unlock, check)
     #[arg(long, global = true)]
     pub json: bool,
 }

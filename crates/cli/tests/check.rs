@@ -117,7 +117,7 @@ fn get_del_paused_between_get_and_del_overlaps_the_next_holders() {
         })
         .expect("an overlap counter-example");
     let timeline = overlap["timeline"].to_string();
-    assert!(timeline.contains("stops at Between"), "{timeline}");
+    assert!(timeline.contains("stops itself at between"), "{timeline}");
     assert!(
         timeline.contains("'s lock"),
         "the DEL of another's lock is shown: {timeline}"

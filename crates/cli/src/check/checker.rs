@@ -283,10 +283,20 @@ impl Timeline<'_> {
         let involved = |event: &Event| {
             only.is_empty() || worker_of(event).is_none_or(|worker| only.contains(&worker))
         };
+        // Each worker's first error in the window says enough.
+        let mut erred = Vec::new();
+        let mut first_error = |event: &Event| match (&event.what, event.w) {
+            (What::Error { .. }, Some(worker)) if !erred.contains(&worker) => {
+                erred.push(worker);
+                true
+            }
+            _ => false,
+        };
         let mut lines: Vec<(u64, String)> = self
             .events
             .iter()
-            .filter(|event| event.t >= from && event.t <= to && telling(event) && involved(event))
+            .filter(|event| event.t >= from && event.t <= to && involved(event))
+            .filter(|event| telling(event) || first_error(event))
             .map(|event| (event.t, self.line(event)))
             .collect();
         // A worker that runs again in the window: show where it stopped.
@@ -400,7 +410,7 @@ fn describe(what: &What) -> String {
         What::Released { ok: true } => "released (deleted the lock key)".to_owned(),
         What::Released { ok: false } => "release: the lock was no longer its own".to_owned(),
         What::Error { message } => format!("error: {message}"),
-        What::Stopping { point } => format!("stops at {point} (SIGSTOP)"),
+        What::Stopping { point } => format!("stops itself at {point} (SIGSTOP)"),
         What::Continued => "runs again".to_owned(),
         What::Paused { worker } => format!("keeps w{worker} stopped"),
         What::Resumed { worker } => format!("SIGCONT w{worker}"),

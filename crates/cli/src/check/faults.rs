@@ -53,6 +53,17 @@ pub enum Action {
     Kill,
 }
 
+impl Point {
+    /// The name used on the worker's command line and in timelines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::Holding => "holding",
+            Point::BeforeWrite => "before-write",
+            Point::Between => "between",
+        }
+    }
+}
+
 impl Fault {
     /// Every fault, in table order.
     pub const ALL: [Fault; 10] = [

@@ -173,6 +173,13 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
     if let Some((_, follow_up)) = &server_follow_up {
         lock.follow_up(follow_up)?;
     }
+    if let Some(what) = lock.describe_key() {
+        lab.push(Event {
+            t: end,
+            w: None,
+            what: What::Fault { what },
+        });
+    }
     resume_due(
         &mut workers,
         &mut resumes,

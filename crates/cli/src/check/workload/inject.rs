@@ -9,6 +9,7 @@ use std::time::Instant;
 use testkit::RedisServer;
 
 use crate::check::faults::Fault;
+use crate::check::recipes::LOCK_KEY;
 
 /// Where Debian's `faketime` package puts the library.
 const LIBFAKETIME: [&str; 2] = [
@@ -197,6 +198,25 @@ impl LockServer {
             FollowUp::Done => Ok(()),
             FollowUp::Resume(_) => self.server.resume().map_err(|error| error.to_string()),
             FollowUp::Restart(_) => self.server.restart().map_err(|error| error.to_string()),
+        }
+    }
+
+    /// The lock key as the run leaves it, when it is still there: a key
+    /// without expiry explains a run where nobody acquires any more.
+    pub fn describe_key(&self) -> Option<String> {
+        let mut conn = self
+            .server
+            .client()
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+        let ttl: i64 = redis::cmd("PTTL").arg(LOCK_KEY).query(&mut conn).ok()?;
+        match ttl {
+            -2 => None,
+            -1 => Some(format!(
+                "at the end, {LOCK_KEY} exists with no expiry: nobody can take it"
+            )),
+            ttl => Some(format!("at the end, {LOCK_KEY} expires in {ttl} ms")),
         }
     }
 

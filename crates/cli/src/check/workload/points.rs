@@ -52,7 +52,7 @@ impl Points {
     pub fn reach(&self, point: Point) {
         if self.point == Some(point) && self.armed.swap(false, Ordering::SeqCst) {
             self.log(What::Stopping {
-                point: format!("{point:?}"),
+                point: point.name().to_owned(),
             });
             // Stops every thread of the process until the lab's SIGCONT.
             let _ = raise(Signal::SIGSTOP);

@@ -70,11 +70,7 @@ impl Spec {
             // Workers log only what the lab needs; library warnings stay quiet.
             .env("RUST_LOG", "error");
         if let Some(point) = self.point {
-            command.arg("--point").arg(match point {
-                Point::Holding => "holding",
-                Point::BeforeWrite => "before-write",
-                Point::Between => "between",
-            });
+            command.arg("--point").arg(point.name());
         }
         Ok(Worker {
             id,
