@@ -33,7 +33,7 @@ pub enum What {
     AcquireStart,
     /// The lock was taken; `token` is its fencing token, if the recipe has one.
     Acquired { token: Option<u64> },
-    /// The worker read the shared counter.
+    /// The worker read the shared counter (`t`: when the read was sent).
     Read { value: i64 },
     /// The worker sent a write at `t`: `read + 1`, found `found` in the store;
     /// the store accepted it or (fenced mode) rejected it.

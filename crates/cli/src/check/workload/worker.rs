@@ -159,8 +159,10 @@ async fn work<R: Recipe>(
     token: Option<u64>,
     random: &mut Random,
 ) -> Result<(), String> {
+    // Reads and writes are logged at the time they were sent.
+    let sent = now_ns();
     let read = resource.read().await?;
-    points.log(What::Read { value: read });
+    points.log_at(sent, What::Read { value: read });
     tokio::time::sleep(Duration::from_millis(random.between(2, 20))).await;
     if !recipe.still_held() {
         points.log(What::Lost);
