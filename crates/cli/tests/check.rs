@@ -158,6 +158,7 @@ fn redlatch_keeps_its_promises_under_the_faults_it_survives() {
         "flush-scripts",
         "kill-subscribers",
         "pause-redis",
+        "restart-redis-late",
     ];
     let mut args = vec!["--recipe", "redlatch", "--duration", "3s"];
     for fault in &faults {
