@@ -61,3 +61,41 @@ pub fn judge(promise: Promise, findings: &Findings) -> Status {
         Status::Expected
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::checker::CounterExample;
+
+    fn seen(violations: &[Violation]) -> Findings {
+        Findings {
+            counter_examples: violations
+                .iter()
+                .map(|&violation| CounterExample {
+                    violation,
+                    timeline: Vec::new(),
+                })
+                .collect(),
+            ..Findings::default()
+        }
+    }
+
+    #[test]
+    fn only_a_promised_violation_is_broken() {
+        let live_only = Promise::LIVE;
+        assert_eq!(judge(live_only, &seen(&[])), Status::Ok);
+        assert_eq!(
+            judge(live_only, &seen(&[Violation::Overlap])),
+            Status::Expected
+        );
+        assert_eq!(judge(live_only, &seen(&[Violation::Stuck])), Status::Broken);
+        assert_eq!(
+            judge(Promise::EVERYTHING, &seen(&[Violation::LostUpdate])),
+            Status::Broken
+        );
+        assert_eq!(
+            judge(Promise::NOTHING, &seen(&[Violation::Stuck])),
+            Status::Expected
+        );
+    }
+}
