@@ -7,6 +7,7 @@
 mod get_del;
 mod noop;
 mod redlatch_lock;
+mod redlock_lock;
 mod set_nx_px;
 mod setnx_expire;
 mod setnx_getset;
@@ -39,6 +40,10 @@ pub enum RecipeName {
     Redlatch,
     /// redlatch's lock; the store refuses writes with an older fencing token.
     RedlatchFenced,
+    /// redlatch's Redlock over five lock servers (faults hit one). Writes are not fenced.
+    Redlock,
+    /// redlatch's Redlock; the store refuses writes with an older fencing token.
+    RedlockFenced,
     /// No lock at all: every acquire succeeds at once. Claims every
     /// guarantee, so the lab must catch it.
     #[value(hide = true)]
@@ -100,13 +105,15 @@ pub struct Info {
 
 impl RecipeName {
     /// The recipes `redlatch check` runs by default.
-    pub const DEFAULT: [RecipeName; 6] = [
+    pub const DEFAULT: [RecipeName; 8] = [
         RecipeName::SetnxExpire,
         RecipeName::SetnxGetset,
         RecipeName::GetDel,
         RecipeName::SetNxPx,
         RecipeName::Redlatch,
         RecipeName::RedlatchFenced,
+        RecipeName::Redlock,
+        RecipeName::RedlockFenced,
     ];
 
     /// The name used on the command line and in reports.
@@ -118,6 +125,8 @@ impl RecipeName {
             RecipeName::SetNxPx => "set-nx-px",
             RecipeName::Redlatch => "redlatch",
             RecipeName::RedlatchFenced => "redlatch-fenced",
+            RecipeName::Redlock => "redlock",
+            RecipeName::RedlockFenced => "redlock-fenced",
             RecipeName::Noop => "noop",
         }
     }
@@ -131,6 +140,8 @@ impl RecipeName {
             RecipeName::SetNxPx => set_nx_px::INFO,
             RecipeName::Redlatch => redlatch_lock::INFO,
             RecipeName::RedlatchFenced => redlatch_lock::INFO_FENCED,
+            RecipeName::Redlock => redlock_lock::INFO,
+            RecipeName::RedlockFenced => redlock_lock::INFO_FENCED,
             RecipeName::Noop => noop::INFO,
         }
     }
@@ -200,6 +211,10 @@ where
         RecipeName::SetNxPx => body.call(set_nx_px::SetNxPx::new(url, lease).await).await,
         RecipeName::Redlatch | RecipeName::RedlatchFenced => {
             body.call(redlatch_lock::RedlatchLock::new(url, lease).await)
+                .await
+        }
+        RecipeName::Redlock | RecipeName::RedlockFenced => {
+            body.call(redlock_lock::RedlockRecipe::new(urls, lease).await)
                 .await
         }
         RecipeName::Noop => body.call(Ok(noop::Noop)).await,
