@@ -160,7 +160,9 @@ fn redlatch_keeps_its_promises_under_the_faults_it_survives() {
         "pause-redis",
         "restart-redis-late",
     ];
-    let mut args = vec!["--recipe", "redlatch", "--duration", "3s"];
+    // A 1 s lease: a stall of the machine itself longer than the lease
+    // would be a pause the lock does not promise to survive.
+    let mut args = vec!["--recipe", "redlatch", "--duration", "3s", "--lease", "1s"];
     for fault in &faults {
         args.extend(["--fault", fault]);
     }
@@ -187,4 +189,31 @@ fn bad_options_are_usage_errors() {
         let status = Command::new(BIN).args(args).output().expect("run").status;
         assert_eq!(status.code(), Some(64), "{args:?}");
     }
+}
+
+#[test]
+fn redlock_keeps_its_promises_with_one_master_of_five_faulted() {
+    let (code, report) = check(&[
+        "--recipe",
+        "redlock",
+        "--recipe",
+        "redlock-fenced",
+        "--fault",
+        "pause-redis",
+        "--fault",
+        "pause-client",
+        "--duration",
+        "4s",
+        "--lease",
+        "1s",
+    ]);
+    let paused_master = cell(&report, "redlock", "pause-redis");
+    assert!(violations(paused_master).is_empty(), "{paused_master}");
+    assert!(figure(paused_master, "sections") > 10, "{paused_master}");
+    let fenced = cell(&report, "redlock-fenced", "pause-client");
+    assert_eq!(figure(fenced, "stale_accepted"), 0, "{fenced}");
+    assert_eq!(figure(fenced, "lost_updates"), 0, "{fenced}");
+    assert!(figure(fenced, "stale_rejected") > 0, "{fenced}");
+    assert_eq!(report["promises_kept"], true, "{report}");
+    assert_eq!(code, 0);
 }

@@ -137,6 +137,7 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
             }
             What::Error { .. } => figures.errors += 1,
             What::Write {
+                sent,
                 read,
                 found,
                 accepted,
@@ -154,7 +155,8 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
                 }
                 let overtaken = acquisitions[acquisitions.partition_point(|&(t, _)| t <= since)..]
                     .iter()
-                    .take_while(|&&(t, _)| t < event.t)
+                    // Overtaken before it even sent the write.
+                    .take_while(|&&(t, _)| t < *sent)
                     .find(|&&(_, other)| other != worker);
                 if let Some(&(by_t, by)) = overtaken {
                     figures.stale_accepted += 1;
@@ -392,6 +394,7 @@ fn describe(what: &What) -> String {
             read,
             found,
             accepted,
+            ..
         } => {
             let new = read + 1;
             match (accepted, found == read) {
@@ -451,6 +454,7 @@ mod tests {
                 to_ms - 1,
                 w,
                 What::Write {
+                    sent: (to_ms - 2) * MS,
                     token: None,
                     read,
                     found,
@@ -521,6 +525,7 @@ mod tests {
             12,
             3,
             What::Write {
+                sent: 11 * MS,
                 token: Some(1),
                 read: 0,
                 found: 1,

@@ -33,11 +33,13 @@ pub enum What {
     AcquireStart,
     /// The lock was taken; `token` is its fencing token, if the recipe has one.
     Acquired { token: Option<u64> },
-    /// The worker read the shared counter (`t`: when the read was sent).
+    /// The worker read the shared counter.
     Read { value: i64 },
-    /// The worker sent a write at `t`: `read + 1`, found `found` in the store;
-    /// the store accepted it or (fenced mode) rejected it.
+    /// The store answered a write of `read + 1` sent at `sent` (`t` is when
+    /// the answer came): it found `found`, and accepted the write or
+    /// (fenced mode) rejected it.
     Write {
+        sent: u64,
         token: Option<u64>,
         read: i64,
         found: i64,

@@ -40,14 +40,6 @@ impl Points {
             .log(what);
     }
 
-    /// Logs `what` as having happened at `t` (monotonic ns).
-    pub fn log_at(&self, t: u64, what: What) {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .log_at(t, what);
-    }
-
     /// The worker is at `point`: stop here if armed for it.
     pub fn reach(&self, point: Point) {
         if self.point == Some(point) && self.armed.swap(false, Ordering::SeqCst) {

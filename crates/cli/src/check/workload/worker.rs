@@ -159,10 +159,8 @@ async fn work<R: Recipe>(
     token: Option<u64>,
     random: &mut Random,
 ) -> Result<(), String> {
-    // Reads and writes are logged at the time they were sent.
-    let sent = now_ns();
     let read = resource.read().await?;
-    points.log_at(sent, What::Read { value: read });
+    points.log(What::Read { value: read });
     tokio::time::sleep(Duration::from_millis(random.between(2, 20))).await;
     if !recipe.still_held() {
         points.log(What::Lost);
@@ -171,15 +169,13 @@ async fn work<R: Recipe>(
     points.reach(Point::BeforeWrite);
     let sent = now_ns();
     let outcome = resource.write(id, token, read).await?;
-    points.log_at(
+    points.log(What::Write {
         sent,
-        What::Write {
-            token,
-            read,
-            found: outcome.found,
-            accepted: outcome.accepted,
-        },
-    );
+        token,
+        read,
+        found: outcome.found,
+        accepted: outcome.accepted,
+    });
     Ok(())
 }
 
