@@ -102,7 +102,6 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
     let timeline = Timeline {
         events,
         start: run.start,
-        holds: &holds,
     };
 
     // Overlaps: holds sorted by start; each overlapping later one counts.
@@ -272,7 +271,6 @@ fn holds(events: &[Event], last: u64) -> Vec<Hold> {
 struct Timeline<'a> {
     events: &'a [Event],
     start: u64,
-    holds: &'a [Hold],
 }
 
 /// Longest counter-example, in lines.
@@ -350,6 +348,30 @@ impl Timeline<'_> {
         lines
     }
 
+    /// Whose lock a worker's successful release deleted, when not its own:
+    /// the last worker to acquire before the release was sent (after the
+    /// releaser started releasing, or ran again after a pause).
+    fn key_owner_at_release(&self, released: &Event) -> Option<u32> {
+        let releaser = released.w?;
+        let sent = self
+            .events
+            .iter()
+            .filter(|event| {
+                event.t <= released.t
+                    && event.w == Some(releaser)
+                    && matches!(event.what, What::ReleaseStart | What::Continued)
+            })
+            .map(|event| event.t)
+            .max()?;
+        let owner = self
+            .events
+            .iter()
+            .filter(|event| event.t < sent && matches!(event.what, What::Acquired { .. }))
+            .filter_map(|event| event.w)
+            .next_back()?;
+        (owner != releaser).then_some(owner)
+    }
+
     fn stamp(&self, t: u64) -> String {
         let seconds = (t as f64 - self.start as f64) / 1e9;
         format!("{seconds:>+8.3}s")
@@ -360,14 +382,11 @@ impl Timeline<'_> {
             .w
             .map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
         let mut text = describe(&event.what);
-        if event.what == (What::Released { ok: true }) {
+        if event.what == (What::Released { ok: true })
+            && let Some(victim) = self.key_owner_at_release(event)
+        {
             // A release that deleted someone else's lock is the bug to see.
-            let victim = self.holds.iter().find(|hold| {
-                Some(hold.worker) != event.w && hold.from < event.t && event.t < hold.to
-            });
-            if let Some(victim) = victim {
-                let _ = write!(text, ": that was w{}'s lock", victim.worker);
-            }
+            let _ = write!(text, ": that was w{victim}'s lock");
         }
         format!("{}  {who:<4} {text}", self.stamp(event.t))
     }
