@@ -2,6 +2,7 @@
 //! inspect or break locks. The command-line face of the `redlatch` library;
 //! usage, examples and exit statuses are in `crates/cli/README.md`.
 
+mod check;
 mod connect;
 mod exit;
 mod held;
@@ -71,7 +72,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Print data as JSON (status, list, unlock)
+    /// Print data as JSON (status, list, unlock, check)
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -101,6 +102,13 @@ enum Command {
     List(list::ListArgs),
     /// Delete a lock whoever holds it (needs --force)
     Unlock(unlock::UnlockArgs),
+    /// Safety lab: run lock recipes under faults and report which hold
+    /// (starts its own throwaway redis-servers; --redis is not used)
+    #[command(after_long_help = check::EXIT_TABLE)]
+    Check(check::CheckArgs),
+    /// One worker process of `check` (started by `check` itself)
+    #[command(name = "__check-worker", hide = true)]
+    CheckWorker(check::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -147,6 +155,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Status(args) => status::status(&cli.global, args).await,
         Command::List(args) => list::list(&cli.global, args).await,
         Command::Unlock(args) => unlock::unlock(&cli.global, args).await,
+        Command::Check(args) => {
+            let json = cli.global.json;
+            tokio::task::spawn_blocking(move || check::check(json, args))
+                .await
+                .map_err(|error| Failure::new(exit::SOFTWARE, format!("check: {error}")))?
+        }
+        Command::CheckWorker(args) => check::worker(args).await,
     }
 }
 

@@ -24,6 +24,7 @@ pub struct ServerBuilder {
     pub(crate) args: Vec<(String, String)>,
     /// Run as a Sentinel (`redis-server CONF --sentinel`).
     pub(crate) sentinel: bool,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 /// Credentials a client must present, as sent in `AUTH [user] password`.
@@ -61,6 +62,14 @@ impl ServerBuilder {
     /// (`port` is given on the command line and always wins anyway).
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.args.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Set an environment variable for the `redis-server` process (kept
+    /// across [`restart`](RedisServer::restart)), e.g. `LD_PRELOAD` to run
+    /// it under libfaketime.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
         self
     }
 

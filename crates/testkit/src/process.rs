@@ -26,6 +26,8 @@ pub(crate) struct Launch {
     pub(crate) stdio_log: PathBuf,
     /// Start as a Sentinel.
     pub(crate) sentinel: bool,
+    /// Extra environment variables for the child.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 struct Request {
@@ -78,7 +80,8 @@ fn spawn_here(launch: &Launch) -> io::Result<Child> {
         .current_dir(&launch.dir)
         .stdin(Stdio::null())
         .stdout(stdio.try_clone()?)
-        .stderr(stdio);
+        .stderr(stdio)
+        .envs(launch.env.iter().map(|(name, value)| (name, value)));
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt as _;

@@ -283,6 +283,7 @@ impl RedisServer {
             dir: self.dir().to_path_buf(),
             stdio_log: self.dir().join(STDIO_FILE),
             sentinel: self.settings.sentinel,
+            env: self.settings.env.clone(),
         };
         let child = process::spawn(launch).map_err(|e| {
             Failure::Fatal(io::Error::new(

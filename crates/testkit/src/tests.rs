@@ -366,3 +366,21 @@ fn server_outlives_the_thread_that_started_it() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(ping(&mut server.conn()).unwrap(), "PONG");
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn env_reaches_the_server_process_and_survives_a_restart() {
+    // Redis rewrites its own environ area (process title), so look at an
+    // effect instead: the dynamic loader complains about a missing preload
+    // on the server's stderr, which the testkit keeps in a file.
+    let stdio = |server: &RedisServer| {
+        std::fs::read_to_string(server.dir().join(crate::server::STDIO_FILE)).unwrap_or_default()
+    };
+    let mut server = RedisServer::builder()
+        .env("LD_PRELOAD", "/nonexistent/testkit-probe.so")
+        .start()
+        .unwrap();
+    assert_eq!(stdio(&server).matches("testkit-probe.so").count(), 1);
+    server.restart().unwrap();
+    assert_eq!(stdio(&server).matches("testkit-probe.so").count(), 2);
+}

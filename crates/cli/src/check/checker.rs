@@ -1,0 +1,558 @@
+//! From a run's timeline to figures and counter-examples.
+//!
+//! A worker *holds* from its `acquired` event until it starts releasing,
+//! sees the lock lost, or is killed. Every process reads one system-wide
+//! monotonic clock, so these intervals can be compared across workers.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::event::{Event, What};
+use super::workload::cell::Run;
+
+/// The figures of one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Figures {
+    /// Critical sections that reached their write.
+    pub sections: u64,
+    /// Pairs of workers that held the lock at the same time.
+    pub overlaps: u64,
+    /// Accepted writes that overwrote a value the writer had not read.
+    pub lost_updates: u64,
+    /// Accepted writes from a holder whose lock another worker had taken since.
+    pub stale_accepted: u64,
+    /// Writes the store refused for an old fencing token.
+    pub stale_rejected: u64,
+    /// Longest time in which nobody acquired the lock, in milliseconds.
+    pub longest_no_acquire_ms: u64,
+    /// Whether that longest stretch lasted until the end of the run.
+    pub no_acquire_to_end: bool,
+    /// Calls to Redis that failed.
+    pub errors: u64,
+}
+
+/// A kind of violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Violation {
+    /// Two holders at once.
+    Overlap,
+    /// An update overwritten.
+    LostUpdate,
+    /// A write accepted from an overtaken holder.
+    StaleWrite,
+    /// Nobody acquired for longer than the fault explains.
+    Stuck,
+}
+
+/// The first instance of a violation, as a short timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct CounterExample {
+    /// What was violated.
+    pub violation: Violation,
+    /// One line per event, time relative to the start of the run.
+    pub timeline: Vec<String>,
+}
+
+/// Figures and counter-examples of one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Findings {
+    /// The figures.
+    pub figures: Figures,
+    /// Each violation seen, with its first instance.
+    pub counter_examples: Vec<CounterExample>,
+}
+
+impl Findings {
+    /// The violations seen.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.counter_examples
+            .iter()
+            .map(|example| example.violation)
+            .collect()
+    }
+}
+
+/// One worker's hold: `[from, to)`, monotonic ns.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    worker: u32,
+    from: u64,
+    to: u64,
+}
+
+/// Checks a run. `stuck_after` is the longest no-acquire stretch the
+/// recipe and fault explain.
+pub fn check(run: &Run, stuck_after: Duration) -> Findings {
+    let events = &run.events;
+    let last = events.last().map_or(run.end, |event| event.t.max(run.end));
+    let holds = holds(events, last);
+    let acquisitions: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|event| match (&event.what, event.w) {
+            (What::Acquired { .. }, Some(worker)) => Some((event.t, worker)),
+            _ => None,
+        })
+        .collect();
+    let mut findings = Findings::default();
+    let figures = &mut findings.figures;
+    let timeline = Timeline {
+        events,
+        start: run.start,
+    };
+
+    // Overlaps: holds sorted by start; each overlapping later one counts.
+    let mut first_overlap = None;
+    for (index, hold) in holds.iter().enumerate() {
+        for later in holds[index + 1..]
+            .iter()
+            .take_while(|later| later.from < hold.to)
+        {
+            if later.worker != hold.worker {
+                figures.overlaps += 1;
+                first_overlap.get_or_insert((*hold, *later));
+            }
+        }
+    }
+    if let Some((a, b)) = first_overlap {
+        findings.counter_examples.push(CounterExample {
+            violation: Violation::Overlap,
+            timeline: timeline.window(b.from, a.from, a.to.min(b.to), &[], &[]),
+        });
+    }
+
+    // Writes: lost updates, stale writes accepted, writes refused.
+    let mut acquired_at: HashMap<u32, u64> = HashMap::new();
+    let mut first_lost = None;
+    let mut first_stale = None;
+    for event in events {
+        let Some(worker) = event.w else { continue };
+        match &event.what {
+            What::Acquired { .. } => {
+                acquired_at.insert(worker, event.t);
+            }
+            What::Error { .. } => figures.errors += 1,
+            What::Write {
+                sent,
+                read,
+                found,
+                accepted,
+                ..
+            } => {
+                figures.sections += 1;
+                if !accepted {
+                    figures.stale_rejected += 1;
+                    continue;
+                }
+                let since = acquired_at.get(&worker).copied().unwrap_or(0);
+                if found != read {
+                    figures.lost_updates += 1;
+                    first_lost.get_or_insert((since, event.t, *found, worker));
+                }
+                let overtaken = acquisitions[acquisitions.partition_point(|&(t, _)| t <= since)..]
+                    .iter()
+                    // Overtaken before it even sent the write.
+                    .take_while(|&&(t, _)| t < *sent)
+                    .find(|&&(_, other)| other != worker);
+                if let Some(&(by_t, by)) = overtaken {
+                    figures.stale_accepted += 1;
+                    first_stale.get_or_insert((since, by_t, event.t, [worker, by]));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some((since, at, found, writer_of_first_lost)) = first_lost {
+        let writer_of_first_lost = Some(writer_of_first_lost);
+        // Start at the section whose write made the value that got lost.
+        let maker = events.iter().rev().find(|event| {
+            event.t < at
+                && matches!(event.what, What::Write { read, accepted: true, .. } if read + 1 == found)
+        });
+        let mut involved: Vec<u32> = Vec::new();
+        involved.extend(maker.and_then(|write| write.w));
+        involved.extend(writer_of_first_lost);
+        let from = maker
+            .and_then(|write| {
+                let worker = write.w?;
+                events
+                    .iter()
+                    .rev()
+                    .find(|event| {
+                        event.t <= write.t
+                            && event.w == Some(worker)
+                            && matches!(event.what, What::Acquired { .. })
+                    })
+                    .map(|acquired| acquired.t)
+            })
+            .map_or(since, |t| t.min(since));
+        findings.counter_examples.push(CounterExample {
+            violation: Violation::LostUpdate,
+            timeline: timeline.window(at, from, at, &involved, &[]),
+        });
+    }
+    if let Some((since, by, at, involved)) = first_stale {
+        findings.counter_examples.push(CounterExample {
+            violation: Violation::StaleWrite,
+            timeline: timeline.window(at, since, at.max(by), &involved, &[]),
+        });
+    }
+
+    // Liveness: the longest stretch with no acquisition, within the run.
+    let mut previous = run.start;
+    let mut longest = (0, run.start, false);
+    let inside = acquisitions
+        .iter()
+        .map(|&(t, _)| t)
+        .filter(|&t| t >= run.start && t <= run.end);
+    for t in inside.chain(std::iter::once(run.end)) {
+        let gap = t.saturating_sub(previous);
+        if gap > longest.0 {
+            longest = (gap, previous, t == run.end);
+        }
+        previous = t;
+    }
+    figures.longest_no_acquire_ms = longest.0 / 1_000_000;
+    figures.no_acquire_to_end = longest.2;
+    if Duration::from_nanos(longest.0) > stuck_after {
+        let (gap, from, to_end) = longest;
+        let note = format!(
+            "nobody acquired for {:.1}s{}",
+            gap as f64 / 1e9,
+            if to_end {
+                ", until the end of the run"
+            } else {
+                ""
+            }
+        );
+        findings.counter_examples.push(CounterExample {
+            violation: Violation::Stuck,
+            timeline: timeline.window(from + gap, from.saturating_sub(1), from + gap, &[], &[note]),
+        });
+    }
+    findings
+}
+
+/// Every worker's holds, sorted by start.
+fn holds(events: &[Event], last: u64) -> Vec<Hold> {
+    let mut open: HashMap<u32, u64> = HashMap::new();
+    let mut holds = Vec::new();
+    for event in events {
+        let (worker, opens) = match (&event.what, event.w) {
+            (What::Acquired { .. }, Some(worker)) => (worker, true),
+            (What::Lost | What::ReleaseStart, Some(worker)) => (worker, false),
+            (What::Killed { worker }, None) => (*worker, false),
+            _ => continue,
+        };
+        if let Some(from) = open.remove(&worker) {
+            holds.push(Hold {
+                worker,
+                from,
+                to: event.t,
+            });
+        }
+        if opens {
+            open.insert(worker, event.t);
+        }
+    }
+    holds.extend(open.into_iter().map(|(worker, from)| Hold {
+        worker,
+        from,
+        to: last,
+    }));
+    holds.sort_by_key(|hold| hold.from);
+    holds
+}
+
+/// Renders events as counter-example lines.
+struct Timeline<'a> {
+    events: &'a [Event],
+    start: u64,
+}
+
+/// Longest counter-example, in lines.
+const MAX_LINES: usize = 16;
+
+impl Timeline<'_> {
+    /// The telling events in `[from, to]`, plus each worker's next event
+    /// after `to`, plus `notes` at `at`.
+    fn window(&self, at: u64, from: u64, to: u64, only: &[u32], notes: &[String]) -> Vec<String> {
+        let involved = |event: &Event| {
+            only.is_empty() || worker_of(event).is_none_or(|worker| only.contains(&worker))
+        };
+        // Each worker's first error in the window says enough.
+        let mut erred = Vec::new();
+        let mut first_error = |event: &Event| match (&event.what, event.w) {
+            (What::Error { .. }, Some(worker)) if !erred.contains(&worker) => {
+                erred.push(worker);
+                true
+            }
+            _ => false,
+        };
+        let mut lines: Vec<(u64, String)> = self
+            .events
+            .iter()
+            .filter(|event| event.t >= from && event.t <= to && involved(event))
+            .filter(|event| telling(event) || first_error(event))
+            .map(|event| (event.t, self.line(event)))
+            .collect();
+        // A worker that runs again in the window: show where it stopped.
+        let resumed: Vec<(u32, u64)> = self
+            .events
+            .iter()
+            .filter(|event| event.t >= from && event.t <= to && event.what == What::Continued)
+            .filter_map(|event| Some((event.w?, event.t)))
+            .collect();
+        for (worker, at) in resumed {
+            let stop = self.events.iter().rev().find(|event| {
+                event.t < from.min(at)
+                    && event.w == Some(worker)
+                    && matches!(event.what, What::Stopping { .. })
+            });
+            if let Some(stop) = stop {
+                lines.push((stop.t, self.line(stop)));
+            }
+        }
+        // How the workers involved went on right after.
+        let mut seen = Vec::new();
+        for event in self
+            .events
+            .iter()
+            .filter(|event| event.t > to && telling(event) && involved(event))
+        {
+            if let Some(worker) = event.w
+                && !seen.contains(&worker)
+                && lines.len() + seen.len() < MAX_LINES
+            {
+                seen.push(worker);
+                lines.push((event.t, self.line(event)));
+            }
+            if seen.len() >= 2 {
+                break;
+            }
+        }
+        for note in notes {
+            lines.push((at, format!("{}  {note}", self.stamp(at))));
+        }
+        lines.sort_by_key(|(t, _)| *t);
+        let mut lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
+        if lines.len() > MAX_LINES {
+            let tail = lines.split_off(lines.len() - MAX_LINES / 2);
+            lines.truncate(MAX_LINES / 2 - 1);
+            lines.push("       ...".to_owned());
+            lines.extend(tail);
+        }
+        lines
+    }
+
+    /// Whose lock a worker's successful release deleted, when not its own:
+    /// the last worker to acquire before the release was sent (after the
+    /// releaser started releasing, or ran again after a pause).
+    fn key_owner_at_release(&self, released: &Event) -> Option<u32> {
+        let releaser = released.w?;
+        let sent = self
+            .events
+            .iter()
+            .filter(|event| {
+                event.t <= released.t
+                    && event.w == Some(releaser)
+                    && matches!(event.what, What::ReleaseStart | What::Continued)
+            })
+            .map(|event| event.t)
+            .max()?;
+        let owner = self
+            .events
+            .iter()
+            .filter(|event| event.t < sent && matches!(event.what, What::Acquired { .. }))
+            .filter_map(|event| event.w)
+            .next_back()?;
+        (owner != releaser).then_some(owner)
+    }
+
+    fn stamp(&self, t: u64) -> String {
+        let seconds = (t as f64 - self.start as f64) / 1e9;
+        format!("{seconds:>+8.3}s")
+    }
+
+    fn line(&self, event: &Event) -> String {
+        let who = event
+            .w
+            .map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
+        let mut text = describe(&event.what);
+        if event.what == (What::Released { ok: true })
+            && let Some(victim) = self.key_owner_at_release(event)
+        {
+            // A release that deleted someone else's lock is the bug to see.
+            let _ = write!(text, ": that was w{victim}'s lock");
+        }
+        format!("{}  {who:<4} {text}", self.stamp(event.t))
+    }
+}
+
+/// Whether an event helps tell what happened.
+fn telling(event: &Event) -> bool {
+    !matches!(
+        event.what,
+        What::AcquireStart | What::Ready | What::Error { .. }
+    )
+}
+
+/// One event in words.
+fn describe(what: &What) -> String {
+    match what {
+        What::Ready => "ready".to_owned(),
+        What::AcquireStart => "tries to acquire".to_owned(),
+        What::Acquired { token: Some(token) } => format!("acquired the lock (token {token})"),
+        What::Acquired { token: None } => "acquired the lock".to_owned(),
+        What::Read { value } => format!("read counter = {value}"),
+        What::Write {
+            token,
+            read,
+            found,
+            accepted,
+            ..
+        } => {
+            let new = read + 1;
+            match (accepted, found == read) {
+                (true, true) => format!("wrote {new}"),
+                (true, false) => format!(
+                    "wrote {new} (read {read}, but the store held {found}): the update that made {found} is lost"
+                ),
+                (false, _) => format!(
+                    "write of {new} REJECTED: token {} is below one the store accepted",
+                    token.map_or_else(|| "-".to_owned(), |token| token.to_string())
+                ),
+            }
+        }
+        What::Lost => "sees the lock lost; skips its write".to_owned(),
+        What::ReleaseStart => "releases".to_owned(),
+        What::Released { ok: true } => "released (deleted the lock key)".to_owned(),
+        What::Released { ok: false } => "release: the lock was no longer its own".to_owned(),
+        What::Error { message } => format!("error: {message}"),
+        What::Stopping { point } => format!("stops itself at {point} (SIGSTOP)"),
+        What::Continued => "runs again".to_owned(),
+        What::Paused { worker } => format!("keeps w{worker} stopped"),
+        What::Resumed { worker } => format!("SIGCONT w{worker}"),
+        What::Killed { worker } => format!("kill -9 w{worker}"),
+        What::Fault { what } => what.clone(),
+    }
+}
+
+/// The worker an event is about: its author, or the one the lab acted on.
+fn worker_of(event: &Event) -> Option<u32> {
+    match event.what {
+        What::Paused { worker } | What::Resumed { worker } | What::Killed { worker } => {
+            Some(worker)
+        }
+        _ => event.w,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn at(t_ms: u64, w: u32, what: What) -> Event {
+        Event {
+            t: t_ms * MS,
+            w: Some(w),
+            what,
+        }
+    }
+
+    fn section(w: u32, from_ms: u64, to_ms: u64, read: i64, found: i64) -> Vec<Event> {
+        vec![
+            at(from_ms, w, What::Acquired { token: None }),
+            at(from_ms + 1, w, What::Read { value: read }),
+            at(
+                to_ms - 1,
+                w,
+                What::Write {
+                    sent: (to_ms - 2) * MS,
+                    token: None,
+                    read,
+                    found,
+                    accepted: true,
+                },
+            ),
+            at(to_ms, w, What::ReleaseStart),
+        ]
+    }
+
+    fn run(mut events: Vec<Event>, end_ms: u64) -> Run {
+        events.sort_by_key(|event| event.t);
+        Run {
+            events,
+            start: 0,
+            end: end_ms * MS,
+        }
+    }
+
+    #[test]
+    fn holders_one_after_another_show_no_violation() {
+        let mut events = section(1, 0, 10, 0, 0);
+        events.extend(section(2, 11, 20, 1, 1));
+        let findings = check(&run(events, 21), Duration::from_secs(1));
+        assert!(findings.violations().is_empty(), "{findings:?}");
+        assert_eq!(findings.figures.sections, 2);
+    }
+
+    #[test]
+    fn two_holders_at_once_are_an_overlap_a_stale_write_and_a_lost_update() {
+        // w2 takes the lock while w1 holds it; w1's write then overwrites w2's.
+        let mut events = section(1, 0, 30, 0, 1);
+        events.extend(section(2, 5, 20, 0, 0));
+        let findings = check(&run(events, 31), Duration::from_secs(1));
+        assert_eq!(findings.figures.overlaps, 1);
+        assert_eq!(findings.figures.lost_updates, 1);
+        assert_eq!(findings.figures.stale_accepted, 1);
+        assert_eq!(
+            findings.violations(),
+            [
+                Violation::Overlap,
+                Violation::LostUpdate,
+                Violation::StaleWrite
+            ]
+        );
+        assert!(!findings.counter_examples[0].timeline.is_empty());
+    }
+
+    #[test]
+    fn a_killed_holder_holds_no_more_and_a_long_silence_is_stuck() {
+        let mut events = vec![at(0, 1, What::Acquired { token: None })];
+        events.push(Event {
+            t: 5 * MS,
+            w: None,
+            what: What::Killed { worker: 1 },
+        });
+        events.extend(section(2, 10, 20, 0, 0));
+        let findings = check(&run(events, 3_000), Duration::from_secs(1));
+        assert_eq!(findings.figures.overlaps, 0);
+        assert!(findings.figures.no_acquire_to_end);
+        assert_eq!(findings.violations(), [Violation::Stuck]);
+    }
+
+    #[test]
+    fn a_refused_write_is_counted_and_is_no_violation() {
+        let mut events = section(1, 0, 10, 0, 0);
+        events.push(at(
+            12,
+            3,
+            What::Write {
+                sent: 11 * MS,
+                token: Some(1),
+                read: 0,
+                found: 1,
+                accepted: false,
+            },
+        ));
+        let findings = check(&run(events, 20), Duration::from_secs(1));
+        assert_eq!(findings.figures.stale_rejected, 1);
+        assert_eq!(findings.figures.lost_updates, 0);
+    }
+}

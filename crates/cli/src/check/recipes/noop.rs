@@ -1,0 +1,29 @@
+//! `noop` (hidden): no lock at all. Every acquire succeeds at once, yet it
+//! claims every guarantee, so a working checker must report it broken.
+
+use super::{Info, Promise, Recipe};
+use crate::check::faults::Point;
+use crate::check::workload::points::Points;
+
+/// Claims everything, keeps nothing.
+pub const INFO: Info = Info {
+    fenced: false,
+    pause_point: Point::BeforeWrite,
+    has_between: false,
+    uses_scripts: false,
+    promises: |_| Promise::EVERYTHING,
+    servers: 1,
+};
+
+/// Nothing to connect.
+pub struct Noop;
+
+impl Recipe for Noop {
+    async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
+        Ok(Some(None))
+    }
+
+    async fn release(&mut self, _points: &Points) -> Result<bool, String> {
+        Ok(true)
+    }
+}

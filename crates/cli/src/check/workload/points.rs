@@ -1,0 +1,54 @@
+//! A worker's fault points and event log.
+//!
+//! The lab arms a worker with `SIGUSR1`; the next time the worker reaches
+//! the point its fault names, it logs `stopping` and stops itself with
+//! `SIGSTOP`. The lab sees it stopped and resumes or kills it. Stopping at
+//! the exact point (between two commands, between the last check and the
+//! write) makes each counter-example reproducible on demand.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nix::sys::signal::{Signal, raise};
+
+use crate::check::event::{EventLog, What};
+use crate::check::faults::Point;
+
+/// The worker's fault point, whether it is armed, and its event log.
+pub struct Points {
+    point: Option<Point>,
+    armed: Arc<AtomicBool>,
+    log: Mutex<EventLog>,
+}
+
+impl Points {
+    /// A worker that stops at `point` when armed; `armed` is set by its
+    /// `SIGUSR1` handler.
+    pub fn new(point: Option<Point>, armed: Arc<AtomicBool>, log: EventLog) -> Points {
+        Points {
+            point,
+            armed,
+            log: Mutex::new(log),
+        }
+    }
+
+    /// Logs `what` as happening now.
+    pub fn log(&self, what: What) {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .log(what);
+    }
+
+    /// The worker is at `point`: stop here if armed for it.
+    pub fn reach(&self, point: Point) {
+        if self.point == Some(point) && self.armed.swap(false, Ordering::SeqCst) {
+            self.log(What::Stopping {
+                point: point.name().to_owned(),
+            });
+            // Stops every thread of the process until the lab's SIGCONT.
+            let _ = raise(Signal::SIGSTOP);
+            self.log(What::Continued);
+        }
+    }
+}

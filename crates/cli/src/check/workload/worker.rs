@@ -1,0 +1,197 @@
+//! One worker process (`redlatch __check-worker`): acquire, read the
+//! shared counter, wait a random while, write it back incremented,
+//! release; until told to stop with `SIGTERM`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::signal::Signal;
+use nix::unistd::getppid;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::points::Points;
+use crate::check::clock::now_ns;
+use crate::check::event::{EventLog, What};
+use crate::check::faults::Point;
+use crate::check::recipes::{AsyncRecipeFn, Recipe, RecipeName, with_recipe};
+use crate::check::resource::Resource;
+use crate::exit::{self, Failure};
+
+/// The hidden `__check-worker` command line, written by the lab.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The recipe to run.
+    #[arg(long)]
+    recipe: RecipeName,
+    /// The lock servers (several for Redlock).
+    #[arg(long, required = true)]
+    lock_url: Vec<String>,
+    /// The store.
+    #[arg(long)]
+    resource_url: String,
+    /// This worker's number.
+    #[arg(long)]
+    id: u32,
+    /// The lease, in milliseconds.
+    #[arg(long)]
+    lease_ms: u64,
+    /// Where to append events.
+    #[arg(long)]
+    events: PathBuf,
+    /// Where to stop when armed with SIGUSR1.
+    #[arg(long)]
+    point: Option<Point>,
+    /// The lab's process id: the worker dies with it.
+    #[arg(long)]
+    lab_pid: i32,
+}
+
+/// Longest single wait for the lock, so a stop request is seen soon.
+const ACQUIRE_WAIT: Duration = Duration::from_millis(500);
+
+/// Runs the worker until SIGTERM.
+pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
+    let failure =
+        |what: &str, error: String| Failure::new(exit::SOFTWARE, format!("{what}: {error}"));
+    die_with_lab(args.lab_pid).map_err(|error| failure("parent death signal", error))?;
+    let log = EventLog::create(&args.events, args.id)
+        .map_err(|error| failure("event log", error.to_string()))?;
+    let armed = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    flag_on_signal(SignalKind::user_defined1(), armed.clone())
+        .map_err(|error| failure("SIGUSR1", error))?;
+    flag_on_signal(SignalKind::terminate(), stop.clone())
+        .map_err(|error| failure("SIGTERM", error))?;
+    let points = Points::new(args.point, armed, log);
+    let fenced = args.recipe.info().fenced;
+    let resource = Resource::connect(&args.resource_url, fenced)
+        .await
+        .map_err(|error| failure("store", error))?;
+    let lease = Duration::from_millis(args.lease_ms);
+    let work = Loop {
+        id: args.id,
+        points,
+        resource,
+        stop,
+    };
+    with_recipe(args.recipe, &args.lock_url, lease, work).await
+}
+
+/// Has the kernel SIGKILL this worker when the lab goes away: a lab
+/// killed mid-run must not leave workers looping behind it.
+fn die_with_lab(lab: i32) -> Result<(), String> {
+    set_pdeathsig(Signal::SIGKILL).map_err(|error| error.to_string())?;
+    // The lab may have died before the signal was set up.
+    if getppid().as_raw() != lab {
+        std::process::exit(0);
+    }
+    Ok(())
+}
+
+/// Sets `flag` each time `kind` arrives.
+fn flag_on_signal(kind: SignalKind, flag: Arc<AtomicBool>) -> Result<(), String> {
+    let mut stream = signal(kind).map_err(|error| error.to_string())?;
+    tokio::spawn(async move {
+        while stream.recv().await.is_some() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    });
+    Ok(())
+}
+
+/// The worker's loop, run once the recipe is connected.
+struct Loop {
+    id: u32,
+    points: Points,
+    resource: Resource,
+    stop: Arc<AtomicBool>,
+}
+
+impl AsyncRecipeFn<Result<u8, Failure>> for Loop {
+    async fn call<R: Recipe>(mut self, recipe: Result<R, String>) -> Result<u8, Failure> {
+        let mut recipe = recipe
+            .map_err(|error| Failure::new(exit::UNAVAILABLE, format!("lock server: {error}")))?;
+        let mut random = Random::seeded();
+        self.points.log(What::Ready);
+        while !self.stop.load(Ordering::SeqCst) {
+            if let Err(message) = self.section(&mut recipe, &mut random).await {
+                self.points.log(What::Error { message });
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(0)
+    }
+}
+
+impl Loop {
+    /// One critical section (or one wait that timed out).
+    async fn section<R: Recipe>(
+        &mut self,
+        recipe: &mut R,
+        random: &mut Random,
+    ) -> Result<(), String> {
+        let points = &self.points;
+        points.log(What::AcquireStart);
+        let Some(token) = recipe.acquire(points, ACQUIRE_WAIT).await? else {
+            return Ok(());
+        };
+        points.log(What::Acquired { token });
+        points.reach(Point::Holding);
+        let outcome = work(points, &mut self.resource, self.id, recipe, token, random).await;
+        points.log(What::ReleaseStart);
+        let released = recipe.release(points).await;
+        if let Ok(ok) = released {
+            points.log(What::Released { ok });
+        }
+        outcome.and(released.map(drop))
+    }
+}
+
+/// Read, wait, check, write.
+async fn work<R: Recipe>(
+    points: &Points,
+    resource: &mut Resource,
+    id: u32,
+    recipe: &R,
+    token: Option<u64>,
+    random: &mut Random,
+) -> Result<(), String> {
+    let read = resource.read().await?;
+    points.log(What::Read { value: read });
+    tokio::time::sleep(Duration::from_millis(random.between(2, 20))).await;
+    if !recipe.still_held() {
+        points.log(What::Lost);
+        return Ok(());
+    }
+    points.reach(Point::BeforeWrite);
+    let sent = now_ns();
+    let outcome = resource.write(id, token, read).await?;
+    points.log(What::Write {
+        sent,
+        token,
+        read,
+        found: outcome.found,
+        accepted: outcome.accepted,
+    });
+    Ok(())
+}
+
+/// xorshift64: random enough for wait times, no dependency.
+struct Random(u64);
+
+impl Random {
+    fn seeded() -> Random {
+        Random((now_ns() ^ u64::from(std::process::id()).rotate_left(32)) | 1)
+    }
+
+    /// A number in `low..=high`.
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        low + self.0 % (high - low + 1)
+    }
+}

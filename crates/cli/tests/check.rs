@@ -1,0 +1,219 @@
+//! The safety lab end to end: `redlatch check` runs real worker processes
+//! against throwaway redis-servers, injects each fault, and must catch
+//! every broken recipe under its fault while redlatch's lock keeps what it
+//! promises. Runs are short (2–4 s); longer ones belong to the command.
+//! The tests take turns: runs side by side would stall each other's workers.
+
+use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlatch");
+
+/// One lab run at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Runs `redlatch check --json ARGS`; returns the exit status and the report.
+fn check(args: &[&str]) -> (i32, Value) {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let output = Command::new(BIN)
+        .arg("check")
+        .arg("--json")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run redlatch check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!(
+        "redlatch check {args:?} -> {:?}\n{stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), report)
+}
+
+/// The cell for `recipe` under `fault`.
+fn cell<'a>(report: &'a Value, recipe: &str, fault: &str) -> &'a Value {
+    report["cells"]
+        .as_array()
+        .and_then(|cells| {
+            cells
+                .iter()
+                .find(|cell| cell["recipe"] == recipe && cell["fault"] == fault)
+        })
+        .unwrap_or_else(|| panic!("no cell {recipe} × {fault} in {report}"))
+}
+
+fn figure(cell: &Value, name: &str) -> u64 {
+    cell["figures"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no figure {name} in {cell}"))
+}
+
+fn violations(cell: &Value) -> Vec<String> {
+    cell["counter_examples"]
+        .as_array()
+        .map(|examples| {
+            examples
+                .iter()
+                .map(|example| example["violation"].as_str().unwrap_or("?").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_noop_lock_is_caught_with_overlaps_and_fails_the_exit_status() {
+    let (code, report) = check(&["--recipe", "noop", "--fault", "none", "--duration", "2s"]);
+    let noop = cell(&report, "noop", "none");
+    assert!(figure(noop, "overlaps") > 0, "no overlap caught: {noop}");
+    assert_eq!(noop["status"], "broken");
+    assert_eq!(report["promises_kept"], false);
+    assert_eq!(code, 1, "a broken promise must fail the command");
+}
+
+#[test]
+fn setnx_expire_crashing_between_its_commands_leaves_nobody_acquiring() {
+    let (code, report) = check(&[
+        "--recipe",
+        "setnx-expire",
+        "--fault",
+        "crash-between",
+        "--duration",
+        "4s",
+    ]);
+    let setnx = cell(&report, "setnx-expire", "crash-between");
+    assert_eq!(setnx["figures"]["no_acquire_to_end"], true, "{setnx}");
+    // The crash comes 0.3 s in: nobody acquires for (about) the rest of the run.
+    assert!(figure(setnx, "longest_no_acquire_ms") >= 3_000, "{setnx}");
+    assert!(violations(setnx).contains(&"stuck".to_owned()), "{setnx}");
+    assert_eq!(
+        setnx["status"], "expected",
+        "a broken recipe failing is expected"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn get_del_paused_between_get_and_del_overlaps_the_next_holders() {
+    let (code, report) = check(&[
+        "--recipe",
+        "get-del",
+        "--fault",
+        "pause-client",
+        "--duration",
+        "4s",
+    ]);
+    let get_del = cell(&report, "get-del", "pause-client");
+    assert!(figure(get_del, "overlaps") > 0, "{get_del}");
+    let overlap = get_del["counter_examples"]
+        .as_array()
+        .and_then(|examples| {
+            examples
+                .iter()
+                .find(|example| example["violation"] == "overlap")
+        })
+        .expect("an overlap counter-example");
+    let timeline = overlap["timeline"].to_string();
+    assert!(timeline.contains("stops itself at between"), "{timeline}");
+    assert!(
+        timeline.contains("'s lock"),
+        "the DEL of another's lock is shown: {timeline}"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_paused_holder_loses_an_update_without_fencing_and_is_refused_with_it() {
+    let (code, report) = check(&[
+        "--recipe",
+        "set-nx-px",
+        "--recipe",
+        "redlatch-fenced",
+        "--fault",
+        "pause-client",
+        "--duration",
+        "3s",
+    ]);
+    let plain = cell(&report, "set-nx-px", "pause-client");
+    assert!(figure(plain, "lost_updates") > 0, "{plain}");
+    assert!(figure(plain, "stale_accepted") > 0, "{plain}");
+    let fenced = cell(&report, "redlatch-fenced", "pause-client");
+    assert_eq!(figure(fenced, "stale_accepted"), 0, "{fenced}");
+    assert_eq!(figure(fenced, "lost_updates"), 0, "{fenced}");
+    assert!(
+        figure(fenced, "stale_rejected") > 0,
+        "the late write must be refused: {fenced}"
+    );
+    assert_ne!(fenced["status"], "broken");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn redlatch_keeps_its_promises_under_the_faults_it_survives() {
+    let faults = [
+        "kill-client",
+        "flush-scripts",
+        "kill-subscribers",
+        "pause-redis",
+        "restart-redis-late",
+    ];
+    // A 1 s lease: a stall of the machine itself longer than the lease
+    // would be a pause the lock does not promise to survive.
+    let mut args = vec!["--recipe", "redlatch", "--duration", "3s", "--lease", "1s"];
+    for fault in &faults {
+        args.extend(["--fault", fault]);
+    }
+    let (code, report) = check(&args);
+    for fault in faults {
+        let cell = cell(&report, "redlatch", fault);
+        assert!(violations(cell).is_empty(), "{fault}: {cell}");
+        assert_eq!(cell["status"], "ok", "{fault}: {cell}");
+        assert!(
+            figure(cell, "sections") > 10,
+            "{fault}: the workers must have worked: {cell}"
+        );
+    }
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn bad_options_are_usage_errors() {
+    for args in [
+        &["check", "--workers", "0"][..],
+        &["check", "--fault", "meteor"],
+        &["check", "--lease", "1ms"],
+    ] {
+        let status = Command::new(BIN).args(args).output().expect("run").status;
+        assert_eq!(status.code(), Some(64), "{args:?}");
+    }
+}
+
+#[test]
+fn redlock_keeps_its_promises_with_one_master_of_five_faulted() {
+    let (code, report) = check(&[
+        "--recipe",
+        "redlock",
+        "--recipe",
+        "redlock-fenced",
+        "--fault",
+        "pause-redis",
+        "--fault",
+        "pause-client",
+        "--duration",
+        "4s",
+        "--lease",
+        "1s",
+    ]);
+    let paused_master = cell(&report, "redlock", "pause-redis");
+    assert!(violations(paused_master).is_empty(), "{paused_master}");
+    assert!(figure(paused_master, "sections") > 10, "{paused_master}");
+    let fenced = cell(&report, "redlock-fenced", "pause-client");
+    assert_eq!(figure(fenced, "stale_accepted"), 0, "{fenced}");
+    assert_eq!(figure(fenced, "lost_updates"), 0, "{fenced}");
+    assert!(figure(fenced, "stale_rejected") > 0, "{fenced}");
+    assert_eq!(report["promises_kept"], true, "{report}");
+    assert_eq!(code, 0);
+}
