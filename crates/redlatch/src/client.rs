@@ -2,26 +2,23 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use parking_lot::RwLock;
-use redis::IntoConnectionInfo;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::io::tcp::TcpSettings;
-use redis::io::tcp::socket2::TcpKeepalive;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::ClientBuilder;
+use crate::config::{ClientBuilder, ReplicaWait};
+use crate::connection::{self, Connection};
 use crate::courtesy::Courtesy;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::Lock;
 use crate::settings::{Settings, SharedSettings};
 use crate::settings_watch::SettingsWatcher;
 use crate::wakeup::Wakeups;
 use crate::watchdog::Watchdog;
 
-/// A connection to one Redis server, shared by every lock made from it.
+/// A connection to Redis (one server, a cluster, or a Sentinel-monitored
+/// master), shared by every lock made from it.
 ///
 /// Cheap to clone (an `Arc`): clones share one multiplexed command
 /// connection (reconnected by itself), one subscription connection for every
@@ -46,7 +43,9 @@ pub struct Client {
 
 pub(crate) struct ClientInner {
     pub(crate) id: Uuid,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Connection,
+    /// Replicas that must confirm each acquisition, if any.
+    pub(crate) replica_wait: Option<ReplicaWait>,
     pub(crate) settings: SharedSettings,
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
@@ -81,56 +80,26 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    pub(crate) async fn open(url: String, settings: Settings) -> Result<Client> {
-        // Dead peers must be noticed even when no answer is awaited.
-        let keepalive = TcpKeepalive::new()
-            .with_time(Duration::from_secs(15))
-            .with_interval(Duration::from_secs(5));
-        let info = url
-            .as_str()
-            .into_connection_info()
-            .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?
-            // Lock traffic is many tiny requests: never let Nagle hold them back.
-            .set_tcp_settings(
-                TcpSettings::default()
-                    .set_nodelay(true)
-                    .set_keepalive(keepalive),
-            );
-        let redis_client = redis::Client::open(info)
-            .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?;
-        // Response timeouts are applied per call from the live settings, so
-        // the connection itself has none.
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(settings.retry.attempts as usize)
-            .set_min_delay(settings.retry.base_delay)
-            .set_max_delay(settings.retry.max_delay);
-        let connect_limit = settings
-            .connect_timeout
-            .saturating_mul(settings.retry.attempts + 1)
-            .saturating_add(
-                settings
-                    .retry
-                    .max_delay
-                    .saturating_mul(settings.retry.attempts),
-            );
-        let conn = tokio::time::timeout(
-            connect_limit,
-            ConnectionManager::new_with_config(redis_client.clone(), manager_config),
-        )
-        .await
-        .map_err(|_| Error::ResponseTimeout { op: "connect" })?
-        .map_err(|error| Error::from_redis("connect", error))?;
+    pub(crate) async fn open(builder: ClientBuilder) -> Result<Client> {
+        let ClientBuilder {
+            url,
+            settings,
+            topology,
+            replica_wait,
+            ..
+        } = builder;
+        let (conn, subscriptions) =
+            connection::open(&url, &topology, &settings, replica_wait).await?;
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
-        let wakeups = Wakeups::start(redis_client, settings.clone(), &runtime, shutdown.clone());
+        let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {
                 id: Uuid::new_v4(),
                 conn,
+                replica_wait,
                 settings,
                 wakeups,
                 watchdog,
@@ -166,7 +135,7 @@ impl Client {
     /// of a client.
     ///
     /// # Errors
-    /// [`Error::InvalidDuration`] or [`Error::InvalidConfig`]: the old settings stay.
+    /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) or [`Error::InvalidConfig`](crate::Error::InvalidConfig): the old settings stay.
     pub fn update_settings(&self, settings: Settings) -> Result<()> {
         settings.validate()?;
         let lease_changed = {
@@ -190,7 +159,7 @@ impl Client {
     /// settings in force stay.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] or [`Error::InvalidDuration`] when the file is
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidDuration`](crate::Error::InvalidDuration) when the file is
     /// bad now, or cannot be watched.
     pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
         SettingsWatcher::start(

@@ -73,7 +73,9 @@ pub enum Error {
         key: String,
     },
 
-    /// Redis could not be reached, or the connection broke during the call.
+    /// Redis could not be reached, the connection broke during the call, or
+    /// the server answered that it cannot serve for now (`CLUSTERDOWN`,
+    /// `TRYAGAIN`, `MASTERDOWN`, `LOADING`: a failover or a load under way).
     /// Safe to retry once Redis is back; the outcome of the interrupted call is
     /// unknown (see the method's docs for what it may have left behind).
     #[error("redis unavailable during {op}: {source}")]
@@ -158,6 +160,35 @@ pub enum Error {
         op: &'static str,
     },
 
+    /// The lock was acquired on the master, but fewer replicas than
+    /// [`ClientBuilder::wait_for_replicas`](crate::ClientBuilder::wait_for_replicas)
+    /// asks for confirmed it in time; the acquisition was undone. A replica is
+    /// down, lagging or unreachable: retrying may succeed once it catches up.
+    #[error(
+        "lock {name:?}: {acknowledged} of {wanted} replicas confirmed within {timeout:?}; acquisition undone"
+    )]
+    ReplicasNotConfirmed {
+        /// The lock name.
+        name: String,
+        /// Replicas that confirmed.
+        acknowledged: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// How long the master waited for them.
+        timeout: Duration,
+    },
+
+    /// The call would wait for itself forever: an owner of a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) asked to write while it reads
+    /// (there is no upgrade). Release the read holds first.
+    #[error("lock {name:?}: {reason}")]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+        /// What the caller holds that it would wait for.
+        reason: &'static str,
+    },
+
     /// A [`Redlock`](crate::Redlock) call did not reach a majority of its
     /// nodes: too few answered in time, or too few confirmed. Each failure
     /// names the node and why. Safe to retry once enough nodes are back;
@@ -222,6 +253,12 @@ impl Error {
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
+            // The server is there but cannot serve for now (a cluster or
+            // Sentinel failover under way, a dataset loading): worth a retry.
+            || matches!(
+                source.code(),
+                Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN" | "LOADING")
+            )
         {
             Error::Unavailable { op, source }
         } else if source.code() == Some("WRONGTYPE") {
@@ -259,6 +296,28 @@ pub(crate) fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server_error(reply: &[u8]) -> redis::RedisError {
+        match redis::parse_redis_value(reply) {
+            Ok(redis::Value::ServerError(error)) => error.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn servers_that_cannot_serve_for_now_give_transient_errors() {
+        for reply in [
+            &b"-CLUSTERDOWN The cluster is down\r\n"[..],
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            b"-MASTERDOWN Link with MASTER is down\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+        ] {
+            let error = Error::from_redis("acquire", server_error(reply));
+            assert!(error.is_transient(), "{error}");
+        }
+        let refused = Error::from_redis("acquire", server_error(b"-NOPERM no permission\r\n"));
+        assert!(matches!(refused, Error::Redis { .. }));
+    }
 
     #[test]
     fn excerpt_cuts_long_text_on_a_char_boundary() {

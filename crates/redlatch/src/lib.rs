@@ -52,6 +52,12 @@
 //!   `RPermitExpirableSemaphore`).
 //! - [`MultiLock`]: several locks, possibly on several servers, taken all or
 //!   nothing in key order (so never deadlocked), released together.
+//! - [`FairLock`] ([`Client::fair_lock`]): waiters in every process get the
+//!   lock in the order they came; a waiter that dies is skipped after its
+//!   place lease (Redisson's `RFairLock`).
+//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
+//!   writer, reentrant, writers may downgrade, and a waiting writer is not
+//!   starved by new readers (Redisson's `RReadWriteLock`).
 //! - [`blocking`]: the same API for programs without an async runtime.
 //!
 //! ## Redis data
@@ -73,8 +79,11 @@
 pub mod blocking;
 mod client;
 mod config;
+mod connection;
 mod courtesy;
+mod detached;
 mod error;
+mod fair_lock;
 mod guard;
 mod hold;
 mod keys;
@@ -91,18 +100,22 @@ mod redlock;
 mod redlock_guard;
 mod redlock_lock;
 mod redlock_watchdog;
+mod rw_guard;
+mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
 mod settings_watch;
 mod status;
+mod subscription;
 mod wakeup;
 mod watchdog;
 
 pub use client::Client;
-pub use config::ClientBuilder;
+pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, NodeFailure, Result};
+pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
@@ -113,6 +126,8 @@ pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
 pub use redlock_guard::RedlockGuard;
 pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
+pub use rw_guard::{ReadGuard, WriteGuard};
+pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,

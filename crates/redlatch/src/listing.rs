@@ -19,8 +19,9 @@ impl Client {
     /// `KEYS`, which blocks the server), keeps the hashes whose fields look
     /// like lock owners (`<uuid>:<owner>`, as redlatch and Redisson write
     /// them), and reads each with [`Lock::status`](crate::Lock::status).
-    /// Costs one round trip per 1000 keys scanned plus two per lock found. A
-    /// lock taken or released during the walk may or may not be listed.
+    /// Costs one round trip per 1000 keys scanned plus two per lock found
+    /// (on a cluster, one more to list the masters, and the walk visits each
+    /// master). A lock taken or released during the walk may or may not be listed.
     ///
     /// # Errors
     /// Connection errors; a key that changes type during the walk is skipped.
@@ -35,28 +36,37 @@ impl Client {
             escape_glob(name_prefix)
         );
         let mut keys = BTreeSet::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let mut conn = self.inner.conn.clone();
-            let call = async {
-                redis::cmd("SCAN")
-                    .arg(cursor)
+        // A cluster spreads the keyspace over its masters: walk each of them.
+        let mut conn = self.inner.conn.clone();
+        let nodes = ops::bounded("scan", settings.response_timeout, async {
+            conn.keyspace_nodes()
+                .await
+                .map_err(|error| Error::from_redis("scan", error))
+        })
+        .await?;
+        for node in &nodes {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
                     .arg("MATCH")
                     .arg(&pattern)
                     .arg("COUNT")
                     .arg(SCAN_COUNT)
                     .arg("TYPE")
-                    .arg("hash")
-                    .query_async::<(u64, Vec<String>)>(&mut conn)
-                    .await
-                    .map_err(|error| Error::from_redis("scan", error))
-            };
-            let (next, batch) = ops::bounded("scan", settings.response_timeout, call).await?;
-            keys.extend(batch);
-            if next == 0 {
-                break;
+                    .arg("hash");
+                let call = async {
+                    conn.query_on::<(u64, Vec<String>)>(node, &scan)
+                        .await
+                        .map_err(|error| Error::from_redis("scan", error))
+                };
+                let (next, batch) = ops::bounded("scan", settings.response_timeout, call).await?;
+                keys.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
         }
         let mut locks = Vec::new();
         for key in keys {

@@ -254,6 +254,7 @@ impl Lock {
             scripts::FORCE_UNLOCK
                 .key(&keys.key)
                 .arg(&keys.channel)
+                .arg(conn.publish_command())
                 .invoke_async::<i64>(&mut conn)
                 .await
                 .map_err(|error| Error::from_redis("force unlock", error))
@@ -299,7 +300,7 @@ impl Lock {
                 .await
                 .map_err(|error| Error::from_redis("status", error))?;
             let (_, waiting): (String, u64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
+                .arg(conn.numsub_command())
                 .arg(&keys.channel)
                 .query_async(&mut conn)
                 .await
@@ -313,7 +314,7 @@ impl Lock {
 
     fn keys(&self) -> Result<LockKeys> {
         let settings = self.client.inner.current_settings();
-        LockKeys::new(&settings.key_prefix, &self.name)
+        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -327,7 +328,8 @@ impl Lock {
     fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
-        let keys = Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?);
+        let keys =
+            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match lease {
             LeaseMode::Watchdog => (
                 lease::watchdog_lease_millis("default lease", settings.default_lease)?,

@@ -8,11 +8,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::client::ClientInner;
+use crate::config::ReplicaWait;
+use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::scripts;
@@ -61,9 +62,13 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
     let mut conn = inner.conn.clone();
     let request = request.clone();
     let limit = inner.current_settings().response_timeout;
+    let replica_wait = inner.replica_wait;
     inner.runtime.spawn(async move {
         let sent_at = Instant::now();
-        let outcome = bounded("acquire", limit, run_acquire(&mut conn, &request, sent_at)).await;
+        let outcome = match replica_wait {
+            None => bounded("acquire", limit, run_acquire(&mut conn, &request, sent_at)).await,
+            Some(wait) => acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
+        };
         let uncertain = matches!(&outcome, Err(error) if error.is_transient());
         // `send` hands the outcome back when the caller is gone.
         let abandoned = reply_to.send(outcome).err();
@@ -82,7 +87,7 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
 }
 
 async fn run_acquire(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     request: &Request,
     sent_at: Instant,
 ) -> Result<Attempt> {
@@ -94,7 +99,69 @@ async fn run_acquire(
         .invoke_async(conn)
         .await
         .map_err(|error| Error::from_redis("acquire", error))?;
-    match reply.as_slice() {
+    parse_acquire(request, &reply, sent_at)
+}
+
+/// The acquire script followed by `WAIT replicas timeout` in one pipeline, so
+/// both run on one server connection: WAIT covers the writes of the
+/// connection it runs on, and a reconnection in between would make it
+/// confirm nothing. A hold the replicas did not confirm in time is given
+/// back. One round trip (two the first time after a server restart, to load
+/// the script).
+async fn acquire_replicated(
+    conn: &mut Connection,
+    request: &Request,
+    sent_at: Instant,
+    limit: Duration,
+    wait: ReplicaWait,
+) -> Result<Attempt> {
+    let wait_ms = wait.timeout.as_millis() as u64;
+    let call = async {
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(scripts::ACQUIRE.get_hash())
+            .arg(2)
+            .arg(&request.keys.key)
+            .arg(&request.keys.token)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait_ms);
+        match pipeline.query_async::<(Vec<i64>, i64)>(conn).await {
+            Err(error) if error.code() == Some("NOSCRIPT") => {
+                // The server lost its script cache (restart, failover): load, then again.
+                scripts::ACQUIRE
+                    .load_async(conn)
+                    .await
+                    .map_err(|error| Error::from_redis("acquire", error))?;
+                pipeline.query_async::<(Vec<i64>, i64)>(conn).await
+            }
+            other => other,
+        }
+        .map_err(|error| Error::from_redis("acquire", error))
+    };
+    let (reply, acknowledged) = bounded("acquire", limit + wait.timeout, call).await?;
+    let attempt = parse_acquire(request, &reply, sent_at)?;
+    let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
+    if matches!(attempt, Attempt::Acquired { .. }) && acknowledged < wait.replicas {
+        // Not confirmed is not held: give it back now rather than at lease end.
+        if let Err(error) = run_release(conn, request, limit).await {
+            debug!(lock = %request.keys.key, %error, "redlatch: undoing an unconfirmed acquire failed");
+        }
+        return Err(Error::ReplicasNotConfirmed {
+            name: request.keys.key.clone(),
+            acknowledged,
+            wanted: wait.replicas,
+            timeout: wait.timeout,
+        });
+    }
+    Ok(attempt)
+}
+
+fn parse_acquire(request: &Request, reply: &[i64], sent_at: Instant) -> Result<Attempt> {
+    match reply {
         [1, token] => Ok(Attempt::Acquired {
             token: *token as u64,
             reentered: false,
@@ -128,7 +195,7 @@ pub(crate) enum Released {
 
 /// Drops one hold of `request.owner`. One round trip, at most `limit`.
 pub(crate) async fn run_release(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
@@ -138,6 +205,7 @@ pub(crate) async fn run_release(
             .arg(&request.keys.channel)
             .arg(request.lease_ms)
             .arg(&*request.owner)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))
@@ -164,7 +232,7 @@ pub(crate) async fn run_release(
 /// Adds one hold for an owner that holds the lock already. One round trip,
 /// at most `limit`. Returns false when the owner no longer holds it.
 pub(crate) async fn run_reenter(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     request: &Request,
     limit: Duration,
 ) -> Result<bool> {
@@ -195,7 +263,7 @@ pub(crate) async fn run_reenter(
 /// still holds the lock (Redlock's token write-back). One round trip, at
 /// most `limit`. Returns false when the owner no longer holds it.
 pub(crate) async fn run_raise_token(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     request: &Request,
     token: u64,
     limit: Duration,
@@ -217,7 +285,7 @@ pub(crate) async fn run_raise_token(
 /// renewal script with a single entry). One round trip, at most `limit`.
 /// Returns false when the owner no longer holds it.
 pub(crate) async fn run_renew_one(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     request: &Request,
     limit: Duration,
 ) -> Result<bool> {

@@ -5,7 +5,6 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use redis::Script;
-use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
 
 use crate::client::Client;
@@ -431,7 +430,7 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
     invocation: &redis::ScriptInvocation<'_>,
 ) -> Result<T> {
     let inner = &client.inner;
-    let mut conn: ConnectionManager = inner.conn.clone();
+    let mut conn = inner.conn.clone();
     let limit = inner.current_settings().response_timeout;
     ops::bounded(op, limit, async {
         invocation

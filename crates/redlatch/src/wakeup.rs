@@ -10,6 +10,12 @@
 //! a disconnect every parked waiter is woken, since messages may have been
 //! missed meanwhile.
 //!
+//! On a Redis Cluster the channel is a sharded channel: the subscription is
+//! made with `SSUBSCRIBE` (see [`crate::subscription`]), so whatever publishes
+//! on a lock channel must use the command
+//! [`Connection::publish_command`](crate::connection::Connection::publish_command)
+//! names (`SPUBLISH` there); a plain `PUBLISH` would reach no waiter.
+//!
 //! A channel stays subscribed for [`SUBSCRIPTION_LINGER`] after its last
 //! waiter leaves: a lock taken in turns by two processes would otherwise cost
 //! a SUBSCRIBE round trip on every contended acquire, and a releaser would
@@ -22,12 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::settings::SharedSettings;
+use crate::subscription::{Event, Session, SubscriptionSource};
 
 /// How long a channel stays subscribed after its last waiter left.
 const SUBSCRIPTION_LINGER: Duration = Duration::from_millis(500);
@@ -53,6 +59,11 @@ pub(crate) struct Channel {
     epoch: AtomicU64,
     /// When the current holder's lease ends, as last reported to a waiter.
     lease_ends: Mutex<Option<Instant>>,
+    /// Every message wakes every waiter (read-write locks: all readers may enter).
+    broadcast: std::sync::atomic::AtomicBool,
+    /// Messages received on a broadcast channel, so a waiter that was busy
+    /// with an attempt when one arrived does not park past it.
+    messages: AtomicU64,
 }
 
 struct Member {
@@ -85,10 +96,10 @@ pub(crate) struct Ticket {
 }
 
 impl Wakeups {
-    /// Starts the subscriber task on `runtime`. It connects with `client`,
+    /// Starts the subscriber task on `runtime`. It connects through `source`,
     /// keeps reconnecting while the service lives, and stops at `shutdown`.
     pub(crate) fn start(
-        client: redis::Client,
+        source: SubscriptionSource,
         settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
@@ -99,7 +110,7 @@ impl Wakeups {
             commands,
         });
         let subscriber = Subscriber {
-            client,
+            source,
             settings,
             registry: Arc::downgrade(&registry),
             commands: receiver,
@@ -126,6 +137,8 @@ impl Wakeups {
             subscribed: watch::Sender::new(false),
             epoch: AtomicU64::new(0),
             lease_ends: Mutex::new(None),
+            broadcast: std::sync::atomic::AtomicBool::new(false),
+            messages: AtomicU64::new(0),
         });
         channels.insert(
             channel.to_owned(),
@@ -143,6 +156,15 @@ impl Wakeups {
             registry: self.registry.clone(),
             channel: entry,
         }
+    }
+
+    /// Joins `channel` as a broadcast channel: each message wakes every
+    /// waiter of this process on it, not one. For read-write locks, where a
+    /// release may let every waiting reader in at once.
+    pub(crate) fn join_broadcast(&self, channel: &str) -> Ticket {
+        let ticket = self.join(channel);
+        ticket.channel.broadcast.store(true, Ordering::Release);
+        ticket
     }
 
     /// Joins `channel` only if other waiters of this process are already
@@ -192,6 +214,36 @@ impl Ticket {
             tokio::time::timeout(limit, state.wait_for(|subscribed| *subscribed)).await,
             Ok(Ok(_))
         )
+    }
+
+    /// Messages seen so far on a broadcast channel; read it before an
+    /// attempt and pass it to [`Ticket::park_broadcast`].
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Parks until a message newer than `seen`, a resubscription after
+    /// `epoch`, or `limit`. For tickets from [`Wakeups::join_broadcast`].
+    pub(crate) async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        if self.messages() != seen {
+            return Wake::Message;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
     }
 
     /// Records when the holder's lease ends, as the last failed attempt saw it.
@@ -251,7 +303,7 @@ impl Drop for Ticket {
 
 /// The task that owns the subscription connection.
 struct Subscriber {
-    client: redis::Client,
+    source: SubscriptionSource,
     settings: SharedSettings,
     registry: std::sync::Weak<Registry>,
     commands: mpsc::UnboundedReceiver<Command>,
@@ -281,12 +333,12 @@ impl Subscriber {
             }
             let connected = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                connected = tokio::time::timeout(self.connect_timeout(), self.client.get_async_pubsub()) => connected,
+                connected = tokio::time::timeout(self.connect_timeout(), self.source.open()) => connected,
             };
             match connected {
-                Ok(Ok(pubsub)) => {
+                Ok(Ok(session)) => {
                     backoff = Duration::from_millis(50);
-                    match self.session(pubsub).await {
+                    match self.session(session).await {
                         SessionEnd::Shutdown => return,
                         SessionEnd::Disconnected => {
                             warn!("redlatch: subscription connection lost, reconnecting");
@@ -306,28 +358,28 @@ impl Subscriber {
     }
 
     /// Serves one connection: resubscribes everything, then relays messages and commands.
-    async fn session(&mut self, pubsub: redis::aio::PubSub) -> SessionEnd {
-        let (mut sink, mut stream) = pubsub.split();
+    async fn session(&mut self, mut session: Session) -> SessionEnd {
         let mut subscribed: HashSet<String> = HashSet::new();
         // Channels whose last waiter left, with when to drop them (FIFO: one linger for all).
         let mut lingering: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
         // Whatever waiters registered before (or while we were away) get subscribed now.
         for name in self.registered_channels() {
-            if !self.subscribe(&mut sink, &mut subscribed, &name).await {
+            if !self.subscribe(&mut session, &mut subscribed, &name).await {
                 return SessionEnd::Disconnected;
             }
         }
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
-                message = stream.next() => match message {
-                    Some(message) => self.dispatch(message.get_channel_name()),
+                event = session.next() => match event {
+                    Some(Event::Message(channel)) => self.dispatch(&channel),
+                    Some(Event::Resync) => self.resync_all(),
                     None => return SessionEnd::Disconnected,
                 },
                 command = self.commands.recv() => match command {
                     None => return SessionEnd::Shutdown,
                     Some(Command::Subscribe(name)) => {
-                        if !self.subscribe(&mut sink, &mut subscribed, &name).await {
+                        if !self.subscribe(&mut session, &mut subscribed, &name).await {
                             return SessionEnd::Disconnected;
                         }
                     }
@@ -340,7 +392,7 @@ impl Subscriber {
                         && self.forget_if_unused(&name)
                         && subscribed.remove(&name)
                     {
-                        let done = tokio::time::timeout(self.response_timeout(), sink.unsubscribe(&name)).await;
+                        let done = tokio::time::timeout(self.response_timeout(), session.unsubscribe(&name)).await;
                         if !matches!(done, Ok(Ok(()))) {
                             return SessionEnd::Disconnected;
                         }
@@ -354,7 +406,7 @@ impl Subscriber {
     /// Returns false when the connection looks broken.
     async fn subscribe(
         &self,
-        sink: &mut redis::aio::PubSubSink,
+        session: &mut Session,
         subscribed: &mut HashSet<String>,
         name: &str,
     ) -> bool {
@@ -362,7 +414,7 @@ impl Subscriber {
             return true; // every waiter left before we got to it
         };
         if !subscribed.contains(name) {
-            match tokio::time::timeout(self.response_timeout(), sink.subscribe(name)).await {
+            match tokio::time::timeout(self.response_timeout(), session.subscribe(name)).await {
                 Ok(Ok(())) => {
                     subscribed.insert(name.to_owned());
                 }
@@ -389,8 +441,13 @@ impl Subscriber {
             .get(channel_name)
             .filter(|member| member.waiters > 0)
         {
-            // One waiter per message: the others would find the lock taken again.
-            member.channel.notify.notify_one();
+            if member.channel.broadcast.load(Ordering::Acquire) {
+                member.channel.messages.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            } else {
+                // One waiter per message: the others would find the lock taken again.
+                member.channel.notify.notify_one();
+            }
         }
     }
 
@@ -419,6 +476,17 @@ impl Subscriber {
         match self.registry.upgrade() {
             Some(registry) => registry.channels.lock().keys().cloned().collect(),
             None => Vec::new(),
+        }
+    }
+
+    /// Messages may have been lost under a connection that came back by
+    /// itself (a cluster node): every parked waiter checks its lock again.
+    fn resync_all(&self) {
+        if let Some(registry) = self.registry.upgrade() {
+            for member in registry.channels.lock().values() {
+                member.channel.epoch.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            }
         }
     }
 

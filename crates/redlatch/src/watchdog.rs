@@ -8,6 +8,10 @@
 //! out on the monotonic clock is marked lost then, even if Redis never
 //! answered. Fixed-lease holds are not renewed, only marked lost when their
 //! lease runs out.
+//!
+//! Holds of every kind are renewed here: the reentrant and fair locks and the
+//! write side of read-write locks with `renew.lua`, read holds with
+//! `rw_read_renew.lua`, which also extends their per-hold timeout keys.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,12 +19,13 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::hold::{Hold, LostReason, NewHold};
+use crate::connection::Connection;
+use crate::hold::{Hold, HoldKind, LostReason, NewHold};
+use crate::keys::read_timeout_prefix;
 use crate::scripts;
 use crate::settings::SharedSettings;
 
@@ -66,7 +71,7 @@ fn renewal_period(lease_ms: u64) -> Duration {
 
 impl Watchdog {
     pub(crate) fn start(
-        conn: ConnectionManager,
+        conn: Connection,
         settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
@@ -86,6 +91,11 @@ impl Watchdog {
     /// Registers a guard for a fresh acquisition or a re-entry by a named
     /// owner, returning the hold the guard shares with its re-entries.
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
+        self.register_kind(new, HoldKind::Plain)
+    }
+
+    /// As [`Watchdog::register`], for a hold on a lock of another `kind`.
+    pub(crate) fn register_kind(&self, new: NewHold, kind: HoldKind) -> Arc<Hold> {
         let key: HoldKey = (new.keys.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
         if let Some(entry) = entries.get_mut(&key)
@@ -97,7 +107,7 @@ impl Watchdog {
         }
         let next_renewal = new.sent_at + renewal_period(new.lease_ms);
         let renewed = new.renewed;
-        let hold = Arc::new(Hold::new(new));
+        let hold = Arc::new(Hold::new(new, kind));
         let due = if renewed {
             next_renewal.min(hold.valid_until())
         } else {
@@ -297,7 +307,7 @@ impl Shared {
     }
 }
 
-async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: CancellationToken) {
+async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken) {
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -317,8 +327,15 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
             }
         }
         let due = strong.sweep(Instant::now());
-        for batch in due.chunks(RENEW_BATCH) {
-            let batch = batch.to_vec();
+        // Read holds of read-write locks renew their timeout keys too: another script.
+        let (reads, hashes): (Vec<Renewal>, Vec<Renewal>) = due
+            .into_iter()
+            .partition(|renewal| renewal.hold.kind.is_read());
+        let cluster = conn.is_cluster();
+        for batch in batches(hashes, cluster)
+            .into_iter()
+            .chain(batches(reads, cluster))
+        {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
             tokio::spawn(renew_batch(shared, conn, batch));
@@ -327,8 +344,26 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
     }
 }
 
+/// Splits due renewals into script calls of at most [`RENEW_BATCH`] locks.
+/// On a cluster one call may only touch keys of one hash slot, so renewals
+/// are grouped by slot first.
+fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
+    if !cluster {
+        return due.chunks(RENEW_BATCH).map(<[Renewal]>::to_vec).collect();
+    }
+    due.sort_by_cached_key(|renewal| slot_of(&renewal.key.0));
+    due.chunk_by(|a, b| slot_of(&a.key.0) == slot_of(&b.key.0))
+        .flat_map(|same_slot| same_slot.chunks(RENEW_BATCH))
+        .map(<[Renewal]>::to_vec)
+        .collect()
+}
+
+fn slot_of(key: &str) -> u16 {
+    crate::keys::slot(key)
+}
+
 /// Sends one renewal batch, bounded by the earliest lease in it.
-async fn renew_batch(shared: Weak<Shared>, mut conn: ConnectionManager, batch: Vec<Renewal>) {
+async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Renewal>) {
     let sent_at = Instant::now();
     let deadline = batch
         .iter()
@@ -339,10 +374,21 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: ConnectionManager, batch: V
         Some(shared) => shared.settings.read().response_timeout,
         None => return,
     };
-    let mut invocation = scripts::RENEW.prepare_invoke();
+    // A batch holds one kind of renewal only (see `run`).
+    let reads = batch
+        .first()
+        .is_some_and(|renewal| renewal.hold.kind.is_read());
+    let mut invocation = if reads {
+        crate::rw_lock::READ_RENEW.prepare_invoke()
+    } else {
+        scripts::RENEW.prepare_invoke()
+    };
     for renewal in &batch {
         invocation.key(&renewal.key.0);
         invocation.arg(&*renewal.key.1).arg(renewal.lease_ms);
+        if reads {
+            invocation.arg(read_timeout_prefix(&renewal.key.0, &renewal.key.1));
+        }
     }
     let span = tracing::debug_span!("redlatch.renew", locks = batch.len());
     // Give up at the response timeout, or when the earliest lease runs out.

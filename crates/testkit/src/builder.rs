@@ -22,6 +22,8 @@ pub struct ServerBuilder {
     pub(crate) password: Option<String>,
     pub(crate) acl_user: Option<(String, String)>,
     pub(crate) args: Vec<(String, String)>,
+    /// Run as a Sentinel (`redis-server CONF --sentinel`).
+    pub(crate) sentinel: bool,
 }
 
 /// Credentials a client must present, as sent in `AUTH [user] password`.
@@ -72,6 +74,13 @@ impl ServerBuilder {
     /// fresh ports; the error then includes the tail of the server's log.
     pub fn start(self) -> io::Result<RedisServer> {
         RedisServer::launch(self)
+    }
+
+    /// Run the process as a Redis Sentinel (`--sentinel`); its `sentinel ...`
+    /// directives come from [`arg`](Self::arg).
+    pub(crate) fn sentinel_mode(mut self) -> Self {
+        self.sentinel = true;
+        self
     }
 
     /// Who clients must log in as, if anyone.

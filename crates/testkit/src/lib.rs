@@ -6,7 +6,9 @@
 //! ([`kill`](RedisServer::kill)) or bring it back empty on the same port
 //! ([`restart`](RedisServer::restart)). Dropping it kills the process and
 //! removes its temp dir; on Linux the process also dies with the test
-//! process. [`Servers`] starts several independent ones at once.
+//! process. [`Servers`] starts several independent ones at once;
+//! [`ReplicaSet`] a master with replicas, [`SentinelGroup`] the same watched
+//! by three Sentinels, [`Cluster`] a Redis Cluster.
 //!
 //! The binary is found by [`redis_server_path`] (`REDIS_SERVER`, `PATH`,
 //! `/usr/bin`, `/usr/local/bin`).
@@ -41,13 +43,19 @@
 
 mod binary;
 mod builder;
+mod cluster;
 mod process;
 mod ready;
+mod replication;
+mod sentinel;
 mod server;
 mod servers;
 
 pub use binary::redis_server_path;
 pub use builder::ServerBuilder;
+pub use cluster::Cluster;
+pub use replication::ReplicaSet;
+pub use sentinel::{MASTER_NAME, SentinelGroup};
 pub use server::RedisServer;
 pub use servers::Servers;
 

@@ -24,6 +24,8 @@ pub(crate) struct Launch {
     /// Where the child's stdout and stderr go. Redis writes its log to its
     /// `logfile`, but fatal config errors only reach stderr.
     pub(crate) stdio_log: PathBuf,
+    /// Start as a Sentinel.
+    pub(crate) sentinel: bool,
 }
 
 struct Request {
@@ -72,6 +74,7 @@ fn spawn_here(launch: &Launch) -> io::Result<Child> {
     cmd.arg(&launch.config)
         .arg("--port")
         .arg(launch.port.to_string())
+        .args(launch.sentinel.then_some("--sentinel"))
         .current_dir(&launch.dir)
         .stdin(Stdio::null())
         .stdout(stdio.try_clone()?)

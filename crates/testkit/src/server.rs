@@ -282,6 +282,7 @@ impl RedisServer {
             port: self.port,
             dir: self.dir().to_path_buf(),
             stdio_log: self.dir().join(STDIO_FILE),
+            sentinel: self.settings.sentinel,
         };
         let child = process::spawn(launch).map_err(|e| {
             Failure::Fatal(io::Error::new(
