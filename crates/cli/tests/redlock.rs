@@ -44,7 +44,6 @@ fn run_over_three_masters_holds_the_lock_on_each_and_releases_it() {
     let script = format!("echo \"$REDLATCH_TOKEN\" > {}; sleep 1", q(&token));
     let mut run = world.spawn(&with(&redis, &["run", "rl:cli", "--", "sh", "-c", &script]));
     wait_file(&token, Duration::from_secs(10));
-    // Decided by the fastest majority; the last grant may follow a moment later.
     let everywhere = common::eventually(Duration::from_secs(5), || {
         exists(&world.server, "rl:cli") && extra.iter().all(|master| exists(master, "rl:cli"))
     });

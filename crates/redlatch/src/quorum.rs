@@ -3,9 +3,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
-
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
 use crate::ops;
@@ -41,76 +38,6 @@ where
         }
     });
     futures_util::future::join_all(calls).await
-}
-
-/// Replies in node order; `None` for a node still working when enough had answered.
-pub(crate) type Partial<T> = Vec<Option<Result<T>>>;
-
-/// As [`fan_out`], but returns as soon as `enough` says the replies so far
-/// decide the call (a majority granted, say). The calls still running go on
-/// in a background task, which hands each late reply to `late`.
-pub(crate) async fn fan_out_until<T, F, Fut>(
-    nodes: &[Node],
-    op: &'static str,
-    limit: Duration,
-    call: F,
-    enough: impl Fn(&Partial<T>) -> bool,
-    late: impl Fn(usize, Result<T>) + Send + 'static,
-) -> Partial<T>
-where
-    T: Send + 'static,
-    F: Fn(usize, &Client) -> Fut,
-    Fut: Future<Output = Result<T>> + Send + 'static,
-{
-    let mut replies: Partial<T> = nodes.iter().map(|_| None).collect();
-    let mut pending = FuturesUnordered::new();
-    for (i, node) in nodes.iter().enumerate() {
-        match &node.client {
-            Some(client) => {
-                let call = call(i, client);
-                pending.push(async move { (i, ops::bounded(op, limit, call).await) });
-            }
-            None => replies[i] = Some(Err(node.not_connected())),
-        }
-    }
-    while !enough(&replies) {
-        match pending.next().await {
-            Some((i, reply)) => replies[i] = Some(reply),
-            None => break,
-        }
-    }
-    if !pending.is_empty() {
-        tokio::spawn(async move {
-            while let Some((i, reply)) = pending.next().await {
-                late(i, reply);
-            }
-        });
-    }
-    replies
-}
-
-/// As [`split`], for replies that may be missing (still running: neither
-/// an answer nor a failure).
-pub(crate) fn split_partial<T>(
-    nodes: &[Node],
-    replies: Partial<T>,
-) -> (Vec<Option<T>>, Vec<NodeFailure>) {
-    let mut answers = Vec::with_capacity(replies.len());
-    let mut failures = Vec::new();
-    for (node, reply) in nodes.iter().zip(replies) {
-        match reply {
-            Some(Ok(answer)) => answers.push(Some(answer)),
-            Some(Err(error)) => {
-                answers.push(None);
-                failures.push(NodeFailure {
-                    node: node.label.clone(),
-                    error: Box::new(error),
-                });
-            }
-            None => answers.push(None),
-        }
-    }
-    (answers, failures)
 }
 
 /// Splits replies into the answers (node order, `None` where it failed)

@@ -30,9 +30,8 @@ pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(20);
 /// over the same masters and a redlatch [`Redlock`] exclude each other.
 ///
 /// Cheap to clone (an `Arc`). Every call goes to all masters at once, each
-/// bounded by the per-node timeout ([`Redlock::with_node_timeout`]), and an
-/// acquire goes on as soon as a majority granted it: a dead or frozen master
-/// costs at most that timeout, never a lease.
+/// bounded by the per-node timeout ([`Redlock::with_node_timeout`]): a dead
+/// or frozen master costs at most that timeout, never a lease.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

@@ -8,7 +8,6 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, HoldKind, NewHold};
 use crate::keys::LockKeys;
@@ -103,10 +102,9 @@ impl RedlockLock {
     /// goes.
     ///
     /// Each attempt sends the acquire script to every node at once, each
-    /// bounded by the node timeout, and is decided as soon as a majority
-    /// granted it: one round trip (of the fastest majority) when the lock is
-    /// free and the nodes' fencing counters agree, two when some counter lags
-    /// (the token is written back first). A refused attempt gives back what it
+    /// bounded by the node timeout: one round trip when the lock is free and
+    /// the nodes' fencing counters agree, two when fewer than a majority
+    /// returned the highest counter (the token is written back first). A refused attempt gives back what it
     /// took on every node, then waits for the first unlock message from any
     /// node, the soonest end of a holder's lease, or (after a split vote) a
     /// random delay, and tries again.
@@ -415,36 +413,18 @@ impl RedlockLock {
         let limit = self.redlock.node_timeout(lease_ms);
         let started = Instant::now();
         let needed = quorum::majority(nodes.len());
-        // Done once a majority granted it and carries the highest token; the
-        // slower nodes' grants still arrive, and count in renewals and release.
-        let decided = |replies: &quorum::Partial<Attempt>| {
-            let tokens: Vec<u64> = replies
-                .iter()
-                .filter_map(|reply| match reply {
-                    Some(Ok(Attempt::Acquired { token, .. })) => Some(*token),
-                    _ => None,
-                })
-                .collect();
-            let top = tokens.iter().copied().max().unwrap_or_default();
-            tokens.iter().filter(|token| **token == top).count() >= needed
-        };
-        let replies = quorum::fan_out_until(
-            nodes,
-            "acquire",
-            limit,
-            |i, client| {
-                let client = client.clone();
-                let request = requests[i].clone();
-                // `ops::attempt` runs in a task of its own: when the limit cuts
-                // the wait short, the task still finishes and gives back any hold.
-                async move { ops::attempt(&client.inner, &request).await }
-            },
-            decided,
-            self.late_grants(&requests, limit, &released),
-        )
+        // Every node answers or times out: holds on all live nodes make the
+        // lock and its token survive the loss of more of them.
+        let replies = quorum::fan_out(nodes, "acquire", limit, |i, client| {
+            let client = client.clone();
+            let request = requests[i].clone();
+            // `ops::attempt` runs in a task of its own: when the limit cuts
+            // the wait short, the task still finishes and gives back any hold.
+            async move { ops::attempt(&client.inner, &request).await }
+        })
         .await;
-        let pending: Vec<bool> = replies.iter().map(Option::is_none).collect();
-        let (answers, mut failures) = quorum::split_partial(nodes, replies);
+        let pending = vec![false; nodes.len()];
+        let (answers, mut failures) = quorum::split(nodes, replies);
         if let Some(wrong_type) = failures
             .iter()
             .position(|failure| matches!(*failure.error, Error::WrongType { .. }))
@@ -565,42 +545,6 @@ impl RedlockLock {
             Ok(())
         } else {
             Err(failures)
-        }
-    }
-
-    /// What to do with a grant that arrives after the attempt was decided:
-    /// keep it while the hold lives (renewals and the release reach every
-    /// node), give it back once the hold is released: a release sent earlier
-    /// may have overtaken it (after NOSCRIPT, the grant is sent again).
-    fn late_grants(
-        &self,
-        requests: &[Request],
-        limit: Duration,
-        released: &CancellationToken,
-    ) -> impl Fn(usize, Result<Attempt>) + Send + 'static {
-        let clients: Vec<Option<Client>> = self
-            .redlock
-            .inner
-            .nodes
-            .iter()
-            .map(|node| node.client.clone())
-            .collect();
-        let requests = requests.to_vec();
-        let released = released.clone();
-        move |i, reply| {
-            if !matches!(reply, Ok(Attempt::Acquired { .. })) || !released.is_cancelled() {
-                // Not granted, or kept: the hold's renewals and release reach it.
-                return;
-            }
-            let (Some(Some(client)), Some(request)) = (clients.get(i), requests.get(i)) else {
-                return;
-            };
-            let client = client.clone();
-            let request = request.clone();
-            tokio::spawn(async move {
-                let mut conn = client.inner.conn.clone();
-                let _ = ops::run_release(&mut conn, &request, limit).await;
-            });
         }
     }
 

@@ -19,7 +19,6 @@ async fn five_masters_acquire_and_release_on_every_node() {
 
     let guard = lock.acquire().await.expect("acquire");
     assert!(guard.is_held());
-    // Decided by the fastest majority; the others' grants follow.
     let owner = guard.owner().to_owned();
     let on_every_node = eventually(Duration::from_secs(5), || async {
         let mut all = true;

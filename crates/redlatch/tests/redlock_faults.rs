@@ -102,7 +102,7 @@ async fn frozen_master_costs_the_node_timeout_not_the_lease() {
         !exists
     })
     .await;
-    assert!(cleared, "the late grant outlived the release");
+    assert!(cleared, "the queued grant outlived the release");
     // Bound by the node timeout plus generous room for a loaded machine;
     // the lease (30 s) and the response timeout (5 s) play no part.
     let bound = node_timeout + Duration::from_secs(1);
