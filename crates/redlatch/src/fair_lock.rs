@@ -244,7 +244,8 @@ impl FairLock {
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
-        let keys = Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?);
+        let keys =
+            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
                 lease::watchdog_lease_millis("default lease", settings.default_lease)?,
@@ -516,6 +517,7 @@ async fn run_acquire(
         .arg(owner)
         .arg(place_ms)
         .arg(&keys.lock.channel)
+        .arg(conn.publish_command())
         .invoke_async(conn)
         .await
         .map_err(|error| Error::from_redis("fair acquire", error))?;
@@ -558,6 +560,7 @@ async fn run_leave(
             .key(&keys.timeouts)
             .arg(&keys.lock.channel)
             .arg(owner)
+            .arg(conn.publish_command())
             .invoke_async::<i64>(conn)
             .await
             .map_err(|error| Error::from_redis("fair leave", error))
@@ -581,6 +584,7 @@ pub(crate) async fn run_release(
             .arg(&keys.lock.channel)
             .arg(request.lease_ms)
             .arg(&*request.owner)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))

@@ -309,7 +309,8 @@ impl ReadWriteLock {
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
-        let keys = Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?);
+        let keys =
+            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
                 lease::watchdog_lease_millis("default lease", settings.default_lease)?,
@@ -682,6 +683,7 @@ async fn run_writer_leave(
             .key(&keys.writers)
             .arg(&keys.channel)
             .arg(field)
+            .arg(conn.publish_command())
             .invoke_async::<i64>(conn)
             .await
             .map_err(|error| Error::from_redis("writer leave", error))
@@ -723,6 +725,7 @@ pub(crate) async fn run_read_release(
             .arg(&*request.owner)
             .arg(read_timeout_prefix(&keys.key, &request.owner))
             .arg(&keys.timeout_base)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))
@@ -745,6 +748,7 @@ pub(crate) async fn run_write_release(
             .arg(&keys.channel)
             .arg(request.lease_ms)
             .arg(&*request.owner)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))
