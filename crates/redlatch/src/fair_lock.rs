@@ -15,6 +15,7 @@ use crate::hold::{HoldKind, NewHold};
 use crate::keys::{FairKeys, validate_owner};
 use crate::lease;
 use crate::ops::{self, Released, Request};
+use crate::status::LockStatus;
 use crate::wakeup::Ticket;
 
 static ACQUIRE: LazyLock<Script> =
@@ -219,6 +220,38 @@ impl FairLock {
         self.acquire_inner(Wait::For(wait))
             .await?
             .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// A consistent snapshot of the lock: holders, remaining lease, last
+    /// fencing token, and the waiting line ([`LockStatus::line`]: owner
+    /// fields oldest first, waiters whose place ran out left out).
+    ///
+    /// Two round trips: one script, so the parts agree, then PUBSUB NUMSUB.
+    /// Reads the lock hash, its fencing counter, the line and the place
+    /// deadlines; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let lock = client.fair_lock("report");
+    /// let guard = lock.acquire().await?;
+    /// let status = lock.status().await?;
+    /// assert_eq!(status.holders.len(), 1);
+    /// assert!(status.line.is_empty());
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::status::read(&self.client, &self.name).await
     }
 
     fn timeout(&self, waited: Duration) -> Error {

@@ -17,6 +17,7 @@ use crate::keys::{RwKeys, read_timeout_prefix, validate_owner, write_field};
 use crate::lease;
 use crate::ops::{self, Released, Request};
 use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::status::LockStatus;
 use crate::wakeup::Ticket;
 
 static READ_ACQUIRE: LazyLock<Script> =
@@ -284,6 +285,40 @@ impl ReadWriteLock {
     pub async fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
         let guard = self.acquire(Side::Write, Wait::For(wait)).await?;
         Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    }
+
+    /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or
+    /// write, `None` when free), the holders (readers, and the writer, whose
+    /// field ends in `:write`) with their hold counts, the remaining lease,
+    /// the last fencing token, and the client connections waiting on its
+    /// channel.
+    ///
+    /// Two round trips: one script, so the parts agree, then PUBSUB NUMSUB.
+    /// Reads the lock hash and its fencing counter; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::LockMode;
+    ///
+    /// let lock = client.read_write_lock("doc");
+    /// let read = lock.read().await?;
+    /// assert_eq!(lock.status().await?.mode, Some(LockMode::Read));
+    /// read.release().await?;
+    /// assert_eq!(lock.status().await?.mode, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::status::read(&self.client, &self.name).await
     }
 
     fn timeout(&self, waited: Duration) -> Error {
