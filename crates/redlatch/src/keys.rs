@@ -352,6 +352,22 @@ mod tests {
             assert_eq!(slot(&keys.channel), home, "{name}");
             assert_eq!(slot(&keys.token), home, "{name}");
         }
+        // Every other primitive's keys and channels too.
+        for name in ["order:42", "x{"] {
+            let fair = FairKeys::new("app:", name).unwrap();
+            let home = slot(&fair.lock.key);
+            for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let rw = RwKeys::new("app:", name).unwrap();
+            let timeout = format!("{}:1", read_timeout_prefix(&rw.key, "u:1"));
+            for key in [&rw.channel, &rw.writers, &timeout] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let semaphore = SemaphoreKeys::new("app:", name).unwrap();
+            assert_eq!(slot(&semaphore.channel), home);
+            assert_eq!(slot(&semaphore.timeouts), home);
+        }
         // With braces of its own the key hashes on its tag (or whole), its channel does not.
         for name in ["order:{42}", "}x"] {
             let keys = LockKeys::new("", name).unwrap();
