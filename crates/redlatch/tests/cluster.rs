@@ -200,6 +200,7 @@ async fn fair_and_read_write_releases_wake_waiters_through_sharded_pub_sub() {
         .expect("the fair waiter gets the lock");
     let woke = released.elapsed();
     assert!(woke < PROMPT_WAKE, "fair waiter woken after {woke:?}");
+    eprintln!("fair waiter woken {woke:?} after the release on a cluster");
     next.release().await.unwrap();
 
     // Read-write lock: a reader waits out a writer and is woken by its release.
@@ -224,6 +225,7 @@ async fn fair_and_read_write_releases_wake_waiters_through_sharded_pub_sub() {
     let read = reader.await.unwrap().expect("the reader gets the lock");
     let woke = released.elapsed();
     assert!(woke < PROMPT_WAKE, "reader woken after {woke:?}");
+    eprintln!("reader woken {woke:?} after the release on a cluster");
     read.release().await.unwrap();
 }
 
