@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use redlatch::LockStatus;
+use redlatch::{LockMode, LockStatus};
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
@@ -17,6 +17,12 @@ pub struct StatusJson<'a> {
     ttl_ms: Option<u64>,
     token: Option<u64>,
     waiting: u64,
+    /// `read` or `write` for a held read-write lock; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
+    /// A fair lock's waiting line, oldest first; absent when nobody is in line.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    line: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -43,6 +49,8 @@ impl<'a> From<&'a LockStatus> for StatusJson<'a> {
                 .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
             token: status.last_token,
             waiting: status.waiting_clients,
+            mode: status.mode.map(LockMode::as_str),
+            line: &status.line,
         }
     }
 }
@@ -66,16 +74,23 @@ pub fn status_text(status: &LockStatus) -> String {
     });
     lines.push(format!("ttl      {}", ttl(status)));
     lines.push(format!("token    {}", token(status)));
+    if let Some(mode) = status.mode {
+        lines.push(format!("mode     {mode}"));
+    }
     lines.push(format!("waiting  {} client(s)", status.waiting_clients));
+    if !status.line.is_empty() {
+        lines.push(format!("line     {}", status.line.join(", ")));
+    }
     lines.join("\n")
 }
 
-/// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`.
+/// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`
+/// (`held (read) by ...` for a read-write lock).
 pub fn list_line(status: &LockStatus) -> String {
-    let state = if status.held {
-        format!("held by {}", holders(status))
-    } else {
-        "free".to_owned()
+    let state = match status.mode {
+        Some(mode) if status.held => format!("held ({mode}) by {}", holders(status)),
+        _ if status.held => format!("held by {}", holders(status)),
+        _ => "free".to_owned(),
     };
     format!(
         "{}  {state}  ttl {}  token {}",

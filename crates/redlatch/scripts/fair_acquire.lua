@@ -11,6 +11,7 @@
 --          within it; 0 = a single try that does not join the line
 -- ARGV[4]  waiter channel prefix (redisson_lock__channel:{NAME}); the waiter with
 --          owner field F listens on PREFIX:F
+-- ARGV[5]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns {1, token}        acquired afresh; token = INCR of the counter
 --         {2, token}        re-entered (hold count + 1); token = current counter value
 --         {0, pttl, first}  not acquired: pttl = the holder's remaining lease (-1: no
@@ -18,6 +19,7 @@
 --                           first = 1 when this owner is first in line
 --         {-1, 0, 0}        a key holds another type (WRONGTYPE)
 -- Waiters whose place ran out (they stopped trying: dead) are dropped from the front.
+local publish = ARGV[5] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
 local lock_kind, line_kind, places_kind = kind(KEYS[1]), kind(KEYS[2]), kind(KEYS[3])
@@ -70,7 +72,7 @@ if lock_kind == 'hash' then
   pttl = redis.call('pttl', KEYS[1])
 elseif first and first ~= ARGV[2] then
   -- Free, but someone else is first: make sure it knows.
-  redis.call('publish', ARGV[4] .. ':' .. first, '0')
+  redis.call(publish, ARGV[4] .. ':' .. first, '0')
 end
 local is_first = 0
 if first == ARGV[2] then is_first = 1 end

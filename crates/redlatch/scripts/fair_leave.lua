@@ -4,15 +4,17 @@
 -- KEYS[3]  place deadlines (redisson_lock_timeout:{NAME})
 -- ARGV[1]  waiter channel prefix (redisson_lock__channel:{NAME})
 -- ARGV[2]  owner field
+-- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  1 the owner left the line, 0 it was not in it.
 -- When the lock is free, the (new) first waiter is woken: it may have been
 -- waiting behind the one that left.
+local publish = ARGV[3] or 'publish'
 local removed = redis.call('lrem', KEYS[2], 0, ARGV[2])
 redis.call('zrem', KEYS[3], ARGV[2])
 if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
   local first = redis.call('lindex', KEYS[2], 0)
   if first then
-    redis.call('publish', ARGV[1] .. ':' .. first, '0')
+    redis.call(publish, ARGV[1] .. ':' .. first, '0')
   end
 end
 if removed > 0 then return 1 end

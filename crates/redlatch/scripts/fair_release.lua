@@ -6,10 +6,12 @@
 -- ARGV[1]  waiter channel prefix (redisson_lock__channel:{NAME})
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  owner field
+-- ARGV[4]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, n}   the lock is deleted; '0' published to the first waiter, n receivers
 --          {0, 0}   one hold dropped, others remain
 --          {-1, 0}  the owner does not hold the lock (the first waiter is woken if it is free)
 --          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
+local publish = ARGV[4] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function wake_first()
   -- Waiters whose place ran out are dead: skip them.
@@ -20,7 +22,7 @@ local function wake_first()
     if not head then return 0 end
     local deadline = tonumber(redis.call('zscore', KEYS[3], head))
     if deadline and deadline > now then
-      return redis.call('publish', ARGV[1] .. ':' .. head, '0')
+      return redis.call(publish, ARGV[1] .. ':' .. head, '0')
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)

@@ -7,10 +7,12 @@
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permit id
 -- ARGV[3]  lease in milliseconds
+-- ARGV[4]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, left}     taken; left = permits still free
 --          {0, wait}     none available; wait = ms until the earliest held permit
 --                        expires (-1: no permit is held)
 --         {-1, 0}        a key holds a value of the wrong type
+local publish = ARGV[4] or 'publish'
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
 if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and set_kind ~= 'zset') then
@@ -30,7 +32,7 @@ local expired = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 10
 if #expired > 0 then
   redis.call('zrem', KEYS[2], unpack(expired))
   count = redis.call('incrby', KEYS[1], #expired)
-  redis.call('publish', ARGV[1], count)
+  redis.call(publish, ARGV[1], count)
 end
 if count >= 1 then
   local expiry = now + tonumber(ARGV[3])

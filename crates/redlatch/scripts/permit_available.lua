@@ -2,8 +2,10 @@
 -- KEYS[1]  permit count (NAME)
 -- KEYS[2]  expiries (redisson__timeout__{NAME})
 -- ARGV[1]  channel (redisson_sc:{NAME})
+-- ARGV[2]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {count, held}  available permits, and permits held (unexpired)
 --          {-1, 0}        a key holds a value of the wrong type
+local publish = ARGV[2] or 'publish'
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
 if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and set_kind ~= 'zset') then
@@ -22,6 +24,6 @@ local expired = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 10
 if #expired > 0 then
   redis.call('zrem', KEYS[2], unpack(expired))
   count = redis.call('incrby', KEYS[1], #expired)
-  redis.call('publish', ARGV[1], count)
+  redis.call(publish, ARGV[1], count)
 end
 return {count, redis.call('zcard', KEYS[2])}

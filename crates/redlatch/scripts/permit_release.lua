@@ -3,10 +3,12 @@
 -- KEYS[2]  expiries (redisson__timeout__{NAME})
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permit id
+-- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  1   released (the new count is published)
 --          2   released, but its lease had already run out (nobody had reclaimed it yet)
 --          0   no such permit: it expired and was reclaimed, or was released already
 --         -1   a key holds a value of the wrong type
+local publish = ARGV[3] or 'publish'
 local score = redis.pcall('zscore', KEYS[2], ARGV[2])
 if type(score) == 'table' and score.err then
   return -1
@@ -20,7 +22,7 @@ if count_kind ~= 'none' and (count_kind ~= 'string' or not tonumber(redis.call('
 end
 redis.call('zrem', KEYS[2], ARGV[2])
 local count = redis.call('incr', KEYS[1])
-redis.call('publish', ARGV[1], count)
+redis.call(publish, ARGV[1], count)
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if tonumber(score) <= now then

@@ -5,15 +5,17 @@
 -- ARGV[2]  read field
 -- ARGV[3]  timeout key prefix of this field ({NAME}:<field>:rwlock_timeout)
 -- ARGV[4]  timeout key base ({NAME}): other fields' keys are BASE:<field>:rwlock_timeout:<n>
+-- ARGV[5]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, n}   the lock is deleted and '0' published; n subscriber connections got it
 --          {0, 0}   one hold dropped; this owner or others still hold the lock
 --          {-1, 0}  the owner holds no read (publishes '0' if the key is gone)
 --          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
 -- Readers whose every timeout key expired are dead (not renewed for a lease):
 -- their fields are dropped, and the lock lives as long as the longest live read.
+local publish = ARGV[5] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
-  redis.call('publish', ARGV[1], '0')
+  redis.call(publish, ARGV[1], '0')
   return {-1, 0}
 end
 if kind ~= 'hash' then
@@ -56,4 +58,4 @@ if redis.call('hlen', KEYS[1]) > 1 then
   return {0, 0}
 end
 redis.call('del', KEYS[1])
-return {1, redis.call('publish', ARGV[1], '0')}
+return {1, redis.call(publish, ARGV[1], '0')}

@@ -2,9 +2,11 @@
 -- KEYS[1]  permit count (NAME)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  delta (may be negative)
+-- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, count}  the new count (published when positive, to wake waiters)
 --          {0, count}  refused: the count would go below zero; count unchanged
 --         {-1, 0}      KEYS[1] holds something other than an integer
+local publish = ARGV[3] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 local count = 0
 if kind ~= 'none' then
@@ -19,6 +21,6 @@ if count + delta < 0 then
 end
 count = redis.call('incrby', KEYS[1], delta)
 if count > 0 then
-  redis.call('publish', ARGV[1], count)
+  redis.call(publish, ARGV[1], count)
 end
 return {1, count}

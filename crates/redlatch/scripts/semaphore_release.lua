@@ -2,12 +2,14 @@
 -- KEYS[1]  permit count (NAME)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permits given back (>= 1)
+-- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  count  the new number of available permits (also published)
 --          -1     KEYS[1] holds something other than an integer (left alone)
+local publish = ARGV[3] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and (kind ~= 'string' or not tonumber(redis.call('get', KEYS[1]))) then
   return -1
 end
 local count = redis.call('incrby', KEYS[1], ARGV[2])
-redis.call('publish', ARGV[1], count)
+redis.call(publish, ARGV[1], count)
 return count

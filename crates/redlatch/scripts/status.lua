@@ -1,21 +1,43 @@
--- status: an atomic snapshot of one lock.
+-- status: an atomic snapshot of one lock (plain, fair, or read-write).
 -- KEYS[1]  lock hash (NAME)
 -- KEYS[2]  fencing counter
--- Returns  {kind, pttl, last_token, field1, count1, field2, count2, ...}
+-- KEYS[3]  the fair lock's line (redisson_lock_queue:{NAME}), optional
+-- KEYS[4]  the fair lock's place deadlines (redisson_lock_timeout:{NAME}), optional
+-- Returns  {kind, pttl, last_token, mode, line, field1, count1, field2, count2, ...}
 --          kind: 1 hash (held), 0 none (free), -1 another type (WRONGTYPE)
 --          pttl: remaining lease in ms, -1 no expiry, -2 free
 --          last_token: the counter's value, -1 when never acquired
+--          mode: 'read' or 'write' for a read-write lock, '' otherwise
+--          line: owner fields waiting in line whose place has not run out, oldest first
+--          fields: the holders and their hold counts (a read-write lock's 'mode' left out)
 local kind = redis.call('type', KEYS[1]).ok
 local token = tonumber(redis.call('get', KEYS[2]) or '-1')
+local line = {}
+if KEYS[4] and redis.call('type', KEYS[3]).ok == 'list'
+    and redis.call('type', KEYS[4]).ok == 'zset' then
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  for _, owner in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+    local deadline = tonumber(redis.call('zscore', KEYS[4], owner))
+    if deadline and deadline > now then
+      line[#line + 1] = owner
+    end
+  end
+end
 if kind == 'none' then
-  return {0, -2, token}
+  return {0, -2, token, '', line}
 end
 if kind ~= 'hash' then
-  return {-1, -2, token}
+  return {-1, -2, token, '', line}
 end
-local out = {1, redis.call('pttl', KEYS[1]), token}
+local out = {1, redis.call('pttl', KEYS[1]), token, '', line}
 local fields = redis.call('hgetall', KEYS[1])
-for i = 1, #fields do
-  out[#out + 1] = fields[i]
+for i = 1, #fields, 2 do
+  if fields[i] == 'mode' then
+    out[4] = fields[i + 1]
+  else
+    out[#out + 1] = fields[i]
+    out[#out + 1] = fields[i + 1]
+  end
 end
 return out

@@ -15,6 +15,7 @@ use crate::hold::{HoldKind, NewHold};
 use crate::keys::{FairKeys, validate_owner};
 use crate::lease;
 use crate::ops::{self, Released, Request};
+use crate::status::LockStatus;
 use crate::wakeup::Ticket;
 
 static ACQUIRE: LazyLock<Script> =
@@ -221,6 +222,38 @@ impl FairLock {
             .ok_or_else(|| self.timeout(wait))
     }
 
+    /// A consistent snapshot of the lock: holders, remaining lease, last
+    /// fencing token, and the waiting line ([`LockStatus::line`]: owner
+    /// fields oldest first, waiters whose place ran out left out).
+    ///
+    /// Two round trips: one script, so the parts agree, then PUBSUB NUMSUB.
+    /// Reads the lock hash, its fencing counter, the line and the place
+    /// deadlines; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let lock = client.fair_lock("report");
+    /// let guard = lock.acquire().await?;
+    /// let status = lock.status().await?;
+    /// assert_eq!(status.holders.len(), 1);
+    /// assert!(status.line.is_empty());
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::status::read(&self.client, &self.name).await
+    }
+
     fn timeout(&self, waited: Duration) -> Error {
         Error::Timeout {
             name: self.name.to_string(),
@@ -244,7 +277,8 @@ impl FairLock {
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
-        let keys = Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?);
+        let keys =
+            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
                 lease::watchdog_lease_millis("default lease", settings.default_lease)?,
@@ -516,6 +550,7 @@ async fn run_acquire(
         .arg(owner)
         .arg(place_ms)
         .arg(&keys.lock.channel)
+        .arg(conn.publish_command())
         .invoke_async(conn)
         .await
         .map_err(|error| Error::from_redis("fair acquire", error))?;
@@ -558,6 +593,7 @@ async fn run_leave(
             .key(&keys.timeouts)
             .arg(&keys.lock.channel)
             .arg(owner)
+            .arg(conn.publish_command())
             .invoke_async::<i64>(conn)
             .await
             .map_err(|error| Error::from_redis("fair leave", error))
@@ -581,6 +617,7 @@ pub(crate) async fn run_release(
             .arg(&keys.lock.channel)
             .arg(request.lease_ms)
             .arg(&*request.owner)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))

@@ -88,15 +88,69 @@ impl LockKeys {
     /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
     /// rather than failing later with CROSSSLOT. On one server any name works.
     pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
-        if conn.is_cluster() {
-            let home = slot(&self.key);
-            if slot(&self.channel) != home || slot(&self.token) != home {
-                return Err(Error::InvalidName {
-                    name: excerpt(&self.key),
-                    reason: "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots",
-                });
-            }
+        one_slot(conn, &self.key, &[&self.channel, &self.token], LOCK_SPLIT)?;
+        Ok(self)
+    }
+}
+
+const LOCK_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots";
+const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the semaphore's keys in different hash slots";
+
+/// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
+/// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
+fn one_slot(conn: &Connection, key: &str, others: &[&str], reason: &'static str) -> Result<()> {
+    if conn.is_cluster() {
+        let home = slot(key);
+        if others.iter().any(|other| slot(other) != home) {
+            return Err(Error::InvalidName {
+                name: excerpt(key),
+                reason,
+            });
         }
+    }
+    Ok(())
+}
+
+impl SemaphoreKeys {
+    /// As [`LockKeys::checked_for`]: the count, channel and expiries must
+    /// share one slot on a Redis Cluster.
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<SemaphoreKeys> {
+        one_slot(
+            conn,
+            &self.key,
+            &[&self.channel, &self.timeouts],
+            SEMAPHORE_SPLIT,
+        )?;
+        Ok(self)
+    }
+}
+
+impl FairKeys {
+    /// As [`LockKeys::checked_for`], with the line and its deadlines (the
+    /// per-waiter channels extend the lock channel, so share its slot).
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<FairKeys> {
+        let others = [
+            &*self.lock.channel,
+            &self.lock.token,
+            &self.queue,
+            &self.timeouts,
+        ];
+        one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
+        Ok(self)
+    }
+}
+
+impl RwKeys {
+    /// As [`LockKeys::checked_for`], with the waiting writers and the read
+    /// hold timeout keys (which all start with `timeout_base`).
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<RwKeys> {
+        let others = [
+            &*self.channel,
+            &self.token,
+            &self.writers,
+            &self.timeout_base,
+        ];
+        one_slot(conn, &self.key, &others, LOCK_SPLIT)?;
         Ok(self)
     }
 }
@@ -297,6 +351,22 @@ mod tests {
             let home = slot(&keys.key);
             assert_eq!(slot(&keys.channel), home, "{name}");
             assert_eq!(slot(&keys.token), home, "{name}");
+        }
+        // Every other primitive's keys and channels too.
+        for name in ["order:42", "x{"] {
+            let fair = FairKeys::new("app:", name).unwrap();
+            let home = slot(&fair.lock.key);
+            for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let rw = RwKeys::new("app:", name).unwrap();
+            let timeout = format!("{}:1", read_timeout_prefix(&rw.key, "u:1"));
+            for key in [&rw.channel, &rw.writers, &timeout] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let semaphore = SemaphoreKeys::new("app:", name).unwrap();
+            assert_eq!(slot(&semaphore.channel), home);
+            assert_eq!(slot(&semaphore.timeouts), home);
         }
         // With braces of its own the key hashes on its tag (or whole), its channel does not.
         for name in ["order:{42}", "}x"] {

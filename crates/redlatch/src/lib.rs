@@ -134,5 +134,5 @@ pub use settings::{
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
 };
 pub use settings_watch::SettingsWatcher;
-pub use status::{Holder, LockStatus};
+pub use status::{Holder, LockMode, LockStatus};
 pub use watchdog::RENEW_BATCH;

@@ -278,9 +278,13 @@ impl Lock {
     /// A consistent snapshot of the lock: holders and their hold counts,
     /// remaining lease, last fencing token handed out; and how many client
     /// connections are subscribed to its channel (processes with waiters).
+    /// The name may also be a [`FairLock`](crate::FairLock) (its waiting
+    /// line is in [`LockStatus::line`]) or a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]).
     ///
     /// Two round trips: one script, so the lock's parts agree, then PUBSUB
-    /// NUMSUB. Reads only.
+    /// NUMSUB. Reads the lock hash, its fencing counter, the fair lock's line
+    /// and place deadlines; writes nothing.
     ///
     /// # Errors
     /// [`Error::WrongType`], connection errors.
@@ -288,28 +292,7 @@ impl Lock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        let keys = self.keys()?;
-        let inner = &self.client.inner;
-        let mut conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
-        let call = async {
-            let reply: redis::Value = scripts::STATUS
-                .key(&keys.key)
-                .key(&keys.token)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|error| Error::from_redis("status", error))?;
-            let (_, waiting): (String, u64) = redis::cmd("PUBSUB")
-                .arg(conn.numsub_command())
-                .arg(&keys.channel)
-                .query_async(&mut conn)
-                .await
-                .map_err(|error| Error::from_redis("status", error))?;
-            let mut status = LockStatus::from_reply(&self.name, &keys.key, reply)?;
-            status.waiting_clients = waiting;
-            Ok(status)
-        };
-        ops::bounded("status", limit, call).await
+        crate::status::read(&self.client, &self.name).await
     }
 
     fn keys(&self) -> Result<LockKeys> {

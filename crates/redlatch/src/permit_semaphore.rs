@@ -140,7 +140,8 @@ impl PermitSemaphore {
         invocation
             .key(&keys.key)
             .key(&keys.timeouts)
-            .arg(&keys.channel);
+            .arg(&keys.channel)
+            .arg(self.client.inner.conn.publish_command());
         let reply: Vec<i64> = call(&self.client, "permit available", &invocation).await?;
         match reply.as_slice() {
             [count, _] if *count >= 0 => Ok(*count as u64),
@@ -220,7 +221,7 @@ impl PermitSemaphore {
 
     fn keys(&self) -> Result<SemaphoreKeys> {
         let settings = self.client.inner.current_settings();
-        SemaphoreKeys::new(&settings.key_prefix, &self.name)
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
     }
 
     fn no_permit(&self, waited: Duration) -> Error {
@@ -328,7 +329,8 @@ impl PermitSemaphore {
                 .key(&task_keys.timeouts)
                 .arg(&task_keys.channel)
                 .arg(&*task_id)
-                .arg(lease_ms);
+                .arg(lease_ms)
+                .arg(client.inner.conn.publish_command());
             let reply: Vec<i64> = call(&client, "permit acquire", &invocation).await?;
             match reply.as_slice() {
                 [1, left] => Ok(Attempt::Taken {
@@ -486,7 +488,8 @@ async fn release_permit(client: &Client, keys: &SemaphoreKeys, id: &str) -> Resu
         .key(&keys.key)
         .key(&keys.timeouts)
         .arg(&keys.channel)
-        .arg(id);
+        .arg(id)
+        .arg(client.inner.conn.publish_command());
     let reply: i64 = call(client, "permit release", &invocation).await?;
     match reply {
         1 => Ok(true),

@@ -17,6 +17,7 @@ use crate::keys::{RwKeys, read_timeout_prefix, validate_owner, write_field};
 use crate::lease;
 use crate::ops::{self, Released, Request};
 use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::status::LockStatus;
 use crate::wakeup::Ticket;
 
 static READ_ACQUIRE: LazyLock<Script> =
@@ -286,6 +287,40 @@ impl ReadWriteLock {
         Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
     }
 
+    /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or
+    /// write, `None` when free), the holders (readers, and the writer, whose
+    /// field ends in `:write`) with their hold counts, the remaining lease,
+    /// the last fencing token, and the client connections waiting on its
+    /// channel.
+    ///
+    /// Two round trips: one script, so the parts agree, then PUBSUB NUMSUB.
+    /// Reads the lock hash and its fencing counter; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::LockMode;
+    ///
+    /// let lock = client.read_write_lock("doc");
+    /// let read = lock.read().await?;
+    /// assert_eq!(lock.status().await?.mode, Some(LockMode::Read));
+    /// read.release().await?;
+    /// assert_eq!(lock.status().await?.mode, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::status::read(&self.client, &self.name).await
+    }
+
     fn timeout(&self, waited: Duration) -> Error {
         Error::Timeout {
             name: self.name.to_string(),
@@ -309,7 +344,8 @@ impl ReadWriteLock {
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let inner = &self.client.inner;
         let settings = inner.current_settings();
-        let keys = Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?);
+        let keys =
+            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
                 lease::watchdog_lease_millis("default lease", settings.default_lease)?,
@@ -682,6 +718,7 @@ async fn run_writer_leave(
             .key(&keys.writers)
             .arg(&keys.channel)
             .arg(field)
+            .arg(conn.publish_command())
             .invoke_async::<i64>(conn)
             .await
             .map_err(|error| Error::from_redis("writer leave", error))
@@ -723,6 +760,7 @@ pub(crate) async fn run_read_release(
             .arg(&*request.owner)
             .arg(read_timeout_prefix(&keys.key, &request.owner))
             .arg(&keys.timeout_base)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))
@@ -745,6 +783,7 @@ pub(crate) async fn run_write_release(
             .arg(&keys.channel)
             .arg(request.lease_ms)
             .arg(&*request.owner)
+            .arg(conn.publish_command())
             .invoke_async::<Vec<i64>>(conn)
             .await
             .map_err(|error| Error::from_redis("release", error))

@@ -108,7 +108,11 @@ impl Semaphore {
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let keys = self.keys()?;
         let mut invocation = TRY_SET.prepare_invoke();
-        invocation.key(&keys.key).arg(&keys.channel).arg(permits);
+        invocation
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(permits)
+            .arg(self.client.inner.conn.publish_command());
         let reply: i64 = call(&self.client, "semaphore try_set_permits", &invocation).await?;
         match reply {
             1 => Ok(true),
@@ -131,7 +135,11 @@ impl Semaphore {
     pub async fn add_permits(&self, delta: i64) -> Result<u64> {
         let keys = self.keys()?;
         let mut invocation = ADD.prepare_invoke();
-        invocation.key(&keys.key).arg(&keys.channel).arg(delta);
+        invocation
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(delta)
+            .arg(self.client.inner.conn.publish_command());
         let reply: Vec<i64> = call(&self.client, "semaphore add_permits", &invocation).await?;
         match reply.as_slice() {
             [1, count] => Ok(*count as u64),
@@ -233,7 +241,7 @@ impl Semaphore {
 
     fn keys(&self) -> Result<SemaphoreKeys> {
         let settings = self.client.inner.current_settings();
-        SemaphoreKeys::new(&settings.key_prefix, &self.name)
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
     }
 
     fn check_permits(&self, permits: u32) -> Result<()> {
@@ -418,7 +426,11 @@ pub(crate) async fn release_permits(
     permits: u32,
 ) -> Result<u64> {
     let mut invocation = RELEASE.prepare_invoke();
-    invocation.key(&keys.key).arg(&keys.channel).arg(permits);
+    invocation
+        .key(&keys.key)
+        .arg(&keys.channel)
+        .arg(permits)
+        .arg(client.inner.conn.publish_command());
     let reply: i64 = call(client, "semaphore release", &invocation).await?;
     u64::try_from(reply).map_err(|_| wrong_count(keys))
 }

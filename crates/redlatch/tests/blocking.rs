@@ -153,3 +153,83 @@ async fn calls_from_inside_an_async_runtime_do_not_panic() {
     // Dropping the last handle shuts the facade's runtime down without blocking.
     drop(client);
 }
+
+#[test]
+fn threads_take_a_blocking_fair_lock_in_the_order_they_queued() {
+    let server = common::server();
+    let client = connect(&server);
+    let lock = client.fair_lock("fair-line");
+    let holder = lock.clone().with_owner("holder").acquire().expect("free");
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for index in 0..3 {
+        let waiter = lock.clone().with_owner(format!("waiter-{index}"));
+        let order = order.clone();
+        waiters.push(std::thread::spawn(move || {
+            let guard = waiter
+                .acquire_timeout(Duration::from_secs(20))
+                .expect("turn");
+            order.lock().unwrap().push(index);
+            guard.release().expect("release");
+        }));
+        // The next thread queues only once this one is in line.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while lock.status().expect("status").line.len() < index + 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waiter {index} never queued"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    holder.release().expect("release");
+    for waiter in waiters {
+        waiter.join().expect("waiter thread");
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2], "turns follow the line");
+    assert!(
+        lock.try_acquire().expect("try").is_some(),
+        "nothing left held"
+    );
+}
+
+#[test]
+fn blocking_read_write_lock_shares_reads_and_excludes_the_writer() {
+    let server = common::server();
+    let client = connect(&server);
+    let lock = client.read_write_lock("rw-doc");
+    let read = lock.clone().with_owner("reader-a").read().expect("read");
+    let other = std::thread::spawn({
+        let lock = lock.clone().with_owner("reader-b");
+        move || lock.try_read().expect("try read").is_some()
+    });
+    assert!(other.join().unwrap(), "a second reader shares the lock");
+
+    let wrote = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let lock = lock.clone().with_owner("writer");
+        let wrote = wrote.clone();
+        move || {
+            let write = lock.write_timeout(Duration::from_secs(20)).expect("write");
+            wrote.store(true, Ordering::SeqCst);
+            // Downgrading keeps the lock (as a read) with no writer in between.
+            let read = write.downgrade().expect("downgrade");
+            let status = lock.status().expect("status");
+            assert_eq!(status.mode, Some(redlatch::LockMode::Read));
+            drop(read);
+            lock.status().expect("status").held
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !wrote.load(Ordering::SeqCst),
+        "the writer got in while a reader held"
+    );
+    drop(read);
+    let still_held = writer.join().expect("writer thread");
+    assert!(wrote.load(Ordering::SeqCst));
+    assert!(
+        !still_held,
+        "dropping the last blocking guard released before returning"
+    );
+}

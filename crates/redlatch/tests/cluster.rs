@@ -110,6 +110,158 @@ async fn names_whose_braces_would_split_the_slot_are_refused() {
     // Braces that keep every key in one slot are fine ("x{" has no closing brace).
     let guard = client.lock("x{").try_acquire().await.unwrap();
     guard.expect("free").release().await.unwrap();
+
+    // The other primitives' keys and channels follow the same rule.
+    let refused = |what: &str, outcome: redlatch::Result<()>| match outcome {
+        Err(Error::InvalidName { reason, .. }) => assert!(reason.contains("hash slot"), "{what}"),
+        other => panic!("{what}: expected InvalidName, got {other:?}"),
+    };
+    let name = "order:{42}";
+    let fair = client.fair_lock(name).try_acquire().await;
+    refused("fair lock", fair.map(drop));
+    let read = client.read_write_lock(name).try_read().await;
+    refused("read lock", read.map(drop));
+    let write = client.read_write_lock(name).try_write().await;
+    refused("write lock", write.map(drop));
+    refused(
+        "semaphore",
+        client.semaphore(name).add_permits(1).await.map(drop),
+    );
+    let permits = client.permit_semaphore(name).available_permits().await;
+    refused("permit semaphore", permits.map(drop));
+    assert!(
+        client
+            .fair_lock("x{")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(client.semaphore("pool{").add_permits(1).await.unwrap(), 1);
+}
+
+/// A plain connection to the master that serves `key`'s slot.
+fn master_conn(cluster: &Cluster, key: &str) -> redis::Connection {
+    let port = cluster.master_of(key).expect("master of the key");
+    let node = cluster.nodes().iter().find(|node| node.port() == port);
+    node.expect("the master is a node of the cluster").conn()
+}
+
+/// Waits (up to 10 s) until `ready` answers true, asking every 10 ms.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// How long a woken waiter may take to get the lock after the release: far
+/// more than a hand-off needs on a loaded machine, far less than the 30 s
+/// leases and 60 s place leases after which a waiter retries unprompted.
+const PROMPT_WAKE: Duration = Duration::from_secs(8);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_and_read_write_releases_wake_waiters_through_sharded_pub_sub() {
+    let cluster = cluster();
+    let first = client(&cluster, Duration::from_secs(30)).await;
+    let second = client(&cluster, Duration::from_secs(30)).await;
+    let lease = Duration::from_secs(30);
+
+    // Fair lock: the release SPUBLISHes to the first waiter's own channel.
+    let holder = first.fair_lock("queue:9").with_lease(lease);
+    let guard = holder.acquire().await.unwrap();
+    let waiter = {
+        let lock = second
+            .fair_lock("queue:9")
+            .with_lease(lease)
+            .with_place_lease(Duration::from_secs(60));
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(25)).await })
+    };
+    let mut conn = master_conn(&cluster, "queue:9");
+    until("the fair waiter is in line and subscribed", || {
+        let line: i64 = redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{queue:9}")
+            .query(&mut conn)
+            .unwrap();
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .arg("redisson_lock__channel:{queue:9}:*")
+            .query(&mut conn)
+            .unwrap();
+        line == 1 && !channels.is_empty()
+    })
+    .await;
+    guard.release().await.unwrap();
+    let released = Instant::now();
+    let next = waiter
+        .await
+        .unwrap()
+        .expect("the fair waiter gets the lock");
+    let woke = released.elapsed();
+    assert!(woke < PROMPT_WAKE, "fair waiter woken after {woke:?}");
+    eprintln!("fair waiter woken {woke:?} after the release on a cluster");
+    next.release().await.unwrap();
+
+    // Read-write lock: a reader waits out a writer and is woken by its release.
+    let writer = first.read_write_lock("doc:3").with_lease(lease);
+    let write = writer.write().await.unwrap();
+    let reader = {
+        let lock = second.read_write_lock("doc:3").with_lease(lease);
+        tokio::spawn(async move { lock.read_timeout(Duration::from_secs(25)).await })
+    };
+    let mut conn = master_conn(&cluster, "doc:3");
+    until("the reader is subscribed", || {
+        let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg("redisson_rwlock:{doc:3}")
+            .query(&mut conn)
+            .unwrap();
+        counts.first().is_some_and(|(_, count)| *count > 0)
+    })
+    .await;
+    write.release().await.unwrap();
+    let released = Instant::now();
+    let read = reader.await.unwrap().expect("the reader gets the lock");
+    let woke = released.elapsed();
+    assert!(woke < PROMPT_WAKE, "reader woken after {woke:?}");
+    eprintln!("reader woken {woke:?} after the release on a cluster");
+    read.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_releases_are_published_on_the_shard_channel() {
+    let cluster = cluster();
+    let client = client(&cluster, Duration::from_secs(30)).await;
+    // Semaphore waiters also re-check every second, so a wake-up cannot be
+    // told from a re-check by timing: listen on the shard channel instead.
+    let mut conn = master_conn(&cluster, "pool:5");
+    redis::cmd("SSUBSCRIBE")
+        .arg("redisson_sc:{pool:5}")
+        .exec(&mut conn)
+        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut next_message = || -> Vec<String> {
+        let reply = conn
+            .recv_response()
+            .expect("a message on the shard channel");
+        redis::from_redis_value(reply).unwrap()
+    };
+
+    let semaphore = client.semaphore("pool:5");
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "1"]);
+    let permit = semaphore.acquire(1).await.unwrap();
+    permit.release().await.unwrap();
+    assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "1"]);
+    semaphore.add_permits(2).await.unwrap();
+    assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "3"]);
+
+    // The expirable-permit semaphore of the same name shares the channel.
+    let permits = client.permit_semaphore("pool:5");
+    let permit = permits.acquire().await.unwrap();
+    permit.release().await.unwrap();
+    assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "3"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Bridge, Lock, PermitSemaphore, Semaphore};
+use super::{Bridge, FairLock, Lock, PermitSemaphore, ReadWriteLock, Semaphore};
 use crate::error::Result;
 use crate::settings::Settings;
 
@@ -58,6 +58,16 @@ impl Client {
     /// A handle to the lock `name` (see [`crate::Lock`]).
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.inner.lock(name), self.bridge.clone())
+    }
+
+    /// A handle to the fair lock `name` (see [`crate::FairLock`]).
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.inner.fair_lock(name), self.bridge.clone())
+    }
+
+    /// A handle to the read-write lock `name` (see [`crate::ReadWriteLock`]).
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.inner.read_write_lock(name), self.bridge.clone())
     }
 
     /// A handle to the counting semaphore `name` (see [`crate::Semaphore`]).

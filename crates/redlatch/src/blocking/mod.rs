@@ -1,5 +1,6 @@
 //! A synchronous API for programs without an async runtime, like
-//! `reqwest::blocking`: the same locks, semaphores and multi-locks, with
+//! `reqwest::blocking`: the same locks (plain, fair, read-write), semaphores
+//! and multi-locks, with
 //! methods that block the calling thread instead of returning futures.
 //!
 //! Each [`Client`] owns a small tokio runtime (one worker thread) that runs
@@ -38,9 +39,11 @@
 // in `client.rs` and one `pub use` line below.
 
 mod client;
+mod fair_lock;
 mod lock;
 mod multi_lock;
 mod permit_semaphore;
+mod rw_lock;
 mod semaphore;
 
 use std::future::Future;
@@ -50,9 +53,11 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
 pub use client::Client;
+pub use fair_lock::FairLock;
 pub use lock::{Guard, Lock};
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
+pub use rw_lock::{ReadGuard, ReadWriteLock, WriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 
 use crate::error::{Error, Result};

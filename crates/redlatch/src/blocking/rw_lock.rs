@@ -1,0 +1,274 @@
+//! The blocking read-write lock and its guards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Bridge;
+use crate::LockStatus;
+use crate::error::Result;
+use crate::hold::LostReason;
+
+/// A blocking [`crate::ReadWriteLock`]: many readers or one writer, and the
+/// calling thread blocks while it waits. Each method's round trips, keys
+/// and errors are those of the async method of the same name.
+///
+/// ```
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let url = server.url();
+/// let client = redlatch::blocking::Client::connect(&url)?;
+/// let lock = client.read_write_lock("price-list");
+/// let first = lock.read()?;
+/// let second = lock.clone().with_owner("other-reader").read()?; // readers share
+/// assert!(lock.try_write()?.is_none()); // the writer waits for both
+/// drop((first, second)); // each drop releases before it returns
+/// let write = lock.write()?;
+/// write.release()?;
+/// # Ok::<(), redlatch::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ReadWriteLock {
+    inner: crate::ReadWriteLock,
+    bridge: Arc<Bridge>,
+}
+
+impl ReadWriteLock {
+    pub(super) fn new(inner: crate::ReadWriteLock, bridge: Arc<Bridge>) -> ReadWriteLock {
+        ReadWriteLock { inner, bridge }
+    }
+
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The same lock, held by the named owner (see [`crate::ReadWriteLock::with_owner`]).
+    pub fn with_owner(self, owner: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock {
+            inner: self.inner.with_owner(owner),
+            bridge: self.bridge,
+        }
+    }
+
+    /// The same lock with another claim lease for waiting writers (see
+    /// [`crate::ReadWriteLock::with_place_lease`]).
+    pub fn with_place_lease(self, lease: Duration) -> ReadWriteLock {
+        ReadWriteLock {
+            inner: self.inner.with_place_lease(lease),
+            bridge: self.bridge,
+        }
+    }
+
+    /// The same lock with a fixed lease (see [`crate::ReadWriteLock::with_lease`]).
+    pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
+        ReadWriteLock {
+            inner: self.inner.with_lease(lease),
+            bridge: self.bridge,
+        }
+    }
+
+    /// Blocks until a read hold is taken (see [`crate::ReadWriteLock::read`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::read`].
+    pub fn read(&self) -> Result<ReadGuard> {
+        let lock = self.inner.clone();
+        let guard = self.bridge.run("read", async move { lock.read().await })?;
+        Ok(ReadGuard::new(guard, self.bridge.clone()))
+    }
+
+    /// One attempt at a read hold (see [`crate::ReadWriteLock::try_read`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::try_read`].
+    pub fn try_read(&self) -> Result<Option<ReadGuard>> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("read", async move { lock.try_read().await })?;
+        Ok(guard.map(|guard| ReadGuard::new(guard, self.bridge.clone())))
+    }
+
+    /// Blocks at most `wait` for a read hold (see [`crate::ReadWriteLock::read_timeout`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::read_timeout`].
+    pub fn read_timeout(&self, wait: Duration) -> Result<ReadGuard> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("read", async move { lock.read_timeout(wait).await })?;
+        Ok(ReadGuard::new(guard, self.bridge.clone()))
+    }
+
+    /// Blocks until the write hold is taken (see [`crate::ReadWriteLock::write`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::write`].
+    pub fn write(&self) -> Result<WriteGuard> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("write", async move { lock.write().await })?;
+        Ok(WriteGuard::new(guard, self.bridge.clone()))
+    }
+
+    /// One attempt at the write hold (see [`crate::ReadWriteLock::try_write`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::try_write`].
+    pub fn try_write(&self) -> Result<Option<WriteGuard>> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("write", async move { lock.try_write().await })?;
+        Ok(guard.map(|guard| WriteGuard::new(guard, self.bridge.clone())))
+    }
+
+    /// Blocks at most `wait` for the write hold (see [`crate::ReadWriteLock::write_timeout`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::write_timeout`].
+    pub fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("write", async move { lock.write_timeout(wait).await })?;
+        Ok(WriteGuard::new(guard, self.bridge.clone()))
+    }
+
+    /// Mode, holders and waiters (see [`crate::ReadWriteLock::status`]).
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::status`].
+    pub fn status(&self) -> Result<LockStatus> {
+        let lock = self.inner.clone();
+        self.bridge
+            .run("status", async move { lock.status().await })
+    }
+}
+
+/// Accessors and `wait_lost` shared by both guards; `$inner` is the async guard type.
+macro_rules! blocking_guard {
+    ($guard:ident, $inner:ty) => {
+        impl $guard {
+            fn new(inner: $inner, bridge: Arc<Bridge>) -> $guard {
+                $guard {
+                    inner: Some(inner),
+                    bridge,
+                }
+            }
+
+            fn get(&self) -> &$inner {
+                self.inner.as_ref().expect("a guard is released only once")
+            }
+
+            /// The fencing token of this hold.
+            pub fn token(&self) -> u64 {
+                self.get().token()
+            }
+
+            /// The lock's name, without the key prefix.
+            pub fn name(&self) -> &str {
+                self.get().name()
+            }
+
+            /// The hash field of this hold (see [`crate::ReadGuard::owner`]).
+            pub fn owner(&self) -> &str {
+                self.get().owner()
+            }
+
+            /// True while the hold is known to be held.
+            pub fn is_held(&self) -> bool {
+                self.get().is_held()
+            }
+
+            /// Why the hold is no longer held, once it is not.
+            pub fn lost_reason(&self) -> Option<LostReason> {
+                self.get().lost_reason()
+            }
+
+            /// Blocks until the hold is known to be lost or `limit` passes;
+            /// returns whether it was lost.
+            pub fn wait_lost(&self, limit: Duration) -> bool {
+                let lost = self.get().lost();
+                self.bridge
+                    .run("wait lost", async move {
+                        Ok(tokio::time::timeout(limit, lost).await.is_ok())
+                    })
+                    .unwrap_or(true)
+            }
+
+            /// Takes one more hold of the same side for the same owner.
+            ///
+            /// # Errors
+            /// As the async guard's `reenter`.
+            pub fn reenter(&self) -> Result<$guard> {
+                // The async call borrows the guard, so it runs on this thread.
+                let reentered = self.bridge.run_borrowed(self.get().reenter())?;
+                Ok($guard::new(reentered, self.bridge.clone()))
+            }
+
+            /// Gives this hold back now.
+            ///
+            /// # Errors
+            /// As the async guard's `release`.
+            pub fn release(mut self) -> Result<()> {
+                let guard = self.inner.take().expect("a guard is released only once");
+                self.bridge
+                    .run("release", async move { guard.release().await })
+            }
+        }
+
+        impl Drop for $guard {
+            fn drop(&mut self) {
+                if let Some(guard) = self.inner.take() {
+                    // A failure means the hold was lost or Redis is away: it expires by itself.
+                    let _ = self
+                        .bridge
+                        .run("release", async move { guard.release().await });
+                }
+            }
+        }
+    };
+}
+
+/// A blocking [`crate::ReadGuard`]: one read hold. Dropping it releases the
+/// hold before the drop returns; [`release`](ReadGuard::release) does the
+/// same and reports errors.
+#[must_use = "dropping a guard releases the lock at once"]
+#[derive(Debug)]
+pub struct ReadGuard {
+    /// `None` once released.
+    inner: Option<crate::ReadGuard>,
+    bridge: Arc<Bridge>,
+}
+
+blocking_guard!(ReadGuard, crate::ReadGuard);
+
+/// A blocking [`crate::WriteGuard`]: the write hold. Dropping it releases
+/// the hold before the drop returns; [`release`](WriteGuard::release) does
+/// the same and reports errors.
+#[must_use = "dropping a guard releases the lock at once"]
+#[derive(Debug)]
+pub struct WriteGuard {
+    /// `None` once released.
+    inner: Option<crate::WriteGuard>,
+    bridge: Arc<Bridge>,
+}
+
+blocking_guard!(WriteGuard, crate::WriteGuard);
+
+impl WriteGuard {
+    /// Turns the write hold into a read hold with no writer in between (see
+    /// [`crate::WriteGuard::downgrade`]).
+    ///
+    /// # Errors
+    /// As [`crate::WriteGuard::downgrade`].
+    pub fn downgrade(mut self) -> Result<ReadGuard> {
+        let guard = self.inner.take().expect("a guard is released only once");
+        let read = self
+            .bridge
+            .run("downgrade", async move { guard.downgrade().await })?;
+        Ok(ReadGuard::new(read, self.bridge.clone()))
+    }
+}

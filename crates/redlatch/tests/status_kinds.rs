@@ -1,0 +1,180 @@
+//! Status and listing of every kind of lock: plain, fair (with its waiting
+//! line) and read-write (with its mode).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redlatch::{Error, LockMode, LockStatus};
+
+/// Asks `status` every 10 ms until `ready` accepts it (at most 10 s).
+async fn until<F>(what: &str, mut status: impl AsyncFnMut() -> LockStatus, ready: F) -> LockStatus
+where
+    F: Fn(&LockStatus) -> bool,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = status().await;
+        if ready(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting until {what}: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn read_write_lock_status_reports_mode_holders_and_waiters() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let lock = client.read_write_lock("doc:1");
+
+    let free = lock.status().await.unwrap();
+    assert!(!free.held);
+    assert_eq!(free.mode, None);
+
+    let a = lock.clone().with_owner("a").read().await.unwrap();
+    let b = lock.clone().with_owner("b").read().await.unwrap();
+    let b2 = b.reenter().await.unwrap();
+    let status = lock.status().await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.mode, Some(LockMode::Read));
+    let mut counts: Vec<(String, u64)> = status
+        .holders
+        .iter()
+        .map(|holder| (holder.owner.clone(), holder.count))
+        .collect();
+    counts.sort();
+    let mut expected = vec![(a.owner().to_owned(), 1), (b.owner().to_owned(), 2)];
+    expected.sort();
+    assert_eq!(
+        counts, expected,
+        "readers and their hold counts, `mode` left out"
+    );
+    assert!(status.ttl.is_some());
+    // The plain lock API reads the same hash without WrongType.
+    assert_eq!(client.lock("doc:1").status().await.unwrap(), status);
+    for guard in [b2, b, a] {
+        guard.release().await.unwrap();
+    }
+
+    let write = lock.clone().with_owner("w").write().await.unwrap();
+    let write2 = write.reenter().await.unwrap();
+    let status = lock.status().await.unwrap();
+    assert_eq!(status.mode, Some(LockMode::Write));
+    assert_eq!(status.holders.len(), 1);
+    assert!(status.holders[0].owner.ends_with(":w:write"));
+    assert_eq!(status.holders[0].count, 2);
+    assert_eq!(status.last_token, Some(write.token()));
+
+    // A reader of another client waits on the read-write channel.
+    let reader = {
+        let lock = other.read_write_lock("doc:1");
+        tokio::spawn(async move { lock.read_timeout(Duration::from_secs(15)).await })
+    };
+    until(
+        "the reader waits",
+        async || lock.status().await.unwrap(),
+        |status| status.waiting_clients == 1,
+    )
+    .await;
+    write2.release().await.unwrap();
+    write.release().await.unwrap();
+    let read = reader.await.unwrap().expect("the reader gets the lock");
+    assert_eq!(lock.status().await.unwrap().mode, Some(LockMode::Read));
+    read.release().await.unwrap();
+    assert_eq!(lock.status().await.unwrap().mode, None);
+}
+
+#[tokio::test]
+async fn fair_lock_status_shows_the_waiting_line_in_order() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.fair_lock("queue:1");
+    let guard = lock.clone().with_owner("holder").acquire().await.unwrap();
+
+    let wait = |owner: &str| {
+        let lock = lock.clone().with_owner(owner);
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(15)).await })
+    };
+    let first = wait("first");
+    until(
+        "the first waiter is in line",
+        async || lock.status().await.unwrap(),
+        |status| status.line.len() == 1,
+    )
+    .await;
+    let second = wait("second");
+    let status = until(
+        "both wait",
+        async || lock.status().await.unwrap(),
+        |status| status.line.len() == 2,
+    )
+    .await;
+    assert!(status.held);
+    assert_eq!(status.holders.len(), 1);
+    assert!(status.holders[0].owner.ends_with(":holder"));
+    assert!(status.line[0].ends_with(":first"), "{:?}", status.line);
+    assert!(status.line[1].ends_with(":second"), "{:?}", status.line);
+    assert_eq!(status.mode, None);
+    // The plain lock API sees the same line.
+    assert_eq!(
+        client.lock("queue:1").status().await.unwrap().line,
+        status.line
+    );
+
+    guard.release().await.unwrap();
+    let first = first
+        .await
+        .unwrap()
+        .expect("the first waiter gets the lock");
+    let status = lock.status().await.unwrap();
+    assert!(status.holders[0].owner.ends_with(":first"));
+    assert_eq!(status.line.len(), 1);
+    assert!(status.line[0].ends_with(":second"));
+    first.release().await.unwrap();
+    second.await.unwrap().unwrap().release().await.unwrap();
+    assert!(lock.status().await.unwrap().line.is_empty());
+}
+
+#[tokio::test]
+async fn listing_includes_read_write_locks_with_their_mode() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let plain = client.lock("res:a").acquire().await.unwrap();
+    let read = client.read_write_lock("res:b").read().await.unwrap();
+    let write = client.read_write_lock("res:c").write().await.unwrap();
+    let fair = client.fair_lock("res:d").acquire().await.unwrap();
+    // A hash with a `mode` no read-write lock writes is not a lock.
+    let () = admin.hset("res:e", "mode", "banana").await.unwrap();
+
+    let listed = client.locks("res:").await.unwrap();
+    let found: Vec<(&str, Option<LockMode>)> = listed
+        .iter()
+        .map(|status| (status.name.as_str(), status.mode))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("res:a", None),
+            ("res:b", Some(LockMode::Read)),
+            ("res:c", Some(LockMode::Write)),
+            ("res:d", None),
+        ]
+    );
+    assert!(matches!(
+        client.lock("res:e").status().await,
+        Err(Error::WrongType { .. })
+    ));
+    plain.release().await.unwrap();
+    read.release().await.unwrap();
+    write.release().await.unwrap();
+    fair.release().await.unwrap();
+    assert!(client.locks("res:").await.unwrap().is_empty());
+}
