@@ -1,0 +1,134 @@
+//! The limit: `redis-benchmark` (C, one event loop, no client library)
+//! sending redlatch's own acquire and release scripts by EVALSHA.
+
+use redis::aio::MultiplexedConnection;
+use tokio::process::Command;
+
+/// redlatch's scripts, exactly as the library sends them.
+const ACQUIRE_LUA: &str = include_str!("../../redlatch/scripts/acquire.lua");
+const RELEASE_LUA: &str = include_str!("../../redlatch/scripts/release.lua");
+
+/// Lease the scripts are given, as redlatch's default.
+const LEASE_MS: &str = "30000";
+/// Keys drawn from this range, so nearly every acquire finds its key free.
+const KEYSPACE: &str = "1000000000";
+
+/// The SHA1s of the loaded scripts.
+pub struct Scripts {
+    acquire: String,
+    release: String,
+}
+
+impl Scripts {
+    /// SCRIPT LOAD both scripts into the server behind `conn`.
+    pub async fn load(conn: &mut MultiplexedConnection) -> Result<Scripts, String> {
+        let mut load = async |source: &str| -> Result<String, String> {
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query_async(conn)
+                .await
+                .map_err(|error| format!("SCRIPT LOAD: {error}"))
+        };
+        Ok(Scripts {
+            acquire: load(ACQUIRE_LUA).await?,
+            release: load(RELEASE_LUA).await?,
+        })
+    }
+}
+
+/// Requests to send so that a run lasts about `seconds`, from a rough
+/// guess of the rate on a small machine (a slow machine just runs longer).
+fn requests(clients: u32, pipeline: u32, seconds: f64) -> u64 {
+    let rate = match (clients, pipeline) {
+        (1, 1) => 10_000.0,
+        (_, 1) => 40_000.0,
+        _ => 150_000.0,
+    };
+    ((rate * seconds) as u64).max(1_000)
+}
+
+/// Acquire+release cycles/s the server can serve redlatch's scripts at
+/// `clients` connections, `pipeline` requests in flight on each.
+///
+/// redis-benchmark runs one command, so the acquire script and the release
+/// script run separately over `__rand_int__` keys, and a cycle costs the
+/// server the sum of both: cycles/s = 1 / (1/acquire_rps + 1/release_rps).
+/// The release run draws other random keys than the acquire run, so it
+/// takes the script's "not held" path (HGET, EXISTS, PUBLISH) rather than
+/// the last-hold path (HGET, DEL, PUBLISH): the same number of calls.
+pub async fn cycles_per_sec(
+    port: u16,
+    conn: &mut MultiplexedConnection,
+    scripts: &Scripts,
+    clients: u32,
+    pipeline: u32,
+    seconds: f64,
+) -> Result<f64, String> {
+    let n = requests(clients, pipeline, seconds);
+    let acquire = rps(
+        port,
+        clients,
+        pipeline,
+        n,
+        &[
+            &scripts.acquire,
+            "2",
+            "bench:limit:__rand_int__",
+            "redisson_lock_token:{bench:limit}",
+            LEASE_MS,
+            "bench-owner",
+        ],
+    )
+    .await?;
+    let release = rps(
+        port,
+        clients,
+        pipeline,
+        n,
+        &[
+            &scripts.release,
+            "1",
+            "bench:limit:__rand_int__",
+            "redisson_lock__channel:{bench:limit}",
+            LEASE_MS,
+            "bench-owner",
+        ],
+    )
+    .await?;
+    // The acquire run left n locks behind; drop them before the next point.
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(conn)
+        .await
+        .map_err(|error| format!("FLUSHALL: {error}"))?;
+    Ok(1.0 / (1.0 / acquire + 1.0 / release))
+}
+
+/// Requests/s of one redis-benchmark run of `EVALSHA args...`.
+async fn rps(port: u16, clients: u32, pipeline: u32, n: u64, args: &[&str]) -> Result<f64, String> {
+    let output = Command::new("redis-benchmark")
+        .args(["-p", &port.to_string(), "-c", &clients.to_string()])
+        .args(["-n", &n.to_string(), "-P", &pipeline.to_string()])
+        .args(["-r", KEYSPACE, "--csv", "EVALSHA"])
+        .args(args)
+        .output()
+        .await
+        .map_err(|error| {
+            format!("redis-benchmark: {error} (install Debian's redis-tools: scripts/ensure-redis)")
+        })?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "redis-benchmark failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    // CSV: a header line, then "test","rps",...
+    stdout
+        .lines()
+        .nth(1)
+        .and_then(|line| line.split("\",\"").nth(1))
+        .and_then(|rps| rps.trim_matches('"').parse().ok())
+        .ok_or_else(|| format!("cannot read redis-benchmark's output: {stdout}"))
+}
