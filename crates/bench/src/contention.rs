@@ -26,7 +26,7 @@ pub async fn measure_one_process(bench: &Bench) -> Result<Section, String> {
     let mut section = Section::new(
         "2. Contention: 16 waiters in one process, one key",
         format!(
-            "16 tasks on one client loop acquire → release on one key for {:.0} s with nothing \
+            "16 tasks on one client loop acquire → release on one key for {:.1} s with nothing \
              in between. Hand-off counts only acquisitions where the holder changed: the next \
              holder's acquire returning minus the previous holder's release returning. Longest \
              wait: the longest single acquire call (one still waiting at the end counts until \
@@ -46,7 +46,7 @@ pub async fn measure_processes(bench: &Bench) -> Result<Section, String> {
         "3. Contention: 16 waiters over 4 client processes, one key",
         format!(
             "As measure 2, with 4 waiters in each of 4 client processes (one client each), \
-             {:.0} s. Timestamps are CLOCK_MONOTONIC, shared by every process.",
+             {:.1} s. Timestamps are CLOCK_MONOTONIC, shared by every process.",
             window.as_secs_f64()
         ),
     );
@@ -78,7 +78,7 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
     let mut headers = vec!["figure"];
     headers.extend(results.iter().map(|(kind, _)| kind.label()));
     let mut table = Table::new(&headers);
-    let rows: [FigureRow; 10] = [
+    let rows: [FigureRow; 12] = [
         ("acquisitions/s", |s| s.acquisitions_per_sec, 0),
         (
             "share of acquisitions handed to another waiter",
@@ -93,6 +93,16 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
         (
             "hand-off to another waiter p99 (µs)",
             |s| s.handoff_p99_us,
+            0,
+        ),
+        (
+            "hand-off from the release call, p50 (µs)",
+            |s| s.from_call_p50_us,
+            0,
+        ),
+        (
+            "hand-off from the release call, p99 (µs)",
+            |s| s.from_call_p99_us,
             0,
         ),
         ("longest wait (ms)", |s| s.longest_wait_ms, 1),
@@ -130,7 +140,7 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
                     if invert { f(b) / f(a) } else { f(a) / f(b) }
                 },
             ))
-            .show(1)
+            .show(2)
         };
         ratios.row(vec![
             kind.label().to_owned(),
@@ -159,7 +169,7 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
 
 /// A summary, except that a ratio made infinite by a waiter that never got
 /// the lock reads as such.
-fn show(
+pub fn show(
     summary: Summary,
     stats: &[HandoffStats],
     figure: fn(&HandoffStats) -> f64,

@@ -4,6 +4,7 @@
 
 use crate::Bench;
 use crate::contender::Kind;
+use crate::contention;
 use crate::handoff::HandoffStats;
 use crate::point;
 use crate::report::{Section, Table};
@@ -62,7 +63,15 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     ]);
     for ((processes, tasks), point) in POINTS.iter().zip(&points) {
         let contended = |f: fn(&HandoffStats) -> f64, decimals: usize| {
-            Summary::of(point.contended.iter().map(f)).show(decimals)
+            if point.contended.is_empty() {
+                return "n/a (one task)".to_owned();
+            }
+            contention::show(
+                Summary::of(point.contended.iter().map(f)),
+                &point.contended,
+                f,
+                decimals,
+            )
         };
         table.row(vec![
             format!("{processes} × {tasks}"),

@@ -17,6 +17,10 @@ pub struct HandoffStats {
     /// Next holder's acquire returned − previous holder's release returned.
     pub handoff_p50_us: f64,
     pub handoff_p99_us: f64,
+    /// The same from the previous holder's release call: the whole hand-off,
+    /// release round trip included.
+    pub from_call_p50_us: f64,
+    pub from_call_p99_us: f64,
     /// Longest time any waiter spent in one acquire (unfinished waits count
     /// up to the end of the window).
     pub longest_wait_ms: f64,
@@ -37,13 +41,17 @@ impl HandoffStats {
         let mut acquisitions = log.acquisitions.clone();
         acquisitions.sort_by_key(|a| a.acquired);
         let window_s = (deadline_ns.saturating_sub(start_ns)) as f64 / 1e9;
-        let mut histogram = nanos_histogram();
+        let (mut histogram, mut from_call) = (nanos_histogram(), nanos_histogram());
         for pair in acquisitions.windows(2) {
             let (previous, next) = (&pair[0], &pair[1]);
             if previous.waiter != next.waiter {
-                // Clocks are read in different tasks: a hand-off that looks
-                // negative was faster than the two reads can tell apart.
+                // The next holder may learn of the release before the
+                // releaser reads its answer (another task, another process):
+                // such a hand-off counts as 1 ns, not as a negative time.
                 histogram.saturating_record(next.acquired.saturating_sub(previous.released).max(1));
+                from_call.saturating_record(
+                    next.acquired.saturating_sub(previous.release_called).max(1),
+                );
             }
         }
         let finished = acquisitions.iter().map(|a| a.acquired - a.called);
@@ -67,6 +75,8 @@ impl HandoffStats {
             handoff_share: handoffs / (acquisitions.len().max(2) - 1) as f64,
             handoff_p50_us: quantile_us(&histogram, 0.50),
             handoff_p99_us: quantile_us(&histogram, 0.99),
+            from_call_p50_us: quantile_us(&from_call, 0.50),
+            from_call_p99_us: quantile_us(&from_call, 0.99),
             longest_wait_ms: longest_wait as f64 / 1e6,
             per_waiter_min: min,
             per_waiter_max: max,
@@ -104,6 +114,7 @@ mod tests {
             waiter,
             called,
             acquired,
+            release_called: released,
             released,
         }
     }

@@ -15,6 +15,8 @@ use crate::workload::{self, ContendLog, CycleLog};
 
 /// Margin between "every worker is ready" and the common start.
 const START_MARGIN_NS: u64 = 50_000_000;
+/// How long a worker's warm-up acquisition may take.
+const WARM_UP_LIMIT_NS: u64 = 10_000_000_000;
 
 /// What a worker process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -57,6 +59,14 @@ pub enum WorkerOutput {
 /// instant from stdin, run, print the log.
 pub async fn worker_main(args: WorkerArgs) -> Result<(), String> {
     let locker = Locker::connect(args.kind, std::slice::from_ref(&args.url)).await?;
+    // One acquisition opens the connections before the clock starts.
+    let warm_key = format!("{}:warm:{}", args.key, args.first_task);
+    if let Some(held) = locker
+        .acquire(&warm_key, now_ns() + WARM_UP_LIMIT_NS)
+        .await?
+    {
+        locker.release(held).await?;
+    }
     println!("ready");
     let mut line = String::new();
     BufReader::new(tokio::io::stdin())

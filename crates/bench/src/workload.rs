@@ -53,6 +53,8 @@ pub struct Acquisition {
     pub called: u64,
     /// `acquire` returned the lock.
     pub acquired: u64,
+    /// `release` was called.
+    pub release_called: u64,
     /// `release` returned: the reference point of the next hand-off.
     pub released: u64,
 }
@@ -159,7 +161,8 @@ pub async fn contend(
                         }
                     };
                     let acquired = now_ns();
-                    // The critical section is empty: the hold is this clock read.
+                    // The critical section is empty: the hold is these clock reads.
+                    let release_called = now_ns();
                     if let Err(error) = locker.release(held).await {
                         log.errors.note(error);
                     }
@@ -167,6 +170,7 @@ pub async fn contend(
                         waiter,
                         called,
                         acquired,
+                        release_called,
                         released: now_ns(),
                     });
                 }
