@@ -20,6 +20,23 @@ static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     )
 });
 
+/// Connection settings without a response timeout: on a loaded machine a
+/// slow answer is a slow figure, not an error.
+pub fn no_timeout() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new().set_response_timeout(None)
+}
+
+/// A connection for the harness's own commands (SCRIPT LOAD, INFO, FLUSHALL).
+pub async fn admin_connection(
+    server: &testkit::RedisServer,
+) -> Result<MultiplexedConnection, String> {
+    server
+        .client()
+        .get_multiplexed_async_connection_with_config(&no_timeout())
+        .await
+        .map_err(|error| format!("connect: {error}"))
+}
+
 /// Which lock implementation a measurement drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Kind {
@@ -92,7 +109,7 @@ impl Locker {
                 let client = redis::Client::open(first.as_str())
                     .map_err(|error| format!("raw client: {error}"))?;
                 client
-                    .get_multiplexed_async_connection()
+                    .get_multiplexed_async_connection_with_config(&no_timeout())
                     .await
                     .map(Locker::Raw)
                     .map_err(|error| format!("raw connect: {error}"))

@@ -98,6 +98,7 @@ pub async fn cycles_per_sec(
     .await?;
     // The acquire run left n locks behind; drop them before the next point.
     let _: () = redis::cmd("FLUSHALL")
+        .arg("SYNC")
         .query_async(conn)
         .await
         .map_err(|error| format!("FLUSHALL: {error}"))?;

@@ -124,10 +124,7 @@ pub fn load_average() -> String {
 }
 
 async fn redis_version(bench: &Bench) -> Option<String> {
-    let mut conn = bench
-        .server
-        .client()
-        .get_multiplexed_async_connection()
+    let mut conn = crate::contender::admin_connection(&bench.server)
         .await
         .ok()?;
     let info: String = redis::cmd("INFO")

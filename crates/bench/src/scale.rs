@@ -33,12 +33,7 @@ struct Figures {
 
 pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let url = bench.url();
-    let mut conn = bench
-        .server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|error| format!("connect: {error}"))?;
+    let mut conn = crate::contender::admin_connection(&bench.server).await?;
     let periods: u32 = if bench.settings.quick { 1 } else { 3 };
     let (mut ours, mut theirs) = (Figures::default(), Figures::default());
     for run in 0..bench.settings.runs {
@@ -231,6 +226,7 @@ async fn rslock_run(
 
 async fn flush(conn: &mut MultiplexedConnection) -> Result<(), String> {
     redis::cmd("FLUSHALL")
+        .arg("SYNC")
         .query_async::<()>(conn)
         .await
         .map_err(|error| format!("FLUSHALL: {error}"))

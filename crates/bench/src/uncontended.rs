@@ -13,24 +13,17 @@ use crate::stats::Summary;
 
 const TASKS: [u32; 3] = [1, 16, 64];
 const KINDS: [Kind; 4] = [Kind::Redlatch, Kind::Rslock, Kind::Redlock, Kind::Raw];
-/// redis-benchmark's requests in flight per connection, pipelined.
-const PIPELINE: u32 = 16;
 /// Goal: redlatch at least this share of the limit at 64 tasks.
 const GOAL_SHARE_OF_LIMIT: f64 = 0.6;
 
 /// Column names of the limit.
-const LIMIT: &str = "limit: redis-benchmark, same scripts, -c T";
-const LIMIT_P: &str = "limit: redis-benchmark, same scripts, -c T -P 16";
+const LIMIT: &str = "limit: redis-benchmark -c T (T connections)";
+const LIMIT_P: &str = "limit: redis-benchmark -c 1 -P T (one connection, T pipelined)";
 
 pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let url = bench.url();
     let seconds = bench.settings.window.as_secs_f64();
-    let mut conn = bench
-        .server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|error| format!("connect: {error}"))?;
+    let mut conn = crate::contender::admin_connection(&bench.server).await?;
     let scripts = Scripts::load(&mut conn).await?;
     // figures[tasks][column] = one value per run
     let mut figures: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
@@ -48,8 +41,9 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
             let port = bench.server.port();
             let plain = limit::cycles_per_sec(port, &mut conn, &scripts, tasks, 1, seconds).await?;
             row.entry(LIMIT).or_default().push(plain);
-            let piped =
-                limit::cycles_per_sec(port, &mut conn, &scripts, tasks, PIPELINE, seconds).await?;
+            // One connection with T requests in flight: the shape of a
+            // multiplexed connection shared by T tasks.
+            let piped = limit::cycles_per_sec(port, &mut conn, &scripts, 1, tasks, seconds).await?;
             row.entry(LIMIT_P).or_default().push(piped);
         }
     }
@@ -61,9 +55,10 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
              `Client`; rslock: one `LockManager` (one multiplexed connection); redlock: one \
              `RedLock` (a new connection per command), each call under `spawn_blocking`; raw: \
              `SET NX PX` + Lua compare-and-delete on one redis-rs multiplexed connection. The \
-             limit: redis-benchmark sends redlatch's acquire and release scripts by EVALSHA on \
-             T connections (and with 16 requests pipelined on each); a cycle costs the server \
-             one of each, so limit = 1 / (1/acquire_rps + 1/release_rps).",
+             limit: redis-benchmark sends redlatch's acquire and release scripts by EVALSHA, T \
+             requests in flight: on T connections (`-c T`), and pipelined on one connection \
+             (`-c 1 -P T`, the shape of one multiplexed connection shared by T tasks); a cycle \
+             costs the server one of each, so limit = 1 / (1/acquire_rps + 1/release_rps).",
             seconds
         ),
     );
@@ -82,7 +77,7 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
 
     let ratio_columns = [
         ("redlatch ÷ limit", LIMIT),
-        ("redlatch ÷ limit -P 16", LIMIT_P),
+        ("redlatch ÷ limit -c 1 -P T", LIMIT_P),
         ("redlatch ÷ raw", Kind::Raw.label()),
         ("redlatch ÷ rslock", Kind::Rslock.label()),
         ("redlatch ÷ redlock", Kind::Redlock.label()),
@@ -98,19 +93,22 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
             let summary = ratio(&row[ours], &row[other]);
             cells.push(summary.show(2));
             if *tasks == 64 && other == LIMIT {
-                notes.push(goal_note(summary.median, "the limit (-c 64)"));
+                notes.push(goal_note(
+                    summary.median,
+                    "the limit on 64 connections (-c 64)",
+                ));
             }
             if *tasks == 64 && other == LIMIT_P {
                 notes.push(goal_note(
                     summary.median,
-                    "the pipelined limit (-c 64 -P 16)",
+                    "the pipelined limit (-c 1 -P 64), the goal's reference",
                 ));
             }
             if (other == Kind::Rslock.label() || other == Kind::Redlock.label())
                 && summary.median < 1.0
             {
                 notes.push(format!(
-                    "At {tasks} tasks redlatch is behind {other} ({:.2}×).",
+                    "At T = {tasks} redlatch is behind {other} ({:.2}×).",
                     summary.median
                 ));
             }
