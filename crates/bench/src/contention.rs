@@ -30,8 +30,8 @@ pub async fn measure_one_process(bench: &Bench) -> Result<Section, String> {
              in between. Hand-off counts only acquisitions where the holder changed: the next \
              holder's acquire returning minus the previous holder's release returning. Longest \
              wait: the longest single acquire call (one still waiting at the end counts until \
-             the end). FIFO violations: acquisitions granted while a waiter that called earlier \
-             was still waiting.",
+             the end). FIFO violations: acquisitions granted while a waiter that called over 1 ms \
+             earlier was still waiting (calls closer than that may reach Redis in either order).",
             window.as_secs_f64()
         ),
     );

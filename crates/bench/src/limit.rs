@@ -4,6 +4,8 @@
 use redis::aio::MultiplexedConnection;
 use tokio::process::Command;
 
+use crate::redis_info;
+
 /// redlatch's scripts, exactly as the library sends them.
 const ACQUIRE_LUA: &str = include_str!("../../redlatch/scripts/acquire.lua");
 const RELEASE_LUA: &str = include_str!("../../redlatch/scripts/release.lua");
@@ -64,8 +66,9 @@ pub async fn cycles_per_sec(
     clients: u32,
     pipeline: u32,
     seconds: f64,
-) -> Result<f64, String> {
+) -> Result<LimitPoint, String> {
     let n = requests(clients, pipeline, seconds);
+    let cpu_before = redis_info::used_cpu(conn).await?;
     let acquire = rps(
         port,
         clients,
@@ -96,13 +99,25 @@ pub async fn cycles_per_sec(
         ],
     )
     .await?;
+    let cpu = redis_info::used_cpu(conn).await? - cpu_before;
     // The acquire run left n locks behind; drop them before the next point.
     let _: () = redis::cmd("FLUSHALL")
         .arg("SYNC")
         .query_async(conn)
         .await
         .map_err(|error| format!("FLUSHALL: {error}"))?;
-    Ok(1.0 / (1.0 / acquire + 1.0 / release))
+    Ok(LimitPoint {
+        per_sec: 1.0 / (1.0 / acquire + 1.0 / release),
+        server_cpu_us: cpu * 1e6 / n as f64,
+    })
+}
+
+/// What one limit point measured.
+pub struct LimitPoint {
+    /// Acquire+release cycles/s.
+    pub per_sec: f64,
+    /// redis-server CPU time per cycle (one acquire and one release), µs.
+    pub server_cpu_us: f64,
 }
 
 /// Requests/s of one redis-benchmark run of `EVALSHA args...`.

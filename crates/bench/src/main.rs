@@ -12,6 +12,7 @@ mod limit;
 mod machine;
 mod point;
 mod procs;
+mod redis_info;
 mod redlock_latency;
 mod report;
 mod scale;
@@ -145,7 +146,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     let mut sections = vec![machine::describe(&bench, &measures).await];
     for measure in measures {
         eprintln!("measure {measure}...");
-        let section = match measure {
+        let measure_started = std::time::Instant::now();
+        let mut section = match measure {
             1 => uncontended::measure(&bench).await?,
             2 => contention::measure_one_process(&bench).await?,
             3 => contention::measure_processes(&bench).await?,
@@ -153,6 +155,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             5 => scale::measure(&bench).await?,
             _ => growth::measure(&bench).await?,
         };
+        section.notes.push(format!(
+            "Measured in {:.0} s; load average after: {}.",
+            measure_started.elapsed().as_secs_f64(),
+            machine::load_average()
+        ));
         if !cli.json {
             print!("{}", section.markdown());
         }

@@ -8,6 +8,7 @@ use crate::clock::{now_ns, ns};
 use crate::contender::{Kind, Locker};
 use crate::handoff::HandoffStats;
 use crate::procs::{self, Mode};
+use crate::redis_info;
 use crate::workload::{self, Errors};
 
 /// Delay between the last setup step and the window, so every task starts together.
@@ -21,6 +22,14 @@ fn fresh_prefix(what: &str) -> String {
     format!("bench:{what}:{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// What one uncontended point measured.
+pub struct CyclePoint {
+    pub per_sec: f64,
+    /// redis-server CPU time per completed cycle, µs.
+    pub server_cpu_us: f64,
+    pub errors: Errors,
+}
+
 /// Uncontended cycles/s of `tasks` tasks in each of `processes` client
 /// processes (1: inside this process), and the errors seen.
 pub async fn cycles(
@@ -29,8 +38,10 @@ pub async fn cycles(
     processes: u32,
     tasks: u32,
     window: Duration,
-) -> Result<(f64, Errors), String> {
+) -> Result<CyclePoint, String> {
     let prefix = fresh_prefix("cycles");
+    let mut admin = redis_info::connect(url).await?;
+    let mut cpu_before = redis_info::used_cpu(&mut admin).await?;
     let log = if processes == 1 {
         let locker = Locker::connect(kind, &[url.to_owned()]).await?;
         let warm_start = now_ns();
@@ -51,6 +62,7 @@ pub async fn cycles(
             ));
         }
         let start = now_ns() + START_DELAY_NS;
+        cpu_before = redis_info::used_cpu(&mut admin).await?;
         workload::cycles(&locker, tasks, 0, &prefix, start, start + ns(window)).await
     } else {
         let (outputs, _, _) = procs::run_workers(
@@ -65,7 +77,12 @@ pub async fn cycles(
         .await?;
         procs::merge_cycles(outputs)?
     };
-    Ok((log.cycles as f64 / window.as_secs_f64(), log.errors))
+    let cpu = redis_info::used_cpu(&mut admin).await? - cpu_before;
+    Ok(CyclePoint {
+        per_sec: log.cycles as f64 / window.as_secs_f64(),
+        server_cpu_us: cpu * 1e6 / log.cycles.max(1) as f64,
+        errors: log.errors,
+    })
 }
 
 /// Hand-off figures of `waiters` waiters in each of `processes` client

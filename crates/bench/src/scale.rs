@@ -10,6 +10,7 @@ use redis::aio::MultiplexedConnection;
 use crate::Bench;
 use crate::alloc::live_bytes;
 use crate::contender::LEASE;
+use crate::redis_info::used_memory;
 use crate::report::{Section, Table};
 use crate::stats::{Summary, group};
 
@@ -230,16 +231,4 @@ async fn flush(conn: &mut MultiplexedConnection) -> Result<(), String> {
         .query_async::<()>(conn)
         .await
         .map_err(|error| format!("FLUSHALL: {error}"))
-}
-
-async fn used_memory(conn: &mut MultiplexedConnection) -> Result<i64, String> {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(conn)
-        .await
-        .map_err(|error| format!("INFO memory: {error}"))?;
-    info.lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|value| value.trim().parse().ok())
-        .ok_or_else(|| "INFO memory has no used_memory".to_owned())
 }

@@ -27,24 +27,35 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let scripts = Scripts::load(&mut conn).await?;
     // figures[tasks][column] = one value per run
     let mut figures: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    // cpu[tasks][column] = redis-server CPU µs per cycle, one value per run
+    let mut cpu: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
     let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
     for run in 0..bench.settings.runs {
         for tasks in TASKS {
             eprintln!("  run {} tasks {tasks}", run + 1);
             let row = figures.entry(tasks).or_default();
+            let cpu_row = cpu.entry(tasks).or_default();
             for kind in KINDS {
-                let (rate, errs) =
-                    point::cycles(kind, &url, 1, tasks, bench.settings.window).await?;
-                row.entry(kind.label()).or_default().push(rate);
-                *errors.entry(kind.label()).or_default() += errs.count;
+                let point = point::cycles(kind, &url, 1, tasks, bench.settings.window).await?;
+                row.entry(kind.label()).or_default().push(point.per_sec);
+                cpu_row
+                    .entry(kind.label())
+                    .or_default()
+                    .push(point.server_cpu_us);
+                *errors.entry(kind.label()).or_default() += point.errors.count;
             }
             let port = bench.server.port();
             let plain = limit::cycles_per_sec(port, &mut conn, &scripts, tasks, 1, seconds).await?;
-            row.entry(LIMIT).or_default().push(plain);
+            row.entry(LIMIT).or_default().push(plain.per_sec);
+            cpu_row.entry(LIMIT).or_default().push(plain.server_cpu_us);
             // One connection with T requests in flight: the shape of a
             // multiplexed connection shared by T tasks.
             let piped = limit::cycles_per_sec(port, &mut conn, &scripts, 1, tasks, seconds).await?;
-            row.entry(LIMIT_P).or_default().push(piped);
+            row.entry(LIMIT_P).or_default().push(piped.per_sec);
+            cpu_row
+                .entry(LIMIT_P)
+                .or_default()
+                .push(piped.server_cpu_us);
         }
     }
 
@@ -74,6 +85,17 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
         table.row(cells);
     }
     section.tables.push(table);
+
+    let mut cpu_headers = vec!["redis-server CPU per cycle (µs), tasks"];
+    cpu_headers.extend(&columns[1..]);
+    let mut cpu_table = Table::new(&cpu_headers);
+    for (tasks, row) in &cpu {
+        let mut cells = vec![tasks.to_string()];
+        for column in &columns[1..] {
+            cells.push(Summary::of(row[column].iter().copied()).show(1));
+        }
+        cpu_table.row(cells);
+    }
 
     let ratio_columns = [
         ("redlatch ÷ limit", LIMIT),
@@ -116,6 +138,7 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
         ratios.row(cells);
     }
     section.tables.push(ratios);
+    section.tables.push(cpu_table);
     let error_text: Vec<String> = errors
         .iter()
         .map(|(kind, count)| format!("{kind} {count}"))
