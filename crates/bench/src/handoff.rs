@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::stats::{nanos_histogram, quantile_us};
-use crate::workload::ContendLog;
+use crate::workload::{Acquisition, ContendLog};
 
 /// Figures of one contended run.
 #[derive(Debug, Clone, Serialize)]
@@ -39,7 +39,13 @@ impl HandoffStats {
     /// Figures of `log`, for `waiters` waiters and the window
     /// `start_ns..deadline_ns`.
     pub fn of(log: &ContendLog, waiters: u32, start_ns: u64, deadline_ns: u64) -> HandoffStats {
-        let mut acquisitions = log.acquisitions.clone();
+        // An acquire that returned after the window closed (a poller's
+        // last try) is a wait that did not finish inside it.
+        let (mut acquisitions, late): (Vec<Acquisition>, Vec<Acquisition>) = log
+            .acquisitions
+            .iter()
+            .copied()
+            .partition(|a| a.acquired <= deadline_ns);
         acquisitions.sort_by_key(|a| a.acquired);
         let window_s = (deadline_ns.saturating_sub(start_ns)) as f64 / 1e9;
         let (mut histogram, mut from_call) = (nanos_histogram(), nanos_histogram());
@@ -59,6 +65,7 @@ impl HandoffStats {
         let unfinished = log
             .unfinished_since
             .iter()
+            .chain(late.iter().map(|a| &a.called))
             .map(|since| deadline_ns.saturating_sub(*since));
         let longest_wait = finished.chain(unfinished).max().unwrap_or(0);
         let mut counts = vec![0u64; waiters as usize];
@@ -94,7 +101,7 @@ pub const FIFO_SLACK_NS: u64 = 1_000_000;
 
 /// Counts acquisitions granted while a caller that called more than
 /// [`FIFO_SLACK_NS`] earlier was still waiting. `sorted` is ordered by `acquired`.
-fn fifo_violations(sorted: &[crate::workload::Acquisition]) -> usize {
+fn fifo_violations(sorted: &[Acquisition]) -> usize {
     // B overtakes A when B.called > A.called + slack and B.acquired <
     // A.acquired: walking back from the last acquisition, keep the
     // earliest call among those acquired later.
@@ -112,7 +119,6 @@ fn fifo_violations(sorted: &[crate::workload::Acquisition]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Acquisition;
 
     fn acq(waiter: u32, called: u64, acquired: u64, released: u64) -> Acquisition {
         Acquisition {
@@ -151,6 +157,22 @@ mod tests {
         let stats = HandoffStats::of(&log, 2, 0, 1_000_000_000);
         assert!((stats.longest_wait_ms - 900.0).abs() < 1e-6);
         assert!(stats.per_waiter_ratio.is_infinite());
+    }
+
+    #[test]
+    fn an_acquire_returning_after_the_window_is_an_unfinished_wait() {
+        let log = ContendLog {
+            acquisitions: vec![
+                acq(0, 0, 10, 20),
+                acq(1, 200_000_000, 1_100_000_000, 1_100_000_001),
+            ],
+            unfinished_since: vec![],
+            errors: Default::default(),
+        };
+        let stats = HandoffStats::of(&log, 2, 0, 1_000_000_000);
+        assert_eq!(stats.acquisitions_per_sec, 1.0);
+        assert!((stats.longest_wait_ms - 800.0).abs() < 1e-6);
+        assert_eq!(stats.handoffs, 0.0);
     }
 
     #[test]
