@@ -77,7 +77,10 @@ impl Failure {
             E::Timeout { .. } => NOT_ACQUIRED,
             E::NotHeld { .. } => LOST,
             E::WrongType { .. } => DATA,
-            E::Unavailable { .. } | E::ResponseTimeout { .. } | E::Redis { .. } => UNAVAILABLE,
+            E::Unavailable { .. }
+            | E::ResponseTimeout { .. }
+            | E::Redis { .. }
+            | E::QuorumFailed { .. } => UNAVAILABLE,
             _ => SOFTWARE,
         };
         Failure::new(code, format!("{context}: {error}"))

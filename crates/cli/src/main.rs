@@ -4,6 +4,7 @@
 
 mod connect;
 mod exit;
+mod held;
 mod list;
 mod output;
 mod run;
@@ -52,7 +53,9 @@ struct Cli {
 /// Options every command takes.
 #[derive(Debug, clap::Args)]
 pub struct Global {
-    /// Redis server: redis://[USER][:PASSWORD@]HOST[:PORT][/DB]
+    /// Redis server: redis://[USER][:PASSWORD@]HOST[:PORT][/DB]. Give it
+    /// several times for independent masters: `run` and `status` then use
+    /// Redlock (held while a majority of them agrees)
     #[arg(
         long,
         global = true,
@@ -61,7 +64,7 @@ pub struct Global {
         hide_env_values = true,
         default_value = "redis://127.0.0.1:6379"
     )]
-    pub redis: String,
+    pub redis: Vec<String>,
 
     /// Lock settings from a TOML file ([lock], [retry], [connection]);
     /// `run` follows changes to it while the command runs
@@ -71,6 +74,20 @@ pub struct Global {
     /// Print data as JSON (status, list, unlock)
     #[arg(long, global = true)]
     pub json: bool,
+}
+
+impl Global {
+    /// The one Redis URL of a command that does not use Redlock: exit 64
+    /// when `--redis` was given several times.
+    pub fn single_redis(&self, command: &str) -> Result<&str, Failure> {
+        match self.redis.as_slice() {
+            [url] => Ok(url),
+            _ => Err(Failure::new(
+                exit::USAGE,
+                format!("{command} takes one --redis URL (several are for Redlock: run, status)"),
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlatch::{Guard, Lock, SettingsWatcher};
+use redlatch::{Guard, Lock, Redlock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
 use tokio::time::Instant;
 
 use crate::Global;
 use crate::connect;
 use crate::exit::{self, Failure};
+use crate::held::HeldGuard;
 use crate::signals::Signals;
 
 /// Arguments of `redlatch run`.
@@ -84,43 +85,107 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     };
     tracing::debug!(lock = %args.name, token = held.guard.token(), "acquired");
     // The watcher and the lease pin live until the command is done.
-    let Held { guard, _watcher } = held;
+    let Held { guard, _watchers } = held;
     supervise(guard, &args, &mut signals).await
 }
 
 /// A lock taken, with what must live as long as it is held.
 struct Held {
-    guard: Guard,
-    /// Keeps the client's settings in step with `--config`.
-    _watcher: Option<SettingsWatcher>,
+    guard: HeldGuard,
+    /// Keep the clients' settings in step with `--config` (one per node).
+    _watchers: Vec<SettingsWatcher>,
 }
 
 /// Settings, connection, settings watch, then the acquire `--wait` allows.
 async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(&global.redis, settings, args.lease).await?;
-    let watcher = match &global.config {
-        Some(path) => {
-            // --lease wins over the file, at every reload too.
-            let lease = args.lease;
-            let watcher = client.watch_settings_with(path, move |settings| {
-                if let Some(lease) = lease {
-                    settings.default_lease = lease;
-                }
-            });
-            Some(watcher.map_err(|error| connect::config_failure(path, &error))?)
-        }
-        None => None,
-    };
+    if global.redis.len() > 1 {
+        return take_redlock(global, args, settings).await;
+    }
+    let client = connect::client(global.single_redis("run")?, settings, args.lease).await?;
+    let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let mut lock = client.lock(args.name.as_str());
     if let Some(owner) = &args.owner {
         lock = lock.with_owner(owner.as_str());
     }
-    match acquire(&lock, wait).await {
+    let acquired = acquire(&lock, wait).await;
+    held(
+        args,
+        wait,
+        acquired.map(|guard| guard.map(HeldGuard::Single)),
+        watchers,
+    )
+}
+
+/// As `take_lock`, with Redlock over every `--redis` master.
+async fn take_redlock(
+    global: &Global,
+    args: &RunArgs,
+    mut settings: Settings,
+) -> Result<Held, Failure> {
+    if args.owner.is_some() {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--owner needs a single --redis: Redlock owners are drawn per acquisition",
+        ));
+    }
+    if let Some(lease) = args.lease {
+        settings.default_lease = lease;
+    }
+    let redlock = Redlock::connect_with(&global.redis, settings)
+        .await
+        .map_err(|error| Failure::lib("cannot connect to the Redlock masters", &error))?;
+    let watchers = watch(global, args, &redlock.clients())?;
+    let wait = args.wait.or(redlock
+        .clients()
+        .first()
+        .and_then(|client| client.settings().wait_timeout));
+    let lock = redlock.lock(args.name.as_str());
+    let acquired = acquire_redlock(&lock, wait).await;
+    held(
+        args,
+        wait,
+        acquired.map(|guard| guard.map(HeldGuard::Redlock)),
+        watchers,
+    )
+}
+
+/// Follows `--config` on every client; `--lease` wins over the file at every reload.
+fn watch(
+    global: &Global,
+    args: &RunArgs,
+    clients: &[redlatch::Client],
+) -> Result<Vec<SettingsWatcher>, Failure> {
+    let Some(path) = &global.config else {
+        return Ok(Vec::new());
+    };
+    let lease = args.lease;
+    clients
+        .iter()
+        .map(|client| {
+            client
+                .watch_settings_with(path, move |settings| {
+                    if let Some(lease) = lease {
+                        settings.default_lease = lease;
+                    }
+                })
+                .map_err(|error| connect::config_failure(path, &error))
+        })
+        .collect()
+}
+
+/// The outcome of an acquire, as `run` reports it.
+fn held(
+    args: &RunArgs,
+    wait: Option<Duration>,
+    acquired: redlatch::Result<Option<HeldGuard>>,
+    watchers: Vec<SettingsWatcher>,
+) -> Result<Held, Failure> {
+    match acquired {
         Ok(Some(guard)) => Ok(Held {
             guard,
-            _watcher: watcher,
+            _watchers: watchers,
         }),
         Ok(None) => {
             let waited = humantime::format_duration(wait.unwrap_or_default());
@@ -149,8 +214,24 @@ async fn acquire(lock: &Lock, wait: Option<Duration>) -> redlatch::Result<Option
     }
 }
 
+/// As `acquire`, for Redlock.
+async fn acquire_redlock(
+    lock: &RedlockLock,
+    wait: Option<Duration>,
+) -> redlatch::Result<Option<RedlockGuard>> {
+    match wait {
+        None => lock.acquire().await.map(Some),
+        Some(Duration::ZERO) => lock.try_acquire().await,
+        Some(wait) => match lock.acquire_timeout(wait).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(redlatch::Error::Timeout { .. }) => Ok(None),
+            Err(error) => Err(error),
+        },
+    }
+}
+
 /// Spawns the command and waits for it, stopping it if the lock is lost.
-async fn supervise(guard: Guard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
+async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let name = &args.name;
     let program = &args.command[0];
     let mut child = match tokio::process::Command::new(program)
@@ -255,7 +336,7 @@ fn send(pid: Option<Pid>, signal: Signal) {
 }
 
 /// Releases a guard whose command never ran or was lost track of.
-async fn release_quietly(guard: Guard, name: &str) {
+async fn release_quietly(guard: HeldGuard, name: &str) {
     if let Err(error) = guard.release().await {
         tracing::warn!(lock = name, %error, "release failed");
     }

@@ -1,4 +1,8 @@
-//! `redlatch status NAME`: one lock, as Redis holds it now.
+//! `redlatch status NAME`: one lock, as Redis holds it now (on each master
+//! when `--redis` is given several times).
+
+use redlatch::{Redlock, RedlockStatus};
+use serde::Serialize;
 
 use crate::Global;
 use crate::connect;
@@ -15,7 +19,10 @@ pub struct StatusArgs {
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(&global.redis, settings, None).await?;
+    if global.redis.len() > 1 {
+        return redlock_status(global, args, settings).await;
+    }
+    let client = connect::client(global.single_redis("status")?, settings, None).await?;
     let status = client
         .lock(args.name.as_str())
         .status()
@@ -28,4 +35,109 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     };
     output::emit(&text)?;
     Ok(0)
+}
+
+/// `status` over several masters: each node's view, then the verdict.
+async fn redlock_status(
+    global: &Global,
+    args: StatusArgs,
+    settings: redlatch::Settings,
+) -> Result<u8, Failure> {
+    let redlock = Redlock::connect_with(&global.redis, settings)
+        .await
+        .map_err(|error| Failure::lib("cannot connect to the Redlock masters", &error))?;
+    let status = redlock
+        .lock(args.name.as_str())
+        .status()
+        .await
+        .map_err(|error| Failure::lib(&format!("status of lock {}", args.name), &error))?;
+    let text = if global.json {
+        output::json(&RedlockJson::from(&status))?
+    } else {
+        redlock_text(&status)
+    };
+    output::emit(&text)?;
+    Ok(0)
+}
+
+/// `status --json` over several masters.
+#[derive(Debug, Serialize)]
+struct RedlockJson<'a> {
+    name: &'a str,
+    /// True when one owner holds it on a majority of the masters.
+    held: bool,
+    holder: Option<&'a str>,
+    quorum: usize,
+    answered: usize,
+    /// The highest fencing token any master handed out.
+    token: Option<u64>,
+    nodes: Vec<NodeJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeJson<'a> {
+    node: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl<'a> From<&'a RedlockStatus> for RedlockJson<'a> {
+    fn from(status: &'a RedlockStatus) -> Self {
+        RedlockJson {
+            name: &status.name,
+            held: status.majority_holder().is_some(),
+            holder: status.majority_holder(),
+            quorum: status.quorum,
+            answered: status.answered(),
+            token: status.last_token(),
+            nodes: status
+                .nodes
+                .iter()
+                .map(|node| NodeJson {
+                    node: &node.node,
+                    status: node.status.as_ref().ok().map(StatusJson::from),
+                    error: node.status.as_ref().err().map(ToString::to_string),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `status` for people over several masters.
+fn redlock_text(status: &RedlockStatus) -> String {
+    let nodes = status.nodes.len();
+    let mut lines = vec![format!("lock     {}", status.name)];
+    lines.push(match status.majority_holder() {
+        Some(owner) => format!(
+            "held     yes, by {owner} (on a majority: {} of {nodes} needed)",
+            status.quorum
+        ),
+        None => format!(
+            "held     no (no owner on {} of {nodes} masters)",
+            status.quorum
+        ),
+    });
+    lines.push(format!("answered {} of {nodes} masters", status.answered()));
+    lines.push(format!(
+        "token    {}",
+        status
+            .last_token()
+            .map_or_else(|| "-".to_owned(), |token| token.to_string())
+    ));
+    for node in &status.nodes {
+        lines.push(String::new());
+        lines.push(format!("master   {}", node.node));
+        match &node.status {
+            Ok(one) => lines.extend(
+                output::status_text(one)
+                    .lines()
+                    .filter(|line| !line.starts_with("lock "))
+                    .map(|line| format!("  {line}")),
+            ),
+            Err(error) => lines.push(format!("  error  {error}")),
+        }
+    }
+    lines.join("\n")
 }

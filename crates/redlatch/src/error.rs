@@ -114,6 +114,58 @@ pub enum Error {
         /// What was wrong with the reply.
         detail: String,
     },
+
+    /// A [`Redlock`](crate::Redlock) call did not reach a majority of its
+    /// nodes: too few answered in time, or too few confirmed. Each failure
+    /// names the node and why. Safe to retry once enough nodes are back;
+    /// whatever the call took on a minority of nodes has been given back (or
+    /// expires with its lease).
+    #[error("{}", quorum_message(op, name, *needed, *nodes, *confirmed, failures))]
+    QuorumFailed {
+        /// What the library was doing (`"acquire"`, `"release"`, `"renew"`...).
+        op: &'static str,
+        /// The lock name.
+        name: String,
+        /// How many nodes had to confirm: a majority of `nodes`.
+        needed: usize,
+        /// How many nodes the Redlock has.
+        nodes: usize,
+        /// How many nodes confirmed.
+        confirmed: usize,
+        /// The nodes that did not answer, or answered with an error.
+        failures: Vec<NodeFailure>,
+    },
+}
+
+/// One node of a [`Redlock`](crate::Redlock) that failed a call, in
+/// [`Error::QuorumFailed`].
+#[derive(Debug)]
+pub struct NodeFailure {
+    /// The node: its URL (password hidden) or its label.
+    pub node: String,
+    /// What went wrong there.
+    pub error: Box<Error>,
+}
+
+fn quorum_message(
+    op: &str,
+    name: &str,
+    needed: usize,
+    nodes: usize,
+    confirmed: usize,
+    failures: &[NodeFailure],
+) -> String {
+    let mut text =
+        format!("{op} of lock {name:?}: {confirmed} of {nodes} nodes confirmed, {needed} needed");
+    if !failures.is_empty() {
+        let listed: Vec<String> = failures
+            .iter()
+            .map(|failure| format!("{} ({})", failure.node, failure.error))
+            .collect();
+        text.push_str("; failed: ");
+        text.push_str(&listed.join(", "));
+    }
+    text
 }
 
 /// `Result` with [`Error`].
@@ -143,7 +195,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Unavailable { .. } | Error::ResponseTimeout { .. }
+            Error::Unavailable { .. } | Error::ResponseTimeout { .. } | Error::QuorumFailed { .. }
         )
     }
 }

@@ -18,6 +18,10 @@
 //!   Rust service using redlatch exclude each other on the same name.
 //! - **Cancellation by drop.** Dropping a waiting acquire leaves nothing in
 //!   Redis; dropping a guard releases it.
+//! - **Redlock.** [`Redlock`] holds one lock over N independent masters
+//!   while a majority grants it, with the same API, calls sent to all
+//!   masters at once, and fencing tokens that keep increasing across them
+//!   (`docs/REDLOCK.md` of the repository).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -67,6 +71,11 @@ mod listing;
 mod lock;
 pub mod metrics;
 mod ops;
+mod quorum;
+mod redlock;
+mod redlock_guard;
+mod redlock_lock;
+mod redlock_watchdog;
 mod scripts;
 mod settings;
 mod settings_watch;
@@ -77,12 +86,15 @@ mod watchdog;
 pub use client::Client;
 pub use config::ClientBuilder;
 pub use courtesy::HANDOFF_GRACE;
-pub use error::{Error, Result};
+pub use error::{Error, NodeFailure, Result};
 pub use guard::Guard;
 pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
+pub use redlock_guard::RedlockGuard;
+pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,

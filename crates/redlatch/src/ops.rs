@@ -190,3 +190,46 @@ pub(crate) async fn run_reenter(
         }),
     }
 }
+
+/// Raises the lock's fencing counter to at least `token` if `request.owner`
+/// still holds the lock (Redlock's token write-back). One round trip, at
+/// most `limit`. Returns false when the owner no longer holds it.
+pub(crate) async fn run_raise_token(
+    conn: &mut ConnectionManager,
+    request: &Request,
+    token: u64,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        scripts::RAISE_TOKEN
+            .key(&request.keys.key)
+            .key(&request.keys.token)
+            .arg(&*request.owner)
+            .arg(token)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("raise token", error))
+    };
+    Ok(bounded("raise token", limit, call).await? == 1)
+}
+
+/// Extends one lock held by `request.owner` to `request.lease_ms` (the
+/// renewal script with a single entry). One round trip, at most `limit`.
+/// Returns false when the owner no longer holds it.
+pub(crate) async fn run_renew_one(
+    conn: &mut ConnectionManager,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        scripts::RENEW
+            .key(&request.keys.key)
+            .arg(&*request.owner)
+            .arg(request.lease_ms)
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("renew", error))
+    };
+    let reply = bounded("renew", limit, call).await?;
+    Ok(reply.first() == Some(&1))
+}

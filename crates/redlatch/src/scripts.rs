@@ -20,3 +20,4 @@ script!(RELEASE, "release.lua");
 script!(RENEW, "renew.lua");
 script!(FORCE_UNLOCK, "force_unlock.lua");
 script!(STATUS, "status.lua");
+script!(RAISE_TOKEN, "raise_token.lua");

@@ -1,0 +1,263 @@
+//! Redlock over independent masters: acquire and release, re-entry,
+//! wake-ups, the Redisson layout on every node, and bad input.
+
+mod redlock_common;
+
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use redlatch::{Error, Redlock};
+use redlock_common::{admin, hold_count, masters, redlock};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_masters_acquire_and_release_on_every_node() {
+    let masters = masters(5);
+    let redlock = redlock(&masters, LEASE).await;
+    let lock = redlock.lock("rl:basic");
+
+    let guard = lock.acquire().await.expect("acquire");
+    assert!(guard.is_held());
+    for server in &masters {
+        assert_eq!(hold_count(server, "rl:basic", guard.owner()).await, 1);
+    }
+    let status = lock.status().await.expect("status");
+    assert_eq!(status.answered(), 5);
+    assert_eq!(status.majority_holder(), Some(guard.owner()));
+    assert!(
+        lock.try_acquire().await.expect("try").is_none(),
+        "held on a majority"
+    );
+
+    let first = guard.token();
+    guard.release().await.expect("release");
+    for server in &masters {
+        let mut conn = admin(server).await;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg("rl:basic")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!exists, "released on every node");
+    }
+    let again = lock.try_acquire().await.expect("try").expect("free again");
+    assert!(again.token() > first);
+    again.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentered_guard_keeps_the_lock_until_its_last_hold_goes() {
+    let masters = masters(3);
+    let redlock = redlock(&masters, LEASE).await;
+    let lock = redlock.lock("rl:reenter");
+    let outer = lock.acquire().await.expect("acquire");
+    let inner = outer.reenter().await.expect("reenter");
+    assert_eq!(inner.token(), outer.token());
+    for server in &masters {
+        assert_eq!(hold_count(server, "rl:reenter", outer.owner()).await, 2);
+    }
+    inner.release().await.expect("release inner");
+    assert!(lock.try_acquire().await.expect("try").is_none());
+    assert!(outer.is_held());
+    outer.release().await.expect("release outer");
+    assert!(lock.try_acquire().await.expect("try").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_wakes_on_unlock_message_long_before_the_lease_ends() {
+    let masters = masters(5);
+    let holder = redlock(&masters, LEASE).await;
+    let waiter = redlock(&masters, LEASE).await;
+    let guard = holder.lock("rl:wake").acquire().await.expect("acquire");
+    let release_after = Duration::from_millis(300);
+    let releasing = tokio::spawn(async move {
+        tokio::time::sleep(release_after).await;
+        guard.release().await.expect("release");
+    });
+    let started = Instant::now();
+    // The holder's lease is 30 s: only an unlock message can wake the waiter this early.
+    let taken = waiter
+        .lock("rl:wake")
+        .acquire_timeout(Duration::from_secs(10))
+        .await
+        .expect("woken by the unlock message");
+    let waited = started.elapsed();
+    assert!(waited >= release_after - Duration::from_millis(50));
+    assert!(waited < Duration::from_secs(10), "waited {waited:?}");
+    releasing.await.unwrap();
+    taken.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_lease_runs_out_and_lost_resolves() {
+    let masters = masters(3);
+    let redlock = redlock(&masters, LEASE).await;
+    let lock = redlock.lock("rl:fixed");
+    let guard = lock
+        .acquire_with_lease(Duration::from_millis(300))
+        .await
+        .expect("acquire");
+    assert!(!guard.is_renewed());
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost within the lease");
+    assert!(!guard.is_held());
+    let next = lock
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .expect("free once the lease ran out");
+    assert!(next.token() > guard.token());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_short_lease_alive_on_every_node() {
+    let masters = masters(3);
+    let redlock = redlock(&masters, Duration::from_millis(300)).await;
+    let lock = redlock.lock("rl:renewed");
+    let guard = lock.acquire().await.expect("acquire");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(guard.is_held(), "renewed: {:?}", guard.lost_reason());
+    assert!(lock.try_acquire().await.expect("try").is_none());
+    guard.release().await.expect("release");
+}
+
+/// Redisson's RLock acquire, as seed 003 gives it (what a `RedissonRedLock`
+/// runs on each of its masters).
+const REDISSON_LOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+redis.call('hset', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; \
+end; \
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
+redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; \
+end; \
+return redis.call('pttl', KEYS[1]);";
+
+/// Redisson's RLock release, as seed 003 gives it.
+const REDISSON_UNLOCK: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+redis.call('publish', KEYS[2], ARGV[1]); \
+return 1; \
+end;\
+if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+return nil;\
+end; \
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+if (counter > 0) then \
+redis.call('pexpire', KEYS[1], ARGV[2]); \
+return 0; \
+else \
+redis.call('del', KEYS[1]); \
+redis.call('publish', KEYS[2], ARGV[1]); \
+return 1; \
+end; \
+return nil;";
+
+const JAVA_OWNER: &str = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_redlock_on_a_majority_excludes_redlatch_and_its_unlock_wakes_it() {
+    let masters = masters(5);
+    let redlock = redlock(&masters, LEASE).await;
+    // A Redisson RedLock that got 3 of the 5 masters.
+    for server in masters.iter().take(3) {
+        let got: Option<i64> = Script::new(REDISSON_LOCK)
+            .key("rl:shared")
+            .arg(30_000)
+            .arg(JAVA_OWNER)
+            .invoke_async(&mut admin(server).await)
+            .await
+            .unwrap();
+        assert_eq!(got, None, "Redisson took the master");
+    }
+    let lock = redlock.lock("rl:shared");
+    assert!(lock.try_acquire().await.expect("try").is_none());
+
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let guard = lock
+            .acquire_timeout(Duration::from_secs(10))
+            .await
+            .expect("acquired after Redisson's unlock");
+        (started.elapsed(), guard)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for server in masters.iter().take(3) {
+        let _: Option<i64> = Script::new(REDISSON_UNLOCK)
+            .key("rl:shared")
+            .key("redisson_lock__channel:{rl:shared}")
+            .arg(0)
+            .arg(30_000)
+            .arg(JAVA_OWNER)
+            .invoke_async(&mut admin(server).await)
+            .await
+            .unwrap();
+    }
+    let (waited, guard) = waiting.await.unwrap();
+    assert!(
+        waited < Duration::from_secs(10),
+        "woken by Redisson's unlock messages, not the 30 s lease: {waited:?}"
+    );
+    // And the other way round: Redisson sees redlatch's hold as taken (its PTTL).
+    let pttl: Option<i64> = Script::new(REDISSON_LOCK)
+        .key("rl:shared")
+        .arg(30_000)
+        .arg(JAVA_OWNER)
+        .invoke_async(&mut admin(&masters[0]).await)
+        .await
+        .unwrap();
+    assert!(pttl.is_some_and(|pttl| pttl > 0));
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gives_typed_errors() {
+    let empty: [&str; 0] = [];
+    assert!(matches!(
+        Redlock::connect(&empty).await,
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Redlock::connect(&["not a url"]).await,
+        Err(Error::InvalidConfig(_))
+    ));
+    let masters = masters(3);
+    let redlock = redlock(&masters, LEASE).await;
+    assert!(matches!(
+        redlock.clone().with_node_timeout(Duration::ZERO),
+        Err(Error::InvalidDuration { .. })
+    ));
+    assert!(matches!(
+        redlock.lock("").try_acquire().await,
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        redlock
+            .lock("rl:bad")
+            .try_acquire_with_lease(Duration::ZERO)
+            .await,
+        Err(Error::InvalidDuration { .. })
+    ));
+    // A key of another type on a majority of the nodes: WRONGTYPE, left alone.
+    // (On a minority it is a failed node like any other.)
+    for server in masters.iter().skip(1) {
+        let _: () = redis::cmd("SET")
+            .arg("rl:string")
+            .arg("x")
+            .query_async(&mut admin(server).await)
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        redlock.lock("rl:string").try_acquire().await,
+        Err(Error::WrongType { .. })
+    ));
+    let kept: String = redis::cmd("GET")
+        .arg("rl:string")
+        .query_async(&mut admin(&masters[1]).await)
+        .await
+        .unwrap();
+    assert_eq!(kept, "x");
+}

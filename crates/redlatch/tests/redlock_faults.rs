@@ -1,0 +1,213 @@
+//! Redlock under faults: killed masters, a frozen master, renewals that
+//! lose their majority.
+
+mod redlock_common;
+
+use std::time::{Duration, Instant};
+
+use redlatch::{Error, LostReason};
+use redlock_common::{masters, redlock, redlock_with};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_killed_masters_of_five_still_acquire_and_release() {
+    let mut masters = masters(5);
+    let redlock = redlock(&masters, LEASE).await;
+    masters[1].kill().unwrap();
+    masters[3].kill().unwrap();
+    let lock = redlock.lock("rl:two-down");
+    let guard = lock
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .expect("three of five is a majority");
+    assert!(guard.is_held());
+    assert!(lock.try_acquire().await.expect("try").is_none());
+    guard
+        .release()
+        .await
+        .expect("released on the three live masters");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_killed_masters_of_five_give_quorum_failed_naming_them() {
+    let mut masters = masters(5);
+    let redlock = redlock(&masters, LEASE).await;
+    let killed: Vec<String> = [0, 2, 4].iter().map(|&i| masters[i].url()).collect();
+    for i in [0, 2, 4] {
+        masters[i].kill().unwrap();
+    }
+    let error = redlock
+        .lock("rl:three-down")
+        .acquire_timeout(Duration::from_secs(10))
+        .await
+        .expect_err("two of five is no majority");
+    let Error::QuorumFailed {
+        op,
+        needed,
+        nodes,
+        confirmed,
+        ref failures,
+        ..
+    } = error
+    else {
+        panic!("expected QuorumFailed, got {error:?}");
+    };
+    assert_eq!((op, needed, nodes), ("acquire", 3, 5));
+    assert!(confirmed <= 2);
+    let failed: Vec<&str> = failures.iter().map(|f| f.node.as_str()).collect();
+    assert_eq!(failed, killed, "each dead master is named");
+    assert!(error.is_transient());
+    let message = error.to_string();
+    for url in &killed {
+        assert!(message.contains(url.as_str()), "{message}");
+    }
+    // Nothing is left behind on the live masters.
+    for i in [1, 3] {
+        let mut conn = redlock_common::admin(&masters[i]).await;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg("rl:three-down")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!exists);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_master_costs_the_node_timeout_not_the_lease() {
+    let masters = masters(5);
+    let node_timeout = Duration::from_millis(50);
+    // A response timeout far above the node timeout: only the latter may bound the calls.
+    let redlock = redlock_with(&masters, LEASE, Duration::from_secs(5))
+        .await
+        .with_node_timeout(node_timeout)
+        .unwrap();
+    masters[2].pause().unwrap();
+    let lock = redlock.lock("rl:frozen");
+    let started = Instant::now();
+    let guard = lock.acquire().await.expect("four of five answer");
+    let took = started.elapsed();
+    let released_at = Instant::now();
+    guard.release().await.expect("release");
+    let release_took = released_at.elapsed();
+    masters[2].resume().unwrap();
+    // The frozen master runs the queued acquire, then the queued release.
+    let cleared = redlock_common::eventually(Duration::from_secs(5), || async {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg("rl:frozen")
+            .query_async(&mut redlock_common::admin(&masters[2]).await)
+            .await
+            .unwrap();
+        !exists
+    })
+    .await;
+    assert!(cleared, "the late grant outlived the release");
+    // Bound by the node timeout plus generous room for a loaded machine;
+    // the lease (30 s) and the response timeout (5 s) play no part.
+    let bound = node_timeout + Duration::from_secs(1);
+    assert!(took < bound, "acquire took {took:?}");
+    assert!(release_took < bound, "release took {release_took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_without_a_majority_marks_the_guard_lost_within_the_lease() {
+    let mut masters = masters(5);
+    let lease = Duration::from_millis(600);
+    let redlock = redlock(&masters, lease).await;
+    let guard = redlock
+        .lock("rl:renew-lost")
+        .acquire()
+        .await
+        .expect("acquire");
+    // Two down: renewals still reach a majority.
+    masters[0].kill().unwrap();
+    masters[1].kill().unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(guard.is_held(), "{:?}", guard.lost_reason());
+    // A third down: no renewal can count any more.
+    masters[2].kill().unwrap();
+    let killed_at = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost");
+    assert!(killed_at.elapsed() <= lease + Duration::from_millis(500));
+    assert_eq!(guard.lost_reason(), Some(LostReason::NotRenewed));
+    assert!(matches!(
+        guard.release().await,
+        Err(Error::NotHeld { .. } | Error::QuorumFailed { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_majority_at_connect_is_quorum_failed_and_a_minority_is_tolerated() {
+    let mut masters = masters(3);
+    masters[0].kill().unwrap();
+    let urls = masters.urls();
+    let mut settings = redlatch::Settings::default();
+    settings.connect_timeout = Duration::from_millis(300);
+    settings.retry.attempts = 0;
+    let redlock = redlatch::Redlock::connect_with(&urls, settings.clone())
+        .await
+        .expect("two of three connect");
+    let guard = redlock
+        .lock("rl:connect")
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("a majority answers");
+    guard.release().await.expect("release");
+    masters[1].kill().unwrap();
+    let error = redlatch::Redlock::connect_with(&urls, settings)
+        .await
+        .expect_err("one of three");
+    assert!(
+        matches!(
+            error,
+            Error::QuorumFailed {
+                op: "connect",
+                confirmed: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_dropped_while_masters_are_frozen_leaves_no_hold_anywhere() {
+    let masters = masters(3);
+    let redlock = redlock_with(&masters, LEASE, Duration::from_secs(5))
+        .await
+        .with_node_timeout(Duration::from_secs(2))
+        .unwrap();
+    masters[0].pause().unwrap();
+    masters[2].pause().unwrap();
+    let lock = redlock.lock("rl:dropped");
+    // Master 1 grants it at once; the attempt then waits for the frozen two.
+    let dropped = tokio::time::timeout(Duration::from_millis(300), lock.try_acquire()).await;
+    assert!(
+        dropped.is_err(),
+        "the attempt was still waiting for masters 0 and 2"
+    );
+    masters[0].resume().unwrap();
+    masters[2].resume().unwrap();
+    // The frozen masters now run the queued acquires: what they grant, and
+    // master 1's grant, is given back although nobody waits any more.
+    let all_free = redlock_common::eventually(Duration::from_secs(5), || async {
+        let mut free = true;
+        for server in &masters {
+            let mut conn = redlock_common::admin(server).await;
+            let exists: bool = redis::cmd("EXISTS")
+                .arg("rl:dropped")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            free &= !exists;
+        }
+        free
+    })
+    .await;
+    assert!(all_free, "a hold was left behind");
+    assert!(lock.try_acquire().await.expect("try").is_some());
+}
