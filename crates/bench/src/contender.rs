@@ -53,6 +53,9 @@ pub enum Kind {
     /// multiplexed connection: the least a lock with an owner token costs.
     /// Does not wait: a taken key is an error.
     Raw,
+    /// redlatch's fair lock (`Client::fair_lock`): one line of waiters
+    /// across every client, first come, first served.
+    Fair,
 }
 
 impl Kind {
@@ -63,6 +66,7 @@ impl Kind {
             Kind::Rslock => "rslock 0.10",
             Kind::Redlock => "redlock 2.0",
             Kind::Raw => "raw SET NX PX + Lua del",
+            Kind::Fair => "redlatch fair lock",
         }
     }
 }
@@ -71,6 +75,9 @@ impl Kind {
 #[derive(Clone)]
 pub enum Locker {
     Redlatch(redlatch::Client),
+    /// redlatch's Redlock over several masters.
+    Quorum(redlatch::Redlock),
+    Fair(redlatch::Client),
     Rslock(rslock::LockManager),
     Redlock(Arc<redlock::RedLock>),
     Raw(MultiplexedConnection),
@@ -79,6 +86,7 @@ pub enum Locker {
 /// A held lock, to hand back to [`Locker::release`].
 pub enum Held {
     Redlatch(redlatch::Guard),
+    Quorum(redlatch::RedlockGuard),
     Rslock(rslock::Lock),
     Redlock { resource: Vec<u8>, val: Vec<u8> },
     Raw { key: String, token: String },
@@ -89,13 +97,21 @@ impl Locker {
     pub async fn connect(kind: Kind, urls: &[String]) -> Result<Locker, String> {
         let first = urls.first().ok_or("no Redis URL given")?;
         match kind {
-            Kind::Redlatch => {
+            Kind::Redlatch if urls.len() > 1 => redlatch::Redlock::connect(urls)
+                .await
+                .map(Locker::Quorum)
+                .map_err(|error| format!("redlatch Redlock connect: {error}")),
+            Kind::Redlatch => redlatch::Client::connect(first)
+                .await
+                .map(Locker::Redlatch)
+                .map_err(|error| format!("redlatch connect: {error}")),
+            Kind::Fair => {
                 if urls.len() != 1 {
-                    return Err("redlatch's default lock uses one master".to_owned());
+                    return Err("the fair lock uses one master".to_owned());
                 }
                 redlatch::Client::connect(first)
                     .await
-                    .map(Locker::Redlatch)
+                    .map(Locker::Fair)
                     .map_err(|error| format!("redlatch connect: {error}"))
             }
             Kind::Rslock => Ok(Locker::Rslock(rslock::LockManager::new(urls.to_vec()))),
@@ -127,6 +143,23 @@ impl Locker {
                 match tokio::time::timeout(wait, client.lock(key).acquire()).await {
                     Ok(Ok(guard)) => Ok(Some(Held::Redlatch(guard))),
                     Ok(Err(error)) => Err(format!("redlatch acquire: {error}")),
+                    Err(_) => Ok(None),
+                }
+            }
+            Locker::Quorum(redlock) => {
+                let wait = Duration::from_nanos(give_up_ns.saturating_sub(now_ns()));
+                match tokio::time::timeout(wait, redlock.lock(key).acquire()).await {
+                    Ok(Ok(guard)) => Ok(Some(Held::Quorum(guard))),
+                    Ok(Err(error)) => Err(format!("redlatch Redlock acquire: {error}")),
+                    Err(_) => Ok(None),
+                }
+            }
+            Locker::Fair(client) => {
+                let wait = Duration::from_nanos(give_up_ns.saturating_sub(now_ns()));
+                // Cancelling leaves the line at once; nothing stays in Redis.
+                match tokio::time::timeout(wait, client.fair_lock(key).acquire()).await {
+                    Ok(Ok(guard)) => Ok(Some(Held::Redlatch(guard))),
+                    Ok(Err(error)) => Err(format!("redlatch fair acquire: {error}")),
                     Err(_) => Ok(None),
                 }
             }
@@ -190,10 +223,14 @@ impl Locker {
     /// Releases what [`acquire`](Self::acquire) returned.
     pub async fn release(&self, held: Held) -> Result<(), String> {
         match (self, held) {
-            (Locker::Redlatch(_), Held::Redlatch(guard)) => guard
+            (Locker::Redlatch(_) | Locker::Fair(_), Held::Redlatch(guard)) => guard
                 .release()
                 .await
                 .map_err(|error| format!("redlatch release: {error}")),
+            (Locker::Quorum(_), Held::Quorum(guard)) => guard
+                .release()
+                .await
+                .map_err(|error| format!("redlatch Redlock release: {error}")),
             (Locker::Rslock(manager), Held::Rslock(lock)) => {
                 // Best effort by design: rslock reports no outcome.
                 manager.unlock(&lock).await;

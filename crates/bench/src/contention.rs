@@ -14,7 +14,7 @@ const WAITERS: u32 = 16;
 
 /// A table row: label, how to read the figure, decimals shown.
 type FigureRow = (&'static str, fn(&HandoffStats) -> f64, usize);
-const KINDS: [Kind; 3] = [Kind::Redlatch, Kind::Rslock, Kind::Redlock];
+const KINDS: [Kind; 4] = [Kind::Redlatch, Kind::Fair, Kind::Rslock, Kind::Redlock];
 /// Goals of the default lock.
 const GOAL_P99_US: f64 = 1_000.0;
 const GOAL_LONGEST_WAIT_MS: f64 = 50.0;
@@ -126,6 +126,14 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
     }
     section.tables.push(table);
 
+    if let Some((_, fair)) = results.iter().find(|(kind, _)| *kind == Kind::Fair) {
+        let violations: f64 = fair.iter().map(|s| s.fifo_violations).sum();
+        section.notes.push(format!(
+            "Fair lock, strict FIFO: {} ({violations:.0} FIFO violations over {} runs).",
+            if violations == 0.0 { "met" } else { "not met" },
+            fair.len()
+        ));
+    }
     let ours = &results[0].1;
     let mut ratios = Table::new(&[
         "redlatch ÷ peer, same run",
@@ -133,7 +141,7 @@ fn fill(section: &mut Section, results: &[(Kind, Vec<HandoffStats>)]) {
         "hand-off p99 (peer ÷ redlatch)",
         "longest wait (peer ÷ redlatch)",
     ]);
-    for (kind, theirs) in &results[1..] {
+    for (kind, theirs) in results.iter().filter(|(kind, _)| *kind != Kind::Redlatch) {
         let per_run = |f: fn(&HandoffStats) -> f64, invert: bool| {
             Summary::of(ours.iter().zip(theirs).map(
                 |(a, b)| {

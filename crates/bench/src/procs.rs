@@ -180,6 +180,7 @@ fn kind_arg(kind: Kind) -> &'static str {
         Kind::Rslock => "rslock",
         Kind::Redlock => "redlock",
         Kind::Raw => "raw",
+        Kind::Fair => "fair",
     }
 }
 

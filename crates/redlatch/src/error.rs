@@ -135,6 +135,60 @@ pub enum Error {
         /// The nodes that did not answer, or answered with an error.
         failures: Vec<NodeFailure>,
     },
+
+    /// The call would wait for itself forever: an owner of a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) asked to write while it reads
+    /// (there is no upgrade). Release the read holds first.
+    #[error("lock {name:?}: {reason}")]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+        /// What the caller holds that it would wait for.
+        reason: &'static str,
+    },
+
+    /// A permit count is zero, or too large for the semaphore. Fix the input.
+    #[error("invalid permit count {permits} for semaphore {name:?}: {reason}")]
+    InvalidPermits {
+        /// The semaphore name.
+        name: String,
+        /// The count given.
+        permits: i64,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// A semaphore call gave up waiting: not enough permits were free for the
+    /// whole wait. Retry later or give up.
+    #[error("semaphore {name:?}: {permits} permit(s) not acquired within {waited:?}")]
+    NoPermits {
+        /// The semaphore name.
+        name: String,
+        /// How many permits were asked for.
+        permits: u32,
+        /// How long the call waited.
+        waited: Duration,
+    },
+
+    /// A semaphore's key exists in Redis but holds something other than the
+    /// value a semaphore keeps there (a permit count, or its permits' expiries).
+    /// Something else uses that key: pick another name or key prefix.
+    #[error("key {key:?} holds a value that is not {expected}")]
+    WrongValue {
+        /// The Redis key.
+        key: String,
+        /// What the key should hold.
+        expected: &'static str,
+    },
+
+    /// A blocking call ([`blocking`](crate::blocking)) could not be carried
+    /// out because the facade's runtime has stopped (the process is shutting
+    /// down, or a task panicked). Create a new blocking client.
+    #[error("the blocking facade's runtime stopped during {op}")]
+    RuntimeGone {
+        /// What the library was doing.
+        op: &'static str,
+    },
 }
 
 /// One node of a [`Redlock`](crate::Redlock) that failed a call, in

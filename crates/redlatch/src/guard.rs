@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::hold::{Hold, LostReason};
+use crate::hold::{Hold, HoldKind, LostReason};
 use crate::ops::{self, Request};
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
@@ -137,11 +137,12 @@ impl Guard {
         let task_request = request.clone();
         let limit = inner.current_settings().response_timeout;
         let sent_at = Instant::now();
+        let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
-            let outcome = ops::run_reenter(&mut conn, &task_request, limit).await;
+            let outcome = kind.reenter(&mut conn, &task_request, limit).await;
             // Nobody is waiting for this hold any more: give it back.
             if let Err(Ok(true)) = reply_to.send(outcome) {
-                let _ = ops::run_release(&mut conn, &task_request, limit).await;
+                let _ = kind.release(&mut conn, &task_request, limit).await;
             }
         });
         let held = reply
@@ -160,7 +161,7 @@ impl Guard {
         if !inner.watchdog.add_guard(&self.hold, sent_at) {
             // Marked lost meanwhile although Redis still had it: give the hold back.
             let mut conn = inner.conn.clone();
-            let _ = ops::run_release(&mut conn, &request, limit).await;
+            let _ = self.hold.kind.release(&mut conn, &request, limit).await;
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
@@ -173,7 +174,9 @@ impl Guard {
     }
 
     /// Gives this hold back: the hold count goes down by one, and the last
-    /// hold deletes the lock and wakes one waiter. One round trip.
+    /// hold deletes the lock and wakes one waiter (the next in line for a
+    /// [`FairLock`](crate::FairLock); every waiter, for a read-write lock).
+    /// One round trip.
     ///
     /// # Errors
     /// [`Error::NotHeld`] when the owner no longer held the lock (it expired,
@@ -203,6 +206,16 @@ impl Guard {
         }
     }
 
+    /// The client this guard's hold belongs to.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The hold this guard shares with its re-entries.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
     fn request(&self) -> Request {
         Request {
             keys: self.hold.keys.clone(),
@@ -218,19 +231,23 @@ impl Guard {
         inner.watchdog.remove_guard(&self.hold);
         let client = self.client.clone();
         let request = self.request();
+        let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
             let inner = &client.inner;
             let mut conn = inner.conn.clone();
             let limit = inner.current_settings().response_timeout;
-            let released = ops::run_release(&mut conn, &request, limit).await;
+            let released = kind.release(&mut conn, &request, limit).await;
             if let Err(Error::NotHeld { .. }) = released {
                 crate::metrics::release_not_held();
             }
-            if let Ok(ops::Released::Unlocked { receivers }) = released {
+            // Courtesy is the reentrant lock's: the fair lock names its next
+            // holder, and a read-write lock may have many.
+            if let (HoldKind::Plain, Ok(ops::Released::Unlocked { receivers })) = (&kind, &released)
+            {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));
-                if receivers > local {
+                if *receivers > local {
                     let grace = inner.current_settings().handoff_grace;
                     inner.courtesy.note_release(&request.keys.key, grace);
                 }

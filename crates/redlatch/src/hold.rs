@@ -4,10 +4,74 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
-use crate::keys::LockKeys;
+use crate::error::Result;
+use crate::ops::{self, Released, Request};
+
+use crate::keys::{FairKeys, LockKeys, RwKeys};
 use crate::lease;
+
+/// Which lock a hold is on: it decides the release, re-entry and renewal scripts.
+#[derive(Debug, Clone)]
+pub(crate) enum HoldKind {
+    /// The reentrant lock (`Lock`).
+    Plain,
+    /// The fair lock: its release wakes the head of the queue.
+    Fair(Arc<FairKeys>),
+    /// A read hold on a read-write lock (one timeout key per hold).
+    Read(Arc<RwKeys>),
+    /// The write hold on a read-write lock.
+    Write(Arc<RwKeys>),
+}
+
+impl HoldKind {
+    /// True when the watchdog must renew it with the read-hold script.
+    pub(crate) fn is_read(&self) -> bool {
+        matches!(self, HoldKind::Read(_))
+    }
+
+    /// Drops one hold with the release script of this kind of lock. One
+    /// round trip, at most `limit`.
+    pub(crate) async fn release(
+        &self,
+        conn: &mut ConnectionManager,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<Released> {
+        match self {
+            HoldKind::Plain => ops::run_release(conn, request, limit).await,
+            HoldKind::Fair(keys) => crate::fair_lock::run_release(conn, keys, request, limit).await,
+            HoldKind::Read(keys) => {
+                crate::rw_lock::run_read_release(conn, keys, request, limit).await
+            }
+            HoldKind::Write(keys) => {
+                crate::rw_lock::run_write_release(conn, keys, request, limit).await
+            }
+        }
+    }
+
+    /// Adds one hold for an owner that holds already. One round trip, at
+    /// most `limit`. False when the owner no longer holds it.
+    pub(crate) async fn reenter(
+        &self,
+        conn: &mut ConnectionManager,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<bool> {
+        match self {
+            // A read hold also needs its timeout key.
+            HoldKind::Read(keys) => {
+                crate::rw_lock::run_read_reenter(conn, keys, request, limit).await
+            }
+            // The other kinds count holds in one hash field, like the reentrant lock.
+            HoldKind::Plain | HoldKind::Fair(_) | HoldKind::Write(_) => {
+                ops::run_reenter(conn, request, limit).await
+            }
+        }
+    }
+}
 
 /// What a new acquisition tells the watchdog.
 pub(crate) struct NewHold {
@@ -33,6 +97,7 @@ pub(crate) struct Hold {
     pub(crate) renewed: bool,
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
+    pub(crate) kind: HoldKind,
     /// The lease last set in Redis; renewals may change it (live settings).
     lease_ms: AtomicU64,
     lost: CancellationToken,
@@ -44,8 +109,9 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    pub(crate) fn new(new: NewHold) -> Hold {
+    pub(crate) fn new(new: NewHold, kind: HoldKind) -> Hold {
         let hold = Hold {
+            kind,
             keys: new.keys,
             owner: new.owner,
             renewed: new.renewed,

@@ -50,6 +50,108 @@ impl LockKeys {
     }
 }
 
+/// The keys of one fair lock: the lock hash and counter of [`LockKeys`], plus
+/// Redisson's `RFairLock` queue, its place deadlines and the per-waiter channels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FairKeys {
+    /// The lock hash, counter and shared channel, as for the reentrant lock.
+    pub(crate) lock: LockKeys,
+    /// Waiters in arrival order: `redisson_lock_queue:{KEY}` (list of owner fields).
+    pub(crate) queue: String,
+    /// When each waiter's place expires: `redisson_lock_timeout:{KEY}` (zset, ms).
+    pub(crate) timeouts: String,
+}
+
+impl FairKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<FairKeys> {
+        let lock = LockKeys::new(prefix, name)?;
+        Ok(FairKeys {
+            queue: format!("redisson_lock_queue:{{{}}}", lock.key),
+            timeouts: format!("redisson_lock_timeout:{{{}}}", lock.key),
+            lock,
+        })
+    }
+
+    /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
+    pub(crate) fn waiter_channel(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.lock.channel)
+    }
+}
+
+/// The keys of one read-write lock, in Redisson's `RReadWriteLock` layout, plus
+/// the set of waiting writers that keeps readers from starving them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RwKeys {
+    /// The lock hash: `PREFIX + NAME` (field `mode`, then holders).
+    pub(crate) key: String,
+    /// Where releases publish `0`: `redisson_rwlock:{KEY}`.
+    pub(crate) channel: String,
+    /// The fencing counter, shared with the other locks of this name.
+    pub(crate) token: String,
+    /// Waiting writers and until when their claim holds: `redlatch_rwlock_writers:{KEY}`.
+    pub(crate) writers: String,
+    /// What every per-read-hold timeout key starts with: `{KEY}`.
+    pub(crate) timeout_base: String,
+}
+
+impl RwKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<RwKeys> {
+        let lock = LockKeys::new(prefix, name)?;
+        Ok(RwKeys {
+            channel: format!("redisson_rwlock:{{{}}}", lock.key),
+            writers: format!("redlatch_rwlock_writers:{{{}}}", lock.key),
+            timeout_base: format!("{{{}}}", lock.key),
+            token: lock.token,
+            key: lock.key,
+        })
+    }
+
+    /// As [`LockKeys`], for code shared with the other locks (guards, watchdog).
+    pub(crate) fn as_lock_keys(&self) -> LockKeys {
+        LockKeys {
+            key: self.key.clone(),
+            channel: self.channel.clone(),
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// The read-hold timeout keys of the read field `field` on the lock hash
+/// `key` start with this, then `:<n>` for the n-th hold:
+/// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
+pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
+    format!("{{{key}}}:{field}:rwlock_timeout")
+}
+
+/// The hash field of a write hold: Redisson's `<uuid>:<thread>:write`.
+pub(crate) fn write_field(read_field: &str) -> String {
+    format!("{read_field}:write")
+}
+
+/// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
+/// `RPermitExpirableSemaphore` layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SemaphoreKeys {
+    /// The available permit count: `PREFIX + NAME`.
+    pub(crate) key: String,
+    /// Where releases publish the new count: `redisson_sc:{KEY}`.
+    pub(crate) channel: String,
+    /// Permit id → expiry, for expirable permits: `redisson__timeout__{KEY}`.
+    pub(crate) timeouts: String,
+}
+
+impl SemaphoreKeys {
+    /// Builds the keys for `name` under `prefix`; the name rules are the locks'.
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
+        let key = LockKeys::new(prefix, name)?.key;
+        Ok(SemaphoreKeys {
+            channel: format!("redisson_sc:{{{key}}}"),
+            timeouts: format!("redisson__timeout__{{{key}}}"),
+            key,
+        })
+    }
+}
+
 /// Checks an owner name given by the caller.
 pub(crate) fn validate_owner(owner: &str) -> Result<()> {
     if owner.is_empty() {
@@ -86,6 +188,15 @@ mod tests {
     }
 
     #[test]
+    fn semaphore_keys_follow_redisson_layout() {
+        let keys = SemaphoreKeys::new("app:", "pool").unwrap();
+        assert_eq!(keys.key, "app:pool");
+        assert_eq!(keys.channel, "redisson_sc:{app:pool}");
+        assert_eq!(keys.timeouts, "redisson__timeout__{app:pool}");
+        assert!(SemaphoreKeys::new("", "").is_err());
+    }
+
+    #[test]
     fn empty_and_oversized_names_are_refused() {
         assert!(matches!(
             LockKeys::new("", ""),
@@ -114,5 +225,23 @@ mod tests {
             validate_owner(&"o".repeat(MAX_OWNER_LEN + 1)),
             Err(Error::InvalidOwner { .. })
         ));
+    }
+    #[test]
+    fn fair_and_rw_keys_follow_redisson_layout() {
+        let fair = FairKeys::new("", "jobs").unwrap();
+        assert_eq!(fair.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(fair.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(
+            fair.waiter_channel("u:1"),
+            "redisson_lock__channel:{jobs}:u:1"
+        );
+        let rw = RwKeys::new("", "doc").unwrap();
+        assert_eq!(rw.channel, "redisson_rwlock:{doc}");
+        assert_eq!(rw.writers, "redlatch_rwlock_writers:{doc}");
+        assert_eq!(
+            read_timeout_prefix(&rw.key, "u:1"),
+            "{doc}:u:1:rwlock_timeout"
+        );
+        assert_eq!(write_field("u:1"), "u:1:write");
     }
 }

@@ -43,6 +43,23 @@
 //! # }
 //! ```
 //!
+//! ## Other primitives
+//!
+//! - [`Semaphore`]: N permits shared by every process (Redisson's `RSemaphore`);
+//!   a [`SemaphorePermit`] gives its permits back on drop.
+//! - [`PermitSemaphore`]: permits with ids and leases, renewed while their
+//!   [`ExpirablePermit`] lives and reclaimed after a dead holder (Redisson's
+//!   `RPermitExpirableSemaphore`).
+//! - [`MultiLock`]: several locks, possibly on several servers, taken all or
+//!   nothing in key order (so never deadlocked), released together.
+//! - [`FairLock`] ([`Client::fair_lock`]): waiters in every process get the
+//!   lock in the order they came; a waiter that dies is skipped after its
+//!   place lease (Redisson's `RFairLock`).
+//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
+//!   writer, reentrant, writers may downgrade, and a waiting writer is not
+//!   starved by new readers (Redisson's `RReadWriteLock`).
+//! - [`blocking`]: the same API for programs without an async runtime.
+//!
 //! ## Redis data
 //!
 //! | what | key / channel | content |
@@ -59,10 +76,13 @@
 
 #![warn(missing_docs)]
 
+pub mod blocking;
 mod client;
 mod config;
 mod courtesy;
+mod detached;
 mod error;
+mod fair_lock;
 mod guard;
 mod hold;
 mod keys;
@@ -70,13 +90,19 @@ mod lease;
 mod listing;
 mod lock;
 pub mod metrics;
+mod multi_lock;
 mod ops;
+mod permit_keeper;
+mod permit_semaphore;
 mod quorum;
 mod redlock;
 mod redlock_guard;
 mod redlock_lock;
 mod redlock_watchdog;
+mod rw_guard;
+mod rw_lock;
 mod scripts;
+mod semaphore;
 mod settings;
 mod settings_watch;
 mod status;
@@ -87,14 +113,20 @@ pub use client::Client;
 pub use config::ClientBuilder;
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, NodeFailure, Result};
+pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
 pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
 pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use multi_lock::{MultiGuard, MultiLock};
+pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
 pub use redlock_guard::RedlockGuard;
 pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
+pub use rw_guard::{ReadGuard, WriteGuard};
+pub use rw_lock::ReadWriteLock;
+pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,

@@ -507,3 +507,15 @@ fn record_wake(wake: Wake) {
         Wake::Resubscribed => "resubscribed",
     });
 }
+
+impl Lock {
+    /// The client this handle was made from (multi-locks span several).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The Redis key of the lock (prefix included): the multi-lock's sort key.
+    pub(crate) fn redis_key(&self) -> Result<String> {
+        Ok(self.keys()?.key)
+    }
+}

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
-use crate::hold::{Hold, NewHold};
+use crate::hold::{Hold, HoldKind, NewHold};
 use crate::keys::LockKeys;
 use crate::lease;
 use crate::ops::{self, Attempt, Request};
@@ -639,16 +639,20 @@ impl RedlockLock {
         started: Instant,
         released: CancellationToken,
     ) -> RedlockGuard {
-        let hold = Hold::new(NewHold {
-            keys: requests[0].keys.clone(),
-            owner: requests[0].owner.clone(),
-            lease_ms,
-            renewed,
-            token,
-            named_owner: false,
-            // Validity counts from before the first request went out.
-            sent_at: started,
-        });
+        let hold = Hold::new(
+            NewHold {
+                keys: requests[0].keys.clone(),
+                owner: requests[0].owner.clone(),
+                lease_ms,
+                renewed,
+                token,
+                named_owner: false,
+                // Validity counts from before the first request went out.
+                sent_at: started,
+            },
+            // Each node holds the reentrant lock's layout.
+            HoldKind::Plain,
+        );
         let shared = Arc::new(RedlockHold::new(
             self.redlock.clone(),
             self.name.clone(),

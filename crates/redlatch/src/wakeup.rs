@@ -53,6 +53,11 @@ pub(crate) struct Channel {
     epoch: AtomicU64,
     /// When the current holder's lease ends, as last reported to a waiter.
     lease_ends: Mutex<Option<Instant>>,
+    /// Every message wakes every waiter (read-write locks: all readers may enter).
+    broadcast: std::sync::atomic::AtomicBool,
+    /// Messages received on a broadcast channel, so a waiter that was busy
+    /// with an attempt when one arrived does not park past it.
+    messages: AtomicU64,
 }
 
 struct Member {
@@ -126,6 +131,8 @@ impl Wakeups {
             subscribed: watch::Sender::new(false),
             epoch: AtomicU64::new(0),
             lease_ends: Mutex::new(None),
+            broadcast: std::sync::atomic::AtomicBool::new(false),
+            messages: AtomicU64::new(0),
         });
         channels.insert(
             channel.to_owned(),
@@ -143,6 +150,15 @@ impl Wakeups {
             registry: self.registry.clone(),
             channel: entry,
         }
+    }
+
+    /// Joins `channel` as a broadcast channel: each message wakes every
+    /// waiter of this process on it, not one. For read-write locks, where a
+    /// release may let every waiting reader in at once.
+    pub(crate) fn join_broadcast(&self, channel: &str) -> Ticket {
+        let ticket = self.join(channel);
+        ticket.channel.broadcast.store(true, Ordering::Release);
+        ticket
     }
 
     /// Joins `channel` only if other waiters of this process are already
@@ -194,6 +210,36 @@ impl Ticket {
         )
     }
 
+    /// Messages seen so far on a broadcast channel; read it before an
+    /// attempt and pass it to [`Ticket::park_broadcast`].
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Parks until a message newer than `seen`, a resubscription after
+    /// `epoch`, or `limit`. For tickets from [`Wakeups::join_broadcast`].
+    pub(crate) async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        if self.messages() != seen {
+            return Wake::Message;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
+    }
+
     /// Records when the holder's lease ends, as the last failed attempt saw it.
     pub(crate) fn note_lease_end(&self, at: Instant) {
         *self.channel.lease_ends.lock() = Some(at);
@@ -218,6 +264,16 @@ impl Ticket {
             }
             _ = tokio::time::sleep(limit) => Wake::TimedOut,
         }
+    }
+}
+
+impl Ticket {
+    /// Wakes the next parked waiter of this channel in this process (or the
+    /// next to park): a waiter that took some of several released permits
+    /// passes the wake-up on when permits are left, since one message wakes
+    /// one waiter.
+    pub(crate) fn pass_on(&self) {
+        self.channel.notify.notify_one();
     }
 }
 
@@ -379,8 +435,13 @@ impl Subscriber {
             .get(channel_name)
             .filter(|member| member.waiters > 0)
         {
-            // One waiter per message: the others would find the lock taken again.
-            member.channel.notify.notify_one();
+            if member.channel.broadcast.load(Ordering::Acquire) {
+                member.channel.messages.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            } else {
+                // One waiter per message: the others would find the lock taken again.
+                member.channel.notify.notify_one();
+            }
         }
     }
 

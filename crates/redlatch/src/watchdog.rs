@@ -8,6 +8,10 @@
 //! out on the monotonic clock is marked lost then, even if Redis never
 //! answered. Fixed-lease holds are not renewed, only marked lost when their
 //! lease runs out.
+//!
+//! Holds of every kind are renewed here: the reentrant and fair locks and the
+//! write side of read-write locks with `renew.lua`, read holds with
+//! `rw_read_renew.lua`, which also extends their per-hold timeout keys.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +24,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::hold::{Hold, LostReason, NewHold};
+use crate::hold::{Hold, HoldKind, LostReason, NewHold};
+use crate::keys::read_timeout_prefix;
 use crate::scripts;
 use crate::settings::SharedSettings;
 
@@ -86,6 +91,11 @@ impl Watchdog {
     /// Registers a guard for a fresh acquisition or a re-entry by a named
     /// owner, returning the hold the guard shares with its re-entries.
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
+        self.register_kind(new, HoldKind::Plain)
+    }
+
+    /// As [`Watchdog::register`], for a hold on a lock of another `kind`.
+    pub(crate) fn register_kind(&self, new: NewHold, kind: HoldKind) -> Arc<Hold> {
         let key: HoldKey = (new.keys.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
         if let Some(entry) = entries.get_mut(&key)
@@ -97,7 +107,7 @@ impl Watchdog {
         }
         let next_renewal = new.sent_at + renewal_period(new.lease_ms);
         let renewed = new.renewed;
-        let hold = Arc::new(Hold::new(new));
+        let hold = Arc::new(Hold::new(new, kind));
         let due = if renewed {
             next_renewal.min(hold.valid_until())
         } else {
@@ -317,7 +327,11 @@ async fn run(shared: Weak<Shared>, conn: ConnectionManager, shutdown: Cancellati
             }
         }
         let due = strong.sweep(Instant::now());
-        for batch in due.chunks(RENEW_BATCH) {
+        // Read holds of read-write locks renew their timeout keys too: another script.
+        let (reads, hashes): (Vec<Renewal>, Vec<Renewal>) = due
+            .into_iter()
+            .partition(|renewal| renewal.hold.kind.is_read());
+        for batch in hashes.chunks(RENEW_BATCH).chain(reads.chunks(RENEW_BATCH)) {
             let batch = batch.to_vec();
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
@@ -339,10 +353,21 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: ConnectionManager, batch: V
         Some(shared) => shared.settings.read().response_timeout,
         None => return,
     };
-    let mut invocation = scripts::RENEW.prepare_invoke();
+    // A batch holds one kind of renewal only (see `run`).
+    let reads = batch
+        .first()
+        .is_some_and(|renewal| renewal.hold.kind.is_read());
+    let mut invocation = if reads {
+        crate::rw_lock::READ_RENEW.prepare_invoke()
+    } else {
+        scripts::RENEW.prepare_invoke()
+    };
     for renewal in &batch {
         invocation.key(&renewal.key.0);
         invocation.arg(&*renewal.key.1).arg(renewal.lease_ms);
+        if reads {
+            invocation.arg(read_timeout_prefix(&renewal.key.0, &renewal.key.1));
+        }
     }
     let span = tracing::debug_span!("redlatch.renew", locks = batch.len());
     // Give up at the response timeout, or when the earliest lease runs out.

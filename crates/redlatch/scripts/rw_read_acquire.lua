@@ -1,0 +1,72 @@
+-- rw_read_acquire: take a read hold on a read-write lock, in the layout of
+-- Redisson's RReadWriteLock. Readers share the lock; a writer excludes them.
+-- New readers also wait while a writer waits (its claim in KEYS[3]), so a
+-- stream of readers cannot starve writers; re-entries and a writer reading
+-- (downgrade) never wait.
+-- KEYS[1]  lock hash (NAME): field 'mode' = 'read' | 'write', holder fields -> hold count
+-- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[3]  waiting writers (redlatch_rwlock_writers:{NAME}): zset write field -> claim
+--          deadline, server time in ms
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  read field (<client-uuid>:<owner>)
+-- ARGV[3]  the same owner's write field (<client-uuid>:<owner>:write)
+-- ARGV[4]  timeout key prefix of this field ({NAME}:<client-uuid>:<owner>:rwlock_timeout);
+--          the n-th read hold of the field is the key PREFIX:n, with PEXPIRE = lease
+-- ARGV[5]  '1': re-enter only (never take a first hold)
+-- Returns {1, token}  first read hold of this owner; token = INCR of the counter
+--         {2, token}  one more read hold of this owner; token = current counter value
+--         {0, wait}   blocked by a writer (holding or waiting) or a plain lock:
+--                     wait = ms until worth another try (-1: the holder has no expiry)
+--         {-1, 0}     a key holds another type (WRONGTYPE)
+--         {-3, 0}     re-enter only, and this owner holds no read
+if redis.replicate_commands then redis.replicate_commands() end
+local function kind(key) return redis.call('type', key).ok end
+local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
+if (lock_kind ~= 'none' and lock_kind ~= 'hash')
+    or (writers_kind ~= 'none' and writers_kind ~= 'zset') then
+  return {-1, 0}
+end
+local mode = false
+if lock_kind == 'hash' then
+  mode = redis.call('hget', KEYS[1], 'mode')
+  if not mode then
+    -- A hash without a mode: a plain lock holds this name.
+    if ARGV[5] == '1' then return {-3, 0} end
+    return {0, redis.call('pttl', KEYS[1])}
+  end
+end
+local reading = mode and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if ARGV[5] == '1' and not reading then
+  return {-3, 0}
+end
+local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
+if not reading and not writing then
+  if mode == 'write' then
+    return {0, redis.call('pttl', KEYS[1])}
+  end
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+  local writer = redis.call('zrange', KEYS[3], 0, 0, 'withscores')
+  if writer[1] then
+    -- Queue behind the waiting writer; try again when its claim would run out.
+    local wait = tonumber(writer[2]) - now
+    if mode == 'read' then
+      local pttl = redis.call('pttl', KEYS[1])
+      if pttl >= 0 and pttl < wait then wait = pttl end
+    end
+    return {0, wait}
+  end
+end
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('set', ARGV[4] .. ':' .. n, 1, 'px', ARGV[1])
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+end
+if n == 1 then
+  return {1, redis.call('incr', KEYS[2])}
+end
+return {2, tonumber(redis.call('get', KEYS[2]) or '0')}

@@ -1,0 +1,59 @@
+-- rw_read_release: drop one read hold. The last hold of the last live reader
+-- deletes the lock and wakes waiters.
+-- KEYS[1]  lock hash (NAME)
+-- ARGV[1]  channel (redisson_rwlock:{NAME})
+-- ARGV[2]  read field
+-- ARGV[3]  timeout key prefix of this field ({NAME}:<field>:rwlock_timeout)
+-- ARGV[4]  timeout key base ({NAME}): other fields' keys are BASE:<field>:rwlock_timeout:<n>
+-- Returns  {1, n}   the lock is deleted and '0' published; n subscriber connections got it
+--          {0, 0}   one hold dropped; this owner or others still hold the lock
+--          {-1, 0}  the owner holds no read (publishes '0' if the key is gone)
+--          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
+-- Readers whose every timeout key expired are dead (not renewed for a lease):
+-- their fields are dropped, and the lock lives as long as the longest live read.
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  redis.call('publish', ARGV[1], '0')
+  return {-1, 0}
+end
+if kind ~= 'hash' then
+  return {-2, 0}
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return {-1, 0}
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if n <= 0 then
+  redis.call('hdel', KEYS[1], ARGV[2])
+end
+redis.call('del', ARGV[3] .. ':' .. (n + 1))
+if mode == 'write' then
+  -- The writer (this owner, downgrading) still holds it.
+  return {0, 0}
+end
+local longest = -2
+for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+  if field ~= 'mode' then
+    local count = tonumber(redis.call('hget', KEYS[1], field)) or 0
+    local alive = -2
+    for i = count, 1, -1 do
+      local left = redis.call('pttl', ARGV[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
+      if left == -1 or left > alive then alive = left end
+      if alive == -1 then break end
+    end
+    if alive == -2 then
+      redis.call('hdel', KEYS[1], field)
+    elseif alive > longest then
+      longest = alive
+    end
+  end
+end
+if redis.call('hlen', KEYS[1]) > 1 then
+  if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+  end
+  return {0, 0}
+end
+redis.call('del', KEYS[1])
+return {1, redis.call('publish', ARGV[1], '0')}

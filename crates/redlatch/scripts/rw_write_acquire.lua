@@ -1,0 +1,56 @@
+-- rw_write_acquire: take the write hold on a read-write lock (Redisson's
+-- RReadWriteLock layout), re-enter it, or claim a place as a waiting writer.
+-- KEYS[1]  lock hash (NAME): field 'mode' = 'read' | 'write', holder fields -> hold count
+-- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[3]  waiting writers (redlatch_rwlock_writers:{NAME}): zset write field -> claim
+--          deadline, server time in ms; new readers wait while a claim is live
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  write field (<client-uuid>:<owner>:write)
+-- ARGV[3]  claim lease in ms: the claim lapses unless this writer tries again within
+--          it; 0 = a single try that claims nothing
+-- ARGV[4]  '1': re-enter only (never take a first hold)
+-- ARGV[5]  the same owner's read field (<client-uuid>:<owner>)
+-- Returns {1, token}  acquired afresh; token = INCR of the counter
+--         {2, token}  re-entered (hold count + 1); token = current counter value
+--         {0, pttl}   held by readers, another writer or a plain lock: its remaining
+--                     lease (-1: no expiry)
+--         {-1, 0}     a key holds another type (WRONGTYPE)
+--         {-3, 0}     re-enter only, and this owner does not hold the write lock
+--         {-4, 0}     this owner reads the lock: it would wait for itself (no upgrade)
+if redis.replicate_commands then redis.replicate_commands() end
+local function kind(key) return redis.call('type', key).ok end
+local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
+if (lock_kind ~= 'none' and lock_kind ~= 'hash')
+    or (writers_kind ~= 'none' and writers_kind ~= 'zset') then
+  return {-1, 0}
+end
+if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
+    and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  end
+  return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+end
+if ARGV[4] == '1' then
+  return {-3, 0}
+end
+if lock_kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[5]) == 1 then
+  return {-4, 0}
+end
+if lock_kind == 'none' then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  return {1, redis.call('incr', KEYS[2])}
+end
+local claim = tonumber(ARGV[3])
+if claim > 0 then
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('zadd', KEYS[3], now + claim, ARGV[2])
+  -- The set disappears by itself once every claim in it has lapsed.
+  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+  redis.call('pexpire', KEYS[3], math.max(tonumber(last[2]) - now, claim))
+end
+return {0, redis.call('pttl', KEYS[1])}

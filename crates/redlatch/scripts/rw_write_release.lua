@@ -1,0 +1,35 @@
+-- rw_write_release: drop one write hold. The last one deletes the lock, or,
+-- when the same owner also reads (downgrade), leaves it in read mode; either
+-- way waiters are woken.
+-- KEYS[1]  lock hash (NAME)
+-- ARGV[1]  channel (redisson_rwlock:{NAME})
+-- ARGV[2]  lease in milliseconds, re-applied while write holds remain
+-- ARGV[3]  write field
+-- Returns  {1, n}   the write lock is gone (deleted, or read mode); '0' published to n
+--          {0, 0}   one hold dropped, others remain
+--          {-1, 0}  the owner does not hold the write lock (publishes '0' if the key is gone)
+--          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  redis.call('publish', ARGV[1], '0')
+  return {-1, 0}
+end
+if kind ~= 'hash' then
+  return {-2, 0}
+end
+if redis.call('hget', KEYS[1], 'mode') ~= 'write'
+    or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+  return {-1, 0}
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if n > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {0, 0}
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+  redis.call('del', KEYS[1])
+else
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+return {1, redis.call('publish', ARGV[1], '0')}

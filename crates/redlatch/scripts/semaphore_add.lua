@@ -1,0 +1,24 @@
+-- semaphore_add: add (or, with a negative delta, take away) permits.
+-- KEYS[1]  permit count (NAME)
+-- ARGV[1]  channel (redisson_sc:{NAME})
+-- ARGV[2]  delta (may be negative)
+-- Returns  {1, count}  the new count (published when positive, to wake waiters)
+--          {0, count}  refused: the count would go below zero; count unchanged
+--         {-1, 0}      KEYS[1] holds something other than an integer
+local kind = redis.call('type', KEYS[1]).ok
+local count = 0
+if kind ~= 'none' then
+  count = kind == 'string' and tonumber(redis.call('get', KEYS[1]))
+  if not count then
+    return {-1, 0}
+  end
+end
+local delta = tonumber(ARGV[2])
+if count + delta < 0 then
+  return {0, count}
+end
+count = redis.call('incrby', KEYS[1], delta)
+if count > 0 then
+  redis.call('publish', ARGV[1], count)
+end
+return {1, count}

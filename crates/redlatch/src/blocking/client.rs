@@ -1,0 +1,101 @@
+//! The blocking client.
+
+use std::sync::Arc;
+
+use super::{Bridge, Lock, PermitSemaphore, Semaphore};
+use crate::error::Result;
+use crate::settings::Settings;
+
+/// A blocking [`crate::Client`]: the same connection and background tasks,
+/// run by a runtime of its own (one worker thread), with methods that block.
+///
+/// Cheap to clone; clones share the connection and the runtime, which stops
+/// when the last clone, handle and guard are gone.
+#[derive(Clone)]
+pub struct Client {
+    inner: crate::Client,
+    bridge: Arc<Bridge>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Client")
+            .field("client", &self.inner)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects with default settings, as [`crate::Client::connect`].
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::connect`], and [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// if the runtime cannot start.
+    pub fn connect(url: &str) -> Result<Client> {
+        Client::connect_with(crate::Client::builder(url))
+    }
+
+    /// Connects with the settings of `builder` (see [`crate::ClientBuilder`]).
+    ///
+    /// ```
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let url = server.url();
+    /// let builder = redlatch::Client::builder(&url)
+    ///     .default_lease(std::time::Duration::from_secs(10));
+    /// let client = redlatch::blocking::Client::connect_with(builder)?;
+    /// assert_eq!(client.settings().default_lease.as_secs(), 10);
+    /// # Ok::<(), redlatch::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn connect_with(builder: crate::ClientBuilder) -> Result<Client> {
+        let bridge = Bridge::start()?;
+        let inner = bridge.run("connect", builder.connect())?;
+        Ok(Client { inner, bridge })
+    }
+
+    /// A handle to the lock `name` (see [`crate::Lock`]).
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.inner.lock(name), self.bridge.clone())
+    }
+
+    /// A handle to the counting semaphore `name` (see [`crate::Semaphore`]).
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.inner.semaphore(name), self.bridge.clone())
+    }
+
+    /// A handle to the permit-expirable semaphore `name` (see [`crate::PermitSemaphore`]).
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        PermitSemaphore::new(self.inner.permit_semaphore(name), self.bridge.clone())
+    }
+
+    /// This client's id (see [`crate::Client::id`]).
+    pub fn id(&self) -> uuid::Uuid {
+        self.inner.id()
+    }
+
+    /// The settings in force now.
+    pub fn settings(&self) -> Settings {
+        self.inner.settings()
+    }
+
+    /// Replaces the settings at run time (see [`crate::Client::update_settings`]).
+    ///
+    /// # Errors
+    /// As [`crate::Client::update_settings`].
+    pub fn update_settings(&self, settings: Settings) -> Result<()> {
+        self.inner.update_settings(settings)
+    }
+
+    /// Number of locks this client holds now.
+    pub fn held_locks(&self) -> usize {
+        self.inner.held_locks()
+    }
+
+    /// The async client underneath, for calls this facade does not wrap.
+    /// Its futures must be run by a runtime of the caller's.
+    pub fn as_async(&self) -> &crate::Client {
+        &self.inner
+    }
+}

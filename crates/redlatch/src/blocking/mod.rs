@@ -1,0 +1,149 @@
+//! A synchronous API for programs without an async runtime, like
+//! `reqwest::blocking`: the same locks, semaphores and multi-locks, with
+//! methods that block the calling thread instead of returning futures.
+//!
+//! Each [`Client`] owns a small tokio runtime (one worker thread) that runs
+//! the connection, the subscription for wake-ups and the watchdog, so held
+//! locks stay renewed while the calling threads do their work. Calls may come
+//! from any number of threads at once; clones of a client share its runtime.
+//!
+//! Dropping a blocking guard releases what it holds **before** the drop
+//! returns (one round trip), unlike the async guards, which release in the
+//! background: a plain thread that drops a guard and exits leaves nothing held.
+//!
+//! ```
+//! # let server = testkit::RedisServer::start().unwrap();
+//! # let url = server.url();
+//! let client = redlatch::blocking::Client::connect(&url)?; // "redis://127.0.0.1:6379"
+//! let lock = client.lock("nightly-report");
+//! let worker = std::thread::spawn(move || -> redlatch::Result<u64> {
+//!     let guard = lock.acquire()?;      // blocks this thread while held elsewhere
+//!     Ok(guard.token())                 // released when `guard` drops
+//! });
+//! assert!(worker.join().unwrap()? >= 1);
+//! # Ok::<(), redlatch::Error>(())
+//! ```
+//!
+//! # Inside an async runtime
+//!
+//! Calls never panic there (the work runs on the client's own runtime, and
+//! the caller waits on a plain channel), but they block the calling thread
+//! like any blocking I/O: in async code, use the async API instead, or wrap
+//! the call in `tokio::task::spawn_blocking`.
+
+// Adding a wrapper is one file here: a struct holding the async handle and the
+// client's `Arc<Bridge>`, whose methods clone the handle into an `async move`
+// block and hand it to `Bridge::run`; guards hold an `Option` of the async
+// guard and release it through `Bridge::run` in `Drop`. Then one constructor
+// in `client.rs` and one `pub use` line below.
+
+mod client;
+mod lock;
+mod multi_lock;
+mod permit_semaphore;
+mod semaphore;
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+
+pub use client::Client;
+pub use lock::{Guard, Lock};
+pub use multi_lock::{MultiGuard, MultiLock};
+pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
+pub use semaphore::{Semaphore, SemaphorePermit};
+
+use crate::error::{Error, Result};
+
+/// The runtime behind one blocking client and everything made from it.
+pub(crate) struct Bridge {
+    /// `Some` until dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bridge")
+    }
+}
+
+impl Bridge {
+    /// Starts the runtime: one worker thread for the connection, the
+    /// subscription and the watchdog.
+    pub(crate) fn start() -> Result<Arc<Bridge>> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("redlatch-blocking")
+            .enable_all()
+            .build()
+            .map_err(|error| {
+                Error::InvalidConfig(format!(
+                    "cannot start the blocking client's runtime: {error}"
+                ))
+            })?;
+        Ok(Arc::new(Bridge {
+            runtime: Some(runtime),
+        }))
+    }
+
+    /// Runs `call` on the runtime and blocks the calling thread until it is
+    /// done. Never panics, even inside another runtime.
+    pub(crate) fn run<T, F>(&self, op: &'static str, call: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let Some(runtime) = &self.runtime else {
+            return Err(Error::RuntimeGone { op });
+        };
+        let (reply_to, reply) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = reply_to.send(call.await);
+        });
+        // A closed channel: the task was dropped (runtime shut down, or a panic).
+        reply.recv().unwrap_or(Err(Error::RuntimeGone { op }))
+    }
+}
+
+impl Bridge {
+    /// Runs a future that borrows from the caller on the calling thread,
+    /// within the runtime's context (its timers and connections are driven by
+    /// the runtime's worker). For the few calls that cannot be handed to a task.
+    pub(crate) fn run_borrowed<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let Some(runtime) = &self.runtime else {
+            return Err(Error::RuntimeGone { op: "call" });
+        };
+        let _context = runtime.enter();
+        let mut call = pin!(call);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut context = Context::from_waker(&waker);
+        loop {
+            match call.as_mut().poll(&mut context) {
+                Poll::Ready(outcome) => return outcome,
+                // Woken spuriously at times: polling again is harmless.
+                Poll::Pending => std::thread::park(),
+            }
+        }
+    }
+}
+
+/// Wakes the thread that polls a borrowed future.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            // Dropping a runtime waits for its worker, which panics inside an
+            // async context; nothing is left to wait for once the last handle goes.
+            runtime.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,604 @@
+//! The fair lock: waiters take the lock in the order they came, across processes.
+
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use redis::aio::ConnectionManager;
+use tracing::Instrument;
+
+use crate::client::{Client, ClientInner};
+use crate::detached::detached;
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::hold::{HoldKind, NewHold};
+use crate::keys::{FairKeys, validate_owner};
+use crate::lease;
+use crate::ops::{self, Released, Request};
+use crate::wakeup::Ticket;
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
+static LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
+
+/// Default place lease of [`FairLock`] and of waiting writers of a
+/// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
+/// without a sign of life from it. Live waiters renew theirs every third of
+/// it; a waiter that died is skipped at most about 1⅓ place leases later.
+pub const DEFAULT_PLACE_LEASE: Duration = Duration::from_secs(5);
+
+/// How long to wait before re-checking a lock that has no expiry.
+const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
+
+/// A fair lock: Redisson's `RFairLock`, in Rust. Waiters, in every process,
+/// get the lock in the order they started waiting.
+///
+/// Everything else is as for [`Lock`](crate::Lock): acquires return a
+/// [`Guard`] (fencing token, [`lost`](Guard::lost), re-entry, release on
+/// drop), the watchdog renews it, owners are anonymous unless named with
+/// [`FairLock::with_owner`].
+///
+/// # Order
+///
+/// A waiter that finds the lock held joins a line in Redis and parks. The
+/// release wakes exactly the first waiter in line (a message on its own
+/// channel); nobody else may take the lock while someone waits, so a new
+/// acquire never overtakes the line, and [`FairLock::try_acquire`] fails
+/// while anyone waits.
+///
+/// Each waiter's place has a lease ([`DEFAULT_PLACE_LEASE`], 5 s, see
+/// [`FairLock::with_place_lease`]) that it renews while it waits (one round
+/// trip per third of it). A waiter that dies (crash, kill -9, lost network)
+/// stops renewing; its place runs out and the next attempt of any waiter, or
+/// the release, skips it. So a dead waiter delays the line by at most about
+/// one place lease and a third, never forever.
+///
+/// # Keys
+///
+/// Redisson's `RFairLock` layout: the lock hash `PREFIX+NAME` (the reentrant
+/// lock's, so [`Lock`](crate::Lock)s and Redisson `RLock`s of the same name
+/// exclude fair holders too), the line `redisson_lock_queue:{PREFIX+NAME}`
+/// (list of owners), the place deadlines `redisson_lock_timeout:{PREFIX+NAME}`
+/// (zset, server time in ms), the counter `redisson_lock_token:{PREFIX+NAME}`,
+/// and one channel per waiter, `redisson_lock__channel:{PREFIX+NAME}:<owner>`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let client = redlatch::Client::connect(&server.url()).await?;
+/// let lock = client.fair_lock("payout:batch");
+/// let guard = lock.acquire().await?;   // first come, first served
+/// println!("fencing token {}", guard.token());
+/// guard.release().await?;              // wakes the next waiter in line, only it
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FairLock {
+    client: Client,
+    name: Arc<str>,
+    owner: Option<Arc<str>>,
+    place_lease: Duration,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+/// What one attempt of the fair acquire script found.
+#[derive(Debug, Clone, Copy)]
+enum FairAttempt {
+    Acquired {
+        token: u64,
+        reentered: bool,
+        sent_at: Instant,
+    },
+    /// In line (or not, for a single try): the holder's remaining lease
+    /// (-1: no expiry, 0: free but another waiter goes first).
+    Waiting { pttl_ms: i64, first: bool },
+}
+
+impl Client {
+    /// A handle to the fair lock `name` (no round trip; the name is checked
+    /// when the lock is used). See [`FairLock`].
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock {
+            client: self.clone(),
+            name: Arc::from(name.into()),
+            owner: None,
+            place_lease: DEFAULT_PLACE_LEASE,
+            lease: None,
+        }
+    }
+}
+
+impl FairLock {
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, acquired by the named owner: acquires by one owner on
+    /// one client re-enter rather than queue (as [`Lock::with_owner`](crate::Lock::with_owner)).
+    /// The owner is checked when the lock is used ([`Error::InvalidOwner`]).
+    pub fn with_owner(mut self, owner: impl Into<String>) -> FairLock {
+        self.owner = Some(Arc::from(owner.into()));
+        self
+    }
+
+    /// The same lock with another place lease: how long a waiter's place in
+    /// line is kept without a sign of life (see [`FairLock`]). Shorter skips
+    /// dead waiters sooner and costs more renewals while waiting. Checked when
+    /// the lock is used: [`Error::InvalidDuration`] unless 30 ms ≤ `lease` ≤ 30 days.
+    pub fn with_place_lease(mut self, lease: Duration) -> FairLock {
+        self.place_lease = lease;
+        self
+    }
+
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew: Redis frees the lock after `lease` even if the guard is
+    /// still alive, and its `lost()` resolves then (Redisson's
+    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
+    /// unless 1 ms ≤ `lease` ≤ 30 days.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.fair_lock("report").with_lease(Duration::from_secs(10));
+    /// let guard = lock.acquire().await?;
+    /// assert!(!guard.is_renewed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_lease(mut self, lease: Duration) -> FairLock {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Waits in line until the lock is held, then returns its guard; the
+    /// watchdog renews it until the guard goes (unless [`FairLock::with_lease`]).
+    ///
+    /// One round trip when the lock is free and nobody waits. Otherwise the
+    /// call joins the line, subscribes to its own channel and parks until its
+    /// turn comes (a message from the release), the holder's lease ends (when
+    /// first in line), or its place needs renewing (a third of the place
+    /// lease); each wake-up costs one round trip.
+    ///
+    /// Touches the lock hash, the line, the place deadlines, the counter.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
+    /// [`Error::WrongType`], [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the line at once (a script call from a task
+    /// of its own) and wakes whoever is first after it if the lock is free;
+    /// an attempt in flight completes and gives back a hold it took. Nothing
+    /// of the waiter remains in Redis.
+    pub async fn acquire(&self) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever)
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt: the guard if the lock was free and nobody waited (or it
+    /// re-entered), `None` otherwise. Never joins the line. One round trip.
+    ///
+    /// # Errors
+    /// As [`FairLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`FairLock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once).await
+    }
+
+    /// Waits in line at most `wait`; leaves the line when it runs out.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the turn did not come within `wait`; else as
+    /// [`FairLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`FairLock::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait))
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    fn timeout(&self, waited: Duration) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited,
+        }
+    }
+
+    async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
+        let span = tracing::debug_span!("redlatch.fair_acquire", lock = %self.name);
+        let started = Instant::now();
+        let outcome = self.wait_for_turn(wait).instrument(span).await;
+        let label = match &outcome {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not_acquired",
+            Err(_) => "error",
+        };
+        crate::metrics::acquire_finished(label, started.elapsed());
+        outcome
+    }
+
+    async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
+        let inner = &self.client.inner;
+        let settings = inner.current_settings();
+        let keys = Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?);
+        let (lease_ms, renewed) = match self.lease {
+            None => (
+                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+        };
+        let place_ms = match wait {
+            Wait::Once => 0,
+            _ => lease::watchdog_lease_millis("place lease", self.place_lease)?,
+        };
+        let (mut owner, named) = match &self.owner {
+            Some(owner) => {
+                validate_owner(owner)?;
+                (inner.named_owner(owner), true)
+            }
+            None => (inner.anonymous_owner(), false),
+        };
+        let started = Instant::now();
+        let deadline = match wait {
+            Wait::Once => Some(started),
+            Wait::For(wait) => started.checked_add(wait),
+            Wait::Forever => None,
+        };
+        let renew_place = Duration::from_millis(place_ms / 3);
+        let mut place: Option<Place> = None;
+        let mut ticket: Option<Ticket> = None;
+        let mut retry = 0;
+        loop {
+            let epoch = ticket.as_ref().map(Ticket::epoch);
+            let attempt = Attempt {
+                keys: keys.clone(),
+                owner: owner.clone(),
+                named,
+                lease_ms,
+                place_ms,
+            };
+            let found = match attempt.run(inner).await {
+                Err(error) if error.is_transient() && !named => {
+                    // The outcome is unknown: give back whatever the old owner may
+                    // have (a place, a hold), and go on under a fresh one.
+                    attempt.undo(inner);
+                    if let Some(place) = place.take() {
+                        place.forget();
+                    }
+                    let policy = inner.current_settings().retry;
+                    if retry >= policy.attempts {
+                        return Err(error);
+                    }
+                    tracing::debug!(%error, retry, "redlatch: fair acquire failed, retrying");
+                    tokio::time::sleep(policy.delay(retry)).await;
+                    retry += 1;
+                    owner = inner.anonymous_owner();
+                    ticket = None;
+                    continue;
+                }
+                other => other?,
+            };
+            match found {
+                FairAttempt::Acquired {
+                    token,
+                    reentered,
+                    sent_at,
+                } => {
+                    // The script took this owner out of the line.
+                    if let Some(place) = place.take() {
+                        place.forget();
+                    }
+                    let hold = inner.watchdog.register_kind(
+                        NewHold {
+                            keys: Arc::new(keys.lock.clone()),
+                            owner,
+                            lease_ms,
+                            renewed,
+                            token,
+                            named_owner: named,
+                            sent_at,
+                        },
+                        HoldKind::Fair(keys.clone()),
+                    );
+                    crate::metrics::acquired(reentered);
+                    tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: fair lock acquired");
+                    return Ok(Some(Guard::new(
+                        self.client.clone(),
+                        self.name.clone(),
+                        hold,
+                    )));
+                }
+                FairAttempt::Waiting { pttl_ms, first } => {
+                    if place_ms > 0 && place.is_none() {
+                        place = Some(Place {
+                            client: self.client.clone(),
+                            keys: keys.clone(),
+                            owner: owner.clone(),
+                            armed: true,
+                        });
+                    }
+                    let now = Instant::now();
+                    if deadline.is_some_and(|at| now >= at) {
+                        if let Some(place) = place.take() {
+                            place.leave().await;
+                        }
+                        return Ok(None);
+                    }
+                    let remaining =
+                        deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+                    let mut limit = renew_place.min(remaining);
+                    if first {
+                        // Our turn comes when the holder releases or its lease ends.
+                        let lease_left =
+                            u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
+                        limit = limit.min(lease_left);
+                    }
+                    match (&ticket, epoch) {
+                        (Some(parked), Some(epoch)) => {
+                            parked.park(epoch, limit).await;
+                        }
+                        _ => {
+                            // Subscribe, then try again: a turn that came before
+                            // the subscription would otherwise be missed.
+                            crate::metrics::contended_wait();
+                            let joined = inner.wakeups.join(&keys.waiter_channel(&owner));
+                            joined.subscribed(limit).await;
+                            ticket = Some(joined);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One call of the acquire script, and how to undo it.
+struct Attempt {
+    keys: Arc<FairKeys>,
+    owner: Arc<str>,
+    named: bool,
+    lease_ms: u64,
+    place_ms: u64,
+}
+
+impl Attempt {
+    /// Runs the script in a task of its own: if the caller goes away, the
+    /// task leaves the line and gives back a hold the attempt took.
+    async fn run(&self, inner: &ClientInner) -> Result<FairAttempt> {
+        let limit = inner.current_settings().response_timeout;
+        let mut conn = inner.conn.clone();
+        let undo_conn = inner.conn.clone();
+        let call = {
+            let keys = self.keys.clone();
+            let owner = self.owner.clone();
+            let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
+            async move {
+                let sent_at = Instant::now();
+                let run = run_acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
+                ops::bounded("fair acquire", limit, run).await
+            }
+        };
+        let undo = {
+            let attempt = self.clone_parts();
+            move |outcome: Result<FairAttempt>| async move {
+                // Nobody waits for this attempt: leave the line, and give back
+                // a hold it took (or may have taken, for an anonymous owner).
+                let took_hold = matches!(outcome, Ok(FairAttempt::Acquired { .. }));
+                let uncertain = matches!(&outcome, Err(error) if error.is_transient());
+                tracing::debug!(lock = %attempt.keys.lock.key, "redlatch: undoing an abandoned fair acquire");
+                let release = took_hold || (uncertain && !attempt.named);
+                attempt.undo_now(undo_conn, limit, release).await;
+            }
+        };
+        detached(&inner.runtime, "fair acquire", call, undo).await
+    }
+
+    fn clone_parts(&self) -> Attempt {
+        Attempt {
+            keys: self.keys.clone(),
+            owner: self.owner.clone(),
+            named: self.named,
+            lease_ms: self.lease_ms,
+            place_ms: self.place_ms,
+        }
+    }
+
+    /// Leaves the line and gives back a hold, from a task of its own.
+    fn undo(&self, inner: &ClientInner) {
+        let attempt = self.clone_parts();
+        let conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        inner
+            .runtime
+            .spawn(async move { attempt.undo_now(conn, limit, true).await });
+    }
+
+    async fn undo_now(&self, mut conn: ConnectionManager, limit: Duration, release: bool) {
+        let _ = run_leave(&mut conn, &self.keys, &self.owner, limit).await;
+        if release {
+            let request = Request {
+                keys: Arc::new(self.keys.lock.clone()),
+                owner: self.owner.clone(),
+                named_owner: self.named,
+                lease_ms: self.lease_ms,
+            };
+            let _ = run_release(&mut conn, &self.keys, &request, limit).await;
+        }
+    }
+}
+
+/// A waiter's place in line. Dropping it while armed (a cancelled acquire)
+/// leaves the line from a task of its own.
+struct Place {
+    client: Client,
+    keys: Arc<FairKeys>,
+    owner: Arc<str>,
+    armed: bool,
+}
+
+impl Place {
+    /// The place is gone already (taken by the acquire, or handed to an undo).
+    fn forget(mut self) {
+        self.armed = false;
+    }
+
+    /// Leaves the line now (a timed-out wait), from a task of its own so
+    /// that dropping this future does not stop it. Errors are ignored: a
+    /// place that could not be withdrawn runs out by itself.
+    async fn leave(mut self) {
+        self.armed = false;
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        let (keys, owner) = (self.keys.clone(), self.owner.clone());
+        let leaving = inner.runtime.spawn(async move {
+            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+        });
+        let _ = leaving.await;
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        let keys = self.keys.clone();
+        let owner = self.owner.clone();
+        inner.runtime.spawn(async move {
+            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+        });
+    }
+}
+
+async fn run_acquire(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    owner: &str,
+    lease_ms: u64,
+    place_ms: u64,
+    sent_at: Instant,
+) -> Result<FairAttempt> {
+    let reply: Vec<i64> = ACQUIRE
+        .key(&keys.lock.key)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .key(&keys.lock.token)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(place_ms)
+        .arg(&keys.lock.channel)
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("fair acquire", error))?;
+    match reply.as_slice() {
+        [1, token] => Ok(FairAttempt::Acquired {
+            token: *token as u64,
+            reentered: false,
+            sent_at,
+        }),
+        [2, token] => Ok(FairAttempt::Acquired {
+            token: *token as u64,
+            reentered: true,
+            sent_at,
+        }),
+        [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
+            pttl_ms: *pttl_ms,
+            first: *first == 1,
+        }),
+        [-1, ..] => Err(Error::WrongType {
+            key: keys.lock.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "fair acquire",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Leaves the line. One round trip, at most `limit`.
+async fn run_leave(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    owner: &str,
+    limit: Duration,
+) -> Result<()> {
+    let call = async {
+        LEAVE
+            .key(&keys.lock.key)
+            .key(&keys.queue)
+            .key(&keys.timeouts)
+            .arg(&keys.lock.channel)
+            .arg(owner)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("fair leave", error))
+    };
+    ops::bounded("fair leave", limit, call).await.map(drop)
+}
+
+/// Drops one hold of a fair lock; the last one wakes the first waiter. One
+/// round trip, at most `limit`.
+pub(crate) async fn run_release(
+    conn: &mut ConnectionManager,
+    keys: &FairKeys,
+    request: &Request,
+    limit: Duration,
+) -> Result<Released> {
+    let call = async {
+        RELEASE
+            .key(&keys.lock.key)
+            .key(&keys.queue)
+            .key(&keys.timeouts)
+            .arg(&keys.lock.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = ops::bounded("release", limit, call).await?;
+    match reply.as_slice() {
+        // Courtesy is for the reentrant lock: here the release names who is next.
+        [1, _] => Ok(Released::Unlocked { receivers: 0 }),
+        [0, _] => Ok(Released::Decremented),
+        [-1, _] => Err(Error::NotHeld {
+            name: request.keys.key.clone(),
+        }),
+        [-2, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{other:?}"),
+        }),
+    }
+}

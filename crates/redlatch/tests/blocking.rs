@@ -1,0 +1,155 @@
+//! The blocking facade, from plain threads.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::Commands;
+use redlatch::blocking;
+
+const THREADS: usize = 8;
+const INCREMENTS: usize = 25;
+
+fn connect(server: &testkit::RedisServer) -> blocking::Client {
+    let builder = redlatch::Client::builder(&server.url())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500));
+    blocking::Client::connect_with(builder).expect("connect")
+}
+
+#[test]
+fn eight_threads_increment_a_shared_counter_exactly_under_a_blocking_lock() {
+    let server = common::server();
+    // Two blocking clients (two runtimes), four threads each.
+    let clients = [connect(&server), connect(&server)];
+    let threads: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let lock = clients[index % 2].lock("counter-lock");
+            let mut data = server.conn();
+            std::thread::spawn(move || {
+                for _ in 0..INCREMENTS {
+                    let guard = lock.acquire().expect("acquire");
+                    // Read, pause, write: only the lock keeps the count exact.
+                    let value: i64 = data.get("counter").unwrap_or(0);
+                    std::thread::sleep(Duration::from_micros(200));
+                    let () = data.set("counter", value + 1).expect("write");
+                    guard.release().expect("release while held");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("thread");
+    }
+    let total: i64 = server.conn().get("counter").unwrap();
+    assert_eq!(total, (THREADS * INCREMENTS) as i64);
+}
+
+#[test]
+fn dropping_a_blocking_guard_releases_before_the_drop_returns() {
+    let server = common::server();
+    let first = connect(&server);
+    let second = connect(&server);
+    let guard = first.lock("handoff").acquire().unwrap();
+    assert!(second.lock("handoff").try_acquire().unwrap().is_none());
+    drop(guard);
+    // No waiting: the release is done when drop returns.
+    let taken = second.lock("handoff").try_acquire().unwrap();
+    assert!(taken.is_some(), "the dropped guard's lock was still held");
+}
+
+#[test]
+fn semaphore_permits_from_threads_never_exceed_the_count() {
+    let server = common::server();
+    let client = connect(&server);
+    assert!(client.semaphore("pool").try_set_permits(2).unwrap());
+    let in_use = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let pool = client.semaphore("pool");
+            let (in_use, most) = (in_use.clone(), most.clone());
+            std::thread::spawn(move || {
+                for _ in 0..15 {
+                    let permit = pool.acquire(1).expect("acquire");
+                    most.fetch_max(in_use.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(1));
+                    in_use.fetch_sub(1, Ordering::SeqCst);
+                    drop(permit);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("thread");
+    }
+    assert!(most.load(Ordering::SeqCst) <= 2);
+    assert_eq!(client.semaphore("pool").available_permits().unwrap(), 2);
+}
+
+#[test]
+fn permit_semaphore_and_multi_lock_work_from_a_thread() {
+    let server = common::server();
+    let client = connect(&server);
+    let slots = client.permit_semaphore("slots");
+    slots.try_set_permits(1).unwrap();
+    let permit = slots.acquire().unwrap();
+    assert!(permit.is_held());
+    assert!(slots.try_acquire().unwrap().is_none());
+    assert!(!permit.wait_lost(Duration::from_millis(50)));
+    drop(permit);
+    assert_eq!(slots.available_permits().unwrap(), 1);
+
+    let other = connect(&server);
+    let both = blocking::MultiLock::new([client.lock("y"), other.lock("x")]);
+    let guard = std::thread::spawn(move || both.acquire_timeout(Duration::from_secs(5)))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.tokens().len(), 2);
+    assert!(client.lock("x").try_acquire().unwrap().is_none());
+    drop(guard);
+    assert!(client.lock("x").try_acquire().unwrap().is_some());
+}
+
+#[test]
+fn reentry_and_typed_errors_through_the_facade() {
+    let server = common::server();
+    let client = connect(&server);
+    let lock = client.lock("re").with_owner("job-1");
+    let outer = lock.acquire().unwrap();
+    let inner = outer.reenter().unwrap();
+    assert_eq!(outer.token(), inner.token());
+    assert_eq!(lock.status().unwrap().holders[0].count, 2);
+    drop(inner);
+    outer.release().unwrap();
+    assert!(matches!(
+        client.lock("").acquire(),
+        Err(redlatch::Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        client.semaphore("s").acquire(0),
+        Err(redlatch::Error::InvalidPermits { .. })
+    ));
+    assert!(matches!(
+        blocking::Client::connect("not a url"),
+        Err(redlatch::Error::InvalidConfig(_))
+    ));
+}
+
+#[tokio::test]
+async fn calls_from_inside_an_async_runtime_do_not_panic() {
+    let server = common::server();
+    // Everything below blocks this runtime's only thread, and must still work:
+    // the facade's own runtime does the work.
+    let client = connect(&server);
+    let guard = client.lock("in-async").acquire().unwrap();
+    assert!(guard.is_held());
+    drop(guard);
+    let permit = client.semaphore("s").try_acquire(1).unwrap();
+    assert!(permit.is_none());
+    // Dropping the last handle shuts the facade's runtime down without blocking.
+    drop(client);
+}

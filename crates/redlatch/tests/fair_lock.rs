@@ -1,0 +1,408 @@
+//! The fair lock: FIFO across clients, dead waiters skipped, cancellation, guards.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn timeouts_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+async fn line(admin: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
+    admin.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+/// Waits until the line of `name` is `len` long.
+async fn line_reaches(admin: &redis::aio::MultiplexedConnection, name: &str, len: usize) -> bool {
+    common::eventually(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        let name = name.to_owned();
+        async move { line(&mut admin, &name).await.len() == len }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn ten_waiters_in_separate_clients_acquire_in_line_order() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.fair_lock("fifo").acquire().await.unwrap();
+
+    let acquired = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for index in 0..10 {
+        let client = common::client(&server).await;
+        let acquired = acquired.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = client.fair_lock("fifo").acquire().await.unwrap();
+            acquired.lock().push((index, guard.owner().to_owned()));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            guard.release().await.unwrap();
+        }));
+        // One at a time, so the order they join the line is known.
+        assert!(
+            line_reaches(&admin, "fifo", index + 1).await,
+            "waiter {index} did not join the line"
+        );
+    }
+    let joined = line(&mut admin, "fifo").await;
+    let released_at = Instant::now();
+    guard.release().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("every waiter gets its turn")
+            .unwrap();
+    }
+    eprintln!(
+        "10 turns (5 ms each) handed down the line in {:?}",
+        released_at.elapsed()
+    );
+    let acquired = acquired.lock().clone();
+    let order: Vec<usize> = acquired.iter().map(|(index, _)| *index).collect();
+    assert_eq!(order, (0..10).collect::<Vec<_>>(), "turns out of order");
+    let owners: Vec<String> = acquired.into_iter().map(|(_, owner)| owner).collect();
+    assert_eq!(owners, joined, "acquired in another order than the line's");
+    let keys: Vec<String> = admin.keys("*").await.unwrap();
+    assert_eq!(keys, vec!["redisson_lock_token:{fifo}".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_new_acquire_does_not_overtake_the_line() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let newcomer = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.fair_lock("no-barging").acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("no-barging");
+        async move { lock.acquire().await.unwrap() }
+    });
+    assert!(line_reaches(&admin, "no-barging", 1).await);
+
+    // The lock goes free without a message to the waiter (its lease ran out, say).
+    let _: () = admin.del("no-barging").await.unwrap();
+    assert!(
+        newcomer
+            .fair_lock("no-barging")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "try_acquire took a free lock someone was waiting for"
+    );
+    let newcomer_wait = newcomer
+        .fair_lock("no-barging")
+        .acquire_timeout(Duration::from_millis(100))
+        .await;
+    assert!(matches!(
+        newcomer_wait,
+        Err(redlatch::Error::Timeout { .. })
+    ));
+    // The waiter's turn comes at its next place renewal, at the latest.
+    let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter gets the free lock")
+        .unwrap();
+    assert!(turn.is_held());
+    assert!(line(&mut admin, "no-barging").await.is_empty());
+    drop(guard); // already gone from Redis
+}
+
+/// Kills the child waiter if the test fails before it does.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const CHILD_URL: &str = "REDLATCH_TEST_FAIR_WAITER_URL";
+const PLACE_LEASE: Duration = Duration::from_secs(1);
+
+/// In the child process: wait in line and wait to be killed.
+fn wait_until_killed(url: String) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let client = redlatch::Client::connect(&url).await.unwrap();
+        println!("CONNECTED");
+        let lock = client
+            .fair_lock("dead-waiter")
+            .with_place_lease(PLACE_LEASE);
+        let _never = lock.acquire_timeout(Duration::from_secs(120)).await;
+    });
+}
+
+#[test]
+fn killed_waiter_is_skipped_within_its_place_lease() {
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        return wait_until_killed(url);
+    }
+    let server = common::server();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let holder = common::client(&server).await;
+        let live = common::client(&server).await;
+        let mut admin = common::admin(&server).await;
+        let guard = holder.fair_lock("dead-waiter").acquire().await.unwrap();
+
+        let mut child = KillOnDrop(
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "killed_waiter_is_skipped_within_its_place_lease",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_URL, server.url())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
+        let mut first = String::new();
+        while !first.contains("CONNECTED") {
+            first.clear();
+            assert!(stdout.read_line(&mut first).unwrap() > 0, "child exited");
+        }
+        assert!(
+            line_reaches(&admin, "dead-waiter", 1).await,
+            "child never queued"
+        );
+        let dead = line(&mut admin, "dead-waiter").await[0].clone();
+
+        let waiting = tokio::spawn({
+            let lock = live.fair_lock("dead-waiter").with_place_lease(PLACE_LEASE);
+            async move { lock.acquire().await.unwrap() }
+        });
+        assert!(line_reaches(&admin, "dead-waiter", 2).await);
+
+        child.0.kill().unwrap(); // SIGKILL: the waiter cannot leave the line
+        child.0.wait().unwrap();
+        guard.release().await.unwrap(); // wakes the dead waiter, first in line
+        let released_at = Instant::now();
+        assert_eq!(
+            line(&mut admin, "dead-waiter").await.first(),
+            Some(&dead),
+            "the dead waiter left the line by itself?"
+        );
+
+        let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the live waiter is not stuck behind the dead one")
+            .unwrap();
+        let skipped_after = released_at.elapsed();
+        eprintln!("dead waiter skipped after {skipped_after:?} (place lease {PLACE_LEASE:?})");
+        assert!(
+            skipped_after <= PLACE_LEASE * 4,
+            "skipped only after {skipped_after:?}"
+        );
+        assert!(turn.is_held());
+        let left: Vec<String> = line(&mut admin, "dead-waiter").await;
+        assert!(
+            left.is_empty(),
+            "the dead waiter is still in line: {left:?}"
+        );
+        let places: i64 = admin.zcard(timeouts_key("dead-waiter")).await.unwrap();
+        assert_eq!(places, 0);
+    });
+}
+
+#[tokio::test]
+async fn cancelled_and_timed_out_waiters_leave_nothing_behind() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.fair_lock("leave").acquire().await.unwrap();
+
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("leave");
+        async move { lock.acquire().await }
+    });
+    assert!(line_reaches(&admin, "leave", 1).await);
+    let channel = format!(
+        "redisson_lock__channel:{{leave}}:{}",
+        line(&mut admin, "leave").await[0]
+    );
+    assert!(
+        common::eventually(Duration::from_secs(2), || {
+            let mut admin = admin.clone();
+            let channel = channel.clone();
+            async move { common::subscribers(&mut admin, &channel).await == 1 }
+        })
+        .await,
+        "the waiter listens on its own channel"
+    );
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(
+        line_reaches(&admin, "leave", 0).await,
+        "cancelled waiter still in line"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(3), || {
+            let mut admin = admin.clone();
+            let channel = channel.clone();
+            async move { common::subscribers(&mut admin, &channel).await == 0 }
+        })
+        .await,
+        "the cancelled waiter's subscription must go"
+    );
+
+    let timed_out = waiter
+        .fair_lock("leave")
+        .acquire_timeout(Duration::from_millis(150))
+        .await;
+    assert!(matches!(timed_out, Err(redlatch::Error::Timeout { .. })));
+    assert!(line(&mut admin, "leave").await.is_empty());
+
+    guard.release().await.unwrap();
+    let mut keys: Vec<String> = admin.keys("*").await.unwrap();
+    keys.sort();
+    assert_eq!(keys, vec!["redisson_lock_token:{leave}".to_owned()]);
+}
+
+#[tokio::test]
+async fn fair_guard_reenters_excludes_plain_locks_and_reports_loss() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.fair_lock("fair-guard");
+
+    let guard = lock.acquire().await.unwrap();
+    let again = guard.reenter().await.unwrap();
+    assert_eq!(guard.token(), again.token());
+    let count: i64 = admin.hget("fair-guard", guard.owner()).await.unwrap();
+    assert_eq!(count, 2);
+    // Same hash as the reentrant lock: plain locks (and Redisson's RLock) are excluded.
+    assert!(
+        other
+            .lock("fair-guard")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(again);
+
+    // Renewed past its 300 ms lease by the watchdog.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(guard.is_held());
+    let pttl: i64 = admin.pttl("fair-guard").await.unwrap();
+    assert!(pttl > 0, "not renewed");
+
+    let _: () = admin.del("fair-guard").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("lost() resolves once the lock is deleted");
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::Gone));
+    assert!(matches!(
+        guard.release().await,
+        Err(redlatch::Error::NotHeld { .. })
+    ));
+
+    let next = lock.acquire().await.unwrap();
+    assert!(next.token() > 1);
+}
+
+#[tokio::test]
+async fn fair_lock_refuses_bad_input_with_typed_errors() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    assert!(matches!(
+        client.fair_lock("").acquire().await,
+        Err(redlatch::Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        client
+            .fair_lock("x")
+            .with_place_lease(Duration::from_millis(5))
+            .acquire()
+            .await,
+        Err(redlatch::Error::InvalidDuration { .. })
+    ));
+    let _: () = admin.set(queue_key("typed"), "not a list").await.unwrap();
+    assert!(matches!(
+        client.fair_lock("typed").try_acquire().await,
+        Err(redlatch::Error::WrongType { .. })
+    ));
+}
+
+#[tokio::test]
+async fn acquires_dropped_at_any_point_leave_nothing_behind() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let holder = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.fair_lock("dropped");
+    // Free lock: dropped mid-flight, an attempt that took the lock gives it back.
+    for round in 0..60u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(round * 20), lock.acquire()).await;
+    }
+    // Held lock: dropped while joining the line or parked in it.
+    let guard = holder.fair_lock("dropped").acquire().await.unwrap();
+    for round in 0..60u64 {
+        let _ = tokio::time::timeout(Duration::from_micros(round * 50), lock.acquire()).await;
+    }
+    assert!(
+        line_reaches(&admin, "dropped", 0).await,
+        "a dropped waiter stayed in line"
+    );
+    guard.release().await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(3), || {
+            let mut admin = admin.clone();
+            async move {
+                let keys: Vec<String> = admin.keys("*").await.unwrap();
+                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+            }
+        })
+        .await,
+        "left behind: {:?}",
+        admin.keys::<_, Vec<String>>("*").await.unwrap()
+    );
+    assert!(lock.try_acquire().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_fixed_lease_is_not_renewed_and_runs_out() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let lease = Duration::from_millis(300);
+    let guard = client
+        .fair_lock("fixed")
+        .with_lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(!guard.is_renewed());
+    assert_eq!(guard.lease(), lease);
+    // A waiter in line gets it when the lease runs out, with no release.
+    let next = tokio::time::timeout(Duration::from_secs(5), other.fair_lock("fixed").acquire())
+        .await
+        .expect("the fixed lease ran out")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() resolves when the fixed lease runs out");
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
+    assert!(next.token() > guard.token());
+}
