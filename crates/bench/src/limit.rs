@@ -39,16 +39,8 @@ impl Scripts {
     }
 }
 
-/// Requests to send so that a run lasts about `seconds`, from a rough
-/// guess of the rate on a small machine (a slow machine just runs longer).
-fn requests(clients: u32, pipeline: u32, seconds: f64) -> u64 {
-    let rate = match (clients, pipeline) {
-        (1, 1) => 10_000.0,
-        (_, 1) => 40_000.0,
-        _ => 150_000.0,
-    };
-    ((rate * seconds) as u64).max(1_000)
-}
+/// Requests of the short run that measures the rate before the real one.
+const CALIBRATION_REQUESTS: u64 = 2_000;
 
 /// Acquire+release cycles/s the server can serve redlatch's scripts at
 /// `clients` connections, `pipeline` requests in flight on each.
@@ -67,23 +59,19 @@ pub async fn cycles_per_sec(
     pipeline: u32,
     seconds: f64,
 ) -> Result<LimitPoint, String> {
-    let n = requests(clients, pipeline, seconds);
-    let cpu_before = redis_info::used_cpu(conn).await?;
-    let acquire = rps(
+    // A short acquire run gives the rate, so that each of the two real runs
+    // lasts about half the window however fast the machine is today.
+    let calibration = rps(
         port,
         clients,
         pipeline,
-        n,
-        &[
-            &scripts.acquire,
-            "2",
-            "bench:limit:__rand_int__",
-            "redisson_lock_token:{bench:limit}",
-            LEASE_MS,
-            "bench-owner",
-        ],
+        CALIBRATION_REQUESTS,
+        &acquire_args(scripts),
     )
     .await?;
+    let n = ((calibration * seconds / 2.0) as u64).max(CALIBRATION_REQUESTS);
+    let cpu_before = redis_info::used_cpu(conn).await?;
+    let acquire = rps(port, clients, pipeline, n, &acquire_args(scripts)).await?;
     let release = rps(
         port,
         clients,
@@ -118,6 +106,19 @@ pub struct LimitPoint {
     pub per_sec: f64,
     /// redis-server CPU time per cycle (one acquire and one release), µs.
     pub server_cpu_us: f64,
+}
+
+/// EVALSHA arguments of the acquire script: a random lock key, one fencing
+/// counter (INCR costs the same on any key), redlatch's default lease.
+fn acquire_args(scripts: &Scripts) -> [&str; 6] {
+    [
+        &scripts.acquire,
+        "2",
+        "bench:limit:__rand_int__",
+        "redisson_lock_token:{bench:limit}",
+        LEASE_MS,
+        "bench-owner",
+    ]
 }
 
 /// Requests/s of one redis-benchmark run of `EVALSHA args...`.
