@@ -161,7 +161,7 @@ async fn open_sentinel(
         .set_redis_connection_info(credentials);
     let client = SentinelClient::build(
         sentinels,
-        master.to_owned(),
+        String::from(master),
         Some(node),
         SentinelServerType::Master,
     )
