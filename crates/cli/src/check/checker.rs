@@ -28,10 +28,16 @@ pub struct Figures {
     pub stale_rejected: u64,
     /// Longest time in which nobody acquired the lock, in milliseconds.
     pub longest_no_acquire_ms: u64,
+    /// When that longest stretch began, in milliseconds after the run's start.
+    pub no_acquire_from_ms: u64,
     /// Whether that longest stretch lasted until the end of the run.
     pub no_acquire_to_end: bool,
     /// Calls to Redis that failed.
     pub errors: u64,
+    /// When each injection of the fault took effect, in milliseconds after
+    /// the run's start (for faults a worker does to itself: when the lab
+    /// paused or killed it at its point, which depends on scheduling).
+    pub faults_at_ms: Vec<u64>,
 }
 
 /// A kind of violation.
@@ -216,7 +222,13 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         previous = t;
     }
     figures.longest_no_acquire_ms = longest.0 / 1_000_000;
+    figures.no_acquire_from_ms = (longest.1 - run.start) / 1_000_000;
     figures.no_acquire_to_end = longest.2;
+    figures.faults_at_ms = run
+        .injections
+        .iter()
+        .map(|&t| t.saturating_sub(run.start) / 1_000_000)
+        .collect();
     if Duration::from_nanos(longest.0) > stuck_after {
         let (gap, from, to_end) = longest;
         let note = format!(
@@ -490,6 +502,7 @@ mod tests {
             events,
             start: 0,
             end: end_ms * MS,
+            injections: Vec::new(),
         }
     }
 
@@ -531,9 +544,13 @@ mod tests {
             what: What::Killed { worker: 1 },
         });
         events.extend(section(2, 10, 20, 0, 0));
-        let findings = check(&run(events, 3_000), Duration::from_secs(1));
+        let mut killed = run(events, 3_000);
+        killed.injections.push(5 * MS);
+        let findings = check(&killed, Duration::from_secs(1));
         assert_eq!(findings.figures.overlaps, 0);
         assert!(findings.figures.no_acquire_to_end);
+        assert_eq!(findings.figures.no_acquire_from_ms, 10);
+        assert_eq!(findings.figures.faults_at_ms, [5]);
         assert_eq!(findings.violations(), [Violation::Stuck]);
     }
 

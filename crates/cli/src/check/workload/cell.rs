@@ -41,6 +41,10 @@ pub struct Run {
     pub start: u64,
     /// When the run ended (workers told to stop), monotonic ns.
     pub end: u64,
+    /// When each injection took effect, monotonic ns: for faults a worker
+    /// does to itself, when the lab paused or killed it at its point (arming
+    /// it is not enough: it stops only when it next gets there).
+    pub injections: Vec<u64>,
 }
 
 /// First injection, after the run starts: workers are in their stride.
@@ -79,6 +83,7 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
     wait_ready(&mut workers, &spec)?;
 
     let mut lab = Vec::new();
+    let mut injections = Vec::new();
     let start = now_ns();
     let began = Instant::now();
     let ends = began + setup.duration;
@@ -108,12 +113,14 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
                     workers[index].signal(Signal::SIGUSR1);
                 }
             } else {
-                lab.push(Event::now(
+                let injected = Event::now(
                     None,
                     What::Fault {
                         what: setup.fault.name().to_owned(),
                     },
-                ));
+                );
+                injections.push(injected.t);
+                lab.push(injected);
                 let follow_up = lock.inject(setup.fault, setup.lease)?;
                 match follow_up {
                     FollowUp::Done => {}
@@ -147,13 +154,17 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
             }
             match action {
                 Some(Action::ResumeAfter(after)) => {
-                    lab.push(Event::now(None, What::Paused { worker: worker.id }));
+                    let paused = Event::now(None, What::Paused { worker: worker.id });
+                    injections.push(paused.t);
+                    lab.push(paused);
                     worker.held_by_lab = true;
                     resumes.push((Instant::now() + after, worker.id));
                 }
                 Some(Action::Kill) => {
                     worker.kill();
-                    lab.push(Event::now(None, What::Killed { worker: worker.id }));
+                    let killed = Event::now(None, What::Killed { worker: worker.id });
+                    injections.push(killed.t);
+                    lab.push(killed);
                     replacements.push(next_id);
                     next_id += 1;
                 }
@@ -200,7 +211,12 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
         events.extend(worker.events());
     }
     events.sort_by_key(|event| event.t);
-    Ok(Run { events, start, end })
+    Ok(Run {
+        events,
+        start,
+        end,
+        injections,
+    })
 }
 
 /// Sends SIGCONT to paused workers whose pause is over by `now`.
