@@ -3,7 +3,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use crate::connection::Connection;
+use crate::transport::Connection;
 use redis::Script;
 use tracing::Instrument;
 
@@ -13,9 +13,10 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::hold::{HoldKind, NewHold};
 use crate::keys::{FairKeys, validate_owner};
-use crate::lease;
-use crate::ops::{self, Released, Request};
+use crate::ops::{Released, Request};
+use crate::settings::limits;
 use crate::status::LockStatus;
+use crate::transport::bounded;
 use crate::wakeup::Ticket;
 
 static ACQUIRE: LazyLock<Script> =
@@ -281,14 +282,14 @@ impl FairLock {
             Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
-                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
                 true,
             ),
-            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
         };
         let place_ms = match wait {
             Wait::Once => 0,
-            _ => lease::watchdog_lease_millis("place lease", self.place_lease)?,
+            _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
         };
         let (mut owner, named) = match &self.owner {
             Some(owner) => {
@@ -434,7 +435,7 @@ impl Attempt {
             async move {
                 let sent_at = Instant::now();
                 let run = run_acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
-                ops::bounded("fair acquire", limit, run).await
+                bounded("fair acquire", limit, run).await
             }
         };
         let undo = {
@@ -598,7 +599,7 @@ async fn run_leave(
             .await
             .map_err(|error| Error::from_redis("fair leave", error))
     };
-    ops::bounded("fair leave", limit, call).await.map(drop)
+    bounded("fair leave", limit, call).await.map(drop)
 }
 
 /// Drops one hold of a fair lock; the last one wakes the first waiter. One
@@ -622,7 +623,7 @@ pub(crate) async fn run_release(
             .await
             .map_err(|error| Error::from_redis("release", error))
     };
-    let reply = ops::bounded("release", limit, call).await?;
+    let reply = bounded("release", limit, call).await?;
     match reply.as_slice() {
         // Courtesy is for the reentrant lock: here the release names who is next.
         [1, _] => Ok(Released::Unlocked { receivers: 0 }),

@@ -4,14 +4,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::connection::Connection;
+use crate::transport::Connection;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 use crate::ops::{self, Released, Request};
 
 use crate::keys::{FairKeys, LockKeys, RwKeys};
-use crate::lease;
+use crate::settings::limits;
 
 /// Which lock a hold is on: it decides the release, re-entry and renewal scripts.
 #[derive(Debug, Clone)]
@@ -134,7 +134,7 @@ impl Hold {
     /// Records that Redis confirmed a lease of `lease_ms` for a request sent
     /// at `sent_at` (acquire, re-entry or renewal).
     pub(crate) fn confirm(&self, sent_at: Instant, lease_ms: u64) {
-        let until = sent_at + lease::validity(lease_ms);
+        let until = sent_at + limits::validity(lease_ms);
         let ns = until.saturating_duration_since(self.base).as_nanos() as u64;
         if self.lease_ms.swap(lease_ms, Ordering::AcqRel) == lease_ms {
             // Replies may arrive out of order: never move the deadline back.

@@ -1,19 +1,11 @@
 //! Redis key names of one lock, in Redisson's layout.
 
-use crate::connection::Connection;
 use crate::error::{Error, Result, excerpt};
+use crate::settings::limits::{MAX_NAME_LEN, MAX_OWNER_LEN};
+use crate::transport::Connection;
 
 /// Hash slots of a Redis Cluster.
 const CLUSTER_SLOTS: u16 = 16384;
-
-/// Longest lock name accepted, in bytes, key prefix included.
-///
-/// Redis would take far longer keys, but a name this long is almost always a
-/// bug (a request body used as a name), and every script call carries it.
-pub const MAX_NAME_LEN: usize = 1024;
-
-/// Longest owner name accepted by [`Lock::with_owner`](crate::Lock::with_owner), in bytes.
-pub const MAX_OWNER_LEN: usize = 256;
 
 /// The keys and channel that make up one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]

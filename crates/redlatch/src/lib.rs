@@ -78,8 +78,6 @@
 
 pub mod blocking;
 mod client;
-mod config;
-mod connection;
 mod courtesy;
 mod detached;
 mod error;
@@ -87,7 +85,6 @@ mod fair_lock;
 mod guard;
 mod hold;
 mod keys;
-mod lease;
 mod listing;
 mod lock;
 pub mod metrics;
@@ -105,21 +102,17 @@ mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
-mod settings_watch;
 mod status;
-mod subscription;
+mod transport;
 mod wakeup;
 mod watchdog;
 
-pub use client::Client;
-pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
+pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};
 pub use courtesy::HANDOFF_GRACE;
 pub use error::{Error, NodeFailure, Result};
 pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
 pub use hold::LostReason;
-pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
-pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
@@ -129,10 +122,10 @@ pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use settings::limits::{MAX_LEASE, MAX_NAME_LEN, MAX_OWNER_LEN, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
+    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings, SettingsWatcher,
 };
-pub use settings_watch::SettingsWatcher;
 pub use status::{Holder, LockMode, LockStatus};
 pub use watchdog::RENEW_BATCH;

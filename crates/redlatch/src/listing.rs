@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::ops;
 use crate::status::{LockStatus, looks_like_owner};
+use crate::transport::bounded;
 
 /// Keys asked for per SCAN call: large enough to be quick, small enough not
 /// to block the server.
@@ -38,7 +38,7 @@ impl Client {
         let mut keys = BTreeSet::new();
         // A cluster spreads the keyspace over its masters: walk each of them.
         let mut conn = self.inner.conn.clone();
-        let nodes = ops::bounded("scan", settings.response_timeout, async {
+        let nodes = bounded("scan", settings.response_timeout, async {
             conn.keyspace_nodes()
                 .await
                 .map_err(|error| Error::from_redis("scan", error))
@@ -60,7 +60,7 @@ impl Client {
                         .await
                         .map_err(|error| Error::from_redis("scan", error))
                 };
-                let (next, batch) = ops::bounded("scan", settings.response_timeout, call).await?;
+                let (next, batch) = bounded("scan", settings.response_timeout, call).await?;
                 keys.extend(batch);
                 if next == 0 {
                     break;

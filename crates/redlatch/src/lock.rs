@@ -10,10 +10,11 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::hold::NewHold;
 use crate::keys::{LockKeys, validate_owner};
-use crate::lease;
 use crate::ops::{self, Attempt, Request};
 use crate::scripts;
+use crate::settings::limits;
 use crate::status::LockStatus;
+use crate::transport::bounded;
 use crate::wakeup::Wake;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -260,7 +261,7 @@ impl Lock {
                 .map_err(|error| Error::from_redis("force unlock", error))
         };
         let limit = inner.current_settings().response_timeout;
-        let reply = ops::bounded("force unlock", limit, call)
+        let reply = bounded("force unlock", limit, call)
             .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
             .await?;
         inner.watchdog.mark_key_lost(&keys.key);
@@ -315,10 +316,10 @@ impl Lock {
             Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match lease {
             LeaseMode::Watchdog => (
-                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
                 true,
             ),
-            LeaseMode::Fixed(lease) => (lease::lease_millis("lease", lease)?, false),
+            LeaseMode::Fixed(lease) => (limits::lease_millis("lease", lease)?, false),
         };
         let (owner, named_owner) = match &self.owner {
             Some(owner) => {

@@ -4,7 +4,6 @@
 //! never cuts a script call off halfway: the task finishes and, when nobody
 //! is left to take the result, undoes what it did.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,22 +11,11 @@ use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::client::ClientInner;
-use crate::config::ReplicaWait;
-use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::scripts;
-
-/// Runs one call, failing with [`Error::ResponseTimeout`] after `limit`.
-pub(crate) async fn bounded<T>(
-    op: &'static str,
-    limit: Duration,
-    call: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    tokio::time::timeout(limit, call)
-        .await
-        .unwrap_or(Err(Error::ResponseTimeout { op }))
-}
+use crate::transport::topology::ReplicaWait;
+use crate::transport::{Connection, bounded};
 
 /// Who asks for the lock, and for how long.
 #[derive(Clone)]

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::client::Client;
 use crate::hold::LostReason;
 use crate::keys::SemaphoreKeys;
-use crate::lease;
+use crate::settings::limits;
 use crate::watchdog::RENEW_BATCH;
 
 static RENEW: LazyLock<Script> =
@@ -54,7 +54,7 @@ impl PermitHold {
             lease_ms: AtomicU64::new(lease_ms),
             lost: CancellationToken::new(),
             reason: OnceLock::new(),
-            valid_until: Mutex::new(sent_at + lease::validity(lease_ms)),
+            valid_until: Mutex::new(sent_at + limits::validity(lease_ms)),
         }
     }
 
@@ -63,7 +63,7 @@ impl PermitHold {
     /// a shorter lease (live settings) shortens the deadline too.
     fn confirm(&self, sent_at: Instant, lease_ms: u64) {
         self.lease_ms.store(lease_ms, Ordering::Release);
-        *self.valid_until.lock() = sent_at + lease::validity(lease_ms);
+        *self.valid_until.lock() = sent_at + limits::validity(lease_ms);
     }
 
     pub(crate) fn mark_lost(&self, reason: LostReason) {

@@ -13,9 +13,9 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::LostReason;
 use crate::keys::SemaphoreKeys;
-use crate::lease;
 use crate::permit_keeper::{Keeper, PermitHold};
 use crate::semaphore::{RECHECK, call, detached, protocol};
+use crate::settings::limits;
 use crate::wakeup::Ticket;
 
 static ACQUIRE: LazyLock<Script> =
@@ -242,9 +242,9 @@ impl PermitSemaphore {
         let keys = Arc::new(self.keys()?);
         let inner = &self.client.inner;
         let (lease_ms, renewed) = match fixed {
-            Some(lease) => (lease::lease_millis("lease", lease)?, false),
+            Some(lease) => (limits::lease_millis("lease", lease)?, false),
             None => (
-                lease::watchdog_lease_millis(
+                limits::watchdog_lease_millis(
                     "default lease",
                     inner.current_settings().default_lease,
                 )?,

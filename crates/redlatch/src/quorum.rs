@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
-use crate::ops;
 use crate::redlock::Node;
+use crate::transport::bounded;
 
 /// How many of `nodes` make a majority.
 pub(crate) fn majority(nodes: usize) -> usize {
@@ -32,7 +32,7 @@ where
         let call = node.client.as_ref().map(|client| call(i, client));
         async move {
             match call {
-                Some(call) => ops::bounded(op, limit, call).await,
+                Some(call) => bounded(op, limit, call).await,
                 None => Err(node.not_connected()),
             }
         }

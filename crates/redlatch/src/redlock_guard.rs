@@ -10,10 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::hold::{Hold, LostReason};
-use crate::lease;
 use crate::ops::{self, Request};
 use crate::quorum;
 use crate::redlock::Redlock;
+use crate::settings::limits;
 
 /// What a Redlock acquisition's guards and its renewal task share.
 pub(crate) struct RedlockHold {
@@ -286,7 +286,7 @@ impl RedlockGuard {
     /// Dropping the future may leave some nodes extended; the validity is
     /// only moved on a majority confirmation.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let lease_ms = lease::lease_millis("lease", lease)?;
+        let lease_ms = limits::lease_millis("lease", lease)?;
         if !self.is_held() {
             return Err(self.shared.not_held());
         }

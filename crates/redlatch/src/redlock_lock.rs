@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, HoldKind, NewHold};
 use crate::keys::LockKeys;
-use crate::lease;
 use crate::ops::{self, Attempt, Request};
 use crate::quorum;
 use crate::redlock::Redlock;
 use crate::redlock_guard::{RedlockGuard, RedlockHold};
 use crate::redlock_watchdog;
+use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::wakeup::Ticket;
 
@@ -290,8 +290,8 @@ impl RedlockLock {
     ) -> Result<Option<RedlockGuard>> {
         let settings = self.redlock.lead_settings();
         let lease_ms = match fixed_lease {
-            Some(lease) => lease::lease_millis("lease", lease)?,
-            None => lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+            Some(lease) => limits::lease_millis("lease", lease)?,
+            None => limits::watchdog_lease_millis("default lease", settings.default_lease)?,
         };
         LockKeys::new(&settings.key_prefix, &self.name)?;
         let started = Instant::now();
@@ -461,7 +461,7 @@ impl RedlockLock {
                     false
                 }
             };
-            let valid_until = started + lease::validity(lease_ms);
+            let valid_until = started + limits::validity(lease_ms);
             if fenced && Instant::now() < valid_until {
                 return Ok(Outcome::Granted(
                     self.guard(requests, token, lease_ms, renewed, started, released),

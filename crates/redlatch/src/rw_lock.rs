@@ -3,7 +3,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use crate::connection::Connection;
+use crate::transport::Connection;
 use redis::Script;
 use tracing::Instrument;
 
@@ -14,10 +14,11 @@ use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::guard::Guard;
 use crate::hold::{HoldKind, NewHold};
 use crate::keys::{RwKeys, read_timeout_prefix, validate_owner, write_field};
-use crate::lease;
-use crate::ops::{self, Released, Request};
+use crate::ops::{Released, Request};
 use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::settings::limits;
 use crate::status::LockStatus;
+use crate::transport::bounded;
 use crate::wakeup::Ticket;
 
 static READ_ACQUIRE: LazyLock<Script> =
@@ -348,14 +349,14 @@ impl ReadWriteLock {
             Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
-                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
                 true,
             ),
-            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
         };
         let claim_ms = match (side, wait) {
             (Side::Write, Wait::For(_) | Wait::Forever) => {
-                lease::watchdog_lease_millis("place lease", self.place_lease)?
+                limits::watchdog_lease_millis("place lease", self.place_lease)?
             }
             _ => 0,
         };
@@ -552,7 +553,7 @@ impl Attempt {
             async move {
                 let sent_at = Instant::now();
                 let run = attempt.run_script(&mut conn, sent_at, reenter_only);
-                ops::bounded("read-write acquire", limit, run).await
+                bounded("read-write acquire", limit, run).await
             }
         };
         let undo = {
@@ -723,7 +724,7 @@ async fn run_writer_leave(
             .await
             .map_err(|error| Error::from_redis("writer leave", error))
     };
-    ops::bounded("writer leave", limit, call).await.map(drop)
+    bounded("writer leave", limit, call).await.map(drop)
 }
 
 fn released(request: &Request, reply: &[i64]) -> Result<Released> {
@@ -765,7 +766,7 @@ pub(crate) async fn run_read_release(
             .await
             .map_err(|error| Error::from_redis("release", error))
     };
-    let reply = ops::bounded("release", limit, call).await?;
+    let reply = bounded("release", limit, call).await?;
     released(request, &reply)
 }
 
@@ -788,7 +789,7 @@ pub(crate) async fn run_write_release(
             .await
             .map_err(|error| Error::from_redis("release", error))
     };
-    let reply = ops::bounded("release", limit, call).await?;
+    let reply = bounded("release", limit, call).await?;
     released(request, &reply)
 }
 
@@ -811,7 +812,7 @@ pub(crate) async fn run_read_reenter(
         claim_ms: 0,
     };
     let call = attempt.run_script(conn, Instant::now(), true);
-    match ops::bounded("reenter", limit, call).await {
+    match bounded("reenter", limit, call).await {
         Ok(RwAttempt::Acquired { .. }) => Ok(true),
         Err(Error::NotHeld { .. }) => Ok(false),
         Ok(RwAttempt::Blocked { .. }) => Err(Error::Protocol {
@@ -847,7 +848,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         side: Side::Read,
         reader,
         named: hold.named_owner,
-        lease_ms: lease::watchdog_lease_millis(
+        lease_ms: limits::watchdog_lease_millis(
             "default lease",
             inner.current_settings().default_lease,
         )?,

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::SemaphoreKeys;
-use crate::ops;
+use crate::transport::bounded;
 use crate::wakeup::{Ticket, Wake};
 
 static TRY_SET: LazyLock<Script> =
@@ -444,7 +444,7 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
     let inner = &client.inner;
     let mut conn = inner.conn.clone();
     let limit = inner.current_settings().response_timeout;
-    ops::bounded(op, limit, async {
+    bounded(op, limit, async {
         invocation
             .invoke_async(&mut conn)
             .await

@@ -7,7 +7,8 @@ use redis::Value;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{FairKeys, RwKeys};
-use crate::{ops, scripts};
+use crate::scripts;
+use crate::transport::bounded;
 
 /// One owner holding the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,7 +187,7 @@ pub(crate) async fn read(client: &Client, name: &str) -> Result<LockStatus> {
         };
         Ok(status)
     };
-    ops::bounded("status", settings.response_timeout, call).await
+    bounded("status", settings.response_timeout, call).await
 }
 
 /// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as

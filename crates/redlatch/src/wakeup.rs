@@ -11,9 +11,9 @@
 //! missed meanwhile.
 //!
 //! On a Redis Cluster the channel is a sharded channel: the subscription is
-//! made with `SSUBSCRIBE` (see [`crate::subscription`]), so whatever publishes
+//! made with `SSUBSCRIBE` (see `transport/subscription.rs`), so whatever publishes
 //! on a lock channel must use the command
-//! [`Connection::publish_command`](crate::connection::Connection::publish_command)
+//! [`Connection::publish_command`](crate::transport::Connection::publish_command)
 //! names (`SPUBLISH` there); a plain `PUBLISH` would reach no waiter.
 //!
 //! A channel stays subscribed for [`SUBSCRIPTION_LINGER`] after its last
@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::settings::SharedSettings;
-use crate::subscription::{Event, Session, SubscriptionSource};
+use crate::transport::subscription::{Event, Session, SubscriptionSource};
 
 /// How often a subscription connection to a Sentinel-named master is checked
 /// with a PING (see [`Session::needs_liveness_checks`]).

@@ -23,11 +23,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::connection::Connection;
 use crate::hold::{Hold, HoldKind, LostReason, NewHold};
 use crate::keys::read_timeout_prefix;
 use crate::scripts;
 use crate::settings::SharedSettings;
+use crate::transport::Connection;
 
 /// Most locks renewed by one script call.
 pub const RENEW_BATCH: usize = 100;

@@ -1,5 +1,9 @@
 //! The client: connections, settings, and the background tasks locks share.
 
+mod builder;
+
+pub use builder::{ClientBuilder, MAX_REPLICA_WAIT};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -7,13 +11,13 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::{ClientBuilder, ReplicaWait};
-use crate::connection::{self, Connection};
 use crate::courtesy::Courtesy;
 use crate::error::Result;
 use crate::lock::Lock;
+use crate::settings::{ApplySettings, SettingsWatcher};
 use crate::settings::{Settings, SharedSettings};
-use crate::settings_watch::SettingsWatcher;
+use crate::transport::connection::{self, Connection};
+use crate::transport::topology::ReplicaWait;
 use crate::wakeup::Wakeups;
 use crate::watchdog::Watchdog;
 
@@ -137,17 +141,7 @@ impl Client {
     /// # Errors
     /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) or [`Error::InvalidConfig`](crate::Error::InvalidConfig): the old settings stay.
     pub fn update_settings(&self, settings: Settings) -> Result<()> {
-        settings.validate()?;
-        let lease_changed = {
-            let mut current = self.inner.settings.write();
-            let changed = current.default_lease != settings.default_lease;
-            *current = Arc::new(settings);
-            changed
-        };
-        if lease_changed {
-            self.inner.watchdog.renew_all_soon();
-        }
-        Ok(())
+        self.inner.apply_settings(settings)
     }
 
     /// Keeps this client's settings in step with a TOML file (see
@@ -163,7 +157,7 @@ impl Client {
     /// bad now, or cannot be watched.
     pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
         SettingsWatcher::start(
-            self.clone(),
+            self.inner.clone(),
             path.as_ref(),
             std::sync::Arc::new(|_: &mut Settings| {}),
         )
@@ -189,7 +183,11 @@ impl Client {
         path: impl AsRef<std::path::Path>,
         adjust: impl Fn(&mut Settings) + Send + Sync + 'static,
     ) -> Result<SettingsWatcher> {
-        SettingsWatcher::start(self.clone(), path.as_ref(), std::sync::Arc::new(adjust))
+        SettingsWatcher::start(
+            self.inner.clone(),
+            path.as_ref(),
+            std::sync::Arc::new(adjust),
+        )
     }
 
     /// Number of locks this client holds now (one per owner and lock,
@@ -220,6 +218,22 @@ impl ClientInner {
     /// The owner field for a caller-named owner.
     pub(crate) fn named_owner(&self, owner: &str) -> Arc<str> {
         Arc::from(format!("{}:{owner}", self.id))
+    }
+}
+
+impl ApplySettings for ClientInner {
+    fn apply_settings(&self, settings: Settings) -> Result<()> {
+        settings.validate()?;
+        let lease_changed = {
+            let mut current = self.settings.write();
+            let changed = current.default_lease != settings.default_lease;
+            *current = Arc::new(settings);
+            changed
+        };
+        if lease_changed {
+            self.watchdog.renew_all_soon();
+        }
+        Ok(())
     }
 }
 

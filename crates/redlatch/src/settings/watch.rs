@@ -10,15 +10,21 @@ use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 use parking_lot::Mutex;
 
-use crate::client::{Client, ClientInner};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
+
+/// What a watcher keeps in step: the settings of a running client. Held
+/// weakly, so a watcher does not keep a dropped client alive.
+pub(crate) trait ApplySettings: Send + Sync {
+    /// Replaces the settings in force, as `Client::update_settings`.
+    fn apply_settings(&self, settings: Settings) -> Result<()>;
+}
 
 /// Editors save in bursts (truncate, write, rename): wait for quiet first.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Applies changes of a settings file to a running [`Client`] until dropped.
-/// Made by [`Client::watch_settings`].
+/// Applies changes of a settings file to a running [`Client`](crate::Client)
+/// until dropped. Made by [`Client::watch_settings`](crate::Client::watch_settings).
 pub struct SettingsWatcher {
     path: PathBuf,
     state: Arc<WatchState>,
@@ -48,12 +54,16 @@ impl std::fmt::Debug for SettingsWatcher {
 }
 
 impl SettingsWatcher {
-    pub(crate) fn start(client: Client, path: &Path, adjust: Adjust) -> Result<SettingsWatcher> {
+    pub(crate) fn start(
+        target: Arc<dyn ApplySettings>,
+        path: &Path,
+        adjust: Adjust,
+    ) -> Result<SettingsWatcher> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| Error::InvalidConfig(format!("{}: {error}", path.display())))?;
         let mut settings = parse(path, &text)?;
         adjust(&mut settings);
-        client.update_settings(settings)?;
+        target.apply_settings(settings)?;
         // Watch the directory, not the file: editors often replace the file
         // (write a new one, rename it over), which ends a watch on the old inode.
         let path = std::path::absolute(path)
@@ -67,7 +77,7 @@ impl SettingsWatcher {
             ..WatchState::default()
         });
         let handler = Reloader {
-            client: Arc::downgrade(&client.inner),
+            target: Arc::downgrade(&target),
             path: path.clone(),
             state: state.clone(),
             adjust,
@@ -109,7 +119,7 @@ impl SettingsWatcher {
 
 /// Runs on the watcher's thread for each debounced batch of events.
 struct Reloader {
-    client: Weak<ClientInner>,
+    target: Weak<dyn ApplySettings>,
     path: PathBuf,
     state: Arc<WatchState>,
     adjust: Adjust,
@@ -124,13 +134,12 @@ impl Reloader {
                 false
             }
         };
-        let Some(inner) = self.client.upgrade() else {
+        let Some(target) = self.target.upgrade() else {
             return;
         };
         if !touched {
             return;
         }
-        let client = Client { inner };
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(error) => {
@@ -150,7 +159,7 @@ impl Reloader {
         }
         let applied = parse(&self.path, &text).and_then(|mut settings| {
             (self.adjust)(&mut settings);
-            client.update_settings(settings)
+            target.apply_settings(settings)
         });
         match applied {
             Ok(()) => {

@@ -1,8 +1,18 @@
-//! Lease durations: validation and the safety margin for clock drift.
+//! Limits on what callers pass: lease durations (validation, and the
+//! safety margin for clock drift), lock and owner name lengths.
 
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+/// Longest lock name accepted, in bytes, key prefix included.
+///
+/// Redis would take far longer keys, but a name this long is almost always a
+/// bug (a request body used as a name), and every script call carries it.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// Longest owner name accepted by [`Lock::with_owner`](crate::Lock::with_owner), in bytes.
+pub const MAX_OWNER_LEN: usize = 256;
 
 /// Shortest lease accepted: Redis expiries have millisecond resolution.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);

@@ -9,7 +9,12 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::lease;
+
+pub(crate) mod limits;
+mod watch;
+
+pub(crate) use watch::ApplySettings;
+pub use watch::SettingsWatcher;
 
 /// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -120,12 +125,12 @@ impl Settings {
     /// # Errors
     /// [`Error::InvalidDuration`] or [`Error::InvalidConfig`] naming the field.
     pub fn validate(&self) -> Result<()> {
-        lease::watchdog_lease_millis("default lease", self.default_lease)?;
-        if self.key_prefix.len() > crate::MAX_NAME_LEN / 2 {
+        limits::watchdog_lease_millis("default lease", self.default_lease)?;
+        if self.key_prefix.len() > limits::MAX_NAME_LEN / 2 {
             return Err(Error::InvalidConfig(format!(
                 "key prefix is {} bytes long; at most {} allowed",
                 self.key_prefix.len(),
-                crate::MAX_NAME_LEN / 2
+                limits::MAX_NAME_LEN / 2
             )));
         }
         for (what, value) in [
@@ -141,7 +146,7 @@ impl Settings {
             }
         }
         if let Some(wait) = self.wait_timeout
-            && wait > lease::MAX_LEASE
+            && wait > limits::MAX_LEASE
         {
             return Err(Error::InvalidDuration {
                 what: "wait timeout",
@@ -360,7 +365,7 @@ mod tests {
 
     #[test]
     fn example_file_parses_and_matches_the_defaults_it_documents() {
-        let settings = Settings::from_toml(include_str!("../redlatch.example.toml")).unwrap();
+        let settings = Settings::from_toml(include_str!("../../redlatch.example.toml")).unwrap();
         let expected = Settings {
             wait_timeout: Some(Duration::from_secs(5)),
             ..Settings::default()
