@@ -1,10 +1,9 @@
 //! The fair lock: waiters take the lock in the order they came, across processes.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::transport::Connection;
-use redis::Script;
 use tracing::Instrument;
 
 use crate::client::{Client, ClientInner};
@@ -12,19 +11,13 @@ use crate::detached::detached;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::hold::{HoldKind, NewHold};
-use crate::keys::{FairKeys, validate_owner};
-use crate::ops::{Released, Request};
+use crate::scripts::fair::{self, FairAttempt};
+use crate::scripts::keys::{FairKeys, validate_owner};
+use crate::scripts::lock::Request;
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::transport::bounded;
 use crate::wakeup::Ticket;
-
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
-static LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
 /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
@@ -95,19 +88,6 @@ enum Wait {
     Once,
     For(Duration),
     Forever,
-}
-
-/// What one attempt of the fair acquire script found.
-#[derive(Debug, Clone, Copy)]
-enum FairAttempt {
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: Instant,
-    },
-    /// In line (or not, for a single try): the holder's remaining lease
-    /// (-1: no expiry, 0: free but another waiter goes first).
-    Waiting { pttl_ms: i64, first: bool },
 }
 
 impl Client {
@@ -434,7 +414,7 @@ impl Attempt {
             let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
             async move {
                 let sent_at = Instant::now();
-                let run = run_acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
+                let run = fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
                 bounded("fair acquire", limit, run).await
             }
         };
@@ -474,7 +454,7 @@ impl Attempt {
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
-        let _ = run_leave(&mut conn, &self.keys, &self.owner, limit).await;
+        let _ = fair::leave(&mut conn, &self.keys, &self.owner, limit).await;
         if release {
             let request = Request {
                 keys: Arc::new(self.keys.lock.clone()),
@@ -482,7 +462,7 @@ impl Attempt {
                 named_owner: self.named,
                 lease_ms: self.lease_ms,
             };
-            let _ = run_release(&mut conn, &self.keys, &request, limit).await;
+            let _ = fair::release(&mut conn, &self.keys, &request, limit).await;
         }
     }
 }
@@ -512,7 +492,7 @@ impl Place {
         let limit = inner.current_settings().response_timeout;
         let (keys, owner) = (self.keys.clone(), self.owner.clone());
         let leaving = inner.runtime.spawn(async move {
-            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
         });
         let _ = leaving.await;
     }
@@ -529,114 +509,7 @@ impl Drop for Place {
         let keys = self.keys.clone();
         let owner = self.owner.clone();
         inner.runtime.spawn(async move {
-            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
         });
-    }
-}
-
-async fn run_acquire(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    owner: &str,
-    lease_ms: u64,
-    place_ms: u64,
-    sent_at: Instant,
-) -> Result<FairAttempt> {
-    let reply: Vec<i64> = ACQUIRE
-        .key(&keys.lock.key)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.lock.token)
-        .arg(lease_ms)
-        .arg(owner)
-        .arg(place_ms)
-        .arg(&keys.lock.channel)
-        .arg(conn.publish_command())
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("fair acquire", error))?;
-    match reply.as_slice() {
-        [1, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: false,
-            sent_at,
-        }),
-        [2, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: true,
-            sent_at,
-        }),
-        [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
-            pttl_ms: *pttl_ms,
-            first: *first == 1,
-        }),
-        [-1, ..] => Err(Error::WrongType {
-            key: keys.lock.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "fair acquire",
-            detail: format!("{other:?}"),
-        }),
-    }
-}
-
-/// Leaves the line. One round trip, at most `limit`.
-async fn run_leave(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    owner: &str,
-    limit: Duration,
-) -> Result<()> {
-    let call = async {
-        LEAVE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(owner)
-            .arg(conn.publish_command())
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("fair leave", error))
-    };
-    bounded("fair leave", limit, call).await.map(drop)
-}
-
-/// Drops one hold of a fair lock; the last one wakes the first waiter. One
-/// round trip, at most `limit`.
-pub(crate) async fn run_release(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    request: &Request,
-    limit: Duration,
-) -> Result<Released> {
-    let call = async {
-        RELEASE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
-    match reply.as_slice() {
-        // Courtesy is for the reentrant lock: here the release names who is next.
-        [1, _] => Ok(Released::Unlocked { receivers: 0 }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
-        }),
     }
 }

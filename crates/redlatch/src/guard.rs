@@ -10,7 +10,8 @@ use tracing::Instrument;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, HoldKind, LostReason};
-use crate::ops::{self, Request};
+use crate::scripts::lock::Released;
+use crate::scripts::lock::Request;
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
 /// has a fixed lease) until the guard is released or dropped.
@@ -226,7 +227,7 @@ impl Guard {
     }
 
     /// Stops tracking this guard and sends the release from a task of its own.
-    fn spawn_release(&self) -> tokio::task::JoinHandle<Result<ops::Released>> {
+    fn spawn_release(&self) -> tokio::task::JoinHandle<Result<Released>> {
         let inner = &self.client.inner;
         inner.watchdog.remove_guard(&self.hold);
         let client = self.client.clone();
@@ -242,8 +243,7 @@ impl Guard {
             }
             // Courtesy is the reentrant lock's: the fair lock names its next
             // holder, and a read-write lock may have many.
-            if let (HoldKind::Plain, Ok(ops::Released::Unlocked { receivers })) = (&kind, &released)
-            {
+            if let (HoldKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));

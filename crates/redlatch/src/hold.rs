@@ -8,9 +8,10 @@ use crate::transport::Connection;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
-use crate::ops::{self, Released, Request};
+use crate::scripts;
+use crate::scripts::lock::{Released, Request};
 
-use crate::keys::{FairKeys, LockKeys, RwKeys};
+use crate::scripts::keys::{FairKeys, LockKeys, RwKeys};
 use crate::settings::limits;
 
 /// Which lock a hold is on: it decides the release, re-entry and renewal scripts.
@@ -41,13 +42,13 @@ impl HoldKind {
         limit: Duration,
     ) -> Result<Released> {
         match self {
-            HoldKind::Plain => ops::run_release(conn, request, limit).await,
-            HoldKind::Fair(keys) => crate::fair_lock::run_release(conn, keys, request, limit).await,
+            HoldKind::Plain => scripts::lock::release(conn, request, limit).await,
+            HoldKind::Fair(keys) => crate::scripts::fair::release(conn, keys, request, limit).await,
             HoldKind::Read(keys) => {
-                crate::rw_lock::run_read_release(conn, keys, request, limit).await
+                crate::scripts::rw::read_release(conn, keys, request, limit).await
             }
             HoldKind::Write(keys) => {
-                crate::rw_lock::run_write_release(conn, keys, request, limit).await
+                crate::scripts::rw::write_release(conn, keys, request, limit).await
             }
         }
     }
@@ -63,11 +64,11 @@ impl HoldKind {
         match self {
             // A read hold also needs its timeout key.
             HoldKind::Read(keys) => {
-                crate::rw_lock::run_read_reenter(conn, keys, request, limit).await
+                crate::scripts::rw::read_reenter(conn, keys, request, limit).await
             }
             // The other kinds count holds in one hash field, like the reentrant lock.
             HoldKind::Plain | HoldKind::Fair(_) | HoldKind::Write(_) => {
-                ops::run_reenter(conn, request, limit).await
+                scripts::lock::reenter(conn, request, limit).await
             }
         }
     }

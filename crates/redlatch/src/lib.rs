@@ -84,7 +84,6 @@ mod error;
 mod fair_lock;
 mod guard;
 mod hold;
-mod keys;
 mod listing;
 mod lock;
 pub mod metrics;

@@ -13,19 +13,16 @@ use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::Script;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::client::Client;
 use crate::hold::LostReason;
-use crate::keys::SemaphoreKeys;
+use crate::scripts;
+use crate::scripts::keys::SemaphoreKeys;
 use crate::settings::limits;
 use crate::watchdog::RENEW_BATCH;
-
-static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/permit_renew.lua")));
 
 /// One held permit: what its guard and the keeper share.
 pub(crate) struct PermitHold {
@@ -185,7 +182,7 @@ impl Keeper {
     async fn renew(&self, batch: &[(u64, Arc<PermitHold>)]) {
         let settings = self.client.inner.current_settings();
         let lease_ms = settings.default_lease.as_millis() as u64;
-        let mut invocation = RENEW.prepare_invoke();
+        let mut invocation = scripts::PERMIT_RENEW.prepare_invoke();
         for (_, hold) in batch {
             invocation.key(&hold.keys.timeouts);
             invocation.arg(&*hold.id).arg(lease_ms);

@@ -2,28 +2,21 @@
 //! with permits kept alive by their holder and reclaimed when it dies.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use redis::Script;
 use uuid::Uuid;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::LostReason;
-use crate::keys::SemaphoreKeys;
 use crate::permit_keeper::{Keeper, PermitHold};
+use crate::scripts;
+use crate::scripts::keys::SemaphoreKeys;
 use crate::semaphore::{RECHECK, call, detached, protocol};
 use crate::settings::limits;
 use crate::wakeup::Ticket;
-
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/permit_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/permit_release.lua")));
-static AVAILABLE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/permit_available.lua")));
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
 const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
@@ -136,7 +129,7 @@ impl PermitSemaphore {
     /// Safe: a reclaim is never wrong, whoever does it.
     pub async fn available_permits(&self) -> Result<u64> {
         let keys = self.keys()?;
-        let mut invocation = AVAILABLE.prepare_invoke();
+        let mut invocation = scripts::PERMIT_AVAILABLE.prepare_invoke();
         invocation
             .key(&keys.key)
             .key(&keys.timeouts)
@@ -323,7 +316,7 @@ impl PermitSemaphore {
         let undo_id = id.clone();
         let call_attempt = async move {
             let sent_at = Instant::now();
-            let mut invocation = ACQUIRE.prepare_invoke();
+            let mut invocation = scripts::PERMIT_ACQUIRE.prepare_invoke();
             invocation
                 .key(&task_keys.key)
                 .key(&task_keys.timeouts)
@@ -483,7 +476,7 @@ impl Drop for ExpirablePermit {
 /// Gives one permit back by id. `Ok(true)`: released while its lease ran;
 /// `Ok(false)`: it had expired (released or reclaimed). One round trip.
 async fn release_permit(client: &Client, keys: &SemaphoreKeys, id: &str) -> Result<bool> {
-    let mut invocation = RELEASE.prepare_invoke();
+    let mut invocation = scripts::PERMIT_RELEASE.prepare_invoke();
     invocation
         .key(&keys.key)
         .key(&keys.timeouts)

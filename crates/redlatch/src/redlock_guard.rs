@@ -10,9 +10,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::hold::{Hold, LostReason};
-use crate::ops::{self, Request};
 use crate::quorum;
 use crate::redlock::Redlock;
+use crate::scripts;
+use crate::scripts::lock::Request;
 use crate::settings::limits;
 
 /// What a Redlock acquisition's guards and its renewal task share.
@@ -79,7 +80,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
-            async move { ops::run_renew_one(&mut conn, &request, limit).await }
+            async move { scripts::lock::renew_one(&mut conn, &request, limit).await }
         })
         .await;
         let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
@@ -110,7 +111,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "release", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
-            async move { ops::run_release(&mut conn, &request, limit).await }
+            async move { scripts::lock::release(&mut conn, &request, limit).await }
         })
         .await;
         let nodes = self.node_count();
@@ -141,7 +142,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
-            async move { ops::run_reenter(&mut conn, &request, limit).await }
+            async move { scripts::lock::reenter(&mut conn, &request, limit).await }
         })
         .await;
         let nodes = self.node_count();
@@ -178,7 +179,7 @@ impl RedlockHold {
                 let request = self.request(i, lease_ms);
                 Some(async move {
                     let mut conn = client.inner.conn.clone();
-                    let _ = ops::run_release(&mut conn, &request, limit).await;
+                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
                 })
             });
         futures_util::future::join_all(undo).await;

@@ -10,12 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, HoldKind, NewHold};
-use crate::keys::LockKeys;
-use crate::ops::{self, Attempt, Request};
+use crate::ops;
 use crate::quorum;
 use crate::redlock::Redlock;
 use crate::redlock_guard::{RedlockGuard, RedlockHold};
 use crate::redlock_watchdog;
+use crate::scripts;
+use crate::scripts::keys::LockKeys;
+use crate::scripts::lock::{Attempt, Request};
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::wakeup::Ticket;
@@ -507,7 +509,7 @@ impl RedlockLock {
                     return Ok(false);
                 };
                 let mut conn = client.inner.conn.clone();
-                ops::run_raise_token(&mut conn, &request, token, limit).await
+                scripts::lock::raise_token(&mut conn, &request, token, limit).await
             }
         };
         if at_token >= needed {
@@ -568,7 +570,7 @@ impl RedlockLock {
                 let request = request.clone();
                 Some(async move {
                     let mut conn = client.inner.conn.clone();
-                    let _ = ops::run_release(&mut conn, &request, limit).await;
+                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
                 })
             });
         futures_util::future::join_all(releases).await;

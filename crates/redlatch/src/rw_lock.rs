@@ -1,10 +1,9 @@
 //! The read-write lock: many readers or one writer, and writers are not starved.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::transport::Connection;
-use redis::Script;
 use tracing::Instrument;
 
 use crate::client::{Client, ClientInner};
@@ -13,27 +12,14 @@ use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::guard::Guard;
 use crate::hold::{HoldKind, NewHold};
-use crate::keys::{RwKeys, read_timeout_prefix, validate_owner, write_field};
-use crate::ops::{Released, Request};
 use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::scripts::keys::{RwKeys, validate_owner, write_field};
+use crate::scripts::lock::Request;
+use crate::scripts::rw::{self, RwAttempt, Side};
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::transport::bounded;
 use crate::wakeup::Ticket;
-
-static READ_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_read_acquire.lua")));
-static WRITE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_write_acquire.lua")));
-static READ_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_read_release.lua")));
-static WRITE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_write_release.lua")));
-static WRITER_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_writer_leave.lua")));
-/// The watchdog's renewal of read holds (see `watchdog.rs`).
-pub(crate) static READ_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/rw_read_renew.lua")));
 
 /// How long to wait before re-checking a lock that has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -115,25 +101,6 @@ enum Wait {
     Once,
     For(Duration),
     Forever,
-}
-
-/// Which side of the lock an acquire asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Read,
-    Write,
-}
-
-/// What one acquire attempt found.
-#[derive(Debug, Clone, Copy)]
-enum RwAttempt {
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: Instant,
-    },
-    /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
-    Blocked { wait_ms: i64 },
 }
 
 impl Client {
@@ -577,63 +544,14 @@ impl Attempt {
         sent_at: Instant,
         reenter_only: bool,
     ) -> Result<RwAttempt> {
-        let reenter_flag = if reenter_only { "1" } else { "0" };
-        let reply: Vec<i64> = match self.side {
-            Side::Read => {
-                READ_ACQUIRE
-                    .key(&self.keys.key)
-                    .key(&self.keys.token)
-                    .key(&self.keys.writers)
-                    .arg(self.lease_ms)
-                    .arg(&*self.reader)
-                    .arg(write_field(&self.reader))
-                    .arg(read_timeout_prefix(&self.keys.key, &self.reader))
-                    .arg(reenter_flag)
-                    .invoke_async(conn)
-                    .await
-            }
-            Side::Write => {
-                WRITE_ACQUIRE
-                    .key(&self.keys.key)
-                    .key(&self.keys.token)
-                    .key(&self.keys.writers)
-                    .arg(self.lease_ms)
-                    .arg(write_field(&self.reader))
-                    .arg(self.claim_ms)
-                    .arg(reenter_flag)
-                    .arg(&*self.reader)
-                    .invoke_async(conn)
-                    .await
-            }
-        }
-        .map_err(|error| Error::from_redis("read-write acquire", error))?;
-        match reply.as_slice() {
-            [1, token] => Ok(RwAttempt::Acquired {
-                token: *token as u64,
-                reentered: false,
-                sent_at,
-            }),
-            [2, token] => Ok(RwAttempt::Acquired {
-                token: *token as u64,
-                reentered: true,
-                sent_at,
-            }),
-            [0, wait_ms] => Ok(RwAttempt::Blocked { wait_ms: *wait_ms }),
-            [-1, _] => Err(Error::WrongType {
-                key: self.keys.key.clone(),
-            }),
-            [-3, _] => Err(Error::NotHeld {
-                name: self.keys.key.clone(),
-            }),
-            [-4, _] => Err(Error::WouldDeadlock {
-                name: self.keys.key.clone(),
-                reason: "this owner reads the lock and asked to write: release the read first (no upgrade)",
-            }),
-            other => Err(Error::Protocol {
-                op: "read-write acquire",
-                detail: format!("{other:?}"),
-            }),
-        }
+        let reply = rw::Acquire {
+            keys: &self.keys,
+            side: self.side,
+            reader: &self.reader,
+            lease_ms: self.lease_ms,
+            claim_ms: self.claim_ms,
+        };
+        reply.run(conn, sent_at, reenter_only).await
     }
 
     /// Withdraws a claim and gives back a hold, from a task of its own.
@@ -648,13 +566,13 @@ impl Attempt {
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
         if self.side == Side::Write && self.claim_ms > 0 {
-            let _ = run_writer_leave(&mut conn, &self.keys, &self.field(), limit).await;
+            let _ = rw::writer_leave(&mut conn, &self.keys, &self.field(), limit).await;
         }
         if release {
             let request = self.request();
             let _ = match self.side {
-                Side::Read => run_read_release(&mut conn, &self.keys, &request, limit).await,
-                Side::Write => run_write_release(&mut conn, &self.keys, &request, limit).await,
+                Side::Read => rw::read_release(&mut conn, &self.keys, &request, limit).await,
+                Side::Write => rw::write_release(&mut conn, &self.keys, &request, limit).await,
             };
         }
     }
@@ -685,7 +603,7 @@ impl Claim {
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
         let withdrawing = inner.runtime.spawn(async move {
-            let _ = run_writer_leave(&mut conn, &keys, &field, limit).await;
+            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
         });
         let _ = withdrawing.await;
     }
@@ -702,124 +620,8 @@ impl Drop for Claim {
         let keys = self.keys.clone();
         let field = self.field.clone();
         inner.runtime.spawn(async move {
-            let _ = run_writer_leave(&mut conn, &keys, &field, limit).await;
+            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
         });
-    }
-}
-
-/// Withdraws a waiting writer's claim. One round trip, at most `limit`.
-async fn run_writer_leave(
-    conn: &mut Connection,
-    keys: &RwKeys,
-    field: &str,
-    limit: Duration,
-) -> Result<()> {
-    let call = async {
-        WRITER_LEAVE
-            .key(&keys.writers)
-            .arg(&keys.channel)
-            .arg(field)
-            .arg(conn.publish_command())
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("writer leave", error))
-    };
-    bounded("writer leave", limit, call).await.map(drop)
-}
-
-fn released(request: &Request, reply: &[i64]) -> Result<Released> {
-    match reply {
-        [1, receivers] => Ok(Released::Unlocked {
-            receivers: *receivers,
-        }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
-        }),
-    }
-}
-
-/// Drops one read hold (`request.owner` is the read field). One round trip,
-/// at most `limit`.
-pub(crate) async fn run_read_release(
-    conn: &mut Connection,
-    keys: &RwKeys,
-    request: &Request,
-    limit: Duration,
-) -> Result<Released> {
-    let call = async {
-        READ_RELEASE
-            .key(&keys.key)
-            .arg(&keys.channel)
-            .arg(&*request.owner)
-            .arg(read_timeout_prefix(&keys.key, &request.owner))
-            .arg(&keys.timeout_base)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
-    released(request, &reply)
-}
-
-/// Drops one write hold (`request.owner` is the write field). One round
-/// trip, at most `limit`.
-pub(crate) async fn run_write_release(
-    conn: &mut Connection,
-    keys: &RwKeys,
-    request: &Request,
-    limit: Duration,
-) -> Result<Released> {
-    let call = async {
-        WRITE_RELEASE
-            .key(&keys.key)
-            .arg(&keys.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
-    released(request, &reply)
-}
-
-/// Adds one read hold for an owner that reads already (`request.owner` is
-/// the read field). One round trip, at most `limit`. False when it no
-/// longer reads.
-pub(crate) async fn run_read_reenter(
-    conn: &mut Connection,
-    keys: &Arc<RwKeys>,
-    request: &Request,
-    limit: Duration,
-) -> Result<bool> {
-    let attempt = Attempt {
-        keys: keys.clone(),
-        side: Side::Read,
-        reader: request.owner.clone(),
-        named: request.named_owner,
-        lease_ms: request.lease_ms,
-        renewed: true,
-        claim_ms: 0,
-    };
-    let call = attempt.run_script(conn, Instant::now(), true);
-    match bounded("reenter", limit, call).await {
-        Ok(RwAttempt::Acquired { .. }) => Ok(true),
-        Err(Error::NotHeld { .. }) => Ok(false),
-        Ok(RwAttempt::Blocked { .. }) => Err(Error::Protocol {
-            op: "reenter",
-            detail: "a read re-entry was told to wait".to_owned(),
-        }),
-        Err(other) => Err(other),
     }
 }
 

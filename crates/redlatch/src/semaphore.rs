@@ -1,28 +1,17 @@
 //! The counting semaphore: Redisson's `RSemaphore`, in Rust.
 
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Script;
 use tokio::sync::oneshot;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::SemaphoreKeys;
+use crate::scripts;
+use crate::scripts::keys::SemaphoreKeys;
 use crate::transport::bounded;
 use crate::wakeup::{Ticket, Wake};
-
-static TRY_SET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/semaphore_try_set.lua")));
-static ADD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/semaphore_add.lua")));
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/semaphore_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/semaphore_release.lua")));
-static AVAILABLE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/semaphore_available.lua")));
 
 /// How long a waiter sleeps before re-checking when no release message came:
 /// a safety net against pub/sub messages lost in transit (pub/sub delivers at
@@ -107,7 +96,7 @@ impl Semaphore {
     /// Dropping the future may or may not have set the count.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let keys = self.keys()?;
-        let mut invocation = TRY_SET.prepare_invoke();
+        let mut invocation = scripts::SEMAPHORE_TRY_SET.prepare_invoke();
         invocation
             .key(&keys.key)
             .arg(&keys.channel)
@@ -134,7 +123,7 @@ impl Semaphore {
     /// Dropping the future may or may not have changed the count.
     pub async fn add_permits(&self, delta: i64) -> Result<u64> {
         let keys = self.keys()?;
-        let mut invocation = ADD.prepare_invoke();
+        let mut invocation = scripts::SEMAPHORE_ADD.prepare_invoke();
         invocation
             .key(&keys.key)
             .arg(&keys.channel)
@@ -163,7 +152,7 @@ impl Semaphore {
     /// Safe: it only reads.
     pub async fn available_permits(&self) -> Result<u64> {
         let keys = self.keys()?;
-        let mut invocation = AVAILABLE.prepare_invoke();
+        let mut invocation = scripts::SEMAPHORE_AVAILABLE.prepare_invoke();
         invocation.key(&keys.key);
         let reply: i64 = call(&self.client, "semaphore available_permits", &invocation).await?;
         u64::try_from(reply).map_err(|_| wrong_count(&keys))
@@ -319,7 +308,7 @@ impl Semaphore {
         let task_keys = keys.clone();
         let undo_keys = keys.clone();
         let call_attempt = async move {
-            let mut invocation = ACQUIRE.prepare_invoke();
+            let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
             invocation.key(&task_keys.key).arg(permits);
             let reply: Vec<i64> = call(&client, "semaphore acquire", &invocation).await?;
             match reply.as_slice() {
@@ -425,7 +414,7 @@ pub(crate) async fn release_permits(
     keys: &SemaphoreKeys,
     permits: u32,
 ) -> Result<u64> {
-    let mut invocation = RELEASE.prepare_invoke();
+    let mut invocation = scripts::SEMAPHORE_RELEASE.prepare_invoke();
     invocation
         .key(&keys.key)
         .arg(&keys.channel)

@@ -6,8 +6,8 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{FairKeys, RwKeys};
 use crate::scripts;
+use crate::scripts::keys::{FairKeys, RwKeys};
 use crate::transport::bounded;
 
 /// One owner holding the lock.

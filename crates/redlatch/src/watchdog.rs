@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use crate::hold::{Hold, HoldKind, LostReason, NewHold};
-use crate::keys::read_timeout_prefix;
 use crate::scripts;
+use crate::scripts::keys::read_timeout_prefix;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 
@@ -359,7 +359,7 @@ fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
 }
 
 fn slot_of(key: &str) -> u16 {
-    crate::keys::slot(key)
+    crate::scripts::keys::slot(key)
 }
 
 /// Sends one renewal batch, bounded by the earliest lease in it.
@@ -379,7 +379,7 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         .first()
         .is_some_and(|renewal| renewal.hold.kind.is_read());
     let mut invocation = if reads {
-        crate::rw_lock::READ_RENEW.prepare_invoke()
+        crate::scripts::RW_READ_RENEW.prepare_invoke()
     } else {
         scripts::RENEW.prepare_invoke()
     };
