@@ -6,18 +6,19 @@ use std::time::{Duration, Instant};
 use crate::transport::Connection;
 use tracing::Instrument;
 
-use crate::client::{Client, ClientInner};
-use crate::detached::detached;
+use crate::client::Client;
+use crate::engine::Core;
+use crate::engine::cancel::detached;
+use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::hold::{HoldKind, NewHold};
 use crate::scripts::fair::{self, FairAttempt};
 use crate::scripts::keys::{FairKeys, validate_owner};
 use crate::scripts::lock::Request;
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::transport::bounded;
-use crate::wakeup::Ticket;
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
 /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
@@ -404,7 +405,7 @@ struct Attempt {
 impl Attempt {
     /// Runs the script in a task of its own: if the caller goes away, the
     /// task leaves the line and gives back a hold the attempt took.
-    async fn run(&self, inner: &ClientInner) -> Result<FairAttempt> {
+    async fn run(&self, inner: &Core) -> Result<FairAttempt> {
         let limit = inner.current_settings().response_timeout;
         let mut conn = inner.conn.clone();
         let undo_conn = inner.conn.clone();
@@ -444,7 +445,7 @@ impl Attempt {
     }
 
     /// Leaves the line and gives back a hold, from a task of its own.
-    fn undo(&self, inner: &ClientInner) {
+    fn undo(&self, inner: &Core) {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;

@@ -8,8 +8,8 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use crate::client::Client;
+use crate::engine::hold::{Hold, HoldKind, LostReason};
 use crate::error::{Error, Result};
-use crate::hold::{Hold, HoldKind, LostReason};
 use crate::scripts::lock::Released;
 use crate::scripts::lock::Request;
 

@@ -78,18 +78,14 @@
 
 pub mod blocking;
 mod client;
-mod courtesy;
-mod detached;
+mod engine;
 mod error;
 mod fair_lock;
 mod guard;
-mod hold;
 mod listing;
 mod lock;
 pub mod metrics;
 mod multi_lock;
-mod ops;
-mod permit_keeper;
 mod permit_semaphore;
 mod quorum;
 mod redlock;
@@ -103,15 +99,14 @@ mod semaphore;
 mod settings;
 mod status;
 mod transport;
-mod wakeup;
-mod watchdog;
 
 pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};
-pub use courtesy::HANDOFF_GRACE;
+pub use engine::courtesy::HANDOFF_GRACE;
+pub use engine::hold::LostReason;
+pub use engine::renewal::RENEW_BATCH;
 pub use error::{Error, NodeFailure, Result};
 pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use guard::Guard;
-pub use hold::LostReason;
 pub use lock::Lock;
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
@@ -127,4 +122,3 @@ pub use settings::{
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings, SettingsWatcher,
 };
 pub use status::{Holder, LockMode, LockStatus};
-pub use watchdog::RENEW_BATCH;

@@ -6,17 +6,17 @@ use std::time::{Duration, Instant};
 use tracing::{Instrument, field};
 
 use crate::client::Client;
+use crate::engine::attempt;
+use crate::engine::hold::NewHold;
+use crate::engine::wakeup::Wake;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
-use crate::hold::NewHold;
-use crate::ops;
 use crate::scripts;
 use crate::scripts::keys::{LockKeys, validate_owner};
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::transport::bounded;
-use crate::wakeup::Wake;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
 /// PERSISTed it or set it without a lease): there is no lease end to wait for.
@@ -366,7 +366,7 @@ impl Lock {
         let inner = &self.client.inner;
         let mut retry = 0;
         loop {
-            match ops::attempt(inner, request).await {
+            match attempt::attempt(inner, request).await {
                 Err(error) if error.is_transient() && !request.named_owner => {
                     let policy = inner.current_settings().retry;
                     if retry >= policy.attempts {
@@ -430,7 +430,7 @@ impl Lock {
         loop {
             let epoch = ticket
                 .as_ref()
-                .map(|ticket: &crate::wakeup::Ticket| ticket.epoch());
+                .map(|ticket: &crate::engine::wakeup::Ticket| ticket.epoch());
             match self.attempt_with_retries(&mut request).await? {
                 Attempt::Acquired {
                     token,

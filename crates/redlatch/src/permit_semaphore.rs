@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use crate::client::Client;
+use crate::engine::hold::LostReason;
+use crate::engine::permit_keeper::{Keeper, PermitHold};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::hold::LostReason;
-use crate::permit_keeper::{Keeper, PermitHold};
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::semaphore::{RECHECK, call, detached, protocol};
 use crate::settings::limits;
-use crate::wakeup::Ticket;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
 const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";

@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
-use crate::hold::{Hold, LostReason};
 use crate::quorum;
 use crate::redlock::Redlock;
 use crate::scripts;

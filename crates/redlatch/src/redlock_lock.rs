@@ -8,9 +8,10 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::attempt;
+use crate::engine::hold::{Hold, HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
-use crate::hold::{Hold, HoldKind, NewHold};
-use crate::ops;
 use crate::quorum;
 use crate::redlock::Redlock;
 use crate::redlock_guard::{RedlockGuard, RedlockHold};
@@ -20,7 +21,6 @@ use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::limits;
 use crate::status::LockStatus;
-use crate::wakeup::Ticket;
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -420,9 +420,9 @@ impl RedlockLock {
         let replies = quorum::fan_out(nodes, "acquire", limit, |i, client| {
             let client = client.clone();
             let request = requests[i].clone();
-            // `ops::attempt` runs in a task of its own: when the limit cuts
+            // `attempt::attempt` runs in a task of its own: when the limit cuts
             // the wait short, the task still finishes and gives back any hold.
-            async move { ops::attempt(&client.inner, &request).await }
+            async move { attempt::attempt(&client.inner, &request).await }
         })
         .await;
         let pending = vec![false; nodes.len()];
@@ -554,7 +554,7 @@ impl RedlockLock {
     /// the nodes that granted it, and those still working on it (the release
     /// queues behind the grant on the node's connection). Nodes that timed
     /// out give it back by themselves when their call completes (see
-    /// `ops::attempt`).
+    /// `attempt::attempt`).
     async fn give_back(&self, requests: &[Request], answers: &[Option<Attempt>], pending: &[bool]) {
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(requests[0].lease_ms);

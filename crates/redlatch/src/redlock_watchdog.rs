@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engine::hold::LostReason;
 use crate::error::Error;
-use crate::hold::LostReason;
 use crate::redlock_guard::RedlockHold;
 
 /// Starts the task that keeps `shared` alive (or, for a fixed lease, marks

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 use crate::transport::Connection;
 use tracing::Instrument;
 
-use crate::client::{Client, ClientInner};
-use crate::detached::detached;
+use crate::client::Client;
+use crate::engine::Core;
+use crate::engine::cancel::detached;
+use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::guard::Guard;
-use crate::hold::{HoldKind, NewHold};
 use crate::rw_guard::{ReadGuard, WriteGuard};
 use crate::scripts::keys::{RwKeys, validate_owner, write_field};
 use crate::scripts::lock::Request;
@@ -19,7 +21,6 @@ use crate::scripts::rw::{self, RwAttempt, Side};
 use crate::settings::limits;
 use crate::status::LockStatus;
 use crate::transport::bounded;
-use crate::wakeup::Ticket;
 
 /// How long to wait before re-checking a lock that has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -478,10 +479,10 @@ impl Attempt {
 
     fn register(
         &self,
-        inner: &ClientInner,
+        inner: &Core,
         token: u64,
         sent_at: Instant,
-    ) -> Arc<crate::hold::Hold> {
+    ) -> Arc<crate::engine::hold::Hold> {
         let request = self.request();
         inner.watchdog.register_kind(
             NewHold {
@@ -512,7 +513,7 @@ impl Attempt {
     /// Runs the script in a task of its own: if the caller goes away, the
     /// task withdraws a claim and gives back a hold the attempt took.
     /// `reenter_only` never takes a first hold.
-    async fn run(&self, inner: &ClientInner, reenter_only: bool) -> Result<RwAttempt> {
+    async fn run(&self, inner: &Core, reenter_only: bool) -> Result<RwAttempt> {
         let limit = inner.current_settings().response_timeout;
         let mut conn = inner.conn.clone();
         let call = {
@@ -555,7 +556,7 @@ impl Attempt {
     }
 
     /// Withdraws a claim and gives back a hold, from a task of its own.
-    fn undo(&self, inner: &ClientInner, release: bool) {
+    fn undo(&self, inner: &Core, release: bool) {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
@@ -667,7 +668,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         }
         RwAttempt::Blocked { .. } => {
             // Only a writer that lost its lock is refused a read.
-            hold.mark_lost(crate::hold::LostReason::Gone);
+            hold.mark_lost(crate::engine::hold::LostReason::Gone);
             Err(Error::NotHeld {
                 name: writer.name().to_owned(),
             })

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::client::Client;
+use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::transport::bounded;
-use crate::wakeup::{Ticket, Wake};
 
 /// How long a waiter sleeps before re-checking when no release message came:
 /// a safety net against pub/sub messages lost in transit (pub/sub delivers at

@@ -5,21 +5,13 @@ mod builder;
 pub use builder::{ClientBuilder, MAX_REPLICA_WAIT};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::RwLock;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::courtesy::Courtesy;
+use crate::engine::Core;
 use crate::error::Result;
 use crate::lock::Lock;
-use crate::settings::{ApplySettings, SettingsWatcher};
-use crate::settings::{Settings, SharedSettings};
-use crate::transport::connection::{self, Connection};
-use crate::transport::topology::ReplicaWait;
-use crate::wakeup::Wakeups;
-use crate::watchdog::Watchdog;
+use crate::settings::{ApplySettings, Settings, SettingsWatcher};
 
 /// A connection to Redis (one server, a cluster, or a Sentinel-monitored
 /// master), shared by every lock made from it.
@@ -42,22 +34,7 @@ use crate::watchdog::Watchdog;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<ClientInner>,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) id: Uuid,
-    pub(crate) conn: Connection,
-    /// Replicas that must confirm each acquisition, if any.
-    pub(crate) replica_wait: Option<ReplicaWait>,
-    pub(crate) settings: SharedSettings,
-    pub(crate) wakeups: Wakeups,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) courtesy: Courtesy,
-    pub(crate) runtime: tokio::runtime::Handle,
-    /// Source of anonymous owner names: one fresh owner per acquisition.
-    owner_seq: AtomicU64,
-    shutdown: CancellationToken,
+    pub(crate) inner: Arc<Core>,
 }
 
 impl std::fmt::Debug for Client {
@@ -92,26 +69,8 @@ impl Client {
             replica_wait,
             ..
         } = builder;
-        let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
-        let (conn, subscriptions) =
-            connection::open(&url, &topology, &settings, replica_wait).await?;
-        let runtime = tokio::runtime::Handle::current();
-        let shutdown = CancellationToken::new();
-        let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
-        let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
         Ok(Client {
-            inner: Arc::new(ClientInner {
-                id: Uuid::new_v4(),
-                conn,
-                replica_wait,
-                settings,
-                wakeups,
-                watchdog,
-                courtesy: Courtesy::default(),
-                runtime,
-                owner_seq: AtomicU64::new(0),
-                shutdown,
-            }),
+            inner: Arc::new(Core::open(&url, settings, &topology, replica_wait).await?),
         })
     }
 
@@ -201,45 +160,5 @@ impl Client {
     /// [`RENEW_BATCH`](crate::RENEW_BATCH) locks per renewal period.
     pub fn renewal_round_trips(&self) -> u64 {
         self.inner.watchdog.renewal_round_trips()
-    }
-}
-
-impl ClientInner {
-    pub(crate) fn current_settings(&self) -> Arc<Settings> {
-        self.settings.read().clone()
-    }
-
-    /// A fresh owner name, unique within this client.
-    pub(crate) fn anonymous_owner(&self) -> Arc<str> {
-        let seq = self.owner_seq.fetch_add(1, Ordering::Relaxed);
-        Arc::from(format!("{}:#{seq}", self.id))
-    }
-
-    /// The owner field for a caller-named owner.
-    pub(crate) fn named_owner(&self, owner: &str) -> Arc<str> {
-        Arc::from(format!("{}:{owner}", self.id))
-    }
-}
-
-impl ApplySettings for ClientInner {
-    fn apply_settings(&self, settings: Settings) -> Result<()> {
-        settings.validate()?;
-        let lease_changed = {
-            let mut current = self.settings.write();
-            let changed = current.default_lease != settings.default_lease;
-            *current = Arc::new(settings);
-            changed
-        };
-        if lease_changed {
-            self.watchdog.renew_all_soon();
-        }
-        Ok(())
-    }
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        // The last handle is gone (guards hold one too): stop the background tasks.
-        self.shutdown.cancel();
     }
 }

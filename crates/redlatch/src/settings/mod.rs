@@ -114,7 +114,7 @@ impl Default for Settings {
             retry: RetryPolicy::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            handoff_grace: crate::courtesy::HANDOFF_GRACE,
+            handoff_grace: crate::engine::courtesy::HANDOFF_GRACE,
         }
     }
 }

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::hold::{Hold, HoldKind, LostReason, NewHold};
+use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold};
 use crate::scripts;
 use crate::scripts::keys::read_timeout_prefix;
 use crate::settings::SharedSettings;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::debug;
 
-use crate::client::ClientInner;
+use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::scripts::lock::{self, Attempt, Request};
 use crate::transport::bounded;
@@ -16,7 +16,7 @@ use crate::transport::bounded;
 ///
 /// If the caller drops the returned future, the attempt still completes and
 /// any hold it took is released again.
-pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<Attempt> {
+pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> {
     let (reply_to, reply) = oneshot::channel();
     let mut conn = inner.conn.clone();
     let request = request.clone();

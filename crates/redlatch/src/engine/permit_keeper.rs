@@ -18,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::client::Client;
-use crate::hold::LostReason;
+use crate::engine::hold::LostReason;
+use crate::engine::renewal::RENEW_BATCH;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::settings::limits;
-use crate::watchdog::RENEW_BATCH;
 
 /// One held permit: what its guard and the keeper share.
 pub(crate) struct PermitHold {
