@@ -6,18 +6,17 @@ use std::time::{Duration, Instant};
 use crate::transport::Connection;
 use tracing::Instrument;
 
-use crate::client::Client;
 use crate::engine::Core;
 use crate::engine::cancel::detached;
 use crate::engine::hold::{HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::guard::Guard;
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
 use crate::scripts::fair::{self, FairAttempt};
 use crate::scripts::keys::{FairKeys, validate_owner};
 use crate::scripts::lock::Request;
 use crate::settings::limits;
-use crate::status::LockStatus;
 use crate::transport::bounded;
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
@@ -75,7 +74,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone, Debug)]
 pub struct FairLock {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     place_lease: Duration,
@@ -91,13 +90,11 @@ enum Wait {
     Forever,
 }
 
-impl Client {
-    /// A handle to the fair lock `name` (no round trip; the name is checked
-    /// when the lock is used). See [`FairLock`].
-    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+impl FairLock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> FairLock {
         FairLock {
-            client: self.clone(),
-            name: Arc::from(name.into()),
+            core,
+            name: Arc::from(name),
             owner: None,
             place_lease: DEFAULT_PLACE_LEASE,
             lease: None,
@@ -233,7 +230,7 @@ impl FairLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::status::read(&self.client, &self.name).await
+        crate::lock::status::read(&self.core, &self.name).await
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -257,7 +254,7 @@ impl FairLock {
     }
 
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let settings = inner.current_settings();
         let keys =
             Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
@@ -343,16 +340,12 @@ impl FairLock {
                     );
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: fair lock acquired");
-                    return Ok(Some(Guard::new(
-                        self.client.clone(),
-                        self.name.clone(),
-                        hold,
-                    )));
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
                 }
                 FairAttempt::Waiting { pttl_ms, first } => {
                     if place_ms > 0 && place.is_none() {
                         place = Some(Place {
-                            client: self.client.clone(),
+                            core: self.core.clone(),
                             keys: keys.clone(),
                             owner: owner.clone(),
                             armed: true,
@@ -471,7 +464,7 @@ impl Attempt {
 /// A waiter's place in line. Dropping it while armed (a cancelled acquire)
 /// leaves the line from a task of its own.
 struct Place {
-    client: Client,
+    core: Arc<Core>,
     keys: Arc<FairKeys>,
     owner: Arc<str>,
     armed: bool,
@@ -488,7 +481,7 @@ impl Place {
     /// place that could not be withdrawn runs out by itself.
     async fn leave(mut self) {
         self.armed = false;
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner) = (self.keys.clone(), self.owner.clone());
@@ -504,7 +497,7 @@ impl Drop for Place {
         if !self.armed {
             return;
         }
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();

@@ -12,6 +12,7 @@ use crate::engine::attempt;
 use crate::engine::hold::{Hold, HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
+use crate::lock::status::LockStatus;
 use crate::quorum;
 use crate::redlock::Redlock;
 use crate::redlock_guard::{RedlockGuard, RedlockHold};
@@ -20,7 +21,6 @@ use crate::scripts;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::limits;
-use crate::status::LockStatus;
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);

@@ -4,13 +4,19 @@ mod builder;
 
 pub use builder::{ClientBuilder, MAX_REPLICA_WAIT};
 
+pub(crate) mod listing;
+
 use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::engine::Core;
 use crate::error::Result;
+use crate::fair_lock::FairLock;
 use crate::lock::Lock;
+use crate::rw_lock::ReadWriteLock;
+use crate::semaphore::Semaphore;
+use crate::semaphore::permit::PermitSemaphore;
 use crate::settings::{ApplySettings, Settings, SettingsWatcher};
 
 /// A connection to Redis (one server, a cluster, or a Sentinel-monitored
@@ -77,7 +83,31 @@ impl Client {
     /// A handle to the lock `name` (no round trip; the name is checked when
     /// the lock is used). See [`Lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        Lock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the fair lock `name` (no round trip; the name is checked
+    /// when the lock is used). See [`FairLock`].
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the read-write lock `name` (no round trip; the name is
+    /// checked when the lock is used). See [`ReadWriteLock`].
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the counting semaphore `name` (no round trip; the name is
+    /// checked when the semaphore is used). See [`Semaphore`].
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the permit-expirable semaphore `name` (no round trip; the
+    /// name is checked when it is used). See [`PermitSemaphore`].
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        PermitSemaphore::new(self.inner.clone(), name.into())
     }
 
     /// This client's id, the first half of every owner it writes.

@@ -32,6 +32,16 @@ pub(crate) struct Core {
     shutdown: CancellationToken,
 }
 
+impl std::fmt::Debug for Core {
+    // As the client it belongs to: primitives print it as theirs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("settings", &*self.settings.read())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Core {
     /// Connects and starts the background tasks.
     pub(crate) async fn open(

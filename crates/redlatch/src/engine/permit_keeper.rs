@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::engine::hold::LostReason;
 use crate::engine::renewal::RENEW_BATCH;
 use crate::scripts;
@@ -71,7 +71,7 @@ impl PermitHold {
 
 /// The renewal task of one client's permits, alive while any permit is held.
 pub(crate) struct Keeper {
-    pub(crate) client: Client,
+    pub(crate) core: Arc<Core>,
     entries: Mutex<HashMap<u64, Entry>>,
     next_slot: AtomicU64,
     wake: Arc<Notify>,
@@ -101,22 +101,20 @@ fn renewal_period(lease_ms: u64) -> Duration {
 
 impl Keeper {
     /// The keeper of `client`'s permits, started if it has none.
-    pub(crate) fn of(client: &Client) -> Arc<Keeper> {
+    pub(crate) fn of(core: &Arc<Core>) -> Arc<Keeper> {
         let mut keepers = KEEPERS.lock();
-        if let Some(keeper) = keepers.get(&client.id()).and_then(Weak::upgrade) {
+        if let Some(keeper) = keepers.get(&core.id).and_then(Weak::upgrade) {
             return keeper;
         }
         keepers.retain(|_, keeper| keeper.strong_count() > 0);
         let keeper = Arc::new(Keeper {
-            client: client.clone(),
+            core: core.clone(),
             entries: Mutex::new(HashMap::new()),
             next_slot: AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
         });
-        keepers.insert(client.id(), Arc::downgrade(&keeper));
-        client
-            .inner
-            .runtime
+        keepers.insert(core.id, Arc::downgrade(&keeper));
+        core.runtime
             .spawn(run(Arc::downgrade(&keeper), keeper.wake.clone()));
         keeper
     }
@@ -180,7 +178,7 @@ impl Keeper {
 
     /// Renews one batch; marks permits found gone lost.
     async fn renew(&self, batch: &[(u64, Arc<PermitHold>)]) {
-        let settings = self.client.inner.current_settings();
+        let settings = self.core.current_settings();
         let lease_ms = settings.default_lease.as_millis() as u64;
         let mut invocation = scripts::PERMIT_RENEW.prepare_invoke();
         for (_, hold) in batch {
@@ -198,7 +196,7 @@ impl Keeper {
             .saturating_duration_since(sent_at)
             .min(settings.response_timeout)
             .max(Duration::from_millis(1));
-        let mut conn = self.client.inner.conn.clone();
+        let mut conn = self.core.conn.clone();
         let reply =
             tokio::time::timeout(limit, invocation.invoke_async::<Vec<i64>>(&mut conn)).await;
         let now = Instant::now();

@@ -1,25 +1,26 @@
 //! The read-write lock: many readers or one writer, and writers are not starved.
 
+pub(crate) mod guard;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::transport::Connection;
 use tracing::Instrument;
 
-use crate::client::Client;
 use crate::engine::Core;
 use crate::engine::cancel::detached;
 use crate::engine::hold::{HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
-use crate::guard::Guard;
-use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
+use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::scripts::keys::{RwKeys, validate_owner, write_field};
 use crate::scripts::lock::Request;
 use crate::scripts::rw::{self, RwAttempt, Side};
 use crate::settings::limits;
-use crate::status::LockStatus;
 use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry.
@@ -88,7 +89,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone, Debug)]
 pub struct ReadWriteLock {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     place_lease: Duration,
@@ -104,13 +105,11 @@ enum Wait {
     Forever,
 }
 
-impl Client {
-    /// A handle to the read-write lock `name` (no round trip; the name is
-    /// checked when the lock is used). See [`ReadWriteLock`].
-    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+impl ReadWriteLock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> ReadWriteLock {
         ReadWriteLock {
-            client: self.clone(),
-            name: Arc::from(name.into()),
+            core,
+            name: Arc::from(name),
             owner: None,
             place_lease: DEFAULT_PLACE_LEASE,
             lease: None,
@@ -287,7 +286,7 @@ impl ReadWriteLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::status::read(&self.client, &self.name).await
+        crate::lock::status::read(&self.core, &self.name).await
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -311,7 +310,7 @@ impl ReadWriteLock {
     }
 
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let settings = inner.current_settings();
         let keys =
             Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
@@ -390,16 +389,12 @@ impl ReadWriteLock {
                     let hold = attempt.register(inner, token, sent_at);
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
-                    return Ok(Some(Guard::new(
-                        self.client.clone(),
-                        self.name.clone(),
-                        hold,
-                    )));
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
                 }
                 RwAttempt::Blocked { wait_ms } => {
                     if claim_ms > 0 && claim.is_none() {
                         claim = Some(Claim {
-                            client: self.client.clone(),
+                            core: self.core.clone(),
                             keys: keys.clone(),
                             field: attempt.field(),
                             armed: true,
@@ -582,7 +577,7 @@ impl Attempt {
 /// A waiting writer's claim. Dropping it while armed (a cancelled acquire)
 /// withdraws it from a task of its own.
 struct Claim {
-    client: Client,
+    core: Arc<Core>,
     keys: Arc<RwKeys>,
     field: Arc<str>,
     armed: bool,
@@ -599,7 +594,7 @@ impl Claim {
     /// claim that could not be withdrawn lapses by itself.
     async fn withdraw(mut self) {
         self.armed = false;
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
@@ -615,7 +610,7 @@ impl Drop for Claim {
         if !self.armed {
             return;
         }
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
@@ -644,8 +639,8 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             op: "downgrade",
             detail: format!("write field without ':write': {}", hold.owner),
         })?;
-    let client = writer.client().clone();
-    let inner = &client.inner;
+    let core = writer.core().clone();
+    let inner = &core;
     let attempt = Attempt {
         keys: keys.clone(),
         side: Side::Read,
@@ -661,7 +656,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     match attempt.run(inner, false).await? {
         RwAttempt::Acquired { token, sent_at, .. } => {
             let read_hold = attempt.register(inner, token, sent_at);
-            let reading = Guard::new(client.clone(), Arc::from(writer.name()), read_hold);
+            let reading = Guard::new(core.clone(), Arc::from(writer.name()), read_hold);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)

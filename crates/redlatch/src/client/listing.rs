@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::status::{LockStatus, looks_like_owner};
+use crate::lock::status::{LockStatus, looks_like_owner};
 use crate::transport::bounded;
 
 /// Keys asked for per SCAN call: large enough to be quick, small enough not

@@ -1,21 +1,24 @@
 //! The reentrant lock handle and its acquire loop.
 
+pub(crate) mod guard;
+pub(crate) mod status;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{Instrument, field};
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::engine::attempt;
 use crate::engine::hold::NewHold;
 use crate::engine::wakeup::Wake;
 use crate::error::{Error, Result};
-use crate::guard::Guard;
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::{LockKeys, validate_owner};
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::limits;
-use crate::status::LockStatus;
 use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -63,7 +66,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Lock {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
 }
@@ -86,9 +89,9 @@ enum LeaseMode {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Lock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
         Lock {
-            client,
+            core,
             name: Arc::from(name),
             owner: None,
         }
@@ -186,7 +189,7 @@ impl Lock {
     /// # Cancel safety
     /// As [`Lock::acquire`].
     pub async fn acquire_default_wait(&self) -> Result<Guard> {
-        match self.client.inner.current_settings().wait_timeout {
+        match self.core.current_settings().wait_timeout {
             Some(wait) => self.acquire_timeout(wait).await,
             None => self.acquire().await,
         }
@@ -250,7 +253,7 @@ impl Lock {
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         let keys = self.keys()?;
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let call = async {
             scripts::FORCE_UNLOCK
@@ -294,12 +297,12 @@ impl Lock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::status::read(&self.client, &self.name).await
+        crate::lock::status::read(&self.core, &self.name).await
     }
 
     fn keys(&self) -> Result<LockKeys> {
-        let settings = self.client.inner.current_settings();
-        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
+        let settings = self.core.current_settings();
+        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -311,7 +314,7 @@ impl Lock {
 
     /// Builds the request: checks the name, owner and lease.
     fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let settings = inner.current_settings();
         let keys =
             Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
@@ -363,7 +366,7 @@ impl Lock {
     /// retry of an anonymous acquire uses a fresh owner, since the attempt it
     /// replaces may still be giving back a hold under the old one.
     async fn attempt_with_retries(&self, request: &mut Request) -> Result<Attempt> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut retry = 0;
         loop {
             match attempt::attempt(inner, request).await {
@@ -388,7 +391,7 @@ impl Lock {
         renewed: bool,
         wait: Wait,
     ) -> Result<Option<Guard>> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let started = Instant::now();
         // `None`: no deadline (waiting forever, or a wait too long to represent).
         let deadline = match wait {
@@ -449,11 +452,7 @@ impl Lock {
                     tracing::Span::current().record("token", hold.token);
                     tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
                     crate::metrics::acquired(reentered);
-                    return Ok(Some(Guard::new(
-                        self.client.clone(),
-                        self.name.clone(),
-                        hold,
-                    )));
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
                 }
                 Attempt::Held { pttl_ms } => {
                     let now = Instant::now();
@@ -497,8 +496,8 @@ fn record_wake(wake: Wake) {
 
 impl Lock {
     /// The client this handle was made from (multi-locks span several).
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
     /// The Redis key of the lock (prefix included): the multi-lock's sort key.

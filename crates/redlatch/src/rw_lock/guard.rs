@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::guard::Guard;
+use crate::lock::guard::Guard;
 
 /// One read hold on a [`ReadWriteLock`](crate::ReadWriteLock); other readers
 /// may hold it at the same time, writers may not. Released on drop; the

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::engine::hold::{Hold, HoldKind, LostReason};
 use crate::error::{Error, Result};
 use crate::scripts::lock::Released;
@@ -26,7 +26,7 @@ use crate::scripts::lock::Request;
 /// lets the protected resource reject writes from a holder that was overtaken.
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct Guard {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
     hold: Arc<Hold>,
     released: bool,
@@ -44,9 +44,9 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    pub(crate) fn new(client: Client, name: Arc<str>, hold: Arc<Hold>) -> Guard {
+    pub(crate) fn new(core: Arc<Core>, name: Arc<str>, hold: Arc<Hold>) -> Guard {
         Guard {
-            client,
+            core,
             name,
             hold,
             released: false,
@@ -131,7 +131,7 @@ impl Guard {
     /// # Cancel safety
     /// Dropping the future gives back a hold it may have taken.
     pub async fn reenter(&self) -> Result<Guard> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let request = self.request();
         let (reply_to, reply) = oneshot::channel();
         let mut conn = inner.conn.clone();
@@ -168,7 +168,7 @@ impl Guard {
             });
         }
         Ok(Guard::new(
-            self.client.clone(),
+            self.core.clone(),
             self.name.clone(),
             self.hold.clone(),
         ))
@@ -208,8 +208,8 @@ impl Guard {
     }
 
     /// The client this guard's hold belongs to.
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
     /// The hold this guard shares with its re-entries.
@@ -228,13 +228,13 @@ impl Guard {
 
     /// Stops tracking this guard and sends the release from a task of its own.
     fn spawn_release(&self) -> tokio::task::JoinHandle<Result<Released>> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         inner.watchdog.remove_guard(&self.hold);
-        let client = self.client.clone();
+        let core = self.core.clone();
         let request = self.request();
         let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
-            let inner = &client.inner;
+            let inner = &core;
             let mut conn = inner.conn.clone();
             let limit = inner.current_settings().response_timeout;
             let released = kind.release(&mut conn, &request, limit).await;

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::engine::hold::LostReason;
 use crate::engine::permit_keeper::{Keeper, PermitHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
-use crate::semaphore::{RECHECK, call, detached, protocol};
+use crate::semaphore::{RECHECK, Semaphore, call, detached, protocol};
 use crate::settings::limits;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
@@ -65,17 +65,15 @@ const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
 /// ```
 #[derive(Clone, Debug)]
 pub struct PermitSemaphore {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
 }
 
-impl Client {
-    /// A handle to the permit-expirable semaphore `name` (no round trip; the
-    /// name is checked when it is used). See [`PermitSemaphore`].
-    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+impl PermitSemaphore {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> PermitSemaphore {
         PermitSemaphore {
-            client: self.clone(),
-            name: Arc::from(name.into()),
+            core,
+            name: Arc::from(name),
         }
     }
 }
@@ -134,8 +132,8 @@ impl PermitSemaphore {
             .key(&keys.key)
             .key(&keys.timeouts)
             .arg(&keys.channel)
-            .arg(self.client.inner.conn.publish_command());
-        let reply: Vec<i64> = call(&self.client, "permit available", &invocation).await?;
+            .arg(self.core.conn.publish_command());
+        let reply: Vec<i64> = call(&self.core, "permit available", &invocation).await?;
         match reply.as_slice() {
             [count, _] if *count >= 0 => Ok(*count as u64),
             [-1, _] => Err(wrong_layout(&keys)),
@@ -209,12 +207,12 @@ impl PermitSemaphore {
     }
 
     fn plain(&self) -> crate::Semaphore {
-        self.client.semaphore(self.name.to_string())
+        Semaphore::new(self.core.clone(), self.name.to_string())
     }
 
     fn keys(&self) -> Result<SemaphoreKeys> {
-        let settings = self.client.inner.current_settings();
-        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
+        let settings = self.core.current_settings();
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
     }
 
     fn no_permit(&self, waited: Duration) -> Error {
@@ -233,7 +231,7 @@ impl PermitSemaphore {
         fixed: Option<Duration>,
     ) -> Result<Option<ExpirablePermit>> {
         let keys = Arc::new(self.keys()?);
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let (lease_ms, renewed) = match fixed {
             Some(lease) => (limits::lease_millis("lease", lease)?, false),
             None => (
@@ -266,7 +264,7 @@ impl PermitSemaphore {
                         lease_ms,
                         sent_at,
                     ));
-                    let keeper = Keeper::of(&self.client);
+                    let keeper = Keeper::of(&self.core);
                     let slot = keeper.track(hold.clone());
                     return Ok(Some(ExpirablePermit {
                         name: self.name.clone(),
@@ -308,8 +306,8 @@ impl PermitSemaphore {
         id: &Arc<str>,
         lease_ms: u64,
     ) -> Result<Attempt> {
-        let client = self.client.clone();
-        let undo_client = self.client.clone();
+        let core = self.core.clone();
+        let undo_core = self.core.clone();
         let task_keys = keys.clone();
         let undo_keys = keys.clone();
         let task_id = id.clone();
@@ -323,8 +321,8 @@ impl PermitSemaphore {
                 .arg(&task_keys.channel)
                 .arg(&*task_id)
                 .arg(lease_ms)
-                .arg(client.inner.conn.publish_command());
-            let reply: Vec<i64> = call(&client, "permit acquire", &invocation).await?;
+                .arg(core.conn.publish_command());
+            let reply: Vec<i64> = call(&core, "permit acquire", &invocation).await?;
             match reply.as_slice() {
                 [1, left] => Ok(Attempt::Taken {
                     sent_at,
@@ -336,14 +334,14 @@ impl PermitSemaphore {
             }
         };
         detached(
-            &self.client,
+            &self.core,
             "permit acquire",
             call_attempt,
             move |attempt: &Attempt| {
                 let taken = matches!(attempt, Attempt::Taken { .. });
                 async move {
                     if taken {
-                        let _ = release_permit(&undo_client, &undo_keys, &undo_id).await;
+                        let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
                     }
                 }
             },
@@ -435,14 +433,13 @@ impl ExpirablePermit {
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
         self.keeper.untrack(self.slot);
-        let client = self.keeper.client.clone();
+        let core = self.keeper.core.clone();
         let hold = self.hold.clone();
         let released = self
             .keeper
-            .client
-            .inner
+            .core
             .runtime
-            .spawn(async move { release_permit(&client, &hold.keys, &hold.id).await })
+            .spawn(async move { release_permit(&core, &hold.keys, &hold.id).await })
             .await
             .map_err(|_| Error::Protocol {
                 op: "permit release",
@@ -464,10 +461,10 @@ impl Drop for ExpirablePermit {
         if !self.done {
             self.done = true;
             self.keeper.untrack(self.slot);
-            let client = self.keeper.client.clone();
+            let core = self.keeper.core.clone();
             let hold = self.hold.clone();
-            drop(self.keeper.client.inner.runtime.spawn(async move {
-                let _ = release_permit(&client, &hold.keys, &hold.id).await;
+            drop(self.keeper.core.runtime.spawn(async move {
+                let _ = release_permit(&core, &hold.keys, &hold.id).await;
             }));
         }
     }
@@ -475,15 +472,15 @@ impl Drop for ExpirablePermit {
 
 /// Gives one permit back by id. `Ok(true)`: released while its lease ran;
 /// `Ok(false)`: it had expired (released or reclaimed). One round trip.
-async fn release_permit(client: &Client, keys: &SemaphoreKeys, id: &str) -> Result<bool> {
+async fn release_permit(core: &Arc<Core>, keys: &SemaphoreKeys, id: &str) -> Result<bool> {
     let mut invocation = scripts::PERMIT_RELEASE.prepare_invoke();
     invocation
         .key(&keys.key)
         .key(&keys.timeouts)
         .arg(&keys.channel)
         .arg(id)
-        .arg(client.inner.conn.publish_command());
-    let reply: i64 = call(client, "permit release", &invocation).await?;
+        .arg(core.conn.publish_command());
+    let reply: i64 = call(core, "permit release", &invocation).await?;
     match reply {
         1 => Ok(true),
         0 | 2 => Ok(false),

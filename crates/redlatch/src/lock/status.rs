@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::scripts;
 use crate::scripts::keys::{FairKeys, RwKeys};
@@ -156,8 +156,8 @@ impl LockStatus {
 /// Reads the status of the lock `name` whatever its kind: one script (lock
 /// hash, counter, fair line) so the parts agree, then one PUBSUB call for the
 /// subscribers of the plain and read-write channels. Reads only.
-pub(crate) async fn read(client: &Client, name: &str) -> Result<LockStatus> {
-    let inner = &client.inner;
+pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
+    let inner = &core;
     let settings = inner.current_settings();
     let fair = FairKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;
     let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;

@@ -1,12 +1,14 @@
 //! The counting semaphore: Redisson's `RSemaphore`, in Rust.
 
+pub(crate) mod permit;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::client::Client;
+use crate::engine::Core;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::scripts;
@@ -63,17 +65,15 @@ const COUNT: &str = "a permit count (a non-negative integer)";
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
 }
 
-impl Client {
-    /// A handle to the counting semaphore `name` (no round trip; the name is
-    /// checked when the semaphore is used). See [`Semaphore`].
-    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+impl Semaphore {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Semaphore {
         Semaphore {
-            client: self.clone(),
-            name: Arc::from(name.into()),
+            core,
+            name: Arc::from(name),
         }
     }
 }
@@ -101,8 +101,8 @@ impl Semaphore {
             .key(&keys.key)
             .arg(&keys.channel)
             .arg(permits)
-            .arg(self.client.inner.conn.publish_command());
-        let reply: i64 = call(&self.client, "semaphore try_set_permits", &invocation).await?;
+            .arg(self.core.conn.publish_command());
+        let reply: i64 = call(&self.core, "semaphore try_set_permits", &invocation).await?;
         match reply {
             1 => Ok(true),
             0 => Ok(false),
@@ -128,8 +128,8 @@ impl Semaphore {
             .key(&keys.key)
             .arg(&keys.channel)
             .arg(delta)
-            .arg(self.client.inner.conn.publish_command());
-        let reply: Vec<i64> = call(&self.client, "semaphore add_permits", &invocation).await?;
+            .arg(self.core.conn.publish_command());
+        let reply: Vec<i64> = call(&self.core, "semaphore add_permits", &invocation).await?;
         match reply.as_slice() {
             [1, count] => Ok(*count as u64),
             [0, _] => Err(Error::InvalidPermits {
@@ -154,7 +154,7 @@ impl Semaphore {
         let keys = self.keys()?;
         let mut invocation = scripts::SEMAPHORE_AVAILABLE.prepare_invoke();
         invocation.key(&keys.key);
-        let reply: i64 = call(&self.client, "semaphore available_permits", &invocation).await?;
+        let reply: i64 = call(&self.core, "semaphore available_permits", &invocation).await?;
         u64::try_from(reply).map_err(|_| wrong_count(&keys))
     }
 
@@ -225,12 +225,12 @@ impl Semaphore {
     pub async fn release(&self, permits: u32) -> Result<u64> {
         let keys = Arc::new(self.keys()?);
         self.check_permits(permits)?;
-        release_permits(&self.client, &keys, permits).await
+        release_permits(&self.core, &keys, permits).await
     }
 
     fn keys(&self) -> Result<SemaphoreKeys> {
-        let settings = self.client.inner.current_settings();
-        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.client.inner.conn)
+        let settings = self.core.current_settings();
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
     }
 
     fn check_permits(&self, permits: u32) -> Result<()> {
@@ -260,7 +260,7 @@ impl Semaphore {
     ) -> Result<Option<SemaphorePermit>> {
         self.check_permits(permits)?;
         let keys = Arc::new(self.keys()?);
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
         let remaining =
             |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
@@ -274,7 +274,7 @@ impl Semaphore {
                     ticket.pass_on();
                 }
                 return Ok(Some(SemaphorePermit {
-                    client: self.client.clone(),
+                    core: self.core.clone(),
                     keys,
                     permits,
                     done: false,
@@ -303,14 +303,14 @@ impl Semaphore {
     /// One attempt, in a task of its own: `Some(left)` when taken. If the
     /// caller is gone when the reply comes, the permits are given back.
     async fn attempt(&self, keys: &Arc<SemaphoreKeys>, permits: u32) -> Result<Option<u64>> {
-        let client = self.client.clone();
-        let undo_client = self.client.clone();
+        let core = self.core.clone();
+        let undo_core = self.core.clone();
         let task_keys = keys.clone();
         let undo_keys = keys.clone();
         let call_attempt = async move {
             let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
             invocation.key(&task_keys.key).arg(permits);
-            let reply: Vec<i64> = call(&client, "semaphore acquire", &invocation).await?;
+            let reply: Vec<i64> = call(&core, "semaphore acquire", &invocation).await?;
             match reply.as_slice() {
                 [1, left] => Ok(Some(*left as u64)),
                 [0, _] => Ok(None),
@@ -319,14 +319,14 @@ impl Semaphore {
             }
         };
         detached(
-            &self.client,
+            &self.core,
             "semaphore acquire",
             call_attempt,
             move |taken: &Option<u64>| {
                 let taken = taken.is_some();
                 async move {
                     if taken {
-                        let _ = release_permits(&undo_client, &undo_keys, permits).await;
+                        let _ = release_permits(&undo_core, &undo_keys, permits).await;
                     }
                 }
             },
@@ -343,7 +343,7 @@ impl Semaphore {
 #[must_use = "dropping a permit gives it back at once"]
 #[derive(Debug)]
 pub struct SemaphorePermit {
-    client: Client,
+    core: Arc<Core>,
     keys: Arc<SemaphoreKeys>,
     permits: u32,
     done: bool,
@@ -371,13 +371,12 @@ impl SemaphorePermit {
     /// The release runs in a task of its own: dropping the future does not stop it.
     pub async fn release(mut self) -> Result<u64> {
         self.done = true;
-        let client = self.client.clone();
+        let core = self.core.clone();
         let keys = self.keys.clone();
         let permits = self.permits;
-        self.client
-            .inner
+        self.core
             .runtime
-            .spawn(async move { release_permits(&client, &keys, permits).await })
+            .spawn(async move { release_permits(&core, &keys, permits).await })
             .await
             .map_err(|_| Error::Protocol {
                 op: "semaphore release",
@@ -396,11 +395,11 @@ impl Drop for SemaphorePermit {
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            let client = self.client.clone();
+            let core = self.core.clone();
             let keys = self.keys.clone();
             let permits = self.permits;
-            drop(self.client.inner.runtime.spawn(async move {
-                if let Err(error) = release_permits(&client, &keys, permits).await {
+            drop(self.core.runtime.spawn(async move {
+                if let Err(error) = release_permits(&core, &keys, permits).await {
                     tracing::warn!(semaphore = %keys.key, %error, "redlatch: releasing dropped permits failed; they are lost");
                 }
             }));
@@ -410,7 +409,7 @@ impl Drop for SemaphorePermit {
 
 /// Gives `permits` back; returns the new count. One round trip.
 pub(crate) async fn release_permits(
-    client: &Client,
+    core: &Arc<Core>,
     keys: &SemaphoreKeys,
     permits: u32,
 ) -> Result<u64> {
@@ -419,18 +418,18 @@ pub(crate) async fn release_permits(
         .key(&keys.key)
         .arg(&keys.channel)
         .arg(permits)
-        .arg(client.inner.conn.publish_command());
-    let reply: i64 = call(client, "semaphore release", &invocation).await?;
+        .arg(core.conn.publish_command());
+    let reply: i64 = call(core, "semaphore release", &invocation).await?;
     u64::try_from(reply).map_err(|_| wrong_count(keys))
 }
 
 /// Runs one script call on the client's connection, bounded by the response timeout.
 pub(crate) async fn call<T: redis::FromRedisValue>(
-    client: &Client,
+    core: &Arc<Core>,
     op: &'static str,
     invocation: &redis::ScriptInvocation<'_>,
 ) -> Result<T> {
-    let inner = &client.inner;
+    let inner = &core;
     let mut conn = inner.conn.clone();
     let limit = inner.current_settings().response_timeout;
     bounded(op, limit, async {
@@ -446,7 +445,7 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
 /// never cuts a script call off halfway; when nobody is left to take a
 /// successful result, `undo` gets it.
 pub(crate) async fn detached<T, C, U, F>(
-    client: &Client,
+    core: &Arc<Core>,
     op: &'static str,
     call: C,
     undo: U,
@@ -458,7 +457,7 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let (reply_to, reply) = oneshot::channel();
-    client.inner.runtime.spawn(async move {
+    core.runtime.spawn(async move {
         let outcome = call.await;
         if let Err(Ok(abandoned)) = reply_to.send(outcome) {
             undo(&abandoned).await;
