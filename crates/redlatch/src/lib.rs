@@ -84,11 +84,7 @@ mod fair_lock;
 mod lock;
 pub mod metrics;
 mod multi_lock;
-mod quorum;
 mod redlock;
-mod redlock_guard;
-mod redlock_lock;
-mod redlock_watchdog;
 mod rw_lock;
 mod scripts;
 mod semaphore;
@@ -105,9 +101,10 @@ pub use lock::Lock;
 pub use lock::guard::Guard;
 pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
-pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
-pub use redlock_guard::RedlockGuard;
-pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
+pub use redlock::{
+    DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, NodeStatus, Redlock, RedlockGuard, RedlockLock,
+    RedlockStatus,
+};
 pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::hold::LostReason;
 use crate::error::Error;
-use crate::redlock_guard::RedlockHold;
+use crate::redlock::guard::RedlockHold;
 
 /// Starts the task that keeps `shared` alive (or, for a fixed lease, marks
 /// it lost when the lease runs out). It ends when the last guard is

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::quorum;
-use crate::redlock_lock::RedlockLock;
+use crate::redlock::node::Node;
+use crate::redlock::quorum;
 use crate::settings::Settings;
 
 /// Longest per-node timeout chosen by default: a node that has not answered
@@ -64,31 +64,6 @@ pub(crate) struct RedlockInner {
     pub(crate) id: Uuid,
     pub(crate) nodes: Vec<Node>,
     owner_seq: AtomicU64,
-}
-
-/// One master: its client, or why it could not be connected.
-pub(crate) struct Node {
-    /// How messages name it: the URL with its password hidden, or `node <i>`.
-    pub(crate) label: String,
-    pub(crate) client: Option<Client>,
-    connect_error: Option<String>,
-}
-
-impl Node {
-    /// The error a call on a node that never connected gives.
-    pub(crate) fn not_connected(&self) -> Error {
-        let detail = self
-            .connect_error
-            .clone()
-            .unwrap_or_else(|| "not connected".to_owned());
-        Error::Unavailable {
-            op: "connect",
-            source: redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                detail,
-            )),
-        }
-    }
 }
 
 impl std::fmt::Debug for Redlock {
@@ -283,12 +258,6 @@ impl Redlock {
         }
         self.options.retry_jitter = jitter;
         Ok(self)
-    }
-
-    /// A handle to the lock `name` on every node (no round trip; the name is
-    /// checked when the lock is used). See [`RedlockLock`].
-    pub fn lock(&self, name: impl Into<String>) -> RedlockLock {
-        RedlockLock::new(self.clone(), name.into())
     }
 
     /// Number of nodes (masters), connected or not.

@@ -13,10 +13,10 @@ use crate::engine::hold::{Hold, HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
 use crate::lock::status::LockStatus;
-use crate::quorum;
-use crate::redlock::Redlock;
-use crate::redlock_guard::{RedlockGuard, RedlockHold};
-use crate::redlock_watchdog;
+use crate::redlock::guard::{RedlockGuard, RedlockHold};
+use crate::redlock::handle::Redlock;
+use crate::redlock::quorum;
+use crate::redlock::watchdog;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
@@ -84,6 +84,14 @@ struct Refusal {
     /// The soonest lease end among the nodes held by another owner.
     soonest_free: Option<Duration>,
     failures: Vec<NodeFailure>,
+}
+
+impl Redlock {
+    /// A handle to the lock `name` on every node (no round trip; the name is
+    /// checked when the lock is used). See [`RedlockLock`].
+    pub fn lock(&self, name: impl Into<String>) -> RedlockLock {
+        RedlockLock::new(self.clone(), name.into())
+    }
 }
 
 impl RedlockLock {
@@ -606,7 +614,7 @@ impl RedlockLock {
             self.redlock.node_timeout(lease_ms),
             released,
         ));
-        redlock_watchdog::start(shared.clone(), started);
+        watchdog::start(shared.clone(), started);
         RedlockGuard::new(shared)
     }
 }

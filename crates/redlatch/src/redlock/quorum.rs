@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
-use crate::redlock::Node;
+use crate::redlock::node::Node;
 use crate::transport::bounded;
 
 /// How many of `nodes` make a majority.

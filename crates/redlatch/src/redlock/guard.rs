@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
-use crate::quorum;
-use crate::redlock::Redlock;
+use crate::redlock::handle::Redlock;
+use crate::redlock::quorum;
 use crate::scripts;
 use crate::scripts::lock::Request;
 use crate::settings::limits;
