@@ -1,8 +1,10 @@
 //! The builder that checks a client's settings and connects.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
@@ -247,7 +249,18 @@ impl ClientBuilder {
     /// Dropping the future abandons the connection attempt; nothing is left behind.
     pub async fn connect(self) -> Result<Client> {
         self.validate()?;
-        Client::open(self).await
+        let ClientBuilder {
+            url,
+            settings,
+            topology,
+            replica_wait,
+            ..
+        } = self;
+        // Straight to the core: one async layer less keeps callers' futures shallow.
+        let core = Core::open(&url, settings, &topology, replica_wait).await?;
+        Ok(Client {
+            inner: Arc::new(core),
+        })
     }
 
     fn validate(&self) -> Result<()> {

@@ -67,19 +67,6 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    pub(crate) async fn open(builder: ClientBuilder) -> Result<Client> {
-        let ClientBuilder {
-            url,
-            settings,
-            topology,
-            replica_wait,
-            ..
-        } = builder;
-        Ok(Client {
-            inner: Arc::new(Core::open(&url, settings, &topology, replica_wait).await?),
-        })
-    }
-
     /// A handle to the lock `name` (no round trip; the name is checked when
     /// the lock is used). See [`Lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
