@@ -92,7 +92,6 @@ mod settings;
 mod transport;
 
 pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};
-pub use engine::courtesy::HANDOFF_GRACE;
 pub use engine::hold::LostReason;
 pub use engine::renewal::RENEW_BATCH;
 pub use error::{Error, NodeFailure, Result};
@@ -112,5 +111,5 @@ pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::limits::{MAX_LEASE, MAX_NAME_LEN, MAX_OWNER_LEN, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings, SettingsWatcher,
+    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
 };

@@ -12,11 +12,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// Default of [`Settings::handoff_grace`](crate::Settings::handoff_grace): how
-/// long the releasing client leaves a woken waiter elsewhere to take the lock,
-/// a few loopback or LAN hand-offs (message delivery plus one attempt).
-pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
-
 /// Above this many remembered releases, expired ones are swept out.
 const SWEEP_AT: usize = 1024;
 
@@ -56,6 +51,7 @@ impl Courtesy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::HANDOFF_GRACE;
 
     #[test]
     fn a_release_is_remembered_for_the_grace_period_only() {

@@ -16,6 +16,11 @@ mod watch;
 pub(crate) use watch::ApplySettings;
 pub use watch::SettingsWatcher;
 
+/// Default of [`Settings::handoff_grace`]: how
+/// long the releasing client leaves a woken waiter elsewhere to take the lock,
+/// a few loopback or LAN hand-offs (message delivery plus one attempt).
+pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
+
 /// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default time allowed to open a connection (Redisson's `connectTimeout`).
@@ -114,7 +119,7 @@ impl Default for Settings {
             retry: RetryPolicy::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            handoff_grace: crate::engine::courtesy::HANDOFF_GRACE,
+            handoff_grace: HANDOFF_GRACE,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The subscription connection behind wake-ups: plain pub/sub on one server
 //! (or the master Sentinel names), sharded pub/sub on a Redis Cluster.
 //!
-//! The wake-up task (`wakeup.rs`) opens a [`Session`] from a
+//! The wake-up task (`engine/wakeup.rs`) opens a [`Session`] from a
 //! [`SubscriptionSource`], subscribes lock channels on it, and reads
 //! [`Event`]s until it breaks; then it opens a new one.
 
