@@ -1,29 +1,23 @@
 //! The fair lock: waiters take the lock in the order they came, across processes.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::connection::Connection;
-use redis::Script;
+use crate::transport::Connection;
 use tracing::Instrument;
 
-use crate::client::{Client, ClientInner};
-use crate::detached::detached;
+use crate::engine::Core;
+use crate::engine::cancel::detached;
+use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::guard::Guard;
-use crate::hold::{HoldKind, NewHold};
-use crate::keys::{FairKeys, validate_owner};
-use crate::lease;
-use crate::ops::{self, Released, Request};
-use crate::status::LockStatus;
-use crate::wakeup::Ticket;
-
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
-static LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
+use crate::scripts::fair::{self, FairAttempt};
+use crate::scripts::keys::{FairKeys, validate_owner};
+use crate::scripts::lock::Request;
+use crate::settings::limits;
+use crate::transport::bounded;
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
 /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
@@ -80,7 +74,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone, Debug)]
 pub struct FairLock {
-    client: Client,
+    core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     place_lease: Duration,
@@ -96,26 +90,11 @@ enum Wait {
     Forever,
 }
 
-/// What one attempt of the fair acquire script found.
-#[derive(Debug, Clone, Copy)]
-enum FairAttempt {
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: Instant,
-    },
-    /// In line (or not, for a single try): the holder's remaining lease
-    /// (-1: no expiry, 0: free but another waiter goes first).
-    Waiting { pttl_ms: i64, first: bool },
-}
-
-impl Client {
-    /// A handle to the fair lock `name` (no round trip; the name is checked
-    /// when the lock is used). See [`FairLock`].
-    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+impl FairLock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> FairLock {
         FairLock {
-            client: self.clone(),
-            name: Arc::from(name.into()),
+            core,
+            name: Arc::from(name),
             owner: None,
             place_lease: DEFAULT_PLACE_LEASE,
             lease: None,
@@ -251,7 +230,7 @@ impl FairLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::status::read(&self.client, &self.name).await
+        crate::lock::status::read(&self.core, &self.name).await
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -275,20 +254,20 @@ impl FairLock {
     }
 
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let settings = inner.current_settings();
         let keys =
             Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
         let (lease_ms, renewed) = match self.lease {
             None => (
-                lease::watchdog_lease_millis("default lease", settings.default_lease)?,
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
                 true,
             ),
-            Some(fixed) => (lease::lease_millis("lease", fixed)?, false),
+            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
         };
         let place_ms = match wait {
             Wait::Once => 0,
-            _ => lease::watchdog_lease_millis("place lease", self.place_lease)?,
+            _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
         };
         let (mut owner, named) = match &self.owner {
             Some(owner) => {
@@ -361,16 +340,12 @@ impl FairLock {
                     );
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: fair lock acquired");
-                    return Ok(Some(Guard::new(
-                        self.client.clone(),
-                        self.name.clone(),
-                        hold,
-                    )));
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
                 }
                 FairAttempt::Waiting { pttl_ms, first } => {
                     if place_ms > 0 && place.is_none() {
                         place = Some(Place {
-                            client: self.client.clone(),
+                            core: self.core.clone(),
                             keys: keys.clone(),
                             owner: owner.clone(),
                             armed: true,
@@ -423,7 +398,7 @@ struct Attempt {
 impl Attempt {
     /// Runs the script in a task of its own: if the caller goes away, the
     /// task leaves the line and gives back a hold the attempt took.
-    async fn run(&self, inner: &ClientInner) -> Result<FairAttempt> {
+    async fn run(&self, inner: &Core) -> Result<FairAttempt> {
         let limit = inner.current_settings().response_timeout;
         let mut conn = inner.conn.clone();
         let undo_conn = inner.conn.clone();
@@ -433,8 +408,8 @@ impl Attempt {
             let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
             async move {
                 let sent_at = Instant::now();
-                let run = run_acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
-                ops::bounded("fair acquire", limit, run).await
+                let run = fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
+                bounded("fair acquire", limit, run).await
             }
         };
         let undo = {
@@ -463,7 +438,7 @@ impl Attempt {
     }
 
     /// Leaves the line and gives back a hold, from a task of its own.
-    fn undo(&self, inner: &ClientInner) {
+    fn undo(&self, inner: &Core) {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
@@ -473,7 +448,7 @@ impl Attempt {
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
-        let _ = run_leave(&mut conn, &self.keys, &self.owner, limit).await;
+        let _ = fair::leave(&mut conn, &self.keys, &self.owner, limit).await;
         if release {
             let request = Request {
                 keys: Arc::new(self.keys.lock.clone()),
@@ -481,7 +456,7 @@ impl Attempt {
                 named_owner: self.named,
                 lease_ms: self.lease_ms,
             };
-            let _ = run_release(&mut conn, &self.keys, &request, limit).await;
+            let _ = fair::release(&mut conn, &self.keys, &request, limit).await;
         }
     }
 }
@@ -489,7 +464,7 @@ impl Attempt {
 /// A waiter's place in line. Dropping it while armed (a cancelled acquire)
 /// leaves the line from a task of its own.
 struct Place {
-    client: Client,
+    core: Arc<Core>,
     keys: Arc<FairKeys>,
     owner: Arc<str>,
     armed: bool,
@@ -506,12 +481,12 @@ impl Place {
     /// place that could not be withdrawn runs out by itself.
     async fn leave(mut self) {
         self.armed = false;
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner) = (self.keys.clone(), self.owner.clone());
         let leaving = inner.runtime.spawn(async move {
-            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
         });
         let _ = leaving.await;
     }
@@ -522,120 +497,13 @@ impl Drop for Place {
         if !self.armed {
             return;
         }
-        let inner = &self.client.inner;
+        let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let owner = self.owner.clone();
         inner.runtime.spawn(async move {
-            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
+            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
         });
-    }
-}
-
-async fn run_acquire(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    owner: &str,
-    lease_ms: u64,
-    place_ms: u64,
-    sent_at: Instant,
-) -> Result<FairAttempt> {
-    let reply: Vec<i64> = ACQUIRE
-        .key(&keys.lock.key)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.lock.token)
-        .arg(lease_ms)
-        .arg(owner)
-        .arg(place_ms)
-        .arg(&keys.lock.channel)
-        .arg(conn.publish_command())
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("fair acquire", error))?;
-    match reply.as_slice() {
-        [1, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: false,
-            sent_at,
-        }),
-        [2, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: true,
-            sent_at,
-        }),
-        [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
-            pttl_ms: *pttl_ms,
-            first: *first == 1,
-        }),
-        [-1, ..] => Err(Error::WrongType {
-            key: keys.lock.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "fair acquire",
-            detail: format!("{other:?}"),
-        }),
-    }
-}
-
-/// Leaves the line. One round trip, at most `limit`.
-async fn run_leave(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    owner: &str,
-    limit: Duration,
-) -> Result<()> {
-    let call = async {
-        LEAVE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(owner)
-            .arg(conn.publish_command())
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("fair leave", error))
-    };
-    ops::bounded("fair leave", limit, call).await.map(drop)
-}
-
-/// Drops one hold of a fair lock; the last one wakes the first waiter. One
-/// round trip, at most `limit`.
-pub(crate) async fn run_release(
-    conn: &mut Connection,
-    keys: &FairKeys,
-    request: &Request,
-    limit: Duration,
-) -> Result<Released> {
-    let call = async {
-        RELEASE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = ops::bounded("release", limit, call).await?;
-    match reply.as_slice() {
-        // Courtesy is for the reentrant lock: here the release names who is next.
-        [1, _] => Ok(Released::Unlocked { receivers: 0 }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
-        }),
     }
 }

@@ -78,61 +78,38 @@
 
 pub mod blocking;
 mod client;
-mod config;
-mod connection;
-mod courtesy;
-mod detached;
+mod engine;
 mod error;
 mod fair_lock;
-mod guard;
-mod hold;
-mod keys;
-mod lease;
-mod listing;
 mod lock;
 pub mod metrics;
 mod multi_lock;
-mod ops;
-mod permit_keeper;
-mod permit_semaphore;
-mod quorum;
 mod redlock;
-mod redlock_guard;
-mod redlock_lock;
-mod redlock_watchdog;
-mod rw_guard;
 mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
-mod settings_watch;
-mod status;
-mod subscription;
-mod wakeup;
-mod watchdog;
+mod transport;
 
-pub use client::Client;
-pub use config::{ClientBuilder, MAX_REPLICA_WAIT};
-pub use courtesy::HANDOFF_GRACE;
+pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};
+pub use engine::hold::LostReason;
+pub use engine::renewal::RENEW_BATCH;
 pub use error::{Error, NodeFailure, Result};
 pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
-pub use guard::Guard;
-pub use hold::LostReason;
-pub use keys::{MAX_NAME_LEN, MAX_OWNER_LEN};
-pub use lease::{MAX_LEASE, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use lock::Lock;
+pub use lock::guard::Guard;
+pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
-pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
-pub use redlock::{DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, Redlock};
-pub use redlock_guard::RedlockGuard;
-pub use redlock_lock::{NodeStatus, RedlockLock, RedlockStatus};
-pub use rw_guard::{ReadGuard, WriteGuard};
+pub use redlock::{
+    DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, NodeStatus, Redlock, RedlockGuard, RedlockLock,
+    RedlockStatus,
+};
 pub use rw_lock::ReadWriteLock;
+pub use rw_lock::guard::{ReadGuard, WriteGuard};
+pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use settings::limits::{MAX_LEASE, MAX_NAME_LEN, MAX_OWNER_LEN, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, RetryPolicy, Settings,
+    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
 };
-pub use settings_watch::SettingsWatcher;
-pub use status::{Holder, LockMode, LockStatus};
-pub use watchdog::RENEW_BATCH;

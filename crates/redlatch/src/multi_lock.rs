@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use crate::error::{Error, Result};
-use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::lock::guard::Guard;
 
 /// Several [`Lock`]s acquired together, all or nothing, and released together:
 /// Redisson's `RedissonMultiLock`, made deadlock-free by ordering.
@@ -143,7 +143,7 @@ impl MultiLock {
         ordered.sort_by(|a, b| a.0.cmp(&b.0));
         for pair in ordered.windows(2) {
             let ((key, first), (next_key, second)) = (&pair[0], &pair[1]);
-            if key == next_key && first.client().id() == second.client().id() {
+            if key == next_key && first.core().id == second.core().id {
                 return Err(Error::InvalidName {
                     name: crate::error::excerpt(second.name()),
                     reason: "appears twice in the multi-lock (on the same client)",

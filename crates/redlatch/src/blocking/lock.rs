@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::Bridge;
 use crate::LockStatus;
+use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::hold::LostReason;
 
 /// A blocking [`crate::Lock`]: the same lock, with methods that block the
 /// calling thread. Each method's round trips, keys and errors are those of

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Bridge;
+use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::hold::LostReason;
 
 /// A blocking [`crate::PermitSemaphore`]. Each method's round trips, keys and
 /// errors are those of the async method of the same name. Permits are renewed

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::Bridge;
 use crate::LockStatus;
+use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::hold::LostReason;
 
 /// A blocking [`crate::ReadWriteLock`]: many readers or one writer, and the
 /// calling thread blocks while it waits. Each method's round trips, keys

@@ -1,0 +1,372 @@
+//! The builder that checks a client's settings and connects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::engine::Core;
+use crate::error::{Error, Result};
+use crate::settings::Settings;
+use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
+
+/// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
+/// the client's connection to that master while it runs.
+pub const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
+
+/// Builds a [`Client`] with settings other than the defaults.
+///
+/// The URL carries the address, database, password and ACL user, as redis-rs
+/// reads it: `redis://[USER][:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://` for TLS
+/// when redis-rs is built with TLS support. Everything else is a [`Settings`]
+/// field, which a running client can change.
+///
+/// ```no_run
+/// # async fn demo() -> redlatch::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = redlatch::Client::builder("redis://app:secret@127.0.0.1:6379/0")
+///     .connect_timeout(Duration::from_secs(2))
+///     .response_timeout(Duration::from_millis(500))
+///     .retries(5)
+///     .key_prefix("shop:")
+///     .default_lease(Duration::from_secs(10))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .connect() is awaited"]
+pub struct ClientBuilder {
+    pub(crate) url: String,
+    pub(crate) settings: Settings,
+    pub(crate) topology: Topology,
+    pub(crate) replica_wait: Option<ReplicaWait>,
+    /// `master_auth` was called on a builder that does not use Sentinel.
+    misplaced_master_auth: bool,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_owned(),
+            settings: Settings::default(),
+            topology: Topology::Single,
+            replica_wait: None,
+            misplaced_master_auth: false,
+        }
+    }
+
+    /// A builder for a Redis Cluster, discovered from any of `nodes` (node
+    /// URLs as for [`Client::builder`]; credentials are taken from the first).
+    ///
+    /// On a cluster the keys of one lock share a hash slot (the channel and
+    /// token key wrap the lock key in `{...}`), so every script runs on the
+    /// master that owns the lock; wake-ups use sharded pub/sub (`SSUBSCRIBE`,
+    /// `SPUBLISH`, Redis 7 or later). Redirections (MOVED, ASK) and the new
+    /// topology after a failover are followed by the cluster client. Lock
+    /// names whose braces would split a lock's keys over several slots are
+    /// refused with [`Error::InvalidName`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::ClientBuilder::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .connect()
+    ///     .await?;
+    /// let guard = client.lock("order:42").acquire().await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn cluster<I, S>(nodes: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let mut builder = ClientBuilder::new(nodes.first().map_or("", String::as_str));
+        builder.topology = Topology::Cluster(nodes);
+        builder
+    }
+
+    /// A builder for the master that Redis Sentinel knows as `master_name`,
+    /// asked from any of `sentinels` (Sentinel URLs, `redis://HOST:26379`).
+    ///
+    /// The master is looked up when connecting, and again after an error
+    /// that suggests it moved (connection lost or refused, `READONLY`): a
+    /// failover costs the calls in flight at that moment, which fail with a
+    /// transient error (acquires retry them by themselves), and the next
+    /// calls go to the new master. The subscription connection follows the
+    /// same way.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::ClientBuilder::sentinel(
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    ///     "locks",
+    /// )
+    /// .connect()
+    /// .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn sentinel<I, S>(sentinels: I, master_name: &str) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let sentinels: Vec<String> = sentinels.into_iter().map(Into::into).collect();
+        let mut builder = ClientBuilder::new(sentinels.first().map_or("", String::as_str));
+        builder.topology = Topology::Sentinel {
+            sentinels,
+            master: master_name.to_owned(),
+            auth: None,
+        };
+        builder
+    }
+
+    /// Through Sentinel: the credentials of the master (and of the replica
+    /// that replaces it), `AUTH [username] password`. The Sentinel URLs carry
+    /// the Sentinels' own credentials, if they have any. Elsewhere
+    /// credentials go in the URLs, and calling this is refused at
+    /// [`connect`](Self::connect) with [`Error::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::ClientBuilder::sentinel(["redis://10.0.0.1:26379"], "locks")
+    ///     .master_auth(Some("app"), "s3cret")
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn master_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        let wanted = MasterAuth {
+            username: username.map(str::to_owned),
+            password: password.to_owned(),
+        };
+        match &mut self.topology {
+            Topology::Sentinel { auth, .. } => *auth = Some(wanted),
+            _ => self.misplaced_master_auth = true,
+        }
+        self
+    }
+
+    /// After each acquisition, waits until `replicas` replicas of the master
+    /// have the lock (Redis `WAIT`), at most `timeout`; when fewer confirm in
+    /// time the acquisition is undone and fails with
+    /// [`Error::ReplicasNotConfirmed`].
+    ///
+    /// This narrows, but does not close, the window in which a failover loses
+    /// a fresh lock (see `docs/DEPLOYMENT.md`). While a `WAIT` runs, other
+    /// commands of this client to that master queue behind it, so keep
+    /// `timeout` short (tens of milliseconds on a healthy network). Adds no
+    /// round trip: the `WAIT` is pipelined with the acquire script.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let set = testkit::ReplicaSet::start(1).unwrap();
+    /// # let url = set.master().url();
+    /// use std::time::Duration;
+    ///
+    /// let client = redlatch::Client::builder(&url) // the master
+    ///     .wait_for_replicas(1, Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// let guard = client.lock("invoice:9").acquire().await?; // on the replica too
+    /// guard.release().await?;
+    ///
+    /// # set.replica(0).pause().unwrap();
+    /// // With the replica stalled the acquire fails, and leaves no lock behind.
+    /// let refused = client.lock("invoice:9").try_acquire().await;
+    /// assert!(matches!(refused, Err(redlatch::Error::ReplicasNotConfirmed { .. })));
+    /// # set.replica(0).resume().unwrap();
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_wait = Some(ReplicaWait { replicas, timeout });
+        self
+    }
+
+    /// Replaces all settings at once (for example from [`Settings::load`]);
+    /// the other builder methods change one field.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Time allowed to open a connection (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for Redis to answer a call (default 3 s). A call that
+    /// waits longer fails with [`Error::ResponseTimeout`].
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.response_timeout = timeout;
+        self
+    }
+
+    /// Retries after a connection error (default 3); see [`RetryPolicy`](crate::RetryPolicy).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.settings.retry.attempts = retries;
+        self
+    }
+
+    /// Delay before the first retry (default 100 ms); it doubles at each
+    /// retry, up to the policy's `max_delay` (2 s).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.settings.retry.base_delay = delay;
+        self.settings.retry.max_delay = self.settings.retry.max_delay.max(delay);
+        self
+    }
+
+    /// Prefix added to every lock name to form its key (default none).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.settings.key_prefix = prefix.into();
+        self
+    }
+
+    /// Lease of locks renewed by the watchdog (default 30 s, at least 30 ms).
+    pub fn default_lease(mut self, lease: Duration) -> Self {
+        self.settings.default_lease = lease;
+        self
+    }
+
+    /// Checks the settings and connects.
+    ///
+    /// Costs one connection for commands (opened now) and one for
+    /// subscriptions (opened in the background, reconnected as needed). On a
+    /// cluster each of the two is a connection per node it talks to; through
+    /// Sentinel, each lookup of the master also opens a short-lived connection
+    /// to a Sentinel and to the master it names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] or
+    /// [`Error::InvalidDuration`] for bad settings,
+    /// [`Error::Unavailable`] /
+    /// [`Error::ResponseTimeout`] when Redis cannot be
+    /// reached, [`Error::Redis`] when it refuses the credentials.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the connection attempt; nothing is left behind.
+    pub async fn connect(self) -> Result<Client> {
+        self.validate()?;
+        let ClientBuilder {
+            url,
+            settings,
+            topology,
+            replica_wait,
+            ..
+        } = self;
+        // Straight to the core: one async layer less keeps callers' futures shallow.
+        let core = Core::open(&url, settings, &topology, replica_wait).await?;
+        Ok(Client {
+            inner: Arc::new(core),
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.settings.validate()?;
+        if self.misplaced_master_auth {
+            return Err(Error::InvalidConfig(
+                "master_auth applies to sentinel; put credentials in the URL".to_owned(),
+            ));
+        }
+        match &self.topology {
+            Topology::Single => {}
+            Topology::Cluster(nodes) if nodes.is_empty() => {
+                return Err(Error::InvalidConfig(
+                    "a cluster needs at least one node URL".to_owned(),
+                ));
+            }
+            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => {
+                return Err(Error::InvalidConfig(
+                    "sentinel needs at least one Sentinel URL".to_owned(),
+                ));
+            }
+            Topology::Sentinel { master, .. } if master.is_empty() => {
+                return Err(Error::InvalidConfig(
+                    "sentinel needs the master's name".to_owned(),
+                ));
+            }
+            Topology::Cluster(_) | Topology::Sentinel { .. } => {}
+        }
+        if let Some(wait) = self.replica_wait {
+            if wait.replicas == 0 {
+                return Err(Error::InvalidConfig(
+                    "wait_for_replicas needs at least one replica".to_owned(),
+                ));
+            }
+            // WAIT counts whole milliseconds, and 0 would mean "forever".
+            if wait.timeout.as_millis() == 0 || wait.timeout > MAX_REPLICA_WAIT {
+                return Err(Error::InvalidDuration {
+                    what: "replica wait timeout",
+                    value: wait.timeout,
+                    reason: "must be between 1 ms and 60 s",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn bad_settings_are_refused_before_connecting() {
+        let check = |builder: ClientBuilder| builder.validate();
+        let zero_timeout = ClientBuilder::new("redis://127.0.0.1").connect_timeout(Duration::ZERO);
+        assert!(matches!(
+            check(zero_timeout),
+            Err(Error::InvalidDuration {
+                what: "connect timeout",
+                ..
+            })
+        ));
+        let short_lease =
+            ClientBuilder::new("redis://127.0.0.1").default_lease(Duration::from_millis(5));
+        assert!(matches!(
+            check(short_lease),
+            Err(Error::InvalidDuration {
+                what: "default lease",
+                ..
+            })
+        ));
+        let many_retries = ClientBuilder::new("redis://127.0.0.1").retries(1000);
+        assert!(matches!(check(many_retries), Err(Error::InvalidConfig(_))));
+        assert!(check(ClientBuilder::new("redis://127.0.0.1")).is_ok());
+    }
+
+    #[test]
+    fn bad_topologies_and_replica_waits_are_refused() {
+        let check = |builder: ClientBuilder| builder.validate();
+        assert!(matches!(
+            check(ClientBuilder::cluster(Vec::<String>::new())),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            check(ClientBuilder::sentinel(["redis://127.0.0.1:26379"], "")),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            check(ClientBuilder::sentinel(Vec::<String>::new(), "locks")),
+            Err(Error::InvalidConfig(_))
+        ));
+        let none =
+            ClientBuilder::new("redis://127.0.0.1").wait_for_replicas(0, Duration::from_millis(50));
+        assert!(matches!(check(none), Err(Error::InvalidConfig(_))));
+        let instant =
+            ClientBuilder::new("redis://127.0.0.1").wait_for_replicas(1, Duration::from_micros(10));
+        assert!(matches!(
+            check(instant),
+            Err(Error::InvalidDuration {
+                what: "replica wait timeout",
+                ..
+            })
+        ));
+        let ok =
+            ClientBuilder::new("redis://127.0.0.1").wait_for_replicas(1, Duration::from_millis(50));
+        assert!(check(ok).is_ok());
+    }
+}

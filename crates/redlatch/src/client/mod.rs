@@ -1,0 +1,181 @@
+//! The client: connections, settings, and the background tasks locks share.
+
+mod builder;
+
+pub use builder::{ClientBuilder, MAX_REPLICA_WAIT};
+
+pub(crate) mod listing;
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::engine::Core;
+use crate::error::Result;
+use crate::fair_lock::FairLock;
+use crate::lock::Lock;
+use crate::rw_lock::ReadWriteLock;
+use crate::semaphore::Semaphore;
+use crate::semaphore::permit::PermitSemaphore;
+use crate::settings::{ApplySettings, Settings, SettingsWatcher};
+
+/// A connection to Redis (one server, a cluster, or a Sentinel-monitored
+/// master), shared by every lock made from it.
+///
+/// Cheap to clone (an `Arc`): clones share one multiplexed command
+/// connection (reconnected by itself), one subscription connection for every
+/// waiter, and one watchdog task that renews every held lock. Create one per
+/// process and pass clones around.
+///
+/// Every client has a random [`id`](Client::id) (a UUID v4). Lock owners are
+/// `<id>:<owner>`, so owners are unique across processes.
+///
+/// ```no_run
+/// # async fn demo() -> redlatch::Result<()> {
+/// let client = redlatch::Client::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("report:daily").acquire().await?;
+/// // ... only one process in the fleet runs this at a time ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Core>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("settings", &*self.inner.settings.read())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
+    /// response timeout, 3 retries, no key prefix).
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::builder(url).connect().await
+    }
+
+    /// Starts a [`ClientBuilder`] for `url`.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// A handle to the lock `name` (no round trip; the name is checked when
+    /// the lock is used). See [`Lock`].
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the fair lock `name` (no round trip; the name is checked
+    /// when the lock is used). See [`FairLock`].
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the read-write lock `name` (no round trip; the name is
+    /// checked when the lock is used). See [`ReadWriteLock`].
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the counting semaphore `name` (no round trip; the name is
+    /// checked when the semaphore is used). See [`Semaphore`].
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the permit-expirable semaphore `name` (no round trip; the
+    /// name is checked when it is used). See [`PermitSemaphore`].
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        PermitSemaphore::new(self.inner.clone(), name.into())
+    }
+
+    /// This client's id, the first half of every owner it writes.
+    pub fn id(&self) -> Uuid {
+        self.inner.id
+    }
+
+    /// The settings in force now.
+    pub fn settings(&self) -> Settings {
+        (**self.inner.settings.read()).clone()
+    }
+
+    /// Replaces the settings of this client and its clones, at run time.
+    ///
+    /// Each field says when a change takes effect (see [`Settings`]): most at
+    /// the next call; a new default lease also at the next renewal of every
+    /// renewed lock, which this brings forward. The URL is fixed for the life
+    /// of a client.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) or [`Error::InvalidConfig`](crate::Error::InvalidConfig): the old settings stay.
+    pub fn update_settings(&self, settings: Settings) -> Result<()> {
+        self.inner.apply_settings(settings)
+    }
+
+    /// Keeps this client's settings in step with a TOML file (see
+    /// [`Settings::load`]) while the returned watcher lives.
+    ///
+    /// The file is read now; afterwards each change is applied after a short
+    /// debounce (250 ms). A file that cannot be read or parsed is reported
+    /// (a `tracing` warning, and [`SettingsWatcher::last_error`]) and the
+    /// settings in force stay.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidDuration`](crate::Error::InvalidDuration) when the file is
+    /// bad now, or cannot be watched.
+    pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
+        SettingsWatcher::start(
+            self.inner.clone(),
+            path.as_ref(),
+            std::sync::Arc::new(|_: &mut Settings| {}),
+        )
+    }
+
+    /// As [`Client::watch_settings`], with `adjust` applied to the settings
+    /// read from the file before they take effect: for values that must win
+    /// over the file, such as command-line flags.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+    /// let lease = std::time::Duration::from_secs(5); // from --lease
+    /// let _watcher = client.watch_settings_with("redlatch.toml", move |settings| {
+    ///     settings.default_lease = lease;
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::watch_settings`].
+    pub fn watch_settings_with(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        adjust: impl Fn(&mut Settings) + Send + Sync + 'static,
+    ) -> Result<SettingsWatcher> {
+        SettingsWatcher::start(
+            self.inner.clone(),
+            path.as_ref(),
+            std::sync::Arc::new(adjust),
+        )
+    }
+
+    /// Number of locks this client holds now (one per owner and lock,
+    /// re-entries included once).
+    pub fn held_locks(&self) -> usize {
+        self.inner.watchdog.held_count()
+    }
+
+    /// Renewal script calls the watchdog has made since the client started.
+    /// With many locks held this grows by about one per
+    /// [`RENEW_BATCH`](crate::RENEW_BATCH) locks per renewal period.
+    pub fn renewal_round_trips(&self) -> u64 {
+        self.inner.watchdog.renewal_round_trips()
+    }
+}

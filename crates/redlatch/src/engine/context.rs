@@ -1,0 +1,113 @@
+//! The state every lock of one client shares: the connection, the settings,
+//! the runtime, the client id, and the background tasks (wake-ups, renewal).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::engine::courtesy::Courtesy;
+use crate::engine::renewal::Watchdog;
+use crate::engine::wakeup::Wakeups;
+use crate::error::Result;
+use crate::settings::{ApplySettings, Settings, SharedSettings};
+use crate::transport::connection::{self, Connection};
+use crate::transport::topology::{ReplicaWait, Topology};
+
+/// What a `Client` and its clones share; every lock and guard holds it.
+pub(crate) struct Core {
+    pub(crate) id: Uuid,
+    pub(crate) conn: Connection,
+    /// Replicas that must confirm each acquisition, if any.
+    pub(crate) replica_wait: Option<ReplicaWait>,
+    pub(crate) settings: SharedSettings,
+    pub(crate) wakeups: Wakeups,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) courtesy: Courtesy,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Source of anonymous owner names: one fresh owner per acquisition.
+    owner_seq: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Core {
+    // As the client it belongs to: primitives print it as theirs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("settings", &*self.settings.read())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    /// Connects and starts the background tasks.
+    pub(crate) async fn open(
+        url: &str,
+        settings: Settings,
+        topology: &Topology,
+        replica_wait: Option<ReplicaWait>,
+    ) -> Result<Core> {
+        let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
+        let (conn, subscriptions) =
+            connection::open(url, topology, &settings, replica_wait).await?;
+        let runtime = tokio::runtime::Handle::current();
+        let shutdown = CancellationToken::new();
+        let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
+        let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
+        Ok(Core {
+            id: Uuid::new_v4(),
+            conn,
+            replica_wait,
+            settings,
+            wakeups,
+            watchdog,
+            courtesy: Courtesy::default(),
+            runtime,
+            owner_seq: AtomicU64::new(0),
+            shutdown,
+        })
+    }
+}
+
+impl Core {
+    pub(crate) fn current_settings(&self) -> Arc<Settings> {
+        self.settings.read().clone()
+    }
+
+    /// A fresh owner name, unique within this client.
+    pub(crate) fn anonymous_owner(&self) -> Arc<str> {
+        let seq = self.owner_seq.fetch_add(1, Ordering::Relaxed);
+        Arc::from(format!("{}:#{seq}", self.id))
+    }
+
+    /// The owner field for a caller-named owner.
+    pub(crate) fn named_owner(&self, owner: &str) -> Arc<str> {
+        Arc::from(format!("{}:{owner}", self.id))
+    }
+}
+
+impl ApplySettings for Core {
+    fn apply_settings(&self, settings: Settings) -> Result<()> {
+        settings.validate()?;
+        let lease_changed = {
+            let mut current = self.settings.write();
+            let changed = current.default_lease != settings.default_lease;
+            *current = Arc::new(settings);
+            changed
+        };
+        if lease_changed {
+            self.watchdog.renew_all_soon();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // The last handle is gone (guards hold one too): stop the background tasks.
+        self.shutdown.cancel();
+    }
+}

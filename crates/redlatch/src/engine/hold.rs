@@ -1,0 +1,213 @@
+//! One owner's hold on one lock: what its guards and the watchdog share.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::transport::Connection;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::scripts;
+use crate::scripts::lock::{Released, Request};
+
+use crate::scripts::keys::{FairKeys, LockKeys, RwKeys};
+use crate::settings::limits;
+
+/// Which lock a hold is on: it decides the release, re-entry and renewal scripts.
+#[derive(Debug, Clone)]
+pub(crate) enum HoldKind {
+    /// The reentrant lock (`Lock`).
+    Plain,
+    /// The fair lock: its release wakes the head of the queue.
+    Fair(Arc<FairKeys>),
+    /// A read hold on a read-write lock (one timeout key per hold).
+    Read(Arc<RwKeys>),
+    /// The write hold on a read-write lock.
+    Write(Arc<RwKeys>),
+}
+
+impl HoldKind {
+    /// True when the watchdog must renew it with the read-hold script.
+    pub(crate) fn is_read(&self) -> bool {
+        matches!(self, HoldKind::Read(_))
+    }
+
+    /// Drops one hold with the release script of this kind of lock. One
+    /// round trip, at most `limit`.
+    pub(crate) async fn release(
+        &self,
+        conn: &mut Connection,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<Released> {
+        match self {
+            HoldKind::Plain => scripts::lock::release(conn, request, limit).await,
+            HoldKind::Fair(keys) => crate::scripts::fair::release(conn, keys, request, limit).await,
+            HoldKind::Read(keys) => {
+                crate::scripts::rw::read_release(conn, keys, request, limit).await
+            }
+            HoldKind::Write(keys) => {
+                crate::scripts::rw::write_release(conn, keys, request, limit).await
+            }
+        }
+    }
+
+    /// Adds one hold for an owner that holds already. One round trip, at
+    /// most `limit`. False when the owner no longer holds it.
+    pub(crate) async fn reenter(
+        &self,
+        conn: &mut Connection,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<bool> {
+        match self {
+            // A read hold also needs its timeout key.
+            HoldKind::Read(keys) => {
+                crate::scripts::rw::read_reenter(conn, keys, request, limit).await
+            }
+            // The other kinds count holds in one hash field, like the reentrant lock.
+            HoldKind::Plain | HoldKind::Fair(_) | HoldKind::Write(_) => {
+                scripts::lock::reenter(conn, request, limit).await
+            }
+        }
+    }
+}
+
+/// What a new acquisition tells the watchdog.
+pub(crate) struct NewHold {
+    pub(crate) keys: Arc<LockKeys>,
+    /// The hash field: `<client-uuid>:<owner>`.
+    pub(crate) owner: Arc<str>,
+    pub(crate) lease_ms: u64,
+    /// Renewed by the watchdog (true) or a fixed lease that runs out (false).
+    pub(crate) renewed: bool,
+    pub(crate) token: u64,
+    /// True when the owner was named by the caller (not unique to one acquire).
+    pub(crate) named_owner: bool,
+    /// When the acquiring request was sent: validity counts from here.
+    pub(crate) sent_at: Instant,
+}
+
+/// The shared state of a held lock. Re-entered guards of the same owner share
+/// one `Hold`; the watchdog renews it and marks it lost.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) renewed: bool,
+    pub(crate) token: u64,
+    pub(crate) named_owner: bool,
+    pub(crate) kind: HoldKind,
+    /// The lease last set in Redis; renewals may change it (live settings).
+    lease_ms: AtomicU64,
+    lost: CancellationToken,
+    lost_reason: OnceLock<LostReason>,
+    /// Monotonic reference for `valid_until_ns`.
+    base: Instant,
+    /// Until when the lock can be trusted, in ns after `base`.
+    valid_until_ns: AtomicU64,
+}
+
+impl Hold {
+    pub(crate) fn new(new: NewHold, kind: HoldKind) -> Hold {
+        let hold = Hold {
+            kind,
+            keys: new.keys,
+            owner: new.owner,
+            renewed: new.renewed,
+            token: new.token,
+            named_owner: new.named_owner,
+            lease_ms: AtomicU64::new(new.lease_ms),
+            lost: CancellationToken::new(),
+            lost_reason: OnceLock::new(),
+            base: new.sent_at,
+            valid_until_ns: AtomicU64::new(0),
+        };
+        hold.confirm(new.sent_at, new.lease_ms);
+        hold
+    }
+
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.lease_ms.load(Ordering::Acquire)
+    }
+
+    /// Records that Redis confirmed a lease of `lease_ms` for a request sent
+    /// at `sent_at` (acquire, re-entry or renewal).
+    pub(crate) fn confirm(&self, sent_at: Instant, lease_ms: u64) {
+        let until = sent_at + limits::validity(lease_ms);
+        let ns = until.saturating_duration_since(self.base).as_nanos() as u64;
+        if self.lease_ms.swap(lease_ms, Ordering::AcqRel) == lease_ms {
+            // Replies may arrive out of order: never move the deadline back.
+            self.valid_until_ns.fetch_max(ns, Ordering::AcqRel);
+        } else {
+            // A new lease (shorter or longer) replaces the old deadline.
+            self.valid_until_ns.store(ns, Ordering::Release);
+        }
+    }
+
+    /// Until when the lock can be trusted (monotonic clock).
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.base + Duration::from_nanos(self.valid_until_ns.load(Ordering::Acquire))
+    }
+
+    /// True while not marked lost and the lease has not run out.
+    pub(crate) fn is_held(&self) -> bool {
+        !self.lost.is_cancelled() && Instant::now() < self.valid_until()
+    }
+
+    /// Marks the hold lost (the first reason sticks).
+    pub(crate) fn mark_lost(&self, reason: LostReason) {
+        if self.lost_reason.set(reason).is_ok() {
+            crate::metrics::lock_lost();
+        }
+        self.lost.cancel();
+    }
+
+    pub(crate) fn is_marked_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        if let Some(reason) = self.lost_reason.get() {
+            return Some(*reason);
+        }
+        // Not marked yet, but the deadline has passed: the watchdog will say so at its next tick.
+        (Instant::now() >= self.valid_until()).then_some(if self.renewed {
+            LostReason::NotRenewed
+        } else {
+            LostReason::LeaseRanOut
+        })
+    }
+
+    pub(crate) fn lost_token(&self) -> &CancellationToken {
+        &self.lost
+    }
+}
+
+/// Why a guard's lock is no longer held ([`Guard::lost_reason`](crate::Guard::lost_reason)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Redis no longer has the lock for this owner: it expired, was deleted
+    /// or force-unlocked, or another owner took it.
+    Gone,
+    /// This client force-unlocked it.
+    ForceUnlocked,
+    /// No renewal got through before the lease (minus the drift margin) ran
+    /// out: Redis was unreachable or too slow, or this process was paused.
+    NotRenewed,
+    /// A fixed lease (not renewed) ran out.
+    LeaseRanOut,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => "the lock is gone from Redis (expired, deleted, or taken over)",
+            LostReason::ForceUnlocked => "this client force-unlocked it",
+            LostReason::NotRenewed => "no renewal got through before the lease ran out",
+            LostReason::LeaseRanOut => "its fixed lease ran out",
+        })
+    }
+}

@@ -1,0 +1,14 @@
+//! The machinery every primitive shares: the per-client state, holds and
+//! their renewal, wake-ups, the acquire attempt, and calls that survive the
+//! caller's cancellation.
+
+pub(crate) mod attempt;
+pub(crate) mod cancel;
+pub(crate) mod context;
+pub(crate) mod courtesy;
+pub(crate) mod hold;
+pub(crate) mod permit_keeper;
+pub(crate) mod renewal;
+pub(crate) mod wakeup;
+
+pub(crate) use context::Core;

@@ -1,0 +1,522 @@
+//! Wake-ups for waiters: one pub/sub connection per client, waiters parked per lock.
+//!
+//! A waiter joins the lock's channel (`redisson_lock__channel:{NAME}`) and
+//! parks. When the holder's final release publishes `0`, the subscriber task
+//! wakes **one** parked waiter of this process (FIFO), not all of them: the
+//! others would only find the lock taken again and cost Redis a round trip
+//! each. Every waiter also sleeps at most until the holder's lease ends, so a
+//! holder that dies (no message) or a message lost while the subscription
+//! reconnects costs at most one lease. When the subscription comes back after
+//! a disconnect every parked waiter is woken, since messages may have been
+//! missed meanwhile.
+//!
+//! On a Redis Cluster the channel is a sharded channel: the subscription is
+//! made with `SSUBSCRIBE` (see `transport/subscription.rs`), so whatever publishes
+//! on a lock channel must use the command
+//! [`Connection::publish_command`](crate::transport::Connection::publish_command)
+//! names (`SPUBLISH` there); a plain `PUBLISH` would reach no waiter.
+//!
+//! A channel stays subscribed for [`SUBSCRIPTION_LINGER`] after its last
+//! waiter leaves: a lock taken in turns by two processes would otherwise cost
+//! a SUBSCRIBE round trip on every contended acquire, and a releaser would
+//! often find nobody subscribed to hand the lock to.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::settings::SharedSettings;
+use crate::transport::subscription::{Event, Session, SubscriptionSource};
+
+/// How often a subscription connection to a Sentinel-named master is checked
+/// with a PING (see [`Session::needs_liveness_checks`]).
+const LIVENESS_CHECK: Duration = Duration::from_secs(2);
+
+/// How long a channel stays subscribed after its last waiter left.
+const SUBSCRIPTION_LINGER: Duration = Duration::from_millis(500);
+
+/// How a parked waiter was woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// An unlock message arrived (or a wake-up was passed on).
+    Message,
+    /// The wait ran out: the holder's lease should be over, or the caller's deadline.
+    TimedOut,
+    /// The subscription was re-established: messages may have been missed.
+    Resubscribed,
+}
+
+/// Per-channel state shared by the waiters of one lock in this process.
+pub(crate) struct Channel {
+    name: String,
+    notify: Notify,
+    /// True while the subscription connection is subscribed to this channel.
+    subscribed: watch::Sender<bool>,
+    /// Bumped each time the subscription is (re)established.
+    epoch: AtomicU64,
+    /// When the current holder's lease ends, as last reported to a waiter.
+    lease_ends: Mutex<Option<Instant>>,
+    /// Every message wakes every waiter (read-write locks: all readers may enter).
+    broadcast: std::sync::atomic::AtomicBool,
+    /// Messages received on a broadcast channel, so a waiter that was busy
+    /// with an attempt when one arrived does not park past it.
+    messages: AtomicU64,
+}
+
+struct Member {
+    channel: Arc<Channel>,
+    waiters: usize,
+}
+
+enum Command {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+struct Registry {
+    channels: Mutex<HashMap<String, Member>>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+/// The client's wake-up service: the registry of parked waiters and the
+/// handle to the subscriber task that feeds it.
+pub(crate) struct Wakeups {
+    registry: Arc<Registry>,
+}
+
+/// A waiter's membership in a lock's channel. Dropping it leaves the channel;
+/// the last member to leave unsubscribes, so a cancelled wait leaves no
+/// subscription behind.
+pub(crate) struct Ticket {
+    registry: Arc<Registry>,
+    channel: Arc<Channel>,
+}
+
+impl Wakeups {
+    /// Starts the subscriber task on `runtime`. It connects through `source`,
+    /// keeps reconnecting while the service lives, and stops at `shutdown`.
+    pub(crate) fn start(
+        source: SubscriptionSource,
+        settings: SharedSettings,
+        runtime: &tokio::runtime::Handle,
+        shutdown: CancellationToken,
+    ) -> Wakeups {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let registry = Arc::new(Registry {
+            channels: Mutex::new(HashMap::new()),
+            commands,
+        });
+        let subscriber = Subscriber {
+            source,
+            settings,
+            registry: Arc::downgrade(&registry),
+            commands: receiver,
+            shutdown,
+        };
+        runtime.spawn(subscriber.run());
+        Wakeups { registry }
+    }
+
+    /// Joins `channel`, subscribing if this is its first waiter.
+    pub(crate) fn join(&self, channel: &str) -> Ticket {
+        let mut channels = self.registry.channels.lock();
+        if let Some(member) = channels.get_mut(channel) {
+            // Possibly a lingering subscription with no waiters: still subscribed.
+            member.waiters += 1;
+            return Ticket {
+                registry: self.registry.clone(),
+                channel: member.channel.clone(),
+            };
+        }
+        let entry = Arc::new(Channel {
+            name: channel.to_owned(),
+            notify: Notify::new(),
+            subscribed: watch::Sender::new(false),
+            epoch: AtomicU64::new(0),
+            lease_ends: Mutex::new(None),
+            broadcast: std::sync::atomic::AtomicBool::new(false),
+            messages: AtomicU64::new(0),
+        });
+        channels.insert(
+            channel.to_owned(),
+            Member {
+                channel: entry.clone(),
+                waiters: 1,
+            },
+        );
+        drop(channels);
+        let _ = self
+            .registry
+            .commands
+            .send(Command::Subscribe(channel.to_owned()));
+        Ticket {
+            registry: self.registry.clone(),
+            channel: entry,
+        }
+    }
+
+    /// Joins `channel` as a broadcast channel: each message wakes every
+    /// waiter of this process on it, not one. For read-write locks, where a
+    /// release may let every waiting reader in at once.
+    pub(crate) fn join_broadcast(&self, channel: &str) -> Ticket {
+        let ticket = self.join(channel);
+        ticket.channel.broadcast.store(true, Ordering::Release);
+        ticket
+    }
+
+    /// Joins `channel` only if other waiters of this process are already
+    /// parked on it, and says until when the holder's lease is known to run.
+    ///
+    /// A new acquire that finds a queue joins it instead of trying first, so
+    /// a task that just released cannot take the lock straight back ahead of
+    /// the waiters its release woke (barging).
+    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, Instant)> {
+        let mut channels = self.registry.channels.lock();
+        let member = channels
+            .get_mut(channel)
+            .filter(|member| member.waiters > 0)?;
+        let lease_ends = (*member.channel.lease_ends.lock())?;
+        if lease_ends <= Instant::now() {
+            return None;
+        }
+        member.waiters += 1;
+        Some((
+            Ticket {
+                registry: self.registry.clone(),
+                channel: member.channel.clone(),
+            },
+            lease_ends,
+        ))
+    }
+}
+
+impl Wakeups {
+    /// True while this client is subscribed to `channel` or about to be
+    /// (it has waiters, or had some less than a linger ago).
+    pub(crate) fn is_listening(&self, channel: &str) -> bool {
+        self.registry.channels.lock().contains_key(channel)
+    }
+}
+
+impl Ticket {
+    /// The subscription generation; pass it back to [`Ticket::park`].
+    pub(crate) fn epoch(&self) -> u64 {
+        self.channel.epoch.load(Ordering::Acquire)
+    }
+
+    /// Waits until the channel is subscribed, at most `limit`. Returns whether it is.
+    pub(crate) async fn subscribed(&self, limit: Duration) -> bool {
+        let mut state = self.channel.subscribed.subscribe();
+        matches!(
+            tokio::time::timeout(limit, state.wait_for(|subscribed| *subscribed)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Messages seen so far on a broadcast channel; read it before an
+    /// attempt and pass it to [`Ticket::park_broadcast`].
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+
+    /// Parks until a message newer than `seen`, a resubscription after
+    /// `epoch`, or `limit`. For tickets from [`Wakeups::join_broadcast`].
+    pub(crate) async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        if self.messages() != seen {
+            return Wake::Message;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
+    }
+
+    /// Records when the holder's lease ends, as the last failed attempt saw it.
+    pub(crate) fn note_lease_end(&self, at: Instant) {
+        *self.channel.lease_ends.lock() = Some(at);
+    }
+
+    /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
+    pub(crate) async fn park(&self, epoch: u64, limit: Duration) -> Wake {
+        let notified = self.channel.notify.notified();
+        tokio::pin!(notified);
+        // Register before checking the epoch so a resubscription in between is not missed.
+        notified.as_mut().enable();
+        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        tokio::select! {
+            _ = &mut notified => {
+                if self.channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+        }
+    }
+}
+
+impl Ticket {
+    /// Wakes the next parked waiter of this channel in this process (or the
+    /// next to park): a waiter that took some of several released permits
+    /// passes the wake-up on when permits are left, since one message wakes
+    /// one waiter.
+    pub(crate) fn pass_on(&self) {
+        self.channel.notify.notify_one();
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut channels = self.registry.channels.lock();
+        let Some(member) = channels.get_mut(&self.channel.name) else {
+            return;
+        };
+        member.waiters -= 1;
+        if member.waiters == 0 {
+            drop(channels);
+            // The subscriber drops the channel after the linger, if still unused.
+            let _ = self
+                .registry
+                .commands
+                .send(Command::Unsubscribe(self.channel.name.clone()));
+        }
+    }
+}
+
+/// The task that owns the subscription connection.
+struct Subscriber {
+    source: SubscriptionSource,
+    settings: SharedSettings,
+    registry: std::sync::Weak<Registry>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    shutdown: CancellationToken,
+}
+
+/// Why a connected session ended.
+enum SessionEnd {
+    Shutdown,
+    Disconnected,
+}
+
+impl Subscriber {
+    fn connect_timeout(&self) -> Duration {
+        self.settings.read().connect_timeout
+    }
+
+    fn response_timeout(&self) -> Duration {
+        self.settings.read().response_timeout
+    }
+
+    async fn run(mut self) {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            let connected = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                connected = tokio::time::timeout(self.connect_timeout(), self.source.open()) => connected,
+            };
+            match connected {
+                Ok(Ok(session)) => {
+                    backoff = Duration::from_millis(50);
+                    match self.session(session).await {
+                        SessionEnd::Shutdown => return,
+                        SessionEnd::Disconnected => {
+                            warn!("redlatch: subscription connection lost, reconnecting");
+                            self.mark_all_unsubscribed();
+                        }
+                    }
+                }
+                Ok(Err(error)) => debug!(%error, "redlatch: subscription connect failed"),
+                Err(_) => debug!("redlatch: subscription connect timed out"),
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Serves one connection: resubscribes everything, then relays messages and commands.
+    async fn session(&mut self, mut session: Session) -> SessionEnd {
+        let mut subscribed: HashSet<String> = HashSet::new();
+        // Channels whose last waiter left, with when to drop them (FIFO: one linger for all).
+        let mut lingering: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
+        let mut liveness = tokio::time::interval(LIVENESS_CHECK);
+        liveness.reset();
+        // Whatever waiters registered before (or while we were away) get subscribed now.
+        for name in self.registered_channels() {
+            if !self.subscribe(&mut session, &mut subscribed, &name).await {
+                return SessionEnd::Disconnected;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+                event = session.next() => match event {
+                    Some(Event::Message(channel)) => self.dispatch(&channel),
+                    Some(Event::Resync) => self.resync_all(),
+                    None => return SessionEnd::Disconnected,
+                },
+                command = self.commands.recv() => match command {
+                    None => return SessionEnd::Shutdown,
+                    Some(Command::Subscribe(name)) => {
+                        if !self.subscribe(&mut session, &mut subscribed, &name).await {
+                            return SessionEnd::Disconnected;
+                        }
+                    }
+                    Some(Command::Unsubscribe(name)) => {
+                        lingering.push_back((tokio::time::Instant::now() + SUBSCRIPTION_LINGER, name));
+                    }
+                },
+                _ = liveness.tick(), if session.needs_liveness_checks() => {
+                    // A master frozen or cut off keeps the connection open and
+                    // silent; after a failover the messages come from elsewhere.
+                    let alive = tokio::time::timeout(self.response_timeout(), session.ping()).await;
+                    if !matches!(alive, Ok(Ok(()))) {
+                        return SessionEnd::Disconnected;
+                    }
+                }
+                _ = sleep_until_first(&lingering) => {
+                    if let Some((_, name)) = lingering.pop_front()
+                        && self.forget_if_unused(&name)
+                        && subscribed.remove(&name)
+                    {
+                        let done = tokio::time::timeout(self.response_timeout(), session.unsubscribe(&name)).await;
+                        if !matches!(done, Ok(Ok(()))) {
+                            return SessionEnd::Disconnected;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Subscribes `name` unless already subscribed, then tells its waiters.
+    /// Returns false when the connection looks broken.
+    async fn subscribe(
+        &self,
+        session: &mut Session,
+        subscribed: &mut HashSet<String>,
+        name: &str,
+    ) -> bool {
+        let Some(channel) = self.channel(name) else {
+            return true; // every waiter left before we got to it
+        };
+        if !subscribed.contains(name) {
+            match tokio::time::timeout(self.response_timeout(), session.subscribe(name)).await {
+                Ok(Ok(())) => {
+                    subscribed.insert(name.to_owned());
+                }
+                _ => return false,
+            }
+        }
+        if !*channel.subscribed.borrow() {
+            channel.epoch.fetch_add(1, Ordering::AcqRel);
+            channel.subscribed.send_replace(true);
+            // Unlock messages may have been missed while unsubscribed: everyone re-checks.
+            channel.notify.notify_waiters();
+        }
+        true
+    }
+
+    fn dispatch(&self, channel_name: &str) {
+        let Some(registry) = self.registry.upgrade() else {
+            return;
+        };
+        let channels = registry.channels.lock();
+        // A lingering channel has nobody to wake; a stored wake-up would only
+        // cost its next waiter a needless attempt.
+        if let Some(member) = channels
+            .get(channel_name)
+            .filter(|member| member.waiters > 0)
+        {
+            if member.channel.broadcast.load(Ordering::Acquire) {
+                member.channel.messages.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            } else {
+                // One waiter per message: the others would find the lock taken again.
+                member.channel.notify.notify_one();
+            }
+        }
+    }
+
+    /// Drops a channel from the registry if it still has no waiters; returns
+    /// whether it did (then it should be unsubscribed).
+    fn forget_if_unused(&self, name: &str) -> bool {
+        let Some(registry) = self.registry.upgrade() else {
+            return false;
+        };
+        let mut channels = registry.channels.lock();
+        if channels.get(name).is_some_and(|member| member.waiters == 0) {
+            channels.remove(name);
+            return true;
+        }
+        // In use again, or already forgotten (then it was never resubscribed).
+        !channels.contains_key(name)
+    }
+
+    fn channel(&self, name: &str) -> Option<Arc<Channel>> {
+        let registry = self.registry.upgrade()?;
+        let channels = registry.channels.lock();
+        channels.get(name).map(|member| member.channel.clone())
+    }
+
+    fn registered_channels(&self) -> Vec<String> {
+        match self.registry.upgrade() {
+            Some(registry) => registry.channels.lock().keys().cloned().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Messages may have been lost under a connection that came back by
+    /// itself (a cluster node): every parked waiter checks its lock again.
+    fn resync_all(&self) {
+        if let Some(registry) = self.registry.upgrade() {
+            for member in registry.channels.lock().values() {
+                member.channel.epoch.fetch_add(1, Ordering::AcqRel);
+                member.channel.notify.notify_waiters();
+            }
+        }
+    }
+
+    fn mark_all_unsubscribed(&self) {
+        if let Some(registry) = self.registry.upgrade() {
+            for member in registry.channels.lock().values() {
+                member.channel.subscribed.send_replace(false);
+            }
+        }
+    }
+}
+
+/// Resolves when the first lingering channel is due; never when none is.
+async fn sleep_until_first(lingering: &VecDeque<(tokio::time::Instant, String)>) {
+    match lingering.front() {
+        Some((due, _)) => tokio::time::sleep_until(*due).await,
+        None => std::future::pending().await,
+    }
+}

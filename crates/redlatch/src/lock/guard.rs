@@ -1,0 +1,267 @@
+//! The guard: proof of one hold on a lock, released on drop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use crate::engine::Core;
+use crate::engine::hold::{Hold, HoldKind, LostReason};
+use crate::error::{Error, Result};
+use crate::scripts::lock::Released;
+use crate::scripts::lock::Request;
+
+/// One hold on a lock. The lock stays held (renewed by the watchdog unless it
+/// has a fixed lease) until the guard is released or dropped.
+///
+/// Dropping a guard releases it in the background; call
+/// [`release`](Guard::release) to learn whether the lock was still held.
+///
+/// A guard cannot stop the world: if the process stalls longer than the
+/// lease, or Redis loses the key, another owner may take the lock while this
+/// guard still exists. [`lost`](Guard::lost) and [`is_held`](Guard::is_held)
+/// report it as soon as the watchdog knows, and the [`token`](Guard::token)
+/// lets the protected resource reject writes from a holder that was overtaken.
+#[must_use = "dropping a guard releases the lock at once"]
+pub struct Guard {
+    core: Arc<Core>,
+    name: Arc<str>,
+    hold: Arc<Hold>,
+    released: bool,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("name", &self.name)
+            .field("owner", &self.hold.owner)
+            .field("token", &self.hold.token)
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
+
+impl Guard {
+    pub(crate) fn new(core: Arc<Core>, name: Arc<str>, hold: Arc<Hold>) -> Guard {
+        Guard {
+            core,
+            name,
+            hold,
+            released: false,
+        }
+    }
+
+    /// The fencing token: strictly increasing per lock name across all
+    /// clients, so a resource that remembers the highest token it accepted
+    /// can refuse writes from a holder that lost the lock. Re-entries share
+    /// the token of the acquisition they re-enter.
+    pub fn token(&self) -> u64 {
+        self.hold.token
+    }
+
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Redis key of the lock (prefix included).
+    pub fn key(&self) -> &str {
+        &self.hold.keys.key
+    }
+
+    /// The owner field written in the lock hash: `<client-id>:<owner>`.
+    pub fn owner(&self) -> &str {
+        &self.hold.owner
+    }
+
+    /// The lease: the client's default lease for watchdog-renewed guards, or
+    /// the fixed lease given at acquire.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.hold.lease_ms())
+    }
+
+    /// True when the watchdog renews this guard's lease.
+    pub fn is_renewed(&self) -> bool {
+        self.hold.renewed
+    }
+
+    /// True while the lock is known to be held: not found gone by a renewal,
+    /// and its lease (minus a 1% + 2 ms drift margin) has not run out on the
+    /// monotonic clock since the last confirmed acquire or renewal.
+    pub fn is_held(&self) -> bool {
+        self.hold.is_held()
+    }
+
+    /// Resolves when the lock is known to be lost: a renewal found it gone
+    /// (expired, deleted, force-unlocked, taken over), or Redis could not be
+    /// reached before the lease ran out, or a fixed lease ran out. Never
+    /// resolves while the lock is held. The future owns what it needs: it can
+    /// be moved into a task or a `select!`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+    /// # async fn long_job() {}
+    /// let guard = client.lock("nightly-export").acquire().await?;
+    /// tokio::select! {
+    ///     _ = long_job() => guard.release().await?,
+    ///     _ = guard.lost() => eprintln!("lock lost: stopping the export"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let lost = self.hold.lost_token().clone();
+        async move { lost.cancelled_owned().await }
+    }
+
+    /// Why the lock is no longer held, once it is not; `None` while held.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold.lost_reason()
+    }
+
+    /// Takes one more hold for the same owner: the hold count goes up by one
+    /// and the new guard has the same token. The lock is released when every
+    /// guard is. One round trip.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the lock is no longer held by this owner,
+    /// [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives back a hold it may have taken.
+    pub async fn reenter(&self) -> Result<Guard> {
+        let inner = &self.core;
+        let request = self.request();
+        let (reply_to, reply) = oneshot::channel();
+        let mut conn = inner.conn.clone();
+        let task_request = request.clone();
+        let limit = inner.current_settings().response_timeout;
+        let sent_at = Instant::now();
+        let kind = self.hold.kind.clone();
+        inner.runtime.spawn(async move {
+            let outcome = kind.reenter(&mut conn, &task_request, limit).await;
+            // Nobody is waiting for this hold any more: give it back.
+            if let Err(Ok(true)) = reply_to.send(outcome) {
+                let _ = kind.release(&mut conn, &task_request, limit).await;
+            }
+        });
+        let held = reply
+            .instrument(tracing::debug_span!("redlatch.reenter", lock = %request.keys.key, token = self.hold.token))
+            .await
+            .map_err(|_| Error::Protocol {
+                op: "reenter",
+                detail: "the runtime shut down during the call".to_owned(),
+            })??;
+        if !held {
+            self.hold.mark_lost(LostReason::Gone);
+            return Err(Error::NotHeld {
+                name: self.name.to_string(),
+            });
+        }
+        if !inner.watchdog.add_guard(&self.hold, sent_at) {
+            // Marked lost meanwhile although Redis still had it: give the hold back.
+            let mut conn = inner.conn.clone();
+            let _ = self.hold.kind.release(&mut conn, &request, limit).await;
+            return Err(Error::NotHeld {
+                name: self.name.to_string(),
+            });
+        }
+        Ok(Guard::new(
+            self.core.clone(),
+            self.name.clone(),
+            self.hold.clone(),
+        ))
+    }
+
+    /// Gives this hold back: the hold count goes down by one, and the last
+    /// hold deletes the lock and wakes one waiter (the next in line for a
+    /// [`FairLock`](crate::FairLock); every waiter, for a read-write lock).
+    /// One round trip.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the owner no longer held the lock (it expired,
+    /// or was force-unlocked or taken over): whatever the guard protected may
+    /// have overlapped with another holder. Connection errors: the lock
+    /// expires after its lease, since nobody renews it any more.
+    ///
+    /// # Cancel safety
+    /// The release runs in a task of its own: dropping the future does not stop it.
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        let span = tracing::debug_span!("redlatch.release", lock = %self.hold.keys.key, token = self.hold.token);
+        let outcome = self.spawn_release().instrument(span).await;
+        match outcome {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(Error::NotHeld { .. })) => {
+                self.hold.mark_lost(LostReason::Gone);
+                Err(Error::NotHeld {
+                    name: self.name.to_string(),
+                })
+            }
+            Ok(Err(other)) => Err(other),
+            Err(_) => Err(Error::Protocol {
+                op: "release",
+                detail: "the runtime shut down during the call".to_owned(),
+            }),
+        }
+    }
+
+    /// The client this guard's hold belongs to.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// The hold this guard shares with its re-entries.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
+    fn request(&self) -> Request {
+        Request {
+            keys: self.hold.keys.clone(),
+            owner: self.hold.owner.clone(),
+            named_owner: self.hold.named_owner,
+            lease_ms: self.hold.lease_ms(),
+        }
+    }
+
+    /// Stops tracking this guard and sends the release from a task of its own.
+    fn spawn_release(&self) -> tokio::task::JoinHandle<Result<Released>> {
+        let inner = &self.core;
+        inner.watchdog.remove_guard(&self.hold);
+        let core = self.core.clone();
+        let request = self.request();
+        let kind = self.hold.kind.clone();
+        inner.runtime.spawn(async move {
+            let inner = &core;
+            let mut conn = inner.conn.clone();
+            let limit = inner.current_settings().response_timeout;
+            let released = kind.release(&mut conn, &request, limit).await;
+            if let Err(Error::NotHeld { .. }) = released {
+                crate::metrics::release_not_held();
+            }
+            // Courtesy is the reentrant lock's: the fair lock names its next
+            // holder, and a read-write lock may have many.
+            if let (HoldKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
+                // Our own subscription connection counts among the receivers
+                // when this client listens on the lock (waiters, or a lingering subscription).
+                let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));
+                if *receivers > local {
+                    let grace = inner.current_settings().handoff_grace;
+                    inner.courtesy.note_release(&request.keys.key, grace);
+                }
+            }
+            released
+        })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.released = true;
+            drop(self.spawn_release());
+        }
+    }
+}

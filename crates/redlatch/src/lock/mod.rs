@@ -1,0 +1,507 @@
+//! The reentrant lock handle and its acquire loop.
+
+pub(crate) mod guard;
+pub(crate) mod status;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{Instrument, field};
+
+use crate::engine::Core;
+use crate::engine::attempt;
+use crate::engine::hold::NewHold;
+use crate::engine::wakeup::Wake;
+use crate::error::{Error, Result};
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
+use crate::scripts;
+use crate::scripts::keys::{LockKeys, validate_owner};
+use crate::scripts::lock::{Attempt, Request};
+use crate::settings::limits;
+use crate::transport::bounded;
+
+/// How long to wait before re-checking a lock that has no expiry (someone
+/// PERSISTed it or set it without a lease): there is no lease end to wait for.
+const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
+
+/// A handle to one named lock: Redisson's reentrant `RLock`, in Rust.
+///
+/// Cheap to create and clone; it holds nothing by itself. Each successful
+/// acquire returns a [`Guard`], which holds the lock until released or dropped.
+///
+/// # Owners and reentrancy
+///
+/// Every acquisition has an owner, written to Redis as `<client-id>:<owner>`.
+/// By default each acquisition gets a fresh anonymous owner, so two acquires
+/// always exclude each other, even from the same task, like `tokio::sync::Mutex`.
+/// Re-enter explicitly with [`Guard::reenter`], or name the owner with
+/// [`Lock::with_owner`] (a request id, say): acquires by the same named owner
+/// on the same client re-enter (hold count + 1, same fencing token) instead of
+/// waiting. Each hold is given back by releasing or dropping its guard; the
+/// last one deletes the lock and wakes a waiter.
+///
+/// # Keys
+///
+/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
+/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `redisson_lock__channel:{PREFIX+NAME}`: the layout of Redisson's `RLock`,
+/// so Java services using Redisson and Rust services using redlatch exclude
+/// each other on the same name.
+///
+/// ```no_run
+/// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
+/// use std::time::Duration;
+///
+/// let lock = client.lock("voucher:7:user:42");
+/// match lock.acquire_timeout(Duration::from_millis(200)).await {
+///     Ok(guard) => {
+///         // guard.token() goes along with every write the lock protects
+///         guard.release().await?;
+///     }
+///     Err(redlatch::Error::Timeout { .. }) => { /* busy: tell the user to retry */ }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lock {
+    core: Arc<Core>,
+    name: Arc<str>,
+    owner: Option<Arc<str>>,
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+/// How the lease is kept.
+#[derive(Clone, Copy, Debug)]
+enum LeaseMode {
+    /// The client's default lease, renewed by the watchdog.
+    Watchdog,
+    /// A fixed lease that runs out.
+    Fixed(Duration),
+}
+
+impl Lock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
+        Lock {
+            core,
+            name: Arc::from(name),
+            owner: None,
+        }
+    }
+
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, acquired by the named owner: acquires by one owner on
+    /// one client re-enter rather than wait for each other.
+    ///
+    /// The owner is checked when the lock is used: empty, longer than
+    /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, or starting with `#`
+    /// (reserved for anonymous owners) gives [`Error::InvalidOwner`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let lock = client.lock("cart:9").with_owner("request-5f1c");
+    /// let outer = lock.acquire().await?;
+    /// let inner = lock.acquire().await?; // re-enters: same owner
+    /// assert_eq!(outer.token(), inner.token());
+    /// assert_eq!(lock.status().await?.holders[0].count, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
+        self.owner = Some(Arc::from(owner.into()));
+        self
+    }
+
+    /// Waits until the lock is held, then returns its guard. The lease is the
+    /// client's default and the watchdog renews it until the guard goes.
+    ///
+    /// Costs one round trip when the lock is free. When it is held, the call
+    /// joins the lock's channel and parks until an unlock message, the end of
+    /// the holder's lease, or a reconnect of the subscription; each wake-up
+    /// costs one round trip. Waiters of one client are woken one at a time,
+    /// oldest first, and a new acquire does not overtake them. A client whose
+    /// release just woke waiters in other processes lets them go first: its
+    /// next acquire of the lock waits [`Settings::handoff_grace`](crate::Settings::handoff_grace)
+    /// (5 ms) before trying.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
+    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting and leaves nothing behind: an attempt
+    /// in flight completes and, if it took the lock, gives it back at once; the
+    /// subscription is dropped when its last waiter leaves.
+    pub async fn acquire(&self) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever, LeaseMode::Watchdog)
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt: the guard if the lock was free (or re-entered), `None` if
+    /// another owner holds it. One round trip; watchdog lease.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once, LeaseMode::Watchdog).await
+    }
+
+    /// Waits at most `wait` for the lock; watchdog lease. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when another owner held it for the whole wait; else as
+    /// [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait), LeaseMode::Watchdog)
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// Waits as long as the settings' [`wait_timeout`](crate::Settings::wait_timeout)
+    /// says (until held when it is `None`); watchdog lease. Lets operators
+    /// tune waits from a settings file without a code change.
+    ///
+    /// # Errors
+    /// As [`Lock::acquire_timeout`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_default_wait(&self) -> Result<Guard> {
+        match self.core.current_settings().wait_timeout {
+            Some(wait) => self.acquire_timeout(wait).await,
+            None => self.acquire().await,
+        }
+    }
+
+    /// Waits until held, with a fixed `lease` that is not renewed: the lock
+    /// frees itself after `lease` even if the guard is still alive, and the
+    /// guard's [`lost`](Guard::lost) resolves then.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
+    /// [`Lock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever, LeaseMode::Fixed(lease))
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt with a fixed `lease` (see [`Lock::acquire_with_lease`]).
+    ///
+    /// # Errors
+    /// As [`Lock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once, LeaseMode::Fixed(lease))
+            .await
+    }
+
+    /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; else as [`Lock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`].
+    pub async fn acquire_timeout_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait), LeaseMode::Fixed(lease))
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// Deletes the lock whoever holds it, and wakes its waiters. Returns
+    /// whether a lock was deleted. Guards of this client on the lock are
+    /// marked lost at once; other clients' guards find out at their next renewal.
+    ///
+    /// One round trip. Touches `PREFIX+NAME` and publishes on its channel.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] (the key is left alone), connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let keys = self.keys()?;
+        let inner = &self.core;
+        let mut conn = inner.conn.clone();
+        let call = async {
+            scripts::FORCE_UNLOCK
+                .key(&keys.key)
+                .arg(&keys.channel)
+                .arg(conn.publish_command())
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|error| Error::from_redis("force unlock", error))
+        };
+        let limit = inner.current_settings().response_timeout;
+        let reply = bounded("force unlock", limit, call)
+            .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
+            .await?;
+        inner.watchdog.mark_key_lost(&keys.key);
+        match reply {
+            1 => Ok(true),
+            0 => Ok(false),
+            -1 => Err(Error::WrongType { key: keys.key }),
+            other => Err(Error::Protocol {
+                op: "force unlock",
+                detail: other.to_string(),
+            }),
+        }
+    }
+
+    /// A consistent snapshot of the lock: holders and their hold counts,
+    /// remaining lease, last fencing token handed out; and how many client
+    /// connections are subscribed to its channel (processes with waiters).
+    /// The name may also be a [`FairLock`](crate::FairLock) (its waiting
+    /// line is in [`LockStatus::line`]) or a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]).
+    ///
+    /// Two round trips: one script, so the lock's parts agree, then PUBSUB
+    /// NUMSUB. Reads the lock hash, its fencing counter, the fair lock's line
+    /// and place deadlines; writes nothing.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::lock::status::read(&self.core, &self.name).await
+    }
+
+    fn keys(&self) -> Result<LockKeys> {
+        let settings = self.core.current_settings();
+        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
+    }
+
+    fn timeout(&self, waited: Duration) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited,
+        }
+    }
+
+    /// Builds the request: checks the name, owner and lease.
+    fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
+        let inner = &self.core;
+        let settings = inner.current_settings();
+        let keys =
+            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
+        let (lease_ms, renewed) = match lease {
+            LeaseMode::Watchdog => (
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            LeaseMode::Fixed(lease) => (limits::lease_millis("lease", lease)?, false),
+        };
+        let (owner, named_owner) = match &self.owner {
+            Some(owner) => {
+                validate_owner(owner)?;
+                (inner.named_owner(owner), true)
+            }
+            None => (inner.anonymous_owner(), false),
+        };
+        let request = Request {
+            keys,
+            owner,
+            named_owner,
+            lease_ms,
+        };
+        Ok((request, renewed))
+    }
+
+    async fn acquire_inner(&self, wait: Wait, lease: LeaseMode) -> Result<Option<Guard>> {
+        let (request, renewed) = self.request(lease)?;
+        let span = tracing::debug_span!(
+            "redlatch.acquire",
+            lock = %request.keys.key,
+            token = field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .wait_for_hold(request, renewed, wait)
+            .instrument(span)
+            .await;
+        let label = match &outcome {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not_acquired",
+            Err(_) => "error",
+        };
+        crate::metrics::acquire_finished(label, started.elapsed());
+        outcome
+    }
+
+    /// One attempt, retried after connection errors when that is safe: each
+    /// retry of an anonymous acquire uses a fresh owner, since the attempt it
+    /// replaces may still be giving back a hold under the old one.
+    async fn attempt_with_retries(&self, request: &mut Request) -> Result<Attempt> {
+        let inner = &self.core;
+        let mut retry = 0;
+        loop {
+            match attempt::attempt(inner, request).await {
+                Err(error) if error.is_transient() && !request.named_owner => {
+                    let policy = inner.current_settings().retry;
+                    if retry >= policy.attempts {
+                        return Err(error);
+                    }
+                    tracing::debug!(%error, retry, "redlatch: acquire attempt failed, retrying");
+                    tokio::time::sleep(policy.delay(retry)).await;
+                    retry += 1;
+                    request.owner = inner.anonymous_owner();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn wait_for_hold(
+        &self,
+        mut request: Request,
+        renewed: bool,
+        wait: Wait,
+    ) -> Result<Option<Guard>> {
+        let inner = &self.core;
+        let started = Instant::now();
+        // `None`: no deadline (waiting forever, or a wait too long to represent).
+        let deadline = match wait {
+            Wait::Once => Some(started),
+            Wait::For(wait) => started.checked_add(wait),
+            Wait::Forever => None,
+        };
+        let remaining =
+            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+
+        let mut ticket = None;
+        if !matches!(wait, Wait::Once) {
+            if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
+                // We just released this lock to waiters elsewhere: let one of them
+                // have it. Stay subscribed meanwhile, so that whoever takes it
+                // sees us listening and steps aside for us in turn. A plain
+                // sleep, not a park: the first unlock message would be our own.
+                let joined = inner.wakeups.join(&request.keys.channel);
+                let limit = until
+                    .saturating_duration_since(Instant::now())
+                    .min(remaining(Instant::now()));
+                tokio::time::sleep(limit).await;
+                ticket = Some(joined);
+            } else if let Some((queued, lease_ends)) =
+                inner.wakeups.join_queue(&request.keys.channel)
+            {
+                // Waiters of this client are already queued: join them rather than barge in.
+                let now = Instant::now();
+                let limit = lease_ends
+                    .saturating_duration_since(now)
+                    .min(remaining(now));
+                let epoch = queued.epoch();
+                crate::metrics::contended_wait();
+                record_wake(queued.park(epoch, limit).await);
+                ticket = Some(queued);
+            }
+        }
+
+        loop {
+            let epoch = ticket
+                .as_ref()
+                .map(|ticket: &crate::engine::wakeup::Ticket| ticket.epoch());
+            match self.attempt_with_retries(&mut request).await? {
+                Attempt::Acquired {
+                    token,
+                    reentered,
+                    sent_at,
+                } => {
+                    let hold = inner.watchdog.register(NewHold {
+                        keys: request.keys.clone(),
+                        owner: request.owner.clone(),
+                        lease_ms: request.lease_ms,
+                        renewed,
+                        token,
+                        named_owner: request.named_owner,
+                        sent_at,
+                    });
+                    tracing::Span::current().record("token", hold.token);
+                    tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
+                    crate::metrics::acquired(reentered);
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
+                }
+                Attempt::Held { pttl_ms } => {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|at| now >= at) {
+                        return Ok(None);
+                    }
+                    let lease_left = if pttl_ms >= 0 {
+                        Duration::from_millis(pttl_ms as u64)
+                    } else {
+                        NO_EXPIRY_RECHECK
+                    };
+                    let limit = lease_left.min(remaining(now));
+                    match (&ticket, epoch) {
+                        (Some(parked), Some(epoch)) => {
+                            parked.note_lease_end(now + lease_left);
+                            record_wake(parked.park(epoch, limit).await);
+                        }
+                        _ => {
+                            // Subscribe first, then try again: an unlock between our
+                            // attempt and the subscription would otherwise be missed.
+                            crate::metrics::contended_wait();
+                            let joined = inner.wakeups.join(&request.keys.channel);
+                            joined.note_lease_end(now + lease_left);
+                            joined.subscribed(limit).await;
+                            ticket = Some(joined);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn record_wake(wake: Wake) {
+    crate::metrics::woken(match wake {
+        Wake::Message => "message",
+        Wake::TimedOut => "lease_end",
+        Wake::Resubscribed => "resubscribed",
+    });
+}
+
+impl Lock {
+    /// The client this handle was made from (multi-locks span several).
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// The Redis key of the lock (prefix included): the multi-lock's sort key.
+    pub(crate) fn redis_key(&self) -> Result<String> {
+        Ok(self.keys()?.key)
+    }
+}

@@ -1,0 +1,211 @@
+//! A snapshot of one lock, as `Lock::status` and `FairLock::status` read it.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::engine::Core;
+use crate::error::{Error, Result};
+use crate::scripts;
+use crate::scripts::keys::{FairKeys, RwKeys};
+use crate::transport::bounded;
+
+/// One owner holding the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The owner field: `<client-id>:<owner>` (Redisson writes `<uuid>:<thread-id>`).
+    pub owner: String,
+    /// How many times it holds the lock (re-entries included).
+    pub count: u64,
+}
+
+/// Which side of a [`ReadWriteLock`](crate::ReadWriteLock) is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockMode {
+    /// Held by one or more readers (`mode` = `read` in the lock hash).
+    Read,
+    /// Held by a writer (`mode` = `write`); the writer may also hold reads.
+    Write,
+}
+
+impl LockMode {
+    /// `"read"` or `"write"`, as the lock hash spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Read => "read",
+            LockMode::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for LockMode {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// What [`Lock::status`](crate::Lock::status) (or
+/// [`FairLock::status`](crate::FairLock::status)) found, read atomically.
+///
+/// The same name may be a plain or fair lock (one hash of owners) or a
+/// read-write lock (the same hash with a `mode` field): `mode` tells them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockStatus {
+    /// The lock's name, without the key prefix.
+    pub name: String,
+    /// The Redis key (prefix included).
+    pub key: String,
+    /// True when some owner holds the lock.
+    pub held: bool,
+    /// The owners holding it (normally one) with their hold counts. For a
+    /// read-write lock: every reader, and the writer (its field ends in `:write`).
+    pub holders: Vec<Holder>,
+    /// Remaining lease; `None` when free or when the key has no expiry.
+    pub ttl: Option<Duration>,
+    /// The last fencing token handed out for this name; `None` if never acquired.
+    pub last_token: Option<u64>,
+    /// Client connections subscribed to the lock's channel (for a
+    /// read-write lock, its `redisson_rwlock` channel): each process with at
+    /// least one waiter on this lock counts once (Redisson clients too).
+    /// Fair-lock waiters listen on channels of their own: see `line`.
+    pub waiting_clients: u64,
+    /// `Some` for a held read-write lock: which side is held.
+    pub mode: Option<LockMode>,
+    /// The fair lock's waiting line, oldest first: owner fields whose place
+    /// has not run out. Empty for other locks, or when nobody waits.
+    pub line: Vec<String>,
+}
+
+impl LockStatus {
+    pub(crate) fn from_reply(name: &str, key: &str, reply: Value) -> Result<LockStatus> {
+        let bad = |detail: &str| Error::Protocol {
+            op: "status",
+            detail: detail.to_owned(),
+        };
+        let Value::Array(items) = reply else {
+            return Err(bad("not an array"));
+        };
+        let int = |value: &Value| -> Result<i64> {
+            match value {
+                Value::Int(number) => Ok(*number),
+                Value::BulkString(bytes) => std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .ok_or_else(|| bad("hold count is not a number")),
+                _ => Err(bad("expected a number")),
+            }
+        };
+        let text = |value: &Value| -> Result<String> {
+            match value {
+                Value::BulkString(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+                _ => Err(bad("expected an owner")),
+            }
+        };
+        if items.len() < 5 || items.len() % 2 == 0 {
+            return Err(bad("wrong number of items"));
+        }
+        let kind = int(&items[0])?;
+        if kind == -1 {
+            return Err(Error::WrongType {
+                key: key.to_owned(),
+            });
+        }
+        let pttl = int(&items[1])?;
+        let token = int(&items[2])?;
+        let mode = match text(&items[3])?.as_str() {
+            "" => None,
+            "read" => Some(LockMode::Read),
+            "write" => Some(LockMode::Write),
+            // A `mode` field no read-write lock writes: some other data.
+            _ => {
+                return Err(Error::WrongType {
+                    key: key.to_owned(),
+                });
+            }
+        };
+        let Value::Array(waiters) = &items[4] else {
+            return Err(bad("the line is not an array"));
+        };
+        let line = waiters.iter().map(text).collect::<Result<Vec<_>>>()?;
+        let mut holders = Vec::new();
+        for pair in items[5..].chunks(2) {
+            // A hash whose values are not counts is some other data, not a lock.
+            let count = int(&pair[1]).map_err(|_| Error::WrongType {
+                key: key.to_owned(),
+            })?;
+            holders.push(Holder {
+                owner: text(&pair[0])?,
+                count: count.max(0) as u64,
+            });
+        }
+        Ok(LockStatus {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            held: kind == 1,
+            holders,
+            ttl: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+            last_token: (token >= 0).then_some(token as u64),
+            waiting_clients: 0,
+            mode,
+            line,
+        })
+    }
+}
+
+/// Reads the status of the lock `name` whatever its kind: one script (lock
+/// hash, counter, fair line) so the parts agree, then one PUBSUB call for the
+/// subscribers of the plain and read-write channels. Reads only.
+pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
+    let inner = &core;
+    let settings = inner.current_settings();
+    let fair = FairKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;
+    let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;
+    let mut conn = inner.conn.clone();
+    let call = async {
+        let reply: Value = scripts::STATUS
+            .key(&fair.lock.key)
+            .key(&fair.lock.token)
+            .key(&fair.queue)
+            .key(&fair.timeouts)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|error| Error::from_redis("status", error))?;
+        // Both channels share the lock's slot, so one call asks for both.
+        let (_, plain, _, read_write): (String, u64, String, u64) = redis::cmd("PUBSUB")
+            .arg(conn.numsub_command())
+            .arg(&fair.lock.channel)
+            .arg(&rw.channel)
+            .query_async(&mut conn)
+            .await
+            .map_err(|error| Error::from_redis("status", error))?;
+        let mut status = LockStatus::from_reply(name, &fair.lock.key, reply)?;
+        status.waiting_clients = if status.mode.is_some() {
+            read_write
+        } else {
+            plain
+        };
+        Ok(status)
+    };
+    bounded("status", settings.response_timeout, call).await
+}
+
+/// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as
+/// redlatch and Redisson write them.
+pub(crate) fn looks_like_owner(field: &str) -> bool {
+    field.len() > 37 && field.as_bytes()[36] == b':' && uuid::Uuid::try_parse(&field[..36]).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_fields_are_recognised() {
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57"));
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#3"));
+        assert!(!looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:"));
+        assert!(!looks_like_owner("name"));
+        assert!(!looks_like_owner("not-a-uuid-at-all-but-36-chars-long!:1"));
+    }
+}

@@ -1,0 +1,689 @@
+//! The Redlock lock handle: one attempt over all nodes, and the wait between attempts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use tracing::Instrument;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::attempt;
+use crate::engine::hold::{Hold, HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
+use crate::error::{Error, NodeFailure, Result};
+use crate::lock::status::LockStatus;
+use crate::redlock::guard::{RedlockGuard, RedlockHold};
+use crate::redlock::handle::Redlock;
+use crate::redlock::quorum;
+use crate::redlock::watchdog;
+use crate::scripts;
+use crate::scripts::keys::LockKeys;
+use crate::scripts::lock::{Attempt, Request};
+use crate::settings::limits;
+
+/// How long to wait before re-checking when a holder's lock has no expiry.
+const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
+
+/// A handle to one lock name on every node of a [`Redlock`].
+///
+/// Cheap to create and clone. Each acquisition gets a fresh owner,
+/// `<redlock-id>:#<n>`, the same on every node, so two acquires always
+/// exclude each other; re-enter with [`RedlockGuard::reenter`].
+///
+/// # Keys (on every node)
+///
+/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
+/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `redisson_lock__channel:{PREFIX+NAME}`: the layout of the single-server
+/// [`Lock`](crate::Lock) and of Redisson's `RLock`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let masters = testkit::Servers::start(3).unwrap();
+/// use std::time::Duration;
+///
+/// let redlock = redlatch::Redlock::connect(&masters.urls()).await?;
+/// let lock = redlock.lock("ledger:close");
+/// let guard = lock.acquire_timeout(Duration::from_secs(1)).await?;
+/// assert!(lock.try_acquire().await?.is_none()); // held on a majority
+/// let token = guard.token();
+/// guard.release().await?;
+/// let next = lock.acquire().await?;
+/// assert!(next.token() > token);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedlockLock {
+    redlock: Redlock,
+    name: Arc<str>,
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+/// What one attempt over all nodes came to.
+enum Outcome {
+    Granted(RedlockGuard),
+    Refused(Refusal),
+}
+
+/// Why an attempt did not hold a majority.
+struct Refusal {
+    /// Nodes that granted it (given back since).
+    acquired: usize,
+    /// Nodes that answered at all (granted or held by another owner).
+    answered: usize,
+    /// The soonest lease end among the nodes held by another owner.
+    soonest_free: Option<Duration>,
+    failures: Vec<NodeFailure>,
+}
+
+impl Redlock {
+    /// A handle to the lock `name` on every node (no round trip; the name is
+    /// checked when the lock is used). See [`RedlockLock`].
+    pub fn lock(&self, name: impl Into<String>) -> RedlockLock {
+        RedlockLock::new(self.clone(), name.into())
+    }
+}
+
+impl RedlockLock {
+    pub(crate) fn new(redlock: Redlock, name: String) -> RedlockLock {
+        RedlockLock {
+            redlock,
+            name: Arc::from(name),
+        }
+    }
+
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until the lock is held on a majority of the nodes; the lease is
+    /// the first node's default lease, renewed on every node until the guard
+    /// goes.
+    ///
+    /// Each attempt sends the acquire script to every node at once, each
+    /// bounded by the node timeout: one round trip when the lock is free and
+    /// the nodes' fencing counters agree, two when fewer than a majority
+    /// returned the highest counter (the token is written back first). A refused attempt gives back what it
+    /// took on every node, then waits for the first unlock message from any
+    /// node, the soonest end of a holder's lease, or (after a split vote) a
+    /// random delay, and tries again.
+    ///
+    /// # Errors
+    /// [`Error::QuorumFailed`] when too few nodes answer for a majority to be
+    /// possible (after the first node's retry policy), naming each failed
+    /// node and why; [`Error::InvalidName`], [`Error::WrongType`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting; an attempt in flight completes on
+    /// each node and gives back any hold it took.
+    pub async fn acquire(&self) -> Result<RedlockGuard> {
+        self.acquire_inner(Wait::Forever, None)
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt over all nodes: the guard if a majority granted it,
+    /// `None` if another owner holds it on too many nodes. One round trip
+    /// per node, in parallel (two when a fencing counter lags).
+    ///
+    /// # Errors
+    /// [`Error::QuorumFailed`] at once when too few nodes answered; else as
+    /// [`RedlockLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`RedlockLock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<RedlockGuard>> {
+        self.acquire_inner(Wait::Once, None).await
+    }
+
+    /// Waits at most `wait`; renewed lease. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lock stayed held elsewhere for the whole
+    /// wait; else as [`RedlockLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`RedlockLock::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<RedlockGuard> {
+        self.acquire_inner(Wait::For(wait), None)
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// Waits until held, with a fixed `lease` that is not renewed: the guard's
+    /// [`lost`](RedlockGuard::lost) resolves when its validity (lease minus
+    /// the time the attempt took minus drift) runs out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
+    /// [`RedlockLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`RedlockLock::acquire`].
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<RedlockGuard> {
+        self.acquire_inner(Wait::Forever, Some(lease))
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One attempt with a fixed `lease` (see [`RedlockLock::acquire_with_lease`]).
+    ///
+    /// # Errors
+    /// As [`RedlockLock::try_acquire`] and [`RedlockLock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`RedlockLock::acquire`].
+    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<RedlockGuard>> {
+        self.acquire_inner(Wait::Once, Some(lease)).await
+    }
+
+    /// Waits at most `wait`, with a fixed `lease`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; else as [`RedlockLock::acquire_with_lease`].
+    ///
+    /// # Cancel safety
+    /// As [`RedlockLock::acquire`].
+    pub async fn acquire_timeout_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<RedlockGuard> {
+        self.acquire_inner(Wait::For(wait), Some(lease))
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// The lock as each node holds it now, in node order: a
+    /// [`LockStatus`] or the error that node gave.
+    ///
+    /// Two round trips per node (as [`Lock::status`](crate::Lock::status)),
+    /// all nodes at once, each bounded by the node timeout of the default
+    /// lease. Reads only.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; node failures are reported per node.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<RedlockStatus> {
+        LockKeys::new("", &self.name)?;
+        let lease_ms = self.redlock.lead_settings().default_lease.as_millis() as u64;
+        let limit = self
+            .redlock
+            .node_timeout(lease_ms)
+            .max(Duration::from_millis(500));
+        let name = self.name.clone();
+        let nodes = &self.redlock.inner.nodes;
+        let replies = quorum::fan_out(nodes, "status", limit, |_, client| {
+            let lock = client.lock(&*name);
+            async move { lock.status().await }
+        })
+        .await;
+        Ok(RedlockStatus {
+            name: self.name.to_string(),
+            quorum: quorum::majority(nodes.len()),
+            nodes: nodes
+                .iter()
+                .zip(replies)
+                .map(|(node, status)| NodeStatus {
+                    node: node.label.clone(),
+                    status,
+                })
+                .collect(),
+        })
+    }
+
+    fn timeout(&self, waited: Duration) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited,
+        }
+    }
+
+    /// One request per node (node order), all with one fresh owner.
+    fn requests(&self, lease_ms: u64) -> Result<Vec<Request>> {
+        let owner = self.redlock.anonymous_owner();
+        let lead_prefix = self.redlock.lead_settings().key_prefix.clone();
+        self.redlock
+            .inner
+            .nodes
+            .iter()
+            .map(|node| {
+                let settings = node.client.as_ref().map(|c| c.inner.current_settings());
+                let prefix = settings.as_ref().map_or(&lead_prefix, |s| &s.key_prefix);
+                Ok(Request {
+                    keys: Arc::new(LockKeys::new(prefix, &self.name)?),
+                    owner: owner.clone(),
+                    named_owner: false,
+                    lease_ms,
+                })
+            })
+            .collect()
+    }
+
+    async fn acquire_inner(
+        &self,
+        wait: Wait,
+        fixed_lease: Option<Duration>,
+    ) -> Result<Option<RedlockGuard>> {
+        let span = tracing::debug_span!(
+            "redlatch.redlock.acquire",
+            lock = %self.name,
+            nodes = self.redlock.inner.nodes.len()
+        );
+        let outcome = self
+            .wait_for_majority(wait, fixed_lease)
+            .instrument(span)
+            .await;
+        if let Ok(Some(guard)) = &outcome {
+            tracing::debug!(lock = %self.name, token = guard.token(), "redlatch: Redlock acquired");
+        }
+        outcome
+    }
+
+    async fn wait_for_majority(
+        &self,
+        wait: Wait,
+        fixed_lease: Option<Duration>,
+    ) -> Result<Option<RedlockGuard>> {
+        let settings = self.redlock.lead_settings();
+        let lease_ms = match fixed_lease {
+            Some(lease) => limits::lease_millis("lease", lease)?,
+            None => limits::watchdog_lease_millis("default lease", settings.default_lease)?,
+        };
+        LockKeys::new(&settings.key_prefix, &self.name)?;
+        let started = Instant::now();
+        let deadline = match wait {
+            Wait::Once => Some(started),
+            Wait::For(wait) => started.checked_add(wait),
+            Wait::Forever => None,
+        };
+        let remaining =
+            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let mut tickets: Option<Vec<Ticket>> = None;
+        let mut retries = 0;
+        loop {
+            let epochs: Vec<u64> = tickets.iter().flatten().map(Ticket::epoch).collect();
+            let refusal = match self.attempt(lease_ms, fixed_lease.is_none()).await? {
+                Outcome::Granted(guard) => return Ok(Some(guard)),
+                Outcome::Refused(refusal) => refusal,
+            };
+            let nodes = self.redlock.inner.nodes.len();
+            if refusal.answered < quorum::majority(nodes) {
+                // Too few nodes answer for any majority: an outage, not contention.
+                let policy = settings.retry;
+                if matches!(wait, Wait::Once) || retries >= policy.attempts {
+                    return Err(quorum::failed(
+                        "acquire",
+                        &self.name,
+                        nodes,
+                        refusal.acquired,
+                        refusal.failures,
+                    ));
+                }
+                let delay = policy.delay(retries).min(remaining(Instant::now()));
+                retries += 1;
+                tokio::time::sleep(delay).await;
+                if deadline.is_some_and(|at| Instant::now() >= at) {
+                    return Ok(None);
+                }
+                continue;
+            }
+            retries = 0;
+            let now = Instant::now();
+            if deadline.is_some_and(|at| now >= at) {
+                return Ok(None);
+            }
+            // After a split vote every competitor retries: spread them out.
+            let split = refusal.acquired > 0 || refusal.soonest_free.is_none();
+            let jitter = if split {
+                quorum::jitter(self.redlock.options.retry_jitter)
+            } else {
+                Duration::ZERO
+            };
+            match &tickets {
+                None => {
+                    // Subscribe first, then try again: an unlock between the attempt
+                    // and the subscription would otherwise be missed.
+                    let joined = self.join_channels(lease_ms)?;
+                    let limit = self
+                        .redlock
+                        .node_timeout(lease_ms)
+                        .saturating_mul(2)
+                        .min(remaining(now));
+                    futures_util::future::join_all(joined.iter().map(|t| t.subscribed(limit)))
+                        .await;
+                    tickets = Some(joined);
+                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                }
+                Some(parked) => {
+                    let lease_left = refusal
+                        .soonest_free
+                        .unwrap_or(self.redlock.options.retry_jitter)
+                        .max(Duration::from_millis(1));
+                    let limit = lease_left.min(remaining(now));
+                    park_on_any(parked, &epochs, limit).await;
+                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                }
+            }
+        }
+    }
+
+    /// Joins the lock's channel on every connected node.
+    fn join_channels(&self, lease_ms: u64) -> Result<Vec<Ticket>> {
+        let requests = self.requests(lease_ms)?;
+        Ok(self
+            .redlock
+            .inner
+            .nodes
+            .iter()
+            .zip(&requests)
+            .filter_map(|(node, request)| {
+                let client = node.client.as_ref()?;
+                Some(client.inner.wakeups.join(&request.keys.channel))
+            })
+            .collect())
+    }
+
+    /// One attempt over all nodes, in a task of its own: when the caller
+    /// drops the future, the attempt still completes, and a guard nobody
+    /// takes is dropped, which releases it.
+    async fn attempt(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
+        let (reply_to, reply) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            // A send that fails hands the outcome back; dropping it releases a guard.
+            let _ = reply_to.send(this.attempt_on_nodes(lease_ms, renewed).await);
+        });
+        reply.await.map_err(|_| Error::Protocol {
+            op: "acquire",
+            detail: "the runtime shut down during the call".to_owned(),
+        })?
+    }
+
+    /// Acquires everywhere at once, then decides.
+    async fn attempt_on_nodes(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
+        let requests = self.requests(lease_ms)?;
+        // Cancelled when this attempt's holds are given back: by a refusal
+        // here, or by the release of the last guard.
+        let released = CancellationToken::new();
+        let nodes = &self.redlock.inner.nodes;
+        let limit = self.redlock.node_timeout(lease_ms);
+        let started = Instant::now();
+        let needed = quorum::majority(nodes.len());
+        // Every node answers or times out: holds on all live nodes make the
+        // lock and its token survive the loss of more of them.
+        let replies = quorum::fan_out(nodes, "acquire", limit, |i, client| {
+            let client = client.clone();
+            let request = requests[i].clone();
+            // `attempt::attempt` runs in a task of its own: when the limit cuts
+            // the wait short, the task still finishes and gives back any hold.
+            async move { attempt::attempt(&client.inner, &request).await }
+        })
+        .await;
+        let pending = vec![false; nodes.len()];
+        let (answers, mut failures) = quorum::split(nodes, replies);
+        if let Some(wrong_type) = failures
+            .iter()
+            .position(|failure| matches!(*failure.error, Error::WrongType { .. }))
+        {
+            released.cancel();
+            self.give_back(&requests, &answers, &pending).await;
+            return Err(*failures.swap_remove(wrong_type).error);
+        }
+        let tokens: Vec<Option<u64>> = answers
+            .iter()
+            .map(|answer| match answer {
+                Some(Attempt::Acquired { token, .. }) => Some(*token),
+                _ => None,
+            })
+            .collect();
+        let acquired = tokens.iter().flatten().count();
+        let answered = answers.iter().flatten().count();
+        let soonest_free = answers
+            .iter()
+            .filter_map(|answer| match answer {
+                Some(Attempt::Held { pttl_ms }) if *pttl_ms >= 0 => {
+                    Some(Duration::from_millis(*pttl_ms as u64))
+                }
+                Some(Attempt::Held { .. }) => Some(NO_EXPIRY_RECHECK),
+                _ => None,
+            })
+            .min();
+        if acquired >= needed {
+            let token = tokens.iter().flatten().copied().max().unwrap_or_default();
+            let fenced = match self.fence(&requests, &tokens, token, limit).await {
+                Ok(()) => true,
+                Err(fence_failures) => {
+                    failures.extend(fence_failures);
+                    false
+                }
+            };
+            let valid_until = started + limits::validity(lease_ms);
+            if fenced && Instant::now() < valid_until {
+                return Ok(Outcome::Granted(
+                    self.guard(requests, token, lease_ms, renewed, started, released),
+                ));
+            }
+        }
+        released.cancel();
+        self.give_back(&requests, &answers, &pending).await;
+        Ok(Outcome::Refused(Refusal {
+            acquired,
+            answered,
+            soonest_free,
+            failures,
+        }))
+    }
+
+    /// Makes the fencing token stick: the nodes whose counter is below
+    /// `token` are raised to it. When a majority of the acquired nodes
+    /// already return `token` itself, that is enough and the raise runs in
+    /// the background; otherwise it must reach enough nodes for a majority,
+    /// before the guard is handed out.
+    async fn fence(
+        &self,
+        requests: &[Request],
+        tokens: &[Option<u64>],
+        token: u64,
+        limit: Duration,
+    ) -> std::result::Result<(), Vec<NodeFailure>> {
+        let nodes = &self.redlock.inner.nodes;
+        let needed = quorum::majority(nodes.len());
+        let at_token = tokens.iter().filter(|t| **t == Some(token)).count();
+        let lagging: Vec<usize> = (0..tokens.len())
+            .filter(|&i| tokens[i].is_some_and(|t| t < token))
+            .collect();
+        if lagging.is_empty() {
+            return Ok(());
+        }
+        let raise = |i: usize| {
+            let client = nodes[i].client.clone();
+            let request = requests[i].clone();
+            async move {
+                let Some(client) = client else {
+                    return Ok(false);
+                };
+                let mut conn = client.inner.conn.clone();
+                scripts::lock::raise_token(&mut conn, &request, token, limit).await
+            }
+        };
+        if at_token >= needed {
+            let runtime = tokio::runtime::Handle::current();
+            for i in lagging {
+                let raising = raise(i);
+                runtime.spawn(async move {
+                    let _ = raising.await;
+                });
+            }
+            return Ok(());
+        }
+        let replies =
+            futures_util::future::join_all(lagging.iter().map(|&i| raise(i).map(move |r| (i, r))))
+                .await;
+        let mut raised = at_token;
+        let mut failures = Vec::new();
+        for (i, reply) in replies {
+            match reply {
+                Ok(true) => raised += 1,
+                Ok(false) => failures.push(NodeFailure {
+                    node: nodes[i].label.clone(),
+                    error: Box::new(Error::NotHeld {
+                        name: self.name.to_string(),
+                    }),
+                }),
+                Err(error) => failures.push(NodeFailure {
+                    node: nodes[i].label.clone(),
+                    error: Box::new(error),
+                }),
+            }
+        }
+        // Fewer than a majority carrying the token: the attempt does not count.
+        if raised >= needed {
+            Ok(())
+        } else {
+            Err(failures)
+        }
+    }
+
+    /// Gives back, on every node, whatever this attempt's owner holds there:
+    /// the nodes that granted it, and those still working on it (the release
+    /// queues behind the grant on the node's connection). Nodes that timed
+    /// out give it back by themselves when their call completes (see
+    /// `attempt::attempt`).
+    async fn give_back(&self, requests: &[Request], answers: &[Option<Attempt>], pending: &[bool]) {
+        let nodes = &self.redlock.inner.nodes;
+        let limit = self.redlock.node_timeout(requests[0].lease_ms);
+        let releases = nodes
+            .iter()
+            .zip(requests)
+            .zip(answers.iter().zip(pending))
+            .filter(|(_, (answer, pending))| {
+                **pending || matches!(answer, Some(Attempt::Acquired { .. }))
+            })
+            .filter_map(|((node, request), _)| {
+                let client = node.client.clone()?;
+                let request = request.clone();
+                Some(async move {
+                    let mut conn = client.inner.conn.clone();
+                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                })
+            });
+        futures_util::future::join_all(releases).await;
+    }
+
+    fn guard(
+        &self,
+        requests: Vec<Request>,
+        token: u64,
+        lease_ms: u64,
+        renewed: bool,
+        started: Instant,
+        released: CancellationToken,
+    ) -> RedlockGuard {
+        let hold = Hold::new(
+            NewHold {
+                keys: requests[0].keys.clone(),
+                owner: requests[0].owner.clone(),
+                lease_ms,
+                renewed,
+                token,
+                named_owner: false,
+                // Validity counts from before the first request went out.
+                sent_at: started,
+            },
+            HoldKind::Plain,
+        );
+        let shared = Arc::new(RedlockHold::new(
+            self.redlock.clone(),
+            self.name.clone(),
+            requests,
+            hold,
+            self.redlock.node_timeout(lease_ms),
+            released,
+        ));
+        watchdog::start(shared.clone(), started);
+        RedlockGuard::new(shared)
+    }
+}
+
+/// Parks on every node's channel; returns at the first wake-up from any.
+async fn park_on_any(tickets: &[Ticket], epochs: &[u64], limit: Duration) {
+    if tickets.is_empty() || tickets.len() != epochs.len() {
+        tokio::time::sleep(limit).await;
+        return;
+    }
+    let parked = tickets
+        .iter()
+        .zip(epochs)
+        .map(|(ticket, epoch)| Box::pin(ticket.park(*epoch, limit)));
+    futures_util::future::select_all(parked).await;
+}
+
+/// A Redlock lock as every node holds it ([`RedlockLock::status`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RedlockStatus {
+    /// The lock's name, without the key prefix.
+    pub name: String,
+    /// How many nodes make a majority.
+    pub quorum: usize,
+    /// Each node's view, in node order.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// One node's view of a Redlock lock.
+#[derive(Debug)]
+pub struct NodeStatus {
+    /// The node's label.
+    pub node: String,
+    /// What the node holds, or why it could not say.
+    pub status: Result<LockStatus>,
+}
+
+impl RedlockStatus {
+    /// The owner holding the lock on a majority of the nodes, if one does.
+    pub fn majority_holder(&self) -> Option<&str> {
+        let owners = self
+            .nodes
+            .iter()
+            .filter_map(|node| node.status.as_ref().ok())
+            .flat_map(|status| status.holders.iter().map(|holder| holder.owner.as_str()));
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for owner in owners {
+            match counts.iter_mut().find(|(seen, _)| *seen == owner) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((owner, 1)),
+            }
+        }
+        counts
+            .into_iter()
+            .find(|(_, count)| *count >= self.quorum)
+            .map(|(owner, _)| owner)
+    }
+
+    /// The highest fencing token any answering node has handed out.
+    pub fn last_token(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter_map(|node| node.status.as_ref().ok()?.last_token)
+            .max()
+    }
+
+    /// How many nodes answered.
+    pub fn answered(&self) -> usize {
+        self.nodes.iter().filter(|node| node.status.is_ok()).count()
+    }
+}

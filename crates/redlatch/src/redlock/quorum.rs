@@ -1,0 +1,115 @@
+//! Fan-out to every Redlock node at once, and the majority arithmetic.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, NodeFailure, Result};
+use crate::redlock::node::Node;
+use crate::transport::bounded;
+
+/// How many of `nodes` make a majority.
+pub(crate) fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// Runs `call` on every node at once, each bounded by `limit`; the replies
+/// come back in node order. A node that never connected fails at once.
+///
+/// Dropping a reply's future at the limit cuts that node's call off; calls
+/// that must finish (acquire attempts) run in tasks of their own inside `call`.
+pub(crate) async fn fan_out<T, F, Fut>(
+    nodes: &[Node],
+    op: &'static str,
+    limit: Duration,
+    call: F,
+) -> Vec<Result<T>>
+where
+    F: Fn(usize, &Client) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let calls = nodes.iter().enumerate().map(|(i, node)| {
+        let call = node.client.as_ref().map(|client| call(i, client));
+        async move {
+            match call {
+                Some(call) => bounded(op, limit, call).await,
+                None => Err(node.not_connected()),
+            }
+        }
+    });
+    futures_util::future::join_all(calls).await
+}
+
+/// Splits replies into the answers (node order, `None` where it failed)
+/// and the failures, each named after its node.
+pub(crate) fn split<T>(
+    nodes: &[Node],
+    replies: Vec<Result<T>>,
+) -> (Vec<Option<T>>, Vec<NodeFailure>) {
+    let mut answers = Vec::with_capacity(replies.len());
+    let mut failures = Vec::new();
+    for (node, reply) in nodes.iter().zip(replies) {
+        match reply {
+            Ok(answer) => answers.push(Some(answer)),
+            Err(error) => {
+                answers.push(None);
+                failures.push(NodeFailure {
+                    node: node.label.clone(),
+                    error: Box::new(error),
+                });
+            }
+        }
+    }
+    (answers, failures)
+}
+
+/// The error for a call that `confirmed` nodes of `nodes` confirmed.
+pub(crate) fn failed(
+    op: &'static str,
+    name: &str,
+    nodes: usize,
+    confirmed: usize,
+    failures: Vec<NodeFailure>,
+) -> Error {
+    Error::QuorumFailed {
+        op,
+        name: name.to_owned(),
+        needed: majority(nodes),
+        nodes,
+        confirmed,
+        failures,
+    }
+}
+
+/// A random duration in `[0, max)`: spreads retries of competing clients.
+pub(crate) fn jitter(max: Duration) -> Duration {
+    if max.is_zero() {
+        return Duration::ZERO;
+    }
+    // A v4 UUID is 122 random bits: enough randomness without another dependency.
+    let random = (uuid::Uuid::new_v4().as_u128() as u64) >> 11;
+    max.mul_f64(random as f64 / (1u64 << 53) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majority_is_more_than_half() {
+        assert_eq!(majority(1), 1);
+        assert_eq!(majority(2), 2);
+        assert_eq!(majority(3), 2);
+        assert_eq!(majority(5), 3);
+        assert_eq!(majority(6), 4);
+    }
+
+    #[test]
+    fn jitter_stays_below_its_bound() {
+        let max = Duration::from_millis(20);
+        for _ in 0..1000 {
+            assert!(jitter(max) < max);
+        }
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    }
+}

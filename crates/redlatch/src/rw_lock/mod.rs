@@ -1,0 +1,672 @@
+//! The read-write lock: many readers or one writer, and writers are not starved.
+
+pub(crate) mod guard;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::transport::Connection;
+use tracing::Instrument;
+
+use crate::engine::Core;
+use crate::engine::cancel::detached;
+use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::wakeup::Ticket;
+use crate::error::{Error, Result};
+use crate::fair_lock::DEFAULT_PLACE_LEASE;
+use crate::lock::guard::Guard;
+use crate::lock::status::LockStatus;
+use crate::rw_lock::guard::{ReadGuard, WriteGuard};
+use crate::scripts::keys::{RwKeys, validate_owner, write_field};
+use crate::scripts::lock::Request;
+use crate::scripts::rw::{self, RwAttempt, Side};
+use crate::settings::limits;
+use crate::transport::bounded;
+
+/// How long to wait before re-checking a lock that has no expiry.
+const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
+
+/// A read-write lock: Redisson's `RReadWriteLock`, in Rust. Many readers
+/// hold it at once, or one writer alone.
+///
+/// [`read`](ReadWriteLock::read) returns a [`ReadGuard`],
+/// [`write`](ReadWriteLock::write) a [`WriteGuard`]; both have the [`Guard`]
+/// conventions (fencing token, [`lost`](ReadGuard::lost), release on drop,
+/// watchdog renewal, anonymous owners unless named with
+/// [`with_owner`](ReadWriteLock::with_owner)).
+///
+/// - **Reentrant**, both sides: re-enter a guard, or acquire again as the
+///   same named owner.
+/// - **Downgrade**: a writer may read, then give up writing
+///   ([`WriteGuard::downgrade`]); no other writer gets in between. There is
+///   no upgrade: an owner that reads and asks to write gets
+///   [`Error::WouldDeadlock`] (it would wait for itself); release the read first.
+///
+/// # Writers are not starved
+///
+/// A writer that has to wait claims its place in Redis (a sorted set of
+/// waiting writers). While a claim is live, *new* readers wait too; readers
+/// already holding finish, the last one's release wakes the writer, and the
+/// writer gets the lock even under a continuous stream of readers. Re-entries
+/// of readers that already hold never wait (that would deadlock). A claim
+/// has a place lease like a fair lock's waiter ([`DEFAULT_PLACE_LEASE`],
+/// renewed every third of it while the writer waits), so a writer that dies
+/// stops holding readers back within one place lease. Waiting writers among
+/// themselves are not ordered.
+///
+/// Redisson clients do not know the claim: a Redisson reader still enters
+/// while a redlatch writer waits (as among Redisson clients, where readers
+/// can starve writers). Redisson readers and writers otherwise exclude
+/// redlatch's as usual.
+///
+/// # Keys
+///
+/// Redisson's layout: the hash `PREFIX+NAME` with field `mode` (`read` or
+/// `write`), read holders `<client-id>:<owner>` and the writer
+/// `<client-id>:<owner>:write` → hold count; one key per read hold,
+/// `{PREFIX+NAME}:<client-id>:<owner>:rwlock_timeout:<n>`, with the lease (a
+/// reader that dies is forgotten when its keys expire); the channel
+/// `redisson_rwlock:{PREFIX+NAME}`; the counter
+/// `redisson_lock_token:{PREFIX+NAME}`. redlatch adds the waiting writers'
+/// claims, `redlatch_rwlock_writers:{PREFIX+NAME}` (zset, server time in ms).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let client = redlatch::Client::connect(&server.url()).await?;
+/// let lock = client.read_write_lock("catalog");
+/// let first = lock.read().await?;
+/// let second = lock.read().await?;          // readers share it
+/// assert!(lock.try_write().await?.is_none()); // a writer does not get in
+/// drop((first, second));
+///
+/// let writer = lock.write().await?;
+/// let reader = writer.downgrade().await?;   // keeps reading, lets readers in
+/// reader.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ReadWriteLock {
+    core: Arc<Core>,
+    name: Arc<str>,
+    owner: Option<Arc<str>>,
+    place_lease: Duration,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+impl ReadWriteLock {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> ReadWriteLock {
+        ReadWriteLock {
+            core,
+            name: Arc::from(name),
+            owner: None,
+            place_lease: DEFAULT_PLACE_LEASE,
+            lease: None,
+        }
+    }
+}
+
+impl ReadWriteLock {
+    /// The lock's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, acquired by the named owner: its acquires of one side
+    /// on one client re-enter, and its writes may be downgraded to reads.
+    /// The owner is checked when the lock is used ([`Error::InvalidOwner`]).
+    pub fn with_owner(mut self, owner: impl Into<String>) -> ReadWriteLock {
+        self.owner = Some(Arc::from(owner.into()));
+        self
+    }
+
+    /// The same lock with another place lease for waiting writers' claims
+    /// (see [`ReadWriteLock`]). Checked when the lock is used:
+    /// [`Error::InvalidDuration`] unless 30 ms ≤ `lease` ≤ 30 days.
+    pub fn with_place_lease(mut self, lease: Duration) -> ReadWriteLock {
+        self.place_lease = lease;
+        self
+    }
+
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew: Redis frees the lock after `lease` even if the guard is
+    /// still alive, and its `lost()` resolves then (Redisson's
+    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
+    /// unless 1 ms ≤ `lease` ≤ 30 days.
+    pub fn with_lease(mut self, lease: Duration) -> ReadWriteLock {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Waits until this owner may read, then returns a read guard; the
+    /// watchdog renews it until the guard goes (unless [`ReadWriteLock::with_lease`]). Waits while a writer holds
+    /// the lock or waits for it (unless this owner reads already, or writes).
+    ///
+    /// One round trip when it may read. Otherwise the call subscribes to the
+    /// lock's channel and parks until a release message (which wakes every
+    /// waiter of this process on the lock), the holder's lease or the waiting
+    /// writer's claim ends; each wake-up costs one round trip.
+    ///
+    /// Touches the lock hash, one timeout key, the counter, the writers' claims.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
+    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting and leaves nothing behind: a waiting
+    /// reader writes nothing to Redis, and an attempt in flight completes and
+    /// gives back a hold it took.
+    pub async fn read(&self) -> Result<ReadGuard> {
+        let guard = self.acquire(Side::Read, Wait::Forever).await?;
+        Ok(ReadGuard::new(
+            guard.ok_or_else(|| self.timeout(Duration::MAX))?,
+        ))
+    }
+
+    /// One attempt to read: `None` when a writer holds or waits. One round trip.
+    ///
+    /// # Errors
+    /// As [`ReadWriteLock::read`].
+    ///
+    /// # Cancel safety
+    /// As [`ReadWriteLock::read`].
+    pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
+        Ok(self
+            .acquire(Side::Read, Wait::Once)
+            .await?
+            .map(ReadGuard::new))
+    }
+
+    /// Waits at most `wait` to read.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; else as [`ReadWriteLock::read`].
+    ///
+    /// # Cancel safety
+    /// As [`ReadWriteLock::read`].
+    pub async fn read_timeout(&self, wait: Duration) -> Result<ReadGuard> {
+        let guard = self.acquire(Side::Read, Wait::For(wait)).await?;
+        Ok(ReadGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    }
+
+    /// Waits until this owner holds the lock alone, then returns a write
+    /// guard; the watchdog renews it until the guard goes (unless
+    /// [`ReadWriteLock::with_lease`]).
+    ///
+    /// One round trip when the lock is free. Otherwise the call claims its
+    /// place as a waiting writer (new readers now wait behind it), subscribes
+    /// to the lock's channel and parks until a release message, the holder's
+    /// lease ends, or the claim needs renewing (a third of the place lease);
+    /// each wake-up costs one round trip.
+    ///
+    /// Touches the lock hash, the counter, the writers' claims.
+    ///
+    /// # Errors
+    /// As [`ReadWriteLock::read`]; [`Error::InvalidDuration`] for a bad place
+    /// lease; [`Error::WouldDeadlock`] when this (named) owner reads the lock.
+    ///
+    /// # Cancel safety
+    /// Dropping the future withdraws the claim at once (from a task of its
+    /// own) and wakes the readers queued behind it; an attempt in flight
+    /// completes and gives back a hold it took. Nothing remains in Redis.
+    pub async fn write(&self) -> Result<WriteGuard> {
+        let guard = self.acquire(Side::Write, Wait::Forever).await?;
+        Ok(WriteGuard::new(
+            guard.ok_or_else(|| self.timeout(Duration::MAX))?,
+        ))
+    }
+
+    /// One attempt to write: `None` when anyone else holds the lock. Claims
+    /// nothing, so readers are not held back. One round trip.
+    ///
+    /// # Errors
+    /// As [`ReadWriteLock::write`].
+    ///
+    /// # Cancel safety
+    /// As [`ReadWriteLock::write`].
+    pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
+        Ok(self
+            .acquire(Side::Write, Wait::Once)
+            .await?
+            .map(WriteGuard::new))
+    }
+
+    /// Waits at most `wait` to write; withdraws the claim when it runs out.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; else as [`ReadWriteLock::write`].
+    ///
+    /// # Cancel safety
+    /// As [`ReadWriteLock::write`].
+    pub async fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
+        let guard = self.acquire(Side::Write, Wait::For(wait)).await?;
+        Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    }
+
+    /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or
+    /// write, `None` when free), the holders (readers, and the writer, whose
+    /// field ends in `:write`) with their hold counts, the remaining lease,
+    /// the last fencing token, and the client connections waiting on its
+    /// channel.
+    ///
+    /// Two round trips: one script, so the parts agree, then PUBSUB NUMSUB.
+    /// Reads the lock hash and its fencing counter; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::LockMode;
+    ///
+    /// let lock = client.read_write_lock("doc");
+    /// let read = lock.read().await?;
+    /// assert_eq!(lock.status().await?.mode, Some(LockMode::Read));
+    /// read.release().await?;
+    /// assert_eq!(lock.status().await?.mode, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::lock::status::read(&self.core, &self.name).await
+    }
+
+    fn timeout(&self, waited: Duration) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            waited,
+        }
+    }
+
+    async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
+        let span = tracing::debug_span!("redlatch.rw_acquire", lock = %self.name, ?side);
+        let started = Instant::now();
+        let outcome = self.wait_for(side, wait).instrument(span).await;
+        let label = match &outcome {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not_acquired",
+            Err(_) => "error",
+        };
+        crate::metrics::acquire_finished(label, started.elapsed());
+        outcome
+    }
+
+    async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
+        let inner = &self.core;
+        let settings = inner.current_settings();
+        let keys =
+            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
+        let (lease_ms, renewed) = match self.lease {
+            None => (
+                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
+                true,
+            ),
+            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
+        };
+        let claim_ms = match (side, wait) {
+            (Side::Write, Wait::For(_) | Wait::Forever) => {
+                limits::watchdog_lease_millis("place lease", self.place_lease)?
+            }
+            _ => 0,
+        };
+        let (mut reader, named) = match &self.owner {
+            Some(owner) => {
+                validate_owner(owner)?;
+                (inner.named_owner(owner), true)
+            }
+            None => (inner.anonymous_owner(), false),
+        };
+        let started = Instant::now();
+        let deadline = match wait {
+            Wait::Once => Some(started),
+            Wait::For(wait) => started.checked_add(wait),
+            Wait::Forever => None,
+        };
+        let renew_claim = Duration::from_millis(claim_ms / 3);
+        let mut claim: Option<Claim> = None;
+        let mut ticket: Option<Ticket> = None;
+        let mut retry = 0;
+        loop {
+            let epoch = ticket.as_ref().map(Ticket::epoch);
+            let seen = ticket.as_ref().map_or(0, Ticket::messages);
+            let attempt = Attempt {
+                keys: keys.clone(),
+                side,
+                reader: reader.clone(),
+                named,
+                lease_ms,
+                renewed,
+                claim_ms,
+            };
+            let found = match attempt.run(inner, false).await {
+                Err(error) if error.is_transient() && !named => {
+                    // The outcome is unknown: give back whatever the old owner may
+                    // have (a claim, a hold), and go on under a fresh one.
+                    attempt.undo(inner, true);
+                    if let Some(claim) = claim.take() {
+                        claim.forget();
+                    }
+                    let policy = inner.current_settings().retry;
+                    if retry >= policy.attempts {
+                        return Err(error);
+                    }
+                    tracing::debug!(%error, retry, "redlatch: read-write acquire failed, retrying");
+                    tokio::time::sleep(policy.delay(retry)).await;
+                    retry += 1;
+                    reader = inner.anonymous_owner();
+                    continue;
+                }
+                other => other?,
+            };
+            match found {
+                RwAttempt::Acquired {
+                    token,
+                    reentered,
+                    sent_at,
+                } => {
+                    // Taking the write lock withdrew the claim in the same script.
+                    if let Some(claim) = claim.take() {
+                        claim.forget();
+                    }
+                    let hold = attempt.register(inner, token, sent_at);
+                    crate::metrics::acquired(reentered);
+                    tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
+                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
+                }
+                RwAttempt::Blocked { wait_ms } => {
+                    if claim_ms > 0 && claim.is_none() {
+                        claim = Some(Claim {
+                            core: self.core.clone(),
+                            keys: keys.clone(),
+                            field: attempt.field(),
+                            armed: true,
+                        });
+                    }
+                    let now = Instant::now();
+                    if deadline.is_some_and(|at| now >= at) {
+                        if let Some(claim) = claim.take() {
+                            claim.withdraw().await;
+                        }
+                        return Ok(None);
+                    }
+                    let remaining =
+                        deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+                    let worth_retry =
+                        u64::try_from(wait_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
+                    let mut limit = worth_retry.min(remaining);
+                    if claim_ms > 0 {
+                        limit = limit.min(renew_claim);
+                    }
+                    match (&ticket, epoch) {
+                        (Some(parked), Some(epoch)) => {
+                            parked.park_broadcast(epoch, seen, limit).await;
+                        }
+                        _ => {
+                            // Subscribe, then try again: a release before the
+                            // subscription would otherwise be missed.
+                            crate::metrics::contended_wait();
+                            let joined = inner.wakeups.join_broadcast(&keys.channel);
+                            joined.subscribed(limit).await;
+                            ticket = Some(joined);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One acquire attempt, and how to undo it.
+struct Attempt {
+    keys: Arc<RwKeys>,
+    side: Side,
+    /// The owner's read field, `<client-id>:<owner>`; the write field adds `:write`.
+    reader: Arc<str>,
+    named: bool,
+    lease_ms: u64,
+    /// False for a fixed lease, which the watchdog leaves to run out.
+    renewed: bool,
+    /// The writer's claim lease; 0 claims nothing.
+    claim_ms: u64,
+}
+
+impl Attempt {
+    fn field(&self) -> Arc<str> {
+        match self.side {
+            Side::Read => self.reader.clone(),
+            Side::Write => Arc::from(write_field(&self.reader)),
+        }
+    }
+
+    fn kind(&self) -> HoldKind {
+        match self.side {
+            Side::Read => HoldKind::Read(self.keys.clone()),
+            Side::Write => HoldKind::Write(self.keys.clone()),
+        }
+    }
+
+    fn request(&self) -> Request {
+        Request {
+            keys: Arc::new(self.keys.as_lock_keys()),
+            owner: self.field(),
+            named_owner: self.named,
+            lease_ms: self.lease_ms,
+        }
+    }
+
+    fn register(
+        &self,
+        inner: &Core,
+        token: u64,
+        sent_at: Instant,
+    ) -> Arc<crate::engine::hold::Hold> {
+        let request = self.request();
+        inner.watchdog.register_kind(
+            NewHold {
+                keys: request.keys,
+                owner: request.owner,
+                lease_ms: self.lease_ms,
+                renewed: self.renewed,
+                token,
+                named_owner: self.named,
+                sent_at,
+            },
+            self.kind(),
+        )
+    }
+
+    fn clone_parts(&self) -> Attempt {
+        Attempt {
+            keys: self.keys.clone(),
+            side: self.side,
+            reader: self.reader.clone(),
+            named: self.named,
+            lease_ms: self.lease_ms,
+            renewed: self.renewed,
+            claim_ms: self.claim_ms,
+        }
+    }
+
+    /// Runs the script in a task of its own: if the caller goes away, the
+    /// task withdraws a claim and gives back a hold the attempt took.
+    /// `reenter_only` never takes a first hold.
+    async fn run(&self, inner: &Core, reenter_only: bool) -> Result<RwAttempt> {
+        let limit = inner.current_settings().response_timeout;
+        let mut conn = inner.conn.clone();
+        let call = {
+            let attempt = self.clone_parts();
+            async move {
+                let sent_at = Instant::now();
+                let run = attempt.run_script(&mut conn, sent_at, reenter_only);
+                bounded("read-write acquire", limit, run).await
+            }
+        };
+        let undo = {
+            let attempt = self.clone_parts();
+            let conn = inner.conn.clone();
+            move |outcome: Result<RwAttempt>| async move {
+                let took_hold = matches!(outcome, Ok(RwAttempt::Acquired { .. }));
+                let uncertain = matches!(&outcome, Err(error) if error.is_transient());
+                tracing::debug!(lock = %attempt.keys.key, "redlatch: undoing an abandoned read-write acquire");
+                attempt
+                    .undo_now(conn, limit, took_hold || (uncertain && !attempt.named))
+                    .await;
+            }
+        };
+        detached(&inner.runtime, "read-write acquire", call, undo).await
+    }
+
+    async fn run_script(
+        &self,
+        conn: &mut Connection,
+        sent_at: Instant,
+        reenter_only: bool,
+    ) -> Result<RwAttempt> {
+        let reply = rw::Acquire {
+            keys: &self.keys,
+            side: self.side,
+            reader: &self.reader,
+            lease_ms: self.lease_ms,
+            claim_ms: self.claim_ms,
+        };
+        reply.run(conn, sent_at, reenter_only).await
+    }
+
+    /// Withdraws a claim and gives back a hold, from a task of its own.
+    fn undo(&self, inner: &Core, release: bool) {
+        let attempt = self.clone_parts();
+        let conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        inner
+            .runtime
+            .spawn(async move { attempt.undo_now(conn, limit, release).await });
+    }
+
+    async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
+        if self.side == Side::Write && self.claim_ms > 0 {
+            let _ = rw::writer_leave(&mut conn, &self.keys, &self.field(), limit).await;
+        }
+        if release {
+            let request = self.request();
+            let _ = match self.side {
+                Side::Read => rw::read_release(&mut conn, &self.keys, &request, limit).await,
+                Side::Write => rw::write_release(&mut conn, &self.keys, &request, limit).await,
+            };
+        }
+    }
+}
+
+/// A waiting writer's claim. Dropping it while armed (a cancelled acquire)
+/// withdraws it from a task of its own.
+struct Claim {
+    core: Arc<Core>,
+    keys: Arc<RwKeys>,
+    field: Arc<str>,
+    armed: bool,
+}
+
+impl Claim {
+    /// The claim is gone already (the write lock was taken, or an undo has it).
+    fn forget(mut self) {
+        self.armed = false;
+    }
+
+    /// Withdraws the claim now (a timed-out wait), from a task of its own so
+    /// that dropping this future does not stop it. Errors are ignored: a
+    /// claim that could not be withdrawn lapses by itself.
+    async fn withdraw(mut self) {
+        self.armed = false;
+        let inner = &self.core;
+        let mut conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        let (keys, field) = (self.keys.clone(), self.field.clone());
+        let withdrawing = inner.runtime.spawn(async move {
+            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
+        });
+        let _ = withdrawing.await;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let inner = &self.core;
+        let mut conn = inner.conn.clone();
+        let limit = inner.current_settings().response_timeout;
+        let keys = self.keys.clone();
+        let field = self.field.clone();
+        inner.runtime.spawn(async move {
+            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
+        });
+    }
+}
+
+/// Takes a read hold for the owner of the write guard `writer` (allowed
+/// while it writes), then releases the write hold: a downgrade.
+pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
+    let hold = writer.hold().clone();
+    let HoldKind::Write(keys) = &hold.kind else {
+        return Err(Error::Protocol {
+            op: "downgrade",
+            detail: "not a write hold".to_owned(),
+        });
+    };
+    let reader = hold
+        .owner
+        .strip_suffix(":write")
+        .map(Arc::<str>::from)
+        .ok_or_else(|| Error::Protocol {
+            op: "downgrade",
+            detail: format!("write field without ':write': {}", hold.owner),
+        })?;
+    let core = writer.core().clone();
+    let inner = &core;
+    let attempt = Attempt {
+        keys: keys.clone(),
+        side: Side::Read,
+        reader,
+        named: hold.named_owner,
+        lease_ms: limits::watchdog_lease_millis(
+            "default lease",
+            inner.current_settings().default_lease,
+        )?,
+        renewed: true,
+        claim_ms: 0,
+    };
+    match attempt.run(inner, false).await? {
+        RwAttempt::Acquired { token, sent_at, .. } => {
+            let read_hold = attempt.register(inner, token, sent_at);
+            let reading = Guard::new(core.clone(), Arc::from(writer.name()), read_hold);
+            // Should the write hold be gone already, dropping `reading` gives the read back.
+            writer.release().await?;
+            Ok(reading)
+        }
+        RwAttempt::Blocked { .. } => {
+            // Only a writer that lost its lock is refused a read.
+            hold.mark_lost(crate::engine::hold::LostReason::Gone);
+            Err(Error::NotHeld {
+                name: writer.name().to_owned(),
+            })
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The fair lock's scripts: acquire or take a place in line, leave the line, release.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::scripts::keys::FairKeys;
+use crate::scripts::lock::{Released, Request};
+use crate::transport::{Connection, bounded};
+
+/// What one attempt of the fair acquire script found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FairAttempt {
+    Acquired {
+        token: u64,
+        reentered: bool,
+        sent_at: Instant,
+    },
+    /// In line (or not, for a single try): the holder's remaining lease
+    /// (-1: no expiry, 0: free but another waiter goes first).
+    Waiting { pttl_ms: i64, first: bool },
+}
+
+pub(crate) async fn acquire(
+    conn: &mut Connection,
+    keys: &FairKeys,
+    owner: &str,
+    lease_ms: u64,
+    place_ms: u64,
+    sent_at: Instant,
+) -> Result<FairAttempt> {
+    let reply: Vec<i64> = super::FAIR_ACQUIRE
+        .key(&keys.lock.key)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .key(&keys.lock.token)
+        .arg(lease_ms)
+        .arg(owner)
+        .arg(place_ms)
+        .arg(&keys.lock.channel)
+        .arg(conn.publish_command())
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("fair acquire", error))?;
+    match reply.as_slice() {
+        [1, token] => Ok(FairAttempt::Acquired {
+            token: *token as u64,
+            reentered: false,
+            sent_at,
+        }),
+        [2, token] => Ok(FairAttempt::Acquired {
+            token: *token as u64,
+            reentered: true,
+            sent_at,
+        }),
+        [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
+            pttl_ms: *pttl_ms,
+            first: *first == 1,
+        }),
+        [-1, ..] => Err(Error::WrongType {
+            key: keys.lock.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "fair acquire",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Leaves the line. One round trip, at most `limit`.
+pub(crate) async fn leave(
+    conn: &mut Connection,
+    keys: &FairKeys,
+    owner: &str,
+    limit: Duration,
+) -> Result<()> {
+    let call = async {
+        super::FAIR_LEAVE
+            .key(&keys.lock.key)
+            .key(&keys.queue)
+            .key(&keys.timeouts)
+            .arg(&keys.lock.channel)
+            .arg(owner)
+            .arg(conn.publish_command())
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("fair leave", error))
+    };
+    bounded("fair leave", limit, call).await.map(drop)
+}
+
+/// Drops one hold of a fair lock; the last one wakes the first waiter. One
+/// round trip, at most `limit`.
+pub(crate) async fn release(
+    conn: &mut Connection,
+    keys: &FairKeys,
+    request: &Request,
+    limit: Duration,
+) -> Result<Released> {
+    let call = async {
+        super::FAIR_RELEASE
+            .key(&keys.lock.key)
+            .key(&keys.queue)
+            .key(&keys.timeouts)
+            .arg(&keys.lock.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .arg(conn.publish_command())
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = bounded("release", limit, call).await?;
+    match reply.as_slice() {
+        // Courtesy is for the reentrant lock: here the release names who is next.
+        [1, _] => Ok(Released::Unlocked { receivers: 0 }),
+        [0, _] => Ok(Released::Decremented),
+        [-1, _] => Err(Error::NotHeld {
+            name: request.keys.key.clone(),
+        }),
+        [-2, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{other:?}"),
+        }),
+    }
+}

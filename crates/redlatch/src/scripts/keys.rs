@@ -1,0 +1,404 @@
+//! Redis key names of one lock, in Redisson's layout.
+
+use crate::error::{Error, Result, excerpt};
+use crate::settings::limits::{MAX_NAME_LEN, MAX_OWNER_LEN};
+use crate::transport::Connection;
+
+/// Hash slots of a Redis Cluster.
+const CLUSTER_SLOTS: u16 = 16384;
+
+/// The keys and channel that make up one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockKeys {
+    /// The lock hash: `PREFIX + NAME`.
+    pub(crate) key: String,
+    /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`.
+    pub(crate) channel: String,
+    /// The fencing counter: `redisson_lock_token:{KEY}`.
+    pub(crate) token: String,
+}
+
+impl LockKeys {
+    /// Builds the keys for `name` under `prefix`, refusing names no lock should have.
+    ///
+    /// The channel and counter wrap the key in `{...}` so that, on a Redis
+    /// Cluster, they hash to the same slot as the key itself (when the key has
+    /// no braces of its own), as Redisson's do.
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<LockKeys> {
+        if name.is_empty() {
+            return Err(Error::InvalidName {
+                name: String::new(),
+                reason: "a lock name must not be empty",
+            });
+        }
+        let key = format!("{prefix}{name}");
+        if key.len() > MAX_NAME_LEN {
+            return Err(Error::InvalidName {
+                name: excerpt(name),
+                reason: "longer than 1024 bytes (key prefix included)",
+            });
+        }
+        Ok(LockKeys {
+            channel: format!("redisson_lock__channel:{{{key}}}"),
+            token: format!("redisson_lock_token:{{{key}}}"),
+            key,
+        })
+    }
+}
+
+/// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
+/// `RPermitExpirableSemaphore` layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SemaphoreKeys {
+    /// The available permit count: `PREFIX + NAME`.
+    pub(crate) key: String,
+    /// Where releases publish the new count: `redisson_sc:{KEY}`.
+    pub(crate) channel: String,
+    /// Permit id → expiry, for expirable permits: `redisson__timeout__{KEY}`.
+    pub(crate) timeouts: String,
+}
+
+impl SemaphoreKeys {
+    /// Builds the keys for `name` under `prefix`; the name rules are the locks'.
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
+        let key = LockKeys::new(prefix, name)?.key;
+        Ok(SemaphoreKeys {
+            channel: format!("redisson_sc:{{{key}}}"),
+            timeouts: format!("redisson__timeout__{{{key}}}"),
+            key,
+        })
+    }
+}
+
+impl LockKeys {
+    /// Refuses, on a Redis Cluster, a name whose keys and channel would not
+    /// share one hash slot: a script may only touch keys of one slot.
+    ///
+    /// The channel and counter wrap the lock key in `{...}`, which makes them
+    /// hash like the key as long as the key has no braces of its own. A name
+    /// (or key prefix) with braces usually breaks that (`a{b}` puts the key
+    /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
+    /// rather than failing later with CROSSSLOT. On one server any name works.
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
+        one_slot(conn, &self.key, &[&self.channel, &self.token], LOCK_SPLIT)?;
+        Ok(self)
+    }
+}
+
+const LOCK_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots";
+const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the semaphore's keys in different hash slots";
+
+/// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
+/// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
+fn one_slot(conn: &Connection, key: &str, others: &[&str], reason: &'static str) -> Result<()> {
+    if conn.is_cluster() {
+        let home = slot(key);
+        if others.iter().any(|other| slot(other) != home) {
+            return Err(Error::InvalidName {
+                name: excerpt(key),
+                reason,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl SemaphoreKeys {
+    /// As [`LockKeys::checked_for`]: the count, channel and expiries must
+    /// share one slot on a Redis Cluster.
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<SemaphoreKeys> {
+        one_slot(
+            conn,
+            &self.key,
+            &[&self.channel, &self.timeouts],
+            SEMAPHORE_SPLIT,
+        )?;
+        Ok(self)
+    }
+}
+
+impl FairKeys {
+    /// As [`LockKeys::checked_for`], with the line and its deadlines (the
+    /// per-waiter channels extend the lock channel, so share its slot).
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<FairKeys> {
+        let others = [
+            &*self.lock.channel,
+            &self.lock.token,
+            &self.queue,
+            &self.timeouts,
+        ];
+        one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
+        Ok(self)
+    }
+}
+
+impl RwKeys {
+    /// As [`LockKeys::checked_for`], with the waiting writers and the read
+    /// hold timeout keys (which all start with `timeout_base`).
+    pub(crate) fn checked_for(self, conn: &Connection) -> Result<RwKeys> {
+        let others = [
+            &*self.channel,
+            &self.token,
+            &self.writers,
+            &self.timeout_base,
+        ];
+        one_slot(conn, &self.key, &others, LOCK_SPLIT)?;
+        Ok(self)
+    }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag
+/// (the text between the first `{` and the next `}`, when not empty), or of
+/// the whole key, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = bytes
+        .iter()
+        .position(|&byte| byte == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|&byte| byte == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16_xmodem(hashed) % CLUSTER_SLOTS
+}
+
+fn crc16_xmodem(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The keys of one fair lock: the lock hash and counter of [`LockKeys`], plus
+/// Redisson's `RFairLock` queue, its place deadlines and the per-waiter channels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FairKeys {
+    /// The lock hash, counter and shared channel, as for the reentrant lock.
+    pub(crate) lock: LockKeys,
+    /// Waiters in arrival order: `redisson_lock_queue:{KEY}` (list of owner fields).
+    pub(crate) queue: String,
+    /// When each waiter's place expires: `redisson_lock_timeout:{KEY}` (zset, ms).
+    pub(crate) timeouts: String,
+}
+
+impl FairKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<FairKeys> {
+        let lock = LockKeys::new(prefix, name)?;
+        Ok(FairKeys {
+            queue: format!("redisson_lock_queue:{{{}}}", lock.key),
+            timeouts: format!("redisson_lock_timeout:{{{}}}", lock.key),
+            lock,
+        })
+    }
+
+    /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
+    pub(crate) fn waiter_channel(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.lock.channel)
+    }
+}
+
+/// The keys of one read-write lock, in Redisson's `RReadWriteLock` layout, plus
+/// the set of waiting writers that keeps readers from starving them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RwKeys {
+    /// The lock hash: `PREFIX + NAME` (field `mode`, then holders).
+    pub(crate) key: String,
+    /// Where releases publish `0`: `redisson_rwlock:{KEY}`.
+    pub(crate) channel: String,
+    /// The fencing counter, shared with the other locks of this name.
+    pub(crate) token: String,
+    /// Waiting writers and until when their claim holds: `redlatch_rwlock_writers:{KEY}`.
+    pub(crate) writers: String,
+    /// What every per-read-hold timeout key starts with: `{KEY}`.
+    pub(crate) timeout_base: String,
+}
+
+impl RwKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<RwKeys> {
+        let lock = LockKeys::new(prefix, name)?;
+        Ok(RwKeys {
+            channel: format!("redisson_rwlock:{{{}}}", lock.key),
+            writers: format!("redlatch_rwlock_writers:{{{}}}", lock.key),
+            timeout_base: format!("{{{}}}", lock.key),
+            token: lock.token,
+            key: lock.key,
+        })
+    }
+
+    /// As [`LockKeys`], for code shared with the other locks (guards, watchdog).
+    pub(crate) fn as_lock_keys(&self) -> LockKeys {
+        LockKeys {
+            key: self.key.clone(),
+            channel: self.channel.clone(),
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// The read-hold timeout keys of the read field `field` on the lock hash
+/// `key` start with this, then `:<n>` for the n-th hold:
+/// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
+pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
+    format!("{{{key}}}:{field}:rwlock_timeout")
+}
+
+/// The hash field of a write hold: Redisson's `<uuid>:<thread>:write`.
+pub(crate) fn write_field(read_field: &str) -> String {
+    format!("{read_field}:write")
+}
+
+/// Checks an owner name given by the caller.
+pub(crate) fn validate_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() {
+        return Err(Error::InvalidOwner {
+            owner: String::new(),
+            reason: "an owner must not be empty",
+        });
+    }
+    if owner.starts_with('#') {
+        return Err(Error::InvalidOwner {
+            owner: excerpt(owner),
+            reason: "owners starting with '#' are reserved for anonymous owners",
+        });
+    }
+    if owner.len() > MAX_OWNER_LEN {
+        return Err(Error::InvalidOwner {
+            owner: excerpt(owner),
+            reason: "longer than 256 bytes",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_redisson_layout() {
+        let keys = LockKeys::new("app:", "order:42").unwrap();
+        assert_eq!(keys.key, "app:order:42");
+        assert_eq!(keys.channel, "redisson_lock__channel:{app:order:42}");
+        assert_eq!(keys.token, "redisson_lock_token:{app:order:42}");
+    }
+
+    #[test]
+    fn semaphore_keys_follow_redisson_layout() {
+        let keys = SemaphoreKeys::new("app:", "pool").unwrap();
+        assert_eq!(keys.key, "app:pool");
+        assert_eq!(keys.channel, "redisson_sc:{app:pool}");
+        assert_eq!(keys.timeouts, "redisson__timeout__{app:pool}");
+        assert!(SemaphoreKeys::new("", "").is_err());
+    }
+
+    #[test]
+    fn empty_and_oversized_names_are_refused() {
+        assert!(matches!(
+            LockKeys::new("", ""),
+            Err(Error::InvalidName { .. })
+        ));
+        let long = "x".repeat(MAX_NAME_LEN);
+        assert!(LockKeys::new("", &long).is_ok());
+        assert!(matches!(
+            LockKeys::new("p", &long),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+
+    #[test]
+    fn slots_follow_redis_cluster_hashing() {
+        // The reference value of the CRC16 variant Redis Cluster uses.
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31c3);
+        for key in [
+            "order:42",
+            "{user1}:a",
+            "a{}b",
+            "x{y",
+            "redisson_lock__channel:{order:42}",
+        ] {
+            assert_eq!(
+                redis::cluster_routing::Slot::new(slot(key)),
+                Some(redis::cluster_routing::Slot::for_key(key)),
+                "{key}"
+            );
+        }
+        assert_eq!(slot("{user1}:a"), slot("user1"));
+        assert_eq!(slot("a{}b"), slot("a{}b"));
+    }
+
+    #[test]
+    fn plain_names_keep_their_keys_in_one_slot() {
+        for name in ["order:42", "voucher:7:user:42", "x{"] {
+            let keys = LockKeys::new("app:", name).unwrap();
+            let home = slot(&keys.key);
+            assert_eq!(slot(&keys.channel), home, "{name}");
+            assert_eq!(slot(&keys.token), home, "{name}");
+        }
+        // Every other primitive's keys and channels too.
+        for name in ["order:42", "x{"] {
+            let fair = FairKeys::new("app:", name).unwrap();
+            let home = slot(&fair.lock.key);
+            for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let rw = RwKeys::new("app:", name).unwrap();
+            let timeout = format!("{}:1", read_timeout_prefix(&rw.key, "u:1"));
+            for key in [&rw.channel, &rw.writers, &timeout] {
+                assert_eq!(slot(key), home, "{key}");
+            }
+            let semaphore = SemaphoreKeys::new("app:", name).unwrap();
+            assert_eq!(slot(&semaphore.channel), home);
+            assert_eq!(slot(&semaphore.timeouts), home);
+        }
+        // With braces of its own the key hashes on its tag (or whole), its channel does not.
+        for name in ["order:{42}", "}x"] {
+            let keys = LockKeys::new("", name).unwrap();
+            assert_ne!(slot(&keys.channel), slot(&keys.key), "{name}");
+        }
+    }
+
+    #[test]
+    fn owners_are_checked() {
+        assert!(validate_owner("request-1").is_ok());
+        assert!(matches!(
+            validate_owner(""),
+            Err(Error::InvalidOwner { .. })
+        ));
+        assert!(matches!(
+            validate_owner("#1"),
+            Err(Error::InvalidOwner { .. })
+        ));
+        assert!(matches!(
+            validate_owner(&"o".repeat(MAX_OWNER_LEN + 1)),
+            Err(Error::InvalidOwner { .. })
+        ));
+    }
+    #[test]
+    fn fair_and_rw_keys_follow_redisson_layout() {
+        let fair = FairKeys::new("", "jobs").unwrap();
+        assert_eq!(fair.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(fair.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(
+            fair.waiter_channel("u:1"),
+            "redisson_lock__channel:{jobs}:u:1"
+        );
+        let rw = RwKeys::new("", "doc").unwrap();
+        assert_eq!(rw.channel, "redisson_rwlock:{doc}");
+        assert_eq!(rw.writers, "redlatch_rwlock_writers:{doc}");
+        assert_eq!(
+            read_timeout_prefix(&rw.key, "u:1"),
+            "{doc}:u:1:rwlock_timeout"
+        );
+        assert_eq!(write_field("u:1"), "u:1:write");
+    }
+}

@@ -1,0 +1,252 @@
+//! The reentrant lock's scripts: acquire (optionally followed by WAIT),
+//! re-enter, release, renew one hold, raise the fencing counter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::debug;
+
+use crate::error::{Error, Result};
+use crate::scripts::keys::LockKeys;
+use crate::transport::topology::ReplicaWait;
+use crate::transport::{Connection, bounded};
+
+/// Who asks for the lock, and for how long.
+#[derive(Clone)]
+pub(crate) struct Request {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: Arc<str>,
+    /// True when the caller named the owner; anonymous owners are unique per
+    /// acquisition, which makes undoing an uncertain acquire safe.
+    pub(crate) named_owner: bool,
+    pub(crate) lease_ms: u64,
+}
+
+/// What one acquire attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// Held now, by this owner; `reentered` when it held it already.
+    Acquired {
+        token: u64,
+        reentered: bool,
+        sent_at: Instant,
+    },
+    /// Another owner holds it for `pttl_ms` more (-1: no expiry).
+    Held { pttl_ms: i64 },
+}
+
+pub(crate) async fn acquire(
+    conn: &mut Connection,
+    request: &Request,
+    sent_at: Instant,
+) -> Result<Attempt> {
+    let reply: Vec<i64> = super::ACQUIRE
+        .key(&request.keys.key)
+        .key(&request.keys.token)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .invoke_async(conn)
+        .await
+        .map_err(|error| Error::from_redis("acquire", error))?;
+    parse_acquire(request, &reply, sent_at)
+}
+
+/// The acquire script followed by `WAIT replicas timeout` in one pipeline, so
+/// both run on one server connection: WAIT covers the writes of the
+/// connection it runs on, and a reconnection in between would make it
+/// confirm nothing. A hold the replicas did not confirm in time is given
+/// back. One round trip (two the first time after a server restart, to load
+/// the script).
+pub(crate) async fn acquire_replicated(
+    conn: &mut Connection,
+    request: &Request,
+    sent_at: Instant,
+    limit: Duration,
+    wait: ReplicaWait,
+) -> Result<Attempt> {
+    let wait_ms = wait.timeout.as_millis() as u64;
+    let call = async {
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(super::ACQUIRE.get_hash())
+            .arg(2)
+            .arg(&request.keys.key)
+            .arg(&request.keys.token)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait_ms);
+        match pipeline.query_async::<(Vec<i64>, i64)>(conn).await {
+            Err(error) if error.code() == Some("NOSCRIPT") => {
+                // The server lost its script cache (restart, failover): load, then again.
+                super::ACQUIRE
+                    .load_async(conn)
+                    .await
+                    .map_err(|error| Error::from_redis("acquire", error))?;
+                pipeline.query_async::<(Vec<i64>, i64)>(conn).await
+            }
+            other => other,
+        }
+        .map_err(|error| Error::from_redis("acquire", error))
+    };
+    let (reply, acknowledged) = bounded("acquire", limit + wait.timeout, call).await?;
+    let attempt = parse_acquire(request, &reply, sent_at)?;
+    let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
+    if matches!(attempt, Attempt::Acquired { .. }) && acknowledged < wait.replicas {
+        // Not confirmed is not held: give it back now rather than at lease end.
+        if let Err(error) = release(conn, request, limit).await {
+            debug!(lock = %request.keys.key, %error, "redlatch: undoing an unconfirmed acquire failed");
+        }
+        return Err(Error::ReplicasNotConfirmed {
+            name: request.keys.key.clone(),
+            acknowledged,
+            wanted: wait.replicas,
+            timeout: wait.timeout,
+        });
+    }
+    Ok(attempt)
+}
+
+fn parse_acquire(request: &Request, reply: &[i64], sent_at: Instant) -> Result<Attempt> {
+    match reply {
+        [1, token] => Ok(Attempt::Acquired {
+            token: *token as u64,
+            reentered: false,
+            sent_at,
+        }),
+        [2, token] => Ok(Attempt::Acquired {
+            token: *token as u64,
+            reentered: true,
+            sent_at,
+        }),
+        [0, pttl_ms] => Ok(Attempt::Held { pttl_ms: *pttl_ms }),
+        [-1, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "acquire",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The last hold: the lock is deleted; the unlock message reached
+    /// `receivers` subscription connections (this client's included).
+    Unlocked { receivers: i64 },
+    /// One hold dropped; the owner still holds it.
+    Decremented,
+}
+
+/// Drops one hold of `request.owner`. One round trip, at most `limit`.
+pub(crate) async fn release(
+    conn: &mut Connection,
+    request: &Request,
+    limit: Duration,
+) -> Result<Released> {
+    let call = async {
+        super::RELEASE
+            .key(&request.keys.key)
+            .arg(&request.keys.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .arg(conn.publish_command())
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = bounded("release", limit, call).await?;
+    match reply.as_slice() {
+        [1, receivers] => Ok(Released::Unlocked {
+            receivers: *receivers,
+        }),
+        [0, _] => Ok(Released::Decremented),
+        [-1, _] => Err(Error::NotHeld {
+            name: request.keys.key.clone(),
+        }),
+        [-2, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Adds one hold for an owner that holds the lock already. One round trip,
+/// at most `limit`. Returns false when the owner no longer holds it.
+pub(crate) async fn reenter(
+    conn: &mut Connection,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        super::REENTER
+            .key(&request.keys.key)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("reenter", error))
+    };
+    let reply = bounded("reenter", limit, call).await?;
+    match reply {
+        -1 => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        0 => Ok(false),
+        count if count > 0 => Ok(true),
+        other => Err(Error::Protocol {
+            op: "reenter",
+            detail: format!("{other}"),
+        }),
+    }
+}
+
+/// Raises the lock's fencing counter to at least `token` if `request.owner`
+/// still holds the lock (Redlock's token write-back). One round trip, at
+/// most `limit`. Returns false when the owner no longer holds it.
+pub(crate) async fn raise_token(
+    conn: &mut Connection,
+    request: &Request,
+    token: u64,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        super::RAISE_TOKEN
+            .key(&request.keys.key)
+            .key(&request.keys.token)
+            .arg(&*request.owner)
+            .arg(token)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("raise token", error))
+    };
+    Ok(bounded("raise token", limit, call).await? == 1)
+}
+
+/// Extends one lock held by `request.owner` to `request.lease_ms` (the
+/// renewal script with a single entry). One round trip, at most `limit`.
+/// Returns false when the owner no longer holds it.
+pub(crate) async fn renew_one(
+    conn: &mut Connection,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        super::RENEW
+            .key(&request.keys.key)
+            .arg(&*request.owner)
+            .arg(request.lease_ms)
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("renew", error))
+    };
+    let reply = bounded("renew", limit, call).await?;
+    Ok(reply.first() == Some(&1))
+}

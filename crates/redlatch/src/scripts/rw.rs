@@ -1,0 +1,221 @@
+//! The read-write lock's scripts: read or write acquire (a writer may claim
+//! its place), release either side, re-enter a read, withdraw a claim.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
+use crate::scripts::lock::{Released, Request};
+use crate::transport::{Connection, bounded};
+
+/// Which side of the lock an acquire asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Read,
+    Write,
+}
+
+/// What one acquire attempt found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RwAttempt {
+    Acquired {
+        token: u64,
+        reentered: bool,
+        sent_at: Instant,
+    },
+    /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
+    Blocked { wait_ms: i64 },
+}
+
+/// One call of the read or write acquire script.
+pub(crate) struct Acquire<'a> {
+    pub(crate) keys: &'a RwKeys,
+    pub(crate) side: Side,
+    /// The owner's read field, `<client-id>:<owner>`; the write field adds `:write`.
+    pub(crate) reader: &'a str,
+    pub(crate) lease_ms: u64,
+    /// The writer's claim lease; 0 claims nothing.
+    pub(crate) claim_ms: u64,
+}
+
+impl Acquire<'_> {
+    /// Runs the script once; `reenter_only` never takes a first hold.
+    pub(crate) async fn run(
+        &self,
+        conn: &mut Connection,
+        sent_at: Instant,
+        reenter_only: bool,
+    ) -> Result<RwAttempt> {
+        let reenter_flag = if reenter_only { "1" } else { "0" };
+        let reply: Vec<i64> = match self.side {
+            Side::Read => {
+                super::RW_READ_ACQUIRE
+                    .key(&self.keys.key)
+                    .key(&self.keys.token)
+                    .key(&self.keys.writers)
+                    .arg(self.lease_ms)
+                    .arg(self.reader)
+                    .arg(write_field(self.reader))
+                    .arg(read_timeout_prefix(&self.keys.key, self.reader))
+                    .arg(reenter_flag)
+                    .invoke_async(conn)
+                    .await
+            }
+            Side::Write => {
+                super::RW_WRITE_ACQUIRE
+                    .key(&self.keys.key)
+                    .key(&self.keys.token)
+                    .key(&self.keys.writers)
+                    .arg(self.lease_ms)
+                    .arg(write_field(self.reader))
+                    .arg(self.claim_ms)
+                    .arg(reenter_flag)
+                    .arg(self.reader)
+                    .invoke_async(conn)
+                    .await
+            }
+        }
+        .map_err(|error| Error::from_redis("read-write acquire", error))?;
+        match reply.as_slice() {
+            [1, token] => Ok(RwAttempt::Acquired {
+                token: *token as u64,
+                reentered: false,
+                sent_at,
+            }),
+            [2, token] => Ok(RwAttempt::Acquired {
+                token: *token as u64,
+                reentered: true,
+                sent_at,
+            }),
+            [0, wait_ms] => Ok(RwAttempt::Blocked { wait_ms: *wait_ms }),
+            [-1, _] => Err(Error::WrongType {
+                key: self.keys.key.clone(),
+            }),
+            [-3, _] => Err(Error::NotHeld {
+                name: self.keys.key.clone(),
+            }),
+            [-4, _] => Err(Error::WouldDeadlock {
+                name: self.keys.key.clone(),
+                reason: "this owner reads the lock and asked to write: release the read first (no upgrade)",
+            }),
+            other => Err(Error::Protocol {
+                op: "read-write acquire",
+                detail: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+/// Withdraws a waiting writer's claim. One round trip, at most `limit`.
+pub(crate) async fn writer_leave(
+    conn: &mut Connection,
+    keys: &RwKeys,
+    field: &str,
+    limit: Duration,
+) -> Result<()> {
+    let call = async {
+        super::RW_WRITER_LEAVE
+            .key(&keys.writers)
+            .arg(&keys.channel)
+            .arg(field)
+            .arg(conn.publish_command())
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("writer leave", error))
+    };
+    bounded("writer leave", limit, call).await.map(drop)
+}
+
+fn released(request: &Request, reply: &[i64]) -> Result<Released> {
+    match reply {
+        [1, receivers] => Ok(Released::Unlocked {
+            receivers: *receivers,
+        }),
+        [0, _] => Ok(Released::Decremented),
+        [-1, _] => Err(Error::NotHeld {
+            name: request.keys.key.clone(),
+        }),
+        [-2, _] => Err(Error::WrongType {
+            key: request.keys.key.clone(),
+        }),
+        other => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Drops one read hold (`request.owner` is the read field). One round trip,
+/// at most `limit`.
+pub(crate) async fn read_release(
+    conn: &mut Connection,
+    keys: &RwKeys,
+    request: &Request,
+    limit: Duration,
+) -> Result<Released> {
+    let call = async {
+        super::RW_READ_RELEASE
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(&*request.owner)
+            .arg(read_timeout_prefix(&keys.key, &request.owner))
+            .arg(&keys.timeout_base)
+            .arg(conn.publish_command())
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = bounded("release", limit, call).await?;
+    released(request, &reply)
+}
+
+/// Drops one write hold (`request.owner` is the write field). One round
+/// trip, at most `limit`.
+pub(crate) async fn write_release(
+    conn: &mut Connection,
+    keys: &RwKeys,
+    request: &Request,
+    limit: Duration,
+) -> Result<Released> {
+    let call = async {
+        super::RW_WRITE_RELEASE
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .arg(conn.publish_command())
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("release", error))
+    };
+    let reply = bounded("release", limit, call).await?;
+    released(request, &reply)
+}
+
+/// Adds one read hold for an owner that reads already (`request.owner` is
+/// the read field). One round trip, at most `limit`. False when it no
+/// longer reads.
+pub(crate) async fn read_reenter(
+    conn: &mut Connection,
+    keys: &RwKeys,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let attempt = Acquire {
+        keys,
+        side: Side::Read,
+        reader: &request.owner,
+        lease_ms: request.lease_ms,
+        claim_ms: 0,
+    };
+    let call = attempt.run(conn, Instant::now(), true);
+    match bounded("reenter", limit, call).await {
+        Ok(RwAttempt::Acquired { .. }) => Ok(true),
+        Err(Error::NotHeld { .. }) => Ok(false),
+        Ok(RwAttempt::Blocked { .. }) => Err(Error::Protocol {
+            op: "reenter",
+            detail: "a read re-entry was told to wait".to_owned(),
+        }),
+        Err(other) => Err(other),
+    }
+}

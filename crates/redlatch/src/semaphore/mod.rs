@@ -1,0 +1,484 @@
+//! The counting semaphore: Redisson's `RSemaphore`, in Rust.
+
+pub(crate) mod permit;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::engine::Core;
+use crate::engine::wakeup::{Ticket, Wake};
+use crate::error::{Error, Result};
+use crate::scripts;
+use crate::scripts::keys::SemaphoreKeys;
+use crate::transport::bounded;
+
+/// How long a waiter sleeps before re-checking when no release message came:
+/// a safety net against pub/sub messages lost in transit (pub/sub delivers at
+/// most once), not the way waiters normally wake.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// What a permit count key should hold (for [`Error::WrongValue`]).
+const COUNT: &str = "a permit count (a non-negative integer)";
+
+/// A handle to one named counting semaphore: Redisson's `RSemaphore`, shared
+/// by every process that uses the name.
+///
+/// Redis keeps the number of available permits. [`acquire`](Semaphore::acquire)
+/// takes permits when enough are free and otherwise parks until a release
+/// message; the returned [`SemaphorePermit`] gives them back when released or
+/// dropped, like tokio's `SemaphorePermit`. The semaphore starts with no
+/// permits: set them once with [`try_set_permits`](Semaphore::try_set_permits)
+/// or [`add_permits`](Semaphore::add_permits).
+///
+/// **A plain permit has no owner and no lease.** If its holder dies (crash,
+/// `kill -9`, a network partition for good) before releasing, the permit is
+/// gone for good, and so is a permit whose acquire was cut off by a broken
+/// connection after Redis took it. Use
+/// [`PermitSemaphore`](crate::PermitSemaphore) when permits must come back by
+/// themselves.
+///
+/// # Keys
+///
+/// `PREFIX+NAME` (string: available permits) and the channel
+/// `redisson_sc:{PREFIX+NAME}` (each release publishes the new count): the
+/// layout of Redisson's `RSemaphore`, so Java and Rust services can share one.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let client = redlatch::Client::connect(&server.url()).await?;
+/// let pool = client.semaphore("smtp-connections");
+/// pool.try_set_permits(3).await?;            // only the first caller sets it
+///
+/// let permit = pool.acquire(1).await?;       // waits while all 3 are taken
+/// assert_eq!(pool.available_permits().await?, 2);
+/// drop(permit);                              // given back in the background
+///
+/// let two = pool.try_acquire(2).await?;      // one round trip, no waiting
+/// assert!(two.is_some());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    core: Arc<Core>,
+    name: Arc<str>,
+}
+
+impl Semaphore {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> Semaphore {
+        Semaphore {
+            core,
+            name: Arc::from(name),
+        }
+    }
+}
+
+impl Semaphore {
+    /// The semaphore's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits if the semaphore has none set yet, and
+    /// returns whether it did. Every process can call it at start-up: the
+    /// first wins. One round trip; touches `PREFIX+NAME`, publishes on the
+    /// channel.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongValue`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have set the count.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        let keys = self.keys()?;
+        let mut invocation = scripts::SEMAPHORE_TRY_SET.prepare_invoke();
+        invocation
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(permits)
+            .arg(self.core.conn.publish_command());
+        let reply: i64 = call(&self.core, "semaphore try_set_permits", &invocation).await?;
+        match reply {
+            1 => Ok(true),
+            0 => Ok(false),
+            _ => Err(wrong_count(&keys)),
+        }
+    }
+
+    /// Adds `delta` permits (takes them away when negative) and returns the
+    /// new count; waiters are woken when permits are available. One round
+    /// trip; touches `PREFIX+NAME`, publishes on the channel.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPermits`] when taking away more permits than are
+    /// available (the count is left alone), [`Error::InvalidName`],
+    /// [`Error::WrongValue`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have changed the count.
+    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+        let keys = self.keys()?;
+        let mut invocation = scripts::SEMAPHORE_ADD.prepare_invoke();
+        invocation
+            .key(&keys.key)
+            .arg(&keys.channel)
+            .arg(delta)
+            .arg(self.core.conn.publish_command());
+        let reply: Vec<i64> = call(&self.core, "semaphore add_permits", &invocation).await?;
+        match reply.as_slice() {
+            [1, count] => Ok(*count as u64),
+            [0, _] => Err(Error::InvalidPermits {
+                name: self.name.to_string(),
+                permits: delta,
+                reason: "would leave fewer than zero permits available",
+            }),
+            [-1, _] => Err(wrong_count(&keys)),
+            other => Err(protocol("semaphore add_permits", other)),
+        }
+    }
+
+    /// The number of permits free now (0 before any are set). One round trip;
+    /// reads `PREFIX+NAME`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongValue`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn available_permits(&self) -> Result<u64> {
+        let keys = self.keys()?;
+        let mut invocation = scripts::SEMAPHORE_AVAILABLE.prepare_invoke();
+        invocation.key(&keys.key);
+        let reply: i64 = call(&self.core, "semaphore available_permits", &invocation).await?;
+        u64::try_from(reply).map_err(|_| wrong_count(&keys))
+    }
+
+    /// Waits until `permits` permits are free, takes them, and returns a
+    /// guard that gives them back.
+    ///
+    /// One round trip when enough are free. Otherwise the call subscribes to
+    /// the channel (one subscription connection per client, shared with the
+    /// locks' waiters), tries again, and parks until a release message (or,
+    /// as a safety net, a second without one); each wake-up costs one round
+    /// trip. Waiters of one client wake one per message, oldest first; a
+    /// waiter that leaves permits over passes the wake-up on. Asking for more
+    /// permits than the semaphore will ever have waits for ever: use
+    /// [`acquire_timeout`](Semaphore::acquire_timeout) when unsure.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPermits`] for zero permits, [`Error::InvalidName`],
+    /// [`Error::WrongValue`], connection errors (the permits may then have
+    /// been taken and lost: see [`Semaphore`]).
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting and leaves nothing behind: an
+    /// attempt in flight completes and, if it took permits, gives them back.
+    pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermit> {
+        self.acquire_within(permits, None)
+            .await?
+            .ok_or_else(|| self.no_permits(permits, Duration::MAX))
+    }
+
+    /// One attempt: the guard if `permits` permits were free, else `None`.
+    /// One round trip.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire`].
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
+        self.acquire_within(permits, Some(Duration::ZERO)).await
+    }
+
+    /// Waits at most `wait` for `permits` permits. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    /// [`Error::NoPermits`] when not enough were free for the whole wait;
+    /// else as [`Semaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire`].
+    pub async fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<SemaphorePermit> {
+        self.acquire_within(permits, Some(wait))
+            .await?
+            .ok_or_else(|| self.no_permits(permits, wait))
+    }
+
+    /// Gives back `permits` permits without a guard (Redisson's `release(n)`),
+    /// for permits taken elsewhere (a [`SemaphorePermit::forget`], another
+    /// process). Returns the new count. It does not check that anyone took
+    /// them: releasing more than were taken raises the count for good. One
+    /// round trip; touches `PREFIX+NAME`, publishes on the channel.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPermits`] for zero, [`Error::InvalidName`],
+    /// [`Error::WrongValue`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have released the permits.
+    pub async fn release(&self, permits: u32) -> Result<u64> {
+        let keys = Arc::new(self.keys()?);
+        self.check_permits(permits)?;
+        release_permits(&self.core, &keys, permits).await
+    }
+
+    fn keys(&self) -> Result<SemaphoreKeys> {
+        let settings = self.core.current_settings();
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
+    }
+
+    fn check_permits(&self, permits: u32) -> Result<()> {
+        if permits == 0 {
+            return Err(Error::InvalidPermits {
+                name: self.name.to_string(),
+                permits: 0,
+                reason: "at least one permit is needed",
+            });
+        }
+        Ok(())
+    }
+
+    fn no_permits(&self, permits: u32, waited: Duration) -> Error {
+        Error::NoPermits {
+            name: self.name.to_string(),
+            permits,
+            waited,
+        }
+    }
+
+    /// The acquire loop; `wait`: `None` waits for ever.
+    async fn acquire_within(
+        &self,
+        permits: u32,
+        wait: Option<Duration>,
+    ) -> Result<Option<SemaphorePermit>> {
+        self.check_permits(permits)?;
+        let keys = Arc::new(self.keys()?);
+        let inner = &self.core;
+        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+        let remaining =
+            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let mut ticket: Option<Ticket> = None;
+        loop {
+            let epoch = ticket.as_ref().map(Ticket::epoch);
+            if let Some(left) = self.attempt(&keys, permits).await? {
+                if left > 0
+                    && let Some(ticket) = &ticket
+                {
+                    ticket.pass_on();
+                }
+                return Ok(Some(SemaphorePermit {
+                    core: self.core.clone(),
+                    keys,
+                    permits,
+                    done: false,
+                }));
+            }
+            let now = Instant::now();
+            if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
+                return Ok(None);
+            }
+            let limit = RECHECK.min(remaining(now));
+            match (&ticket, epoch) {
+                (Some(parked), Some(epoch)) => {
+                    let _: Wake = parked.park(epoch, limit).await;
+                }
+                _ => {
+                    // Subscribe, then try again: a release between the attempt and
+                    // the subscription would otherwise go unnoticed.
+                    let joined = inner.wakeups.join(&keys.channel);
+                    joined.subscribed(limit).await;
+                    ticket = Some(joined);
+                }
+            }
+        }
+    }
+
+    /// One attempt, in a task of its own: `Some(left)` when taken. If the
+    /// caller is gone when the reply comes, the permits are given back.
+    async fn attempt(&self, keys: &Arc<SemaphoreKeys>, permits: u32) -> Result<Option<u64>> {
+        let core = self.core.clone();
+        let undo_core = self.core.clone();
+        let task_keys = keys.clone();
+        let undo_keys = keys.clone();
+        let call_attempt = async move {
+            let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
+            invocation.key(&task_keys.key).arg(permits);
+            let reply: Vec<i64> = call(&core, "semaphore acquire", &invocation).await?;
+            match reply.as_slice() {
+                [1, left] => Ok(Some(*left as u64)),
+                [0, _] => Ok(None),
+                [-1, _] => Err(wrong_count(&task_keys)),
+                other => Err(protocol("semaphore acquire", other)),
+            }
+        };
+        detached(
+            &self.core,
+            "semaphore acquire",
+            call_attempt,
+            move |taken: &Option<u64>| {
+                let taken = taken.is_some();
+                async move {
+                    if taken {
+                        let _ = release_permits(&undo_core, &undo_keys, permits).await;
+                    }
+                }
+            },
+        )
+        .await
+    }
+}
+
+/// Permits taken from a [`Semaphore`]; given back when released or dropped.
+///
+/// Dropping the guard releases the permits in the background; call
+/// [`release`](SemaphorePermit::release) to learn whether it worked. Plain
+/// permits never expire: nothing renews them and nothing can take them away.
+#[must_use = "dropping a permit gives it back at once"]
+#[derive(Debug)]
+pub struct SemaphorePermit {
+    core: Arc<Core>,
+    keys: Arc<SemaphoreKeys>,
+    permits: u32,
+    done: bool,
+}
+
+impl SemaphorePermit {
+    /// How many permits this guard holds.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The Redis key of the semaphore (prefix included).
+    pub fn key(&self) -> &str {
+        &self.keys.key
+    }
+
+    /// Gives the permits back now and returns the new available count. One
+    /// round trip; publishes the count on the channel.
+    ///
+    /// # Errors
+    /// [`Error::WrongValue`] (someone replaced the key), connection errors:
+    /// the permits may then be lost for good (see [`Semaphore`]).
+    ///
+    /// # Cancel safety
+    /// The release runs in a task of its own: dropping the future does not stop it.
+    pub async fn release(mut self) -> Result<u64> {
+        self.done = true;
+        let core = self.core.clone();
+        let keys = self.keys.clone();
+        let permits = self.permits;
+        self.core
+            .runtime
+            .spawn(async move { release_permits(&core, &keys, permits).await })
+            .await
+            .map_err(|_| Error::Protocol {
+                op: "semaphore release",
+                detail: "the runtime shut down during the call".to_owned(),
+            })?
+    }
+
+    /// Keeps the permits taken for good: nothing gives them back (tokio's
+    /// `SemaphorePermit::forget`). Another call to [`Semaphore::release`] can.
+    pub fn forget(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for SemaphorePermit {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            let core = self.core.clone();
+            let keys = self.keys.clone();
+            let permits = self.permits;
+            drop(self.core.runtime.spawn(async move {
+                if let Err(error) = release_permits(&core, &keys, permits).await {
+                    tracing::warn!(semaphore = %keys.key, %error, "redlatch: releasing dropped permits failed; they are lost");
+                }
+            }));
+        }
+    }
+}
+
+/// Gives `permits` back; returns the new count. One round trip.
+pub(crate) async fn release_permits(
+    core: &Arc<Core>,
+    keys: &SemaphoreKeys,
+    permits: u32,
+) -> Result<u64> {
+    let mut invocation = scripts::SEMAPHORE_RELEASE.prepare_invoke();
+    invocation
+        .key(&keys.key)
+        .arg(&keys.channel)
+        .arg(permits)
+        .arg(core.conn.publish_command());
+    let reply: i64 = call(core, "semaphore release", &invocation).await?;
+    u64::try_from(reply).map_err(|_| wrong_count(keys))
+}
+
+/// Runs one script call on the client's connection, bounded by the response timeout.
+pub(crate) async fn call<T: redis::FromRedisValue>(
+    core: &Arc<Core>,
+    op: &'static str,
+    invocation: &redis::ScriptInvocation<'_>,
+) -> Result<T> {
+    let inner = &core;
+    let mut conn = inner.conn.clone();
+    let limit = inner.current_settings().response_timeout;
+    bounded(op, limit, async {
+        invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|error| Error::from_redis(op, error))
+    })
+    .await
+}
+
+/// Runs `call` in a task of its own, so that dropping the caller's future
+/// never cuts a script call off halfway; when nobody is left to take a
+/// successful result, `undo` gets it.
+pub(crate) async fn detached<T, C, U, F>(
+    core: &Arc<Core>,
+    op: &'static str,
+    call: C,
+    undo: U,
+) -> Result<T>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(&T) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (reply_to, reply) = oneshot::channel();
+    core.runtime.spawn(async move {
+        let outcome = call.await;
+        if let Err(Ok(abandoned)) = reply_to.send(outcome) {
+            undo(&abandoned).await;
+        }
+    });
+    reply.await.map_err(|_| Error::Protocol {
+        op,
+        detail: "the runtime shut down during the call".to_owned(),
+    })?
+}
+
+fn wrong_count(keys: &SemaphoreKeys) -> Error {
+    Error::WrongValue {
+        key: keys.key.clone(),
+        expected: COUNT,
+    }
+}
+
+pub(crate) fn protocol(op: &'static str, reply: &[i64]) -> Error {
+    Error::Protocol {
+        op,
+        detail: format!("{reply:?}"),
+    }
+}

@@ -1,0 +1,497 @@
+//! The permit-expirable semaphore: Redisson's `RPermitExpirableSemaphore`,
+//! with permits kept alive by their holder and reclaimed when it dies.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::engine::Core;
+use crate::engine::hold::LostReason;
+use crate::engine::permit_keeper::{Keeper, PermitHold};
+use crate::engine::wakeup::Ticket;
+use crate::error::{Error, Result};
+use crate::scripts;
+use crate::scripts::keys::SemaphoreKeys;
+use crate::semaphore::{RECHECK, Semaphore, call, detached, protocol};
+use crate::settings::limits;
+
+/// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
+const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
+
+/// A handle to one named semaphore whose permits expire unless their holder
+/// keeps them: Redisson's `RPermitExpirableSemaphore`, in Rust.
+///
+/// Each acquire takes one permit, with an id and a lease. While the
+/// [`ExpirablePermit`] guard lives, its client renews the lease (one task per
+/// client renews every permit it holds, up to [`RENEW_BATCH`](crate::RENEW_BATCH) per round trip,
+/// at a third of the lease), so a permit comes back only when it is released,
+/// dropped, or its holder dies: a crashed or partitioned holder stops
+/// renewing, its lease runs out, and the next acquire (or
+/// [`available_permits`](PermitSemaphore::available_permits)) by anyone
+/// reclaims it. The lease is the client's
+/// [`default_lease`](crate::Settings::default_lease), like a lock's.
+///
+/// Expiries are written with the Redis server's clock, so clients' clocks do
+/// not matter; the guard judges its own validity on the monotonic clock from
+/// when the request was sent, with the locks' drift margin.
+///
+/// # Keys
+///
+/// `PREFIX+NAME` (string: available permits), `redisson__timeout__{PREFIX+NAME}`
+/// (sorted set: permit id → expiry in ms since the epoch) and the channel
+/// `redisson_sc:{PREFIX+NAME}` (the new count is published when permits come
+/// back): the layout of Redisson's `RPermitExpirableSemaphore`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let client = redlatch::Client::connect(&server.url()).await?;
+/// let slots = client.permit_semaphore("render-slots");
+/// slots.try_set_permits(2).await?;
+///
+/// let permit = slots.acquire().await?;      // renewed while `permit` lives
+/// println!("holding permit {}", permit.id());
+/// assert_eq!(slots.available_permits().await?, 1);
+/// tokio::select! {
+///     _ = async { /* render */ } => permit.release().await?,
+///     _ = permit.lost() => eprintln!("permit lost: stop rendering"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PermitSemaphore {
+    core: Arc<Core>,
+    name: Arc<str>,
+}
+
+impl PermitSemaphore {
+    pub(crate) fn new(core: Arc<Core>, name: String) -> PermitSemaphore {
+        PermitSemaphore {
+            core,
+            name: Arc::from(name),
+        }
+    }
+}
+
+/// What one acquire attempt found.
+enum Attempt {
+    /// Taken, with `left` permits still free; the request was sent at `sent_at`.
+    Taken { sent_at: Instant, left: i64 },
+    /// None free; the earliest held permit expires in `wait_ms` (-1: none held).
+    Busy { wait_ms: i64 },
+}
+
+impl PermitSemaphore {
+    /// The semaphore's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits if none is set yet; returns whether it did.
+    /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits)
+    /// (the same key).
+    ///
+    /// # Errors
+    /// As [`Semaphore::try_set_permits`](crate::Semaphore::try_set_permits).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have set the count.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.plain().try_set_permits(permits).await
+    }
+
+    /// Adds `delta` permits (takes them away when negative); returns the new
+    /// count. As [`Semaphore::add_permits`](crate::Semaphore::add_permits).
+    ///
+    /// # Errors
+    /// As [`Semaphore::add_permits`](crate::Semaphore::add_permits).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have changed the count.
+    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+        self.plain().add_permits(delta).await
+    }
+
+    /// Reclaims permits whose lease ran out, then returns how many are free.
+    /// One round trip; touches both keys, publishes when it reclaimed any.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongValue`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: a reclaim is never wrong, whoever does it.
+    pub async fn available_permits(&self) -> Result<u64> {
+        let keys = self.keys()?;
+        let mut invocation = scripts::PERMIT_AVAILABLE.prepare_invoke();
+        invocation
+            .key(&keys.key)
+            .key(&keys.timeouts)
+            .arg(&keys.channel)
+            .arg(self.core.conn.publish_command());
+        let reply: Vec<i64> = call(&self.core, "permit available", &invocation).await?;
+        match reply.as_slice() {
+            [count, _] if *count >= 0 => Ok(*count as u64),
+            [-1, _] => Err(wrong_layout(&keys)),
+            other => Err(protocol("permit available", other)),
+        }
+    }
+
+    /// Waits for a free permit and takes it, renewed while the guard lives.
+    ///
+    /// One round trip when a permit is free (expired ones are reclaimed in
+    /// the same call). Otherwise the call subscribes to the channel, tries
+    /// again, and parks until a release message, the moment the earliest
+    /// held permit would expire, or (a safety net) a second; each wake-up
+    /// costs one round trip.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidDuration`] (the client's
+    /// default lease is below [`MIN_WATCHDOG_LEASE`](crate::MIN_WATCHDOG_LEASE)),
+    /// [`Error::WrongValue`], connection errors (a permit taken by a call cut
+    /// off this way expires after one lease).
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting and leaves nothing behind: an
+    /// attempt in flight completes and, if it took a permit, gives it back.
+    pub async fn acquire(&self) -> Result<ExpirablePermit> {
+        self.acquire_within(None, None)
+            .await?
+            .ok_or_else(|| self.no_permit(Duration::MAX))
+    }
+
+    /// One attempt: a renewed permit if one was free, else `None`. One round trip.
+    ///
+    /// # Errors
+    /// As [`PermitSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`PermitSemaphore::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
+        self.acquire_within(Some(Duration::ZERO), None).await
+    }
+
+    /// Waits at most `wait` for a renewed permit. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    /// [`Error::NoPermits`] when none came free within `wait`; else as
+    /// [`PermitSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`PermitSemaphore::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<ExpirablePermit> {
+        self.acquire_within(Some(wait), None)
+            .await?
+            .ok_or_else(|| self.no_permit(wait))
+    }
+
+    /// Waits for a permit with a fixed `lease` that is not renewed (Redisson's
+    /// `acquire(leaseTime)`): the permit comes back after `lease` even if the
+    /// guard is still alive, and the guard's [`lost`](ExpirablePermit::lost)
+    /// resolves then.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
+    /// [`PermitSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`PermitSemaphore::acquire`].
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<ExpirablePermit> {
+        self.acquire_within(None, Some(lease))
+            .await?
+            .ok_or_else(|| self.no_permit(Duration::MAX))
+    }
+
+    fn plain(&self) -> crate::Semaphore {
+        Semaphore::new(self.core.clone(), self.name.to_string())
+    }
+
+    fn keys(&self) -> Result<SemaphoreKeys> {
+        let settings = self.core.current_settings();
+        SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
+    }
+
+    fn no_permit(&self, waited: Duration) -> Error {
+        Error::NoPermits {
+            name: self.name.to_string(),
+            permits: 1,
+            waited,
+        }
+    }
+
+    /// The acquire loop. `wait`: `None` waits for ever. `fixed`: a lease
+    /// that is not renewed; `None` renews the client's default lease.
+    async fn acquire_within(
+        &self,
+        wait: Option<Duration>,
+        fixed: Option<Duration>,
+    ) -> Result<Option<ExpirablePermit>> {
+        let keys = Arc::new(self.keys()?);
+        let inner = &self.core;
+        let (lease_ms, renewed) = match fixed {
+            Some(lease) => (limits::lease_millis("lease", lease)?, false),
+            None => (
+                limits::watchdog_lease_millis(
+                    "default lease",
+                    inner.current_settings().default_lease,
+                )?,
+                true,
+            ),
+        };
+        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
+        let remaining =
+            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let mut ticket: Option<Ticket> = None;
+        loop {
+            let epoch = ticket.as_ref().map(Ticket::epoch);
+            let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
+            match self.attempt(&keys, &id, lease_ms).await? {
+                Attempt::Taken { sent_at, left } => {
+                    if left > 0
+                        && let Some(ticket) = &ticket
+                    {
+                        // One message wakes one waiter: let the next one look too.
+                        ticket.pass_on();
+                    }
+                    let hold = Arc::new(PermitHold::new(
+                        keys.clone(),
+                        id,
+                        renewed,
+                        lease_ms,
+                        sent_at,
+                    ));
+                    let keeper = Keeper::of(&self.core);
+                    let slot = keeper.track(hold.clone());
+                    return Ok(Some(ExpirablePermit {
+                        name: self.name.clone(),
+                        hold,
+                        keeper,
+                        slot,
+                        done: false,
+                    }));
+                }
+                Attempt::Busy { wait_ms } => {
+                    let now = Instant::now();
+                    if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
+                        return Ok(None);
+                    }
+                    let expiry = u64::try_from(wait_ms).map_or(RECHECK, |ms| {
+                        // A hair past the expiry, so the reclaim finds it due.
+                        Duration::from_millis(ms.saturating_add(1))
+                    });
+                    let limit = expiry.min(RECHECK).min(remaining(now));
+                    match (&ticket, epoch) {
+                        (Some(parked), Some(epoch)) => {
+                            parked.park(epoch, limit).await;
+                        }
+                        _ => {
+                            let joined = inner.wakeups.join(&keys.channel);
+                            joined.subscribed(limit).await;
+                            ticket = Some(joined);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One attempt, in a task of its own; an abandoned permit is given back.
+    async fn attempt(
+        &self,
+        keys: &Arc<SemaphoreKeys>,
+        id: &Arc<str>,
+        lease_ms: u64,
+    ) -> Result<Attempt> {
+        let core = self.core.clone();
+        let undo_core = self.core.clone();
+        let task_keys = keys.clone();
+        let undo_keys = keys.clone();
+        let task_id = id.clone();
+        let undo_id = id.clone();
+        let call_attempt = async move {
+            let sent_at = Instant::now();
+            let mut invocation = scripts::PERMIT_ACQUIRE.prepare_invoke();
+            invocation
+                .key(&task_keys.key)
+                .key(&task_keys.timeouts)
+                .arg(&task_keys.channel)
+                .arg(&*task_id)
+                .arg(lease_ms)
+                .arg(core.conn.publish_command());
+            let reply: Vec<i64> = call(&core, "permit acquire", &invocation).await?;
+            match reply.as_slice() {
+                [1, left] => Ok(Attempt::Taken {
+                    sent_at,
+                    left: *left,
+                }),
+                [0, wait_ms] => Ok(Attempt::Busy { wait_ms: *wait_ms }),
+                [-1, _] => Err(wrong_layout(&task_keys)),
+                other => Err(protocol("permit acquire", other)),
+            }
+        };
+        detached(
+            &self.core,
+            "permit acquire",
+            call_attempt,
+            move |attempt: &Attempt| {
+                let taken = matches!(attempt, Attempt::Taken { .. });
+                async move {
+                    if taken {
+                        let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
+                    }
+                }
+            },
+        )
+        .await
+    }
+}
+
+/// One permit of a [`PermitSemaphore`]: its id and lease. The client renews
+/// it while the guard lives (unless it has a fixed lease); releasing or
+/// dropping the guard gives it back.
+///
+/// Like a lock's [`Guard`](crate::Guard), a permit can be lost while its guard
+/// lives, if renewals cannot get through before the lease runs out (Redis
+/// unreachable, the process paused): [`lost`](ExpirablePermit::lost) and
+/// [`is_held`](ExpirablePermit::is_held) say so.
+#[must_use = "dropping a permit gives it back at once"]
+pub struct ExpirablePermit {
+    name: Arc<str>,
+    hold: Arc<PermitHold>,
+    keeper: Arc<Keeper>,
+    slot: u64,
+    done: bool,
+}
+
+impl std::fmt::Debug for ExpirablePermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExpirablePermit")
+            .field("name", &self.name)
+            .field("id", &self.hold.id)
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
+
+impl ExpirablePermit {
+    /// The permit id (32 hex digits), the member of the expiries sorted set.
+    pub fn id(&self) -> &str {
+        &self.hold.id
+    }
+
+    /// The semaphore's name, without the key prefix.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The lease: the client's default lease when renewed, else the fixed one.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.hold.lease_ms.load(Ordering::Acquire))
+    }
+
+    /// True while the permit is known to be held: no renewal found it gone,
+    /// and its lease (minus the drift margin) has not run out since the last
+    /// confirmed acquire or renewal.
+    pub fn is_held(&self) -> bool {
+        !self.hold.lost.is_cancelled() && Instant::now() < *self.hold.valid_until.lock()
+    }
+
+    /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).
+    /// The future owns what it needs.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let lost = self.hold.lost.clone();
+        async move { lost.cancelled_owned().await }
+    }
+
+    /// Why the permit is no longer held, once it is not; `None` while held.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        if let Some(reason) = self.hold.reason.get() {
+            return Some(*reason);
+        }
+        (!self.is_held()).then_some(if self.hold.renewed {
+            LostReason::NotRenewed
+        } else {
+            LostReason::LeaseRanOut
+        })
+    }
+
+    /// Gives the permit back now. One round trip; touches both keys and
+    /// publishes the new count.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the permit had expired (it is back in the pool
+    /// either way, but work done under it may have overlapped with another
+    /// holder), [`Error::WrongValue`], connection errors (the permit then
+    /// comes back when its lease runs out).
+    ///
+    /// # Cancel safety
+    /// The release runs in a task of its own: dropping the future does not stop it.
+    pub async fn release(mut self) -> Result<()> {
+        self.done = true;
+        self.keeper.untrack(self.slot);
+        let core = self.keeper.core.clone();
+        let hold = self.hold.clone();
+        let released = self
+            .keeper
+            .core
+            .runtime
+            .spawn(async move { release_permit(&core, &hold.keys, &hold.id).await })
+            .await
+            .map_err(|_| Error::Protocol {
+                op: "permit release",
+                detail: "the runtime shut down during the call".to_owned(),
+            })??;
+        if released {
+            Ok(())
+        } else {
+            self.hold.mark_lost(LostReason::Gone);
+            Err(Error::NotHeld {
+                name: self.name.to_string(),
+            })
+        }
+    }
+}
+
+impl Drop for ExpirablePermit {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.keeper.untrack(self.slot);
+            let core = self.keeper.core.clone();
+            let hold = self.hold.clone();
+            drop(self.keeper.core.runtime.spawn(async move {
+                let _ = release_permit(&core, &hold.keys, &hold.id).await;
+            }));
+        }
+    }
+}
+
+/// Gives one permit back by id. `Ok(true)`: released while its lease ran;
+/// `Ok(false)`: it had expired (released or reclaimed). One round trip.
+async fn release_permit(core: &Arc<Core>, keys: &SemaphoreKeys, id: &str) -> Result<bool> {
+    let mut invocation = scripts::PERMIT_RELEASE.prepare_invoke();
+    invocation
+        .key(&keys.key)
+        .key(&keys.timeouts)
+        .arg(&keys.channel)
+        .arg(id)
+        .arg(core.conn.publish_command());
+    let reply: i64 = call(core, "permit release", &invocation).await?;
+    match reply {
+        1 => Ok(true),
+        0 | 2 => Ok(false),
+        -1 => Err(wrong_layout(keys)),
+        other => Err(protocol("permit release", &[other])),
+    }
+}
+
+fn wrong_layout(keys: &SemaphoreKeys) -> Error {
+    Error::WrongValue {
+        key: keys.key.clone(),
+        expected: LAYOUT,
+    }
+}

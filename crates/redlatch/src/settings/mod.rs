@@ -1,0 +1,389 @@
+//! The settings a running client can change: leases, waits, retries,
+//! timeouts, key prefix. Read from code or from a TOML file.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+pub(crate) mod limits;
+mod watch;
+
+pub(crate) use watch::ApplySettings;
+pub use watch::SettingsWatcher;
+
+/// Default of [`Settings::handoff_grace`]: how
+/// long the releasing client leaves a woken waiter elsewhere to take the lock,
+/// a few loopback or LAN hand-offs (message delivery plus one attempt).
+pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
+
+/// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default time allowed to open a connection (Redisson's `connectTimeout`).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time allowed for an answer (Redisson's `timeout`, Jedis's `soTimeout`).
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default number of retries after a connection error (Redisson's `retryAttempts`).
+pub const DEFAULT_RETRIES: u32 = 3;
+/// Default delay before the first retry; it doubles each time, up to [`DEFAULT_MAX_RETRY_DELAY`].
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// Default longest delay between retries.
+pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
+
+/// How calls retry after a connection error.
+///
+/// Only calls that are safe to repeat are retried: acquires by anonymous
+/// owners (each attempt has its own owner, and an attempt whose outcome is
+/// unknown is given back), status reads, and renewals. Acquires by named
+/// owners and releases are never re-sent blindly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Retries after the first try (default 3).
+    pub attempts: u32,
+    /// Delay before the first retry (default 100 ms); doubles each time.
+    pub base_delay: Duration,
+    /// Longest delay between retries (default 2 s).
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: DEFAULT_RETRIES,
+            base_delay: DEFAULT_RETRY_DELAY,
+            max_delay: DEFAULT_MAX_RETRY_DELAY,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `retry` (0 for the first retry).
+    pub fn delay(&self, retry: u32) -> Duration {
+        let factor = 2u32.saturating_pow(retry.min(31));
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// Settings a client reads at each call, so they can change while it runs
+/// ([`Client::update_settings`](crate::Client::update_settings),
+/// [`Client::watch_settings`](crate::Client::watch_settings)).
+///
+/// Construct with `Settings::default()` and change fields, or load a file
+/// with [`Settings::load`].
+///
+/// ```
+/// let mut settings = redlatch::Settings::default();
+/// settings.default_lease = std::time::Duration::from_secs(10);
+/// settings.key_prefix = "shop:".into();
+/// assert!(settings.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Lease of locks renewed by the watchdog (default 30 s, at least 30 ms).
+    /// A change also applies to locks already held, at their next renewal
+    /// (which the change brings forward).
+    pub default_lease: Duration,
+    /// Prepended to every lock name to form its key (default none). Applies
+    /// to acquisitions that start after the change.
+    pub key_prefix: String,
+    /// How long [`Lock::acquire_default_wait`](crate::Lock::acquire_default_wait)
+    /// waits; `None` (default) waits until the lock is free.
+    pub wait_timeout: Option<Duration>,
+    /// Retries after connection errors.
+    pub retry: RetryPolicy,
+    /// Time allowed to open a connection (default 10 s). The command
+    /// connection reads it when the client connects; the subscription
+    /// connection at each reconnect.
+    pub connect_timeout: Duration,
+    /// Time allowed for Redis to answer one call (default 3 s); read at each call.
+    pub response_timeout: Duration,
+    /// After a release that woke waiters in other processes, this client's
+    /// next acquire of the same lock waits this long before trying, so a
+    /// woken waiter elsewhere gets its turn (default 5 ms; zero turns the
+    /// courtesy off and lets a releaser take the lock straight back).
+    pub handoff_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            default_lease: DEFAULT_LEASE,
+            key_prefix: String::new(),
+            wait_timeout: None,
+            retry: RetryPolicy::default(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            handoff_grace: HANDOFF_GRACE,
+        }
+    }
+}
+
+impl Settings {
+    /// Checks every field; the same check guards every way settings change.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] or [`Error::InvalidConfig`] naming the field.
+    pub fn validate(&self) -> Result<()> {
+        limits::watchdog_lease_millis("default lease", self.default_lease)?;
+        if self.key_prefix.len() > limits::MAX_NAME_LEN / 2 {
+            return Err(Error::InvalidConfig(format!(
+                "key prefix is {} bytes long; at most {} allowed",
+                self.key_prefix.len(),
+                limits::MAX_NAME_LEN / 2
+            )));
+        }
+        for (what, value) in [
+            ("connect timeout", self.connect_timeout),
+            ("response timeout", self.response_timeout),
+        ] {
+            if value < Duration::from_millis(1) || value > Duration::from_secs(3600) {
+                return Err(Error::InvalidDuration {
+                    what,
+                    value,
+                    reason: "must be between 1 ms and 1 hour",
+                });
+            }
+        }
+        if let Some(wait) = self.wait_timeout
+            && wait > limits::MAX_LEASE
+        {
+            return Err(Error::InvalidDuration {
+                what: "wait timeout",
+                value: wait,
+                reason: "must be at most 30 days (leave it out to wait forever)",
+            });
+        }
+        if self.handoff_grace > Duration::from_secs(1) {
+            return Err(Error::InvalidDuration {
+                what: "hand-off grace",
+                value: self.handoff_grace,
+                reason: "must be at most 1 s",
+            });
+        }
+        if self.retry.attempts > 100 {
+            return Err(Error::InvalidConfig(format!(
+                "retry attempts is {}; at most 100 allowed",
+                self.retry.attempts
+            )));
+        }
+        if self.retry.max_delay > Duration::from_secs(60)
+            || self.retry.base_delay > self.retry.max_delay
+        {
+            return Err(Error::InvalidDuration {
+                what: "retry delay",
+                value: self.retry.base_delay,
+                reason: "base delay must not exceed max delay, and max delay must be at most 60 s",
+            });
+        }
+        Ok(())
+    }
+
+    /// Parses settings from TOML text. Fields left out take their defaults;
+    /// unknown fields are errors (a typo must not pass silently).
+    ///
+    /// ```
+    /// let settings = redlatch::Settings::from_toml(r#"
+    ///     [lock]
+    ///     default_lease = "10s"
+    ///     key_prefix = "shop:"
+    ///     wait_timeout = "500ms"
+    ///     [retry]
+    ///     attempts = 5
+    ///     [connection]
+    ///     response_timeout = "1s"
+    /// "#)?;
+    /// assert_eq!(settings.default_lease, std::time::Duration::from_secs(10));
+    /// assert_eq!(settings.retry.attempts, 5);
+    /// # Ok::<(), redlatch::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] with the parser's message, or the errors of
+    /// [`Settings::validate`].
+    pub fn from_toml(text: &str) -> Result<Settings> {
+        let file: SettingsFile = toml::from_str(text)
+            .map_err(|error| Error::InvalidConfig(error.to_string().trim().to_owned()))?;
+        let settings = file.into_settings()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Reads and parses a TOML settings file (see [`Settings::from_toml`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the file when it cannot be read or parsed.
+    pub fn load(path: impl AsRef<Path>) -> Result<Settings> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| Error::InvalidConfig(format!("{}: {error}", path.display())))?;
+        Settings::from_toml(&text).map_err(|error| match error {
+            Error::InvalidConfig(reason) => {
+                Error::InvalidConfig(format!("{}: {reason}", path.display()))
+            }
+            other => other,
+        })
+    }
+}
+
+/// The settings shared by a client and its background tasks.
+pub(crate) type SharedSettings = Arc<RwLock<Arc<Settings>>>;
+
+/// The file's shape: every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsFile {
+    #[serde(default)]
+    lock: LockSection,
+    #[serde(default)]
+    retry: RetrySection,
+    #[serde(default)]
+    connection: ConnectionSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockSection {
+    default_lease: Option<String>,
+    key_prefix: Option<String>,
+    wait_timeout: Option<String>,
+    handoff_grace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetrySection {
+    attempts: Option<u32>,
+    base_delay: Option<String>,
+    max_delay: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectionSection {
+    connect_timeout: Option<String>,
+    response_timeout: Option<String>,
+}
+
+fn duration(field: &str, text: &str) -> Result<Duration> {
+    humantime::parse_duration(text).map_err(|error| {
+        Error::InvalidConfig(format!(
+            "{field} = {text:?}: {error} (try \"500ms\", \"30s\", \"2m\")"
+        ))
+    })
+}
+
+impl SettingsFile {
+    fn into_settings(self) -> Result<Settings> {
+        let mut settings = Settings::default();
+        if let Some(text) = &self.lock.default_lease {
+            settings.default_lease = duration("lock.default_lease", text)?;
+        }
+        if let Some(prefix) = self.lock.key_prefix {
+            settings.key_prefix = prefix;
+        }
+        if let Some(text) = &self.lock.wait_timeout {
+            settings.wait_timeout = Some(duration("lock.wait_timeout", text)?);
+        }
+        if let Some(text) = &self.lock.handoff_grace {
+            settings.handoff_grace = duration("lock.handoff_grace", text)?;
+        }
+        if let Some(attempts) = self.retry.attempts {
+            settings.retry.attempts = attempts;
+        }
+        if let Some(text) = &self.retry.base_delay {
+            settings.retry.base_delay = duration("retry.base_delay", text)?;
+        }
+        if let Some(text) = &self.retry.max_delay {
+            settings.retry.max_delay = duration("retry.max_delay", text)?;
+        }
+        if let Some(text) = &self.connection.connect_timeout {
+            settings.connect_timeout = duration("connection.connect_timeout", text)?;
+        }
+        if let Some(text) = &self.connection.response_timeout {
+            settings.response_timeout = duration("connection.response_timeout", text)?;
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(Settings::from_toml("").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn every_field_is_read() {
+        let settings = Settings::from_toml(
+            r#"
+            [lock]
+            default_lease = "2s"
+            key_prefix = "p:"
+            wait_timeout = "250ms"
+            [retry]
+            attempts = 7
+            base_delay = "10ms"
+            max_delay = "1s"
+            [connection]
+            connect_timeout = "5s"
+            response_timeout = "750ms"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(settings.default_lease, Duration::from_secs(2));
+        assert_eq!(settings.key_prefix, "p:");
+        assert_eq!(settings.wait_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(settings.retry.attempts, 7);
+        assert_eq!(settings.retry.base_delay, Duration::from_millis(10));
+        assert_eq!(settings.retry.max_delay, Duration::from_secs(1));
+        assert_eq!(settings.connect_timeout, Duration::from_secs(5));
+        assert_eq!(settings.response_timeout, Duration::from_millis(750));
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        let banana = Settings::from_toml("[lock]\ndefault_lease = \"banana\"").unwrap_err();
+        assert!(
+            banana.to_string().contains("lock.default_lease"),
+            "{banana}"
+        );
+        let typo = Settings::from_toml("[lock]\ndefault_leese = \"1s\"").unwrap_err();
+        assert!(typo.to_string().contains("default_leese"), "{typo}");
+        let short = Settings::from_toml("[lock]\ndefault_lease = \"1ms\"").unwrap_err();
+        assert!(matches!(short, Error::InvalidDuration { .. }));
+        let syntax = Settings::from_toml("[lock").unwrap_err();
+        assert!(matches!(syntax, Error::InvalidConfig(_)));
+        assert!(matches!(
+            Settings::load("/no/such/file.toml"),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+
+    #[test]
+    fn example_file_parses_and_matches_the_defaults_it_documents() {
+        let settings = Settings::from_toml(include_str!("../../redlatch.example.toml")).unwrap();
+        let expected = Settings {
+            wait_timeout: Some(Duration::from_secs(5)),
+            ..Settings::default()
+        };
+        assert_eq!(settings, expected);
+    }
+
+    #[test]
+    fn retry_delay_doubles_up_to_the_cap() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.delay(0), Duration::from_millis(100));
+        assert_eq!(policy.delay(1), Duration::from_millis(200));
+        assert_eq!(policy.delay(10), DEFAULT_MAX_RETRY_DELAY);
+        assert_eq!(policy.delay(u32::MAX), DEFAULT_MAX_RETRY_DELAY);
+    }
+}

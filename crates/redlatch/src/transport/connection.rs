@@ -1,0 +1,337 @@
+//! The command connection: one server, a Redis Cluster, or the master that
+//! Sentinel points at.
+//!
+//! Every lock operation goes through [`Connection`], which implements
+//! [`redis::aio::ConnectionLike`] so scripts and commands run on it as on a
+//! plain connection. Clones share the underlying connection(s).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::io::tcp::TcpSettings;
+use redis::io::tcp::socket2::TcpKeepalive;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisConnectionInfo,
+    RedisFuture, RedisResult, Value,
+};
+
+use crate::error::{Error, Result};
+use crate::settings::{Settings, SharedSettings};
+use crate::transport::sentinel::SentinelConnection;
+use crate::transport::subscription::SubscriptionSource;
+use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
+
+/// Opens the command connection for `topology` (now, bounded by the connect
+/// timeout and retries), and says where subscription connections come from.
+pub(crate) async fn open(
+    url: &str,
+    topology: &Topology,
+    shared: &SharedSettings,
+    replica_wait: Option<ReplicaWait>,
+) -> Result<(Connection, SubscriptionSource)> {
+    let settings: Arc<Settings> = shared.read().clone();
+    let settings = settings.as_ref();
+    let connect_limit = settings
+        .connect_timeout
+        .saturating_mul(settings.retry.attempts + 1)
+        .saturating_add(
+            settings
+                .retry
+                .max_delay
+                .saturating_mul(settings.retry.attempts),
+        );
+    let opened = async {
+        match topology {
+            Topology::Single => open_single(url, settings).await,
+            Topology::Cluster(nodes) => {
+                let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
+                open_cluster(nodes, settings, waits).await
+            }
+            Topology::Sentinel {
+                sentinels,
+                master,
+                auth,
+            } => open_sentinel(sentinels, master, auth.as_ref(), shared).await,
+        }
+    };
+    tokio::time::timeout(connect_limit, opened)
+        .await
+        .map_err(|_| Error::ResponseTimeout { op: "connect" })?
+}
+
+fn tcp_settings() -> TcpSettings {
+    // Dead peers must be noticed even when no answer is awaited.
+    let keepalive = TcpKeepalive::new()
+        .with_time(Duration::from_secs(15))
+        .with_interval(Duration::from_secs(5));
+    // Lock traffic is many tiny requests: never let Nagle hold them back.
+    TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive)
+}
+
+fn connection_info(url: &str) -> Result<ConnectionInfo> {
+    Ok(url
+        .into_connection_info()
+        .map_err(|error| Error::InvalidConfig(format!("redis URL {url:?}: {error}")))?
+        .set_tcp_settings(tcp_settings()))
+}
+
+async fn open_single(url: &str, settings: &Settings) -> Result<(Connection, SubscriptionSource)> {
+    let redis_client = redis::Client::open(connection_info(url)?)
+        .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?;
+    // Response timeouts are applied per call from the live settings, so
+    // the connection itself has none.
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(None)
+        .set_number_of_retries(settings.retry.attempts as usize)
+        .set_min_delay(settings.retry.base_delay)
+        .set_max_delay(settings.retry.max_delay);
+    let conn = ConnectionManager::new_with_config(redis_client.clone(), manager_config)
+        .await
+        .map_err(|error| Error::from_redis("connect", error))?;
+    Ok((
+        Connection::Single(conn),
+        SubscriptionSource::Single(redis_client),
+    ))
+}
+
+async fn open_cluster(
+    urls: &[String],
+    settings: &Settings,
+    replica_wait: Duration,
+) -> Result<(Connection, SubscriptionSource)> {
+    let nodes = urls
+        .iter()
+        .map(|url| connection_info(url))
+        .collect::<Result<Vec<_>>>()?;
+    let client = ClusterClientBuilder::new(nodes.clone())
+        .connection_timeout(settings.connect_timeout)
+        // The cluster client needs a response timeout to give up on a dead
+        // node and refresh the topology (calls are bounded again per call);
+        // an acquire's pipelined WAIT may take its own timeout on top.
+        .response_timeout(settings.response_timeout.saturating_add(replica_wait))
+        .retries(settings.retry.attempts)
+        .min_retry_wait(settings.retry.base_delay.as_millis() as u64)
+        .max_retry_wait(settings.retry.max_delay.as_millis() as u64)
+        .tcp_settings(tcp_settings())
+        .build()
+        .map_err(|error| Error::InvalidConfig(format!("cluster nodes: {error}")))?;
+    let conn = client
+        .get_async_connection()
+        .await
+        .map_err(|error| Error::from_redis("connect", error))?;
+    Ok((
+        Connection::Cluster(conn),
+        SubscriptionSource::Cluster {
+            nodes,
+            connect_timeout: settings.connect_timeout,
+        },
+    ))
+}
+
+async fn open_sentinel(
+    urls: &[String],
+    master: &str,
+    auth: Option<&MasterAuth>,
+    shared: &SharedSettings,
+) -> Result<(Connection, SubscriptionSource)> {
+    let settings = shared.read().clone();
+    let sentinels = urls
+        .iter()
+        .map(|url| connection_info(url))
+        .collect::<Result<Vec<_>>>()?;
+    let mut credentials = RedisConnectionInfo::default();
+    if let Some(auth) = auth {
+        if let Some(username) = &auth.username {
+            credentials = credentials.set_username(username);
+        }
+        credentials = credentials.set_password(&auth.password);
+    }
+    let node = SentinelNodeConnectionInfo::default()
+        .set_tcp_settings(tcp_settings())
+        .set_redis_connection_info(credentials);
+    let client = SentinelClient::build(
+        sentinels,
+        String::from(master),
+        Some(node),
+        SentinelServerType::Master,
+    )
+    .map_err(|error| Error::InvalidConfig(format!("sentinel: {error}")))?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(None);
+    let conn = SentinelConnection::connect(client, config, shared.clone())
+        .await
+        .map_err(|error| Error::from_redis("connect", error))?;
+    Ok((
+        Connection::Sentinel(conn.clone()),
+        SubscriptionSource::Sentinel(conn),
+    ))
+}
+
+/// Where the client's commands go.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    /// One server (or a fixed address), reconnected by redis-rs.
+    Single(ConnectionManager),
+    /// A Redis Cluster: commands are routed by key slot; MOVED, ASK and
+    /// topology changes after a failover are followed by redis-rs.
+    Cluster(ClusterConnection),
+    /// The master of a Sentinel-monitored group, looked up again after errors.
+    Sentinel(SentinelConnection),
+}
+
+impl Connection {
+    /// True on a Redis Cluster: keys of one call must share a slot, and
+    /// wake-ups use sharded pub/sub.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+
+    /// The command scripts publish unlock messages with: `spublish` (sharded,
+    /// delivered only by the shard that owns the channel's slot) on a
+    /// cluster, `publish` elsewhere, as Redisson's own clients expect.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "spublish"
+        } else {
+            "publish"
+        }
+    }
+
+    /// The `PUBSUB` subcommand that counts subscribers of a lock channel.
+    pub(crate) fn numsub_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        }
+    }
+}
+
+/// One server to send a key-less command to: the only one, or a cluster node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// The server (or master) this connection talks to.
+    Default,
+    /// A cluster node by address.
+    At { host: String, port: u16 },
+}
+
+impl Connection {
+    /// The servers a walk over the whole keyspace must visit: the server
+    /// itself, or every master of a cluster (asked with `CLUSTER NODES`).
+    pub(crate) async fn keyspace_nodes(&mut self) -> RedisResult<Vec<Node>> {
+        let Connection::Cluster(cluster) = self else {
+            return Ok(vec![Node::Default]);
+        };
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(cluster)
+            .await?;
+        Ok(cluster_masters(&nodes))
+    }
+
+    /// Runs `command` on `node`.
+    pub(crate) async fn query_on<T: redis::FromRedisValue>(
+        &mut self,
+        node: &Node,
+        command: &Cmd,
+    ) -> RedisResult<T> {
+        match (self, node) {
+            (Connection::Cluster(cluster), Node::At { host, port }) => {
+                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                        host: host.clone(),
+                        port: *port,
+                    },
+                );
+                let value = cluster.route_command(command.clone(), routing).await?;
+                Ok(redis::from_redis_value(value)?)
+            }
+            (conn, _) => command.query_async(conn).await,
+        }
+    }
+}
+
+/// Addresses of the masters that serve slots, from a `CLUSTER NODES` reply
+/// (`ID HOST:PORT@BUS[,NAME] FLAGS MASTER PING PONG EPOCH LINK SLOT...`).
+fn cluster_masters(nodes: &str) -> Vec<Node> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let serves_slots = fields.len() > 8;
+            let failed = flags.contains("fail") && !flags.contains("fail?");
+            if !flags.split(',').any(|flag| flag == "master") || failed || !serves_slots {
+                return None;
+            }
+            let address = fields.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some(Node::At {
+                host: host.to_owned(),
+                port: port.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Sentinel(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+            Connection::Sentinel(conn) => conn.get_db(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masters_serving_slots_are_found_in_cluster_nodes() {
+        let reply = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
+c3 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+d4 127.0.0.1:7002@17002 master,fail - 0 0 3 connected
+e5 127.0.0.1:7004@17004,node-e master - 0 0 5 connected 10923-16383
+f6 127.0.0.1:7005@17005 master - 0 0 6 connected
+";
+        let at = |port| Node::At {
+            host: "127.0.0.1".to_owned(),
+            port,
+        };
+        assert_eq!(cluster_masters(reply), vec![at(7000), at(7001), at(7004)]);
+    }
+}

@@ -1,0 +1,25 @@
+//! Talking to Redis: where it is, the command and subscription connections,
+//! and the time limit on each call.
+
+pub(crate) mod connection;
+pub(crate) mod sentinel;
+pub(crate) mod subscription;
+pub(crate) mod topology;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+pub(crate) use connection::Connection;
+
+/// Runs one call, failing with [`Error::ResponseTimeout`] after `limit`.
+pub(crate) async fn bounded<T>(
+    op: &'static str,
+    limit: Duration,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, call)
+        .await
+        .unwrap_or(Err(Error::ResponseTimeout { op }))
+}
