@@ -1,7 +1,9 @@
 //! The fair lock: waiters take the lock in the order they came, across processes.
 
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use crate::connection::Connection;
 use redis::Script;
@@ -102,7 +104,7 @@ enum FairAttempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// In line (or not, for a single try): the holder's remaining lease
     /// (-1: no expiry, 0: free but another waiter goes first).
@@ -263,7 +265,7 @@ impl FairLock {
 
     async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.fair_acquire", lock = %self.name);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self.wait_for_turn(wait).instrument(span).await;
         let label = match &outcome {
             Ok(Some(_)) => "acquired",
@@ -297,7 +299,7 @@ impl FairLock {
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
@@ -376,7 +378,7 @@ impl FairLock {
                             armed: true,
                         });
                     }
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         if let Some(place) = place.take() {
                             place.leave().await;
@@ -432,7 +434,7 @@ impl Attempt {
             let owner = self.owner.clone();
             let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
             async move {
-                let sent_at = Instant::now();
+                let sent_at = LeaseInstant::now();
                 let run = run_acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
                 ops::bounded("fair acquire", limit, run).await
             }
@@ -539,7 +541,7 @@ async fn run_acquire(
     owner: &str,
     lease_ms: u64,
     place_ms: u64,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
 ) -> Result<FairAttempt> {
     let reply: Vec<i64> = ACQUIRE
         .key(&keys.lock.key)

@@ -2,7 +2,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -88,7 +90,7 @@ impl Guard {
 
     /// True while the lock is known to be held: not found gone by a renewal,
     /// and its lease (minus a 1% + 2 ms drift margin) has not run out on the
-    /// monotonic clock since the last confirmed acquire or renewal.
+    /// lease clock (which counts time the machine was suspended) since the last confirmed acquire or renewal.
     pub fn is_held(&self) -> bool {
         self.hold.is_held()
     }
@@ -136,7 +138,7 @@ impl Guard {
         let mut conn = inner.conn.clone();
         let task_request = request.clone();
         let limit = inner.current_settings().response_timeout;
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let kind = self.hold.kind.clone();
         inner.runtime.spawn(async move {
             let outcome = kind.reenter(&mut conn, &task_request, limit).await;
@@ -158,7 +160,10 @@ impl Guard {
                 name: self.name.to_string(),
             });
         }
-        if !inner.watchdog.add_guard(&self.hold, sent_at) {
+        if !inner
+            .watchdog
+            .add_guard(&self.hold, sent_at, request.lease_ms)
+        {
             // Marked lost meanwhile although Redis still had it: give the hold back.
             let mut conn = inner.conn.clone();
             let _ = self.hold.kind.release(&mut conn, &request, limit).await;

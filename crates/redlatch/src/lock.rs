@@ -1,7 +1,9 @@
 //! The reentrant lock handle and its acquire loop.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use tracing::{Instrument, field};
 
@@ -343,7 +345,7 @@ impl Lock {
             lock = %request.keys.key,
             token = field::Empty,
         );
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self
             .wait_for_hold(request, renewed, wait)
             .instrument(span)
@@ -387,15 +389,16 @@ impl Lock {
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let inner = &self.client.inner;
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         // `None`: no deadline (waiting forever, or a wait too long to represent).
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
 
         let mut ticket = None;
         if !matches!(wait, Wait::Once) {
@@ -406,15 +409,15 @@ impl Lock {
                 // sleep, not a park: the first unlock message would be our own.
                 let joined = inner.wakeups.join(&request.keys.channel);
                 let limit = until
-                    .saturating_duration_since(Instant::now())
-                    .min(remaining(Instant::now()));
+                    .saturating_duration_since(LeaseInstant::now())
+                    .min(remaining(LeaseInstant::now()));
                 tokio::time::sleep(limit).await;
                 ticket = Some(joined);
             } else if let Some((queued, lease_ends)) =
                 inner.wakeups.join_queue(&request.keys.channel)
             {
                 // Waiters of this client are already queued: join them rather than barge in.
-                let now = Instant::now();
+                let now = LeaseInstant::now();
                 let limit = lease_ends
                     .saturating_duration_since(now)
                     .min(remaining(now));
@@ -454,7 +457,7 @@ impl Lock {
                     )));
                 }
                 Attempt::Held { pttl_ms } => {
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         return Ok(None);
                     }

@@ -6,7 +6,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use tokio::sync::oneshot;
 use tracing::debug;
@@ -47,7 +49,7 @@ pub(crate) enum Attempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// Another owner holds it for `pttl_ms` more (-1: no expiry).
     Held { pttl_ms: i64 },
@@ -64,7 +66,7 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
     let limit = inner.current_settings().response_timeout;
     let replica_wait = inner.replica_wait;
     inner.runtime.spawn(async move {
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let outcome = match replica_wait {
             None => bounded("acquire", limit, run_acquire(&mut conn, &request, sent_at)).await,
             Some(wait) => acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
@@ -89,7 +91,7 @@ pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<At
 async fn run_acquire(
     conn: &mut Connection,
     request: &Request,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
 ) -> Result<Attempt> {
     let reply: Vec<i64> = scripts::ACQUIRE
         .key(&request.keys.key)
@@ -111,7 +113,7 @@ async fn run_acquire(
 async fn acquire_replicated(
     conn: &mut Connection,
     request: &Request,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
     limit: Duration,
     wait: ReplicaWait,
 ) -> Result<Attempt> {
@@ -160,7 +162,7 @@ async fn acquire_replicated(
     Ok(attempt)
 }
 
-fn parse_acquire(request: &Request, reply: &[i64], sent_at: Instant) -> Result<Attempt> {
+fn parse_acquire(request: &Request, reply: &[i64], sent_at: LeaseInstant) -> Result<Attempt> {
     match reply {
         [1, token] => Ok(Attempt::Acquired {
             token: *token as u64,

@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use redis::Script;
 use uuid::Uuid;
@@ -42,7 +44,7 @@ const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
 /// [`default_lease`](crate::Settings::default_lease), like a lock's.
 ///
 /// Expiries are written with the Redis server's clock, so clients' clocks do
-/// not matter; the guard judges its own validity on the monotonic clock from
+/// not matter; the guard judges its own validity on the lease clock from
 /// when the request was sent, with the locks' drift margin.
 ///
 /// # Keys
@@ -90,7 +92,7 @@ impl Client {
 /// What one acquire attempt found.
 enum Attempt {
     /// Taken, with `left` permits still free; the request was sent at `sent_at`.
-    Taken { sent_at: Instant, left: i64 },
+    Taken { sent_at: LeaseInstant, left: i64 },
     /// None free; the earliest held permit expires in `wait_ms` (-1: none held).
     Busy { wait_ms: i64 },
 }
@@ -251,9 +253,10 @@ impl PermitSemaphore {
                 true,
             ),
         };
-        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut ticket: Option<Ticket> = None;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
@@ -284,7 +287,7 @@ impl PermitSemaphore {
                     }));
                 }
                 Attempt::Busy { wait_ms } => {
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
                         return Ok(None);
                     }
@@ -322,7 +325,7 @@ impl PermitSemaphore {
         let task_id = id.clone();
         let undo_id = id.clone();
         let call_attempt = async move {
-            let sent_at = Instant::now();
+            let sent_at = LeaseInstant::now();
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
                 .key(&task_keys.key)
@@ -406,7 +409,7 @@ impl ExpirablePermit {
     /// and its lease (minus the drift margin) has not run out since the last
     /// confirmed acquire or renewal.
     pub fn is_held(&self) -> bool {
-        !self.hold.lost.is_cancelled() && Instant::now() < *self.hold.valid_until.lock()
+        !self.hold.lost.is_cancelled() && LeaseInstant::now() < *self.hold.valid_until.lock()
     }
 
     /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).

@@ -2,7 +2,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -75,7 +77,7 @@ impl RedlockHold {
     /// parallel, each at most the node timeout.
     pub(crate) async fn renew(&self, lease_ms: u64) -> Result<()> {
         let limit = self.node_timeout;
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
@@ -86,7 +88,7 @@ impl RedlockHold {
         let confirmed = answers.iter().filter(|a| **a == Some(true)).count();
         let gone = answers.iter().filter(|a| **a == Some(false)).count();
         let nodes = self.node_count();
-        if confirmed >= quorum::majority(nodes) && Instant::now() < self.hold.valid_until() {
+        if confirmed >= quorum::majority(nodes) && LeaseInstant::now() < self.hold.valid_until() {
             self.hold.confirm(sent_at, lease_ms);
             return Ok(());
         }
@@ -137,7 +139,7 @@ impl RedlockHold {
     async fn reenter_on_nodes(&self) -> (Result<()>, Vec<bool>) {
         let limit = self.node_timeout;
         let lease_ms = self.hold.lease_ms();
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
@@ -148,7 +150,7 @@ impl RedlockHold {
         let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
         let took: Vec<bool> = answers.iter().map(|a| *a == Some(true)).collect();
         let confirmed = took.iter().filter(|took| **took).count();
-        if confirmed >= quorum::majority(nodes) && Instant::now() < self.hold.valid_until() {
+        if confirmed >= quorum::majority(nodes) && LeaseInstant::now() < self.hold.valid_until() {
             self.hold.confirm(sent_at, lease_ms);
             return (Ok(()), took);
         }
@@ -246,14 +248,16 @@ impl RedlockGuard {
 
     /// True while the lock is known to be held on a majority: not found gone
     /// by a renewal, and the validity of the last majority confirmation
-    /// (lease − elapsed − drift, on the monotonic clock) has not run out.
+    /// (lease − elapsed − drift, on a clock that counts suspended time) has
+    /// not run out.
     pub fn is_held(&self) -> bool {
         self.shared.hold.is_held()
     }
 
-    /// Until when the hold is valid, on the monotonic clock.
-    pub fn valid_until(&self) -> Instant {
-        self.shared.hold.valid_until()
+    /// Until when the hold is valid, as an instant of the monotonic clock
+    /// (translated from the lease clock, which also counts suspended time).
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.shared.hold.valid_until().to_std()
     }
 
     /// Resolves when the lock is known to be lost: a renewal found it gone on

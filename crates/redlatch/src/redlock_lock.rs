@@ -1,7 +1,9 @@
 //! The Redlock lock handle: one attempt over all nodes, and the wait between attempts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use futures_util::FutureExt;
 use tracing::Instrument;
@@ -294,14 +296,15 @@ impl RedlockLock {
             None => lease::watchdog_lease_millis("default lease", settings.default_lease)?,
         };
         LockKeys::new(&settings.key_prefix, &self.name)?;
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut tickets: Option<Vec<Ticket>> = None;
         let mut retries = 0;
         loop {
@@ -323,16 +326,16 @@ impl RedlockLock {
                         refusal.failures,
                     ));
                 }
-                let delay = policy.delay(retries).min(remaining(Instant::now()));
+                let delay = policy.delay(retries).min(remaining(LeaseInstant::now()));
                 retries += 1;
                 tokio::time::sleep(delay).await;
-                if deadline.is_some_and(|at| Instant::now() >= at) {
+                if deadline.is_some_and(|at| LeaseInstant::now() >= at) {
                     return Ok(None);
                 }
                 continue;
             }
             retries = 0;
-            let now = Instant::now();
+            let now = LeaseInstant::now();
             if deadline.is_some_and(|at| now >= at) {
                 return Ok(None);
             }
@@ -356,7 +359,7 @@ impl RedlockLock {
                     futures_util::future::join_all(joined.iter().map(|t| t.subscribed(limit)))
                         .await;
                     tickets = Some(joined);
-                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
                 }
                 Some(parked) => {
                     let lease_left = refusal
@@ -365,7 +368,7 @@ impl RedlockLock {
                         .max(Duration::from_millis(1));
                     let limit = lease_left.min(remaining(now));
                     park_on_any(parked, &epochs, limit).await;
-                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
                 }
             }
         }
@@ -411,7 +414,7 @@ impl RedlockLock {
         let released = CancellationToken::new();
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(lease_ms);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let needed = quorum::majority(nodes.len());
         // Every node answers or times out: holds on all live nodes make the
         // lock and its token survive the loss of more of them.
@@ -462,7 +465,7 @@ impl RedlockLock {
                 }
             };
             let valid_until = started + lease::validity(lease_ms);
-            if fenced && Instant::now() < valid_until {
+            if fenced && LeaseInstant::now() < valid_until {
                 return Ok(Outcome::Granted(
                     self.guard(requests, token, lease_ms, renewed, started, released),
                 ));
@@ -580,7 +583,7 @@ impl RedlockLock {
         token: u64,
         lease_ms: u64,
         renewed: bool,
-        started: Instant,
+        started: LeaseInstant,
         released: CancellationToken,
     ) -> RedlockGuard {
         let hold = Hold::new(

@@ -1,7 +1,9 @@
 //! The read-write lock: many readers or one writer, and writers are not starved.
 
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use crate::connection::Connection;
 use redis::Script;
@@ -129,7 +131,7 @@ enum RwAttempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
     Blocked { wait_ms: i64 },
@@ -330,7 +332,7 @@ impl ReadWriteLock {
 
     async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.rw_acquire", lock = %self.name, ?side);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self.wait_for(side, wait).instrument(span).await;
         let label = match &outcome {
             Ok(Some(_)) => "acquired",
@@ -366,7 +368,7 @@ impl ReadWriteLock {
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
@@ -436,7 +438,7 @@ impl ReadWriteLock {
                             armed: true,
                         });
                     }
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         if let Some(claim) = claim.take() {
                             claim.withdraw().await;
@@ -512,7 +514,7 @@ impl Attempt {
         &self,
         inner: &ClientInner,
         token: u64,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     ) -> Arc<crate::hold::Hold> {
         let request = self.request();
         inner.watchdog.register_kind(
@@ -550,7 +552,7 @@ impl Attempt {
         let call = {
             let attempt = self.clone_parts();
             async move {
-                let sent_at = Instant::now();
+                let sent_at = LeaseInstant::now();
                 let run = attempt.run_script(&mut conn, sent_at, reenter_only);
                 ops::bounded("read-write acquire", limit, run).await
             }
@@ -573,7 +575,7 @@ impl Attempt {
     async fn run_script(
         &self,
         conn: &mut Connection,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
         reenter_only: bool,
     ) -> Result<RwAttempt> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
@@ -810,7 +812,7 @@ pub(crate) async fn run_read_reenter(
         renewed: true,
         claim_ms: 0,
     };
-    let call = attempt.run_script(conn, Instant::now(), true);
+    let call = attempt.run_script(conn, LeaseInstant::now(), true);
     match ops::bounded("reenter", limit, call).await {
         Ok(RwAttempt::Acquired { .. }) => Ok(true),
         Err(Error::NotHeld { .. }) => Ok(false),

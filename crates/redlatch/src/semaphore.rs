@@ -2,7 +2,9 @@
 
 use std::future::Future;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use redis::Script;
 use tokio::sync::oneshot;
@@ -272,9 +274,10 @@ impl Semaphore {
         self.check_permits(permits)?;
         let keys = Arc::new(self.keys()?);
         let inner = &self.client.inner;
-        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut ticket: Option<Ticket> = None;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
@@ -291,7 +294,7 @@ impl Semaphore {
                     done: false,
                 }));
             }
-            let now = Instant::now();
+            let now = LeaseInstant::now();
             if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
                 return Ok(None);
             }

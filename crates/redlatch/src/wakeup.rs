@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -62,7 +64,7 @@ pub(crate) struct Channel {
     /// Bumped each time the subscription is (re)established.
     epoch: AtomicU64,
     /// When the current holder's lease ends, as last reported to a waiter.
-    lease_ends: Mutex<Option<Instant>>,
+    lease_ends: Mutex<Option<LeaseInstant>>,
     /// Every message wakes every waiter (read-write locks: all readers may enter).
     broadcast: std::sync::atomic::AtomicBool,
     /// Messages received on a broadcast channel, so a waiter that was busy
@@ -177,13 +179,13 @@ impl Wakeups {
     /// A new acquire that finds a queue joins it instead of trying first, so
     /// a task that just released cannot take the lock straight back ahead of
     /// the waiters its release woke (barging).
-    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, Instant)> {
+    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, LeaseInstant)> {
         let mut channels = self.registry.channels.lock();
         let member = channels
             .get_mut(channel)
             .filter(|member| member.waiters > 0)?;
         let lease_ends = (*member.channel.lease_ends.lock())?;
-        if lease_ends <= Instant::now() {
+        if lease_ends <= LeaseInstant::now() {
             return None;
         }
         member.waiters += 1;
@@ -251,7 +253,7 @@ impl Ticket {
     }
 
     /// Records when the holder's lease ends, as the last failed attempt saw it.
-    pub(crate) fn note_lease_end(&self, at: Instant) {
+    pub(crate) fn note_lease_end(&self, at: LeaseInstant) {
         *self.channel.lease_ends.lock() = Some(at);
     }
 

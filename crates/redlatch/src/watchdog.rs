@@ -5,7 +5,7 @@
 //! call, so 10,000 held locks cost about 100 round trips per period, not
 //! 10,000. A renewal that finds the lock gone marks the hold lost at once; a
 //! hold that could not be renewed before its lease (minus a drift margin) ran
-//! out on the monotonic clock is marked lost then, even if Redis never
+//! out on the lease clock is marked lost then, even if Redis never
 //! answered. Fixed-lease holds are not renewed, only marked lost when their
 //! lease runs out.
 //!
@@ -16,7 +16,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease::LeaseInstant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -46,7 +48,7 @@ struct Entry {
     hold: Arc<Hold>,
     /// Guards alive for this hold (re-entries included).
     guards: usize,
-    next_renewal: Instant,
+    next_renewal: LeaseInstant,
     renewing: bool,
 }
 
@@ -54,7 +56,7 @@ struct Shared {
     entries: Mutex<HashMap<HoldKey, Entry>>,
     settings: SharedSettings,
     wake: Notify,
-    base: Instant,
+    base: LeaseInstant,
     /// When the task plans to wake next, in ns after `base`.
     next_wake_ns: AtomicU64,
     renewal_round_trips: AtomicU64,
@@ -80,7 +82,7 @@ impl Watchdog {
             entries: Mutex::new(HashMap::new()),
             settings,
             wake: Notify::new(),
-            base: Instant::now(),
+            base: LeaseInstant::now(),
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
         });
@@ -128,15 +130,17 @@ impl Watchdog {
         hold
     }
 
-    /// Adds a re-entered guard to an existing hold. False when the hold is no
-    /// longer tracked (it was lost meanwhile).
-    pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: Instant) -> bool {
+    /// Adds a re-entered guard to an existing hold, whose re-entry request
+    /// sent at `sent_at` set a lease of `lease_ms` (the lease sent, not the
+    /// hold's current one: a renewal may have changed that meanwhile). False
+    /// when the hold is no longer tracked (it was lost meanwhile).
+    pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: LeaseInstant, lease_ms: u64) -> bool {
         let key: HoldKey = (hold.keys.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
         match entries.get_mut(&key) {
             Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
                 entry.guards += 1;
-                hold.confirm(sent_at, hold.lease_ms());
+                hold.confirm(sent_at, lease_ms);
                 true
             }
             _ => false,
@@ -174,7 +178,7 @@ impl Watchdog {
     /// Brings every renewed hold's next renewal forward to now (the default
     /// lease changed: held locks should get it promptly).
     pub(crate) fn renew_all_soon(&self) {
-        let now = Instant::now();
+        let now = LeaseInstant::now();
         for entry in self.shared.entries.lock().values_mut() {
             if entry.hold.renewed {
                 entry.next_renewal = now;
@@ -195,11 +199,11 @@ impl Watchdog {
 }
 
 impl Shared {
-    fn ns(&self, at: Instant) -> u64 {
+    fn ns(&self, at: LeaseInstant) -> u64 {
         at.saturating_duration_since(self.base).as_nanos() as u64
     }
 
-    fn wake_if_before(&self, due: Instant) {
+    fn wake_if_before(&self, due: LeaseInstant) {
         if self.ns(due) < self.next_wake_ns.load(Ordering::Acquire) {
             self.wake.notify_one();
         }
@@ -207,7 +211,7 @@ impl Shared {
 
     /// Marks expired holds lost, and picks the renewals that are due (or
     /// nearly: renewing a little early lets more locks share a batch).
-    fn sweep(&self, now: Instant) -> Vec<Renewal> {
+    fn sweep(&self, now: LeaseInstant) -> Vec<Renewal> {
         let mut due = Vec::new();
         let default_lease_ms = self.settings.read().default_lease.as_millis() as u64;
         let mut entries = self.entries.lock();
@@ -242,7 +246,7 @@ impl Shared {
     }
 
     /// The next instant anything needs the task: a renewal or an expiry.
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&self) -> Option<LeaseInstant> {
         let entries = self.entries.lock();
         entries
             .values()
@@ -257,8 +261,8 @@ impl Shared {
     }
 
     /// Applies the outcome of one renewal batch.
-    fn settle(&self, batch: &[Renewal], sent_at: Instant, outcome: Result<Vec<i64>, String>) {
-        let now = Instant::now();
+    fn settle(&self, batch: &[Renewal], sent_at: LeaseInstant, outcome: Result<Vec<i64>, String>) {
+        let now = LeaseInstant::now();
         let mut entries = self.entries.lock();
         match &outcome {
             Ok(renewed) => {
@@ -316,7 +320,7 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
         let next_ns = next.map_or(u64::MAX, |at| strong.ns(at));
         strong.next_wake_ns.store(next_ns, Ordering::Release);
         let sleep_for = next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(Instant::now())
+            at.saturating_duration_since(LeaseInstant::now())
         });
         {
             let notified = strong.wake.notified();
@@ -326,7 +330,7 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
                 _ = tokio::time::sleep(sleep_for) => {}
             }
         }
-        let due = strong.sweep(Instant::now());
+        let due = strong.sweep(LeaseInstant::now());
         // Read holds of read-write locks renew their timeout keys too: another script.
         let (reads, hashes): (Vec<Renewal>, Vec<Renewal>) = due
             .into_iter()
@@ -364,7 +368,7 @@ fn slot_of(key: &str) -> u16 {
 
 /// Sends one renewal batch, bounded by the earliest lease in it.
 async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Renewal>) {
-    let sent_at = Instant::now();
+    let sent_at = LeaseInstant::now();
     let deadline = batch
         .iter()
         .map(|renewal| renewal.hold.valid_until())
