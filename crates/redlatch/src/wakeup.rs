@@ -381,7 +381,17 @@ impl Subscriber {
                 _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
                 event = session.next() => match event {
                     Some(Event::Message(channel)) => self.dispatch(&channel),
-                    Some(Event::Resync) => self.resync_all(),
+                    Some(Event::Resync) => {
+                        // Subscribe again before waking anyone: the cluster client
+                        // restores its subscriptions by itself, but not necessarily
+                        // before a holder publishes its unlock, and waiters woken
+                        // first would park again and miss it. Repeating a
+                        // subscription is harmless.
+                        if !self.resubscribe_all(&mut session, &subscribed).await {
+                            return SessionEnd::Disconnected;
+                        }
+                        self.resync_all();
+                    }
                     None => return SessionEnd::Disconnected,
                 },
                 command = self.commands.recv() => match command {
@@ -493,6 +503,18 @@ impl Subscriber {
             Some(registry) => registry.channels.lock().keys().cloned().collect(),
             None => Vec::new(),
         }
+    }
+
+    /// Sends every subscription again on a session whose connection came
+    /// back by itself. Returns false when the connection looks broken.
+    async fn resubscribe_all(&self, session: &mut Session, subscribed: &HashSet<String>) -> bool {
+        for name in subscribed {
+            let done = tokio::time::timeout(self.response_timeout(), session.subscribe(name)).await;
+            if !matches!(done, Ok(Ok(()))) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Messages may have been lost under a connection that came back by
