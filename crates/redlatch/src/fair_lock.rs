@@ -10,7 +10,7 @@ use redis::Script;
 use tracing::Instrument;
 
 use crate::client::{Client, ClientInner};
-use crate::detached::detached;
+use crate::detached::{hand_over, run_to_end, spawn_undo};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::hold::{HoldKind, NewHold};
@@ -451,7 +451,7 @@ impl Attempt {
                 attempt.undo_now(undo_conn, limit, release).await;
             }
         };
-        detached(&inner.runtime, "fair acquire", call, undo).await
+        hand_over(&inner.runtime, "fair acquire", call, undo).await
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -469,9 +469,9 @@ impl Attempt {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        inner
-            .runtime
-            .spawn(async move { attempt.undo_now(conn, limit, true).await });
+        spawn_undo(&inner.runtime, async move {
+            attempt.undo_now(conn, limit, true).await
+        });
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
@@ -512,10 +512,10 @@ impl Place {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner) = (self.keys.clone(), self.owner.clone());
-        let leaving = inner.runtime.spawn(async move {
-            let _ = run_leave(&mut conn, &keys, &owner, limit).await;
-        });
-        let _ = leaving.await;
+        let _ = run_to_end(&inner.runtime, "fair leave", async move {
+            run_leave(&mut conn, &keys, &owner, limit).await
+        })
+        .await;
     }
 }
 
@@ -529,7 +529,7 @@ impl Drop for Place {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let owner = self.owner.clone();
-        inner.runtime.spawn(async move {
+        spawn_undo(&inner.runtime, async move {
             let _ = run_leave(&mut conn, &keys, &owner, limit).await;
         });
     }

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use crate::lease::LeaseInstant;
 
-use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::client::ClientInner;
 use crate::config::ReplicaWait;
 use crate::connection::Connection;
+use crate::detached::hand_over;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::scripts;
@@ -58,34 +58,36 @@ pub(crate) enum Attempt {
 /// One attempt of the acquire script. One round trip.
 ///
 /// If the caller drops the returned future, the attempt still completes and
-/// any hold it took is released again.
+/// any hold it took is released again ([`crate::detached::hand_over`]).
 pub(crate) async fn attempt(inner: &ClientInner, request: &Request) -> Result<Attempt> {
-    let (reply_to, reply) = oneshot::channel();
     let mut conn = inner.conn.clone();
+    let mut undo_conn = inner.conn.clone();
     let request = request.clone();
+    let undo_request = request.clone();
     let limit = inner.current_settings().response_timeout;
     let replica_wait = inner.replica_wait;
-    inner.runtime.spawn(async move {
+    let call = async move {
         let sent_at = LeaseInstant::now();
         let outcome = match replica_wait {
             None => bounded("acquire", limit, run_acquire(&mut conn, &request, sent_at)).await,
             Some(wait) => acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
         };
-        let uncertain = matches!(&outcome, Err(error) if error.is_transient());
-        // `send` hands the outcome back when the caller is gone.
-        let abandoned = reply_to.send(outcome).err();
-        let took_hold = matches!(abandoned, Some(Ok(Attempt::Acquired { .. })));
-        // A broken connection leaves the outcome unknown; an anonymous owner is
-        // unique to this attempt, so giving its hold back is always safe.
-        if took_hold || (uncertain && !request.named_owner) {
-            debug!(lock = %request.keys.key, "redlatch: undoing an abandoned acquire attempt");
+        if matches!(&outcome, Err(error) if error.is_transient()) && !request.named_owner {
+            // A broken connection leaves the outcome unknown; an anonymous
+            // owner is unique to this attempt, so giving back whatever it may
+            // hold is always safe.
+            debug!(lock = %request.keys.key, "redlatch: undoing an acquire attempt of unknown outcome");
             let _ = run_release(&mut conn, &request, limit).await;
         }
-    });
-    reply.await.map_err(|_| Error::Protocol {
-        op: "acquire",
-        detail: "the runtime shut down during the call".to_owned(),
-    })?
+        outcome
+    };
+    let undo = move |outcome: Result<Attempt>| async move {
+        if matches!(outcome, Ok(Attempt::Acquired { .. })) {
+            debug!(lock = %undo_request.keys.key, "redlatch: undoing an abandoned acquire attempt");
+            let _ = run_release(&mut undo_conn, &undo_request, limit).await;
+        }
+    };
+    hand_over(&inner.runtime, "acquire", call, undo).await
 }
 
 async fn run_acquire(

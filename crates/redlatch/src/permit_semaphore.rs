@@ -12,12 +12,13 @@ use redis::Script;
 use uuid::Uuid;
 
 use crate::client::Client;
+use crate::detached::{hand_over, run_to_end, spawn_undo};
 use crate::error::{Error, Result};
 use crate::hold::LostReason;
 use crate::keys::SemaphoreKeys;
 use crate::lease;
 use crate::permit_keeper::{Keeper, PermitHold};
-use crate::semaphore::{RECHECK, call, detached, protocol};
+use crate::semaphore::{RECHECK, call, protocol};
 use crate::wakeup::Ticket;
 
 static ACQUIRE: LazyLock<Script> =
@@ -345,18 +346,16 @@ impl PermitSemaphore {
                 other => Err(protocol("permit acquire", other)),
             }
         };
-        detached(
-            &self.client,
+        let undo = move |attempt: Result<Attempt>| async move {
+            if matches!(attempt, Ok(Attempt::Taken { .. })) {
+                let _ = release_permit(&undo_client, &undo_keys, &undo_id).await;
+            }
+        };
+        hand_over(
+            &self.client.inner.runtime,
             "permit acquire",
             call_attempt,
-            move |attempt: &Attempt| {
-                let taken = matches!(attempt, Attempt::Taken { .. });
-                async move {
-                    if taken {
-                        let _ = release_permit(&undo_client, &undo_keys, &undo_id).await;
-                    }
-                }
-            },
+            undo,
         )
         .await
     }
@@ -447,17 +446,12 @@ impl ExpirablePermit {
         self.keeper.untrack(self.slot);
         let client = self.keeper.client.clone();
         let hold = self.hold.clone();
-        let released = self
-            .keeper
-            .client
-            .inner
-            .runtime
-            .spawn(async move { release_permit(&client, &hold.keys, &hold.id).await })
-            .await
-            .map_err(|_| Error::Protocol {
-                op: "permit release",
-                detail: "the runtime shut down during the call".to_owned(),
-            })??;
+        let released = run_to_end(
+            &self.keeper.client.inner.runtime,
+            "permit release",
+            async move { release_permit(&client, &hold.keys, &hold.id).await },
+        )
+        .await?;
         if released {
             Ok(())
         } else {
@@ -476,9 +470,9 @@ impl Drop for ExpirablePermit {
             self.keeper.untrack(self.slot);
             let client = self.keeper.client.clone();
             let hold = self.hold.clone();
-            drop(self.keeper.client.inner.runtime.spawn(async move {
+            spawn_undo(&self.keeper.client.inner.runtime, async move {
                 let _ = release_permit(&client, &hold.keys, &hold.id).await;
-            }));
+            });
         }
     }
 }

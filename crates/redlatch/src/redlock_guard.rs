@@ -7,9 +7,9 @@ use std::time::Duration;
 use crate::lease::LeaseInstant;
 
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::detached::hand_over;
 use crate::error::{Error, Result};
 use crate::hold::{Hold, LostReason};
 use crate::lease;
@@ -314,32 +314,22 @@ impl RedlockGuard {
             return Err(self.shared.not_held());
         }
         let shared = self.shared.clone();
-        let (reply_to, reply) = oneshot::channel();
-        self.shared.runtime.spawn(async move {
+        let call = async move {
             let (outcome, took) = shared.reenter_on_nodes().await;
-            let counted = outcome.is_ok();
-            if counted {
-                *shared.guards.lock() += 1;
-            }
-            match reply_to.send(outcome) {
-                Ok(()) if counted => {}
-                // Did not count, or nobody waits for the new guard: give the holds back.
-                Ok(()) => shared.undo_reenter(&took).await,
-                Err(_) => {
-                    if counted {
-                        // Same as dropping the guard the caller never saw.
-                        drop(RedlockGuard::new(shared));
-                    } else {
-                        shared.undo_reenter(&took).await;
-                    }
+            match outcome {
+                Ok(()) => {
+                    *shared.guards.lock() += 1;
+                    Ok(RedlockGuard::new(shared))
+                }
+                Err(error) => {
+                    shared.undo_reenter(&took).await;
+                    Err(error)
                 }
             }
-        });
-        reply.await.map_err(|_| Error::Protocol {
-            op: "reenter",
-            detail: "the runtime shut down during the call".to_owned(),
-        })??;
-        Ok(RedlockGuard::new(self.shared.clone()))
+        };
+        // A guard nobody took releases its hold when dropped.
+        let undo = |unclaimed: Result<RedlockGuard>| async move { drop(unclaimed) };
+        hand_over(&self.shared.runtime, "reenter", call, undo).await
     }
 
     /// Gives this hold back on every node: the hold count goes down by one,

@@ -10,6 +10,7 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::detached::hand_over;
 use crate::error::{Error, NodeFailure, Result};
 use crate::hold::{Hold, HoldKind, NewHold};
 use crate::keys::LockKeys;
@@ -394,16 +395,11 @@ impl RedlockLock {
     /// drops the future, the attempt still completes, and a guard nobody
     /// takes is dropped, which releases it.
     async fn attempt(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
-        let (reply_to, reply) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        tokio::spawn(async move {
-            // A send that fails hands the outcome back; dropping it releases a guard.
-            let _ = reply_to.send(this.attempt_on_nodes(lease_ms, renewed).await);
-        });
-        reply.await.map_err(|_| Error::Protocol {
-            op: "acquire",
-            detail: "the runtime shut down during the call".to_owned(),
-        })?
+        let call = async move { this.attempt_on_nodes(lease_ms, renewed).await };
+        // An outcome nobody took holds a guard, which releases when dropped.
+        let undo = |unclaimed: Result<Outcome>| async move { drop(unclaimed) };
+        hand_over(&tokio::runtime::Handle::current(), "acquire", call, undo).await
     }
 
     /// Acquires everywhere at once, then decides.

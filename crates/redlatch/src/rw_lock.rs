@@ -10,7 +10,7 @@ use redis::Script;
 use tracing::Instrument;
 
 use crate::client::{Client, ClientInner};
-use crate::detached::detached;
+use crate::detached::{hand_over, run_to_end, spawn_undo};
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::guard::Guard;
@@ -569,7 +569,7 @@ impl Attempt {
                     .await;
             }
         };
-        detached(&inner.runtime, "read-write acquire", call, undo).await
+        hand_over(&inner.runtime, "read-write acquire", call, undo).await
     }
 
     async fn run_script(
@@ -642,9 +642,9 @@ impl Attempt {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        inner
-            .runtime
-            .spawn(async move { attempt.undo_now(conn, limit, release).await });
+        spawn_undo(&inner.runtime, async move {
+            attempt.undo_now(conn, limit, release).await
+        });
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
@@ -685,10 +685,10 @@ impl Claim {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
-        let withdrawing = inner.runtime.spawn(async move {
-            let _ = run_writer_leave(&mut conn, &keys, &field, limit).await;
-        });
-        let _ = withdrawing.await;
+        let _ = run_to_end(&inner.runtime, "writer leave", async move {
+            run_writer_leave(&mut conn, &keys, &field, limit).await
+        })
+        .await;
     }
 }
 
@@ -702,7 +702,7 @@ impl Drop for Claim {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let field = self.field.clone();
-        inner.runtime.spawn(async move {
+        spawn_undo(&inner.runtime, async move {
             let _ = run_writer_leave(&mut conn, &keys, &field, limit).await;
         });
     }

@@ -1,15 +1,14 @@
 //! The counting semaphore: Redisson's `RSemaphore`, in Rust.
 
-use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use crate::lease::LeaseInstant;
 
 use redis::Script;
-use tokio::sync::oneshot;
 
 use crate::client::Client;
+use crate::detached::{hand_over, run_to_end, spawn_undo};
 use crate::error::{Error, Result};
 use crate::keys::SemaphoreKeys;
 use crate::ops;
@@ -332,18 +331,16 @@ impl Semaphore {
                 other => Err(protocol("semaphore acquire", other)),
             }
         };
-        detached(
-            &self.client,
+        let undo = move |taken: Result<Option<u64>>| async move {
+            if matches!(taken, Ok(Some(_))) {
+                let _ = release_permits(&undo_client, &undo_keys, permits).await;
+            }
+        };
+        hand_over(
+            &self.client.inner.runtime,
             "semaphore acquire",
             call_attempt,
-            move |taken: &Option<u64>| {
-                let taken = taken.is_some();
-                async move {
-                    if taken {
-                        let _ = release_permits(&undo_client, &undo_keys, permits).await;
-                    }
-                }
-            },
+            undo,
         )
         .await
     }
@@ -388,15 +385,11 @@ impl SemaphorePermit {
         let client = self.client.clone();
         let keys = self.keys.clone();
         let permits = self.permits;
-        self.client
-            .inner
-            .runtime
-            .spawn(async move { release_permits(&client, &keys, permits).await })
-            .await
-            .map_err(|_| Error::Protocol {
-                op: "semaphore release",
-                detail: "the runtime shut down during the call".to_owned(),
-            })?
+        let runtime = &self.client.inner.runtime;
+        run_to_end(runtime, "semaphore release", async move {
+            release_permits(&client, &keys, permits).await
+        })
+        .await
     }
 
     /// Keeps the permits taken for good: nothing gives them back (tokio's
@@ -413,11 +406,11 @@ impl Drop for SemaphorePermit {
             let client = self.client.clone();
             let keys = self.keys.clone();
             let permits = self.permits;
-            drop(self.client.inner.runtime.spawn(async move {
+            spawn_undo(&self.client.inner.runtime, async move {
                 if let Err(error) = release_permits(&client, &keys, permits).await {
                     tracing::warn!(semaphore = %keys.key, %error, "redlatch: releasing dropped permits failed; they are lost");
                 }
-            }));
+            });
         }
     }
 }
@@ -454,34 +447,6 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
             .map_err(|error| Error::from_redis(op, error))
     })
     .await
-}
-
-/// Runs `call` in a task of its own, so that dropping the caller's future
-/// never cuts a script call off halfway; when nobody is left to take a
-/// successful result, `undo` gets it.
-pub(crate) async fn detached<T, C, U, F>(
-    client: &Client,
-    op: &'static str,
-    call: C,
-    undo: U,
-) -> Result<T>
-where
-    T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
-    U: FnOnce(&T) -> F + Send + 'static,
-    F: Future<Output = ()> + Send + 'static,
-{
-    let (reply_to, reply) = oneshot::channel();
-    client.inner.runtime.spawn(async move {
-        let outcome = call.await;
-        if let Err(Ok(abandoned)) = reply_to.send(outcome) {
-            undo(&abandoned).await;
-        }
-    });
-    reply.await.map_err(|_| Error::Protocol {
-        op,
-        detail: "the runtime shut down during the call".to_owned(),
-    })?
 }
 
 fn wrong_count(keys: &SemaphoreKeys) -> Error {
