@@ -142,7 +142,6 @@ async fn try_kind(client: &Client, kind: &str, name: &str) -> redlatch::Result<b
 /// An acquire refused for a corrupt fencing counter writes nothing: the
 /// lock stays free, and once the counter is repaired anyone can take it.
 #[tokio::test]
-#[ignore = "defect 8 of the engine issue: fails until the fix lands"]
 async fn acquire_with_a_corrupt_fencing_counter_fails_and_writes_nothing() {
     let server = common::server();
     let client = common::client(&server).await;
