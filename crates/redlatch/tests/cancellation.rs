@@ -474,49 +474,41 @@ async fn redlock_reenter_leaks(urls: Vec<String>, how: Cancel, tag: String, seed
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_lock_acquires_leave_no_hold() {
     assert_nothing_left("lock", 1, lock_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_fair_lock_acquires_leave_no_hold() {
     assert_nothing_left("fair", 1, fair_lock_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_reads_leave_no_hold() {
     assert_nothing_left("read", 1, read_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_writes_leave_no_hold() {
     assert_nothing_left("write", 1, write_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_reentries_leave_no_extra_hold() {
     assert_nothing_left("reenter", 1, reenter_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_semaphore_acquires_lose_no_permit() {
     assert_nothing_left("semaphore", 1, semaphore_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_permit_acquires_lose_no_permit() {
     assert_nothing_left("permit", 1, permit_leaks);
 }
 
 #[test]
-#[ignore = "defect 2 of the engine issue: fails until the fix lands"]
 fn cancelled_redlock_reentries_leave_nothing_renewed() {
     assert_nothing_left("redlock", 3, redlock_reenter_leaks);
 }

@@ -112,7 +112,6 @@ async fn reenter_after_lock_was_deleted_is_not_held() {
 /// ends with the 1 s lease. Whenever Redis no longer has the hold, the
 /// guards must not claim it is held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect 3 of the engine issue: fails until the fix lands"]
 async fn reentry_records_the_lease_it_sent_not_a_newer_one() {
     let server = common::server();
     let client = common::client_with_lease(&server, std::time::Duration::from_secs(1)).await;
