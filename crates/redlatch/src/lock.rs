@@ -402,6 +402,8 @@ impl Lock {
         };
 
         let mut ticket = None;
+        // The last park ended with an unlock message.
+        let mut woken = false;
         if !matches!(wait, Wait::Once) {
             if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
@@ -424,7 +426,9 @@ impl Lock {
                     .min(remaining(now));
                 let epoch = queued.epoch();
                 crate::metrics::contended_wait();
-                record_wake(queued.park(epoch, limit).await);
+                let wake = queued.park(epoch, limit).await;
+                woken = wake == Wake::Message;
+                record_wake(wake);
                 ticket = Some(queued);
             }
         }
@@ -433,7 +437,15 @@ impl Lock {
             let epoch = ticket
                 .as_ref()
                 .map(|ticket: &crate::wakeup::Ticket| ticket.epoch());
-            match self.attempt_with_retries(&mut request).await? {
+            let attempt = self.attempt_with_retries(&mut request).await;
+            if woken
+                && attempt.is_err()
+                && let Some(ticket) = &ticket
+            {
+                // The unlock this waiter was woken for goes to the next one.
+                ticket.pass_on_unused();
+            }
+            match attempt? {
                 Attempt::Acquired {
                     token,
                     reentered,
@@ -471,7 +483,9 @@ impl Lock {
                     match (&ticket, epoch) {
                         (Some(parked), Some(epoch)) => {
                             parked.note_lease_end(now + lease_left);
-                            record_wake(parked.park(epoch, limit).await);
+                            let wake = parked.park(epoch, limit).await;
+                            woken = wake == Wake::Message;
+                            record_wake(wake);
                         }
                         _ => {
                             // Subscribe first, then try again: an unlock between our

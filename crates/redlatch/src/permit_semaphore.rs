@@ -19,7 +19,7 @@ use crate::keys::SemaphoreKeys;
 use crate::lease;
 use crate::permit_keeper::{Keeper, PermitHold};
 use crate::semaphore::{RECHECK, call, protocol};
-use crate::wakeup::Ticket;
+use crate::wakeup::{Ticket, Wake};
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/permit_acquire.lua")));
@@ -259,10 +259,20 @@ impl PermitSemaphore {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
         let mut ticket: Option<Ticket> = None;
+        // The last park ended with a release message.
+        let mut woken = false;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
             let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
-            match self.attempt(&keys, &id, lease_ms).await? {
+            let attempt = self.attempt(&keys, &id, lease_ms).await;
+            if woken
+                && attempt.is_err()
+                && let Some(ticket) = &ticket
+            {
+                // A wake-up this waiter cannot use goes to the next one.
+                ticket.pass_on_unused();
+            }
+            match attempt? {
                 Attempt::Taken { sent_at, left } => {
                     if left > 0
                         && let Some(ticket) = &ticket
@@ -299,7 +309,7 @@ impl PermitSemaphore {
                     let limit = expiry.min(RECHECK).min(remaining(now));
                     match (&ticket, epoch) {
                         (Some(parked), Some(epoch)) => {
-                            parked.park(epoch, limit).await;
+                            woken = parked.park(epoch, limit).await == Wake::Message;
                         }
                         _ => {
                             let joined = inner.wakeups.join(&keys.channel);

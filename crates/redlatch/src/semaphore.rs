@@ -278,9 +278,19 @@ impl Semaphore {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
         let mut ticket: Option<Ticket> = None;
+        // The last park ended with a release message this waiter may not use.
+        let mut woken = false;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
-            if let Some(left) = self.attempt(&keys, permits).await? {
+            let taken = self.attempt(&keys, permits).await;
+            if woken
+                && !matches!(taken, Ok(Some(_)))
+                && let Some(ticket) = &ticket
+            {
+                // Too few permits for us, or the attempt failed: perhaps enough for the next.
+                ticket.pass_on_unused();
+            }
+            if let Some(left) = taken? {
                 if left > 0
                     && let Some(ticket) = &ticket
                 {
@@ -300,7 +310,7 @@ impl Semaphore {
             let limit = RECHECK.min(remaining(now));
             match (&ticket, epoch) {
                 (Some(parked), Some(epoch)) => {
-                    let _: Wake = parked.park(epoch, limit).await;
+                    woken = parked.park(epoch, limit).await == Wake::Message;
                 }
                 _ => {
                     // Subscribe, then try again: a release between the attempt and

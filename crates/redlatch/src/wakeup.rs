@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use std::time::Duration;
@@ -70,6 +70,12 @@ pub(crate) struct Channel {
     /// Messages received on a broadcast channel, so a waiter that was busy
     /// with an attempt when one arrived does not park past it.
     messages: AtomicU64,
+    /// Waiters parked now, and how many more of them the last message may
+    /// still be passed to: a waiter that cannot use a wake-up (a semaphore
+    /// waiter wanting more permits than were freed, an attempt that failed)
+    /// hands it on, at most once per other waiter, so it never circles.
+    parked: AtomicUsize,
+    passes_left: AtomicUsize,
 }
 
 struct Member {
@@ -145,6 +151,8 @@ impl Wakeups {
             lease_ends: Mutex::new(None),
             broadcast: std::sync::atomic::AtomicBool::new(false),
             messages: AtomicU64::new(0),
+            parked: AtomicUsize::new(0),
+            passes_left: AtomicUsize::new(0),
         });
         channels.insert(
             channel.to_owned(),
@@ -259,6 +267,7 @@ impl Ticket {
 
     /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
     pub(crate) async fn park(&self, epoch: u64, limit: Duration) -> Wake {
+        let _parked = Parked::enter(&self.channel);
         let notified = self.channel.notify.notified();
         tokio::pin!(notified);
         // Register before checking the epoch so a resubscription in between is not missed.
@@ -286,6 +295,38 @@ impl Ticket {
     /// one waiter.
     pub(crate) fn pass_on(&self) {
         self.channel.notify.notify_one();
+    }
+
+    /// Hands a wake-up this waiter could not use (its attempt found too few
+    /// permits, or failed) to the next parked waiter, if the message still
+    /// has waiters it has not reached. Each message reaches every waiter
+    /// parked when it came at most once.
+    pub(crate) fn pass_on_unused(&self) {
+        let passed =
+            self.channel
+                .passes_left
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                    left.checked_sub(1)
+                });
+        if passed.is_ok() {
+            self.channel.notify.notify_one();
+        }
+    }
+}
+
+/// Counts a waiter as parked while it lives.
+struct Parked<'a>(&'a Channel);
+
+impl<'a> Parked<'a> {
+    fn enter(channel: &'a Channel) -> Parked<'a> {
+        channel.parked.fetch_add(1, Ordering::AcqRel);
+        Parked(channel)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.parked.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -471,7 +512,14 @@ impl Subscriber {
                 member.channel.messages.fetch_add(1, Ordering::AcqRel);
                 member.channel.notify.notify_waiters();
             } else {
-                // One waiter per message: the others would find the lock taken again.
+                // One waiter per message: the others would find the lock taken
+                // again. It may pass the message on to the others once each.
+                let others = member
+                    .channel
+                    .parked
+                    .load(Ordering::Acquire)
+                    .saturating_sub(1);
+                member.channel.passes_left.store(others, Ordering::Release);
                 member.channel.notify.notify_one();
             }
         }

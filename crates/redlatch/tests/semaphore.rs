@@ -231,7 +231,6 @@ async fn bad_input_gives_typed_errors() {
 /// permit comes back, W1 cannot proceed, so W2 must get it at once rather
 /// than at its periodic re-check a second later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect 7 of the engine issue: fails until the fix lands"]
 async fn a_wake_up_the_first_waiter_cannot_use_goes_to_the_next() {
     let server = common::server();
     let holder = common::client(&server).await;
