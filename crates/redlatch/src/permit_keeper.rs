@@ -3,7 +3,7 @@
 //!
 //! The watchdog's rhythm for locks: each permit is renewed at a third of its
 //! lease, permits due at about the same time go out together (up to
-//! [`RENEW_BATCH`] per script call), and a permit whose lease (minus the drift
+//! [`RENEW_BATCH`](crate::RENEW_BATCH) per script call), and a permit whose lease (minus the drift
 //! margin) runs out on the lease clock before a renewal got through is
 //! marked lost. The task lives while any permit of its client is held.
 
@@ -24,7 +24,7 @@ use crate::client::Client;
 use crate::hold::LostReason;
 use crate::keys::SemaphoreKeys;
 use crate::lease;
-use crate::watchdog::RENEW_BATCH;
+use crate::watchdog::batches;
 
 static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/permit_renew.lua")));
@@ -256,8 +256,10 @@ async fn run(keeper: Weak<Keeper>, wake: Arc<Notify>) {
             return;
         };
         let due = strong.sweep(LeaseInstant::now());
-        for batch in due.chunks(RENEW_BATCH) {
-            strong.renew(batch).await;
+        // One call per slot on a cluster: permits of other semaphores live elsewhere.
+        let cluster = strong.client.inner.conn.is_cluster();
+        for batch in batches(due, cluster, |(_, hold)| hold.keys.timeouts.as_str()) {
+            strong.renew(&batch).await;
         }
     }
 }

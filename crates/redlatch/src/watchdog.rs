@@ -336,9 +336,9 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
             .into_iter()
             .partition(|renewal| renewal.hold.kind.is_read());
         let cluster = conn.is_cluster();
-        for batch in batches(hashes, cluster)
+        for batch in batches(hashes, cluster, lock_key)
             .into_iter()
-            .chain(batches(reads, cluster))
+            .chain(batches(reads, cluster, lock_key))
         {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
@@ -348,22 +348,23 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
     }
 }
 
-/// Splits due renewals into script calls of at most [`RENEW_BATCH`] locks.
+/// Splits due renewals into script calls of at most [`RENEW_BATCH`] entries.
 /// On a cluster one call may only touch keys of one hash slot, so renewals
-/// are grouped by slot first.
-fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
+/// are grouped by the slot of `key` first. Every batched renewal (locks,
+/// permits) is split here.
+pub(crate) fn batches<T: Clone>(
+    mut due: Vec<T>,
+    cluster: bool,
+    key: impl Fn(&T) -> &str,
+) -> Vec<Vec<T>> {
     if !cluster {
-        return due.chunks(RENEW_BATCH).map(<[Renewal]>::to_vec).collect();
+        return due.chunks(RENEW_BATCH).map(<[T]>::to_vec).collect();
     }
-    due.sort_by_cached_key(|renewal| slot_of(&renewal.key.0));
-    due.chunk_by(|a, b| slot_of(&a.key.0) == slot_of(&b.key.0))
+    due.sort_by_cached_key(|entry| crate::keys::slot(key(entry)));
+    due.chunk_by(|a, b| crate::keys::slot(key(a)) == crate::keys::slot(key(b)))
         .flat_map(|same_slot| same_slot.chunks(RENEW_BATCH))
-        .map(<[Renewal]>::to_vec)
+        .map(<[T]>::to_vec)
         .collect()
-}
-
-fn slot_of(key: &str) -> u16 {
-    crate::keys::slot(key)
 }
 
 /// Sends one renewal batch, bounded by the earliest lease in it.
@@ -417,4 +418,9 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     shared.settle(&batch, sent_at, outcome);
     // A failed renewal must be retried soon and an expiry noticed on time.
     shared.wake.notify_one();
+}
+
+/// The key a lock renewal touches: its batch's slot.
+fn lock_key(renewal: &Renewal) -> &str {
+    &renewal.key.0
 }
