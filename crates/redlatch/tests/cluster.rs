@@ -874,7 +874,6 @@ fn shard_subscribers(conn: &mut redis::Connection, channel: &str) -> i64 {
     counts.first().map_or(0, |(_, count)| *count)
 }
 
-#[ignore = "defect 5 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_subscription_drops_is_woken_by_the_next_release() {
     let cluster = debug_cluster();
@@ -947,7 +946,6 @@ async fn a_waiter_whose_subscription_drops_is_woken_by_the_next_release() {
     );
 }
 
-#[ignore = "defect 6 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_of_semaphores_on_every_master_stay_renewed() {
     let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
