@@ -59,10 +59,10 @@ const SEMAPHORE: &str = "pool";
 /// The named owner each client may acquire as.
 const NAMED: &str = "worker";
 /// Lease of the fixed-lease acquisitions, which the `Expire` step lets run out.
-const FIXED_LEASE: Duration = Duration::from_millis(250);
+const FIXED_LEASE: Duration = Duration::from_millis(400);
 /// A fixed-lease hold that might run out within this much of a step is
 /// waited out before the step, so that no step straddles an expiry.
-const HORIZON: Duration = Duration::from_millis(80);
+const HORIZON: Duration = Duration::from_millis(150);
 /// How long background work (releases of dropped guards, undone attempts) may take.
 const SETTLE: Duration = Duration::from_secs(1);
 
@@ -695,6 +695,25 @@ impl Case {
                 task.abort();
                 match task.await {
                     Err(e) if e.is_cancelled() => {}
+                    // A slow step: the holder's fixed lease ran out while it waited.
+                    Ok(Ok(guard))
+                        if self.locks[l]
+                            .hold
+                            .as_ref()
+                            .and_then(|hold| hold.fixed)
+                            .is_some_and(|expiry| expiry.lo <= Instant::now()) =>
+                    {
+                        let token = guard.token();
+                        drop(guard);
+                        self.settle_expiries(None).await;
+                        let lock = &mut self.locks[l];
+                        ensure!(
+                            token == lock.last_token + 1,
+                            "an acquire that waited on lock {l} got token {token}, expected {}",
+                            lock.last_token + 1
+                        );
+                        lock.last_token = token;
+                    }
                     other => {
                         return Err(format!(
                             "an acquire waiting on held lock {l} ended with {:?}",
@@ -978,12 +997,23 @@ fn run_model(mix: Mix) {
             "model: {cases} cases of up to {steps} steps passed in {:.1?} (seed {seed})",
             started.elapsed()
         ),
-        Err(TestError::Fail(reason, ops)) => panic!(
-            "model: a case failed (seed {seed}, {ran} cases run including shrinking, {:.1?}).\n\
-             Minimal failing sequence ({} steps):\n{ops:#?}\n{reason}",
-            started.elapsed(),
-            ops.len()
-        ),
+        Err(TestError::Fail(reason, mut ops)) => {
+            // Steps after the failing one played no part.
+            let failed_at = reason
+                .message()
+                .strip_prefix("step ")
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|step| step.parse::<usize>().ok());
+            if let Some(step) = failed_at {
+                ops.truncate(step + 1);
+            }
+            panic!(
+                "model: a case failed (seed {seed}, {ran} cases run including shrinking, {:.1?}).\n\
+                 Minimal failing sequence ({} steps):\n{ops:#?}\n{reason}",
+                started.elapsed(),
+                ops.len()
+            )
+        }
         Err(TestError::Abort(reason)) => panic!("model: aborted (seed {seed}): {reason}"),
     }
 }
