@@ -358,6 +358,7 @@ impl FairLock {
                             token,
                             named_owner: named,
                             sent_at,
+                            fresh: !reentered,
                         },
                         HoldKind::Fair(keys.clone()),
                     );

@@ -88,6 +88,9 @@ pub(crate) struct NewHold {
     pub(crate) named_owner: bool,
     /// When the acquiring request was sent: validity counts from here.
     pub(crate) sent_at: LeaseInstant,
+    /// True when Redis made a fresh acquisition (not a re-entry): any hold
+    /// this client still tracks for the owner is then stale.
+    pub(crate) fresh: bool,
 }
 
 /// The shared state of a held lock. Re-entered guards of the same owner share
@@ -227,6 +230,7 @@ mod tests {
                 token: 1,
                 named_owner: false,
                 sent_at: LeaseInstant::now(),
+                fresh: true,
             },
             HoldKind::Plain,
         )

@@ -459,6 +459,7 @@ impl Lock {
                         token,
                         named_owner: request.named_owner,
                         sent_at,
+                        fresh: !reentered,
                     });
                     tracing::Span::current().record("token", hold.token);
                     tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");

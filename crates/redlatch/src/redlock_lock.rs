@@ -592,6 +592,7 @@ impl RedlockLock {
                 named_owner: false,
                 // Validity counts from before the first request went out.
                 sent_at: started,
+                fresh: true,
             },
             HoldKind::Plain,
         );

@@ -420,7 +420,7 @@ impl ReadWriteLock {
                     if let Some(claim) = claim.take() {
                         claim.forget();
                     }
-                    let hold = attempt.register(inner, token, sent_at);
+                    let hold = attempt.register(inner, token, sent_at, !reentered);
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
                     return Ok(Some(Guard::new(
@@ -515,6 +515,7 @@ impl Attempt {
         inner: &ClientInner,
         token: u64,
         sent_at: LeaseInstant,
+        fresh: bool,
     ) -> Arc<crate::hold::Hold> {
         let request = self.request();
         inner.watchdog.register_kind(
@@ -526,6 +527,7 @@ impl Attempt {
                 token,
                 named_owner: self.named,
                 sent_at,
+                fresh,
             },
             self.kind(),
         )
@@ -857,8 +859,12 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         claim_ms: 0,
     };
     match attempt.run(inner, false).await? {
-        RwAttempt::Acquired { token, sent_at, .. } => {
-            let read_hold = attempt.register(inner, token, sent_at);
+        RwAttempt::Acquired {
+            token,
+            sent_at,
+            reentered,
+        } => {
+            let read_hold = attempt.register(inner, token, sent_at, !reentered);
             let reading = Guard::new(client.clone(), Arc::from(writer.name()), read_hold);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;

@@ -103,9 +103,15 @@ impl Watchdog {
         if let Some(entry) = entries.get_mut(&key)
             && !entry.hold.is_marked_lost()
         {
-            entry.guards += 1;
-            entry.hold.confirm(new.sent_at, new.lease_ms);
-            return entry.hold.clone();
+            if !new.fresh {
+                entry.guards += 1;
+                entry.hold.confirm(new.sent_at, new.lease_ms);
+                return entry.hold.clone();
+            }
+            // Redis saw no hold of this owner: the one tracked here was lost
+            // (force-unlocked elsewhere, expired) before a renewal noticed.
+            // Its guards must not share the new acquisition's token.
+            entry.hold.mark_lost(LostReason::Gone);
         }
         let next_renewal = new.sent_at + renewal_period(new.lease_ms);
         let renewed = new.renewed;
