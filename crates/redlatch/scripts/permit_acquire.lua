@@ -11,8 +11,20 @@
 -- Returns  {1, left}     taken; left = permits still free
 --          {0, wait}     none available; wait = ms until the earliest held permit
 --                        expires (-1: no permit is held)
---         {-1, 0}        a key holds a value of the wrong type
+--         {-1, 0}        a key holds a value of the wrong type, or the count is not an
+--                        integer; nothing is written
 local publish = ARGV[4] or 'publish'
+-- DECRBY and INCRBY fail on anything but a decimal 64-bit integer: the
+-- count is checked before anything is written.
+local function integer(value)
+  local digits = string.match(value, '^%-?([1-9]%d*)$')
+  if not digits then
+    if value == '0' then return 0 end
+    return nil
+  end
+  if #digits > 19 or (#digits == 19 and digits > '9223372036854775807') then return nil end
+  return tonumber(value)
+end
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
 if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and set_kind ~= 'zset') then
@@ -20,7 +32,7 @@ if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and 
 end
 local count = 0
 if count_kind == 'string' then
-  count = tonumber(redis.call('get', KEYS[1]))
+  count = integer(redis.call('get', KEYS[1]))
   if not count then
     return {-1, 0}
   end

@@ -21,7 +21,8 @@ pub enum Error {
     },
 
     /// An owner name given to [`Lock::with_owner`](crate::Lock::with_owner) is
-    /// empty or too long. Fix the input.
+    /// empty, too long, or uses a reserved form (a leading `#`, a trailing
+    /// `:write`). Fix the input.
     #[error("invalid owner {owner:?}: {reason}")]
     InvalidOwner {
         /// The owner as given (truncated to 64 bytes when very long).

@@ -1,16 +1,17 @@
 //! The fair lock: waiters take the lock in the order they came, across processes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::transport::Connection;
 use tracing::Instrument;
 
 use crate::engine::Core;
-use crate::engine::cancel::detached;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
+use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
 use crate::scripts::fair::{self, FairAttempt};
@@ -242,7 +243,7 @@ impl FairLock {
 
     async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.fair_acquire", lock = %self.name);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self.wait_for_turn(wait).instrument(span).await;
         let label = match &outcome {
             Ok(Some(_)) => "acquired",
@@ -276,7 +277,7 @@ impl FairLock {
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
@@ -335,6 +336,7 @@ impl FairLock {
                             token,
                             named_owner: named,
                             sent_at,
+                            fresh: !reentered,
                         },
                         HoldKind::Fair(keys.clone()),
                     );
@@ -351,7 +353,7 @@ impl FairLock {
                             armed: true,
                         });
                     }
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         if let Some(place) = place.take() {
                             place.leave().await;
@@ -407,7 +409,7 @@ impl Attempt {
             let owner = self.owner.clone();
             let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
             async move {
-                let sent_at = Instant::now();
+                let sent_at = LeaseInstant::now();
                 let run = fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
                 bounded("fair acquire", limit, run).await
             }
@@ -424,7 +426,7 @@ impl Attempt {
                 attempt.undo_now(undo_conn, limit, release).await;
             }
         };
-        detached(&inner.runtime, "fair acquire", call, undo).await
+        hand_over(&inner.runtime, "fair acquire", call, undo).await
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -442,9 +444,9 @@ impl Attempt {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        inner
-            .runtime
-            .spawn(async move { attempt.undo_now(conn, limit, true).await });
+        spawn_undo(&inner.runtime, async move {
+            attempt.undo_now(conn, limit, true).await
+        });
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
@@ -485,10 +487,10 @@ impl Place {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner) = (self.keys.clone(), self.owner.clone());
-        let leaving = inner.runtime.spawn(async move {
-            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
-        });
-        let _ = leaving.await;
+        let _ = run_to_end(&inner.runtime, "fair leave", async move {
+            fair::leave(&mut conn, &keys, &owner, limit).await
+        })
+        .await;
     }
 }
 
@@ -502,7 +504,7 @@ impl Drop for Place {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let owner = self.owner.clone();
-        inner.runtime.spawn(async move {
+        spawn_undo(&inner.runtime, async move {
             let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
         });
     }

@@ -81,6 +81,7 @@ mod client;
 mod engine;
 mod error;
 mod fair_lock;
+mod lease_clock;
 mod lock;
 pub mod metrics;
 mod multi_lock;

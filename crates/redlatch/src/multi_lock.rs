@@ -1,7 +1,9 @@
 //! The multi-lock: several locks taken all-or-nothing, in one canonical order.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use futures_util::future::join_all;
 
@@ -110,7 +112,7 @@ impl MultiLock {
     /// # Cancel safety
     /// As [`MultiLock::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
-        let deadline = Instant::now().checked_add(wait);
+        let deadline = LeaseInstant::now().checked_add(wait);
         let outcome = self
             .acquire_each(move |lock, now| async move {
                 let left = deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
@@ -157,13 +159,13 @@ impl MultiLock {
     /// guards taken so far are dropped (each releases in the background).
     async fn acquire_each<'a, F, Fut>(&'a self, take: F) -> Result<Option<MultiGuard>>
     where
-        F: Fn(&'a Lock, Instant) -> Fut,
+        F: Fn(&'a Lock, LeaseInstant) -> Fut,
         Fut: Future<Output = Result<Option<Guard>>> + 'a,
     {
         let ordered = self.ordered()?;
         let mut guards = Vec::with_capacity(ordered.len());
         for (_, lock) in ordered {
-            match take(lock, Instant::now()).await {
+            match take(lock, LeaseInstant::now()).await {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => {
                     release_all(guards).await;

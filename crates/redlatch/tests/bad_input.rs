@@ -126,3 +126,47 @@ async fn wrong_password_is_refused_and_url_credentials_work() {
     let refused = Client::builder(&bad_url).retries(0).connect().await;
     assert!(refused.is_err(), "a wrong password must not connect");
 }
+
+/// One try of `kind` ("lock", "fair", "write", "read") on `name`: whether it
+/// took the lock (the guard is dropped at once).
+async fn try_kind(client: &Client, kind: &str, name: &str) -> redlatch::Result<bool> {
+    Ok(match kind {
+        "lock" => client.lock(name).try_acquire().await?.is_some(),
+        "fair" => client.fair_lock(name).try_acquire().await?.is_some(),
+        "write" => client.read_write_lock(name).try_write().await?.is_some(),
+        "read" => client.read_write_lock(name).try_read().await?.is_some(),
+        other => unreachable!("no lock kind {other}"),
+    })
+}
+
+/// An acquire refused for a corrupt fencing counter writes nothing: the
+/// lock stays free, and once the counter is repaired anyone can take it.
+#[tokio::test]
+async fn acquire_with_a_corrupt_fencing_counter_fails_and_writes_nothing() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let mut wrong = Vec::new();
+    for kind in ["lock", "fair", "write", "read"] {
+        let name = format!("corrupt-{kind}");
+        let counter = format!("redisson_lock_token:{{{name}}}");
+        let () = admin.set(&counter, "not-a-number").await.unwrap();
+        let outcome = try_kind(&client, kind, &name).await;
+        if !matches!(outcome, Err(Error::WrongType { .. })) {
+            wrong.push(format!("{kind}: {outcome:?} instead of WrongType"));
+        }
+        let pttl: i64 = admin.pttl(&name).await.unwrap();
+        if pttl != -2 {
+            wrong.push(format!(
+                "{kind}: the failed acquire left the lock (PTTL {pttl} ms)"
+            ));
+        }
+        let () = admin.set(&counter, 5).await.unwrap();
+        match try_kind(&other, kind, &name).await {
+            Ok(true) => {}
+            outcome => wrong.push(format!("{kind}: {outcome:?} once the counter was repaired")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -104,3 +104,51 @@ async fn reenter_after_lock_was_deleted_is_not_held() {
     ));
     assert!(!guard.is_held());
 }
+
+/// A re-entry records the lease it sent, not whatever lease the hold has by
+/// the time the reply comes. Here the default lease goes from 1 s to 30 s
+/// while Redis is paused: the watchdog's renewal (30 s) and then a re-entry
+/// still sending the hold's old 1 s lease reach Redis in that order, so Redis
+/// ends with the 1 s lease. Whenever Redis no longer has the hold, the
+/// guards must not claim it is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_records_the_lease_it_sent_not_a_newer_one() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, std::time::Duration::from_secs(1)).await;
+    let mut admin = common::admin(&server).await;
+    let guard = client.lock("lease-sent").acquire().await.unwrap();
+    let owner = guard.owner().to_owned();
+
+    server.pause().unwrap();
+    let mut settings = client.settings();
+    settings.default_lease = std::time::Duration::from_secs(30);
+    client.update_settings(settings).unwrap();
+    // The renewal to 30 s goes out first, then the re-entry.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let reentry = tokio::spawn(async move {
+        let inner = guard.reenter().await;
+        (guard, inner)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    server.resume().unwrap();
+    let (outer, inner) = reentry.await.unwrap();
+    let inner = inner.expect("re-entry");
+    let pttl: i64 = admin.pttl("lease-sent").await.unwrap();
+
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(2500) {
+        // Redis first: a hold gone from Redis stays gone, so a guard that
+        // says "held" after this read is wrong.
+        let in_redis: bool = admin.hexists("lease-sent", &owner).await.unwrap();
+        if !in_redis {
+            assert!(
+                !inner.is_held() && !outer.is_held(),
+                "Redis dropped the hold {:?} after the re-entry (its PTTL was {pttl} ms), \
+                 yet is_held() says true: the guards count a {:?} lease",
+                started.elapsed(),
+                inner.lease()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

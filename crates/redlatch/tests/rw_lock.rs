@@ -496,3 +496,31 @@ async fn an_owner_that_reads_is_refused_the_write_instead_of_waiting_for_itself(
     read.release().await.unwrap();
     assert!(lock.try_write().await.unwrap().is_some());
 }
+
+/// Named owners are told apart by mode: owner "job" writing and owner
+/// "job:write" reading are two owners, so the read must not count as a
+/// re-entry of the write (the suffix is reserved: the name is refused).
+#[tokio::test]
+async fn a_named_read_does_not_reenter_a_write_of_another_owner() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.read_write_lock("modes");
+    let write = lock.clone().with_owner("job").write().await.unwrap();
+    let read = lock.clone().with_owner("job:write").try_read().await;
+    let holds = hash(&mut admin, "modes").await;
+    assert!(
+        matches!(read, Ok(None) | Err(redlatch::Error::InvalidOwner { .. })),
+        "owner 'job:write' read while owner 'job' writes: {read:?}, {holds:?}"
+    );
+    let counts: Vec<_> = holds
+        .iter()
+        .filter(|(field, _)| field.as_str() != "mode")
+        .collect();
+    assert_eq!(counts.len(), 1, "{holds:?}");
+    assert_eq!(
+        counts[0].1, "1",
+        "the write hold was counted twice: {holds:?}"
+    );
+    write.release().await.unwrap();
+}

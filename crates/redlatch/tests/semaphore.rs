@@ -225,3 +225,57 @@ async fn bad_input_gives_typed_errors() {
         .unwrap();
     assert_eq!(kind, "hash", "a foreign key is left alone");
 }
+
+/// A wake-up its taker cannot use goes on to the next waiter. W1 wants 3
+/// permits and W2, queued behind it on the same client, wants 1; when one
+/// permit comes back, W1 cannot proceed, so W2 must get it at once rather
+/// than at its periodic re-check a second later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_the_first_waiter_cannot_use_goes_to_the_next() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiters = common::client(&server).await;
+    let mut waits = Vec::new();
+    for round in 0..3 {
+        let name = format!("pass-on-{round}");
+        let semaphore = holder.semaphore(&name);
+        assert!(semaphore.try_set_permits(3).await.unwrap());
+        let two = semaphore.acquire(2).await.unwrap();
+        let one = semaphore.acquire(1).await.unwrap();
+        let big = tokio::spawn({
+            let semaphore = waiters.semaphore(&name);
+            async move { semaphore.acquire(3).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let small = tokio::spawn({
+            let semaphore = waiters.semaphore(&name);
+            async move {
+                let permit = semaphore.acquire(1).await;
+                (permit, Instant::now())
+            }
+        });
+        // Both are parked; W2 re-checks a second after it parked.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let released = Instant::now();
+        one.release().await.unwrap();
+        let (permit, served) = tokio::time::timeout(Duration::from_secs(3), small)
+            .await
+            .expect("W2 is served at the latest by its re-check")
+            .unwrap();
+        drop(permit.expect("W2's permit"));
+        waits.push(served - released);
+        drop(two);
+        let all = tokio::time::timeout(Duration::from_secs(3), big)
+            .await
+            .expect("W1 gets its 3 permits once all are back")
+            .unwrap()
+            .expect("W1's permits");
+        drop(all);
+    }
+    assert!(
+        waits
+            .iter()
+            .all(|waited| *waited < Duration::from_millis(400)),
+        "W2 waited {waits:?} after the release that freed its permit"
+    );
+}

@@ -42,7 +42,21 @@ impl Cluster {
     /// If a node does not start, `redis-cli` is missing or fails (a cluster
     /// needs at least 3 masters), or the cluster does not form within 30 s.
     pub fn start(masters: usize, replicas: usize) -> io::Result<Cluster> {
-        let builder = RedisServer::builder()
+        Cluster::start_with_args(masters, replicas, &[])
+    }
+
+    /// As [`start`](Self::start), with extra `redis.conf` directives on every
+    /// node, e.g. `("enable-debug-command", "yes")` for `DEBUG SLEEP`.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); a directive the server refuses fails the start.
+    pub fn start_with_args(
+        masters: usize,
+        replicas: usize,
+        args: &[(&str, &str)],
+    ) -> io::Result<Cluster> {
+        let mut builder = RedisServer::builder()
             .arg("cluster-enabled", "yes")
             .arg("cluster-config-file", "nodes.conf")
             .arg("cluster-node-timeout", "1000")
@@ -50,6 +64,9 @@ impl Cluster {
             .arg("cluster-replica-validity-factor", "0")
             // Replicas sync at once instead of after Redis's default 5 s grace.
             .arg("repl-diskless-sync-delay", "0");
+        for (name, value) in args {
+            builder = builder.arg(name, value);
+        }
         let count = masters * (1 + replicas);
         let nodes = std::thread::scope(|scope| {
             let starting: Vec<_> = (0..count)

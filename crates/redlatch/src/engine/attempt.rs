@@ -1,14 +1,14 @@
 //! One acquire attempt of the reentrant lock, in a task of its own, so that
 //! dropping the caller's future never cuts the script call off halfway: the
-//! task finishes and, when nobody is left to take the result, undoes what it did.
+//! outcome is handed over as a claim that gives its hold back unless taken
+//! ([`crate::engine::cancel::hand_over`]).
 
-use std::time::Instant;
-
-use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::engine::Core;
-use crate::error::{Error, Result};
+use crate::engine::cancel::hand_over;
+use crate::error::Result;
+use crate::lease_clock::LeaseInstant;
 use crate::scripts::lock::{self, Attempt, Request};
 use crate::transport::bounded;
 
@@ -17,13 +17,14 @@ use crate::transport::bounded;
 /// If the caller drops the returned future, the attempt still completes and
 /// any hold it took is released again.
 pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> {
-    let (reply_to, reply) = oneshot::channel();
     let mut conn = inner.conn.clone();
+    let mut undo_conn = inner.conn.clone();
     let request = request.clone();
+    let undo_request = request.clone();
     let limit = inner.current_settings().response_timeout;
     let replica_wait = inner.replica_wait;
-    inner.runtime.spawn(async move {
-        let sent_at = Instant::now();
+    let call = async move {
+        let sent_at = LeaseInstant::now();
         let outcome = match replica_wait {
             None => {
                 bounded(
@@ -35,19 +36,20 @@ pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> 
             }
             Some(wait) => lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
         };
-        let uncertain = matches!(&outcome, Err(error) if error.is_transient());
-        // `send` hands the outcome back when the caller is gone.
-        let abandoned = reply_to.send(outcome).err();
-        let took_hold = matches!(abandoned, Some(Ok(Attempt::Acquired { .. })));
-        // A broken connection leaves the outcome unknown; an anonymous owner is
-        // unique to this attempt, so giving its hold back is always safe.
-        if took_hold || (uncertain && !request.named_owner) {
-            debug!(lock = %request.keys.key, "redlatch: undoing an abandoned acquire attempt");
+        if matches!(&outcome, Err(error) if error.is_transient()) && !request.named_owner {
+            // A broken connection leaves the outcome unknown; an anonymous
+            // owner is unique to this attempt, so giving back whatever it may
+            // hold is always safe.
+            debug!(lock = %request.keys.key, "redlatch: undoing an acquire attempt of unknown outcome");
             let _ = lock::release(&mut conn, &request, limit).await;
         }
-    });
-    reply.await.map_err(|_| Error::Protocol {
-        op: "acquire",
-        detail: "the runtime shut down during the call".to_owned(),
-    })?
+        outcome
+    };
+    let undo = move |outcome: Result<Attempt>| async move {
+        if matches!(outcome, Ok(Attempt::Acquired { .. })) {
+            debug!(lock = %undo_request.keys.key, "redlatch: undoing an abandoned acquire attempt");
+            let _ = lock::release(&mut undo_conn, &undo_request, limit).await;
+        }
+    };
+    hand_over(&inner.runtime, "acquire", call, undo).await
 }

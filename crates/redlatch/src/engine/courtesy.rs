@@ -8,7 +8,9 @@
 //! covers waiters elsewhere.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use parking_lot::Mutex;
 
@@ -18,7 +20,7 @@ const SWEEP_AT: usize = 1024;
 /// Recent final releases that reached waiters in other processes.
 #[derive(Default)]
 pub(crate) struct Courtesy {
-    until: Mutex<HashMap<String, Instant>>,
+    until: Mutex<HashMap<String, LeaseInstant>>,
 }
 
 impl Courtesy {
@@ -28,7 +30,7 @@ impl Courtesy {
         if grace.is_zero() {
             return;
         }
-        let now = Instant::now();
+        let now = LeaseInstant::now();
         let mut until = self.until.lock();
         if until.len() >= SWEEP_AT {
             until.retain(|_, at| *at > now);
@@ -37,10 +39,10 @@ impl Courtesy {
     }
 
     /// Until when an acquire of `key` should step aside, if it should.
-    pub(crate) fn step_aside_until(&self, key: &str) -> Option<Instant> {
+    pub(crate) fn step_aside_until(&self, key: &str) -> Option<LeaseInstant> {
         let mut until = self.until.lock();
         let at = *until.get(key)?;
-        if at <= Instant::now() {
+        if at <= LeaseInstant::now() {
             until.remove(key);
             return None;
         }
@@ -65,7 +67,7 @@ mod tests {
             "zero grace: no courtesy"
         );
         let until = courtesy.step_aside_until("a").expect("just released");
-        assert!(until <= Instant::now() + HANDOFF_GRACE);
+        assert!(until <= LeaseInstant::now() + HANDOFF_GRACE);
         std::thread::sleep(HANDOFF_GRACE);
         assert_eq!(courtesy.step_aside_until("a"), None);
     }

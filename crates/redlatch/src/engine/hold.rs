@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use crate::transport::Connection;
 use tokio_util::sync::CancellationToken;
@@ -86,7 +88,10 @@ pub(crate) struct NewHold {
     /// True when the owner was named by the caller (not unique to one acquire).
     pub(crate) named_owner: bool,
     /// When the acquiring request was sent: validity counts from here.
-    pub(crate) sent_at: Instant,
+    pub(crate) sent_at: LeaseInstant,
+    /// True when Redis made a fresh acquisition (not a re-entry): any hold
+    /// this client still tracks for the owner is then stale.
+    pub(crate) fresh: bool,
 }
 
 /// The shared state of a held lock. Re-entered guards of the same owner share
@@ -104,7 +109,7 @@ pub(crate) struct Hold {
     lost: CancellationToken,
     lost_reason: OnceLock<LostReason>,
     /// Monotonic reference for `valid_until_ns`.
-    base: Instant,
+    base: LeaseInstant,
     /// Until when the lock can be trusted, in ns after `base`.
     valid_until_ns: AtomicU64,
 }
@@ -134,7 +139,7 @@ impl Hold {
 
     /// Records that Redis confirmed a lease of `lease_ms` for a request sent
     /// at `sent_at` (acquire, re-entry or renewal).
-    pub(crate) fn confirm(&self, sent_at: Instant, lease_ms: u64) {
+    pub(crate) fn confirm(&self, sent_at: LeaseInstant, lease_ms: u64) {
         let until = sent_at + limits::validity(lease_ms);
         let ns = until.saturating_duration_since(self.base).as_nanos() as u64;
         if self.lease_ms.swap(lease_ms, Ordering::AcqRel) == lease_ms {
@@ -146,14 +151,14 @@ impl Hold {
         }
     }
 
-    /// Until when the lock can be trusted (monotonic clock).
-    pub(crate) fn valid_until(&self) -> Instant {
+    /// Until when the lock can be trusted (lease clock).
+    pub(crate) fn valid_until(&self) -> LeaseInstant {
         self.base + Duration::from_nanos(self.valid_until_ns.load(Ordering::Acquire))
     }
 
     /// True while not marked lost and the lease has not run out.
     pub(crate) fn is_held(&self) -> bool {
-        !self.lost.is_cancelled() && Instant::now() < self.valid_until()
+        !self.lost.is_cancelled() && LeaseInstant::now() < self.valid_until()
     }
 
     /// Marks the hold lost (the first reason sticks).
@@ -173,7 +178,7 @@ impl Hold {
             return Some(*reason);
         }
         // Not marked yet, but the deadline has passed: the watchdog will say so at its next tick.
-        (Instant::now() >= self.valid_until()).then_some(if self.renewed {
+        (LeaseInstant::now() >= self.valid_until()).then_some(if self.renewed {
             LostReason::NotRenewed
         } else {
             LostReason::LeaseRanOut
@@ -209,5 +214,46 @@ impl std::fmt::Display for LostReason {
             LostReason::NotRenewed => "no renewal got through before the lease ran out",
             LostReason::LeaseRanOut => "its fixed lease ran out",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(lease_ms: u64, renewed: bool) -> Hold {
+        Hold::new(
+            NewHold {
+                keys: Arc::new(LockKeys::new("", "suspend").unwrap()),
+                owner: Arc::from("client:owner"),
+                lease_ms,
+                renewed,
+                token: 1,
+                named_owner: false,
+                sent_at: LeaseInstant::now(),
+                fresh: true,
+            },
+            HoldKind::Plain,
+        )
+    }
+
+    #[test]
+    fn a_hold_whose_lease_ran_out_while_the_machine_was_suspended_is_not_held() {
+        let hold = hold(1_000, true);
+        assert!(hold.is_held());
+        // The monotonic clock (and every tokio timer) stands still meanwhile.
+        crate::lease_clock::simulate_suspend(Duration::from_secs(2));
+        assert!(!hold.is_held());
+        assert_eq!(hold.lost_reason(), Some(LostReason::NotRenewed));
+    }
+
+    #[test]
+    fn a_confirmation_records_the_lease_it_was_sent_with() {
+        let hold = hold(30_000, true);
+        // A re-entry sent with a 1 s lease after the settings changed.
+        hold.confirm(LeaseInstant::now(), 1_000);
+        assert_eq!(hold.lease_ms(), 1_000);
+        crate::lease_clock::simulate_suspend(Duration::from_millis(1_500));
+        assert!(!hold.is_held(), "the 1 s lease sent last is what Redis has");
     }
 }

@@ -3,14 +3,16 @@
 //!
 //! The watchdog's rhythm for locks: each permit is renewed at a third of its
 //! lease, permits due at about the same time go out together (up to
-//! [`RENEW_BATCH`] per script call), and a permit whose lease (minus the drift
-//! margin) runs out on the monotonic clock before a renewal got through is
+//! [`RENEW_BATCH`](crate::RENEW_BATCH) per script call), and a permit whose lease (minus the drift
+//! margin) runs out on the lease clock before a renewal got through is
 //! marked lost. The task lives while any permit of its client is held.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -19,7 +21,7 @@ use uuid::Uuid;
 
 use crate::engine::Core;
 use crate::engine::hold::LostReason;
-use crate::engine::renewal::RENEW_BATCH;
+use crate::engine::renewal::batches;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::settings::limits;
@@ -32,8 +34,8 @@ pub(crate) struct PermitHold {
     pub(crate) lease_ms: AtomicU64,
     pub(crate) lost: CancellationToken,
     pub(crate) reason: OnceLock<LostReason>,
-    /// Until when the permit can be trusted (monotonic clock).
-    pub(crate) valid_until: Mutex<Instant>,
+    /// Until when the permit can be trusted (lease clock).
+    pub(crate) valid_until: Mutex<LeaseInstant>,
 }
 
 impl PermitHold {
@@ -42,7 +44,7 @@ impl PermitHold {
         id: Arc<str>,
         renewed: bool,
         lease_ms: u64,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     ) -> PermitHold {
         PermitHold {
             keys,
@@ -58,7 +60,7 @@ impl PermitHold {
     /// Records a renewal of `lease_ms` sent at `sent_at`. One keeper renews
     /// a permit one call at a time, so replies never arrive out of order and
     /// a shorter lease (live settings) shortens the deadline too.
-    fn confirm(&self, sent_at: Instant, lease_ms: u64) {
+    fn confirm(&self, sent_at: LeaseInstant, lease_ms: u64) {
         self.lease_ms.store(lease_ms, Ordering::Release);
         *self.valid_until.lock() = sent_at + limits::validity(lease_ms);
     }
@@ -86,7 +88,7 @@ impl Drop for Keeper {
 
 struct Entry {
     hold: Arc<PermitHold>,
-    next_renewal: Instant,
+    next_renewal: LeaseInstant,
     renewing: bool,
 }
 
@@ -121,7 +123,8 @@ impl Keeper {
 
     pub(crate) fn track(&self, hold: Arc<PermitHold>) -> u64 {
         let slot = self.next_slot.fetch_add(1, Ordering::Relaxed);
-        let next_renewal = Instant::now() + renewal_period(hold.lease_ms.load(Ordering::Acquire));
+        let next_renewal =
+            LeaseInstant::now() + renewal_period(hold.lease_ms.load(Ordering::Acquire));
         self.entries.lock().insert(
             slot,
             Entry {
@@ -139,7 +142,7 @@ impl Keeper {
     }
 
     /// The next instant anything needs the task.
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&self) -> Option<LeaseInstant> {
         self.entries
             .lock()
             .values()
@@ -155,7 +158,7 @@ impl Keeper {
     }
 
     /// Marks expired permits lost and picks the renewals due (or nearly).
-    fn sweep(&self, now: Instant) -> Vec<(u64, Arc<PermitHold>)> {
+    fn sweep(&self, now: LeaseInstant) -> Vec<(u64, Arc<PermitHold>)> {
         let mut due = Vec::new();
         self.entries.lock().retain(|slot, entry| {
             if now >= *entry.hold.valid_until.lock() {
@@ -185,7 +188,7 @@ impl Keeper {
             invocation.key(&hold.keys.timeouts);
             invocation.arg(&*hold.id).arg(lease_ms);
         }
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let earliest = batch
             .iter()
             .map(|(_, hold)| *hold.valid_until.lock())
@@ -199,7 +202,7 @@ impl Keeper {
         let mut conn = self.core.conn.clone();
         let reply =
             tokio::time::timeout(limit, invocation.invoke_async::<Vec<i64>>(&mut conn)).await;
-        let now = Instant::now();
+        let now = LeaseInstant::now();
         let mut entries = self.entries.lock();
         for (index, (slot, hold)) in batch.iter().enumerate() {
             match &reply {
@@ -238,7 +241,7 @@ async fn run(keeper: Weak<Keeper>, wake: Arc<Notify>) {
             None => return,
         };
         let sleep_for = next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(Instant::now())
+            at.saturating_duration_since(LeaseInstant::now())
         });
         tokio::select! {
             _ = wake.notified() => {}
@@ -247,9 +250,11 @@ async fn run(keeper: Weak<Keeper>, wake: Arc<Notify>) {
         let Some(strong) = keeper.upgrade() else {
             return;
         };
-        let due = strong.sweep(Instant::now());
-        for batch in due.chunks(RENEW_BATCH) {
-            strong.renew(batch).await;
+        let due = strong.sweep(LeaseInstant::now());
+        // One call per slot on a cluster: permits of other semaphores live elsewhere.
+        let cluster = strong.core.conn.is_cluster();
+        for batch in batches(due, cluster, |(_, hold)| hold.keys.timeouts.as_str()) {
+            strong.renew(&batch).await;
         }
     }
 }

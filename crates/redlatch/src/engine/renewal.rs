@@ -5,7 +5,7 @@
 //! call, so 10,000 held locks cost about 100 round trips per period, not
 //! 10,000. A renewal that finds the lock gone marks the hold lost at once; a
 //! hold that could not be renewed before its lease (minus a drift margin) ran
-//! out on the monotonic clock is marked lost then, even if Redis never
+//! out on the lease clock is marked lost then, even if Redis never
 //! answered. Fixed-lease holds are not renewed, only marked lost when their
 //! lease runs out.
 //!
@@ -16,7 +16,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -46,7 +48,7 @@ struct Entry {
     hold: Arc<Hold>,
     /// Guards alive for this hold (re-entries included).
     guards: usize,
-    next_renewal: Instant,
+    next_renewal: LeaseInstant,
     renewing: bool,
 }
 
@@ -54,7 +56,7 @@ struct Shared {
     entries: Mutex<HashMap<HoldKey, Entry>>,
     settings: SharedSettings,
     wake: Notify,
-    base: Instant,
+    base: LeaseInstant,
     /// When the task plans to wake next, in ns after `base`.
     next_wake_ns: AtomicU64,
     renewal_round_trips: AtomicU64,
@@ -80,7 +82,7 @@ impl Watchdog {
             entries: Mutex::new(HashMap::new()),
             settings,
             wake: Notify::new(),
-            base: Instant::now(),
+            base: LeaseInstant::now(),
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
         });
@@ -101,9 +103,15 @@ impl Watchdog {
         if let Some(entry) = entries.get_mut(&key)
             && !entry.hold.is_marked_lost()
         {
-            entry.guards += 1;
-            entry.hold.confirm(new.sent_at, new.lease_ms);
-            return entry.hold.clone();
+            if !new.fresh {
+                entry.guards += 1;
+                entry.hold.confirm(new.sent_at, new.lease_ms);
+                return entry.hold.clone();
+            }
+            // Redis saw no hold of this owner: the one tracked here was lost
+            // (force-unlocked elsewhere, expired) before a renewal noticed.
+            // Its guards must not share the new acquisition's token.
+            entry.hold.mark_lost(LostReason::Gone);
         }
         let next_renewal = new.sent_at + renewal_period(new.lease_ms);
         let renewed = new.renewed;
@@ -128,15 +136,17 @@ impl Watchdog {
         hold
     }
 
-    /// Adds a re-entered guard to an existing hold. False when the hold is no
-    /// longer tracked (it was lost meanwhile).
-    pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: Instant) -> bool {
+    /// Adds a re-entered guard to an existing hold, whose re-entry request
+    /// sent at `sent_at` set a lease of `lease_ms` (the lease sent, not the
+    /// hold's current one: a renewal may have changed that meanwhile). False
+    /// when the hold is no longer tracked (it was lost meanwhile).
+    pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: LeaseInstant, lease_ms: u64) -> bool {
         let key: HoldKey = (hold.keys.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
         match entries.get_mut(&key) {
             Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
                 entry.guards += 1;
-                hold.confirm(sent_at, hold.lease_ms());
+                hold.confirm(sent_at, lease_ms);
                 true
             }
             _ => false,
@@ -174,7 +184,7 @@ impl Watchdog {
     /// Brings every renewed hold's next renewal forward to now (the default
     /// lease changed: held locks should get it promptly).
     pub(crate) fn renew_all_soon(&self) {
-        let now = Instant::now();
+        let now = LeaseInstant::now();
         for entry in self.shared.entries.lock().values_mut() {
             if entry.hold.renewed {
                 entry.next_renewal = now;
@@ -195,11 +205,11 @@ impl Watchdog {
 }
 
 impl Shared {
-    fn ns(&self, at: Instant) -> u64 {
+    fn ns(&self, at: LeaseInstant) -> u64 {
         at.saturating_duration_since(self.base).as_nanos() as u64
     }
 
-    fn wake_if_before(&self, due: Instant) {
+    fn wake_if_before(&self, due: LeaseInstant) {
         if self.ns(due) < self.next_wake_ns.load(Ordering::Acquire) {
             self.wake.notify_one();
         }
@@ -207,7 +217,7 @@ impl Shared {
 
     /// Marks expired holds lost, and picks the renewals that are due (or
     /// nearly: renewing a little early lets more locks share a batch).
-    fn sweep(&self, now: Instant) -> Vec<Renewal> {
+    fn sweep(&self, now: LeaseInstant) -> Vec<Renewal> {
         let mut due = Vec::new();
         let default_lease_ms = self.settings.read().default_lease.as_millis() as u64;
         let mut entries = self.entries.lock();
@@ -242,7 +252,7 @@ impl Shared {
     }
 
     /// The next instant anything needs the task: a renewal or an expiry.
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&self) -> Option<LeaseInstant> {
         let entries = self.entries.lock();
         entries
             .values()
@@ -257,8 +267,8 @@ impl Shared {
     }
 
     /// Applies the outcome of one renewal batch.
-    fn settle(&self, batch: &[Renewal], sent_at: Instant, outcome: Result<Vec<i64>, String>) {
-        let now = Instant::now();
+    fn settle(&self, batch: &[Renewal], sent_at: LeaseInstant, outcome: Result<Vec<i64>, String>) {
+        let now = LeaseInstant::now();
         let mut entries = self.entries.lock();
         match &outcome {
             Ok(renewed) => {
@@ -316,7 +326,7 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
         let next_ns = next.map_or(u64::MAX, |at| strong.ns(at));
         strong.next_wake_ns.store(next_ns, Ordering::Release);
         let sleep_for = next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(Instant::now())
+            at.saturating_duration_since(LeaseInstant::now())
         });
         {
             let notified = strong.wake.notified();
@@ -326,15 +336,15 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
                 _ = tokio::time::sleep(sleep_for) => {}
             }
         }
-        let due = strong.sweep(Instant::now());
+        let due = strong.sweep(LeaseInstant::now());
         // Read holds of read-write locks renew their timeout keys too: another script.
         let (reads, hashes): (Vec<Renewal>, Vec<Renewal>) = due
             .into_iter()
             .partition(|renewal| renewal.hold.kind.is_read());
         let cluster = conn.is_cluster();
-        for batch in batches(hashes, cluster)
+        for batch in batches(hashes, cluster, lock_key)
             .into_iter()
-            .chain(batches(reads, cluster))
+            .chain(batches(reads, cluster, lock_key))
         {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
@@ -344,27 +354,28 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
     }
 }
 
-/// Splits due renewals into script calls of at most [`RENEW_BATCH`] locks.
+/// Splits due renewals into script calls of at most [`RENEW_BATCH`] entries.
 /// On a cluster one call may only touch keys of one hash slot, so renewals
-/// are grouped by slot first.
-fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
+/// are grouped by the slot of `key` first. Every batched renewal (locks,
+/// permits) is split here.
+pub(crate) fn batches<T: Clone>(
+    mut due: Vec<T>,
+    cluster: bool,
+    key: impl Fn(&T) -> &str,
+) -> Vec<Vec<T>> {
     if !cluster {
-        return due.chunks(RENEW_BATCH).map(<[Renewal]>::to_vec).collect();
+        return due.chunks(RENEW_BATCH).map(<[T]>::to_vec).collect();
     }
-    due.sort_by_cached_key(|renewal| slot_of(&renewal.key.0));
-    due.chunk_by(|a, b| slot_of(&a.key.0) == slot_of(&b.key.0))
+    due.sort_by_cached_key(|entry| crate::scripts::keys::slot(key(entry)));
+    due.chunk_by(|a, b| crate::scripts::keys::slot(key(a)) == crate::scripts::keys::slot(key(b)))
         .flat_map(|same_slot| same_slot.chunks(RENEW_BATCH))
-        .map(<[Renewal]>::to_vec)
+        .map(<[T]>::to_vec)
         .collect()
-}
-
-fn slot_of(key: &str) -> u16 {
-    crate::scripts::keys::slot(key)
 }
 
 /// Sends one renewal batch, bounded by the earliest lease in it.
 async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Renewal>) {
-    let sent_at = Instant::now();
+    let sent_at = LeaseInstant::now();
     let deadline = batch
         .iter()
         .map(|renewal| renewal.hold.valid_until())
@@ -413,4 +424,9 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     shared.settle(&batch, sent_at, outcome);
     // A failed renewal must be retried soon and an expiry noticed on time.
     shared.wake.notify_one();
+}
+
+/// The key a lock renewal touches: its batch's slot.
+fn lock_key(renewal: &Renewal) -> &str {
+    &renewal.key.0
 }

@@ -23,10 +23,12 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -62,12 +64,18 @@ pub(crate) struct Channel {
     /// Bumped each time the subscription is (re)established.
     epoch: AtomicU64,
     /// When the current holder's lease ends, as last reported to a waiter.
-    lease_ends: Mutex<Option<Instant>>,
+    lease_ends: Mutex<Option<LeaseInstant>>,
     /// Every message wakes every waiter (read-write locks: all readers may enter).
     broadcast: std::sync::atomic::AtomicBool,
     /// Messages received on a broadcast channel, so a waiter that was busy
     /// with an attempt when one arrived does not park past it.
     messages: AtomicU64,
+    /// Waiters parked now, and how many more of them the last message may
+    /// still be passed to: a waiter that cannot use a wake-up (a semaphore
+    /// waiter wanting more permits than were freed, an attempt that failed)
+    /// hands it on, at most once per other waiter, so it never circles.
+    parked: AtomicUsize,
+    passes_left: AtomicUsize,
 }
 
 struct Member {
@@ -143,6 +151,8 @@ impl Wakeups {
             lease_ends: Mutex::new(None),
             broadcast: std::sync::atomic::AtomicBool::new(false),
             messages: AtomicU64::new(0),
+            parked: AtomicUsize::new(0),
+            passes_left: AtomicUsize::new(0),
         });
         channels.insert(
             channel.to_owned(),
@@ -177,13 +187,13 @@ impl Wakeups {
     /// A new acquire that finds a queue joins it instead of trying first, so
     /// a task that just released cannot take the lock straight back ahead of
     /// the waiters its release woke (barging).
-    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, Instant)> {
+    pub(crate) fn join_queue(&self, channel: &str) -> Option<(Ticket, LeaseInstant)> {
         let mut channels = self.registry.channels.lock();
         let member = channels
             .get_mut(channel)
             .filter(|member| member.waiters > 0)?;
         let lease_ends = (*member.channel.lease_ends.lock())?;
-        if lease_ends <= Instant::now() {
+        if lease_ends <= LeaseInstant::now() {
             return None;
         }
         member.waiters += 1;
@@ -251,12 +261,13 @@ impl Ticket {
     }
 
     /// Records when the holder's lease ends, as the last failed attempt saw it.
-    pub(crate) fn note_lease_end(&self, at: Instant) {
+    pub(crate) fn note_lease_end(&self, at: LeaseInstant) {
         *self.channel.lease_ends.lock() = Some(at);
     }
 
     /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
     pub(crate) async fn park(&self, epoch: u64, limit: Duration) -> Wake {
+        let _parked = Parked::enter(&self.channel);
         let notified = self.channel.notify.notified();
         tokio::pin!(notified);
         // Register before checking the epoch so a resubscription in between is not missed.
@@ -284,6 +295,38 @@ impl Ticket {
     /// one waiter.
     pub(crate) fn pass_on(&self) {
         self.channel.notify.notify_one();
+    }
+
+    /// Hands a wake-up this waiter could not use (its attempt found too few
+    /// permits, or failed) to the next parked waiter, if the message still
+    /// has waiters it has not reached. Each message reaches every waiter
+    /// parked when it came at most once.
+    pub(crate) fn pass_on_unused(&self) {
+        let passed =
+            self.channel
+                .passes_left
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                    left.checked_sub(1)
+                });
+        if passed.is_ok() {
+            self.channel.notify.notify_one();
+        }
+    }
+}
+
+/// Counts a waiter as parked while it lives.
+struct Parked<'a>(&'a Channel);
+
+impl<'a> Parked<'a> {
+    fn enter(channel: &'a Channel) -> Parked<'a> {
+        channel.parked.fetch_add(1, Ordering::AcqRel);
+        Parked(channel)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.parked.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -379,7 +422,17 @@ impl Subscriber {
                 _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
                 event = session.next() => match event {
                     Some(Event::Message(channel)) => self.dispatch(&channel),
-                    Some(Event::Resync) => self.resync_all(),
+                    Some(Event::Resync) => {
+                        // Subscribe again before waking anyone: the cluster client
+                        // restores its subscriptions by itself, but not necessarily
+                        // before a holder publishes its unlock, and waiters woken
+                        // first would park again and miss it. Repeating a
+                        // subscription is harmless.
+                        if !self.resubscribe_all(&mut session, &subscribed).await {
+                            return SessionEnd::Disconnected;
+                        }
+                        self.resync_all();
+                    }
                     None => return SessionEnd::Disconnected,
                 },
                 command = self.commands.recv() => match command {
@@ -459,7 +512,14 @@ impl Subscriber {
                 member.channel.messages.fetch_add(1, Ordering::AcqRel);
                 member.channel.notify.notify_waiters();
             } else {
-                // One waiter per message: the others would find the lock taken again.
+                // One waiter per message: the others would find the lock taken
+                // again. It may pass the message on to the others once each.
+                let others = member
+                    .channel
+                    .parked
+                    .load(Ordering::Acquire)
+                    .saturating_sub(1);
+                member.channel.passes_left.store(others, Ordering::Release);
                 member.channel.notify.notify_one();
             }
         }
@@ -491,6 +551,18 @@ impl Subscriber {
             Some(registry) => registry.channels.lock().keys().cloned().collect(),
             None => Vec::new(),
         }
+    }
+
+    /// Sends every subscription again on a session whose connection came
+    /// back by itself. Returns false when the connection looks broken.
+    async fn resubscribe_all(&self, session: &mut Session, subscribed: &HashSet<String>) -> bool {
+        for name in subscribed {
+            let done = tokio::time::timeout(self.response_timeout(), session.subscribe(name)).await;
+            if !matches!(done, Ok(Ok(()))) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Messages may have been lost under a connection that came back by

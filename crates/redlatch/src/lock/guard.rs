@@ -2,12 +2,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::oneshot;
+use crate::lease_clock::LeaseInstant;
+
 use tracing::Instrument;
 
 use crate::engine::Core;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, HoldKind, LostReason};
 use crate::error::{Error, Result};
 use crate::scripts::lock::Released;
@@ -89,7 +91,7 @@ impl Guard {
 
     /// True while the lock is known to be held: not found gone by a renewal,
     /// and its lease (minus a 1% + 2 ms drift margin) has not run out on the
-    /// monotonic clock since the last confirmed acquire or renewal.
+    /// lease clock (which counts time the machine was suspended) since the last confirmed acquire or renewal.
     pub fn is_held(&self) -> bool {
         self.hold.is_held()
     }
@@ -133,36 +135,42 @@ impl Guard {
     pub async fn reenter(&self) -> Result<Guard> {
         let inner = &self.core;
         let request = self.request();
-        let (reply_to, reply) = oneshot::channel();
-        let mut conn = inner.conn.clone();
-        let task_request = request.clone();
         let limit = inner.current_settings().response_timeout;
-        let sent_at = Instant::now();
-        let kind = self.hold.kind.clone();
-        inner.runtime.spawn(async move {
-            let outcome = kind.reenter(&mut conn, &task_request, limit).await;
-            // Nobody is waiting for this hold any more: give it back.
-            if let Err(Ok(true)) = reply_to.send(outcome) {
-                let _ = kind.release(&mut conn, &task_request, limit).await;
+        let sent_at = LeaseInstant::now();
+        let call = {
+            let (mut conn, request, kind) =
+                (inner.conn.clone(), request.clone(), self.hold.kind.clone());
+            async move { kind.reenter(&mut conn, &request, limit).await }
+        };
+        let undo = {
+            let (mut conn, request, kind) =
+                (inner.conn.clone(), request.clone(), self.hold.kind.clone());
+            // Nobody took this hold: give it back.
+            move |outcome: Result<bool>| async move {
+                if matches!(outcome, Ok(true)) {
+                    let _ = kind.release(&mut conn, &request, limit).await;
+                }
             }
-        });
-        let held = reply
+        };
+        let held = hand_over(&inner.runtime, "reenter", call, undo)
             .instrument(tracing::debug_span!("redlatch.reenter", lock = %request.keys.key, token = self.hold.token))
-            .await
-            .map_err(|_| Error::Protocol {
-                op: "reenter",
-                detail: "the runtime shut down during the call".to_owned(),
-            })??;
+            .await?;
         if !held {
             self.hold.mark_lost(LostReason::Gone);
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
         }
-        if !inner.watchdog.add_guard(&self.hold, sent_at) {
-            // Marked lost meanwhile although Redis still had it: give the hold back.
-            let mut conn = inner.conn.clone();
-            let _ = self.hold.kind.release(&mut conn, &request, limit).await;
+        if !inner
+            .watchdog
+            .add_guard(&self.hold, sent_at, request.lease_ms)
+        {
+            // Marked lost meanwhile although Redis still had it: give the hold
+            // back, in the background so that cancelling the caller cannot stop it.
+            let (mut conn, kind) = (inner.conn.clone(), self.hold.kind.clone());
+            spawn_undo(&inner.runtime, async move {
+                let _ = kind.release(&mut conn, &request, limit).await;
+            });
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
             });
@@ -190,20 +198,19 @@ impl Guard {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         let span = tracing::debug_span!("redlatch.release", lock = %self.hold.keys.key, token = self.hold.token);
-        let outcome = self.spawn_release().instrument(span).await;
+        let release = self.stop_and_release();
+        let outcome = run_to_end(&self.core.runtime, "release", release)
+            .instrument(span)
+            .await;
         match outcome {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(Error::NotHeld { .. })) => {
+            Ok(_) => Ok(()),
+            Err(Error::NotHeld { .. }) => {
                 self.hold.mark_lost(LostReason::Gone);
                 Err(Error::NotHeld {
                     name: self.name.to_string(),
                 })
             }
-            Ok(Err(other)) => Err(other),
-            Err(_) => Err(Error::Protocol {
-                op: "release",
-                detail: "the runtime shut down during the call".to_owned(),
-            }),
+            Err(other) => Err(other),
         }
     }
 
@@ -226,14 +233,14 @@ impl Guard {
         }
     }
 
-    /// Stops tracking this guard and sends the release from a task of its own.
-    fn spawn_release(&self) -> tokio::task::JoinHandle<Result<Released>> {
+    /// Stops tracking this guard; returns the release, to run in a task of its own.
+    fn stop_and_release(&self) -> impl Future<Output = Result<Released>> + Send + 'static {
         let inner = &self.core;
         inner.watchdog.remove_guard(&self.hold);
         let core = self.core.clone();
         let request = self.request();
         let kind = self.hold.kind.clone();
-        inner.runtime.spawn(async move {
+        async move {
             let inner = &core;
             let mut conn = inner.conn.clone();
             let limit = inner.current_settings().response_timeout;
@@ -253,7 +260,7 @@ impl Guard {
                 }
             }
             released
-        })
+        }
     }
 }
 
@@ -261,7 +268,10 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if !self.released {
             self.released = true;
-            drop(self.spawn_release());
+            let release = self.stop_and_release();
+            spawn_undo(&self.core.runtime, async move {
+                let _ = release.await;
+            });
         }
     }
 }

@@ -4,7 +4,9 @@ pub(crate) mod guard;
 pub(crate) mod status;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use tracing::{Instrument, field};
 
@@ -106,8 +108,9 @@ impl Lock {
     /// one client re-enter rather than wait for each other.
     ///
     /// The owner is checked when the lock is used: empty, longer than
-    /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, or starting with `#`
-    /// (reserved for anonymous owners) gives [`Error::InvalidOwner`].
+    /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, starting with `#`
+    /// (reserved for anonymous owners) or ending in `:write` (reserved for
+    /// read-write locks' write holds) gives [`Error::InvalidOwner`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -348,7 +351,7 @@ impl Lock {
             lock = %request.keys.key,
             token = field::Empty,
         );
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self
             .wait_for_hold(request, renewed, wait)
             .instrument(span)
@@ -392,17 +395,20 @@ impl Lock {
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let inner = &self.core;
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         // `None`: no deadline (waiting forever, or a wait too long to represent).
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
 
         let mut ticket = None;
+        // The last park ended with an unlock message.
+        let mut woken = false;
         if !matches!(wait, Wait::Once) {
             if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
@@ -411,21 +417,23 @@ impl Lock {
                 // sleep, not a park: the first unlock message would be our own.
                 let joined = inner.wakeups.join(&request.keys.channel);
                 let limit = until
-                    .saturating_duration_since(Instant::now())
-                    .min(remaining(Instant::now()));
+                    .saturating_duration_since(LeaseInstant::now())
+                    .min(remaining(LeaseInstant::now()));
                 tokio::time::sleep(limit).await;
                 ticket = Some(joined);
             } else if let Some((queued, lease_ends)) =
                 inner.wakeups.join_queue(&request.keys.channel)
             {
                 // Waiters of this client are already queued: join them rather than barge in.
-                let now = Instant::now();
+                let now = LeaseInstant::now();
                 let limit = lease_ends
                     .saturating_duration_since(now)
                     .min(remaining(now));
                 let epoch = queued.epoch();
                 crate::metrics::contended_wait();
-                record_wake(queued.park(epoch, limit).await);
+                let wake = queued.park(epoch, limit).await;
+                woken = wake == Wake::Message;
+                record_wake(wake);
                 ticket = Some(queued);
             }
         }
@@ -434,7 +442,15 @@ impl Lock {
             let epoch = ticket
                 .as_ref()
                 .map(|ticket: &crate::engine::wakeup::Ticket| ticket.epoch());
-            match self.attempt_with_retries(&mut request).await? {
+            let attempt = self.attempt_with_retries(&mut request).await;
+            if woken
+                && attempt.is_err()
+                && let Some(ticket) = &ticket
+            {
+                // The unlock this waiter was woken for goes to the next one.
+                ticket.pass_on_unused();
+            }
+            match attempt? {
                 Attempt::Acquired {
                     token,
                     reentered,
@@ -448,6 +464,7 @@ impl Lock {
                         token,
                         named_owner: request.named_owner,
                         sent_at,
+                        fresh: !reentered,
                     });
                     tracing::Span::current().record("token", hold.token);
                     tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
@@ -455,7 +472,7 @@ impl Lock {
                     return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
                 }
                 Attempt::Held { pttl_ms } => {
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         return Ok(None);
                     }
@@ -468,7 +485,9 @@ impl Lock {
                     match (&ticket, epoch) {
                         (Some(parked), Some(epoch)) => {
                             parked.note_lease_end(now + lease_left);
-                            record_wake(parked.park(epoch, limit).await);
+                            let wake = parked.park(epoch, limit).await;
+                            woken = wake == Wake::Message;
+                            record_wake(wake);
                         }
                         _ => {
                             // Subscribe first, then try again: an unlock between our

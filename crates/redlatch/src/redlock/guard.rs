@@ -2,12 +2,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::cancel::hand_over;
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
 use crate::redlock::handle::Redlock;
@@ -76,7 +78,7 @@ impl RedlockHold {
     /// parallel, each at most the node timeout.
     pub(crate) async fn renew(&self, lease_ms: u64) -> Result<()> {
         let limit = self.node_timeout;
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
@@ -87,7 +89,7 @@ impl RedlockHold {
         let confirmed = answers.iter().filter(|a| **a == Some(true)).count();
         let gone = answers.iter().filter(|a| **a == Some(false)).count();
         let nodes = self.node_count();
-        if confirmed >= quorum::majority(nodes) && Instant::now() < self.hold.valid_until() {
+        if confirmed >= quorum::majority(nodes) && LeaseInstant::now() < self.hold.valid_until() {
             self.hold.confirm(sent_at, lease_ms);
             return Ok(());
         }
@@ -138,7 +140,7 @@ impl RedlockHold {
     async fn reenter_on_nodes(&self) -> (Result<()>, Vec<bool>) {
         let limit = self.node_timeout;
         let lease_ms = self.hold.lease_ms();
-        let sent_at = Instant::now();
+        let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.inner.conn.clone();
@@ -149,7 +151,7 @@ impl RedlockHold {
         let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
         let took: Vec<bool> = answers.iter().map(|a| *a == Some(true)).collect();
         let confirmed = took.iter().filter(|took| **took).count();
-        if confirmed >= quorum::majority(nodes) && Instant::now() < self.hold.valid_until() {
+        if confirmed >= quorum::majority(nodes) && LeaseInstant::now() < self.hold.valid_until() {
             self.hold.confirm(sent_at, lease_ms);
             return (Ok(()), took);
         }
@@ -247,14 +249,16 @@ impl RedlockGuard {
 
     /// True while the lock is known to be held on a majority: not found gone
     /// by a renewal, and the validity of the last majority confirmation
-    /// (lease − elapsed − drift, on the monotonic clock) has not run out.
+    /// (lease − elapsed − drift, on a clock that counts suspended time) has
+    /// not run out.
     pub fn is_held(&self) -> bool {
         self.shared.hold.is_held()
     }
 
-    /// Until when the hold is valid, on the monotonic clock.
-    pub fn valid_until(&self) -> Instant {
-        self.shared.hold.valid_until()
+    /// Until when the hold is valid, as an instant of the monotonic clock
+    /// (translated from the lease clock, which also counts suspended time).
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.shared.hold.valid_until().to_std()
     }
 
     /// Resolves when the lock is known to be lost: a renewal found it gone on
@@ -311,32 +315,22 @@ impl RedlockGuard {
             return Err(self.shared.not_held());
         }
         let shared = self.shared.clone();
-        let (reply_to, reply) = oneshot::channel();
-        self.shared.runtime.spawn(async move {
+        let call = async move {
             let (outcome, took) = shared.reenter_on_nodes().await;
-            let counted = outcome.is_ok();
-            if counted {
-                *shared.guards.lock() += 1;
-            }
-            match reply_to.send(outcome) {
-                Ok(()) if counted => {}
-                // Did not count, or nobody waits for the new guard: give the holds back.
-                Ok(()) => shared.undo_reenter(&took).await,
-                Err(_) => {
-                    if counted {
-                        // Same as dropping the guard the caller never saw.
-                        drop(RedlockGuard::new(shared));
-                    } else {
-                        shared.undo_reenter(&took).await;
-                    }
+            match outcome {
+                Ok(()) => {
+                    *shared.guards.lock() += 1;
+                    Ok(RedlockGuard::new(shared))
+                }
+                Err(error) => {
+                    shared.undo_reenter(&took).await;
+                    Err(error)
                 }
             }
-        });
-        reply.await.map_err(|_| Error::Protocol {
-            op: "reenter",
-            detail: "the runtime shut down during the call".to_owned(),
-        })??;
-        Ok(RedlockGuard::new(self.shared.clone()))
+        };
+        // A guard nobody took releases its hold when dropped.
+        let undo = |unclaimed: Result<RedlockGuard>| async move { drop(unclaimed) };
+        hand_over(&self.shared.runtime, "reenter", call, undo).await
     }
 
     /// Gives this hold back on every node: the hold count goes down by one,

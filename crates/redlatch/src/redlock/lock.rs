@@ -1,7 +1,9 @@
 //! The Redlock lock handle: one attempt over all nodes, and the wait between attempts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use futures_util::FutureExt;
 use tracing::Instrument;
@@ -9,6 +11,7 @@ use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt;
+use crate::engine::cancel::hand_over;
 use crate::engine::hold::{Hold, HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
@@ -304,14 +307,15 @@ impl RedlockLock {
             None => limits::watchdog_lease_millis("default lease", settings.default_lease)?,
         };
         LockKeys::new(&settings.key_prefix, &self.name)?;
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut tickets: Option<Vec<Ticket>> = None;
         let mut retries = 0;
         loop {
@@ -333,16 +337,16 @@ impl RedlockLock {
                         refusal.failures,
                     ));
                 }
-                let delay = policy.delay(retries).min(remaining(Instant::now()));
+                let delay = policy.delay(retries).min(remaining(LeaseInstant::now()));
                 retries += 1;
                 tokio::time::sleep(delay).await;
-                if deadline.is_some_and(|at| Instant::now() >= at) {
+                if deadline.is_some_and(|at| LeaseInstant::now() >= at) {
                     return Ok(None);
                 }
                 continue;
             }
             retries = 0;
-            let now = Instant::now();
+            let now = LeaseInstant::now();
             if deadline.is_some_and(|at| now >= at) {
                 return Ok(None);
             }
@@ -366,7 +370,7 @@ impl RedlockLock {
                     futures_util::future::join_all(joined.iter().map(|t| t.subscribed(limit)))
                         .await;
                     tickets = Some(joined);
-                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
                 }
                 Some(parked) => {
                     let lease_left = refusal
@@ -375,7 +379,7 @@ impl RedlockLock {
                         .max(Duration::from_millis(1));
                     let limit = lease_left.min(remaining(now));
                     park_on_any(parked, &epochs, limit).await;
-                    tokio::time::sleep(jitter.min(remaining(Instant::now()))).await;
+                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
                 }
             }
         }
@@ -401,16 +405,11 @@ impl RedlockLock {
     /// drops the future, the attempt still completes, and a guard nobody
     /// takes is dropped, which releases it.
     async fn attempt(&self, lease_ms: u64, renewed: bool) -> Result<Outcome> {
-        let (reply_to, reply) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        tokio::spawn(async move {
-            // A send that fails hands the outcome back; dropping it releases a guard.
-            let _ = reply_to.send(this.attempt_on_nodes(lease_ms, renewed).await);
-        });
-        reply.await.map_err(|_| Error::Protocol {
-            op: "acquire",
-            detail: "the runtime shut down during the call".to_owned(),
-        })?
+        let call = async move { this.attempt_on_nodes(lease_ms, renewed).await };
+        // An outcome nobody took holds a guard, which releases when dropped.
+        let undo = |unclaimed: Result<Outcome>| async move { drop(unclaimed) };
+        hand_over(&tokio::runtime::Handle::current(), "acquire", call, undo).await
     }
 
     /// Acquires everywhere at once, then decides.
@@ -421,7 +420,7 @@ impl RedlockLock {
         let released = CancellationToken::new();
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(lease_ms);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let needed = quorum::majority(nodes.len());
         // Every node answers or times out: holds on all live nodes make the
         // lock and its token survive the loss of more of them.
@@ -472,7 +471,7 @@ impl RedlockLock {
                 }
             };
             let valid_until = started + limits::validity(lease_ms);
-            if fenced && Instant::now() < valid_until {
+            if fenced && LeaseInstant::now() < valid_until {
                 return Ok(Outcome::Granted(
                     self.guard(requests, token, lease_ms, renewed, started, released),
                 ));
@@ -590,7 +589,7 @@ impl RedlockLock {
         token: u64,
         lease_ms: u64,
         renewed: bool,
-        started: Instant,
+        started: LeaseInstant,
         released: CancellationToken,
     ) -> RedlockGuard {
         let hold = Hold::new(
@@ -603,6 +602,7 @@ impl RedlockLock {
                 named_owner: false,
                 // Validity counts from before the first request went out.
                 sent_at: started,
+                fresh: true,
             },
             HoldKind::Plain,
         );

@@ -3,7 +3,9 @@
 //! confirms it within the validity.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use crate::engine::hold::LostReason;
 use crate::error::Error;
@@ -12,7 +14,7 @@ use crate::redlock::guard::RedlockHold;
 /// Starts the task that keeps `shared` alive (or, for a fixed lease, marks
 /// it lost when the lease runs out). It ends when the last guard is
 /// released or the hold is lost.
-pub(crate) fn start(shared: Arc<RedlockHold>, acquired_at: Instant) {
+pub(crate) fn start(shared: Arc<RedlockHold>, acquired_at: LeaseInstant) {
     let runtime = shared.runtime.clone();
     runtime.spawn(async move {
         if shared.hold.renewed {
@@ -28,7 +30,7 @@ fn period(lease_ms: u64) -> Duration {
     Duration::from_millis((lease_ms / 3).max(1))
 }
 
-async fn keep_renewed(shared: &RedlockHold, acquired_at: Instant) {
+async fn keep_renewed(shared: &RedlockHold, acquired_at: LeaseInstant) {
     let hold = &shared.hold;
     let mut next = acquired_at + period(hold.lease_ms());
     loop {
@@ -36,9 +38,9 @@ async fn keep_renewed(shared: &RedlockHold, acquired_at: Instant) {
         tokio::select! {
             _ = shared.stop.cancelled() => return,
             _ = hold.lost_token().cancelled() => return,
-            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = wake.sleep_until() => {}
         }
-        if Instant::now() >= hold.valid_until() {
+        if LeaseInstant::now() >= hold.valid_until() {
             hold.mark_lost(LostReason::NotRenewed);
             return;
         }
@@ -48,7 +50,7 @@ async fn keep_renewed(shared: &RedlockHold, acquired_at: Instant) {
             renewed = shared.renew(lease_ms) => renewed,
         };
         match renewed {
-            Ok(()) => next = Instant::now() + period(lease_ms),
+            Ok(()) => next = LeaseInstant::now() + period(lease_ms),
             Err(Error::NotHeld { .. }) => {
                 tracing::warn!(lock = %shared.name, "redlatch: Redlock lost: gone on too many nodes");
                 return;
@@ -56,7 +58,7 @@ async fn keep_renewed(shared: &RedlockHold, acquired_at: Instant) {
             Err(error) => {
                 tracing::debug!(lock = %shared.name, %error, "redlatch: Redlock renewal did not count, retrying");
                 // Try again soon; the validity deadline above still marks it lost in time.
-                next = Instant::now() + shared.node_timeout.max(Duration::from_millis(10));
+                next = LeaseInstant::now() + shared.node_timeout.max(Duration::from_millis(10));
             }
         }
     }
@@ -69,10 +71,10 @@ async fn run_out(shared: &RedlockHold) {
         tokio::select! {
             _ = shared.stop.cancelled() => return,
             _ = hold.lost_token().cancelled() => return,
-            _ = tokio::time::sleep_until(until.into()) => {}
+            _ = until.sleep_until() => {}
         }
         // `extend` may have moved the deadline while we slept.
-        if Instant::now() >= hold.valid_until() {
+        if LeaseInstant::now() >= hold.valid_until() {
             hold.mark_lost(LostReason::LeaseRanOut);
             return;
         }

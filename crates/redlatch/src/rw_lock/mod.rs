@@ -3,17 +3,18 @@
 pub(crate) mod guard;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::transport::Connection;
 use tracing::Instrument;
 
 use crate::engine::Core;
-use crate::engine::cancel::detached;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{HoldKind, NewHold};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
+use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
@@ -298,7 +299,7 @@ impl ReadWriteLock {
 
     async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.rw_acquire", lock = %self.name, ?side);
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let outcome = self.wait_for(side, wait).instrument(span).await;
         let label = match &outcome {
             Ok(Some(_)) => "acquired",
@@ -334,7 +335,7 @@ impl ReadWriteLock {
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = Instant::now();
+        let started = LeaseInstant::now();
         let deadline = match wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
@@ -386,7 +387,7 @@ impl ReadWriteLock {
                     if let Some(claim) = claim.take() {
                         claim.forget();
                     }
-                    let hold = attempt.register(inner, token, sent_at);
+                    let hold = attempt.register(inner, token, sent_at, !reentered);
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
                     return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
@@ -400,7 +401,7 @@ impl ReadWriteLock {
                             armed: true,
                         });
                     }
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if deadline.is_some_and(|at| now >= at) {
                         if let Some(claim) = claim.take() {
                             claim.withdraw().await;
@@ -476,7 +477,8 @@ impl Attempt {
         &self,
         inner: &Core,
         token: u64,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
+        fresh: bool,
     ) -> Arc<crate::engine::hold::Hold> {
         let request = self.request();
         inner.watchdog.register_kind(
@@ -488,6 +490,7 @@ impl Attempt {
                 token,
                 named_owner: self.named,
                 sent_at,
+                fresh,
             },
             self.kind(),
         )
@@ -514,7 +517,7 @@ impl Attempt {
         let call = {
             let attempt = self.clone_parts();
             async move {
-                let sent_at = Instant::now();
+                let sent_at = LeaseInstant::now();
                 let run = attempt.run_script(&mut conn, sent_at, reenter_only);
                 bounded("read-write acquire", limit, run).await
             }
@@ -531,13 +534,13 @@ impl Attempt {
                     .await;
             }
         };
-        detached(&inner.runtime, "read-write acquire", call, undo).await
+        hand_over(&inner.runtime, "read-write acquire", call, undo).await
     }
 
     async fn run_script(
         &self,
         conn: &mut Connection,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
         reenter_only: bool,
     ) -> Result<RwAttempt> {
         let reply = rw::Acquire {
@@ -555,9 +558,9 @@ impl Attempt {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        inner
-            .runtime
-            .spawn(async move { attempt.undo_now(conn, limit, release).await });
+        spawn_undo(&inner.runtime, async move {
+            attempt.undo_now(conn, limit, release).await
+        });
     }
 
     async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
@@ -598,10 +601,10 @@ impl Claim {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
-        let withdrawing = inner.runtime.spawn(async move {
-            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
-        });
-        let _ = withdrawing.await;
+        let _ = run_to_end(&inner.runtime, "writer leave", async move {
+            rw::writer_leave(&mut conn, &keys, &field, limit).await
+        })
+        .await;
     }
 }
 
@@ -615,7 +618,7 @@ impl Drop for Claim {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let field = self.field.clone();
-        inner.runtime.spawn(async move {
+        spawn_undo(&inner.runtime, async move {
             let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
         });
     }
@@ -654,8 +657,12 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         claim_ms: 0,
     };
     match attempt.run(inner, false).await? {
-        RwAttempt::Acquired { token, sent_at, .. } => {
-            let read_hold = attempt.register(inner, token, sent_at);
+        RwAttempt::Acquired {
+            token,
+            sent_at,
+            reentered,
+        } => {
+            let read_hold = attempt.register(inner, token, sent_at, !reentered);
             let reading = Guard::new(core.clone(), Arc::from(writer.name()), read_hold);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;

@@ -1,6 +1,8 @@
 //! The fair lock's scripts: acquire or take a place in line, leave the line, release.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
 use crate::scripts::keys::FairKeys;
@@ -13,7 +15,7 @@ pub(crate) enum FairAttempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// In line (or not, for a single try): the holder's remaining lease
     /// (-1: no expiry, 0: free but another waiter goes first).
@@ -26,7 +28,7 @@ pub(crate) async fn acquire(
     owner: &str,
     lease_ms: u64,
     place_ms: u64,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
 ) -> Result<FairAttempt> {
     let reply: Vec<i64> = super::FAIR_ACQUIRE
         .key(&keys.lock.key)

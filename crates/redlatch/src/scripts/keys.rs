@@ -277,6 +277,14 @@ pub(crate) fn validate_owner(owner: &str) -> Result<()> {
             reason: "longer than 256 bytes",
         });
     }
+    // A read-write lock writes owner `X`'s write hold under the field of owner
+    // `X:write`'s read hold: such an owner would read under another's write.
+    if owner.ends_with(":write") {
+        return Err(Error::InvalidOwner {
+            owner: excerpt(owner),
+            reason: "owners ending in ':write' are reserved for read-write locks' write holds",
+        });
+    }
     Ok(())
 }
 

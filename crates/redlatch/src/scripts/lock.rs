@@ -2,7 +2,9 @@
 //! re-enter, release, renew one hold, raise the fencing counter.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use tracing::debug;
 
@@ -29,7 +31,7 @@ pub(crate) enum Attempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// Another owner holds it for `pttl_ms` more (-1: no expiry).
     Held { pttl_ms: i64 },
@@ -38,7 +40,7 @@ pub(crate) enum Attempt {
 pub(crate) async fn acquire(
     conn: &mut Connection,
     request: &Request,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
 ) -> Result<Attempt> {
     let reply: Vec<i64> = super::ACQUIRE
         .key(&request.keys.key)
@@ -60,7 +62,7 @@ pub(crate) async fn acquire(
 pub(crate) async fn acquire_replicated(
     conn: &mut Connection,
     request: &Request,
-    sent_at: Instant,
+    sent_at: LeaseInstant,
     limit: Duration,
     wait: ReplicaWait,
 ) -> Result<Attempt> {
@@ -109,7 +111,7 @@ pub(crate) async fn acquire_replicated(
     Ok(attempt)
 }
 
-fn parse_acquire(request: &Request, reply: &[i64], sent_at: Instant) -> Result<Attempt> {
+fn parse_acquire(request: &Request, reply: &[i64], sent_at: LeaseInstant) -> Result<Attempt> {
     match reply {
         [1, token] => Ok(Attempt::Acquired {
             token: *token as u64,

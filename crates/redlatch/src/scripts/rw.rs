@@ -1,7 +1,9 @@
 //! The read-write lock's scripts: read or write acquire (a writer may claim
 //! its place), release either side, re-enter a read, withdraw a claim.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
@@ -21,7 +23,7 @@ pub(crate) enum RwAttempt {
     Acquired {
         token: u64,
         reentered: bool,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
     },
     /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
     Blocked { wait_ms: i64 },
@@ -43,7 +45,7 @@ impl Acquire<'_> {
     pub(crate) async fn run(
         &self,
         conn: &mut Connection,
-        sent_at: Instant,
+        sent_at: LeaseInstant,
         reenter_only: bool,
     ) -> Result<RwAttempt> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
@@ -208,7 +210,7 @@ pub(crate) async fn read_reenter(
         lease_ms: request.lease_ms,
         claim_ms: 0,
     };
-    let call = attempt.run(conn, Instant::now(), true);
+    let call = attempt.run(conn, LeaseInstant::now(), true);
     match bounded("reenter", limit, call).await {
         Ok(RwAttempt::Acquired { .. }) => Ok(true),
         Err(Error::NotHeld { .. }) => Ok(false),

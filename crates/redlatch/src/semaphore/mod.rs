@@ -2,15 +2,14 @@
 
 pub(crate) mod permit;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 use crate::engine::Core;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
+use crate::lease_clock::LeaseInstant;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::transport::bounded;
@@ -261,13 +260,24 @@ impl Semaphore {
         self.check_permits(permits)?;
         let keys = Arc::new(self.keys()?);
         let inner = &self.core;
-        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut ticket: Option<Ticket> = None;
+        // The last park ended with a release message this waiter may not use.
+        let mut woken = false;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
-            if let Some(left) = self.attempt(&keys, permits).await? {
+            let taken = self.attempt(&keys, permits).await;
+            if woken
+                && !matches!(taken, Ok(Some(_)))
+                && let Some(ticket) = &ticket
+            {
+                // Too few permits for us, or the attempt failed: perhaps enough for the next.
+                ticket.pass_on_unused();
+            }
+            if let Some(left) = taken? {
                 if left > 0
                     && let Some(ticket) = &ticket
                 {
@@ -280,14 +290,14 @@ impl Semaphore {
                     done: false,
                 }));
             }
-            let now = Instant::now();
+            let now = LeaseInstant::now();
             if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
                 return Ok(None);
             }
             let limit = RECHECK.min(remaining(now));
             match (&ticket, epoch) {
                 (Some(parked), Some(epoch)) => {
-                    let _: Wake = parked.park(epoch, limit).await;
+                    woken = parked.park(epoch, limit).await == Wake::Message;
                 }
                 _ => {
                     // Subscribe, then try again: a release between the attempt and
@@ -318,20 +328,12 @@ impl Semaphore {
                 other => Err(protocol("semaphore acquire", other)),
             }
         };
-        detached(
-            &self.core,
-            "semaphore acquire",
-            call_attempt,
-            move |taken: &Option<u64>| {
-                let taken = taken.is_some();
-                async move {
-                    if taken {
-                        let _ = release_permits(&undo_core, &undo_keys, permits).await;
-                    }
-                }
-            },
-        )
-        .await
+        let undo = move |taken: Result<Option<u64>>| async move {
+            if matches!(taken, Ok(Some(_))) {
+                let _ = release_permits(&undo_core, &undo_keys, permits).await;
+            }
+        };
+        hand_over(&self.core.runtime, "semaphore acquire", call_attempt, undo).await
     }
 }
 
@@ -374,14 +376,10 @@ impl SemaphorePermit {
         let core = self.core.clone();
         let keys = self.keys.clone();
         let permits = self.permits;
-        self.core
-            .runtime
-            .spawn(async move { release_permits(&core, &keys, permits).await })
-            .await
-            .map_err(|_| Error::Protocol {
-                op: "semaphore release",
-                detail: "the runtime shut down during the call".to_owned(),
-            })?
+        run_to_end(&self.core.runtime, "semaphore release", async move {
+            release_permits(&core, &keys, permits).await
+        })
+        .await
     }
 
     /// Keeps the permits taken for good: nothing gives them back (tokio's
@@ -398,11 +396,11 @@ impl Drop for SemaphorePermit {
             let core = self.core.clone();
             let keys = self.keys.clone();
             let permits = self.permits;
-            drop(self.core.runtime.spawn(async move {
+            spawn_undo(&self.core.runtime, async move {
                 if let Err(error) = release_permits(&core, &keys, permits).await {
                     tracing::warn!(semaphore = %keys.key, %error, "redlatch: releasing dropped permits failed; they are lost");
                 }
-            }));
+            });
         }
     }
 }
@@ -439,34 +437,6 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
             .map_err(|error| Error::from_redis(op, error))
     })
     .await
-}
-
-/// Runs `call` in a task of its own, so that dropping the caller's future
-/// never cuts a script call off halfway; when nobody is left to take a
-/// successful result, `undo` gets it.
-pub(crate) async fn detached<T, C, U, F>(
-    core: &Arc<Core>,
-    op: &'static str,
-    call: C,
-    undo: U,
-) -> Result<T>
-where
-    T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
-    U: FnOnce(&T) -> F + Send + 'static,
-    F: Future<Output = ()> + Send + 'static,
-{
-    let (reply_to, reply) = oneshot::channel();
-    core.runtime.spawn(async move {
-        let outcome = call.await;
-        if let Err(Ok(abandoned)) = reply_to.send(outcome) {
-            undo(&abandoned).await;
-        }
-    });
-    reply.await.map_err(|_| Error::Protocol {
-        op,
-        detail: "the runtime shut down during the call".to_owned(),
-    })?
 }
 
 fn wrong_count(keys: &SemaphoreKeys) -> Error {

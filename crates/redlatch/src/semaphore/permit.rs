@@ -4,18 +4,20 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::engine::Core;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::LostReason;
 use crate::engine::permit_keeper::{Keeper, PermitHold};
-use crate::engine::wakeup::Ticket;
+use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
+use crate::lease_clock::LeaseInstant;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
-use crate::semaphore::{RECHECK, Semaphore, call, detached, protocol};
+use crate::semaphore::{RECHECK, Semaphore, call, protocol};
 use crate::settings::limits;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
@@ -35,7 +37,7 @@ const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
 /// [`default_lease`](crate::Settings::default_lease), like a lock's.
 ///
 /// Expiries are written with the Redis server's clock, so clients' clocks do
-/// not matter; the guard judges its own validity on the monotonic clock from
+/// not matter; the guard judges its own validity on the lease clock from
 /// when the request was sent, with the locks' drift margin.
 ///
 /// # Keys
@@ -81,7 +83,7 @@ impl PermitSemaphore {
 /// What one acquire attempt found.
 enum Attempt {
     /// Taken, with `left` permits still free; the request was sent at `sent_at`.
-    Taken { sent_at: Instant, left: i64 },
+    Taken { sent_at: LeaseInstant, left: i64 },
     /// None free; the earliest held permit expires in `wait_ms` (-1: none held).
     Busy { wait_ms: i64 },
 }
@@ -242,14 +244,25 @@ impl PermitSemaphore {
                 true,
             ),
         };
-        let deadline = wait.and_then(|wait| Instant::now().checked_add(wait));
-        let remaining =
-            |now: Instant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        };
         let mut ticket: Option<Ticket> = None;
+        // The last park ended with a release message.
+        let mut woken = false;
         loop {
             let epoch = ticket.as_ref().map(Ticket::epoch);
             let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
-            match self.attempt(&keys, &id, lease_ms).await? {
+            let attempt = self.attempt(&keys, &id, lease_ms).await;
+            if woken
+                && attempt.is_err()
+                && let Some(ticket) = &ticket
+            {
+                // A wake-up this waiter cannot use goes to the next one.
+                ticket.pass_on_unused();
+            }
+            match attempt? {
                 Attempt::Taken { sent_at, left } => {
                     if left > 0
                         && let Some(ticket) = &ticket
@@ -275,7 +288,7 @@ impl PermitSemaphore {
                     }));
                 }
                 Attempt::Busy { wait_ms } => {
-                    let now = Instant::now();
+                    let now = LeaseInstant::now();
                     if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
                         return Ok(None);
                     }
@@ -286,7 +299,7 @@ impl PermitSemaphore {
                     let limit = expiry.min(RECHECK).min(remaining(now));
                     match (&ticket, epoch) {
                         (Some(parked), Some(epoch)) => {
-                            parked.park(epoch, limit).await;
+                            woken = parked.park(epoch, limit).await == Wake::Message;
                         }
                         _ => {
                             let joined = inner.wakeups.join(&keys.channel);
@@ -313,7 +326,7 @@ impl PermitSemaphore {
         let task_id = id.clone();
         let undo_id = id.clone();
         let call_attempt = async move {
-            let sent_at = Instant::now();
+            let sent_at = LeaseInstant::now();
             let mut invocation = scripts::PERMIT_ACQUIRE.prepare_invoke();
             invocation
                 .key(&task_keys.key)
@@ -333,20 +346,12 @@ impl PermitSemaphore {
                 other => Err(protocol("permit acquire", other)),
             }
         };
-        detached(
-            &self.core,
-            "permit acquire",
-            call_attempt,
-            move |attempt: &Attempt| {
-                let taken = matches!(attempt, Attempt::Taken { .. });
-                async move {
-                    if taken {
-                        let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
-                    }
-                }
-            },
-        )
-        .await
+        let undo = move |attempt: Result<Attempt>| async move {
+            if matches!(attempt, Ok(Attempt::Taken { .. })) {
+                let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
+            }
+        };
+        hand_over(&self.core.runtime, "permit acquire", call_attempt, undo).await
     }
 }
 
@@ -397,7 +402,7 @@ impl ExpirablePermit {
     /// and its lease (minus the drift margin) has not run out since the last
     /// confirmed acquire or renewal.
     pub fn is_held(&self) -> bool {
-        !self.hold.lost.is_cancelled() && Instant::now() < *self.hold.valid_until.lock()
+        !self.hold.lost.is_cancelled() && LeaseInstant::now() < *self.hold.valid_until.lock()
     }
 
     /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).
@@ -435,16 +440,10 @@ impl ExpirablePermit {
         self.keeper.untrack(self.slot);
         let core = self.keeper.core.clone();
         let hold = self.hold.clone();
-        let released = self
-            .keeper
-            .core
-            .runtime
-            .spawn(async move { release_permit(&core, &hold.keys, &hold.id).await })
-            .await
-            .map_err(|_| Error::Protocol {
-                op: "permit release",
-                detail: "the runtime shut down during the call".to_owned(),
-            })??;
+        let released = run_to_end(&self.keeper.core.runtime, "permit release", async move {
+            release_permit(&core, &hold.keys, &hold.id).await
+        })
+        .await?;
         if released {
             Ok(())
         } else {
@@ -463,9 +462,9 @@ impl Drop for ExpirablePermit {
             self.keeper.untrack(self.slot);
             let core = self.keeper.core.clone();
             let hold = self.hold.clone();
-            drop(self.keeper.core.runtime.spawn(async move {
+            spawn_undo(&self.keeper.core.runtime, async move {
                 let _ = release_permit(&core, &hold.keys, &hold.id).await;
-            }));
+            });
         }
     }
 }

@@ -66,3 +66,98 @@ pub async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: 
         .expect("PUBSUB NUMSUB");
     reply.1
 }
+
+/// Starts `n` independent redis-servers (the masters of a Redlock).
+pub fn masters(n: usize) -> testkit::Servers {
+    testkit::Servers::start(n).expect("start redis-servers (is redis-server installed? see README)")
+}
+
+/// A small xorshift generator: random cancellation points without a
+/// dependency. The seed is printed by the tests that use it.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator that replays `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    /// Seeded from `REDLATCH_TEST_SEED` when set, else from the clock.
+    pub fn from_env() -> Rng {
+        let seed = std::env::var("REDLATCH_TEST_SEED")
+            .ok()
+            .and_then(|seed| seed.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |elapsed| elapsed.as_nanos() as u64)
+            });
+        eprintln!("REDLATCH_TEST_SEED={seed}");
+        Rng(seed | 1)
+    }
+
+    /// A number in `0..bound` (`bound` > 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// Hold counts left in the lock hashes whose names start with `prefix`
+/// (the `mode` field of a read-write lock aside): holds nobody will give back.
+pub async fn holds_left(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> i64 {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(conn)
+        .await
+        .expect("KEYS");
+    let mut left = 0;
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .expect("TYPE");
+        if kind != "hash" {
+            continue;
+        }
+        let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .expect("HGETALL");
+        left += fields
+            .iter()
+            .filter(|(field, _)| field != "mode")
+            .map(|(_, count)| count.parse::<i64>().unwrap_or(0))
+            .sum::<i64>();
+    }
+    left
+}
+
+/// Polls `measure` until it reads 0 or has not changed for 500 ms (every
+/// background release has landed), at most `limit`; returns the last reading.
+pub async fn settled<F, Fut>(limit: Duration, mut measure: F) -> i64
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = i64>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut last = measure().await;
+    let mut since = tokio::time::Instant::now();
+    loop {
+        if last == 0 || tokio::time::Instant::now() >= deadline {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        let now = measure().await;
+        if now != last {
+            last = now;
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= Duration::from_millis(500) {
+            return last;
+        }
+    }
+}
