@@ -9,6 +9,8 @@ use tracing::Instrument;
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::renewal::renewal_period;
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
@@ -17,7 +19,7 @@ use crate::lock::status::LockStatus;
 use crate::scripts::fair::{self, FairAttempt};
 use crate::scripts::keys::{FairKeys, validate_owner};
 use crate::scripts::lock::Request;
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 use crate::transport::bounded;
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
@@ -81,14 +83,6 @@ pub struct FairLock {
     place_lease: Duration,
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
-}
-
-/// How long an acquire may wait.
-#[derive(Clone, Copy, Debug)]
-enum Wait {
-    Once,
-    For(Duration),
-    Forever,
 }
 
 impl FairLock {
@@ -270,120 +264,145 @@ impl FairLock {
             Wait::Once => 0,
             _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
         };
-        let (mut owner, named) = match &self.owner {
+        let (owner, named) = match &self.owner {
             Some(owner) => {
                 validate_owner(owner)?;
                 (inner.named_owner(owner), true)
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = LeaseInstant::now();
-        let deadline = match wait {
-            Wait::Once => Some(started),
-            Wait::For(wait) => started.checked_add(wait),
-            Wait::Forever => None,
+        let mut acquisition = FairAcquisition {
+            lock: self,
+            keys,
+            owner,
+            named,
+            lease_ms,
+            renewed,
+            place_ms,
+            place: None,
+            started: LeaseInstant::now(),
         };
-        let renew_place = Duration::from_millis(place_ms / 3);
-        let mut place: Option<Place> = None;
-        let mut ticket: Option<Ticket> = None;
-        let mut retry = 0;
-        loop {
-            let epoch = ticket.as_ref().map(Ticket::epoch);
-            let attempt = Attempt {
-                keys: keys.clone(),
-                owner: owner.clone(),
-                named,
-                lease_ms,
-                place_ms,
-            };
-            let found = match attempt.run(inner).await {
-                Err(error) if error.is_transient() && !named => {
-                    // The outcome is unknown: give back whatever the old owner may
-                    // have (a place, a hold), and go on under a fresh one.
-                    attempt.undo(inner);
-                    if let Some(place) = place.take() {
-                        place.forget();
-                    }
-                    let policy = inner.current_settings().retry;
-                    if retry >= policy.attempts {
-                        return Err(error);
-                    }
-                    tracing::debug!(%error, retry, "redlatch: fair acquire failed, retrying");
-                    tokio::time::sleep(policy.delay(retry)).await;
-                    retry += 1;
-                    owner = inner.anonymous_owner();
-                    ticket = None;
-                    continue;
+        wait_for(&mut acquisition, wait, Vec::new(), false).await
+    }
+}
+
+/// The fair lock's acquire, as the wait loop drives it: each attempt takes
+/// the lock or keeps this owner's place in line; wake-ups come on the
+/// owner's own channel when it is first in line.
+struct FairAcquisition<'a> {
+    lock: &'a FairLock,
+    keys: Arc<FairKeys>,
+    owner: Arc<str>,
+    named: bool,
+    lease_ms: u64,
+    renewed: bool,
+    /// How long a place in line lasts without a new attempt; 0 takes none.
+    place_ms: u64,
+    /// The place this owner holds in line, left when dropped.
+    place: Option<Place>,
+    started: LeaseInstant,
+}
+
+impl FairAcquisition<'_> {
+    fn attempt_parts(&self) -> Attempt {
+        Attempt {
+            keys: self.keys.clone(),
+            owner: self.owner.clone(),
+            named: self.named,
+            lease_ms: self.lease_ms,
+            place_ms: self.place_ms,
+        }
+    }
+}
+
+impl Acquisition for FairAcquisition<'_> {
+    type Output = Guard;
+
+    async fn attempt(&mut self) -> Result<Step<Guard>> {
+        let core = &self.lock.core;
+        match self.attempt_parts().run(core).await? {
+            FairAttempt::Acquired {
+                token,
+                reentered,
+                sent_at,
+            } => {
+                // The script took this owner out of the line.
+                if let Some(place) = self.place.take() {
+                    place.forget();
                 }
-                other => other?,
-            };
-            match found {
-                FairAttempt::Acquired {
-                    token,
-                    reentered,
-                    sent_at,
-                } => {
-                    // The script took this owner out of the line.
-                    if let Some(place) = place.take() {
-                        place.forget();
-                    }
-                    let hold = inner.watchdog.register_kind(
-                        NewHold {
-                            keys: Arc::new(keys.lock.clone()),
-                            owner,
-                            lease_ms,
-                            renewed,
-                            token,
-                            named_owner: named,
-                            sent_at,
-                            fresh: !reentered,
-                        },
-                        HoldKind::Fair(keys.clone()),
-                    );
-                    crate::metrics::acquired(reentered);
-                    tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: fair lock acquired");
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
-                }
-                FairAttempt::Waiting { pttl_ms, first } => {
-                    if place_ms > 0 && place.is_none() {
-                        place = Some(Place {
-                            core: self.core.clone(),
-                            keys: keys.clone(),
-                            owner: owner.clone(),
-                            armed: true,
-                        });
-                    }
-                    let now = LeaseInstant::now();
-                    if deadline.is_some_and(|at| now >= at) {
-                        if let Some(place) = place.take() {
-                            place.leave().await;
-                        }
-                        return Ok(None);
-                    }
-                    let remaining =
-                        deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-                    let mut limit = renew_place.min(remaining);
-                    if first {
-                        // Our turn comes when the holder releases or its lease ends.
-                        let lease_left =
-                            u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
-                        limit = limit.min(lease_left);
-                    }
-                    match (&ticket, epoch) {
-                        (Some(parked), Some(epoch)) => {
-                            parked.park(epoch, limit).await;
-                        }
-                        _ => {
-                            // Subscribe, then try again: a turn that came before
-                            // the subscription would otherwise be missed.
-                            crate::metrics::contended_wait();
-                            let joined = inner.wakeups.join(&keys.waiter_channel(&owner));
-                            joined.subscribed(limit).await;
-                            ticket = Some(joined);
-                        }
-                    }
-                }
+                let hold = core.watchdog.register_kind(
+                    NewHold {
+                        keys: Arc::new(self.keys.lock.clone()),
+                        owner: self.owner.clone(),
+                        lease_ms: self.lease_ms,
+                        renewed: self.renewed,
+                        token,
+                        named_owner: self.named,
+                        sent_at,
+                        fresh: !reentered,
+                    },
+                    HoldKind::Fair(self.keys.clone()),
+                );
+                crate::metrics::acquired(reentered);
+                tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: fair lock acquired");
+                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                Ok(Step::Done {
+                    value: guard,
+                    more_left: false,
+                })
             }
+            FairAttempt::Waiting { pttl_ms, first } => {
+                if self.place_ms > 0 && self.place.is_none() {
+                    self.place = Some(Place {
+                        core: core.clone(),
+                        keys: self.keys.clone(),
+                        owner: self.owner.clone(),
+                        armed: true,
+                    });
+                }
+                // Try again before the place runs out...
+                let mut retry_in = renewal_period(self.place_ms);
+                if first {
+                    // ...and, first in line, when the holder's lease ends.
+                    let lease_left =
+                        u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
+                    retry_in = retry_in.min(lease_left);
+                }
+                Ok(Step::Busy { retry_in })
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        let channel = self.keys.waiter_channel(&self.owner);
+        Ok(vec![self.lock.core.wakeups.join(&channel)])
+    }
+
+    fn wakes(&self) -> Wakes {
+        // The channel is this owner's own: the release names who is next.
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
+
+    /// The outcome is unknown: give back whatever the old owner may have (a
+    /// place, a hold), and go on under a fresh anonymous one.
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        if !error.is_transient() || self.named {
+            return None;
+        }
+        let core = &self.lock.core;
+        self.attempt_parts().undo(core);
+        if let Some(place) = self.place.take() {
+            place.forget();
+        }
+        self.owner = core.anonymous_owner();
+        Some(core.current_settings().retry)
+    }
+
+    async fn give_up(&mut self) {
+        if let Some(place) = self.place.take() {
+            place.leave().await;
         }
     }
 }

@@ -1,8 +1,9 @@
 //! One owner's hold on one lock: what its guards and the watchdog share.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use crate::lease_clock::LeaseInstant;
 
@@ -104,56 +105,49 @@ pub(crate) struct Hold {
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
     pub(crate) kind: HoldKind,
-    /// The lease last set in Redis; renewals may change it (live settings).
-    lease_ms: AtomicU64,
+    /// The confirmed request sent last, and the lease it set: Redis runs
+    /// the requests of one connection in the order they were sent, so the
+    /// last one sent decides the lease Redis has, whatever order the replies
+    /// are seen in.
+    confirmed: Mutex<(LeaseInstant, u64)>,
     lost: CancellationToken,
     lost_reason: OnceLock<LostReason>,
-    /// Monotonic reference for `valid_until_ns`.
-    base: LeaseInstant,
-    /// Until when the lock can be trusted, in ns after `base`.
-    valid_until_ns: AtomicU64,
 }
 
 impl Hold {
     pub(crate) fn new(new: NewHold, kind: HoldKind) -> Hold {
-        let hold = Hold {
+        Hold {
             kind,
             keys: new.keys,
             owner: new.owner,
             renewed: new.renewed,
             token: new.token,
             named_owner: new.named_owner,
-            lease_ms: AtomicU64::new(new.lease_ms),
+            confirmed: Mutex::new((new.sent_at, new.lease_ms)),
             lost: CancellationToken::new(),
             lost_reason: OnceLock::new(),
-            base: new.sent_at,
-            valid_until_ns: AtomicU64::new(0),
-        };
-        hold.confirm(new.sent_at, new.lease_ms);
-        hold
+        }
     }
 
     pub(crate) fn lease_ms(&self) -> u64 {
-        self.lease_ms.load(Ordering::Acquire)
+        self.confirmed.lock().1
     }
 
     /// Records that Redis confirmed a lease of `lease_ms` for a request sent
-    /// at `sent_at` (acquire, re-entry or renewal).
+    /// at `sent_at` (acquire, re-entry or renewal). A confirmation of a
+    /// request sent before the last one confirmed changes nothing: Redis ran
+    /// it first, and the later request's lease replaced it.
     pub(crate) fn confirm(&self, sent_at: LeaseInstant, lease_ms: u64) {
-        let until = sent_at + limits::validity(lease_ms);
-        let ns = until.saturating_duration_since(self.base).as_nanos() as u64;
-        if self.lease_ms.swap(lease_ms, Ordering::AcqRel) == lease_ms {
-            // Replies may arrive out of order: never move the deadline back.
-            self.valid_until_ns.fetch_max(ns, Ordering::AcqRel);
-        } else {
-            // A new lease (shorter or longer) replaces the old deadline.
-            self.valid_until_ns.store(ns, Ordering::Release);
+        let mut confirmed = self.confirmed.lock();
+        if sent_at >= confirmed.0 {
+            *confirmed = (sent_at, lease_ms);
         }
     }
 
     /// Until when the lock can be trusted (lease clock).
     pub(crate) fn valid_until(&self) -> LeaseInstant {
-        self.base + Duration::from_nanos(self.valid_until_ns.load(Ordering::Acquire))
+        let (sent_at, lease_ms) = *self.confirmed.lock();
+        sent_at + limits::validity(lease_ms)
     }
 
     /// True while not marked lost and the lease has not run out.

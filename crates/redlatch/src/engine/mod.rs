@@ -9,6 +9,7 @@ pub(crate) mod courtesy;
 pub(crate) mod hold;
 pub(crate) mod permit_keeper;
 pub(crate) mod renewal;
+pub(crate) mod wait;
 pub(crate) mod wakeup;
 
 pub(crate) use context::Core;

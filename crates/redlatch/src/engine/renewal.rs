@@ -67,7 +67,8 @@ pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
 
-fn renewal_period(lease_ms: u64) -> Duration {
+/// A hold (a lock, a permit, a place in line) is renewed at a third of its lease.
+pub(crate) fn renewal_period(lease_ms: u64) -> Duration {
     Duration::from_millis((lease_ms / 3).max(1))
 }
 

@@ -13,14 +13,15 @@ use tracing::{Instrument, field};
 use crate::engine::Core;
 use crate::engine::attempt;
 use crate::engine::hold::NewHold;
-use crate::engine::wakeup::Wake;
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_for};
+use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::{LockKeys, validate_owner};
 use crate::scripts::lock::{Attempt, Request};
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -71,14 +72,6 @@ pub struct Lock {
     core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
-}
-
-/// How long an acquire may wait.
-#[derive(Clone, Copy, Debug)]
-enum Wait {
-    Once,
-    For(Duration),
-    Forever,
 }
 
 /// How the lease is kept.
@@ -365,51 +358,21 @@ impl Lock {
         outcome
     }
 
-    /// One attempt, retried after connection errors when that is safe: each
-    /// retry of an anonymous acquire uses a fresh owner, since the attempt it
-    /// replaces may still be giving back a hold under the old one.
-    async fn attempt_with_retries(&self, request: &mut Request) -> Result<Attempt> {
-        let inner = &self.core;
-        let mut retry = 0;
-        loop {
-            match attempt::attempt(inner, request).await {
-                Err(error) if error.is_transient() && !request.named_owner => {
-                    let policy = inner.current_settings().retry;
-                    if retry >= policy.attempts {
-                        return Err(error);
-                    }
-                    tracing::debug!(%error, retry, "redlatch: acquire attempt failed, retrying");
-                    tokio::time::sleep(policy.delay(retry)).await;
-                    retry += 1;
-                    request.owner = inner.anonymous_owner();
-                }
-                other => return other,
-            }
-        }
-    }
-
     async fn wait_for_hold(
         &self,
-        mut request: Request,
+        request: Request,
         renewed: bool,
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let inner = &self.core;
-        let started = LeaseInstant::now();
-        // `None`: no deadline (waiting forever, or a wait too long to represent).
-        let deadline = match wait {
-            Wait::Once => Some(started),
-            Wait::For(wait) => started.checked_add(wait),
-            Wait::Forever => None,
-        };
+        let deadline = wait.deadline(LeaseInstant::now());
         let remaining = |now: LeaseInstant| {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
-
-        let mut ticket = None;
-        // The last park ended with an unlock message.
+        let mut tickets = Vec::new();
+        // The first park ended with an unlock message.
         let mut woken = false;
-        if !matches!(wait, Wait::Once) {
+        if wait != Wait::Once {
             if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
@@ -420,7 +383,7 @@ impl Lock {
                     .saturating_duration_since(LeaseInstant::now())
                     .min(remaining(LeaseInstant::now()));
                 tokio::time::sleep(limit).await;
-                ticket = Some(joined);
+                tickets.push(joined);
             } else if let Some((queued, lease_ends)) =
                 inner.wakeups.join_queue(&request.keys.channel)
             {
@@ -432,85 +395,88 @@ impl Lock {
                 let epoch = queued.epoch();
                 crate::metrics::contended_wait();
                 let wake = queued.park(epoch, limit).await;
-                woken = wake == Wake::Message;
                 record_wake(wake);
-                ticket = Some(queued);
+                woken = wake == Wake::Message;
+                tickets.push(queued);
             }
         }
-
-        loop {
-            let epoch = ticket
-                .as_ref()
-                .map(|ticket: &crate::engine::wakeup::Ticket| ticket.epoch());
-            let attempt = self.attempt_with_retries(&mut request).await;
-            if woken
-                && attempt.is_err()
-                && let Some(ticket) = &ticket
-            {
-                // The unlock this waiter was woken for goes to the next one.
-                ticket.pass_on_unused();
-            }
-            match attempt? {
-                Attempt::Acquired {
-                    token,
-                    reentered,
-                    sent_at,
-                } => {
-                    let hold = inner.watchdog.register(NewHold {
-                        keys: request.keys.clone(),
-                        owner: request.owner.clone(),
-                        lease_ms: request.lease_ms,
-                        renewed,
-                        token,
-                        named_owner: request.named_owner,
-                        sent_at,
-                        fresh: !reentered,
-                    });
-                    tracing::Span::current().record("token", hold.token);
-                    tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
-                    crate::metrics::acquired(reentered);
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
-                }
-                Attempt::Held { pttl_ms } => {
-                    let now = LeaseInstant::now();
-                    if deadline.is_some_and(|at| now >= at) {
-                        return Ok(None);
-                    }
-                    let lease_left = if pttl_ms >= 0 {
-                        Duration::from_millis(pttl_ms as u64)
-                    } else {
-                        NO_EXPIRY_RECHECK
-                    };
-                    let limit = lease_left.min(remaining(now));
-                    match (&ticket, epoch) {
-                        (Some(parked), Some(epoch)) => {
-                            parked.note_lease_end(now + lease_left);
-                            let wake = parked.park(epoch, limit).await;
-                            woken = wake == Wake::Message;
-                            record_wake(wake);
-                        }
-                        _ => {
-                            // Subscribe first, then try again: an unlock between our
-                            // attempt and the subscription would otherwise be missed.
-                            crate::metrics::contended_wait();
-                            let joined = inner.wakeups.join(&request.keys.channel);
-                            joined.note_lease_end(now + lease_left);
-                            joined.subscribed(limit).await;
-                            ticket = Some(joined);
-                        }
-                    }
-                }
-            }
-        }
+        let mut acquisition = LockAcquisition {
+            lock: self,
+            request,
+            renewed,
+            started: LeaseInstant::now(),
+        };
+        wait_for(&mut acquisition, wait, tickets, woken).await
     }
 }
 
-fn record_wake(wake: Wake) {
-    crate::metrics::woken(match wake {
-        Wake::Message => "message",
-        Wake::TimedOut => "lease_end",
-        Wake::Resubscribed => "resubscribed",
-    });
+/// The reentrant lock's acquire, as the wait loop drives it.
+struct LockAcquisition<'a> {
+    lock: &'a Lock,
+    request: Request,
+    renewed: bool,
+    started: LeaseInstant,
+}
+
+impl Acquisition for LockAcquisition<'_> {
+    type Output = Guard;
+
+    async fn attempt(&mut self) -> Result<Step<Guard>> {
+        let core = &self.lock.core;
+        let request = &self.request;
+        match attempt::attempt(core, request).await? {
+            Attempt::Acquired {
+                token,
+                reentered,
+                sent_at,
+            } => {
+                let hold = core.watchdog.register(NewHold {
+                    keys: request.keys.clone(),
+                    owner: request.owner.clone(),
+                    lease_ms: request.lease_ms,
+                    renewed: self.renewed,
+                    token,
+                    named_owner: request.named_owner,
+                    sent_at,
+                    fresh: !reentered,
+                });
+                tracing::Span::current().record("token", hold.token);
+                tracing::debug!(reentered, waited = ?self.started.elapsed(), "redlatch: acquired");
+                crate::metrics::acquired(reentered);
+                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                Ok(Step::Done {
+                    value: guard,
+                    more_left: false,
+                })
+            }
+            Attempt::Held { pttl_ms } => Ok(Step::Busy {
+                retry_in: u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis),
+            }),
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        Ok(vec![
+            self.lock.core.wakeups.join(&self.request.keys.channel),
+        ])
+    }
+
+    fn wakes(&self) -> Wakes {
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
+
+    /// Connection errors are retried for anonymous owners only, each retry
+    /// under a fresh owner: the attempt it replaces may still be giving back
+    /// a hold under the old one.
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        if !error.is_transient() || self.request.named_owner {
+            return None;
+        }
+        self.request.owner = self.lock.core.anonymous_owner();
+        Some(self.lock.core.current_settings().retry)
+    }
 }
 
 impl Lock {

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::attempt;
 use crate::engine::cancel::hand_over;
 use crate::engine::hold::{Hold, HoldKind, NewHold};
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
 use crate::lock::status::LockStatus;
@@ -23,7 +24,7 @@ use crate::redlock::watchdog;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -62,14 +63,6 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 pub struct RedlockLock {
     redlock: Redlock,
     name: Arc<str>,
-}
-
-/// How long an acquire may wait.
-#[derive(Clone, Copy, Debug)]
-enum Wait {
-    Once,
-    For(Duration),
-    Forever,
 }
 
 /// What one attempt over all nodes came to.
@@ -307,82 +300,14 @@ impl RedlockLock {
             None => limits::watchdog_lease_millis("default lease", settings.default_lease)?,
         };
         LockKeys::new(&settings.key_prefix, &self.name)?;
-        let started = LeaseInstant::now();
-        let deadline = match wait {
-            Wait::Once => Some(started),
-            Wait::For(wait) => started.checked_add(wait),
-            Wait::Forever => None,
+        let mut acquisition = RedlockAcquisition {
+            lock: self,
+            lease_ms,
+            renewed: fixed_lease.is_none(),
+            wait,
+            split: false,
         };
-        let remaining = |now: LeaseInstant| {
-            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
-        };
-        let mut tickets: Option<Vec<Ticket>> = None;
-        let mut retries = 0;
-        loop {
-            let epochs: Vec<u64> = tickets.iter().flatten().map(Ticket::epoch).collect();
-            let refusal = match self.attempt(lease_ms, fixed_lease.is_none()).await? {
-                Outcome::Granted(guard) => return Ok(Some(guard)),
-                Outcome::Refused(refusal) => refusal,
-            };
-            let nodes = self.redlock.inner.nodes.len();
-            if refusal.answered < quorum::majority(nodes) {
-                // Too few nodes answer for any majority: an outage, not contention.
-                let policy = settings.retry;
-                if matches!(wait, Wait::Once) || retries >= policy.attempts {
-                    return Err(quorum::failed(
-                        "acquire",
-                        &self.name,
-                        nodes,
-                        refusal.acquired,
-                        refusal.failures,
-                    ));
-                }
-                let delay = policy.delay(retries).min(remaining(LeaseInstant::now()));
-                retries += 1;
-                tokio::time::sleep(delay).await;
-                if deadline.is_some_and(|at| LeaseInstant::now() >= at) {
-                    return Ok(None);
-                }
-                continue;
-            }
-            retries = 0;
-            let now = LeaseInstant::now();
-            if deadline.is_some_and(|at| now >= at) {
-                return Ok(None);
-            }
-            // After a split vote every competitor retries: spread them out.
-            let split = refusal.acquired > 0 || refusal.soonest_free.is_none();
-            let jitter = if split {
-                quorum::jitter(self.redlock.options.retry_jitter)
-            } else {
-                Duration::ZERO
-            };
-            match &tickets {
-                None => {
-                    // Subscribe first, then try again: an unlock between the attempt
-                    // and the subscription would otherwise be missed.
-                    let joined = self.join_channels(lease_ms)?;
-                    let limit = self
-                        .redlock
-                        .node_timeout(lease_ms)
-                        .saturating_mul(2)
-                        .min(remaining(now));
-                    futures_util::future::join_all(joined.iter().map(|t| t.subscribed(limit)))
-                        .await;
-                    tickets = Some(joined);
-                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
-                }
-                Some(parked) => {
-                    let lease_left = refusal
-                        .soonest_free
-                        .unwrap_or(self.redlock.options.retry_jitter)
-                        .max(Duration::from_millis(1));
-                    let limit = lease_left.min(remaining(now));
-                    park_on_any(parked, &epochs, limit).await;
-                    tokio::time::sleep(jitter.min(remaining(LeaseInstant::now()))).await;
-                }
-            }
-        }
+        wait_for(&mut acquisition, wait, Vec::new(), false).await
     }
 
     /// Joins the lock's channel on every connected node.
@@ -619,17 +544,78 @@ impl RedlockLock {
     }
 }
 
-/// Parks on every node's channel; returns at the first wake-up from any.
-async fn park_on_any(tickets: &[Ticket], epochs: &[u64], limit: Duration) {
-    if tickets.is_empty() || tickets.len() != epochs.len() {
-        tokio::time::sleep(limit).await;
-        return;
+/// A Redlock acquire, as the wait loop drives it: each attempt asks every
+/// node at once; wake-ups come from whichever node a holder releases first.
+struct RedlockAcquisition<'a> {
+    lock: &'a RedlockLock,
+    lease_ms: u64,
+    renewed: bool,
+    wait: Wait,
+    /// The last attempt was a split vote (some nodes granted it, or none
+    /// said when it frees): competitors all retry, so spread out.
+    split: bool,
+}
+
+impl Acquisition for RedlockAcquisition<'_> {
+    type Output = RedlockGuard;
+
+    async fn attempt(&mut self) -> Result<Step<RedlockGuard>> {
+        let lock = self.lock;
+        let refusal = match lock.attempt(self.lease_ms, self.renewed).await? {
+            Outcome::Granted(guard) => {
+                return Ok(Step::Done {
+                    value: guard,
+                    more_left: false,
+                });
+            }
+            Outcome::Refused(refusal) => refusal,
+        };
+        let nodes = lock.redlock.inner.nodes.len();
+        if refusal.answered < quorum::majority(nodes) {
+            // Too few nodes answer for any majority: an outage, not contention.
+            return Err(quorum::failed(
+                "acquire",
+                &lock.name,
+                nodes,
+                refusal.acquired,
+                refusal.failures,
+            ));
+        }
+        self.split = refusal.acquired > 0 || refusal.soonest_free.is_none();
+        let retry_in = refusal
+            .soonest_free
+            .unwrap_or(lock.redlock.options.retry_jitter)
+            .max(Duration::from_millis(1));
+        Ok(Step::Busy { retry_in })
     }
-    let parked = tickets
-        .iter()
-        .zip(epochs)
-        .map(|(ticket, epoch)| Box::pin(ticket.park(*epoch, limit)));
-    futures_util::future::select_all(parked).await;
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        self.lock.join_channels(self.lease_ms)
+    }
+
+    fn wakes(&self) -> Wakes {
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
+
+    /// An outage is waited out with the retry policy (each attempt has a
+    /// fresh owner, and a refused attempt gave back what it took), except
+    /// for a single try.
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        if self.wait == Wait::Once || !matches!(error, Error::QuorumFailed { .. }) {
+            return None;
+        }
+        Some(self.lock.redlock.lead_settings().retry)
+    }
+
+    fn pause_after_wake(&self) -> Duration {
+        if self.split {
+            quorum::jitter(self.lock.redlock.options.retry_jitter)
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
 /// A Redlock lock as every node holds it ([`RedlockLock::status`]).

@@ -11,6 +11,8 @@ use tracing::Instrument;
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::renewal::renewal_period;
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
@@ -21,7 +23,7 @@ use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::scripts::keys::{RwKeys, validate_owner, write_field};
 use crate::scripts::lock::Request;
 use crate::scripts::rw::{self, RwAttempt, Side};
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry.
@@ -96,14 +98,6 @@ pub struct ReadWriteLock {
     place_lease: Duration,
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
-}
-
-/// How long an acquire may wait.
-#[derive(Clone, Copy, Debug)]
-enum Wait {
-    Once,
-    For(Duration),
-    Forever,
 }
 
 impl ReadWriteLock {
@@ -328,109 +322,134 @@ impl ReadWriteLock {
             }
             _ => 0,
         };
-        let (mut reader, named) = match &self.owner {
+        let (reader, named) = match &self.owner {
             Some(owner) => {
                 validate_owner(owner)?;
                 (inner.named_owner(owner), true)
             }
             None => (inner.anonymous_owner(), false),
         };
-        let started = LeaseInstant::now();
-        let deadline = match wait {
-            Wait::Once => Some(started),
-            Wait::For(wait) => started.checked_add(wait),
-            Wait::Forever => None,
+        let mut acquisition = RwAcquisition {
+            lock: self,
+            keys,
+            side,
+            reader,
+            named,
+            lease_ms,
+            renewed,
+            claim_ms,
+            claim: None,
+            started: LeaseInstant::now(),
         };
-        let renew_claim = Duration::from_millis(claim_ms / 3);
-        let mut claim: Option<Claim> = None;
-        let mut ticket: Option<Ticket> = None;
-        let mut retry = 0;
-        loop {
-            let epoch = ticket.as_ref().map(Ticket::epoch);
-            let seen = ticket.as_ref().map_or(0, Ticket::messages);
-            let attempt = Attempt {
-                keys: keys.clone(),
-                side,
-                reader: reader.clone(),
-                named,
-                lease_ms,
-                renewed,
-                claim_ms,
-            };
-            let found = match attempt.run(inner, false).await {
-                Err(error) if error.is_transient() && !named => {
-                    // The outcome is unknown: give back whatever the old owner may
-                    // have (a claim, a hold), and go on under a fresh one.
-                    attempt.undo(inner, true);
-                    if let Some(claim) = claim.take() {
-                        claim.forget();
-                    }
-                    let policy = inner.current_settings().retry;
-                    if retry >= policy.attempts {
-                        return Err(error);
-                    }
-                    tracing::debug!(%error, retry, "redlatch: read-write acquire failed, retrying");
-                    tokio::time::sleep(policy.delay(retry)).await;
-                    retry += 1;
-                    reader = inner.anonymous_owner();
-                    continue;
+        wait_for(&mut acquisition, wait, Vec::new(), false).await
+    }
+}
+
+/// A read or write acquire, as the wait loop drives it. Every release wakes
+/// every waiter of this client: many readers may enter at once.
+struct RwAcquisition<'a> {
+    lock: &'a ReadWriteLock,
+    keys: Arc<RwKeys>,
+    side: Side,
+    /// The owner's read field; the write field adds `:write`.
+    reader: Arc<str>,
+    named: bool,
+    lease_ms: u64,
+    renewed: bool,
+    /// How long a waiting writer's claim lasts without a new attempt; 0 claims nothing.
+    claim_ms: u64,
+    /// The claim this writer holds, withdrawn when dropped.
+    claim: Option<Claim>,
+    started: LeaseInstant,
+}
+
+impl RwAcquisition<'_> {
+    fn attempt_parts(&self) -> Attempt {
+        Attempt {
+            keys: self.keys.clone(),
+            side: self.side,
+            reader: self.reader.clone(),
+            named: self.named,
+            lease_ms: self.lease_ms,
+            renewed: self.renewed,
+            claim_ms: self.claim_ms,
+        }
+    }
+}
+
+impl Acquisition for RwAcquisition<'_> {
+    type Output = Guard;
+
+    async fn attempt(&mut self) -> Result<Step<Guard>> {
+        let core = &self.lock.core;
+        let attempt = self.attempt_parts();
+        match attempt.run(core, false).await? {
+            RwAttempt::Acquired {
+                token,
+                reentered,
+                sent_at,
+            } => {
+                // Taking the write lock withdrew the claim in the same script.
+                if let Some(claim) = self.claim.take() {
+                    claim.forget();
                 }
-                other => other?,
-            };
-            match found {
-                RwAttempt::Acquired {
-                    token,
-                    reentered,
-                    sent_at,
-                } => {
-                    // Taking the write lock withdrew the claim in the same script.
-                    if let Some(claim) = claim.take() {
-                        claim.forget();
-                    }
-                    let hold = attempt.register(inner, token, sent_at, !reentered);
-                    crate::metrics::acquired(reentered);
-                    tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
-                }
-                RwAttempt::Blocked { wait_ms } => {
-                    if claim_ms > 0 && claim.is_none() {
-                        claim = Some(Claim {
-                            core: self.core.clone(),
-                            keys: keys.clone(),
-                            field: attempt.field(),
-                            armed: true,
-                        });
-                    }
-                    let now = LeaseInstant::now();
-                    if deadline.is_some_and(|at| now >= at) {
-                        if let Some(claim) = claim.take() {
-                            claim.withdraw().await;
-                        }
-                        return Ok(None);
-                    }
-                    let remaining =
-                        deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-                    let worth_retry =
-                        u64::try_from(wait_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
-                    let mut limit = worth_retry.min(remaining);
-                    if claim_ms > 0 {
-                        limit = limit.min(renew_claim);
-                    }
-                    match (&ticket, epoch) {
-                        (Some(parked), Some(epoch)) => {
-                            parked.park_broadcast(epoch, seen, limit).await;
-                        }
-                        _ => {
-                            // Subscribe, then try again: a release before the
-                            // subscription would otherwise be missed.
-                            crate::metrics::contended_wait();
-                            let joined = inner.wakeups.join_broadcast(&keys.channel);
-                            joined.subscribed(limit).await;
-                            ticket = Some(joined);
-                        }
-                    }
-                }
+                let hold = attempt.register(core, token, sent_at, !reentered);
+                crate::metrics::acquired(reentered);
+                tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: read-write lock acquired");
+                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                Ok(Step::Done {
+                    value: guard,
+                    more_left: false,
+                })
             }
+            RwAttempt::Blocked { wait_ms } => {
+                if self.claim_ms > 0 && self.claim.is_none() {
+                    self.claim = Some(Claim {
+                        core: core.clone(),
+                        keys: self.keys.clone(),
+                        field: attempt.field(),
+                        armed: true,
+                    });
+                }
+                let mut retry_in =
+                    u64::try_from(wait_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
+                if self.claim_ms > 0 {
+                    // Try again before the claim runs out.
+                    retry_in = retry_in.min(renewal_period(self.claim_ms));
+                }
+                Ok(Step::Busy { retry_in })
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        Ok(vec![
+            self.lock.core.wakeups.join_broadcast(&self.keys.channel),
+        ])
+    }
+
+    fn wakes(&self) -> Wakes {
+        Wakes::All
+    }
+
+    /// The outcome is unknown: give back whatever the old owner may have (a
+    /// claim, a hold), and go on under a fresh anonymous one.
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        if !error.is_transient() || self.named {
+            return None;
+        }
+        let core = &self.lock.core;
+        self.attempt_parts().undo(core, true);
+        if let Some(claim) = self.claim.take() {
+            claim.forget();
+        }
+        self.reader = core.anonymous_owner();
+        Some(core.current_settings().retry)
+    }
+
+    async fn give_up(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            claim.withdraw().await;
         }
     }
 }

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::wakeup::{Ticket, Wake};
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::lease_clock::LeaseInstant;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
+use crate::settings::RetryPolicy;
 use crate::transport::bounded;
 
 /// How long a waiter sleeps before re-checking when no release message came:
@@ -251,7 +252,7 @@ impl Semaphore {
         }
     }
 
-    /// The acquire loop; `wait`: `None` waits for ever.
+    /// The acquire, driven by the wait loop; `wait`: `None` waits for ever.
     async fn acquire_within(
         &self,
         permits: u32,
@@ -259,55 +260,17 @@ impl Semaphore {
     ) -> Result<Option<SemaphorePermit>> {
         self.check_permits(permits)?;
         let keys = Arc::new(self.keys()?);
-        let inner = &self.core;
-        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
-        let remaining = |now: LeaseInstant| {
-            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        let wait = match wait {
+            None => Wait::Forever,
+            Some(Duration::ZERO) => Wait::Once,
+            Some(wait) => Wait::For(wait),
         };
-        let mut ticket: Option<Ticket> = None;
-        // The last park ended with a release message this waiter may not use.
-        let mut woken = false;
-        loop {
-            let epoch = ticket.as_ref().map(Ticket::epoch);
-            let taken = self.attempt(&keys, permits).await;
-            if woken
-                && !matches!(taken, Ok(Some(_)))
-                && let Some(ticket) = &ticket
-            {
-                // Too few permits for us, or the attempt failed: perhaps enough for the next.
-                ticket.pass_on_unused();
-            }
-            if let Some(left) = taken? {
-                if left > 0
-                    && let Some(ticket) = &ticket
-                {
-                    ticket.pass_on();
-                }
-                return Ok(Some(SemaphorePermit {
-                    core: self.core.clone(),
-                    keys,
-                    permits,
-                    done: false,
-                }));
-            }
-            let now = LeaseInstant::now();
-            if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
-                return Ok(None);
-            }
-            let limit = RECHECK.min(remaining(now));
-            match (&ticket, epoch) {
-                (Some(parked), Some(epoch)) => {
-                    woken = parked.park(epoch, limit).await == Wake::Message;
-                }
-                _ => {
-                    // Subscribe, then try again: a release between the attempt and
-                    // the subscription would otherwise go unnoticed.
-                    let joined = inner.wakeups.join(&keys.channel);
-                    joined.subscribed(limit).await;
-                    ticket = Some(joined);
-                }
-            }
-        }
+        let mut acquisition = SemaphoreAcquisition {
+            semaphore: self,
+            keys,
+            permits,
+        };
+        wait_for(&mut acquisition, wait, Vec::new(), false).await
     }
 
     /// One attempt, in a task of its own: `Some(left)` when taken. If the
@@ -334,6 +297,49 @@ impl Semaphore {
             }
         };
         hand_over(&self.core.runtime, "semaphore acquire", call_attempt, undo).await
+    }
+}
+
+/// A semaphore's acquire, as the wait loop drives it.
+struct SemaphoreAcquisition<'a> {
+    semaphore: &'a Semaphore,
+    keys: Arc<SemaphoreKeys>,
+    permits: u32,
+}
+
+impl Acquisition for SemaphoreAcquisition<'_> {
+    type Output = SemaphorePermit;
+
+    async fn attempt(&mut self) -> Result<Step<SemaphorePermit>> {
+        match self.semaphore.attempt(&self.keys, self.permits).await? {
+            Some(left) => Ok(Step::Done {
+                value: SemaphorePermit {
+                    core: self.semaphore.core.clone(),
+                    keys: self.keys.clone(),
+                    permits: self.permits,
+                    done: false,
+                },
+                more_left: left > 0,
+            }),
+            // Releases publish, but a holder that forgets its permits or a
+            // count raised by hand does not: look again now and then.
+            None => Ok(Step::Busy { retry_in: RECHECK }),
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        Ok(vec![self.semaphore.core.wakeups.join(&self.keys.channel)])
+    }
+
+    fn wakes(&self) -> Wakes {
+        // A waiter wanting more permits than a release freed passes the
+        // wake-up on: the next waiter may want fewer.
+        Wakes::One { pass_on_busy: true }
+    }
+
+    fn retry_after(&mut self, _error: &Error) -> Option<RetryPolicy> {
+        // An attempt cut off may have taken permits: no blind retry.
+        None
     }
 }
 

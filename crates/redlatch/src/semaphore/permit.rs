@@ -12,13 +12,14 @@ use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::LostReason;
 use crate::engine::permit_keeper::{Keeper, PermitHold};
-use crate::engine::wakeup::{Ticket, Wake};
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
+use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::semaphore::{RECHECK, Semaphore, call, protocol};
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
 const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
@@ -225,7 +226,7 @@ impl PermitSemaphore {
         }
     }
 
-    /// The acquire loop. `wait`: `None` waits for ever. `fixed`: a lease
+    /// The acquire, driven by the wait loop. `wait`: `None` waits for ever. `fixed`: a lease
     /// that is not renewed; `None` renews the client's default lease.
     async fn acquire_within(
         &self,
@@ -244,71 +245,38 @@ impl PermitSemaphore {
                 true,
             ),
         };
-        let deadline = wait.and_then(|wait| LeaseInstant::now().checked_add(wait));
-        let remaining = |now: LeaseInstant| {
-            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
+        let wait = match wait {
+            None => Wait::Forever,
+            Some(Duration::ZERO) => Wait::Once,
+            Some(wait) => Wait::For(wait),
         };
-        let mut ticket: Option<Ticket> = None;
-        // The last park ended with a release message.
-        let mut woken = false;
-        loop {
-            let epoch = ticket.as_ref().map(Ticket::epoch);
-            let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
-            let attempt = self.attempt(&keys, &id, lease_ms).await;
-            if woken
-                && attempt.is_err()
-                && let Some(ticket) = &ticket
-            {
-                // A wake-up this waiter cannot use goes to the next one.
-                ticket.pass_on_unused();
-            }
-            match attempt? {
-                Attempt::Taken { sent_at, left } => {
-                    if left > 0
-                        && let Some(ticket) = &ticket
-                    {
-                        // One message wakes one waiter: let the next one look too.
-                        ticket.pass_on();
-                    }
-                    let hold = Arc::new(PermitHold::new(
-                        keys.clone(),
-                        id,
-                        renewed,
-                        lease_ms,
-                        sent_at,
-                    ));
-                    let keeper = Keeper::of(&self.core);
-                    let slot = keeper.track(hold.clone());
-                    return Ok(Some(ExpirablePermit {
-                        name: self.name.clone(),
-                        hold,
-                        keeper,
-                        slot,
-                        done: false,
-                    }));
-                }
-                Attempt::Busy { wait_ms } => {
-                    let now = LeaseInstant::now();
-                    if wait == Some(Duration::ZERO) || deadline.is_some_and(|at| now >= at) {
-                        return Ok(None);
-                    }
-                    let expiry = u64::try_from(wait_ms).map_or(RECHECK, |ms| {
-                        // A hair past the expiry, so the reclaim finds it due.
-                        Duration::from_millis(ms.saturating_add(1))
-                    });
-                    let limit = expiry.min(RECHECK).min(remaining(now));
-                    match (&ticket, epoch) {
-                        (Some(parked), Some(epoch)) => {
-                            woken = parked.park(epoch, limit).await == Wake::Message;
-                        }
-                        _ => {
-                            let joined = inner.wakeups.join(&keys.channel);
-                            joined.subscribed(limit).await;
-                            ticket = Some(joined);
-                        }
-                    }
-                }
-            }
+        let mut acquisition = PermitAcquisition {
+            semaphore: self,
+            keys,
+            lease_ms,
+            renewed,
+        };
+        wait_for(&mut acquisition, wait, Vec::new(), false).await
+    }
+
+    /// The guard of a permit just taken, tracked for renewal.
+    fn permit(
+        &self,
+        keys: Arc<SemaphoreKeys>,
+        id: Arc<str>,
+        renewed: bool,
+        lease_ms: u64,
+        sent_at: LeaseInstant,
+    ) -> ExpirablePermit {
+        let hold = Arc::new(PermitHold::new(keys, id, renewed, lease_ms, sent_at));
+        let keeper = Keeper::of(&self.core);
+        let slot = keeper.track(hold.clone());
+        ExpirablePermit {
+            name: self.name.clone(),
+            hold,
+            keeper,
+            slot,
+            done: false,
         }
     }
 
@@ -352,6 +320,63 @@ impl PermitSemaphore {
             }
         };
         hand_over(&self.core.runtime, "permit acquire", call_attempt, undo).await
+    }
+}
+
+/// A permit semaphore's acquire, as the wait loop drives it.
+struct PermitAcquisition<'a> {
+    semaphore: &'a PermitSemaphore,
+    keys: Arc<SemaphoreKeys>,
+    lease_ms: u64,
+    renewed: bool,
+}
+
+impl Acquisition for PermitAcquisition<'_> {
+    type Output = ExpirablePermit;
+
+    async fn attempt(&mut self) -> Result<Step<ExpirablePermit>> {
+        // A fresh id per attempt: an abandoned attempt's undo releases its own.
+        let id: Arc<str> = Arc::from(Uuid::new_v4().simple().to_string());
+        match self
+            .semaphore
+            .attempt(&self.keys, &id, self.lease_ms)
+            .await?
+        {
+            Attempt::Taken { sent_at, left } => Ok(Step::Done {
+                value: self.semaphore.permit(
+                    self.keys.clone(),
+                    id,
+                    self.renewed,
+                    self.lease_ms,
+                    sent_at,
+                ),
+                more_left: left > 0,
+            }),
+            Attempt::Busy { wait_ms } => {
+                let expiry = u64::try_from(wait_ms).map_or(RECHECK, |ms| {
+                    // A hair past the expiry, so the reclaim finds it due.
+                    Duration::from_millis(ms.saturating_add(1))
+                });
+                Ok(Step::Busy {
+                    retry_in: expiry.min(RECHECK),
+                })
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        Ok(vec![self.semaphore.core.wakeups.join(&self.keys.channel)])
+    }
+
+    fn wakes(&self) -> Wakes {
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
+
+    fn retry_after(&mut self, _error: &Error) -> Option<RetryPolicy> {
+        // An attempt cut off may have taken a permit: no blind retry.
+        None
     }
 }
 
