@@ -8,7 +8,8 @@ use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::hold::{LockKind, NewHold};
+use crate::engine::renewal::renewal_period;
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
@@ -283,7 +284,7 @@ impl FairLock {
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let renew_place = Duration::from_millis(place_ms / 3);
+        let renew_place = renewal_period(place_ms);
         let mut place: Option<Place> = None;
         let mut ticket: Option<Ticket> = None;
         let mut retry = 0;
@@ -327,22 +328,27 @@ impl FairLock {
                     if let Some(place) = place.take() {
                         place.forget();
                     }
-                    let hold = inner.watchdog.register_kind(
-                        NewHold {
-                            keys: Arc::new(keys.lock.clone()),
-                            owner,
-                            lease_ms,
-                            renewed,
-                            token,
-                            named_owner: named,
-                            sent_at,
-                            fresh: !reentered,
-                        },
-                        HoldKind::Fair(keys.clone()),
-                    );
+                    let kind = LockKind::Fair(keys.clone());
+                    let hold = inner.watchdog.register(NewHold {
+                        key: keys.lock.key.clone(),
+                        owner,
+                        kind: kind.hold_kind(),
+                        lease_ms,
+                        renewed,
+                        token,
+                        named_owner: named,
+                        sent_at,
+                        fresh: !reentered,
+                    });
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: fair lock acquired");
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
+                    return Ok(Some(Guard::new(
+                        self.core.clone(),
+                        self.name.clone(),
+                        Arc::new(keys.lock.clone()),
+                        kind,
+                        hold,
+                    )));
                 }
                 FairAttempt::Waiting { pttl_ms, first } => {
                     if place_ms > 0 && place.is_none() {

@@ -12,7 +12,7 @@ use tracing::{Instrument, field};
 
 use crate::engine::Core;
 use crate::engine::attempt;
-use crate::engine::hold::NewHold;
+use crate::engine::hold::{HoldKind, LockKind, NewHold};
 use crate::engine::wakeup::Wake;
 use crate::error::{Error, Result};
 use crate::lock::guard::Guard;
@@ -457,8 +457,9 @@ impl Lock {
                     sent_at,
                 } => {
                     let hold = inner.watchdog.register(NewHold {
-                        keys: request.keys.clone(),
+                        key: request.keys.key.clone(),
                         owner: request.owner.clone(),
+                        kind: HoldKind::Lock,
                         lease_ms: request.lease_ms,
                         renewed,
                         token,
@@ -469,7 +470,13 @@ impl Lock {
                     tracing::Span::current().record("token", hold.token);
                     tracing::debug!(reentered, waited = ?started.elapsed(), "redlatch: acquired");
                     crate::metrics::acquired(reentered);
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
+                    return Ok(Some(Guard::new(
+                        self.core.clone(),
+                        self.name.clone(),
+                        request.keys.clone(),
+                        LockKind::Plain,
+                        hold,
+                    )));
                 }
                 Attempt::Held { pttl_ms } => {
                     let now = LeaseInstant::now();

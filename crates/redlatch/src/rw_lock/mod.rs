@@ -10,7 +10,8 @@ use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::hold::{LockKind, NewHold};
+use crate::engine::renewal::renewal_period;
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
@@ -341,7 +342,7 @@ impl ReadWriteLock {
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
         };
-        let renew_claim = Duration::from_millis(claim_ms / 3);
+        let renew_claim = renewal_period(claim_ms);
         let mut claim: Option<Claim> = None;
         let mut ticket: Option<Ticket> = None;
         let mut retry = 0;
@@ -387,10 +388,10 @@ impl ReadWriteLock {
                     if let Some(claim) = claim.take() {
                         claim.forget();
                     }
-                    let hold = attempt.register(inner, token, sent_at, !reentered);
+                    let guard = attempt.guard(&self.core, &self.name, token, sent_at, !reentered);
                     crate::metrics::acquired(reentered);
                     tracing::debug!(token, reentered, waited = ?started.elapsed(), "redlatch: read-write lock acquired");
-                    return Ok(Some(Guard::new(self.core.clone(), self.name.clone(), hold)));
+                    return Ok(Some(guard));
                 }
                 RwAttempt::Blocked { wait_ms } => {
                     if claim_ms > 0 && claim.is_none() {
@@ -457,10 +458,10 @@ impl Attempt {
         }
     }
 
-    fn kind(&self) -> HoldKind {
+    fn kind(&self) -> LockKind {
         match self.side {
-            Side::Read => HoldKind::Read(self.keys.clone()),
-            Side::Write => HoldKind::Write(self.keys.clone()),
+            Side::Read => LockKind::Read(self.keys.clone()),
+            Side::Write => LockKind::Write(self.keys.clone()),
         }
     }
 
@@ -473,27 +474,29 @@ impl Attempt {
         }
     }
 
-    fn register(
+    /// Registers the hold taken with the watchdog; returns its guard.
+    fn guard(
         &self,
-        inner: &Core,
+        core: &Arc<Core>,
+        name: &Arc<str>,
         token: u64,
         sent_at: LeaseInstant,
         fresh: bool,
-    ) -> Arc<crate::engine::hold::Hold> {
+    ) -> Guard {
         let request = self.request();
-        inner.watchdog.register_kind(
-            NewHold {
-                keys: request.keys,
-                owner: request.owner,
-                lease_ms: self.lease_ms,
-                renewed: self.renewed,
-                token,
-                named_owner: self.named,
-                sent_at,
-                fresh,
-            },
-            self.kind(),
-        )
+        let kind = self.kind();
+        let hold = core.watchdog.register(NewHold {
+            key: request.keys.key.clone(),
+            owner: request.owner,
+            kind: kind.hold_kind(),
+            lease_ms: self.lease_ms,
+            renewed: self.renewed,
+            token,
+            named_owner: self.named,
+            sent_at,
+            fresh,
+        });
+        Guard::new(core.clone(), name.clone(), request.keys, kind, hold)
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -628,7 +631,7 @@ impl Drop for Claim {
 /// while it writes), then releases the write hold: a downgrade.
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
-    let HoldKind::Write(keys) = &hold.kind else {
+    let LockKind::Write(keys) = writer.kind().clone() else {
         return Err(Error::Protocol {
             op: "downgrade",
             detail: "not a write hold".to_owned(),
@@ -662,8 +665,8 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             sent_at,
             reentered,
         } => {
-            let read_hold = attempt.register(inner, token, sent_at, !reentered);
-            let reading = Guard::new(core.clone(), Arc::from(writer.name()), read_hold);
+            let name: Arc<str> = Arc::from(writer.name());
+            let reading = attempt.guard(&core, &name, token, sent_at, !reentered);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)
