@@ -422,22 +422,8 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
             }
         }
         let due = strong.sweep(LeaseInstant::now());
-        // One script per kind of renewal: a batch never mixes them.
-        let (mut locks, mut reads, mut permits, mut callbacks) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for renewal in due {
-            match renewal.hold.kind {
-                HoldKind::Lock => locks.push(renewal),
-                HoldKind::Read => reads.push(renewal),
-                HoldKind::Permit => permits.push(renewal),
-                HoldKind::Callback(_) => callbacks.push(renewal),
-            }
-        }
-        let cluster = conn.is_cluster();
-        for batch in [locks, reads, permits]
-            .into_iter()
-            .flat_map(|same_script| batches(same_script, cluster))
-        {
+        let (batched, callbacks) = plan(due, conn.is_cluster());
+        for batch in batched {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
             tokio::spawn(renew_batch(shared, conn, batch));
@@ -447,6 +433,26 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
         }
         drop(strong);
     }
+}
+
+/// Splits due renewals into script calls (one script per call, never mixed;
+/// see [`batches`]) and the holds that renew themselves, one call each.
+fn plan(due: Vec<Renewal>, cluster: bool) -> (Vec<Vec<Renewal>>, Vec<Renewal>) {
+    let (mut locks, mut reads, mut permits, mut callbacks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for renewal in due {
+        match renewal.hold.kind {
+            HoldKind::Lock => locks.push(renewal),
+            HoldKind::Read => reads.push(renewal),
+            HoldKind::Permit => permits.push(renewal),
+            HoldKind::Callback(_) => callbacks.push(renewal),
+        }
+    }
+    let batched = [locks, reads, permits]
+        .into_iter()
+        .flat_map(|same_script| batches(same_script, cluster))
+        .collect();
+    (batched, callbacks)
 }
 
 /// Splits due renewals of one script into calls of at most [`RENEW_BATCH`]
@@ -544,4 +550,99 @@ async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
     };
     shared.settle(&[renewal], sent_at, outcome);
     shared.wake.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::engine::hold::Renewed;
+
+    struct Never;
+
+    impl RenewNow for Never {
+        fn renew_now(
+            self: Arc<Self>,
+            _: u64,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Renewed> + Send>> {
+            Box::pin(async { Renewed::Failed("not in this test".to_owned()) })
+        }
+    }
+
+    fn due(key: String, kind: HoldKind) -> Renewal {
+        let owner: Arc<str> = Arc::from("client:owner");
+        let hold = Arc::new(Hold::new(NewHold {
+            key: key.clone(),
+            owner: owner.clone(),
+            kind,
+            lease_ms: 30_000,
+            renewed: true,
+            token: 1,
+            named_owner: false,
+            sent_at: LeaseInstant::now(),
+            fresh: true,
+        }));
+        Renewal {
+            key: (key, owner),
+            hold,
+            lease_ms: 30_000,
+        }
+    }
+
+    fn kinds(batch: &[Renewal]) -> Vec<String> {
+        let mut kinds: Vec<String> = batch
+            .iter()
+            .map(|renewal| format!("{:?}", renewal.hold.kind))
+            .collect();
+        kinds.dedup();
+        kinds
+    }
+
+    #[test]
+    fn renewals_come_at_a_third_of_the_lease() {
+        assert_eq!(renewal_period(30_000), Duration::from_secs(10));
+        assert_eq!(renewal_period(1), Duration::from_millis(1));
+        assert_eq!(retry_delay(30_000), Duration::from_secs(1));
+        assert_eq!(retry_delay(30), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn one_call_per_script_and_slot_with_at_most_a_batch_each() {
+        let never: Arc<dyn RenewNow> = Arc::new(Never);
+        let mut due_now = Vec::new();
+        // Two slots on a cluster: `{a}` and `{b}`.
+        for slot in ["a", "b"] {
+            for i in 0..150 {
+                due_now.push(due(format!("{{{slot}}}lock:{i}"), HoldKind::Lock));
+                due_now.push(due(
+                    format!("redisson__timeout__{{{slot}}}permits:{i}"),
+                    HoldKind::Permit,
+                ));
+            }
+            due_now.push(due(format!("{{{slot}}}rw"), HoldKind::Read));
+        }
+        due_now.push(due(
+            "redlock".to_owned(),
+            HoldKind::Callback(Arc::downgrade(&never)),
+        ));
+
+        let (batched, callbacks) = plan(due_now.clone(), true);
+        assert_eq!(callbacks.len(), 1, "a Redlock hold renews itself");
+        // Per slot: 150 locks (2 calls), 150 permits (2 calls), 1 read (1 call).
+        assert_eq!(batched.len(), 2 * (2 + 2 + 1));
+        for batch in &batched {
+            assert!(batch.len() <= RENEW_BATCH);
+            assert_eq!(kinds(batch).len(), 1, "a call mixes scripts");
+            let slots: std::collections::HashSet<u16> = batch
+                .iter()
+                .map(|renewal| crate::scripts::keys::slot(&renewal.key.0))
+                .collect();
+            assert_eq!(slots.len(), 1, "a call spans slots");
+        }
+
+        // One server: slots do not matter, scripts still do.
+        let (batched, _) = plan(due_now, false);
+        assert_eq!(batched.len(), 3 + 3 + 1);
+        assert!(batched.iter().all(|batch| kinds(batch).len() == 1));
+    }
 }
