@@ -18,7 +18,7 @@ use crate::scripts;
 use crate::scripts::lock::Request;
 use crate::settings::limits;
 
-/// What a Redlock acquisition's guards and its renewal task share.
+/// What a Redlock acquisition's guards and the renewal engine share.
 pub(crate) struct RedlockHold {
     pub(crate) redlock: Redlock,
     pub(crate) name: Arc<str>,
@@ -31,7 +31,7 @@ pub(crate) struct RedlockHold {
     pub(crate) node_timeout: Duration,
     /// Guards alive for this hold (re-entries included).
     guards: Mutex<usize>,
-    /// Stops the renewal task once the last guard is released.
+    /// Cancelled once the last guard is released: stops a renewal in flight.
     pub(crate) stop: CancellationToken,
     pub(crate) runtime: tokio::runtime::Handle,
 }
@@ -252,7 +252,7 @@ impl RedlockGuard {
         Duration::from_millis(self.shared.hold.lease_ms())
     }
 
-    /// True when a renewal task keeps extending the lease.
+    /// True when the renewal engine keeps extending the lease.
     pub fn is_renewed(&self) -> bool {
         self.shared.hold.renewed
     }
