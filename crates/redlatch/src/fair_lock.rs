@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::hold::{LockKind, NewHold};
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -330,22 +330,27 @@ impl Acquisition for FairAcquisition<'_> {
                 if let Some(place) = self.place.take() {
                     place.forget();
                 }
-                let hold = core.watchdog.register_kind(
-                    NewHold {
-                        keys: Arc::new(self.keys.lock.clone()),
-                        owner: self.owner.clone(),
-                        lease_ms: self.lease_ms,
-                        renewed: self.renewed,
-                        token,
-                        named_owner: self.named,
-                        sent_at,
-                        fresh: !reentered,
-                    },
-                    HoldKind::Fair(self.keys.clone()),
-                );
+                let kind = LockKind::Fair(self.keys.clone());
+                let hold = core.watchdog.register(NewHold {
+                    key: self.keys.lock.key.clone(),
+                    owner: self.owner.clone(),
+                    kind: kind.hold_kind(),
+                    lease_ms: self.lease_ms,
+                    renewed: self.renewed,
+                    token,
+                    named_owner: self.named,
+                    sent_at,
+                    fresh: !reentered,
+                });
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: fair lock acquired");
-                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                let guard = Guard::new(
+                    core.clone(),
+                    self.lock.name.clone(),
+                    Arc::new(self.keys.lock.clone()),
+                    kind,
+                    hold,
+                );
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,

@@ -31,13 +31,6 @@ impl LeaseInstant {
         LeaseInstant::now().saturating_duration_since(self)
     }
 
-    /// Sleeps until `self`. Timers run on the monotonic clock, so a
-    /// suspension delays the wake-up by its length; deadlines checked with
-    /// [`LeaseInstant::now`] are right all the same.
-    pub(crate) async fn sleep_until(self) {
-        tokio::time::sleep(self.saturating_duration_since(LeaseInstant::now())).await;
-    }
-
     /// The same moment as a `std::time::Instant`, seen from now (for public
     /// APIs that speak of `Instant`).
     pub(crate) fn to_std(self) -> std::time::Instant {

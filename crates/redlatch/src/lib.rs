@@ -5,9 +5,10 @@
 //!
 //! - **Owner tokens and atomic release.** Only the owner can release; release
 //!   and re-entry run as Lua scripts (EVALSHA, reloaded after NOSCRIPT).
-//! - **A watchdog.** One task per client renews every held lock at a third of
-//!   its lease, up to [`RENEW_BATCH`] locks per round trip, and tells the guard
-//!   when its lock is gone ([`Guard::lost`], [`Guard::is_held`]).
+//! - **A watchdog.** One task per client renews every held lock (and
+//!   expirable permit) at a third of its lease, up to [`RENEW_BATCH`] per
+//!   round trip, and tells the guard when its lock is gone ([`Guard::lost`],
+//!   [`Guard::is_held`]).
 //! - **Fencing tokens.** Each acquisition gets a number strictly increasing per
 //!   lock name ([`Guard::token`]), so the protected resource can refuse writes
 //!   from a holder that stalled past its lease.

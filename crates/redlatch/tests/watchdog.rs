@@ -108,6 +108,58 @@ async fn renewals_are_batched_across_many_held_locks() {
     assert!(pttl > 0);
 }
 
+#[tokio::test]
+async fn locks_and_permits_are_renewed_by_one_engine_in_shared_batches() {
+    let server = common::server();
+    let lease = Duration::from_millis(600);
+    let client = common::client_with_lease(&server, lease).await;
+    let slots = client.permit_semaphore("shared-engine");
+    slots.try_set_permits(150).await.unwrap();
+    let mut permits = Vec::new();
+    for _ in 0..150 {
+        permits.push(slots.acquire().await.unwrap());
+    }
+    // Permits alone: the client's renewal calls count them (one engine).
+    tokio::time::sleep(lease).await;
+    let before = client.renewal_round_trips();
+    tokio::time::sleep(lease * 3).await;
+    let permit_trips = client.renewal_round_trips() - before;
+    let mut guards = Vec::new();
+    for index in 0..150 {
+        guards.push(
+            client
+                .lock(format!("shared:{index}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(lease).await;
+    let before = client.renewal_round_trips();
+    tokio::time::sleep(lease * 3).await;
+    let all_trips = client.renewal_round_trips() - before;
+    // About 9 renewal periods of 200 ms each time (timer slack may make it
+    // 8): 150 permits take 2 calls a period, 150 permits and 150 locks 4
+    // (one script per call, up to 100 holds each); a little more when holds
+    // acquired apart are due apart.
+    eprintln!("calls in ~9 periods: permits {permit_trips}, permits and locks {all_trips}");
+    assert!(
+        (2 * 7..=2 * 9 * 2).contains(&permit_trips),
+        "150 permits: {permit_trips} calls in 9 periods"
+    );
+    assert!(
+        (4 * 7..=4 * 9 * 2).contains(&all_trips),
+        "150 permits and 150 locks: {all_trips} calls in 9 periods"
+    );
+    assert!(permits.iter().all(|permit| permit.is_held()));
+    assert!(guards.iter().all(|guard| guard.is_held()));
+    assert_eq!(client.held_locks(), 150, "permits are not locks");
+    let mut admin = common::admin(&server).await;
+    let pttl: i64 = admin.pttl("shared:0").await.unwrap();
+    assert!(pttl > 0);
+    assert_eq!(slots.available_permits().await.unwrap(), 0);
+}
+
 /// Kills the child holder if the test fails before it does.
 struct KillOnDrop(std::process::Child);
 

@@ -172,9 +172,10 @@ impl Client {
         self.inner.watchdog.held_count()
     }
 
-    /// Renewal script calls the watchdog has made since the client started.
-    /// With many locks held this grows by about one per
-    /// [`RENEW_BATCH`](crate::RENEW_BATCH) locks per renewal period.
+    /// Renewal script calls the watchdog has made since the client started,
+    /// for locks and expirable permits alike. With many held this grows by
+    /// about one per [`RENEW_BATCH`](crate::RENEW_BATCH) holds of one kind
+    /// per renewal period.
     pub fn renewal_round_trips(&self) -> u64 {
         self.inner.watchdog.renewal_round_trips()
     }

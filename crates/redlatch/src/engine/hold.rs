@@ -1,6 +1,9 @@
-//! One owner's hold on one lock: what its guards and the watchdog share.
+//! One hold renewed by the client's watchdog: a lock held by one owner, an
+//! expirable permit, or a Redlock hold. Its guards and the watchdog share it.
 
-use std::sync::{Arc, OnceLock};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -14,12 +17,69 @@ use crate::error::Result;
 use crate::scripts;
 use crate::scripts::lock::{Released, Request};
 
-use crate::scripts::keys::{FairKeys, LockKeys, RwKeys};
+use crate::scripts::keys::{FairKeys, RwKeys};
 use crate::settings::limits;
 
-/// Which lock a hold is on: it decides the release, re-entry and renewal scripts.
-#[derive(Debug, Clone)]
+/// How the watchdog renews a hold: which batched script, or a callback.
+#[derive(Clone)]
 pub(crate) enum HoldKind {
+    /// A field of a lock hash (reentrant, fair, write side): `renew.lua`.
+    Lock,
+    /// A read hold of a read-write lock: `rw_read_renew.lua`, which also
+    /// extends the hold's timeout key.
+    Read,
+    /// An expirable permit, a member of its semaphore's expiries: `permit_renew.lua`.
+    Permit,
+    /// A hold that renews itself when asked (a Redlock hold, on a majority
+    /// of nodes); it keeps its own lease rather than the default one.
+    Callback(Weak<dyn RenewNow>),
+}
+
+impl std::fmt::Debug for HoldKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HoldKind::Lock => "Lock",
+            HoldKind::Read => "Read",
+            HoldKind::Permit => "Permit",
+            HoldKind::Callback(_) => "Callback",
+        })
+    }
+}
+
+impl HoldKind {
+    /// True for holds on a single server's lock (what `Client::held_locks`
+    /// counts and a force-unlock marks lost).
+    pub(crate) fn is_lock(&self) -> bool {
+        matches!(self, HoldKind::Lock | HoldKind::Read)
+    }
+
+    /// True when renewals set the client's live default lease.
+    pub(crate) fn follows_default_lease(&self) -> bool {
+        !matches!(self, HoldKind::Callback(_))
+    }
+}
+
+/// What a renewal by callback found.
+#[derive(Debug)]
+pub(crate) enum Renewed {
+    /// Renewed with the lease asked for, within the validity (the callback
+    /// has confirmed the hold).
+    Yes,
+    /// Gone: no renewal can succeed any more.
+    Gone,
+    /// Did not count this time (timeouts, too few answers); retried.
+    Failed(String),
+}
+
+/// A hold the watchdog cannot renew with a batched script: it renews itself.
+pub(crate) trait RenewNow: Send + Sync {
+    /// Renews the hold once, now, with a lease of `lease_ms`.
+    fn renew_now(self: Arc<Self>, lease_ms: u64) -> Pin<Box<dyn Future<Output = Renewed> + Send>>;
+}
+
+/// Which lock a guard holds: it decides the release and re-entry scripts.
+#[derive(Debug, Clone)]
+pub(crate) enum LockKind {
     /// The reentrant lock (`Lock`).
     Plain,
     /// The fair lock: its release wakes the head of the queue.
@@ -30,10 +90,13 @@ pub(crate) enum HoldKind {
     Write(Arc<RwKeys>),
 }
 
-impl HoldKind {
-    /// True when the watchdog must renew it with the read-hold script.
-    pub(crate) fn is_read(&self) -> bool {
-        matches!(self, HoldKind::Read(_))
+impl LockKind {
+    /// How the watchdog renews a hold of this kind of lock.
+    pub(crate) fn hold_kind(&self) -> HoldKind {
+        match self {
+            LockKind::Read(_) => HoldKind::Read,
+            LockKind::Plain | LockKind::Fair(_) | LockKind::Write(_) => HoldKind::Lock,
+        }
     }
 
     /// Drops one hold with the release script of this kind of lock. One
@@ -45,12 +108,12 @@ impl HoldKind {
         limit: Duration,
     ) -> Result<Released> {
         match self {
-            HoldKind::Plain => scripts::lock::release(conn, request, limit).await,
-            HoldKind::Fair(keys) => crate::scripts::fair::release(conn, keys, request, limit).await,
-            HoldKind::Read(keys) => {
+            LockKind::Plain => scripts::lock::release(conn, request, limit).await,
+            LockKind::Fair(keys) => crate::scripts::fair::release(conn, keys, request, limit).await,
+            LockKind::Read(keys) => {
                 crate::scripts::rw::read_release(conn, keys, request, limit).await
             }
-            HoldKind::Write(keys) => {
+            LockKind::Write(keys) => {
                 crate::scripts::rw::write_release(conn, keys, request, limit).await
             }
         }
@@ -66,11 +129,11 @@ impl HoldKind {
     ) -> Result<bool> {
         match self {
             // A read hold also needs its timeout key.
-            HoldKind::Read(keys) => {
+            LockKind::Read(keys) => {
                 crate::scripts::rw::read_reenter(conn, keys, request, limit).await
             }
             // The other kinds count holds in one hash field, like the reentrant lock.
-            HoldKind::Plain | HoldKind::Fair(_) | HoldKind::Write(_) => {
+            LockKind::Plain | LockKind::Fair(_) | LockKind::Write(_) => {
                 scripts::lock::reenter(conn, request, limit).await
             }
         }
@@ -79,12 +142,15 @@ impl HoldKind {
 
 /// What a new acquisition tells the watchdog.
 pub(crate) struct NewHold {
-    pub(crate) keys: Arc<LockKeys>,
-    /// The hash field: `<client-uuid>:<owner>`.
+    /// The key a renewal touches: the lock hash, or the semaphore's expiries.
+    pub(crate) key: String,
+    /// The lock hash field (`<client-uuid>:<owner>`), or the permit id.
     pub(crate) owner: Arc<str>,
+    pub(crate) kind: HoldKind,
     pub(crate) lease_ms: u64,
     /// Renewed by the watchdog (true) or a fixed lease that runs out (false).
     pub(crate) renewed: bool,
+    /// The fencing token (0 for a permit).
     pub(crate) token: u64,
     /// True when the owner was named by the caller (not unique to one acquire).
     pub(crate) named_owner: bool,
@@ -95,11 +161,11 @@ pub(crate) struct NewHold {
     pub(crate) fresh: bool,
 }
 
-/// The shared state of a held lock. Re-entered guards of the same owner share
+/// The shared state of one hold. Re-entered guards of the same owner share
 /// one `Hold`; the watchdog renews it and marks it lost.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) key: String,
     pub(crate) owner: Arc<str>,
     pub(crate) renewed: bool,
     pub(crate) token: u64,
@@ -115,10 +181,10 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    pub(crate) fn new(new: NewHold, kind: HoldKind) -> Hold {
+    pub(crate) fn new(new: NewHold) -> Hold {
         Hold {
-            kind,
-            keys: new.keys,
+            kind: new.kind,
+            key: new.key,
             owner: new.owner,
             renewed: new.renewed,
             token: new.token,
@@ -157,7 +223,8 @@ impl Hold {
 
     /// Marks the hold lost (the first reason sticks).
     pub(crate) fn mark_lost(&self, reason: LostReason) {
-        if self.lost_reason.set(reason).is_ok() {
+        // Permits are not locks: the metric counts lost locks only.
+        if self.lost_reason.set(reason).is_ok() && !matches!(self.kind, HoldKind::Permit) {
             crate::metrics::lock_lost();
         }
         self.lost.cancel();
@@ -216,19 +283,17 @@ mod tests {
     use super::*;
 
     fn hold(lease_ms: u64, renewed: bool) -> Hold {
-        Hold::new(
-            NewHold {
-                keys: Arc::new(LockKeys::new("", "suspend").unwrap()),
-                owner: Arc::from("client:owner"),
-                lease_ms,
-                renewed,
-                token: 1,
-                named_owner: false,
-                sent_at: LeaseInstant::now(),
-                fresh: true,
-            },
-            HoldKind::Plain,
-        )
+        Hold::new(NewHold {
+            key: "suspend".to_owned(),
+            owner: Arc::from("client:owner"),
+            kind: HoldKind::Lock,
+            lease_ms,
+            renewed,
+            token: 1,
+            named_owner: false,
+            sent_at: LeaseInstant::now(),
+            fresh: true,
+        })
     }
 
     #[test]

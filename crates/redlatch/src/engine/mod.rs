@@ -7,7 +7,6 @@ pub(crate) mod cancel;
 pub(crate) mod context;
 pub(crate) mod courtesy;
 pub(crate) mod hold;
-pub(crate) mod permit_keeper;
 pub(crate) mod renewal;
 pub(crate) mod wait;
 pub(crate) mod wakeup;

@@ -1,17 +1,23 @@
-//! The watchdog: one task per client that keeps every held lock alive.
+//! The watchdog: the client's one renewal engine. One task per client keeps
+//! every hold of the client alive: lock holds of every kind, expirable
+//! permits, and the Redlock holds this client hosts.
 //!
-//! Each held lock is renewed at a third of its lease. Renewals due at about
-//! the same time go out together, up to [`RENEW_BATCH`] locks per script
-//! call, so 10,000 held locks cost about 100 round trips per period, not
-//! 10,000. A renewal that finds the lock gone marks the hold lost at once; a
-//! hold that could not be renewed before its lease (minus a drift margin) ran
-//! out on the lease clock is marked lost then, even if Redis never
-//! answered. Fixed-lease holds are not renewed, only marked lost when their
-//! lease runs out.
+//! Each renewed hold is renewed at a third of its lease
+//! ([`renewal_period`]). Renewals due at about the same time go out
+//! together: one script call per kind of renewal and hash slot, up to
+//! [`RENEW_BATCH`] holds each, so 10,000 held locks cost about 100 round
+//! trips per period, not 10,000. A renewal that finds the hold gone marks it
+//! lost at once; a hold that could not be renewed before its lease (minus a
+//! drift margin) ran out on the lease clock is marked lost then, even if
+//! Redis never answered. Fixed-lease holds are not renewed, only marked lost
+//! when their lease runs out.
 //!
-//! Holds of every kind are renewed here: the reentrant and fair locks and the
-//! write side of read-write locks with `renew.lua`, read holds with
-//! `rw_read_renew.lua`, which also extends their per-hold timeout keys.
+//! The scripts: `renew.lua` for lock hash fields (reentrant and fair locks,
+//! the write side of read-write locks), `rw_read_renew.lua` for read holds
+//! (which also extends their per-hold timeout keys), `permit_renew.lua` for
+//! expirable permits. A Redlock hold, which needs a majority of several
+//! servers, is renewed by its own callback ([`RenewNow`]) on the same
+//! schedule.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,18 +31,30 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold};
+use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
 use crate::scripts;
 use crate::scripts::keys::read_timeout_prefix;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 
-/// Most locks renewed by one script call.
+/// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
 
+/// How long after a confirmed acquire or renewal a hold is renewed: a third
+/// of its lease, so two renewals can fail before the lease runs out.
+pub(crate) fn renewal_period(lease_ms: u64) -> Duration {
+    Duration::from_millis((lease_ms / 3).max(1))
+}
+
+/// How soon a renewal that did not get through is tried again.
+fn retry_delay(lease_ms: u64) -> Duration {
+    (renewal_period(lease_ms) / 3).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// The key a renewal touches and the owner (hash field or permit id).
 type HoldKey = (String, Arc<str>);
 
-/// One lock in a renewal batch, with the lease sent for it.
+/// One hold in a renewal batch, with the lease sent for it.
 #[derive(Clone)]
 struct Renewal {
     key: HoldKey,
@@ -52,8 +70,52 @@ struct Entry {
     renewing: bool,
 }
 
+/// The tracked holds, and how many of them are single-server lock holds.
+#[derive(Default)]
+struct Entries {
+    map: HashMap<HoldKey, Entry>,
+    locks: usize,
+}
+
+impl Entries {
+    fn insert(&mut self, key: HoldKey, entry: Entry) {
+        let lock = entry.hold.kind.is_lock();
+        if let Some(old) = self.map.insert(key, entry)
+            && old.hold.kind.is_lock()
+        {
+            self.locks -= 1;
+        }
+        if lock {
+            self.locks += 1;
+        }
+        crate::metrics::held_locks(self.locks);
+    }
+
+    fn remove(&mut self, key: &HoldKey) {
+        if let Some(old) = self.map.remove(key)
+            && old.hold.kind.is_lock()
+        {
+            self.locks -= 1;
+            crate::metrics::held_locks(self.locks);
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&HoldKey, &mut Entry) -> bool) {
+        let mut locks = self.locks;
+        self.map.retain(|key, entry| {
+            let kept = keep(key, entry);
+            if !kept && entry.hold.kind.is_lock() {
+                locks -= 1;
+            }
+            kept
+        });
+        self.locks = locks;
+        crate::metrics::held_locks(self.locks);
+    }
+}
+
 struct Shared {
-    entries: Mutex<HashMap<HoldKey, Entry>>,
+    entries: Mutex<Entries>,
     settings: SharedSettings,
     wake: Notify,
     base: LeaseInstant,
@@ -67,11 +129,6 @@ pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
 
-/// A hold (a lock, a permit, a place in line) is renewed at a third of its lease.
-pub(crate) fn renewal_period(lease_ms: u64) -> Duration {
-    Duration::from_millis((lease_ms / 3).max(1))
-}
-
 impl Watchdog {
     pub(crate) fn start(
         conn: Connection,
@@ -80,7 +137,7 @@ impl Watchdog {
         shutdown: CancellationToken,
     ) -> Watchdog {
         let shared = Arc::new(Shared {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
             settings,
             wake: Notify::new(),
             base: LeaseInstant::now(),
@@ -91,17 +148,13 @@ impl Watchdog {
         Watchdog { shared }
     }
 
-    /// Registers a guard for a fresh acquisition or a re-entry by a named
-    /// owner, returning the hold the guard shares with its re-entries.
+    /// Registers a guard for a fresh acquisition (or a permit), or a re-entry
+    /// by a named owner, returning the hold the guard shares with its
+    /// re-entries.
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
-        self.register_kind(new, HoldKind::Plain)
-    }
-
-    /// As [`Watchdog::register`], for a hold on a lock of another `kind`.
-    pub(crate) fn register_kind(&self, new: NewHold, kind: HoldKind) -> Arc<Hold> {
-        let key: HoldKey = (new.keys.key.clone(), new.owner.clone());
+        let key: HoldKey = (new.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if let Some(entry) = entries.get_mut(&key)
+        if let Some(entry) = entries.map.get_mut(&key)
             && !entry.hold.is_marked_lost()
         {
             if !new.fresh {
@@ -114,10 +167,29 @@ impl Watchdog {
             // Its guards must not share the new acquisition's token.
             entry.hold.mark_lost(LostReason::Gone);
         }
-        let next_renewal = new.sent_at + renewal_period(new.lease_ms);
-        let renewed = new.renewed;
-        let hold = Arc::new(Hold::new(new, kind));
-        let due = if renewed {
+        let sent_at = new.sent_at;
+        let hold = Arc::new(Hold::new(new));
+        self.insert(&mut entries, key, hold.clone(), sent_at);
+        hold
+    }
+
+    /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
+    /// callback), acquired with a request sent at `sent_at`, with one guard.
+    pub(crate) fn track(&self, hold: Arc<Hold>, sent_at: LeaseInstant) {
+        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
+        let mut entries = self.shared.entries.lock();
+        self.insert(&mut entries, key, hold, sent_at);
+    }
+
+    fn insert(
+        &self,
+        entries: &mut parking_lot::MutexGuard<'_, Entries>,
+        key: HoldKey,
+        hold: Arc<Hold>,
+        sent_at: LeaseInstant,
+    ) {
+        let next_renewal = sent_at + renewal_period(hold.lease_ms());
+        let due = if hold.renewed {
             next_renewal.min(hold.valid_until())
         } else {
             hold.valid_until()
@@ -125,16 +197,13 @@ impl Watchdog {
         entries.insert(
             key,
             Entry {
-                hold: hold.clone(),
+                hold,
                 guards: 1,
                 next_renewal,
                 renewing: false,
             },
         );
-        crate::metrics::held_locks(entries.len());
-        drop(entries);
         self.shared.wake_if_before(due);
-        hold
     }
 
     /// Adds a re-entered guard to an existing hold, whose re-entry request
@@ -142,9 +211,9 @@ impl Watchdog {
     /// hold's current one: a renewal may have changed that meanwhile). False
     /// when the hold is no longer tracked (it was lost meanwhile).
     pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: LeaseInstant, lease_ms: u64) -> bool {
-        let key: HoldKey = (hold.keys.key.clone(), hold.owner.clone());
+        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        match entries.get_mut(&key) {
+        match entries.map.get_mut(&key) {
             Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
                 entry.guards += 1;
                 hold.confirm(sent_at, lease_ms);
@@ -156,24 +225,24 @@ impl Watchdog {
 
     /// Drops one guard of `hold`; the last one stops the renewals.
     pub(crate) fn remove_guard(&self, hold: &Arc<Hold>) {
-        let key: HoldKey = (hold.keys.key.clone(), hold.owner.clone());
+        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if let Some(entry) = entries.get_mut(&key)
+        if let Some(entry) = entries.map.get_mut(&key)
             && Arc::ptr_eq(&entry.hold, hold)
         {
             entry.guards -= 1;
             if entry.guards == 0 {
                 entries.remove(&key);
-                crate::metrics::held_locks(entries.len());
             }
         }
     }
 
-    /// Marks every hold on `key` lost (this client force-unlocked it).
+    /// Marks every lock hold on `key` lost (this client force-unlocked it).
     pub(crate) fn mark_key_lost(&self, key: &str) {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
-            if entry_key == key {
+            // A Redlock hold needs more than one server's unlock to be lost.
+            if entry_key == key && entry.hold.kind.is_lock() {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {
@@ -182,24 +251,26 @@ impl Watchdog {
         });
     }
 
-    /// Brings every renewed hold's next renewal forward to now (the default
-    /// lease changed: held locks should get it promptly).
+    /// Brings the next renewal of every hold that follows the default lease
+    /// forward to now (the default lease changed: held locks and permits
+    /// should get it promptly).
     pub(crate) fn renew_all_soon(&self) {
         let now = LeaseInstant::now();
-        for entry in self.shared.entries.lock().values_mut() {
-            if entry.hold.renewed {
+        for entry in self.shared.entries.lock().map.values_mut() {
+            if entry.hold.renewed && entry.hold.kind.follows_default_lease() {
                 entry.next_renewal = now;
             }
         }
         self.shared.wake.notify_one();
     }
 
-    /// Holds currently tracked (one per owner and lock).
+    /// Lock holds currently tracked (one per owner and lock).
     pub(crate) fn held_count(&self) -> usize {
-        self.shared.entries.lock().len()
+        self.shared.entries.lock().locks
     }
 
-    /// Renewal script calls made so far.
+    /// Renewal script calls made so far on this client's connection (batched
+    /// renewals; a Redlock renewal by callback is counted by none).
     pub(crate) fn renewal_round_trips(&self) -> u64 {
         self.shared.renewal_round_trips.load(Ordering::Relaxed)
     }
@@ -217,38 +288,48 @@ impl Shared {
     }
 
     /// Marks expired holds lost, and picks the renewals that are due (or
-    /// nearly: renewing a little early lets more locks share a batch).
+    /// nearly: renewing a little early lets more holds share a batch).
     fn sweep(&self, now: LeaseInstant) -> Vec<Renewal> {
         let mut due = Vec::new();
         let default_lease_ms = self.settings.read().default_lease.as_millis() as u64;
         let mut entries = self.entries.lock();
         entries.retain(|key, entry| {
-            if entry.hold.is_marked_lost() {
+            let hold = &entry.hold;
+            if hold.is_marked_lost() {
                 return false;
             }
-            if now >= entry.hold.valid_until() {
-                let reason = if entry.hold.renewed {
-                    warn!(lock = %key.0, token = entry.hold.token, "redlatch: lease ran out before a renewal got through; lock lost");
+            if let HoldKind::Callback(callback) = &hold.kind
+                && callback.strong_count() == 0
+            {
+                // Its owner is gone: nothing left to renew or tell.
+                return false;
+            }
+            if now >= hold.valid_until() {
+                let reason = if hold.renewed {
+                    warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
                     LostReason::NotRenewed
                 } else {
                     LostReason::LeaseRanOut
                 };
-                entry.hold.mark_lost(reason);
+                hold.mark_lost(reason);
                 return false;
             }
-            let period = renewal_period(entry.hold.lease_ms());
-            if entry.hold.renewed && !entry.renewing && entry.next_renewal <= now + period / 3 {
+            let period = renewal_period(hold.lease_ms());
+            if hold.renewed && !entry.renewing && entry.next_renewal <= now + period / 3 {
                 entry.renewing = true;
                 due.push(Renewal {
                     key: key.clone(),
-                    hold: entry.hold.clone(),
-                    // Renewed locks follow the live default lease.
-                    lease_ms: default_lease_ms,
+                    hold: hold.clone(),
+                    // Renewed locks and permits follow the live default lease.
+                    lease_ms: if hold.kind.follows_default_lease() {
+                        default_lease_ms
+                    } else {
+                        hold.lease_ms()
+                    },
                 });
             }
             true
         });
-        crate::metrics::held_locks(entries.len());
         due
     }
 
@@ -256,6 +337,7 @@ impl Shared {
     fn next_due(&self) -> Option<LeaseInstant> {
         let entries = self.entries.lock();
         entries
+            .map
             .values()
             .map(|entry| {
                 if entry.hold.renewed && !entry.renewing {
@@ -267,7 +349,7 @@ impl Shared {
             .min()
     }
 
-    /// Applies the outcome of one renewal batch.
+    /// Applies the outcome of one renewal batch: per hold, 1 renewed, 0 gone.
     fn settle(&self, batch: &[Renewal], sent_at: LeaseInstant, outcome: Result<Vec<i64>, String>) {
         let now = LeaseInstant::now();
         let mut entries = self.entries.lock();
@@ -287,30 +369,32 @@ impl Shared {
         ) in batch.iter().enumerate()
         {
             let current = entries
+                .map
                 .get_mut(key)
                 .filter(|entry| Arc::ptr_eq(&entry.hold, hold));
             match &outcome {
                 Ok(renewed) if renewed.get(index) == Some(&1) => {
-                    hold.confirm(sent_at, *lease_ms);
+                    // A callback confirms its hold itself, against its own validity.
+                    if !matches!(hold.kind, HoldKind::Callback(_)) {
+                        hold.confirm(sent_at, *lease_ms);
+                    }
                     if let Some(entry) = current {
                         entry.renewing = false;
                         entry.next_renewal = sent_at + renewal_period(*lease_ms);
                     }
                 }
                 Ok(_) => {
-                    warn!(lock = %key.0, token = hold.token, "redlatch: renewal found the lock gone; lock lost");
+                    warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
                     hold.mark_lost(LostReason::Gone);
                     if current.is_some() {
                         entries.remove(key);
                     }
                 }
                 Err(error) => {
-                    debug!(lock = %key.0, %error, "redlatch: renewal failed, retrying");
+                    debug!(key = %key.0, %error, "redlatch: renewal failed, retrying");
                     if let Some(entry) = current {
                         entry.renewing = false;
-                        let retry = (renewal_period(hold.lease_ms()) / 3)
-                            .clamp(Duration::from_millis(10), Duration::from_secs(1));
-                        entry.next_renewal = now + retry;
+                        entry.next_renewal = now + retry_delay(hold.lease_ms());
                     }
                 }
             }
@@ -338,39 +422,51 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
             }
         }
         let due = strong.sweep(LeaseInstant::now());
-        // Read holds of read-write locks renew their timeout keys too: another script.
-        let (reads, hashes): (Vec<Renewal>, Vec<Renewal>) = due
-            .into_iter()
-            .partition(|renewal| renewal.hold.kind.is_read());
-        let cluster = conn.is_cluster();
-        for batch in batches(hashes, cluster, lock_key)
-            .into_iter()
-            .chain(batches(reads, cluster, lock_key))
-        {
+        let (batched, callbacks) = plan(due, conn.is_cluster());
+        for batch in batched {
             let shared = Arc::downgrade(&strong);
             let conn = conn.clone();
             tokio::spawn(renew_batch(shared, conn, batch));
+        }
+        for renewal in callbacks {
+            tokio::spawn(renew_by_callback(Arc::downgrade(&strong), renewal));
         }
         drop(strong);
     }
 }
 
-/// Splits due renewals into script calls of at most [`RENEW_BATCH`] entries.
-/// On a cluster one call may only touch keys of one hash slot, so renewals
-/// are grouped by the slot of `key` first. Every batched renewal (locks,
-/// permits) is split here.
-pub(crate) fn batches<T: Clone>(
-    mut due: Vec<T>,
-    cluster: bool,
-    key: impl Fn(&T) -> &str,
-) -> Vec<Vec<T>> {
-    if !cluster {
-        return due.chunks(RENEW_BATCH).map(<[T]>::to_vec).collect();
+/// Splits due renewals into script calls (one script per call, never mixed;
+/// see [`batches`]) and the holds that renew themselves, one call each.
+fn plan(due: Vec<Renewal>, cluster: bool) -> (Vec<Vec<Renewal>>, Vec<Renewal>) {
+    let (mut locks, mut reads, mut permits, mut callbacks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for renewal in due {
+        match renewal.hold.kind {
+            HoldKind::Lock => locks.push(renewal),
+            HoldKind::Read => reads.push(renewal),
+            HoldKind::Permit => permits.push(renewal),
+            HoldKind::Callback(_) => callbacks.push(renewal),
+        }
     }
-    due.sort_by_cached_key(|entry| crate::scripts::keys::slot(key(entry)));
-    due.chunk_by(|a, b| crate::scripts::keys::slot(key(a)) == crate::scripts::keys::slot(key(b)))
+    let batched = [locks, reads, permits]
+        .into_iter()
+        .flat_map(|same_script| batches(same_script, cluster))
+        .collect();
+    (batched, callbacks)
+}
+
+/// Splits due renewals of one script into calls of at most [`RENEW_BATCH`]
+/// holds. On a cluster one call may only touch keys of one hash slot, so
+/// renewals are grouped by the slot of their key first.
+fn batches(mut due: Vec<Renewal>, cluster: bool) -> Vec<Vec<Renewal>> {
+    if !cluster {
+        return due.chunks(RENEW_BATCH).map(<[Renewal]>::to_vec).collect();
+    }
+    let slot = |renewal: &Renewal| crate::scripts::keys::slot(&renewal.key.0);
+    due.sort_by_cached_key(slot);
+    due.chunk_by(|a, b| slot(a) == slot(b))
         .flat_map(|same_slot| same_slot.chunks(RENEW_BATCH))
-        .map(<[T]>::to_vec)
+        .map(<[Renewal]>::to_vec)
         .collect()
 }
 
@@ -386,23 +482,25 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         Some(shared) => shared.settings.read().response_timeout,
         None => return,
     };
-    // A batch holds one kind of renewal only (see `run`).
-    let reads = batch
+    // A batch holds one kind of renewal only (see `run`): the first says which.
+    let kind = batch
         .first()
-        .is_some_and(|renewal| renewal.hold.kind.is_read());
-    let mut invocation = if reads {
-        crate::scripts::RW_READ_RENEW.prepare_invoke()
-    } else {
-        scripts::RENEW.prepare_invoke()
+        .map_or(HoldKind::Lock, |renewal| renewal.hold.kind.clone());
+    let mut invocation = match kind {
+        HoldKind::Read => scripts::RW_READ_RENEW.prepare_invoke(),
+        HoldKind::Permit => scripts::PERMIT_RENEW.prepare_invoke(),
+        HoldKind::Lock | HoldKind::Callback(_) => scripts::RENEW.prepare_invoke(),
     };
+    // Every renewal script takes KEYS[i] and ARGV[2i-1], ARGV[2i] per hold;
+    // the read holds' one adds their timeout prefixes after those.
     for renewal in &batch {
         invocation.key(&renewal.key.0);
         invocation.arg(&*renewal.key.1).arg(renewal.lease_ms);
-        if reads {
+        if let HoldKind::Read = kind {
             invocation.arg(read_timeout_prefix(&renewal.key.0, &renewal.key.1));
         }
     }
-    let span = tracing::debug_span!("redlatch.renew", locks = batch.len());
+    let span = tracing::debug_span!("redlatch.renew", holds = batch.len(), kind = ?kind);
     // Give up at the response timeout, or when the earliest lease runs out.
     let limit = deadline
         .saturating_duration_since(sent_at)
@@ -427,7 +525,124 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     shared.wake.notify_one();
 }
 
-/// The key a lock renewal touches: its batch's slot.
-fn lock_key(renewal: &Renewal) -> &str {
-    &renewal.key.0
+/// Renews one hold that renews itself, bounded by its validity.
+async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
+    let HoldKind::Callback(callback) = &renewal.hold.kind else {
+        return;
+    };
+    let Some(callback): Option<Arc<dyn RenewNow>> = callback.upgrade() else {
+        return;
+    };
+    let sent_at = LeaseInstant::now();
+    let limit = renewal
+        .hold
+        .valid_until()
+        .saturating_duration_since(sent_at)
+        .max(Duration::from_millis(1));
+    let outcome = match tokio::time::timeout(limit, callback.renew_now(renewal.lease_ms)).await {
+        Ok(Renewed::Yes) => Ok(vec![1]),
+        Ok(Renewed::Gone) => Ok(vec![0]),
+        Ok(Renewed::Failed(error)) => Err(error),
+        Err(_) => Err("no confirmation before the lease ran out".to_owned()),
+    };
+    let Some(shared) = shared.upgrade() else {
+        return;
+    };
+    shared.settle(&[renewal], sent_at, outcome);
+    shared.wake.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::engine::hold::Renewed;
+
+    struct Never;
+
+    impl RenewNow for Never {
+        fn renew_now(
+            self: Arc<Self>,
+            _: u64,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Renewed> + Send>> {
+            Box::pin(async { Renewed::Failed("not in this test".to_owned()) })
+        }
+    }
+
+    fn due(key: String, kind: HoldKind) -> Renewal {
+        let owner: Arc<str> = Arc::from("client:owner");
+        let hold = Arc::new(Hold::new(NewHold {
+            key: key.clone(),
+            owner: owner.clone(),
+            kind,
+            lease_ms: 30_000,
+            renewed: true,
+            token: 1,
+            named_owner: false,
+            sent_at: LeaseInstant::now(),
+            fresh: true,
+        }));
+        Renewal {
+            key: (key, owner),
+            hold,
+            lease_ms: 30_000,
+        }
+    }
+
+    fn kinds(batch: &[Renewal]) -> Vec<String> {
+        let mut kinds: Vec<String> = batch
+            .iter()
+            .map(|renewal| format!("{:?}", renewal.hold.kind))
+            .collect();
+        kinds.dedup();
+        kinds
+    }
+
+    #[test]
+    fn renewals_come_at_a_third_of_the_lease() {
+        assert_eq!(renewal_period(30_000), Duration::from_secs(10));
+        assert_eq!(renewal_period(1), Duration::from_millis(1));
+        assert_eq!(retry_delay(30_000), Duration::from_secs(1));
+        assert_eq!(retry_delay(30), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn one_call_per_script_and_slot_with_at_most_a_batch_each() {
+        let never: Arc<dyn RenewNow> = Arc::new(Never);
+        let mut due_now = Vec::new();
+        // Two slots on a cluster: `{a}` and `{b}`.
+        for slot in ["a", "b"] {
+            for i in 0..150 {
+                due_now.push(due(format!("{{{slot}}}lock:{i}"), HoldKind::Lock));
+                due_now.push(due(
+                    format!("redisson__timeout__{{{slot}}}permits:{i}"),
+                    HoldKind::Permit,
+                ));
+            }
+            due_now.push(due(format!("{{{slot}}}rw"), HoldKind::Read));
+        }
+        due_now.push(due(
+            "redlock".to_owned(),
+            HoldKind::Callback(Arc::downgrade(&never)),
+        ));
+
+        let (batched, callbacks) = plan(due_now.clone(), true);
+        assert_eq!(callbacks.len(), 1, "a Redlock hold renews itself");
+        // Per slot: 150 locks (2 calls), 150 permits (2 calls), 1 read (1 call).
+        assert_eq!(batched.len(), 2 * (2 + 2 + 1));
+        for batch in &batched {
+            assert!(batch.len() <= RENEW_BATCH);
+            assert_eq!(kinds(batch).len(), 1, "a call mixes scripts");
+            let slots: std::collections::HashSet<u16> = batch
+                .iter()
+                .map(|renewal| crate::scripts::keys::slot(&renewal.key.0))
+                .collect();
+            assert_eq!(slots.len(), 1, "a call spans slots");
+        }
+
+        // One server: slots do not matter, scripts still do.
+        let (batched, _) = plan(due_now, false);
+        assert_eq!(batched.len(), 3 + 3 + 1);
+        assert!(batched.iter().all(|batch| kinds(batch).len() == 1));
+    }
 }

@@ -10,8 +10,9 @@ use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{Hold, HoldKind, LostReason};
+use crate::engine::hold::{Hold, LockKind, LostReason};
 use crate::error::{Error, Result};
+use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::Released;
 use crate::scripts::lock::Request;
 
@@ -30,6 +31,9 @@ use crate::scripts::lock::Request;
 pub struct Guard {
     core: Arc<Core>,
     name: Arc<str>,
+    /// The lock's keys, and which kind of lock: they pick the scripts.
+    keys: Arc<LockKeys>,
+    kind: LockKind,
     hold: Arc<Hold>,
     released: bool,
 }
@@ -46,10 +50,18 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    pub(crate) fn new(core: Arc<Core>, name: Arc<str>, hold: Arc<Hold>) -> Guard {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        name: Arc<str>,
+        keys: Arc<LockKeys>,
+        kind: LockKind,
+        hold: Arc<Hold>,
+    ) -> Guard {
         Guard {
             core,
             name,
+            keys,
+            kind,
             hold,
             released: false,
         }
@@ -70,7 +82,7 @@ impl Guard {
 
     /// The Redis key of the lock (prefix included).
     pub fn key(&self) -> &str {
-        &self.hold.keys.key
+        &self.keys.key
     }
 
     /// The owner field written in the lock hash: `<client-id>:<owner>`.
@@ -139,12 +151,12 @@ impl Guard {
         let sent_at = LeaseInstant::now();
         let call = {
             let (mut conn, request, kind) =
-                (inner.conn.clone(), request.clone(), self.hold.kind.clone());
+                (inner.conn.clone(), request.clone(), self.kind.clone());
             async move { kind.reenter(&mut conn, &request, limit).await }
         };
         let undo = {
             let (mut conn, request, kind) =
-                (inner.conn.clone(), request.clone(), self.hold.kind.clone());
+                (inner.conn.clone(), request.clone(), self.kind.clone());
             // Nobody took this hold: give it back.
             move |outcome: Result<bool>| async move {
                 if matches!(outcome, Ok(true)) {
@@ -167,7 +179,7 @@ impl Guard {
         {
             // Marked lost meanwhile although Redis still had it: give the hold
             // back, in the background so that cancelling the caller cannot stop it.
-            let (mut conn, kind) = (inner.conn.clone(), self.hold.kind.clone());
+            let (mut conn, kind) = (inner.conn.clone(), self.kind.clone());
             spawn_undo(&inner.runtime, async move {
                 let _ = kind.release(&mut conn, &request, limit).await;
             });
@@ -178,6 +190,8 @@ impl Guard {
         Ok(Guard::new(
             self.core.clone(),
             self.name.clone(),
+            self.keys.clone(),
+            self.kind.clone(),
             self.hold.clone(),
         ))
     }
@@ -197,7 +211,7 @@ impl Guard {
     /// The release runs in a task of its own: dropping the future does not stop it.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        let span = tracing::debug_span!("redlatch.release", lock = %self.hold.keys.key, token = self.hold.token);
+        let span = tracing::debug_span!("redlatch.release", lock = %self.keys.key, token = self.hold.token);
         let release = self.stop_and_release();
         let outcome = run_to_end(&self.core.runtime, "release", release)
             .instrument(span)
@@ -219,6 +233,11 @@ impl Guard {
         &self.core
     }
 
+    /// Which kind of lock this guard holds.
+    pub(crate) fn kind(&self) -> &LockKind {
+        &self.kind
+    }
+
     /// The hold this guard shares with its re-entries.
     pub(crate) fn hold(&self) -> &Arc<Hold> {
         &self.hold
@@ -226,7 +245,7 @@ impl Guard {
 
     fn request(&self) -> Request {
         Request {
-            keys: self.hold.keys.clone(),
+            keys: self.keys.clone(),
             owner: self.hold.owner.clone(),
             named_owner: self.hold.named_owner,
             lease_ms: self.hold.lease_ms(),
@@ -239,7 +258,7 @@ impl Guard {
         inner.watchdog.remove_guard(&self.hold);
         let core = self.core.clone();
         let request = self.request();
-        let kind = self.hold.kind.clone();
+        let kind = self.kind.clone();
         async move {
             let inner = &core;
             let mut conn = inner.conn.clone();
@@ -250,7 +269,7 @@ impl Guard {
             }
             // Courtesy is the reentrant lock's: the fair lock names its next
             // holder, and a read-write lock may have many.
-            if let (HoldKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
+            if let (LockKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));

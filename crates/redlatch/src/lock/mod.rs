@@ -12,7 +12,7 @@ use tracing::{Instrument, field};
 
 use crate::engine::Core;
 use crate::engine::attempt;
-use crate::engine::hold::NewHold;
+use crate::engine::hold::{HoldKind, LockKind, NewHold};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_for};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
@@ -431,8 +431,9 @@ impl Acquisition for LockAcquisition<'_> {
                 sent_at,
             } => {
                 let hold = core.watchdog.register(NewHold {
-                    keys: request.keys.clone(),
+                    key: request.keys.key.clone(),
                     owner: request.owner.clone(),
+                    kind: HoldKind::Lock,
                     lease_ms: request.lease_ms,
                     renewed: self.renewed,
                     token,
@@ -443,7 +444,13 @@ impl Acquisition for LockAcquisition<'_> {
                 tracing::Span::current().record("token", hold.token);
                 tracing::debug!(reentered, waited = ?self.started.elapsed(), "redlatch: acquired");
                 crate::metrics::acquired(reentered);
-                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                let guard = Guard::new(
+                    core.clone(),
+                    self.lock.name.clone(),
+                    request.keys.clone(),
+                    LockKind::Plain,
+                    hold,
+                );
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,

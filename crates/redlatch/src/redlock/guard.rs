@@ -18,19 +18,20 @@ use crate::scripts;
 use crate::scripts::lock::Request;
 use crate::settings::limits;
 
-/// What a Redlock acquisition's guards and its renewal task share.
+/// What a Redlock acquisition's guards and the renewal engine share.
 pub(crate) struct RedlockHold {
     pub(crate) redlock: Redlock,
     pub(crate) name: Arc<str>,
     /// One request per node: its keys (each node's key prefix) and the
     /// owner, the same on every node. The lease is read from `hold`.
     requests: Vec<Request>,
-    /// Validity deadline, lease, token and the lost signal.
-    pub(crate) hold: Hold,
+    /// Validity deadline, lease, token and the lost signal; the renewal
+    /// engine of the host client shares it.
+    pub(crate) hold: Arc<Hold>,
     pub(crate) node_timeout: Duration,
     /// Guards alive for this hold (re-entries included).
     guards: Mutex<usize>,
-    /// Stops the renewal task once the last guard is released.
+    /// Cancelled once the last guard is released: stops a renewal in flight.
     pub(crate) stop: CancellationToken,
     pub(crate) runtime: tokio::runtime::Handle,
 }
@@ -40,7 +41,7 @@ impl RedlockHold {
         redlock: Redlock,
         name: Arc<str>,
         requests: Vec<Request>,
-        hold: Hold,
+        hold: Arc<Hold>,
         node_timeout: Duration,
         stop: CancellationToken,
     ) -> RedlockHold {
@@ -54,6 +55,15 @@ impl RedlockHold {
             stop,
             runtime: tokio::runtime::Handle::current(),
         }
+    }
+
+    /// The client whose watchdog renews this hold: the first connected node's.
+    pub(crate) fn host(&self) -> Option<&crate::client::Client> {
+        self.redlock
+            .inner
+            .nodes
+            .iter()
+            .find_map(|node| node.client.as_ref())
     }
 
     fn request(&self, node: usize, lease_ms: u64) -> Request {
@@ -242,7 +252,7 @@ impl RedlockGuard {
         Duration::from_millis(self.shared.hold.lease_ms())
     }
 
-    /// True when a renewal task keeps extending the lease.
+    /// True when the renewal engine keeps extending the lease.
     pub fn is_renewed(&self) -> bool {
         self.shared.hold.renewed
     }
@@ -365,6 +375,9 @@ impl RedlockGuard {
             *guards = guards.saturating_sub(1);
             if *guards == 0 {
                 shared.stop.cancel();
+                if let Some(host) = shared.host() {
+                    host.inner.watchdog.remove_guard(&shared.hold);
+                }
             }
         }
         self.shared

@@ -1,6 +1,6 @@
 //! The Redlock lock handle: one attempt over all nodes, and the wait between attempts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt;
 use crate::engine::cancel::hand_over;
-use crate::engine::hold::{Hold, HoldKind, NewHold};
+use crate::engine::hold::{Hold, HoldKind, NewHold, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
@@ -517,10 +517,14 @@ impl RedlockLock {
         started: LeaseInstant,
         released: CancellationToken,
     ) -> RedlockGuard {
-        let hold = Hold::new(
-            NewHold {
-                keys: requests[0].keys.clone(),
+        let shared = Arc::new_cyclic(|me: &Weak<RedlockHold>| {
+            // The renewal engine renews it by calling back (weakly: the hold
+            // must not keep itself alive).
+            let renew: Weak<dyn RenewNow> = me.clone();
+            let hold = Arc::new(Hold::new(NewHold {
+                key: requests[0].keys.key.clone(),
                 owner: requests[0].owner.clone(),
+                kind: HoldKind::Callback(renew),
                 lease_ms,
                 renewed,
                 token,
@@ -528,18 +532,17 @@ impl RedlockLock {
                 // Validity counts from before the first request went out.
                 sent_at: started,
                 fresh: true,
-            },
-            HoldKind::Plain,
-        );
-        let shared = Arc::new(RedlockHold::new(
-            self.redlock.clone(),
-            self.name.clone(),
-            requests,
-            hold,
-            self.redlock.node_timeout(lease_ms),
-            released,
-        ));
-        watchdog::start(shared.clone(), started);
+            }));
+            RedlockHold::new(
+                self.redlock.clone(),
+                self.name.clone(),
+                requests,
+                hold,
+                self.redlock.node_timeout(lease_ms),
+                released,
+            )
+        });
+        watchdog::start(&shared, started);
         RedlockGuard::new(shared)
     }
 }

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{HoldKind, NewHold};
+use crate::engine::hold::{LockKind, NewHold};
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -393,10 +393,9 @@ impl Acquisition for RwAcquisition<'_> {
                 if let Some(claim) = self.claim.take() {
                     claim.forget();
                 }
-                let hold = attempt.register(core, token, sent_at, !reentered);
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: read-write lock acquired");
-                let guard = Guard::new(core.clone(), self.lock.name.clone(), hold);
+                let guard = attempt.guard(core, &self.lock.name, token, sent_at, !reentered);
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,
@@ -476,10 +475,10 @@ impl Attempt {
         }
     }
 
-    fn kind(&self) -> HoldKind {
+    fn kind(&self) -> LockKind {
         match self.side {
-            Side::Read => HoldKind::Read(self.keys.clone()),
-            Side::Write => HoldKind::Write(self.keys.clone()),
+            Side::Read => LockKind::Read(self.keys.clone()),
+            Side::Write => LockKind::Write(self.keys.clone()),
         }
     }
 
@@ -492,27 +491,29 @@ impl Attempt {
         }
     }
 
-    fn register(
+    /// Registers the hold taken with the watchdog; returns its guard.
+    fn guard(
         &self,
-        inner: &Core,
+        core: &Arc<Core>,
+        name: &Arc<str>,
         token: u64,
         sent_at: LeaseInstant,
         fresh: bool,
-    ) -> Arc<crate::engine::hold::Hold> {
+    ) -> Guard {
         let request = self.request();
-        inner.watchdog.register_kind(
-            NewHold {
-                keys: request.keys,
-                owner: request.owner,
-                lease_ms: self.lease_ms,
-                renewed: self.renewed,
-                token,
-                named_owner: self.named,
-                sent_at,
-                fresh,
-            },
-            self.kind(),
-        )
+        let kind = self.kind();
+        let hold = core.watchdog.register(NewHold {
+            key: request.keys.key.clone(),
+            owner: request.owner,
+            kind: kind.hold_kind(),
+            lease_ms: self.lease_ms,
+            renewed: self.renewed,
+            token,
+            named_owner: self.named,
+            sent_at,
+            fresh,
+        });
+        Guard::new(core.clone(), name.clone(), request.keys, kind, hold)
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -647,7 +648,7 @@ impl Drop for Claim {
 /// while it writes), then releases the write hold: a downgrade.
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
-    let HoldKind::Write(keys) = &hold.kind else {
+    let LockKind::Write(keys) = writer.kind().clone() else {
         return Err(Error::Protocol {
             op: "downgrade",
             detail: "not a write hold".to_owned(),
@@ -681,8 +682,8 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             sent_at,
             reentered,
         } => {
-            let read_hold = attempt.register(inner, token, sent_at, !reentered);
-            let reading = Guard::new(core.clone(), Arc::from(writer.name()), read_hold);
+            let name: Arc<str> = Arc::from(writer.name());
+            let reading = attempt.guard(&core, &name, token, sent_at, !reentered);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)

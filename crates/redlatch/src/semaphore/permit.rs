@@ -3,15 +3,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::LostReason;
-use crate::engine::permit_keeper::{Keeper, PermitHold};
+use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
@@ -259,7 +257,8 @@ impl PermitSemaphore {
         wait_for(&mut acquisition, wait, Vec::new(), false).await
     }
 
-    /// The guard of a permit just taken, tracked for renewal.
+    /// The guard of a permit just taken. The client's watchdog renews
+    /// permits as it renews locks.
     fn permit(
         &self,
         keys: Arc<SemaphoreKeys>,
@@ -268,14 +267,22 @@ impl PermitSemaphore {
         lease_ms: u64,
         sent_at: LeaseInstant,
     ) -> ExpirablePermit {
-        let hold = Arc::new(PermitHold::new(keys, id, renewed, lease_ms, sent_at));
-        let keeper = Keeper::of(&self.core);
-        let slot = keeper.track(hold.clone());
+        let hold = self.core.watchdog.register(NewHold {
+            key: keys.timeouts.clone(),
+            owner: id,
+            kind: HoldKind::Permit,
+            lease_ms,
+            renewed,
+            token: 0,
+            named_owner: false,
+            sent_at,
+            fresh: true,
+        });
         ExpirablePermit {
+            core: self.core.clone(),
             name: self.name.clone(),
+            keys,
             hold,
-            keeper,
-            slot,
             done: false,
         }
     }
@@ -390,10 +397,11 @@ impl Acquisition for PermitAcquisition<'_> {
 /// [`is_held`](ExpirablePermit::is_held) say so.
 #[must_use = "dropping a permit gives it back at once"]
 pub struct ExpirablePermit {
+    core: Arc<Core>,
     name: Arc<str>,
-    hold: Arc<PermitHold>,
-    keeper: Arc<Keeper>,
-    slot: u64,
+    keys: Arc<SemaphoreKeys>,
+    /// Shared with the watchdog: its `owner` is the permit id.
+    hold: Arc<Hold>,
     done: bool,
 }
 
@@ -401,7 +409,7 @@ impl std::fmt::Debug for ExpirablePermit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExpirablePermit")
             .field("name", &self.name)
-            .field("id", &self.hold.id)
+            .field("id", &self.hold.owner)
             .field("held", &self.is_held())
             .finish()
     }
@@ -410,7 +418,7 @@ impl std::fmt::Debug for ExpirablePermit {
 impl ExpirablePermit {
     /// The permit id (32 hex digits), the member of the expiries sorted set.
     pub fn id(&self) -> &str {
-        &self.hold.id
+        &self.hold.owner
     }
 
     /// The semaphore's name, without the key prefix.
@@ -420,33 +428,26 @@ impl ExpirablePermit {
 
     /// The lease: the client's default lease when renewed, else the fixed one.
     pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.hold.lease_ms.load(Ordering::Acquire))
+        Duration::from_millis(self.hold.lease_ms())
     }
 
     /// True while the permit is known to be held: no renewal found it gone,
     /// and its lease (minus the drift margin) has not run out since the last
     /// confirmed acquire or renewal.
     pub fn is_held(&self) -> bool {
-        !self.hold.lost.is_cancelled() && LeaseInstant::now() < *self.hold.valid_until.lock()
+        self.hold.is_held()
     }
 
     /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).
     /// The future owns what it needs.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let lost = self.hold.lost.clone();
+        let lost = self.hold.lost_token().clone();
         async move { lost.cancelled_owned().await }
     }
 
     /// Why the permit is no longer held, once it is not; `None` while held.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        if let Some(reason) = self.hold.reason.get() {
-            return Some(*reason);
-        }
-        (!self.is_held()).then_some(if self.hold.renewed {
-            LostReason::NotRenewed
-        } else {
-            LostReason::LeaseRanOut
-        })
+        self.hold.lost_reason()
     }
 
     /// Gives the permit back now. One round trip; touches both keys and
@@ -462,11 +463,14 @@ impl ExpirablePermit {
     /// The release runs in a task of its own: dropping the future does not stop it.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
-        self.keeper.untrack(self.slot);
-        let core = self.keeper.core.clone();
-        let hold = self.hold.clone();
-        let released = run_to_end(&self.keeper.core.runtime, "permit release", async move {
-            release_permit(&core, &hold.keys, &hold.id).await
+        self.core.watchdog.remove_guard(&self.hold);
+        let (core, keys, id) = (
+            self.core.clone(),
+            self.keys.clone(),
+            self.hold.owner.clone(),
+        );
+        let released = run_to_end(&self.core.runtime, "permit release", async move {
+            release_permit(&core, &keys, &id).await
         })
         .await?;
         if released {
@@ -484,11 +488,14 @@ impl Drop for ExpirablePermit {
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            self.keeper.untrack(self.slot);
-            let core = self.keeper.core.clone();
-            let hold = self.hold.clone();
-            spawn_undo(&self.keeper.core.runtime, async move {
-                let _ = release_permit(&core, &hold.keys, &hold.id).await;
+            self.core.watchdog.remove_guard(&self.hold);
+            let (core, keys, id) = (
+                self.core.clone(),
+                self.keys.clone(),
+                self.hold.owner.clone(),
+            );
+            spawn_undo(&self.core.runtime, async move {
+                let _ = release_permit(&core, &keys, &id).await;
             });
         }
     }
