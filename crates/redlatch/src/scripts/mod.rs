@@ -6,9 +6,14 @@
 //! script that publishes takes the publish command last (`publish`, or
 //! `spublish` on a Redis Cluster).
 //!
+//! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
+//! `STATUS`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
+//! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
+//! request record and how long to keep it (see below).
+//!
 //! | script | KEYS | ARGV | returns |
 //! |---|---|---|---|
-//! | `ACQUIRE` | lock hash, counter | lease ms, owner field | `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` wrong type |
+//! | `ACQUIRE` | lock hash, counter | lease ms, owner field | `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` wrong type or counter not an integer (nothing written) |
 //! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type |
 //! | `RELEASE` | lock hash | channel, lease ms, owner field, publish | `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
