@@ -79,6 +79,7 @@ impl Failure {
             E::WrongType { .. } => DATA,
             E::Unavailable { .. }
             | E::ResponseTimeout { .. }
+            | E::OutcomeUnknown { .. }
             | E::Redis { .. }
             | E::QuorumFailed { .. } => UNAVAILABLE,
             _ => SOFTWARE,

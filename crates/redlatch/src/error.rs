@@ -77,8 +77,10 @@ pub enum Error {
     /// Redis could not be reached, the connection broke during the call, or
     /// the server answered that it cannot serve for now (`CLUSTERDOWN`,
     /// `TRYAGAIN`, `MASTERDOWN`, `LOADING`: a failover or a load under way).
-    /// Safe to retry once Redis is back; the outcome of the interrupted call is
-    /// unknown (see the method's docs for what it may have left behind).
+    /// Safe to retry once Redis is back. When the connection broke during
+    /// the call its outcome is unknown (see the method's docs for what it may
+    /// have left behind); releases and force-unlock say so with
+    /// [`Error::OutcomeUnknown`] instead.
     #[error("redis unavailable during {op}: {source}")]
     Unavailable {
         /// What the library was doing.
@@ -94,6 +96,30 @@ pub enum Error {
     ResponseTimeout {
         /// What the library was doing.
         op: &'static str,
+    },
+
+    /// A call that changes data (a release, a force-unlock) was sent, and
+    /// neither its reply nor the reply to sending the same request again came
+    /// back: the connection broke or Redis did not answer in time. It may or
+    /// may not have taken effect. On a Redis Cluster the library asks again
+    /// for the recorded outcome before it gives up, so this means Redis stayed
+    /// unreachable; on one server or under Sentinel a lost reply cannot be
+    /// asked for again.
+    ///
+    /// Do not repeat the call blindly (a semaphore release repeated would give
+    /// permits back twice; [`is_transient`](Error::is_transient) is false).
+    /// A lock or expirable permit that was not released is freed when its
+    /// lease runs out at the latest, since nobody renews it any more; read the
+    /// current state ([`Lock::status`](crate::Lock::status),
+    /// [`Semaphore::available_permits`](crate::Semaphore::available_permits))
+    /// once Redis is back if it matters.
+    #[error("outcome unknown: {op} was sent but its reply was lost ({source})")]
+    OutcomeUnknown {
+        /// What the library was doing.
+        op: &'static str,
+        /// Why no reply came back.
+        #[source]
+        source: Box<Error>,
     },
 
     /// Redis refused the command (authentication, ACL permission, out of
@@ -271,8 +297,37 @@ impl Error {
         }
     }
 
+    /// True when a call that failed this way may have run in Redis all the
+    /// same: its reply was lost (a broken connection, a timeout). False when
+    /// it cannot have run: the connection was refused, or the server answered
+    /// that it cannot serve for now.
+    pub(crate) fn may_have_run(&self) -> bool {
+        match self {
+            Error::ResponseTimeout { .. } | Error::OutcomeUnknown { .. } => true,
+            Error::Unavailable { source, .. } => {
+                !source.is_connection_refusal() && source.code().is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// The error a call that changes data reports: [`Error::OutcomeUnknown`]
+    /// when it may have run, itself otherwise.
+    pub(crate) fn unknown_outcome(self, op: &'static str) -> Error {
+        if self.may_have_run() && !matches!(self, Error::OutcomeUnknown { .. }) {
+            Error::OutcomeUnknown {
+                op,
+                source: Box::new(self),
+            }
+        } else {
+            self
+        }
+    }
+
     /// True when the error comes from the connection rather than the request:
-    /// the same call may succeed once Redis is reachable again.
+    /// the same call may succeed once Redis is reachable again. False for
+    /// [`Error::OutcomeUnknown`]: the call may have taken effect, and
+    /// repeating it could apply it twice.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
@@ -318,6 +373,33 @@ mod tests {
         }
         let refused = Error::from_redis("acquire", server_error(b"-NOPERM no permission\r\n"));
         assert!(matches!(refused, Error::Redis { .. }));
+    }
+
+    #[test]
+    fn only_calls_that_may_have_run_have_an_unknown_outcome() {
+        let down = Error::from_redis("release", server_error(b"-CLUSTERDOWN down\r\n"));
+        assert!(matches!(
+            down.unknown_outcome("release"),
+            Error::Unavailable { .. }
+        ));
+        let dropped = Error::from_redis(
+            "release",
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        );
+        let unknown = dropped.unknown_outcome("release");
+        assert!(matches!(unknown, Error::OutcomeUnknown { .. }), "{unknown}");
+        assert!(unknown.to_string().contains("outcome unknown"));
+        assert!(!unknown.is_transient());
+        let refused = Error::from_redis(
+            "release",
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        );
+        assert!(matches!(
+            refused.unknown_outcome("release"),
+            Error::Unavailable { .. }
+        ));
+        let timeout = Error::ResponseTimeout { op: "release" }.unknown_outcome("release");
+        assert!(matches!(timeout, Error::OutcomeUnknown { .. }));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::transport::Connection;
 use tracing::Instrument;
 
 use crate::engine::Core;
-use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
 use crate::engine::hold::{LockKind, NewHold};
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
@@ -20,7 +20,6 @@ use crate::scripts::fair::{self, FairAttempt};
 use crate::scripts::keys::{FairKeys, validate_owner};
 use crate::scripts::lock::Request;
 use crate::settings::{RetryPolicy, limits};
-use crate::transport::bounded;
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
 /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
@@ -425,7 +424,8 @@ impl Attempt {
     /// Runs the script in a task of its own: if the caller goes away, the
     /// task leaves the line and gives back a hold the attempt took.
     async fn run(&self, inner: &Core) -> Result<FairAttempt> {
-        let limit = inner.current_settings().response_timeout;
+        let settings = inner.current_settings();
+        let (limit, retry) = (settings.response_timeout, settings.retry);
         let mut conn = inner.conn.clone();
         let undo_conn = inner.conn.clone();
         let call = {
@@ -434,8 +434,7 @@ impl Attempt {
             let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
             async move {
                 let sent_at = LeaseInstant::now();
-                let run = fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at);
-                bounded("fair acquire", limit, run).await
+                fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at, limit).await
             }
         };
         let undo = {
@@ -447,7 +446,7 @@ impl Attempt {
                 let uncertain = matches!(&outcome, Err(error) if error.is_transient());
                 tracing::debug!(lock = %attempt.keys.lock.key, "redlatch: undoing an abandoned fair acquire");
                 let release = took_hold || (uncertain && !attempt.named);
-                attempt.undo_now(undo_conn, limit, release).await;
+                attempt.undo_now(undo_conn, limit, retry, release).await;
             }
         };
         hand_over(&inner.runtime, "fair acquire", call, undo).await
@@ -467,23 +466,43 @@ impl Attempt {
     fn undo(&self, inner: &Core) {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
+        let settings = inner.current_settings();
+        let (limit, retry) = (settings.response_timeout, settings.retry);
         spawn_undo(&inner.runtime, async move {
-            attempt.undo_now(conn, limit, true).await
+            attempt.undo_now(conn, limit, retry, true).await
         });
     }
 
-    async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
+    async fn undo_now(
+        &self,
+        mut conn: Connection,
+        limit: Duration,
+        retry: RetryPolicy,
+        release: bool,
+    ) {
         let _ = fair::leave(&mut conn, &self.keys, &self.owner, limit).await;
-        if release {
-            let request = Request {
-                keys: Arc::new(self.keys.lock.clone()),
-                owner: self.owner.clone(),
-                named_owner: self.named,
-                lease_ms: self.lease_ms,
-            };
-            let _ = fair::release(&mut conn, &self.keys, &request, limit).await;
+        if !release {
+            return;
         }
+        let request = Request {
+            keys: Arc::new(self.keys.lock.clone()),
+            owner: self.owner.clone(),
+            named_owner: self.named,
+            lease_ms: self.lease_ms,
+        };
+        if self.named {
+            // Maybe a re-entry: one release, never repeated.
+            let _ = fair::release(&mut conn, &self.keys, &request, limit).await;
+            return;
+        }
+        // An anonymous owner holds once at most: keep trying while the
+        // connection is down, until the lease would have run out anyway.
+        let deadline = LeaseInstant::now() + Duration::from_millis(self.lease_ms);
+        until_answered("fair acquire undo", retry, deadline, || {
+            let (mut conn, request) = (conn.clone(), request.clone());
+            async move { fair::release(&mut conn, &self.keys, &request, limit).await }
+        })
+        .await;
     }
 }
 

@@ -599,7 +599,6 @@ fn enough_rounds(valid: usize, tries: usize) {
     );
 }
 
-#[ignore = "defect 1 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_release_cut_off_in_flight_gives_its_permit_back_once() {
     let cluster = debug_cluster();
@@ -636,7 +635,6 @@ async fn a_semaphore_release_cut_off_in_flight_gives_its_permit_back_once() {
     );
 }
 
-#[ignore = "defect 1 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reentered_release_cut_off_in_flight_leaves_the_outer_hold_exclusive() {
     let cluster = debug_cluster();
@@ -696,7 +694,6 @@ async fn freed(lock: &redlatch::Lock) -> bool {
         .is_ok()
 }
 
-#[ignore = "defect 1 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_cut_off_in_flight_takes_one_hold_and_its_release_frees_the_lock() {
     let cluster = debug_cluster();
@@ -752,7 +749,6 @@ async fn an_acquire_cut_off_in_flight_takes_one_hold_and_its_release_frees_the_l
     );
 }
 
-#[ignore = "defect 1 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_cut_off_with_retries_off_gives_its_hold_back() {
     let cluster = debug_cluster();
@@ -807,7 +803,6 @@ fn honest_release_outcome(outcome: &redlatch::Result<()>) -> bool {
     }
 }
 
-#[ignore = "defect 1 of the engine issue: fails until the fix lands"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_reply_is_lost_reports_success_or_an_unknown_outcome() {
     let cluster = debug_cluster();

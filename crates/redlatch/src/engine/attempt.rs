@@ -5,12 +5,15 @@
 
 use tracing::debug;
 
+use std::time::Duration;
+
 use crate::engine::Core;
-use crate::engine::cancel::hand_over;
+use crate::engine::cancel::{hand_over, spawn_undo, until_answered};
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::lock::{self, Attempt, Request};
-use crate::transport::bounded;
+use crate::settings::RetryPolicy;
+use crate::transport::Connection;
 
 /// One attempt of the acquire script. One round trip.
 ///
@@ -18,38 +21,57 @@ use crate::transport::bounded;
 /// any hold it took is released again.
 pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> {
     let mut conn = inner.conn.clone();
-    let mut undo_conn = inner.conn.clone();
     let request = request.clone();
     let undo_request = request.clone();
-    let limit = inner.current_settings().response_timeout;
+    let settings = inner.current_settings();
+    let (limit, retry) = (settings.response_timeout, settings.retry);
     let replica_wait = inner.replica_wait;
+    let runtime = inner.runtime.clone();
+    let undo_conn = inner.conn.clone();
     let call = async move {
         let sent_at = LeaseInstant::now();
         let outcome = match replica_wait {
-            None => {
-                bounded(
-                    "acquire",
-                    limit,
-                    lock::acquire(&mut conn, &request, sent_at),
-                )
-                .await
-            }
+            None => lock::acquire(&mut conn, &request, sent_at, limit).await,
             Some(wait) => lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
         };
         if matches!(&outcome, Err(error) if error.is_transient()) && !request.named_owner {
             // A broken connection leaves the outcome unknown; an anonymous
             // owner is unique to this attempt, so giving back whatever it may
-            // hold is always safe.
+            // hold is always safe. The connection may still be down: keep
+            // trying in the background until Redis answers or the lease ends.
             debug!(lock = %request.keys.key, "redlatch: undoing an acquire attempt of unknown outcome");
-            let _ = lock::release(&mut conn, &request, limit).await;
+            let deadline = sent_at + Duration::from_millis(request.lease_ms);
+            spawn_undo(&runtime, give_back(conn, request, limit, retry, deadline));
         }
         outcome
     };
     let undo = move |outcome: Result<Attempt>| async move {
-        if matches!(outcome, Ok(Attempt::Acquired { .. })) {
+        if let Ok(Attempt::Acquired { sent_at, .. }) = outcome {
             debug!(lock = %undo_request.keys.key, "redlatch: undoing an abandoned acquire attempt");
-            let _ = lock::release(&mut undo_conn, &undo_request, limit).await;
+            if undo_request.named_owner {
+                // Maybe a re-entry: one release, never repeated.
+                let mut conn = undo_conn;
+                let _ = lock::release(&mut conn, &undo_request, limit).await;
+            } else {
+                let deadline = sent_at + Duration::from_millis(undo_request.lease_ms);
+                give_back(undo_conn, undo_request, limit, retry, deadline).await;
+            }
         }
     };
     hand_over(&inner.runtime, "acquire", call, undo).await
+}
+
+/// Releases an anonymous owner's hold, until Redis answers or `deadline`.
+async fn give_back(
+    conn: Connection,
+    request: Request,
+    limit: Duration,
+    retry: RetryPolicy,
+    deadline: LeaseInstant,
+) {
+    until_answered("acquire undo", retry, deadline, || {
+        let (mut conn, request) = (conn.clone(), request.clone());
+        async move { lock::release(&mut conn, &request, limit).await }
+    })
+    .await;
 }

@@ -18,6 +18,8 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
+use crate::lease_clock::LeaseInstant;
+use crate::settings::RetryPolicy;
 
 type Undo<T> = Box<dyn FnOnce(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
@@ -109,6 +111,41 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     drop(runtime.spawn(undo));
+}
+
+/// Runs `give_back` until Redis answers it (anything but a transient
+/// error), waiting the retry policy's delays in between, or until
+/// `deadline`, when what it gives back has run out by itself. A connection
+/// cut while the first try was in flight may still be down (with retries
+/// off, redis-rs reconnects only on the next use), so one try is not
+/// enough. For background undos ([`spawn_undo`], the undo of
+/// [`hand_over`]), never on a caller's time; only for give-backs that are
+/// harmless to repeat (an anonymous owner has at most one hold).
+pub(crate) async fn until_answered<T, F, Fut>(
+    op: &'static str,
+    retry: RetryPolicy,
+    deadline: LeaseInstant,
+    mut give_back: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match give_back().await {
+            Err(error) if error.is_transient() => {
+                let delay = retry.delay(tries);
+                if LeaseInstant::now() + delay >= deadline {
+                    tracing::debug!(%error, op, "redlatch: giving up an undo; what it would give back expires");
+                    return;
+                }
+                tracing::debug!(%error, op, tries, "redlatch: an undo failed; trying again");
+                tokio::time::sleep(delay).await;
+                tries += 1;
+            }
+            _ => return,
+        }
+    }
 }
 
 fn runtime_gone(op: &'static str) -> Error {

@@ -224,7 +224,7 @@ impl Guard {
                     name: self.name.to_string(),
                 })
             }
-            Err(other) => Err(other),
+            Err(other) => Err(other.unknown_outcome("release")),
         }
     }
 

@@ -22,7 +22,6 @@ use crate::scripts;
 use crate::scripts::keys::{LockKeys, validate_owner};
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::{RetryPolicy, limits};
-use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
 /// PERSISTed it or set it without a lease): there is no lease end to wait for.
@@ -243,7 +242,9 @@ impl Lock {
     /// One round trip. Touches `PREFIX+NAME` and publishes on its channel.
     ///
     /// # Errors
-    /// [`Error::WrongType`] (the key is left alone), connection errors.
+    /// [`Error::WrongType`] (the key is left alone), [`Error::OutcomeUnknown`]
+    /// (sent, no reply: the lock may or may not have been deleted), other
+    /// connection errors (not deleted).
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
@@ -251,19 +252,16 @@ impl Lock {
         let keys = self.keys()?;
         let inner = &self.core;
         let mut conn = inner.conn.clone();
-        let call = async {
-            scripts::FORCE_UNLOCK
-                .key(&keys.key)
-                .arg(&keys.channel)
-                .arg(conn.publish_command())
-                .invoke_async::<i64>(&mut conn)
-                .await
-                .map_err(|error| Error::from_redis("force unlock", error))
-        };
+        let mut call = scripts::FORCE_UNLOCK.call(&conn);
+        call.key(&keys.key)
+            .arg(&keys.channel)
+            .arg(conn.publish_command());
         let limit = inner.current_settings().response_timeout;
-        let reply = bounded("force unlock", limit, call)
+        let reply: i64 = call
+            .run(&mut conn, "force unlock", limit)
             .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
-            .await?;
+            .await
+            .map_err(|error| error.unknown_outcome("force unlock"))?;
         inner.watchdog.mark_key_lost(&keys.key);
         match reply {
             1 => Ok(true),

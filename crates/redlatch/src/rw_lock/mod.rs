@@ -9,7 +9,7 @@ use crate::transport::Connection;
 use tracing::Instrument;
 
 use crate::engine::Core;
-use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
 use crate::engine::hold::{LockKind, NewHold};
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
@@ -24,7 +24,6 @@ use crate::scripts::keys::{RwKeys, validate_owner, write_field};
 use crate::scripts::lock::Request;
 use crate::scripts::rw::{self, RwAttempt, Side};
 use crate::settings::{RetryPolicy, limits};
-use crate::transport::bounded;
 
 /// How long to wait before re-checking a lock that has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -532,14 +531,16 @@ impl Attempt {
     /// task withdraws a claim and gives back a hold the attempt took.
     /// `reenter_only` never takes a first hold.
     async fn run(&self, inner: &Core, reenter_only: bool) -> Result<RwAttempt> {
-        let limit = inner.current_settings().response_timeout;
+        let settings = inner.current_settings();
+        let (limit, retry) = (settings.response_timeout, settings.retry);
         let mut conn = inner.conn.clone();
         let call = {
             let attempt = self.clone_parts();
             async move {
                 let sent_at = LeaseInstant::now();
-                let run = attempt.run_script(&mut conn, sent_at, reenter_only);
-                bounded("read-write acquire", limit, run).await
+                attempt
+                    .run_script(&mut conn, sent_at, reenter_only, limit)
+                    .await
             }
         };
         let undo = {
@@ -550,7 +551,12 @@ impl Attempt {
                 let uncertain = matches!(&outcome, Err(error) if error.is_transient());
                 tracing::debug!(lock = %attempt.keys.key, "redlatch: undoing an abandoned read-write acquire");
                 attempt
-                    .undo_now(conn, limit, took_hold || (uncertain && !attempt.named))
+                    .undo_now(
+                        conn,
+                        limit,
+                        retry,
+                        took_hold || (uncertain && !attempt.named),
+                    )
                     .await;
             }
         };
@@ -562,6 +568,7 @@ impl Attempt {
         conn: &mut Connection,
         sent_at: LeaseInstant,
         reenter_only: bool,
+        limit: Duration,
     ) -> Result<RwAttempt> {
         let reply = rw::Acquire {
             keys: &self.keys,
@@ -570,30 +577,52 @@ impl Attempt {
             lease_ms: self.lease_ms,
             claim_ms: self.claim_ms,
         };
-        reply.run(conn, sent_at, reenter_only).await
+        reply.run(conn, sent_at, reenter_only, limit).await
     }
 
     /// Withdraws a claim and gives back a hold, from a task of its own.
     fn undo(&self, inner: &Core, release: bool) {
         let attempt = self.clone_parts();
         let conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
+        let settings = inner.current_settings();
+        let (limit, retry) = (settings.response_timeout, settings.retry);
         spawn_undo(&inner.runtime, async move {
-            attempt.undo_now(conn, limit, release).await
+            attempt.undo_now(conn, limit, retry, release).await
         });
     }
 
-    async fn undo_now(&self, mut conn: Connection, limit: Duration, release: bool) {
+    async fn undo_now(
+        &self,
+        mut conn: Connection,
+        limit: Duration,
+        retry: RetryPolicy,
+        release: bool,
+    ) {
         if self.side == Side::Write && self.claim_ms > 0 {
             let _ = rw::writer_leave(&mut conn, &self.keys, &self.field(), limit).await;
         }
-        if release {
-            let request = self.request();
-            let _ = match self.side {
+        if !release {
+            return;
+        }
+        let request = self.request();
+        let release_once = |mut conn: Connection, request: Request| async move {
+            match self.side {
                 Side::Read => rw::read_release(&mut conn, &self.keys, &request, limit).await,
                 Side::Write => rw::write_release(&mut conn, &self.keys, &request, limit).await,
-            };
+            }
+        };
+        if self.named {
+            // Maybe a re-entry: one release, never repeated.
+            let _ = release_once(conn, request).await;
+            return;
         }
+        // An anonymous owner holds once at most: keep trying while the
+        // connection is down, until the lease would have run out anyway.
+        let deadline = LeaseInstant::now() + Duration::from_millis(self.lease_ms);
+        until_answered("read-write acquire undo", retry, deadline, || {
+            release_once(conn.clone(), request.clone())
+        })
+        .await;
     }
 }
 

@@ -7,7 +7,7 @@ use crate::lease_clock::LeaseInstant;
 use crate::error::{Error, Result};
 use crate::scripts::keys::FairKeys;
 use crate::scripts::lock::{Released, Request};
-use crate::transport::{Connection, bounded};
+use crate::transport::Connection;
 
 /// What one attempt of the fair acquire script found.
 #[derive(Debug, Clone, Copy)]
@@ -29,9 +29,10 @@ pub(crate) async fn acquire(
     lease_ms: u64,
     place_ms: u64,
     sent_at: LeaseInstant,
+    limit: Duration,
 ) -> Result<FairAttempt> {
-    let reply: Vec<i64> = super::FAIR_ACQUIRE
-        .key(&keys.lock.key)
+    let mut call = super::FAIR_ACQUIRE.call(conn);
+    call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.lock.token)
@@ -39,10 +40,8 @@ pub(crate) async fn acquire(
         .arg(owner)
         .arg(place_ms)
         .arg(&keys.lock.channel)
-        .arg(conn.publish_command())
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("fair acquire", error))?;
+        .arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
     match reply.as_slice() {
         [1, token] => Ok(FairAttempt::Acquired {
             token: *token as u64,
@@ -75,19 +74,14 @@ pub(crate) async fn leave(
     owner: &str,
     limit: Duration,
 ) -> Result<()> {
-    let call = async {
-        super::FAIR_LEAVE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(owner)
-            .arg(conn.publish_command())
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("fair leave", error))
-    };
-    bounded("fair leave", limit, call).await.map(drop)
+    let mut call = super::FAIR_LEAVE.call(conn);
+    call.key(&keys.lock.key)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .arg(&keys.lock.channel)
+        .arg(owner)
+        .arg(conn.publish_command());
+    call.run::<i64>(conn, "fair leave", limit).await.map(drop)
 }
 
 /// Drops one hold of a fair lock; the last one wakes the first waiter. One
@@ -98,20 +92,15 @@ pub(crate) async fn release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let call = async {
-        super::FAIR_RELEASE
-            .key(&keys.lock.key)
-            .key(&keys.queue)
-            .key(&keys.timeouts)
-            .arg(&keys.lock.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
+    let mut call = super::FAIR_RELEASE.call(conn);
+    call.key(&keys.lock.key)
+        .key(&keys.queue)
+        .key(&keys.timeouts)
+        .arg(&keys.lock.channel)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     match reply.as_slice() {
         // Courtesy is for the reentrant lock: here the release names who is next.
         [1, _] => Ok(Released::Unlocked { receivers: 0 }),

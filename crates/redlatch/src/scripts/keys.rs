@@ -164,6 +164,36 @@ pub(crate) fn slot(key: &str) -> u16 {
     crc16_xmodem(hashed) % CLUSTER_SLOTS
 }
 
+/// The hash tag Redis Cluster hashes `key` on: the text between the first
+/// `{` and the next `}` when not empty, else `None` (the whole key counts).
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let rest = &key[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+/// A fresh request record key in the slot of `key`:
+/// `redlatch_request:{TAG}:<32 hex digits>`, TAG being the hash tag of
+/// `key`, or `key` itself when it has none. A key without a tag of its own
+/// but with a `}` in it cannot be wrapped that way; a short decimal tag of
+/// the same slot stands in for it then.
+pub(crate) fn request_record_key(key: &str) -> String {
+    let id = uuid::Uuid::new_v4().simple();
+    let tag = match hash_tag(key) {
+        Some(tag) => tag.to_owned(),
+        None if !key.contains('}') => key.to_owned(),
+        None => {
+            let wanted = slot(key);
+            (0u32..)
+                .map(|n| n.to_string())
+                .find(|tag| crc16_xmodem(tag.as_bytes()) % CLUSTER_SLOTS == wanted)
+                .expect("every slot has a decimal tag")
+        }
+    };
+    format!("redlatch_request:{{{tag}}}:{id}")
+}
+
 fn crc16_xmodem(bytes: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &byte in bytes {
@@ -290,6 +320,21 @@ pub(crate) fn validate_owner(owner: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn request_records_share_the_slot_of_the_key() {
+        for key in [
+            "plain", "a{tag}b", "{}x", "a{b", "a}b", "x{}y}z", "{a{b}c", "é{ü}", "{", "}",
+        ] {
+            let record = super::request_record_key(key);
+            assert!(record.starts_with("redlatch_request:{"), "{record}");
+            assert_eq!(super::slot(&record), super::slot(key), "{key} -> {record}");
+        }
+        assert_ne!(
+            super::request_record_key("k"),
+            super::request_record_key("k")
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -37,19 +37,19 @@ pub(crate) enum Attempt {
     Held { pttl_ms: i64 },
 }
 
+/// One acquire request; each send at most `limit`.
 pub(crate) async fn acquire(
     conn: &mut Connection,
     request: &Request,
     sent_at: LeaseInstant,
+    limit: Duration,
 ) -> Result<Attempt> {
-    let reply: Vec<i64> = super::ACQUIRE
-        .key(&request.keys.key)
+    let mut call = super::ACQUIRE.call(conn);
+    call.key(&request.keys.key)
         .key(&request.keys.token)
         .arg(request.lease_ms)
-        .arg(&*request.owner)
-        .invoke_async(conn)
-        .await
-        .map_err(|error| Error::from_redis("acquire", error))?;
+        .arg(&*request.owner);
+    let reply: Vec<i64> = call.run(conn, "acquire", limit).await?;
     parse_acquire(request, &reply, sent_at)
 }
 
@@ -68,22 +68,27 @@ pub(crate) async fn acquire_replicated(
 ) -> Result<Attempt> {
     let wait_ms = wait.timeout.as_millis() as u64;
     let call = async {
+        // On a cluster the re-send-safe form, for redis-rs's own re-sends.
+        let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
         let mut pipeline = redis::pipe();
-        pipeline
+        let evalsha = pipeline
             .cmd("EVALSHA")
-            .arg(super::ACQUIRE.get_hash())
-            .arg(2)
+            .arg(form.script.get_hash())
+            .arg(2 + usize::from(form.record.is_some()))
             .arg(&request.keys.key)
-            .arg(&request.keys.token)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .cmd("WAIT")
-            .arg(wait.replicas)
-            .arg(wait_ms);
+            .arg(&request.keys.token);
+        if let Some((record, _)) = &form.record {
+            evalsha.arg(record);
+        }
+        evalsha.arg(request.lease_ms).arg(&*request.owner);
+        if let Some((_, keep_ms)) = &form.record {
+            evalsha.arg(keep_ms);
+        }
+        pipeline.cmd("WAIT").arg(wait.replicas).arg(wait_ms);
         match pipeline.query_async::<(Vec<i64>, i64)>(conn).await {
             Err(error) if error.code() == Some("NOSCRIPT") => {
                 // The server lost its script cache (restart, failover): load, then again.
-                super::ACQUIRE
+                form.script
                     .load_async(conn)
                     .await
                     .map_err(|error| Error::from_redis("acquire", error))?;
@@ -144,24 +149,20 @@ pub(crate) enum Released {
     Decremented,
 }
 
-/// Drops one hold of `request.owner`. One round trip, at most `limit`.
+/// Drops one hold of `request.owner`. One round trip, each send at most
+/// `limit` (on a cluster a failed send is sent again: [`super::Call::run`]).
 pub(crate) async fn release(
     conn: &mut Connection,
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let call = async {
-        super::RELEASE
-            .key(&request.keys.key)
-            .arg(&request.keys.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
+    let mut call = super::RELEASE.call(conn);
+    call.key(&request.keys.key)
+        .arg(&request.keys.channel)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     match reply.as_slice() {
         [1, receivers] => Ok(Released::Unlocked {
             receivers: *receivers,
@@ -187,16 +188,11 @@ pub(crate) async fn reenter(
     request: &Request,
     limit: Duration,
 ) -> Result<bool> {
-    let call = async {
-        super::REENTER
-            .key(&request.keys.key)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("reenter", error))
-    };
-    let reply = bounded("reenter", limit, call).await?;
+    let mut call = super::REENTER.call(conn);
+    call.key(&request.keys.key)
+        .arg(request.lease_ms)
+        .arg(&*request.owner);
+    let reply: i64 = call.run(conn, "reenter", limit).await?;
     match reply {
         -1 => Err(Error::WrongType {
             key: request.keys.key.clone(),

@@ -6,9 +6,14 @@
 //! script that publishes takes the publish command last (`publish`, or
 //! `spublish` on a Redis Cluster).
 //!
+//! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
+//! `STATUS`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
+//! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
+//! request record and how long to keep it (see below).
+//!
 //! | script | KEYS | ARGV | returns |
 //! |---|---|---|---|
-//! | `ACQUIRE` | lock hash, counter | lease ms, owner field | `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` wrong type |
+//! | `ACQUIRE` | lock hash, counter | lease ms, owner field | `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` wrong type or counter not an integer (nothing written) |
 //! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type |
 //! | `RELEASE` | lock hash | channel, lease ms, owner field, publish | `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
@@ -36,6 +41,25 @@
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
+//!
+//! ## Re-send-safe on a Redis Cluster
+//!
+//! The cluster client of redis-rs sends a command again when its connection
+//! drops while the command is in flight, and the library itself sends a
+//! request again to learn its outcome; a script that changes data would
+//! then run twice. So on a cluster every script that changes data (all but
+//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`,
+//! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, which can run twice
+//! harmlessly) runs in a wrapped form generated from the same source
+//! ([`Mutating`]), which takes **one more KEY, last**: a request record
+//! `redlatch_request:{TAG}:<32 hex>` in the slot of KEYS[1], fresh for each
+//! request and the same for its re-sends, and **one more ARGV, last**: how
+//! long to keep the record, in ms. The wrapper removes both before the body
+//! runs, so the body sees the KEYS and ARGV of the table above. A request
+//! whose record exists returns the recorded reply and changes nothing;
+//! otherwise the body runs and its reply (unless an error) is recorded with
+//! `SET ... PX`. On one server and under Sentinel nothing re-sends, and the
+//! plain scripts run.
 
 pub(crate) mod fair;
 pub(crate) mod keys;
@@ -43,9 +67,15 @@ pub(crate) mod lock;
 pub(crate) mod rw;
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use redis::{FromRedisValue, Script, ScriptInvocation, ToRedisArgs};
 
+use crate::error::{Error, Result};
+use crate::settings::Settings;
+use crate::transport::{Connection, bounded};
+
+/// A script that only reads, or that can run twice harmlessly.
 macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Script> =
@@ -53,32 +83,268 @@ macro_rules! script {
     };
 }
 
-script!(ACQUIRE, "acquire.lua");
-script!(REENTER, "reenter.lua");
-script!(RELEASE, "release.lua");
+/// A script that changes data, in its plain and re-send-safe forms.
+macro_rules! mutating {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Mutating> =
+            LazyLock::new(|| Mutating::new(include_str!(concat!("../../scripts/", $file))));
+    };
+}
+
+mutating!(ACQUIRE, "acquire.lua");
+mutating!(REENTER, "reenter.lua");
+mutating!(RELEASE, "release.lua");
 script!(RENEW, "renew.lua");
-script!(FORCE_UNLOCK, "force_unlock.lua");
+mutating!(FORCE_UNLOCK, "force_unlock.lua");
 script!(STATUS, "status.lua");
 script!(RAISE_TOKEN, "raise_token.lua");
 
-script!(FAIR_ACQUIRE, "fair_acquire.lua");
-script!(FAIR_RELEASE, "fair_release.lua");
-script!(FAIR_LEAVE, "fair_leave.lua");
+mutating!(FAIR_ACQUIRE, "fair_acquire.lua");
+mutating!(FAIR_RELEASE, "fair_release.lua");
+mutating!(FAIR_LEAVE, "fair_leave.lua");
 
-script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
-script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
-script!(RW_READ_RELEASE, "rw_read_release.lua");
-script!(RW_WRITE_RELEASE, "rw_write_release.lua");
-script!(RW_WRITER_LEAVE, "rw_writer_leave.lua");
+mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
+mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
+mutating!(RW_READ_RELEASE, "rw_read_release.lua");
+mutating!(RW_WRITE_RELEASE, "rw_write_release.lua");
+mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua");
 script!(RW_READ_RENEW, "rw_read_renew.lua");
 
-script!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
-script!(SEMAPHORE_ADD, "semaphore_add.lua");
-script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
-script!(SEMAPHORE_RELEASE, "semaphore_release.lua");
+mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
+mutating!(SEMAPHORE_ADD, "semaphore_add.lua");
+mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
+mutating!(SEMAPHORE_RELEASE, "semaphore_release.lua");
 script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua");
 
-script!(PERMIT_ACQUIRE, "permit_acquire.lua");
-script!(PERMIT_RELEASE, "permit_release.lua");
+mutating!(PERMIT_ACQUIRE, "permit_acquire.lua");
+mutating!(PERMIT_RELEASE, "permit_release.lua");
 script!(PERMIT_AVAILABLE, "permit_available.lua");
 script!(PERMIT_RENEW, "permit_renew.lua");
+
+/// The shortest time a request record is kept.
+const MIN_RECORD_KEEP: Duration = Duration::from_secs(5);
+
+/// A script that changes data: the plain form, and the re-send-safe form
+/// generated from the same source (see the module docs).
+pub(crate) struct Mutating {
+    plain: Script,
+    resendable: Script,
+}
+
+impl Mutating {
+    fn new(source: &str) -> Mutating {
+        Mutating {
+            plain: Script::new(source),
+            resendable: Script::new(&resendable(source)),
+        }
+    }
+
+    /// The form to put in a pipeline on `conn` for a request whose first
+    /// key is `first_key`: on a cluster the re-send-safe form, with the
+    /// record key and its lifetime (ms) to pass last among KEYS and ARGV.
+    /// Nothing sends it again but redis-rs.
+    pub(crate) fn pipelined(&self, conn: &Connection, first_key: &str) -> Pipelined<'_> {
+        match conn.resend_policy() {
+            Some(settings) => Pipelined {
+                script: &self.resendable,
+                record: Some((
+                    keys::request_record_key(first_key),
+                    record_keep(&settings).as_millis() as u64,
+                )),
+            },
+            None => Pipelined {
+                script: &self.plain,
+                record: None,
+            },
+        }
+    }
+
+    /// Starts one request on `conn`: re-send-safe on a cluster, plain elsewhere.
+    pub(crate) fn call(&'static self, conn: &Connection) -> Call {
+        let settings = conn.resend_policy();
+        let script = if settings.is_some() {
+            &self.resendable
+        } else {
+            &self.plain
+        };
+        Call {
+            invocation: script.prepare_invoke(),
+            record: None,
+            settings,
+        }
+    }
+}
+
+/// A [`Mutating`] script's form for a pipeline.
+pub(crate) struct Pipelined<'a> {
+    pub(crate) script: &'a Script,
+    /// The request record key and how long to keep it (ms), on a cluster.
+    pub(crate) record: Option<(String, u64)>,
+}
+
+/// `source` wrapped so that a request sent twice runs once: the request
+/// record (last KEY) and its lifetime (last ARGV) are taken off KEYS and
+/// ARGV, a recorded reply is returned as it is, and otherwise the body runs
+/// (in a function, so its `return`s work) and a reply that is not an error
+/// is recorded. `cmsgpack` keeps integers exact and nested replies as they are.
+fn resendable(source: &str) -> String {
+    format!(
+        "local redlatch_record = table.remove(KEYS)\n\
+         local redlatch_keep_ms = table.remove(ARGV)\n\
+         local redlatch_seen = redis.call('get', redlatch_record)\n\
+         if redlatch_seen then return cmsgpack.unpack(redlatch_seen) end\n\
+         local function redlatch_body()\n\
+         {source}\n\
+         end\n\
+         local redlatch_reply = redlatch_body()\n\
+         if type(redlatch_reply) == 'table' and redlatch_reply.err then return redlatch_reply end\n\
+         redis.call('set', redlatch_record, cmsgpack.pack(redlatch_reply), 'px', redlatch_keep_ms)\n\
+         return redlatch_reply\n"
+    )
+}
+
+/// How long a request record is kept: long enough to outlive every re-send
+/// of its request (redis-rs's and ours, each up to the response timeout and
+/// a retry delay apart), twice over; at least [`MIN_RECORD_KEEP`].
+pub(crate) fn record_keep(settings: &Settings) -> Duration {
+    let one_send = settings
+        .response_timeout
+        .saturating_add(settings.retry.max_delay);
+    one_send
+        .saturating_mul(settings.retry.attempts.saturating_add(1))
+        .saturating_mul(2)
+        .max(MIN_RECORD_KEEP)
+}
+
+/// One request of a [`Mutating`] script: its keys and arguments, and on a
+/// cluster its request record, kept across re-sends.
+pub(crate) struct Call {
+    invocation: ScriptInvocation<'static>,
+    /// The record key once the first key is known (cluster only).
+    record: Option<String>,
+    /// The settings re-sends follow (cluster only).
+    settings: Option<std::sync::Arc<Settings>>,
+}
+
+impl Call {
+    /// Adds a key; the first one decides the record's slot.
+    pub(crate) fn key(&mut self, key: &str) -> &mut Call {
+        if self.settings.is_some() && self.record.is_none() {
+            self.record = Some(keys::request_record_key(key));
+        }
+        self.invocation.key(key);
+        self
+    }
+
+    /// Adds an argument.
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Call {
+        self.invocation.arg(arg);
+        self
+    }
+
+    /// Sends the request, each send bounded by `limit`. On a cluster a send
+    /// that fails on the way (dropped connection, timeout, a server that
+    /// cannot serve for now) is sent again, the same request, up to the
+    /// retry policy's attempts (at least once), after its delays: the reply
+    /// recorded by the run that took effect comes back, and nothing runs
+    /// twice. The error returned says whether the request may have run
+    /// ([`Error::may_have_run`]).
+    pub(crate) async fn run<T: FromRedisValue>(
+        mut self,
+        conn: &mut Connection,
+        op: &'static str,
+        limit: Duration,
+    ) -> Result<T> {
+        let (Some(settings), Some(record)) = (self.settings.take(), self.record.take()) else {
+            return send(&self.invocation, conn, op, limit).await;
+        };
+        self.invocation
+            .key(record)
+            .arg(record_keep(&settings).as_millis() as u64);
+        let resends = settings.retry.attempts.max(1);
+        // The first failed send that may have run: once one may have, the
+        // outcome stays unknown whatever later sends fail with.
+        let mut unknown: Option<Error> = None;
+        let mut resent = 0;
+        loop {
+            let error = match send(&self.invocation, conn, op, limit).await {
+                Err(error) if error.is_transient() => error,
+                done => return done,
+            };
+            let error = match unknown.take() {
+                Some(earlier) => earlier,
+                None => error,
+            };
+            if resent >= resends {
+                return Err(error);
+            }
+            tracing::debug!(%error, resent, "redlatch: a request failed on the way; sending it again");
+            if error.may_have_run() {
+                unknown = Some(error);
+            }
+            tokio::time::sleep(settings.retry.delay(resent)).await;
+            resent += 1;
+        }
+    }
+}
+
+async fn send<T: FromRedisValue>(
+    invocation: &ScriptInvocation<'static>,
+    conn: &mut Connection,
+    op: &'static str,
+    limit: Duration,
+) -> Result<T> {
+    let call = async {
+        invocation
+            .invoke_async(conn)
+            .await
+            .map_err(|error| Error::from_redis(op, error))
+    };
+    bounded(op, limit, call).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRAPPED: [&str; 18] = [
+        include_str!("../../scripts/acquire.lua"),
+        include_str!("../../scripts/reenter.lua"),
+        include_str!("../../scripts/release.lua"),
+        include_str!("../../scripts/force_unlock.lua"),
+        include_str!("../../scripts/fair_acquire.lua"),
+        include_str!("../../scripts/fair_release.lua"),
+        include_str!("../../scripts/fair_leave.lua"),
+        include_str!("../../scripts/rw_read_acquire.lua"),
+        include_str!("../../scripts/rw_write_acquire.lua"),
+        include_str!("../../scripts/rw_read_release.lua"),
+        include_str!("../../scripts/rw_write_release.lua"),
+        include_str!("../../scripts/rw_writer_leave.lua"),
+        include_str!("../../scripts/semaphore_try_set.lua"),
+        include_str!("../../scripts/semaphore_add.lua"),
+        include_str!("../../scripts/semaphore_acquire.lua"),
+        include_str!("../../scripts/semaphore_release.lua"),
+        include_str!("../../scripts/permit_acquire.lua"),
+        include_str!("../../scripts/permit_release.lua"),
+    ];
+
+    #[test]
+    fn wrapped_scripts_neither_count_their_arguments_nor_open_with_a_shebang() {
+        // The wrapper takes its own KEY and ARGV off the ends, so a body
+        // could count them; none does, and none needs script flags (a
+        // shebang must stay the first line).
+        for source in WRAPPED {
+            assert!(!source.contains("#KEYS") && !source.contains("#ARGV"));
+            assert!(!source.starts_with("#!"));
+        }
+    }
+
+    #[test]
+    fn records_outlive_every_resend() {
+        let settings = Settings::default();
+        let one = settings.response_timeout + settings.retry.max_delay;
+        let keep = record_keep(&settings);
+        assert!(keep >= one * (settings.retry.attempts + 1));
+        assert!(keep >= MIN_RECORD_KEEP);
+    }
+}

@@ -8,7 +8,7 @@ use crate::lease_clock::LeaseInstant;
 use crate::error::{Error, Result};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
 use crate::scripts::lock::{Released, Request};
-use crate::transport::{Connection, bounded};
+use crate::transport::Connection;
 
 /// Which side of the lock an acquire asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,37 +47,36 @@ impl Acquire<'_> {
         conn: &mut Connection,
         sent_at: LeaseInstant,
         reenter_only: bool,
+        limit: Duration,
     ) -> Result<RwAttempt> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
-        let reply: Vec<i64> = match self.side {
+        let call = match self.side {
             Side::Read => {
-                super::RW_READ_ACQUIRE
-                    .key(&self.keys.key)
+                let mut call = super::RW_READ_ACQUIRE.call(conn);
+                call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
                     .arg(self.lease_ms)
                     .arg(self.reader)
                     .arg(write_field(self.reader))
                     .arg(read_timeout_prefix(&self.keys.key, self.reader))
-                    .arg(reenter_flag)
-                    .invoke_async(conn)
-                    .await
+                    .arg(reenter_flag);
+                call
             }
             Side::Write => {
-                super::RW_WRITE_ACQUIRE
-                    .key(&self.keys.key)
+                let mut call = super::RW_WRITE_ACQUIRE.call(conn);
+                call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
                     .arg(self.lease_ms)
                     .arg(write_field(self.reader))
                     .arg(self.claim_ms)
                     .arg(reenter_flag)
-                    .arg(self.reader)
-                    .invoke_async(conn)
-                    .await
+                    .arg(self.reader);
+                call
             }
-        }
-        .map_err(|error| Error::from_redis("read-write acquire", error))?;
+        };
+        let reply: Vec<i64> = call.run(conn, "read-write acquire", limit).await?;
         match reply.as_slice() {
             [1, token] => Ok(RwAttempt::Acquired {
                 token: *token as u64,
@@ -115,17 +114,12 @@ pub(crate) async fn writer_leave(
     field: &str,
     limit: Duration,
 ) -> Result<()> {
-    let call = async {
-        super::RW_WRITER_LEAVE
-            .key(&keys.writers)
-            .arg(&keys.channel)
-            .arg(field)
-            .arg(conn.publish_command())
-            .invoke_async::<i64>(conn)
-            .await
-            .map_err(|error| Error::from_redis("writer leave", error))
-    };
-    bounded("writer leave", limit, call).await.map(drop)
+    let mut call = super::RW_WRITER_LEAVE.call(conn);
+    call.key(&keys.writers)
+        .arg(&keys.channel)
+        .arg(field)
+        .arg(conn.publish_command());
+    call.run::<i64>(conn, "writer leave", limit).await.map(drop)
 }
 
 fn released(request: &Request, reply: &[i64]) -> Result<Released> {
@@ -155,19 +149,14 @@ pub(crate) async fn read_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let call = async {
-        super::RW_READ_RELEASE
-            .key(&keys.key)
-            .arg(&keys.channel)
-            .arg(&*request.owner)
-            .arg(read_timeout_prefix(&keys.key, &request.owner))
-            .arg(&keys.timeout_base)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
+    let mut call = super::RW_READ_RELEASE.call(conn);
+    call.key(&keys.key)
+        .arg(&keys.channel)
+        .arg(&*request.owner)
+        .arg(read_timeout_prefix(&keys.key, &request.owner))
+        .arg(&keys.timeout_base)
+        .arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     released(request, &reply)
 }
 
@@ -179,18 +168,13 @@ pub(crate) async fn write_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let call = async {
-        super::RW_WRITE_RELEASE
-            .key(&keys.key)
-            .arg(&keys.channel)
-            .arg(request.lease_ms)
-            .arg(&*request.owner)
-            .arg(conn.publish_command())
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("release", error))
-    };
-    let reply = bounded("release", limit, call).await?;
+    let mut call = super::RW_WRITE_RELEASE.call(conn);
+    call.key(&keys.key)
+        .arg(&keys.channel)
+        .arg(request.lease_ms)
+        .arg(&*request.owner)
+        .arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     released(request, &reply)
 }
 
@@ -210,8 +194,7 @@ pub(crate) async fn read_reenter(
         lease_ms: request.lease_ms,
         claim_ms: 0,
     };
-    let call = attempt.run(conn, LeaseInstant::now(), true);
-    match bounded("reenter", limit, call).await {
+    match attempt.run(conn, LeaseInstant::now(), true, limit).await {
         Ok(RwAttempt::Acquired { .. }) => Ok(true),
         Err(Error::NotHeld { .. }) => Ok(false),
         Ok(RwAttempt::Blocked { .. }) => Err(Error::Protocol {

@@ -96,13 +96,13 @@ impl Semaphore {
     /// Dropping the future may or may not have set the count.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let keys = self.keys()?;
-        let mut invocation = scripts::SEMAPHORE_TRY_SET.prepare_invoke();
-        invocation
+        let mut request = scripts::SEMAPHORE_TRY_SET.call(&self.core.conn);
+        request
             .key(&keys.key)
             .arg(&keys.channel)
             .arg(permits)
             .arg(self.core.conn.publish_command());
-        let reply: i64 = call(&self.core, "semaphore try_set_permits", &invocation).await?;
+        let reply: i64 = send(&self.core, "semaphore try_set_permits", request).await?;
         match reply {
             1 => Ok(true),
             0 => Ok(false),
@@ -123,13 +123,13 @@ impl Semaphore {
     /// Dropping the future may or may not have changed the count.
     pub async fn add_permits(&self, delta: i64) -> Result<u64> {
         let keys = self.keys()?;
-        let mut invocation = scripts::SEMAPHORE_ADD.prepare_invoke();
-        invocation
+        let mut request = scripts::SEMAPHORE_ADD.call(&self.core.conn);
+        request
             .key(&keys.key)
             .arg(&keys.channel)
             .arg(delta)
             .arg(self.core.conn.publish_command());
-        let reply: Vec<i64> = call(&self.core, "semaphore add_permits", &invocation).await?;
+        let reply: Vec<i64> = send(&self.core, "semaphore add_permits", request).await?;
         match reply.as_slice() {
             [1, count] => Ok(*count as u64),
             [0, _] => Err(Error::InvalidPermits {
@@ -218,14 +218,17 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`Error::InvalidPermits`] for zero, [`Error::InvalidName`],
-    /// [`Error::WrongValue`], connection errors.
+    /// [`Error::WrongValue`], [`Error::OutcomeUnknown`] (sent, no reply: the
+    /// permits may or may not be back; do not repeat blindly), connection errors.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have released the permits.
     pub async fn release(&self, permits: u32) -> Result<u64> {
         let keys = Arc::new(self.keys()?);
         self.check_permits(permits)?;
-        release_permits(&self.core, &keys, permits).await
+        release_permits(&self.core, &keys, permits)
+            .await
+            .map_err(|error| error.unknown_outcome("semaphore release"))
     }
 
     fn keys(&self) -> Result<SemaphoreKeys> {
@@ -281,9 +284,9 @@ impl Semaphore {
         let task_keys = keys.clone();
         let undo_keys = keys.clone();
         let call_attempt = async move {
-            let mut invocation = scripts::SEMAPHORE_ACQUIRE.prepare_invoke();
-            invocation.key(&task_keys.key).arg(permits);
-            let reply: Vec<i64> = call(&core, "semaphore acquire", &invocation).await?;
+            let mut request = scripts::SEMAPHORE_ACQUIRE.call(&core.conn);
+            request.key(&task_keys.key).arg(permits);
+            let reply: Vec<i64> = send(&core, "semaphore acquire", request).await?;
             match reply.as_slice() {
                 [1, left] => Ok(Some(*left as u64)),
                 [0, _] => Ok(None),
@@ -372,8 +375,13 @@ impl SemaphorePermit {
     /// round trip; publishes the count on the channel.
     ///
     /// # Errors
-    /// [`Error::WrongValue`] (someone replaced the key), connection errors:
-    /// the permits may then be lost for good (see [`Semaphore`]).
+    /// [`Error::WrongValue`] (someone replaced the key).
+    /// [`Error::OutcomeUnknown`] when the release was sent but no reply came
+    /// back (on a Redis Cluster, not even to sending it again): the permits
+    /// may or may not be back; do not release them again blindly, read
+    /// [`Semaphore::available_permits`] once Redis is back. Other connection
+    /// errors: the permits were not given back, and may be lost for good
+    /// (see [`Semaphore`]).
     ///
     /// # Cancel safety
     /// The release runs in a task of its own: dropping the future does not stop it.
@@ -386,6 +394,7 @@ impl SemaphorePermit {
             release_permits(&core, &keys, permits).await
         })
         .await
+        .map_err(|error| error.unknown_outcome("semaphore release"))
     }
 
     /// Keeps the permits taken for good: nothing gives them back (tokio's
@@ -417,17 +426,30 @@ pub(crate) async fn release_permits(
     keys: &SemaphoreKeys,
     permits: u32,
 ) -> Result<u64> {
-    let mut invocation = scripts::SEMAPHORE_RELEASE.prepare_invoke();
-    invocation
+    let mut request = scripts::SEMAPHORE_RELEASE.call(&core.conn);
+    request
         .key(&keys.key)
         .arg(&keys.channel)
         .arg(permits)
         .arg(core.conn.publish_command());
-    let reply: i64 = call(core, "semaphore release", &invocation).await?;
+    let reply: i64 = send(core, "semaphore release", request).await?;
     u64::try_from(reply).map_err(|_| wrong_count(keys))
 }
 
-/// Runs one script call on the client's connection, bounded by the response timeout.
+/// Sends one request of a script that changes data on the client's
+/// connection, each send bounded by the response timeout (re-sent on a
+/// cluster when a send fails on the way: [`scripts::Call::run`]).
+pub(crate) async fn send<T: redis::FromRedisValue>(
+    core: &Arc<Core>,
+    op: &'static str,
+    request: scripts::Call,
+) -> Result<T> {
+    let mut conn = core.conn.clone();
+    let limit = core.current_settings().response_timeout;
+    request.run(&mut conn, op, limit).await
+}
+
+/// Runs one read-only script call on the client's connection, bounded by the response timeout.
 pub(crate) async fn call<T: redis::FromRedisValue>(
     core: &Arc<Core>,
     op: &'static str,

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
-use crate::semaphore::{RECHECK, Semaphore, call, protocol};
+use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
 use crate::settings::{RetryPolicy, limits};
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
@@ -302,15 +302,15 @@ impl PermitSemaphore {
         let undo_id = id.clone();
         let call_attempt = async move {
             let sent_at = LeaseInstant::now();
-            let mut invocation = scripts::PERMIT_ACQUIRE.prepare_invoke();
-            invocation
+            let mut request = scripts::PERMIT_ACQUIRE.call(&core.conn);
+            request
                 .key(&task_keys.key)
                 .key(&task_keys.timeouts)
                 .arg(&task_keys.channel)
                 .arg(&*task_id)
                 .arg(lease_ms)
                 .arg(core.conn.publish_command());
-            let reply: Vec<i64> = call(&core, "permit acquire", &invocation).await?;
+            let reply: Vec<i64> = send(&core, "permit acquire", request).await?;
             match reply.as_slice() {
                 [1, left] => Ok(Attempt::Taken {
                     sent_at,
@@ -456,8 +456,11 @@ impl ExpirablePermit {
     /// # Errors
     /// [`Error::NotHeld`] when the permit had expired (it is back in the pool
     /// either way, but work done under it may have overlapped with another
-    /// holder), [`Error::WrongValue`], connection errors (the permit then
-    /// comes back when its lease runs out).
+    /// holder), [`Error::WrongValue`]. [`Error::OutcomeUnknown`] when the
+    /// release was sent but no reply came back (on a Redis Cluster, not even
+    /// to sending it again): it may or may not be back yet. Other connection
+    /// errors: it was not released. Either way the permit comes back when its
+    /// lease runs out at the latest.
     ///
     /// # Cancel safety
     /// The release runs in a task of its own: dropping the future does not stop it.
@@ -472,7 +475,8 @@ impl ExpirablePermit {
         let released = run_to_end(&self.core.runtime, "permit release", async move {
             release_permit(&core, &keys, &id).await
         })
-        .await?;
+        .await
+        .map_err(|error| error.unknown_outcome("permit release"))?;
         if released {
             Ok(())
         } else {
@@ -504,14 +508,14 @@ impl Drop for ExpirablePermit {
 /// Gives one permit back by id. `Ok(true)`: released while its lease ran;
 /// `Ok(false)`: it had expired (released or reclaimed). One round trip.
 async fn release_permit(core: &Arc<Core>, keys: &SemaphoreKeys, id: &str) -> Result<bool> {
-    let mut invocation = scripts::PERMIT_RELEASE.prepare_invoke();
-    invocation
+    let mut request = scripts::PERMIT_RELEASE.call(&core.conn);
+    request
         .key(&keys.key)
         .key(&keys.timeouts)
         .arg(&keys.channel)
         .arg(id)
         .arg(core.conn.publish_command());
-    let reply: i64 = call(core, "permit release", &invocation).await?;
+    let reply: i64 = send(core, "permit release", request).await?;
     match reply {
         1 => Ok(true),
         0 | 2 => Ok(false),

@@ -39,7 +39,10 @@ pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// Only calls that are safe to repeat are retried: acquires by anonymous
 /// owners (each attempt has its own owner, and an attempt whose outcome is
 /// unknown is given back), status reads, and renewals. Acquires by named
-/// owners and releases are never re-sent blindly.
+/// owners and releases are never re-sent blindly. On a Redis Cluster a
+/// request that failed on the way is sent again as the same request, up to
+/// `attempts` times (at least once), to learn its outcome: a request record
+/// makes it run once however often it is sent (`docs/REDIS-DATA.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RetryPolicy {

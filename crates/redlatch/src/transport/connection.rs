@@ -49,7 +49,7 @@ pub(crate) async fn open(
             Topology::Single => open_single(url, settings).await,
             Topology::Cluster(nodes) => {
                 let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
-                open_cluster(nodes, settings, waits).await
+                open_cluster(nodes, shared, waits).await
             }
             Topology::Sentinel {
                 sentinels,
@@ -103,9 +103,10 @@ async fn open_single(url: &str, settings: &Settings) -> Result<(Connection, Subs
 
 async fn open_cluster(
     urls: &[String],
-    settings: &Settings,
+    shared: &SharedSettings,
     replica_wait: Duration,
 ) -> Result<(Connection, SubscriptionSource)> {
+    let settings: Arc<Settings> = shared.read().clone();
     let nodes = urls
         .iter()
         .map(|url| connection_info(url))
@@ -127,7 +128,7 @@ async fn open_cluster(
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
-        Connection::Cluster(conn),
+        Connection::Cluster(conn, shared.clone()),
         SubscriptionSource::Cluster {
             nodes,
             connect_timeout: settings.connect_timeout,
@@ -181,8 +182,12 @@ pub(crate) enum Connection {
     /// One server (or a fixed address), reconnected by redis-rs.
     Single(ConnectionManager),
     /// A Redis Cluster: commands are routed by key slot; MOVED, ASK and
-    /// topology changes after a failover are followed by redis-rs.
-    Cluster(ClusterConnection),
+    /// topology changes after a failover are followed by redis-rs, which
+    /// also sends a command again when its connection drops while the
+    /// command is in flight (so scripts that change data run re-send-safe
+    /// there, see [`crate::scripts::Mutating`]). The settings give the
+    /// policy for re-sending a request whose outcome is unknown.
+    Cluster(ClusterConnection, SharedSettings),
     /// The master of a Sentinel-monitored group, looked up again after errors.
     Sentinel(SentinelConnection),
 }
@@ -191,7 +196,18 @@ impl Connection {
     /// True on a Redis Cluster: keys of one call must share a slot, and
     /// wake-ups use sharded pub/sub.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Connection::Cluster(..))
+    }
+
+    /// How requests whose outcome is unknown are sent again: on a cluster
+    /// only, where every script that changes data runs re-send-safe (the
+    /// single-server and Sentinel connections never re-send by themselves,
+    /// so they run the plain scripts and skip the request records).
+    pub(crate) fn resend_policy(&self) -> Option<Arc<Settings>> {
+        match self {
+            Connection::Cluster(_, shared) => Some(shared.read().clone()),
+            Connection::Single(_) | Connection::Sentinel(_) => None,
+        }
     }
 
     /// The command scripts publish unlock messages with: `spublish` (sharded,
@@ -228,7 +244,7 @@ impl Connection {
     /// The servers a walk over the whole keyspace must visit: the server
     /// itself, or every master of a cluster (asked with `CLUSTER NODES`).
     pub(crate) async fn keyspace_nodes(&mut self) -> RedisResult<Vec<Node>> {
-        let Connection::Cluster(cluster) = self else {
+        let Connection::Cluster(cluster, _) = self else {
             return Ok(vec![Node::Default]);
         };
         let nodes: String = redis::cmd("CLUSTER")
@@ -245,7 +261,7 @@ impl Connection {
         command: &Cmd,
     ) -> RedisResult<T> {
         match (self, node) {
-            (Connection::Cluster(cluster), Node::At { host, port }) => {
+            (Connection::Cluster(cluster, _), Node::At { host, port }) => {
                 let routing = redis::cluster_routing::RoutingInfo::SingleNode(
                     redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
                         host: host.clone(),
@@ -287,7 +303,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn, _) => conn.req_packed_command(cmd),
             Connection::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -300,7 +316,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn, _) => conn.req_packed_commands(pipeline, offset, count),
             Connection::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -308,7 +324,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(conn) => conn.get_db(),
-            Connection::Cluster(conn) => conn.get_db(),
+            Connection::Cluster(conn, _) => conn.get_db(),
             Connection::Sentinel(conn) => conn.get_db(),
         }
     }
