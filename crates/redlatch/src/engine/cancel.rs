@@ -62,17 +62,20 @@ impl<T: Send + 'static> Drop for Claim<T> {
 }
 
 /// Runs `call` in a task of its own on `runtime` and returns its outcome. If
-/// the caller drops this future at any point, `undo` gets the outcome nobody
-/// took, and its future runs in the background.
+/// the caller drops the returned future at any point, `undo` gets the outcome
+/// nobody took, and its future runs in the background.
 ///
 /// `undo` sees errors too: an anonymous acquire cut off by a broken
 /// connection may have taken a hold, and giving it back is safe.
-pub(crate) async fn hand_over<T, C, U, F>(
+///
+/// The task starts at once, not at the first poll: the returned future then
+/// holds only the reply's receiver, so a waiting acquire stays small.
+pub(crate) fn hand_over<T, C, U, F>(
     runtime: &Handle,
     op: &'static str,
     call: C,
     undo: U,
-) -> Result<T>
+) -> impl Future<Output = Result<T>> + Send + 'static
 where
     T: Send + 'static,
     C: Future<Output = Result<T>> + Send + 'static,
@@ -86,9 +89,11 @@ where
         // A failed send hands the claim back, and dropping it runs the undo.
         let _ = reply_to.send(Claim::new(outcome, task_runtime, undo));
     });
-    match reply.await {
-        Ok(claim) => claim.claim(),
-        Err(_) => Err(runtime_gone(op)),
+    async move {
+        match reply.await {
+            Ok(claim) => claim.claim(),
+            Err(_) => Err(runtime_gone(op)),
+        }
     }
 }
 

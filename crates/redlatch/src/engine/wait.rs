@@ -116,9 +116,12 @@ pub(crate) async fn wait_for<A: Acquisition>(
         |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
     let wakes = acquisition.wakes();
     let mut retries = 0;
+    // Per ticket, the subscription generation and messages seen before the
+    // attempt: a park returns at once for anything newer.
+    let mut marks: Vec<(u64, u64)> = Vec::with_capacity(tickets.len().max(1));
     loop {
-        let epochs: Vec<u64> = tickets.iter().map(Ticket::epoch).collect();
-        let seen: Vec<u64> = tickets.iter().map(Ticket::messages).collect();
+        marks.clear();
+        marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
         let step = match acquisition.attempt().await {
             Ok(step) => step,
             Err(error) => {
@@ -179,7 +182,7 @@ pub(crate) async fn wait_for<A: Acquisition>(
             for ticket in &tickets {
                 ticket.note_lease_end(now + retry_in);
             }
-            let wake = park_on_any(&tickets, &epochs, &seen, wakes, limit).await;
+            let wake = park_on_any(&tickets, &marks, wakes, limit).await;
             record_wake(wake);
             woken = wake == Wake::Message;
         }
@@ -207,23 +210,30 @@ fn pass_on(tickets: &[Ticket]) {
 /// Parks on every ticket at once until the first wakes (or `limit`).
 async fn park_on_any(
     tickets: &[Ticket],
-    epochs: &[u64],
-    seen: &[u64],
+    marks: &[(u64, u64)],
     wakes: Wakes,
     limit: Duration,
 ) -> Wake {
-    let parked = tickets
-        .iter()
-        .zip(epochs.iter().zip(seen))
-        .map(|(ticket, (epoch, seen))| {
-            Box::pin(async move {
-                match wakes {
-                    Wakes::All => ticket.park_broadcast(*epoch, *seen, limit).await,
-                    Wakes::One { .. } => ticket.park(*epoch, limit).await,
-                }
-            })
-        });
-    futures_util::future::select_all(parked).await.0
+    match (tickets, marks) {
+        // The usual case, one channel: no boxing.
+        ([ticket], [mark]) => park(ticket, *mark, wakes, limit).await,
+        _ => {
+            let parked = tickets
+                .iter()
+                .zip(marks)
+                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, wakes, limit)));
+            futures_util::future::select_all(parked).await.0
+        }
+    }
+}
+
+/// Parks on one ticket until a message newer than `seen`, a resubscription
+/// after `epoch`, or `limit`.
+async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), wakes: Wakes, limit: Duration) -> Wake {
+    match wakes {
+        Wakes::All => ticket.park_broadcast(epoch, seen, limit).await,
+        Wakes::One { .. } => ticket.park(epoch, limit).await,
+    }
 }
 
 #[cfg(test)]

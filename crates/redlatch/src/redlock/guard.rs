@@ -9,7 +9,7 @@ use crate::lease_clock::LeaseInstant;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::cancel::hand_over;
+use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
 use crate::redlock::handle::Redlock;
@@ -359,16 +359,12 @@ impl RedlockGuard {
     /// The release runs in a task of its own: dropping the future does not stop it.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        match self.spawn_release().await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Error::Protocol {
-                op: "release",
-                detail: "the runtime shut down during the call".to_owned(),
-            }),
-        }
+        let release = self.stop_and_release();
+        run_to_end(&self.shared.runtime, "release", release).await
     }
 
-    fn spawn_release(&self) -> tokio::task::JoinHandle<Result<()>> {
+    /// Stops tracking this guard; returns the release, to run in a task of its own.
+    fn stop_and_release(&self) -> impl Future<Output = Result<()>> + Send + 'static {
         let shared = self.shared.clone();
         {
             let mut guards = shared.guards.lock();
@@ -380,9 +376,7 @@ impl RedlockGuard {
                 }
             }
         }
-        self.shared
-            .runtime
-            .spawn(async move { shared.release_on_nodes().await })
+        async move { shared.release_on_nodes().await }
     }
 }
 
@@ -390,7 +384,10 @@ impl Drop for RedlockGuard {
     fn drop(&mut self) {
         if !self.released {
             self.released = true;
-            drop(self.spawn_release());
+            let release = self.stop_and_release();
+            spawn_undo(&self.shared.runtime, async move {
+                let _ = release.await;
+            });
         }
     }
 }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt;
-use crate::engine::cancel::hand_over;
+use crate::engine::cancel::{hand_over, spawn_undo};
 use crate::engine::hold::{Hold, HoldKind, NewHold, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -448,7 +448,7 @@ impl RedlockLock {
             let runtime = tokio::runtime::Handle::current();
             for i in lagging {
                 let raising = raise(i);
-                runtime.spawn(async move {
+                spawn_undo(&runtime, async move {
                     let _ = raising.await;
                 });
             }

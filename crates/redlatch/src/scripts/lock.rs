@@ -163,7 +163,13 @@ pub(crate) async fn release(
         .arg(&*request.owner)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    match reply.as_slice() {
+    released(request, &reply)
+}
+
+/// Reads the reply every release script shares: `{1, receivers}` unlocked,
+/// `{0, _}` one hold fewer, `{-1, _}` not held, `{-2, _}` wrong type.
+pub(crate) fn released(request: &Request, reply: &[i64]) -> Result<Released> {
+    match reply {
         [1, receivers] => Ok(Released::Unlocked {
             receivers: *receivers,
         }),

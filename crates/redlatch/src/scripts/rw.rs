@@ -7,7 +7,7 @@ use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
-use crate::scripts::lock::{Released, Request};
+use crate::scripts::lock::{Released, Request, released};
 use crate::transport::Connection;
 
 /// Which side of the lock an acquire asks for.
@@ -120,25 +120,6 @@ pub(crate) async fn writer_leave(
         .arg(field)
         .arg(conn.publish_command());
     call.run::<i64>(conn, "writer leave", limit).await.map(drop)
-}
-
-fn released(request: &Request, reply: &[i64]) -> Result<Released> {
-    match reply {
-        [1, receivers] => Ok(Released::Unlocked {
-            receivers: *receivers,
-        }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
-        }),
-    }
 }
 
 /// Drops one read hold (`request.owner` is the read field). One round trip,
