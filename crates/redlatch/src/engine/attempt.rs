@@ -3,9 +3,10 @@
 //! outcome is handed over as a claim that gives its hold back unless taken
 //! ([`crate::engine::cancel::hand_over`]).
 
-use tracing::debug;
-
+use std::future::Future;
 use std::time::Duration;
+
+use tracing::debug;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, spawn_undo, until_answered};
@@ -18,8 +19,12 @@ use crate::transport::Connection;
 /// One attempt of the acquire script. One round trip.
 ///
 /// If the caller drops the returned future, the attempt still completes and
-/// any hold it took is released again.
-pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> {
+/// any hold it took is released again. The call starts at once; the future
+/// only waits for its outcome (and stays small while a waiter holds it).
+pub(crate) fn attempt(
+    inner: &Core,
+    request: &Request,
+) -> impl Future<Output = Result<Attempt>> + Send + 'static {
     let mut conn = inner.conn.clone();
     let request = request.clone();
     let undo_request = request.clone();
@@ -58,7 +63,7 @@ pub(crate) async fn attempt(inner: &Core, request: &Request) -> Result<Attempt> 
             }
         }
     };
-    hand_over(&inner.runtime, "acquire", call, undo).await
+    hand_over(&inner.runtime, "acquire", call, undo)
 }
 
 /// Releases an anonymous owner's hold, until Redis answers or `deadline`.
