@@ -16,7 +16,15 @@ local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
   local token = redis.pcall('incr', KEYS[2])
   if type(token) == 'table' then
-    return {-1, 0}
+    -- The counter's own faults (not an integer, overflow, another type) are
+    -- WRONGTYPE; anything else (READONLY on a demoted master, OOM) goes back
+    -- to the caller as the error it is.
+    local err = token.err or ''
+    if string.find(err, '^WRONGTYPE') or string.find(err, 'not an integer')
+        or string.find(err, 'overflow') then
+      return {-1, 0}
+    end
+    return token
   end
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
