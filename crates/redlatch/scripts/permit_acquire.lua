@@ -16,15 +16,7 @@
 local publish = ARGV[4] or 'publish'
 -- DECRBY and INCRBY fail on anything but a decimal 64-bit integer: the
 -- count is checked before anything is written.
-local function integer(value)
-  local digits = string.match(value, '^%-?([1-9]%d*)$')
-  if not digits then
-    if value == '0' then return 0 end
-    return nil
-  end
-  if #digits > 19 or (#digits == 19 and digits > '9223372036854775807') then return nil end
-  return tonumber(value)
-end
+-- (integer: lib/checks.lua)
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
 if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and set_kind ~= 'zset') then

@@ -22,19 +22,7 @@
 --         {-3, 0}     re-enter only, and this owner holds no read
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
--- INCR fails on anything but a decimal 64-bit integer below the maximum:
--- the counter is checked before anything is written.
-local function is_counter(key)
-  local key_type = redis.call('type', key).ok
-  if key_type == 'none' then return true end
-  if key_type ~= 'string' then return false end
-  local value = redis.call('get', key)
-  local digits = string.match(value, '^%-?([1-9]%d*)$')
-  if not digits then return value == '0' end
-  if #digits ~= 19 then return #digits < 19 end
-  if string.sub(value, 1, 1) == '-' then return digits <= '9223372036854775808' end
-  return digits < '9223372036854775807'
-end
+-- The counter is checked before anything is written (is_counter: lib/checks.lua).
 local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
 if (lock_kind ~= 'none' and lock_kind ~= 'hash')
     or (writers_kind ~= 'none' and writers_kind ~= 'zset')

@@ -42,6 +42,10 @@
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
 //!
+//! The acquire scripts of the fair lock, the read-write lock and both
+//! semaphores are loaded with `scripts/lib/checks.lua` in front: the
+//! checks that let them refuse a corrupt counter or count before writing.
+//!
 //! ## Re-send-safe on a Redis Cluster
 //!
 //! The cluster client of redis-rs sends a command again when its connection
@@ -83,11 +87,20 @@ macro_rules! script {
     };
 }
 
-/// A script that changes data, in its plain and re-send-safe forms.
+/// A script that changes data, in its plain and re-send-safe forms; with
+/// `checks`, the shared validity checks (`scripts/lib/checks.lua`) come first.
 macro_rules! mutating {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Mutating> =
             LazyLock::new(|| Mutating::new(include_str!(concat!("../../scripts/", $file))));
+    };
+    ($name:ident, $file:literal, checks) => {
+        pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
+            Mutating::new(concat!(
+                include_str!("../../scripts/lib/checks.lua"),
+                include_str!(concat!("../../scripts/", $file))
+            ))
+        });
     };
 }
 
@@ -99,12 +112,12 @@ mutating!(FORCE_UNLOCK, "force_unlock.lua");
 script!(STATUS, "status.lua");
 script!(RAISE_TOKEN, "raise_token.lua");
 
-mutating!(FAIR_ACQUIRE, "fair_acquire.lua");
+mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks);
 mutating!(FAIR_RELEASE, "fair_release.lua");
 mutating!(FAIR_LEAVE, "fair_leave.lua");
 
-mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
-mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
+mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", checks);
+mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", checks);
 mutating!(RW_READ_RELEASE, "rw_read_release.lua");
 mutating!(RW_WRITE_RELEASE, "rw_write_release.lua");
 mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua");
@@ -112,11 +125,11 @@ script!(RW_READ_RENEW, "rw_read_renew.lua");
 
 mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
 mutating!(SEMAPHORE_ADD, "semaphore_add.lua");
-mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
+mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua", checks);
 mutating!(SEMAPHORE_RELEASE, "semaphore_release.lua");
 script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua");
 
-mutating!(PERMIT_ACQUIRE, "permit_acquire.lua");
+mutating!(PERMIT_ACQUIRE, "permit_acquire.lua", checks);
 mutating!(PERMIT_RELEASE, "permit_release.lua");
 script!(PERMIT_AVAILABLE, "permit_available.lua");
 script!(PERMIT_RENEW, "permit_renew.lua");
