@@ -231,8 +231,8 @@ async fn park_on_any(
 /// after `epoch`, or `limit`.
 async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), wakes: Wakes, limit: Duration) -> Wake {
     match wakes {
-        Wakes::All => ticket.park_broadcast(epoch, seen, limit).await,
-        Wakes::One { .. } => ticket.park(epoch, limit).await,
+        Wakes::All => ticket.park(epoch, Some(seen), limit).await,
+        Wakes::One { .. } => ticket.park(epoch, None, limit).await,
     }
 }
 

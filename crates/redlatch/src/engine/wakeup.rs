@@ -231,33 +231,9 @@ impl Ticket {
     }
 
     /// Messages seen so far on a broadcast channel; read it before an
-    /// attempt and pass it to [`Ticket::park_broadcast`].
+    /// attempt and pass it to [`Ticket::park`].
     pub(crate) fn messages(&self) -> u64 {
         self.channel.messages.load(Ordering::Acquire)
-    }
-
-    /// Parks until a message newer than `seen`, a resubscription after
-    /// `epoch`, or `limit`. For tickets from [`Wakeups::join_broadcast`].
-    pub(crate) async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
-        let notified = self.channel.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.channel.epoch.load(Ordering::Acquire) != epoch {
-            return Wake::Resubscribed;
-        }
-        if self.messages() != seen {
-            return Wake::Message;
-        }
-        tokio::select! {
-            _ = &mut notified => {
-                if self.channel.epoch.load(Ordering::Acquire) != epoch {
-                    Wake::Resubscribed
-                } else {
-                    Wake::Message
-                }
-            }
-            _ = tokio::time::sleep(limit) => Wake::TimedOut,
-        }
     }
 
     /// Records when the holder's lease ends, as the last failed attempt saw it.
@@ -266,7 +242,10 @@ impl Ticket {
     }
 
     /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
-    pub(crate) async fn park(&self, epoch: u64, limit: Duration) -> Wake {
+    /// `seen`, for a broadcast channel ([`Wakeups::join_broadcast`]): the
+    /// messages counted before the waiter's attempt; one that came while it
+    /// was busy ends the park at once.
+    pub(crate) async fn park(&self, epoch: u64, seen: Option<u64>, limit: Duration) -> Wake {
         let _parked = Parked::enter(&self.channel);
         let notified = self.channel.notify.notified();
         tokio::pin!(notified);
@@ -274,6 +253,9 @@ impl Ticket {
         notified.as_mut().enable();
         if self.channel.epoch.load(Ordering::Acquire) != epoch {
             return Wake::Resubscribed;
+        }
+        if seen.is_some_and(|seen| self.messages() != seen) {
+            return Wake::Message;
         }
         tokio::select! {
             _ = &mut notified => {

@@ -392,7 +392,7 @@ impl Lock {
                     .min(remaining(now));
                 let epoch = queued.epoch();
                 crate::metrics::contended_wait();
-                let wake = queued.park(epoch, limit).await;
+                let wake = queued.park(epoch, None, limit).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
                 tickets.push(queued);
