@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use redlatch::{Client, Settings};
+use redlatch::{Client, Deployment, Redlock, Settings};
+
+use crate::Global;
 
 use crate::exit::{self, Failure};
 
@@ -26,60 +28,55 @@ pub fn config_failure(path: &Path, error: &redlatch::Error) -> Failure {
     }
 }
 
-/// Connects to `url` with `settings`, `lease` (from `--lease`) overriding the
-/// file's default lease. Unreachable Redis: exit 69.
+/// Connects to the deployment `global` names with `settings`, `lease` (from
+/// `--lease`) overriding the file's default lease. A Redlock deployment
+/// (several `--redis`): exit 64, `command` works on one deployment.
+/// Unreachable Redis: exit 69.
 pub async fn client(
-    url: &str,
+    global: &Global,
+    command: &str,
     settings: Settings,
     lease: Option<Duration>,
 ) -> Result<Client, Failure> {
-    let mut builder = Client::builder(url).settings(settings);
+    let deployment = global.deployment()?;
+    if deployment.is_redlock() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{command} takes one server, cluster or sentinel group \
+                 (several --redis are Redlock masters: run, status)"
+            ),
+        ));
+    }
+    let mut builder = deployment
+        .builder(settings)
+        .map_err(|error| Failure::lib("cannot connect", &error))?;
     if let Some(lease) = lease {
         builder = builder.default_lease(lease);
     }
-    builder.connect().await.map_err(|error| {
-        if error.is_transient() || matches!(error, redlatch::Error::Redis { .. }) {
-            Failure::new(
-                exit::UNAVAILABLE,
-                format!("cannot reach Redis at {}: {error}", redact(url)),
-            )
-        } else {
-            Failure::lib("cannot connect", &error)
-        }
-    })
+    builder
+        .connect()
+        .await
+        .map_err(|error| connect_failure(&deployment, &error))
 }
 
-/// The URL with its password replaced by `***`, for messages.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    // The userinfo ends at the last '@' before the path.
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{}", &rest[at + 1..]),
-        None if rest[..at].is_empty() => url.to_owned(),
-        // `redis://password@host` is not how redis-rs reads it, but be safe.
-        None => format!("{scheme}://***@{}", &rest[at + 1..]),
-    }
+/// Connects every master of a Redlock deployment (several `--redis`).
+pub async fn redlock(global: &Global, settings: Settings) -> Result<Redlock, Failure> {
+    let deployment = global.deployment()?;
+    deployment
+        .connect_redlock(settings)
+        .await
+        .map_err(|error| connect_failure(&deployment, &error))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            redact("redis://app:s3cret@db:6379/0"),
-            "redis://app:***@db:6379/0"
-        );
-        assert_eq!(redact("redis://:s3cret@db"), "redis://:***@db");
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redact("rediss://s3cret@db/1"), "rediss://***@db/1");
-        assert_eq!(redact("not a url"), "not a url");
+/// Unreachable or refusing Redis (exit 69), or bad TLS files and URLs.
+fn connect_failure(deployment: &Deployment, error: &redlatch::Error) -> Failure {
+    if error.is_transient() || matches!(error, redlatch::Error::Redis { .. }) {
+        Failure::new(
+            exit::UNAVAILABLE,
+            format!("cannot reach Redis at {}: {error}", deployment.describe()),
+        )
+    } else {
+        Failure::lib("cannot connect", error)
     }
 }

@@ -16,7 +16,7 @@ pub struct ListArgs {
 /// Prints one line (or one JSON object) per held lock, sorted by name.
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global.single_redis("list")?, settings, None).await?;
+    let client = connect::client(global, "list", settings, None).await?;
     let locks = client
         .locks(&args.prefix)
         .await

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use redlatch::{Deployment, DeploymentArgs};
 
 use crate::exit::Failure;
 
@@ -54,40 +55,34 @@ struct Cli {
 /// Options every command takes.
 #[derive(Debug, clap::Args)]
 pub struct Global {
-    /// Redis server: redis://[USER][:PASSWORD@]HOST[:PORT][/DB]. Give it
-    /// several times for independent masters: `run` and `status` then use
-    /// Redlock (held while a majority of them agrees)
-    #[arg(
-        long,
-        global = true,
-        value_name = "URL",
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis: Vec<String>,
+    /// Where Redis runs: --redis, --redis-cluster or --sentinel, and TLS files
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
 
-    /// Lock settings from a TOML file ([lock], [retry], [connection]);
-    /// `run` follows changes to it while the command runs
+    /// Lock settings from a TOML file ([lock], [retry], [connection], and
+    /// [redis], [tls] for where Redis runs); `run` follows changes to it
+    /// while the command runs
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Print data as JSON (status, list, unlock, check)
+    /// Print data as JSON (status, list, unlock, check, top)
     #[arg(long, global = true)]
     pub json: bool,
 }
 
 impl Global {
-    /// The one Redis URL of a command that does not use Redlock: exit 64
-    /// when `--redis` was given several times.
-    pub fn single_redis(&self, command: &str) -> Result<&str, Failure> {
-        match self.redis.as_slice() {
-            [url] => Ok(url),
-            _ => Err(Failure::new(
-                exit::USAGE,
-                format!("{command} takes one --redis URL (several are for Redlock: run, status)"),
-            )),
-        }
+    /// The deployment the flags, the `--config` file's `[redis]` and `[tls]`,
+    /// `REDIS_URL` or the default name: exit 78 for a bad file, 64 for bad flags.
+    pub fn deployment(&self) -> Result<Deployment, Failure> {
+        let from_file = match &self.config {
+            Some(path) => {
+                Deployment::load(path).map_err(|error| connect::config_failure(path, &error))?
+            }
+            None => None,
+        };
+        self.deployment
+            .deployment(from_file)
+            .map_err(|error| Failure::new(exit::USAGE, error.to_string()))
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlatch::{Guard, Lock, Redlock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
+use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
 use tokio::time::Instant;
 
 use crate::Global;
@@ -99,10 +99,10 @@ struct Held {
 /// Settings, connection, settings watch, then the acquire `--wait` allows.
 async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    if global.redis.len() > 1 {
+    if global.deployment()?.is_redlock() {
         return take_redlock(global, args, settings).await;
     }
-    let client = connect::client(global.single_redis("run")?, settings, args.lease).await?;
+    let client = connect::client(global, "run", settings, args.lease).await?;
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let mut lock = client.lock(args.name.as_str());
@@ -133,9 +133,7 @@ async fn take_redlock(
     if let Some(lease) = args.lease {
         settings.default_lease = lease;
     }
-    let redlock = Redlock::connect_with(&global.redis, settings)
-        .await
-        .map_err(|error| Failure::lib("cannot connect to the Redlock masters", &error))?;
+    let redlock = connect::redlock(global, settings).await?;
     let watchers = watch(global, args, &redlock.clients())?;
     let wait = args.wait.or(redlock
         .clients()

@@ -1,7 +1,7 @@
 //! `redlatch status NAME`: one lock, as Redis holds it now (on each master
 //! when `--redis` is given several times).
 
-use redlatch::{Redlock, RedlockStatus};
+use redlatch::RedlockStatus;
 use serde::Serialize;
 
 use crate::Global;
@@ -19,10 +19,10 @@ pub struct StatusArgs {
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    if global.redis.len() > 1 {
+    if global.deployment()?.is_redlock() {
         return redlock_status(global, args, settings).await;
     }
-    let client = connect::client(global.single_redis("status")?, settings, None).await?;
+    let client = connect::client(global, "status", settings, None).await?;
     let status = client
         .lock(args.name.as_str())
         .status()
@@ -43,9 +43,7 @@ async fn redlock_status(
     args: StatusArgs,
     settings: redlatch::Settings,
 ) -> Result<u8, Failure> {
-    let redlock = Redlock::connect_with(&global.redis, settings)
-        .await
-        .map_err(|error| Failure::lib("cannot connect to the Redlock masters", &error))?;
+    let redlock = connect::redlock(global, settings).await?;
     let status = redlock
         .lock(args.name.as_str())
         .status()

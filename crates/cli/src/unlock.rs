@@ -28,7 +28,7 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
         ));
     }
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global.single_redis("unlock")?, settings, None).await?;
+    let client = connect::client(global, "unlock", settings, None).await?;
     let deleted = client
         .lock(args.name.as_str())
         .force_unlock()

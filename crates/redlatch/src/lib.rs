@@ -77,6 +77,7 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
 mod engine;
@@ -110,8 +111,12 @@ pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use settings::deployment::{DEFAULT_REPLICA_TIMEOUT, Deployment, Servers, redact_url};
+#[cfg(feature = "clap")]
+pub use settings::flags::{DEFAULT_REDIS_URL, DeploymentArgs};
 pub use settings::limits::{MAX_LEASE, MAX_NAME_LEN, MAX_OWNER_LEN, MIN_LEASE, MIN_WATCHDOG_LEASE};
 pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
 };
+pub use transport::tls::TlsFiles;

@@ -1,6 +1,14 @@
 //! Bad input and unusable servers give typed errors, never panics.
 
+#[path = "bad_input/budget.rs"]
+mod budget;
 mod common;
+#[path = "bad_input/names_and_durations.rs"]
+mod names_and_durations;
+#[path = "bad_input/scripts_raw.rs"]
+mod scripts_raw;
+#[path = "bad_input/settings_file.rs"]
+mod settings_file;
 
 use std::time::Duration;
 

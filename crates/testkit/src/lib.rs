@@ -8,7 +8,8 @@
 //! removes its temp dir; on Linux the process also dies with the test
 //! process. [`Servers`] starts several independent ones at once;
 //! [`ReplicaSet`] a master with replicas, [`SentinelGroup`] the same watched
-//! by three Sentinels, [`Cluster`] a Redis Cluster.
+//! by three Sentinels, [`Cluster`] a Redis Cluster; a [`Proxy`] puts network
+//! faults (latency, loss, partitions) between a client and a server.
 //!
 //! The binary is found by [`redis_server_path`] (`REDIS_SERVER`, `PATH`,
 //! `/usr/bin`, `/usr/local/bin`).
@@ -45,6 +46,7 @@ mod binary;
 mod builder;
 mod cluster;
 mod process;
+mod proxy;
 mod ready;
 mod replication;
 mod sentinel;
@@ -54,6 +56,7 @@ mod servers;
 pub use binary::redis_server_path;
 pub use builder::ServerBuilder;
 pub use cluster::Cluster;
+pub use proxy::{Direction, LinkFaults, Proxy, RETRANSMISSION_TIMEOUT};
 pub use replication::ReplicaSet;
 pub use sentinel::{MASTER_NAME, SentinelGroup};
 pub use server::RedisServer;

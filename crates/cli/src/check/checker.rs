@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::event::{Event, What};
+use super::picture::{Picture, picture};
 use super::workload::cell::Run;
 
 /// The figures of one run.
@@ -61,6 +62,9 @@ pub struct CounterExample {
     pub violation: Violation,
     /// One line per event, time relative to the start of the run.
     pub timeline: Vec<String>,
+    /// The same stretch of the run, for drawing (`--svg`).
+    #[serde(skip)]
+    pub picture: Option<Picture>,
 }
 
 /// Figures and counter-examples of one run.
@@ -84,15 +88,18 @@ impl Findings {
 
 /// One worker's hold: `[from, to)`, monotonic ns.
 #[derive(Debug, Clone, Copy)]
-struct Hold {
-    worker: u32,
-    from: u64,
-    to: u64,
+pub struct Hold {
+    /// The worker.
+    pub worker: u32,
+    /// When it acquired.
+    pub from: u64,
+    /// When it stopped believing it held (release, loss seen, killed).
+    pub to: u64,
 }
 
 /// Checks a run. `stuck_after` is the longest no-acquire stretch the
 /// recipe and fault explain.
-pub fn check(run: &Run, stuck_after: Duration) -> Findings {
+pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
     let events = &run.events;
     let last = events.last().map_or(run.end, |event| event.t.max(run.end));
     let holds = holds(events, last);
@@ -109,6 +116,7 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         events,
         start: run.start,
     };
+    let draw = |from: u64, to: u64| Some(picture(run, &holds, lease, from, to));
 
     // Overlaps: holds sorted by start; each overlapping later one counts.
     let mut first_overlap = None;
@@ -127,6 +135,7 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         findings.counter_examples.push(CounterExample {
             violation: Violation::Overlap,
             timeline: timeline.window(b.from, a.from, a.to.min(b.to), &[], &[]),
+            picture: draw(a.from, a.to.max(b.to)),
         });
     }
 
@@ -198,12 +207,14 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         findings.counter_examples.push(CounterExample {
             violation: Violation::LostUpdate,
             timeline: timeline.window(at, from, at, &involved, &[]),
+            picture: draw(from, at),
         });
     }
     if let Some((since, by, at, involved)) = first_stale {
         findings.counter_examples.push(CounterExample {
             violation: Violation::StaleWrite,
             timeline: timeline.window(at, since, at.max(by), &involved, &[]),
+            picture: draw(since, at.max(by)),
         });
     }
 
@@ -243,6 +254,7 @@ pub fn check(run: &Run, stuck_after: Duration) -> Findings {
         findings.counter_examples.push(CounterExample {
             violation: Violation::Stuck,
             timeline: timeline.window(from + gap, from.saturating_sub(1), from + gap, &[], &[note]),
+            picture: draw(from.saturating_sub(1_000_000), from + gap),
         });
     }
     findings
@@ -346,18 +358,18 @@ impl Timeline<'_> {
                 break;
             }
         }
+        // The lab's next fault after the window: the lab notices a Sentinel
+        // promotion by polling, often after the new holder already got in.
+        if let Some(event) = self.events.iter().find(|event| {
+            event.t > to && event.w.is_none() && matches!(event.what, What::Fault { .. })
+        }) {
+            lines.push((event.t, self.line(event)));
+        }
         for note in notes {
             lines.push((at, format!("{}  {note}", self.stamp(at))));
         }
         lines.sort_by_key(|(t, _)| *t);
-        let mut lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
-        if lines.len() > MAX_LINES {
-            let tail = lines.split_off(lines.len() - MAX_LINES / 2);
-            lines.truncate(MAX_LINES / 2 - 1);
-            lines.push("       ...".to_owned());
-            lines.extend(tail);
-        }
-        lines
+        elide(lines.into_iter().map(|(_, line)| line).collect())
     }
 
     /// Whose lock a worker's successful release deleted, when not its own:
@@ -404,6 +416,32 @@ impl Timeline<'_> {
     }
 }
 
+/// Shortens a long counter-example to its head and tail, keeping the lab's
+/// own lines from the middle: a fault (a promotion, a restart) is what the
+/// reader needs to see, however many sections came before it.
+fn elide(mut lines: Vec<String>) -> Vec<String> {
+    if lines.len() <= MAX_LINES {
+        return lines;
+    }
+    let tail = lines.split_off(lines.len() - MAX_LINES / 2);
+    let middle = lines.split_off(MAX_LINES / 2 - 1);
+    for line in middle.into_iter().filter(|line| is_lab_line(line)) {
+        lines.push(SKIPPED.to_owned());
+        lines.push(line);
+    }
+    lines.push(SKIPPED.to_owned());
+    lines.extend(tail);
+    lines
+}
+
+/// Stands for the lines left out of a counter-example.
+const SKIPPED: &str = "       ...";
+
+/// Whether a timeline line is the lab's (a fault) rather than a worker's.
+fn is_lab_line(line: &str) -> bool {
+    line.split_whitespace().nth(1) == Some("lab")
+}
+
 /// Whether an event helps tell what happened.
 fn telling(event: &Event) -> bool {
     !matches!(
@@ -413,7 +451,7 @@ fn telling(event: &Event) -> bool {
 }
 
 /// One event in words.
-fn describe(what: &What) -> String {
+pub fn describe(what: &What) -> String {
     match what {
         What::Ready => "ready".to_owned(),
         What::AcquireStart => "tries to acquire".to_owned(),
@@ -496,6 +534,22 @@ mod tests {
         ]
     }
 
+    #[test]
+    fn a_long_timeline_keeps_the_lab_lines_from_its_middle() {
+        let mut lines: Vec<String> = (0..40)
+            .map(|i| format!("  +0.{i:03}s  w1   wrote {i}"))
+            .collect();
+        lines[20] = "  +0.020s  lab  Sentinel promoted the replica".to_owned();
+        let short = elide(lines);
+        assert!(short.len() <= MAX_LINES + 2, "{short:?}");
+        assert!(
+            short.iter().any(|line| line.contains("Sentinel promoted")),
+            "{short:?}"
+        );
+        assert_eq!(short[0], "  +0.000s  w1   wrote 0");
+        assert_eq!(short.last().unwrap(), "  +0.039s  w1   wrote 39");
+    }
+
     fn run(mut events: Vec<Event>, end_ms: u64) -> Run {
         events.sort_by_key(|event| event.t);
         Run {
@@ -510,7 +564,11 @@ mod tests {
     fn holders_one_after_another_show_no_violation() {
         let mut events = section(1, 0, 10, 0, 0);
         events.extend(section(2, 11, 20, 1, 1));
-        let findings = check(&run(events, 21), Duration::from_secs(1));
+        let findings = check(
+            &run(events, 21),
+            Duration::from_secs(1),
+            Duration::from_millis(500),
+        );
         assert!(findings.violations().is_empty(), "{findings:?}");
         assert_eq!(findings.figures.sections, 2);
     }
@@ -520,7 +578,11 @@ mod tests {
         // w2 takes the lock while w1 holds it; w1's write then overwrites w2's.
         let mut events = section(1, 0, 30, 0, 1);
         events.extend(section(2, 5, 20, 0, 0));
-        let findings = check(&run(events, 31), Duration::from_secs(1));
+        let findings = check(
+            &run(events, 31),
+            Duration::from_secs(1),
+            Duration::from_millis(500),
+        );
         assert_eq!(findings.figures.overlaps, 1);
         assert_eq!(findings.figures.lost_updates, 1);
         assert_eq!(findings.figures.stale_accepted, 1);
@@ -546,7 +608,7 @@ mod tests {
         events.extend(section(2, 10, 20, 0, 0));
         let mut killed = run(events, 3_000);
         killed.injections.push(5 * MS);
-        let findings = check(&killed, Duration::from_secs(1));
+        let findings = check(&killed, Duration::from_secs(1), Duration::from_millis(500));
         assert_eq!(findings.figures.overlaps, 0);
         assert!(findings.figures.no_acquire_to_end);
         assert_eq!(findings.figures.no_acquire_from_ms, 10);
@@ -568,7 +630,11 @@ mod tests {
                 accepted: false,
             },
         ));
-        let findings = check(&run(events, 20), Duration::from_secs(1));
+        let findings = check(
+            &run(events, 20),
+            Duration::from_secs(1),
+            Duration::from_millis(500),
+        );
         assert_eq!(findings.figures.stale_rejected, 1);
         assert_eq!(findings.figures.lost_updates, 0);
     }

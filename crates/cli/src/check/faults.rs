@@ -31,6 +31,21 @@ pub enum Fault {
     KillSubscribers,
     /// Move the lock server's wall clock 10 leases forward (libfaketime).
     ClockJump,
+    /// Cut a holder off from every lock server (both ways) for 2.5 leases
+    /// while it goes on working, then heal: it writes past its lease.
+    Partition,
+    /// 50 ms ± 20 ms each way and 5% loss on every link between the
+    /// workers and the lock servers, from 0.3 s to the end of the run.
+    Latency,
+    /// A Sentinel group: the master is killed right after it granted a lock
+    /// it has not replicated; a replica is promoted.
+    Failover,
+    /// Redlock with each worker reaching only three masters of five: the
+    /// master a holder shares with the next worker restarts empty at once.
+    RestartMaster,
+    /// The same, but the master stays down for 1.5 leases before it comes
+    /// back empty (Redis's "delayed restart" rule).
+    RestartMasterLate,
 }
 
 /// Where a worker stops itself when the lab armed it.
@@ -51,6 +66,13 @@ pub enum Action {
     ResumeAfter(Duration),
     /// SIGKILL, and start a new worker in its place.
     Kill,
+    /// Cut it off from the lock servers, SIGCONT it at once, heal after this long.
+    CutOff(Duration),
+    /// Restart empty the master it shares with another worker (at once, or
+    /// after this long down), SIGCONT it at once.
+    RestartShared(Duration),
+    /// Kill the Sentinel group's master (its grant unreplicated), SIGCONT it.
+    KillMaster,
 }
 
 impl Point {
@@ -66,7 +88,7 @@ impl Point {
 
 impl Fault {
     /// Every fault, in table order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 15] = [
         Fault::None,
         Fault::PauseClient,
         Fault::KillClient,
@@ -77,6 +99,11 @@ impl Fault {
         Fault::FlushScripts,
         Fault::KillSubscribers,
         Fault::ClockJump,
+        Fault::Partition,
+        Fault::Latency,
+        Fault::Failover,
+        Fault::RestartMaster,
+        Fault::RestartMasterLate,
     ];
 
     /// The name used on the command line and in reports.
@@ -89,6 +116,11 @@ impl Fault {
         match self {
             Fault::PauseClient => Some(Action::ResumeAfter(lease * 5 / 2)),
             Fault::KillClient | Fault::CrashBetween => Some(Action::Kill),
+            Fault::Partition => Some(Action::CutOff(lease * 5 / 2)),
+            Fault::RestartMaster | Fault::RestartMasterLate => {
+                Some(Action::RestartShared(self.outage(lease)))
+            }
+            Fault::Failover => Some(Action::KillMaster),
             _ => None,
         }
     }
@@ -98,7 +130,11 @@ impl Fault {
     pub fn point(self, pause_point: Point) -> Option<Point> {
         match self {
             Fault::PauseClient => Some(pause_point),
-            Fault::KillClient => Some(Point::Holding),
+            Fault::KillClient
+            | Fault::Partition
+            | Fault::RestartMaster
+            | Fault::RestartMasterLate
+            | Fault::Failover => Some(Point::Holding),
             Fault::CrashBetween => Some(Point::Between),
             _ => None,
         }
@@ -107,8 +143,11 @@ impl Fault {
     /// How long nobody can be expected to acquire because of one injection.
     pub fn outage(self, lease: Duration) -> Duration {
         match self {
-            Fault::PauseClient => lease * 5 / 2,
+            Fault::PauseClient | Fault::Partition => lease * 5 / 2,
             Fault::PauseRedis | Fault::RestartRedisLate => lease * 2,
+            Fault::RestartMasterLate => lease * 3 / 2,
+            // Sentinel's detection and election.
+            Fault::Failover => Duration::from_secs(3),
             _ => Duration::ZERO,
         }
     }
@@ -116,6 +155,39 @@ impl Fault {
     /// Time between two injections.
     pub fn period(self, lease: Duration) -> Duration {
         self.outage(lease) + lease + Duration::from_millis(300)
+    }
+
+    /// Whether the fault is injected once and stays for the rest of the run.
+    pub fn once(self) -> bool {
+        // A failover uses up the group's one replica.
+        matches!(self, Fault::Latency | Fault::Failover)
+    }
+
+    /// The shortest lease the fault is run with: a failover takes Sentinel
+    /// a few seconds, and the old holder must still believe it holds when
+    /// the promoted replica grants the lock again (production leases are
+    /// 10-30 s; a failover takes seconds).
+    pub fn lease_floor(self) -> Duration {
+        match self {
+            Fault::Failover => Duration::from_secs(10),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The shortest run the fault needs: the failover and a lease after it.
+    pub fn duration_floor(self) -> Duration {
+        match self {
+            Fault::Failover => Duration::from_secs(6),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether the workers reach the lock servers through the lab's proxies.
+    pub fn uses_proxies(self) -> bool {
+        matches!(
+            self,
+            Fault::Partition | Fault::Latency | Fault::RestartMaster | Fault::RestartMasterLate
+        )
     }
 }
 
@@ -131,5 +203,10 @@ fn fault_name(fault: Fault) -> &'static str {
         Fault::FlushScripts => "flush-scripts",
         Fault::KillSubscribers => "kill-subscribers",
         Fault::ClockJump => "clock-jump",
+        Fault::Partition => "partition",
+        Fault::Latency => "latency",
+        Fault::Failover => "failover",
+        Fault::RestartMaster => "restart-master",
+        Fault::RestartMasterLate => "restart-master-late",
     }
 }

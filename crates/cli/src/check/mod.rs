@@ -8,10 +8,12 @@ mod checker;
 mod clock;
 mod event;
 mod faults;
+mod picture;
 mod progress;
 mod recipes;
 mod report;
 mod resource;
+mod svg;
 mod verdict;
 mod workload;
 
@@ -60,6 +62,10 @@ pub struct CheckArgs {
     /// Lease every recipe uses; faults are timed in leases
     #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = parse_lease)]
     lease: Duration,
+
+    /// Also draw every counter-example's timeline into FILE (SVG)
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -105,8 +111,8 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
                 recipe: *recipe,
                 fault: *fault,
                 workers: args.workers,
-                duration: args.duration,
-                lease: args.lease,
+                duration: args.duration.max(fault.duration_floor()),
+                lease: args.lease.max(fault.lease_floor()),
             };
             cells.push(run_cell(&setup, &|fraction| {
                 progress.at(index, fraction, &label)
@@ -128,6 +134,14 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
     } else {
         report::text(&report)
     };
+    if let Some(path) = &args.svg {
+        std::fs::write(path, svg::render(&report)).map_err(|error| {
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!("cannot write {}: {error}", path.display()),
+            )
+        })?;
+    }
     crate::output::emit(&text)?;
     Ok(if !promises_kept {
         PROMISE_BROKEN
@@ -147,6 +161,8 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
         fault: setup.fault,
         status: Status::NotApplicable,
         promised,
+        lease_ms: millis(setup.lease),
+        duration_ms: millis(setup.duration),
         note: None,
         findings: None,
     };
@@ -158,7 +174,7 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
         Ok(run) => {
             let stuck_after =
                 setup.lease * 3 + setup.fault.outage(setup.lease) + Duration::from_secs(1);
-            let findings = checker::check(&run, stuck_after);
+            let findings = checker::check(&run, stuck_after, setup.lease);
             cell.status = verdict::judge(promised, &findings);
             cell.findings = Some(findings);
         }
@@ -177,6 +193,8 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
 fn not_applicable(fault: Fault) -> &'static str {
     match fault {
         Fault::CrashBetween => "no step of two commands",
+        Fault::RestartMaster | Fault::RestartMasterLate => "one lock server, not a Redlock",
+        Fault::Failover => "needs the library's Sentinel support",
         _ => "uses no scripts or subscriptions",
     }
 }

@@ -21,6 +21,10 @@ pub struct Cell {
     pub status: Status,
     /// What the recipe promises under this fault.
     pub promised: Promise,
+    /// The lease this cell ran with (some faults need a longer one).
+    pub lease_ms: u64,
+    /// How long this cell ran.
+    pub duration_ms: u64,
     /// Why the cell was not run, or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -59,10 +63,17 @@ pub fn text(report: &Report) -> String {
     );
     for cell in &report.cells {
         let figures = cell.findings.as_ref().map(|findings| &findings.figures);
-        let verdict = match &cell.note {
+        let mut verdict = match &cell.note {
             Some(note) => format!("{} ({note})", cell.status.word()),
             None => cell.status.word().to_owned(),
         };
+        if cell.lease_ms != report.lease_ms || cell.duration_ms != report.duration_ms {
+            let _ = write!(
+                verdict,
+                " [lease {} ms, {} ms run]",
+                cell.lease_ms, cell.duration_ms
+            );
+        }
         let _ = writeln!(
             out,
             "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9}  {verdict}",

@@ -7,7 +7,8 @@ use crate::client::Client;
 use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
+use crate::transport::tls::TlsFiles;
+use crate::transport::topology::{MasterAuth, ReplicaWait, Servers, Topology};
 
 /// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
 /// the client's connection to that master while it runs.
@@ -50,7 +51,10 @@ impl ClientBuilder {
         ClientBuilder {
             url: url.to_owned(),
             settings: Settings::default(),
-            topology: Topology::Single,
+            topology: Topology {
+                servers: Servers::Single,
+                tls: None,
+            },
             replica_wait: None,
             misplaced_master_auth: false,
         }
@@ -82,7 +86,7 @@ impl ClientBuilder {
     {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
         let mut builder = ClientBuilder::new(nodes.first().map_or("", String::as_str));
-        builder.topology = Topology::Cluster(nodes);
+        builder.topology.servers = Servers::Cluster(nodes);
         builder
     }
 
@@ -113,7 +117,7 @@ impl ClientBuilder {
     {
         let sentinels: Vec<String> = sentinels.into_iter().map(Into::into).collect();
         let mut builder = ClientBuilder::new(sentinels.first().map_or("", String::as_str));
-        builder.topology = Topology::Sentinel {
+        builder.topology.servers = Servers::Sentinel {
             sentinels,
             master: master_name.to_owned(),
             auth: None,
@@ -140,8 +144,8 @@ impl ClientBuilder {
             username: username.map(str::to_owned),
             password: password.to_owned(),
         };
-        match &mut self.topology {
-            Topology::Sentinel { auth, .. } => *auth = Some(wanted),
+        match &mut self.topology.servers {
+            Servers::Sentinel { auth, .. } => *auth = Some(wanted),
             _ => self.misplaced_master_auth = true,
         }
         self
@@ -181,6 +185,24 @@ impl ClientBuilder {
     /// ```
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_wait = Some(ReplicaWait { replicas, timeout });
+        self
+    }
+
+    /// Certificates for `rediss://` URLs: a CA to trust instead of the
+    /// system's store, and a client certificate for servers that ask for one
+    /// (`tls-auth-clients yes`). Needs the `tls` feature; without it
+    /// [`connect`](Self::connect) refuses TLS with [`Error::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::builder("rediss://app:s3cret@redis.internal:6380")
+    ///     .tls(redlatch::TlsFiles::default().with_ca("/etc/redis/ca.crt"))
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn tls(mut self, files: TlsFiles) -> Self {
+        self.topology.tls = Some(files);
         self
     }
 
@@ -270,24 +292,27 @@ impl ClientBuilder {
                 "master_auth applies to sentinel; put credentials in the URL".to_owned(),
             ));
         }
-        match &self.topology {
-            Topology::Single => {}
-            Topology::Cluster(nodes) if nodes.is_empty() => {
+        if let Some(tls) = &self.topology.tls {
+            tls.validate()?;
+        }
+        match &self.topology.servers {
+            Servers::Single => {}
+            Servers::Cluster(nodes) if nodes.is_empty() => {
                 return Err(Error::InvalidConfig(
                     "a cluster needs at least one node URL".to_owned(),
                 ));
             }
-            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => {
+            Servers::Sentinel { sentinels, .. } if sentinels.is_empty() => {
                 return Err(Error::InvalidConfig(
                     "sentinel needs at least one Sentinel URL".to_owned(),
                 ));
             }
-            Topology::Sentinel { master, .. } if master.is_empty() => {
+            Servers::Sentinel { master, .. } if master.is_empty() => {
                 return Err(Error::InvalidConfig(
                     "sentinel needs the master's name".to_owned(),
                 ));
             }
-            Topology::Cluster(_) | Topology::Sentinel { .. } => {}
+            Servers::Cluster(_) | Servers::Sentinel { .. } => {}
         }
         if let Some(wait) = self.replica_wait {
             if wait.replicas == 0 {

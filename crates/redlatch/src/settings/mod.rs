@@ -10,6 +10,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+pub(crate) mod deployment;
+#[cfg(feature = "clap")]
+pub(crate) mod flags;
 pub(crate) mod limits;
 mod watch;
 
@@ -247,6 +250,12 @@ struct SettingsFile {
     retry: RetrySection,
     #[serde(default)]
     connection: ConnectionSection,
+    /// Where Redis runs: read by [`Deployment`](crate::Deployment).
+    #[serde(default, rename = "redis")]
+    _redis: Option<toml::Table>,
+    /// TLS files: read by [`Deployment`](crate::Deployment).
+    #[serde(default, rename = "tls")]
+    _tls: Option<toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -23,7 +23,8 @@ use crate::error::{Error, Result};
 use crate::settings::{Settings, SharedSettings};
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
-use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
+use crate::transport::tls::Certificates;
+use crate::transport::topology::{MasterAuth, ReplicaWait, Servers, Topology};
 
 /// Opens the command connection for `topology` (now, bounded by the connect
 /// timeout and retries), and says where subscription connections come from.
@@ -44,18 +45,27 @@ pub(crate) async fn open(
                 .max_delay
                 .saturating_mul(settings.retry.attempts),
         );
+    let urls: Vec<&str> = match &topology.servers {
+        Servers::Single => vec![url],
+        Servers::Cluster(nodes) => nodes.iter().map(String::as_str).collect(),
+        Servers::Sentinel { sentinels, .. } => sentinels.iter().map(String::as_str).collect(),
+    };
+    let certs = Certificates::load(topology.tls.as_ref(), &urls)?;
     let opened = async {
-        match topology {
-            Topology::Single => open_single(url, settings).await,
-            Topology::Cluster(nodes) => {
+        match &topology.servers {
+            Servers::Single => open_single(url, settings, &certs).await,
+            Servers::Cluster(nodes) => {
                 let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
-                open_cluster(nodes, shared, waits).await
+                open_cluster(nodes, shared, waits, certs).await
             }
-            Topology::Sentinel {
+            Servers::Sentinel {
                 sentinels,
                 master,
                 auth,
-            } => open_sentinel(sentinels, master, auth.as_ref(), shared).await,
+            } => {
+                certs.refuse_custom("Sentinel")?;
+                open_sentinel(sentinels, master, auth.as_ref(), shared).await
+            }
         }
     };
     tokio::time::timeout(connect_limit, opened)
@@ -81,9 +91,12 @@ fn connection_info(url: &str) -> Result<ConnectionInfo> {
         .set_tcp_settings(tcp_settings()))
 }
 
-async fn open_single(url: &str, settings: &Settings) -> Result<(Connection, SubscriptionSource)> {
-    let redis_client = redis::Client::open(connection_info(url)?)
-        .map_err(|error| Error::InvalidConfig(format!("redis URL: {error}")))?;
+async fn open_single(
+    url: &str,
+    settings: &Settings,
+    certs: &Certificates,
+) -> Result<(Connection, SubscriptionSource)> {
+    let redis_client = certs.client(connection_info(url)?)?;
     // Response timeouts are applied per call from the live settings, so
     // the connection itself has none.
     let manager_config = ConnectionManagerConfig::new()
@@ -105,13 +118,15 @@ async fn open_cluster(
     urls: &[String],
     shared: &SharedSettings,
     replica_wait: Duration,
+    certs: Certificates,
 ) -> Result<(Connection, SubscriptionSource)> {
     let settings: Arc<Settings> = shared.read().clone();
     let nodes = urls
         .iter()
         .map(|url| connection_info(url))
         .collect::<Result<Vec<_>>>()?;
-    let client = ClusterClientBuilder::new(nodes.clone())
+    let client = certs
+        .cluster(ClusterClientBuilder::new(nodes.clone()))
         .connection_timeout(settings.connect_timeout)
         // The cluster client needs a response timeout to give up on a dead
         // node and refresh the topology (calls are bounded again per call);
@@ -132,6 +147,7 @@ async fn open_cluster(
         SubscriptionSource::Cluster {
             nodes,
             connect_timeout: settings.connect_timeout,
+            certs,
         },
     ))
 }

@@ -4,6 +4,7 @@
 pub(crate) mod connection;
 pub(crate) mod sentinel;
 pub(crate) mod subscription;
+pub(crate) mod tls;
 pub(crate) mod topology;
 
 use std::future::Future;

@@ -15,6 +15,7 @@ use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisResult, Va
 use tokio::sync::mpsc;
 
 use crate::transport::sentinel::SentinelConnection;
+use crate::transport::tls::Certificates;
 
 /// Where subscription connections come from.
 #[derive(Clone)]
@@ -29,6 +30,7 @@ pub(crate) enum SubscriptionSource {
     Cluster {
         nodes: Vec<ConnectionInfo>,
         connect_timeout: Duration,
+        certs: Certificates,
     },
 }
 
@@ -66,9 +68,11 @@ impl SubscriptionSource {
             SubscriptionSource::Cluster {
                 nodes,
                 connect_timeout,
+                certs,
             } => {
                 let (sender, pushes) = mpsc::unbounded_channel();
-                let client = ClusterClientBuilder::new(nodes.clone())
+                let client = certs
+                    .cluster(ClusterClientBuilder::new(nodes.clone()))
                     .connection_timeout(*connect_timeout)
                     .use_protocol(ProtocolVersion::RESP3)
                     .push_sender(sender)

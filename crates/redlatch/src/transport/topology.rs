@@ -2,9 +2,19 @@
 
 use std::time::Duration;
 
-/// Where a client finds Redis.
+use crate::transport::tls::TlsFiles;
+
+/// Where a client finds Redis, and how it secures the connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Topology {
+pub(crate) struct Topology {
+    pub(crate) servers: Servers,
+    /// Certificates for `rediss://` URLs; `None` uses the system's trust store.
+    pub(crate) tls: Option<TlsFiles>,
+}
+
+/// The servers a client talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Servers {
     /// One server at a URL.
     Single,
     /// A Redis Cluster, discovered from any of these node URLs.

@@ -40,6 +40,9 @@ pub enum RecipeName {
     Redlatch,
     /// redlatch's lock; the store refuses writes with an older fencing token.
     RedlatchFenced,
+    /// redlatch's lock with `wait_for_replicas(1, 100ms)`: an acquire no
+    /// replica confirmed is undone. Runs only where there are replicas.
+    RedlatchWait,
     /// redlatch's Redlock over five lock servers (faults hit one). Writes are not fenced.
     Redlock,
     /// redlatch's Redlock; the store refuses writes with an older fencing token.
@@ -101,17 +104,22 @@ pub struct Info {
     pub promises: fn(Fault) -> Promise,
     /// How many lock servers it uses (faults hit the first).
     pub servers: usize,
+    /// Whether it can run on a Sentinel group (`failover` applies).
+    pub sentinel: bool,
+    /// Whether it needs replicas (runs under `failover` only).
+    pub replicas_only: bool,
 }
 
 impl RecipeName {
     /// The recipes `redlatch check` runs by default.
-    pub const DEFAULT: [RecipeName; 8] = [
+    pub const DEFAULT: [RecipeName; 9] = [
         RecipeName::SetnxExpire,
         RecipeName::SetnxGetset,
         RecipeName::GetDel,
         RecipeName::SetNxPx,
         RecipeName::Redlatch,
         RecipeName::RedlatchFenced,
+        RecipeName::RedlatchWait,
         RecipeName::Redlock,
         RecipeName::RedlockFenced,
     ];
@@ -125,6 +133,7 @@ impl RecipeName {
             RecipeName::SetNxPx => "set-nx-px",
             RecipeName::Redlatch => "redlatch",
             RecipeName::RedlatchFenced => "redlatch-fenced",
+            RecipeName::RedlatchWait => "redlatch-wait",
             RecipeName::Redlock => "redlock",
             RecipeName::RedlockFenced => "redlock-fenced",
             RecipeName::Noop => "noop",
@@ -140,6 +149,7 @@ impl RecipeName {
             RecipeName::SetNxPx => set_nx_px::INFO,
             RecipeName::Redlatch => redlatch_lock::INFO,
             RecipeName::RedlatchFenced => redlatch_lock::INFO_FENCED,
+            RecipeName::RedlatchWait => redlatch_lock::INFO_WAIT,
             RecipeName::Redlock => redlock_lock::INFO,
             RecipeName::RedlockFenced => redlock_lock::INFO_FENCED,
             RecipeName::Noop => noop::INFO,
@@ -152,7 +162,9 @@ impl RecipeName {
         match fault {
             Fault::CrashBetween => info.has_between,
             Fault::FlushScripts | Fault::KillSubscribers => info.uses_scripts,
-            _ => true,
+            Fault::RestartMaster | Fault::RestartMasterLate => info.servers > 1,
+            Fault::Failover => info.sentinel,
+            _ => !info.replicas_only,
         }
     }
 }
@@ -191,12 +203,26 @@ pub trait Recipe {
     async fn release(&mut self, points: &Points) -> Result<bool, String>;
 }
 
-/// Runs `body` with the recipe `name` connected to the lock servers at
-/// `urls` (single-server recipes use the first).
-pub async fn with_recipe<F, T>(name: RecipeName, urls: &[String], lease: Duration, body: F) -> T
+/// Where a worker's lock servers are.
+#[derive(Debug, Clone, Copy)]
+pub struct LockServers<'a> {
+    /// Their URLs (single-server recipes use the first), or the Sentinels'.
+    pub urls: &'a [String],
+    /// The master's name when `urls` are Sentinels.
+    pub sentinel_master: Option<&'a str>,
+}
+
+/// Runs `body` with the recipe `name` connected to the lock `servers`.
+pub async fn with_recipe<F, T>(
+    name: RecipeName,
+    servers: LockServers<'_>,
+    lease: Duration,
+    body: F,
+) -> T
 where
     F: AsyncRecipeFn<T>,
 {
+    let urls = servers.urls;
     let url = urls.first().map_or("", String::as_str);
     match name {
         RecipeName::SetnxExpire => {
@@ -209,8 +235,9 @@ where
         }
         RecipeName::GetDel => body.call(get_del::GetDel::new(url, lease).await).await,
         RecipeName::SetNxPx => body.call(set_nx_px::SetNxPx::new(url, lease).await).await,
-        RecipeName::Redlatch | RecipeName::RedlatchFenced => {
-            body.call(redlatch_lock::RedlatchLock::new(url, lease).await)
+        RecipeName::Redlatch | RecipeName::RedlatchFenced | RecipeName::RedlatchWait => {
+            let replicas = name == RecipeName::RedlatchWait;
+            body.call(redlatch_lock::RedlatchLock::new(servers, lease, replicas).await)
                 .await
         }
         RecipeName::Redlock | RecipeName::RedlockFenced => {

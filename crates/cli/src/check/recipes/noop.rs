@@ -13,6 +13,8 @@ pub const INFO: Info = Info {
     uses_scripts: false,
     promises: |_| Promise::EVERYTHING,
     servers: 1,
+    sentinel: false,
+    replicas_only: false,
 };
 
 /// Nothing to connect.

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use redlatch::{Client, Error, Guard};
+use redlatch::{Client, ClientBuilder, Error, Guard};
 
-use super::{Info, LOCK_KEY, Promise, Recipe};
+use super::{Info, LOCK_KEY, LockServers, Promise, Recipe};
 use crate::check::faults::{Fault, Point};
 use crate::check::workload::points::Points;
 
@@ -19,6 +19,8 @@ pub const INFO: Info = Info {
     uses_scripts: true,
     promises: promises_unfenced,
     servers: 1,
+    sentinel: true,
+    replicas_only: false,
 };
 
 /// What the fenced lock promises: a paused holder's late write is refused.
@@ -28,9 +30,19 @@ pub const INFO_FENCED: Info = Info {
     ..INFO
 };
 
+/// The lock with replica acknowledgement (`wait_for_replicas`): only where
+/// there are replicas, that is under `failover`.
+pub const INFO_WAIT: Info = Info {
+    replicas_only: true,
+    promises: promises_unfenced,
+    ..INFO
+};
+
 fn promises_unfenced(fault: Fault) -> Promise {
     match fault {
         Fault::None
+        | Fault::Partition
+        | Fault::Latency
         | Fault::KillClient
         | Fault::CrashBetween
         | Fault::PauseRedis
@@ -43,6 +55,11 @@ fn promises_unfenced(fault: Fault) -> Promise {
         // Redis forgets the lock (restart empty) or expires it early (clock):
         // the holder learns it at its next renewal, up to lease/3 later.
         Fault::RestartRedis | Fault::ClockJump => Promise::LIVE,
+        // A promoted replica may never have seen the lock, nor the fencing
+        // counter's last increments (see SAFETY.md); WAIT narrows this.
+        Fault::Failover => Promise::LIVE,
+        // Redlock faults: not this recipe's (n/a).
+        Fault::RestartMaster | Fault::RestartMasterLate => Promise::NOTHING,
     }
 }
 
@@ -68,9 +85,23 @@ pub struct RedlatchLock {
 }
 
 impl RedlatchLock {
-    /// Connects to the lock server with `lease` as the watchdog's lease.
-    pub async fn new(url: &str, lease: Duration) -> Result<RedlatchLock, String> {
-        let client = Client::builder(url)
+    /// Connects to the lock server (or, through Sentinel, to its master)
+    /// with `lease` as the watchdog's lease; with `replicas`, every acquire
+    /// waits for one replica to confirm it (`WAIT 1`, up to 100 ms).
+    pub async fn new(
+        servers: LockServers<'_>,
+        lease: Duration,
+        replicas: bool,
+    ) -> Result<RedlatchLock, String> {
+        let url = servers.urls.first().map_or("", String::as_str);
+        let mut builder = match servers.sentinel_master {
+            Some(master) => ClientBuilder::sentinel(servers.urls.iter().cloned(), master),
+            None => Client::builder(url),
+        };
+        if replicas {
+            builder = builder.wait_for_replicas(1, Duration::from_millis(100));
+        }
+        let client = builder
             .default_lease(lease)
             .response_timeout(lease / 2)
             .connect()

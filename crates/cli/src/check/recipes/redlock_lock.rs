@@ -22,6 +22,8 @@ pub const INFO: Info = Info {
     uses_scripts: true,
     promises: promises_unfenced,
     servers: MASTERS,
+    sentinel: false,
+    replicas_only: false,
 };
 
 /// What the fenced Redlock promises: a paused holder's late write is refused.
@@ -39,6 +41,11 @@ fn promises_unfenced(fault: Fault) -> Promise {
         // to a majority while the first still holds (restart it after a
         // lease instead: restart-redis-late).
         Fault::RestartRedis => Promise::LIVE,
+        // The same with bare majorities (each worker reaches three masters):
+        // the holder's grant on the restarted master is forgotten at once.
+        Fault::RestartMaster => Promise::LIVE,
+        // Not a single-server fault (n/a).
+        Fault::Failover => Promise::NOTHING,
         // One master of five paused, killed, flushed or with its clock
         // moved is a minority: the majority still excludes.
         _ => Promise::EVERYTHING,
@@ -68,6 +75,9 @@ impl RedlockRecipe {
         let mut settings = Settings::default();
         settings.default_lease = lease;
         settings.response_timeout = lease / 2;
+        // A master the worker cannot reach (restart-master) must not hold
+        // up its start for the default 10 s.
+        settings.connect_timeout = lease * 2;
         let redlock = Redlock::connect_with(urls, settings)
             .await
             .map_err(|error| error.to_string())?;

@@ -22,6 +22,8 @@ pub const INFO: Info = Info {
     uses_scripts: true,
     promises: |_| Promise::NOTHING,
     servers: 1,
+    sentinel: false,
+    replicas_only: false,
 };
 
 /// The recipe's connection, lease, release script and our token while held.

@@ -23,6 +23,8 @@ pub const INFO: Info = Info {
     uses_scripts: false,
     promises: |_| Promise::NOTHING,
     servers: 1,
+    sentinel: false,
+    replicas_only: false,
 };
 
 /// The recipe's connection, lease, and the timestamp we wrote.

@@ -98,6 +98,8 @@ pub enum FollowUp {
     Resume(Duration),
     /// Start the killed server (empty) after this long.
     Restart(Duration),
+    /// Start the killed lock server at this index (empty) after this long.
+    RestartMaster(usize, Duration),
 }
 
 impl LockServer {
@@ -150,6 +152,40 @@ impl LockServer {
             .collect()
     }
 
+    /// Every lock server's address, the faulted one first.
+    pub fn addrs(&self) -> Vec<std::net::SocketAddr> {
+        std::iter::once(&self.server)
+            .chain(&self.others)
+            .map(RedisServer::addr)
+            .collect()
+    }
+
+    fn server_at(&mut self, index: usize) -> Result<&mut RedisServer, String> {
+        match index {
+            0 => Ok(&mut self.server),
+            other => self
+                .others
+                .get_mut(other - 1)
+                .ok_or_else(|| format!("no lock server {other}")),
+        }
+    }
+
+    /// Restarts lock server `index` empty: at once when `outage` is zero,
+    /// otherwise kills it now and says when to start it.
+    ///
+    /// # Errors
+    /// When there is no such server, or it cannot be killed or restarted.
+    pub fn restart_master(&mut self, index: usize, outage: Duration) -> Result<FollowUp, String> {
+        let server = self.server_at(index)?;
+        if outage.is_zero() {
+            server.restart().map_err(|error| error.to_string())?;
+            Ok(FollowUp::Done)
+        } else {
+            server.kill().map_err(|error| error.to_string())?;
+            Ok(FollowUp::RestartMaster(index, outage))
+        }
+    }
+
     /// Injects `fault` once; says what to do later.
     ///
     /// # Errors
@@ -198,6 +234,10 @@ impl LockServer {
             FollowUp::Done => Ok(()),
             FollowUp::Resume(_) => self.server.resume().map_err(|error| error.to_string()),
             FollowUp::Restart(_) => self.server.restart().map_err(|error| error.to_string()),
+            FollowUp::RestartMaster(index, _) => self
+                .server_at(*index)?
+                .restart()
+                .map_err(|error| error.to_string()),
         }
     }
 

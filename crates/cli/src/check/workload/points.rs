@@ -40,8 +40,9 @@ impl Points {
             .log(what);
     }
 
-    /// The worker is at `point`: stop here if armed for it.
-    pub fn reach(&self, point: Point) {
+    /// The worker is at `point`: stop here if armed for it. True when it
+    /// stopped (and the lab let it run again).
+    pub fn reach(&self, point: Point) -> bool {
         if self.point == Some(point) && self.armed.swap(false, Ordering::SeqCst) {
             self.log(What::Stopping {
                 point: point.name().to_owned(),
@@ -49,6 +50,9 @@ impl Points {
             // Stops every thread of the process until the lab's SIGCONT.
             let _ = raise(Signal::SIGSTOP);
             self.log(What::Continued);
+            true
+        } else {
+            false
         }
     }
 }

@@ -18,7 +18,7 @@ pub struct Spec {
     pub program: PathBuf,
     /// The recipe.
     pub recipe: RecipeName,
-    /// The lock servers' URLs.
+    /// The lock servers' URLs (a worker may be given its own way to them).
     pub lock_urls: Vec<String>,
     /// The store's URL.
     pub resource_url: String,
@@ -28,6 +28,8 @@ pub struct Spec {
     pub point: Option<Point>,
     /// The run's temp dir (event files, workers' stderr).
     pub dir: PathBuf,
+    /// The master's name when the lock URLs are Sentinels'.
+    pub sentinel_master: Option<String>,
 }
 
 /// One worker process.
@@ -44,8 +46,8 @@ pub struct Worker {
 }
 
 impl Spec {
-    /// Starts worker `id`.
-    pub fn spawn(&self, id: u32) -> std::io::Result<Worker> {
+    /// Starts worker `id`, reaching the lock servers at `lock_urls`.
+    pub fn spawn(&self, id: u32, lock_urls: &[String]) -> std::io::Result<Worker> {
         let events = self.dir.join(format!("worker-{id}.jsonl"));
         let stderr = std::fs::File::create(self.dir.join(format!("worker-{id}.stderr")))?;
         let mut command = Command::new(&self.program);
@@ -53,7 +55,7 @@ impl Spec {
             .arg("__check-worker")
             .arg("--recipe")
             .arg(self.recipe.name())
-            .args(self.lock_urls.iter().flat_map(|url| ["--lock-url", url]))
+            .args(lock_urls.iter().flat_map(|url| ["--lock-url", url]))
             .arg("--resource-url")
             .arg(&self.resource_url)
             .arg("--id")
@@ -71,6 +73,9 @@ impl Spec {
             .env("RUST_LOG", "error");
         if let Some(point) = self.point {
             command.arg("--point").arg(point.name());
+        }
+        if let Some(master) = &self.sentinel_master {
+            command.arg("--sentinel-master").arg(master);
         }
         Ok(Worker {
             id,

@@ -16,7 +16,7 @@ use super::points::Points;
 use crate::check::clock::now_ns;
 use crate::check::event::{EventLog, What};
 use crate::check::faults::Point;
-use crate::check::recipes::{AsyncRecipeFn, Recipe, RecipeName, with_recipe};
+use crate::check::recipes::{AsyncRecipeFn, LockServers, Recipe, RecipeName, with_recipe};
 use crate::check::resource::Resource;
 use crate::exit::{self, Failure};
 
@@ -47,6 +47,9 @@ pub struct WorkerArgs {
     /// The lab's process id: the worker dies with it.
     #[arg(long)]
     lab_pid: i32,
+    /// The lock URLs are Sentinels watching the master of this name.
+    #[arg(long)]
+    sentinel_master: Option<String>,
 }
 
 /// Longest single wait for the lock, so a stop request is seen soon.
@@ -76,8 +79,13 @@ pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
         points,
         resource,
         stop,
+        lease,
     };
-    with_recipe(args.recipe, &args.lock_url, lease, work).await
+    let servers = LockServers {
+        urls: &args.lock_url,
+        sentinel_master: args.sentinel_master.as_deref(),
+    };
+    with_recipe(args.recipe, servers, lease, work).await
 }
 
 /// Has the kernel SIGKILL this worker when the lab goes away: a lab
@@ -108,6 +116,7 @@ struct Loop {
     points: Points,
     resource: Resource,
     stop: Arc<AtomicBool>,
+    lease: Duration,
 }
 
 impl AsyncRecipeFn<Result<u8, Failure>> for Loop {
@@ -139,8 +148,21 @@ impl Loop {
             return Ok(());
         };
         points.log(What::Acquired { token });
-        points.reach(Point::Holding);
-        let outcome = work(points, &mut self.resource, self.id, recipe, token, random).await;
+        let outcome = if points.reach(Point::Holding) {
+            // The lab did something to this holder's world while it was
+            // stopped (cut it off, restarted a master): it goes on working.
+            long_work(
+                points,
+                &mut self.resource,
+                self.id,
+                recipe,
+                token,
+                self.lease,
+            )
+            .await
+        } else {
+            work(points, &mut self.resource, self.id, recipe, token, random).await
+        };
         points.log(What::ReleaseStart);
         let released = recipe.release(points).await;
         if let Ok(ok) = released {
@@ -177,6 +199,50 @@ async fn work<R: Recipe>(
         accepted: outcome.accepted,
     });
     Ok(())
+}
+
+/// A long critical section: 15 writes, lease/5 apart (at most 250 ms), each
+/// after checking the lock, until the recipe says the lock is lost.
+async fn long_work<R: Recipe>(
+    points: &Points,
+    resource: &mut Resource,
+    id: u32,
+    recipe: &R,
+    token: Option<u64>,
+    lease: Duration,
+) -> Result<(), String> {
+    let step = (lease / 5).min(Duration::from_millis(250));
+    for _ in 0..15 {
+        let read = resource.read().await?;
+        points.log(What::Read { value: read });
+        if !held_through(recipe, step).await {
+            points.log(What::Lost);
+            return Ok(());
+        }
+        let sent = now_ns();
+        let outcome = resource.write(id, token, read).await?;
+        points.log(What::Write {
+            sent,
+            token,
+            read,
+            found: outcome.found,
+            accepted: outcome.accepted,
+        });
+    }
+    Ok(())
+}
+
+/// Waits `wait`, watching the lock: false as soon as the recipe sees it
+/// lost (so the worker stops believing it holds the moment it could know).
+async fn held_through<R: Recipe>(recipe: &R, wait: Duration) -> bool {
+    let until = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < until {
+        if !recipe.still_held() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    recipe.still_held()
 }
 
 /// xorshift64: random enough for wait times, no dependency.

@@ -1,0 +1,61 @@
+//! Running `redlatch check` and reading its JSON report.
+
+use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_redlatch");
+
+/// One lab run at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Runs `redlatch check --json ARGS`; returns the exit status and the report.
+pub fn check(args: &[&str]) -> (i32, Value) {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let output = Command::new(BIN)
+        .arg("check")
+        .arg("--json")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run redlatch check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!(
+        "redlatch check {args:?} -> {:?}\n{stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), report)
+}
+
+/// The cell for `recipe` under `fault`.
+pub fn cell<'a>(report: &'a Value, recipe: &str, fault: &str) -> &'a Value {
+    report["cells"]
+        .as_array()
+        .and_then(|cells| {
+            cells
+                .iter()
+                .find(|cell| cell["recipe"] == recipe && cell["fault"] == fault)
+        })
+        .unwrap_or_else(|| panic!("no cell {recipe} × {fault} in {report}"))
+}
+
+pub fn figure(cell: &Value, name: &str) -> u64 {
+    cell["figures"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no figure {name} in {cell}"))
+}
+
+pub fn violations(cell: &Value) -> Vec<String> {
+    cell["counter_examples"]
+        .as_array()
+        .map(|examples| {
+            examples
+                .iter()
+                .map(|example| example["violation"].as_str().unwrap_or("?").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
