@@ -3,7 +3,7 @@
 //! every broken recipe under its fault while redlatch's lock keeps what it
 //! promises. Runs are short (2–6 s); longer ones belong to the command.
 //! The tests take turns: runs side by side would stall each other's workers.
-//! The network faults, the failover and the drawings are in `check/`.
+//! The network faults, the failover, the soak and the drawings are in `check/`.
 
 #[path = "check/failover.rs"]
 mod failover;
@@ -11,6 +11,8 @@ mod failover;
 mod harness;
 #[path = "check/network.rs"]
 mod network;
+#[path = "check/soak.rs"]
+mod soak;
 
 use std::process::Command;
 

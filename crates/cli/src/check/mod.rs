@@ -10,9 +10,11 @@ mod event;
 mod faults;
 mod picture;
 mod progress;
+mod random;
 mod recipes;
 mod report;
 mod resource;
+mod soak;
 mod svg;
 mod verdict;
 mod workload;
@@ -66,6 +68,35 @@ pub struct CheckArgs {
     /// Also draw every counter-example's timeline into FILE (SVG)
     #[arg(long, value_name = "FILE")]
     svg: Option<std::path::PathBuf>,
+
+    /// Soak instead of the table: run cells of a random fault mix until N
+    /// critical sections are done (default recipe: redlatch-fenced; default
+    /// faults: those the recipe promises safety under)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    soak: Option<u64>,
+
+    /// The soak's seed: the same seed runs the same fault mix (default: random, printed)
+    #[arg(long, value_name = "S", requires = "soak")]
+    seed: Option<u64>,
+
+    /// Longest wait between a section's read and its write
+    #[arg(long, value_name = "DUR", default_value = "20ms", value_parser = parse_think)]
+    think: Duration,
+}
+
+impl CheckArgs {
+    /// One cell's set-up: some faults need a longer lease or run.
+    fn setup(&self, program: &std::path::Path, recipe: RecipeName, fault: Fault) -> Setup {
+        Setup {
+            program: program.to_path_buf(),
+            recipe,
+            fault,
+            workers: self.workers,
+            duration: self.duration.max(fault.duration_floor()),
+            lease: self.lease.max(fault.lease_floor()),
+            think: self.think,
+        }
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -74,6 +105,14 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("a run lasts from 500ms to 1h".to_owned());
     }
     Ok(duration)
+}
+
+fn parse_think(text: &str) -> Result<Duration, String> {
+    let think = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if think > Duration::from_secs(1) {
+        return Err("the wait inside a section goes from 0ms to 1s".to_owned());
+    }
+    Ok(think)
 }
 
 fn parse_lease(text: &str) -> Result<Duration, String> {
@@ -89,15 +128,18 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
     let program = std::env::current_exe().map_err(|error| {
         Failure::new(exit::SOFTWARE, format!("cannot find this program: {error}"))
     })?;
+    if let Some(sections) = args.soak {
+        return soak::soak(json, &program, sections, &args);
+    }
     let recipes = if args.recipes.is_empty() {
         RecipeName::DEFAULT.to_vec()
     } else {
-        dedup(args.recipes)
+        dedup(args.recipes.clone())
     };
     let faults = if args.faults.is_empty() {
         Fault::ALL.to_vec()
     } else {
-        dedup(args.faults)
+        dedup(args.faults.clone())
     };
     let total = recipes.len() * faults.len();
     let progress = progress::Progress::new(total, !json);
@@ -106,14 +148,7 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
         for fault in &faults {
             let index = cells.len();
             let label = format!("{} × {}", recipe.name(), fault.name());
-            let setup = Setup {
-                program: program.clone(),
-                recipe: *recipe,
-                fault: *fault,
-                workers: args.workers,
-                duration: args.duration.max(fault.duration_floor()),
-                lease: args.lease.max(fault.lease_floor()),
-            };
+            let setup = args.setup(&program, *recipe, *fault);
             cells.push(run_cell(&setup, &|fraction| {
                 progress.at(index, fraction, &label)
             }));

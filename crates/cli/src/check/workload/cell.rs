@@ -32,6 +32,8 @@ pub struct Setup {
     pub duration: Duration,
     /// The lease every recipe uses.
     pub lease: Duration,
+    /// Longest wait between a section's read and its write.
+    pub think: Duration,
 }
 
 /// Everything that happened in a run.
@@ -87,6 +89,7 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
         lease_ms: u64::try_from(setup.lease.as_millis()).unwrap_or(u64::MAX),
         point: setup.fault.point(info.pause_point),
         dir: dir.path().to_path_buf(),
+        think_ms: u64::try_from(setup.think.as_millis()).unwrap_or(u64::MAX),
     };
     let mut links = if setup.fault.uses_proxies() {
         Links::new(lock.addrs())

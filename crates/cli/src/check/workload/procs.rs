@@ -30,6 +30,8 @@ pub struct Spec {
     pub dir: PathBuf,
     /// The master's name when the lock URLs are Sentinels'.
     pub sentinel_master: Option<String>,
+    /// Longest wait inside a section, in milliseconds.
+    pub think_ms: u64,
 }
 
 /// One worker process.
@@ -62,6 +64,8 @@ impl Spec {
             .arg(id.to_string())
             .arg("--lease-ms")
             .arg(self.lease_ms.to_string())
+            .arg("--think-ms")
+            .arg(self.think_ms.to_string())
             .arg("--events")
             .arg(&events)
             .arg("--lab-pid")

@@ -16,6 +16,7 @@ use super::points::Points;
 use crate::check::clock::now_ns;
 use crate::check::event::{EventLog, What};
 use crate::check::faults::Point;
+use crate::check::random::Random;
 use crate::check::recipes::{AsyncRecipeFn, LockServers, Recipe, RecipeName, with_recipe};
 use crate::check::resource::Resource;
 use crate::exit::{self, Failure};
@@ -50,6 +51,9 @@ pub struct WorkerArgs {
     /// The lock URLs are Sentinels watching the master of this name.
     #[arg(long)]
     sentinel_master: Option<String>,
+    /// Longest wait between reading and writing in a section, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    think_ms: u64,
 }
 
 /// Longest single wait for the lock, so a stop request is seen soon.
@@ -80,6 +84,7 @@ pub async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
         resource,
         stop,
         lease,
+        think_ms: args.think_ms,
     };
     let servers = LockServers {
         urls: &args.lock_url,
@@ -117,6 +122,7 @@ struct Loop {
     resource: Resource,
     stop: Arc<AtomicBool>,
     lease: Duration,
+    think_ms: u64,
 }
 
 impl AsyncRecipeFn<Result<u8, Failure>> for Loop {
@@ -161,7 +167,8 @@ impl Loop {
             )
             .await
         } else {
-            work(points, &mut self.resource, self.id, recipe, token, random).await
+            let think = Duration::from_millis(random.between(self.think_ms.min(2), self.think_ms));
+            work(points, &mut self.resource, self.id, recipe, token, think).await
         };
         points.log(What::ReleaseStart);
         let released = recipe.release(points).await;
@@ -172,18 +179,20 @@ impl Loop {
     }
 }
 
-/// Read, wait, check, write.
+/// Read, wait `think`, check, write.
 async fn work<R: Recipe>(
     points: &Points,
     resource: &mut Resource,
     id: u32,
     recipe: &R,
     token: Option<u64>,
-    random: &mut Random,
+    think: Duration,
 ) -> Result<(), String> {
     let read = resource.read().await?;
     points.log(What::Read { value: read });
-    tokio::time::sleep(Duration::from_millis(random.between(2, 20))).await;
+    if !think.is_zero() {
+        tokio::time::sleep(think).await;
+    }
     if !recipe.still_held() {
         points.log(What::Lost);
         return Ok(());
@@ -243,21 +252,4 @@ async fn held_through<R: Recipe>(recipe: &R, wait: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     recipe.still_held()
-}
-
-/// xorshift64: random enough for wait times, no dependency.
-struct Random(u64);
-
-impl Random {
-    fn seeded() -> Random {
-        Random((now_ns() ^ u64::from(std::process::id()).rotate_left(32)) | 1)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        low + self.0 % (high - low + 1)
-    }
 }
