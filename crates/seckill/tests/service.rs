@@ -1,6 +1,6 @@
 //! The service's integration tests: HTTP contract, sale window, strategies,
 //! sell-outs over two instances, a crash under the reserve strategy, schema
-//! kinds and order ids. Every test starts its own redis-server and its own
+//! kinds, order ids and random HTTP input. Every test starts its own redis-server and its own
 //! database (see `service/support.rs` for the backends).
 
 #[path = "service/support.rs"]
@@ -10,6 +10,8 @@ mod support;
 mod api;
 #[path = "service/failures.rs"]
 mod failures;
+#[path = "service/fuzz.rs"]
+mod fuzz;
 #[path = "service/ids.rs"]
 mod ids;
 #[path = "service/reserve_crash.rs"]

@@ -19,6 +19,7 @@ pub mod error;
 mod ops;
 mod orders;
 mod user_id;
+mod voucher_id;
 mod vouchers;
 
 use std::sync::Arc;
@@ -58,9 +59,4 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)
-}
-
-/// A voucher id from the path; anything but a number names no voucher.
-fn voucher_id(raw: &str) -> Result<i64, error::ApiError> {
-    raw.parse().map_err(|_| error::ApiError::not_found())
 }

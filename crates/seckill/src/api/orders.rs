@@ -4,24 +4,25 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
+use super::AppState;
 use super::error::ApiError;
 use super::user_id::user_id;
-use super::{AppState, voucher_id};
+use super::voucher_id::VoucherId;
 use crate::metrics;
 
 /// `POST /vouchers/{id}/orders` with `X-User-Id` → 201 `{"order_id"}`.
 pub async fn place(
     State(state): State<Arc<AppState>>,
-    Path(raw_id): Path<String>,
+    voucher: Result<VoucherId, ApiError>,
     headers: HeaderMap,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let started = Instant::now();
     let outcome = async {
-        let voucher_id = voucher_id(&raw_id)?;
+        let VoucherId(voucher_id) = voucher?;
         let user_id = user_id(&headers)?;
         let order_id = state
             .strategy
@@ -44,9 +45,8 @@ pub async fn place(
 /// by order id; 404 when the voucher does not exist.
 pub async fn list(
     State(state): State<Arc<AppState>>,
-    Path(raw_id): Path<String>,
+    VoucherId(voucher_id): VoucherId,
 ) -> Result<Json<Value>, ApiError> {
-    let voucher_id = voucher_id(&raw_id)?;
     let db = &state.ctx.db;
     if db.find_voucher(voucher_id).await?.is_none() {
         return Err(ApiError::not_found());

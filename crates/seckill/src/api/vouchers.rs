@@ -4,15 +4,16 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::AppState;
 use super::error::ApiError;
-use super::{AppState, voucher_id};
+use super::voucher_id::VoucherId;
 use crate::db::{NewVoucher, Voucher};
 
 /// Most vouchers `GET /vouchers` lists: the newest ones.
@@ -58,9 +59,8 @@ pub async fn create(
 /// `GET /vouchers/{id}` → the voucher, stock as the database has it.
 pub async fn show(
     State(state): State<Arc<AppState>>,
-    Path(raw_id): Path<String>,
+    VoucherId(id): VoucherId,
 ) -> Result<Json<Value>, ApiError> {
-    let id = voucher_id(&raw_id)?;
     let voucher = state
         .ctx
         .db

@@ -78,6 +78,9 @@ async fn http_contract(database: TestDatabase) {
         "/vouchers/999999",
         "/vouchers/abc",
         "/vouchers/999999/orders",
+        // Percent-encoding that does not decode to UTF-8 names no voucher either.
+        "/vouchers/%D2",
+        "/vouchers/%D2/orders",
         "/nowhere",
     ] {
         let (status, body) = get_json(&http, &format!("{base}{path}")).await;
