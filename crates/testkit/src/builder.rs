@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::RedisServer;
 
@@ -25,6 +25,17 @@ pub struct ServerBuilder {
     /// Run as a Sentinel (`redis-server CONF --sentinel`).
     pub(crate) sentinel: bool,
     pub(crate) env: Vec<(String, String)>,
+    /// TLS files, and whether clients must present a certificate.
+    pub(crate) tls: Option<TlsSettings>,
+}
+
+/// A server's TLS files, as `redis.conf` directives take them.
+#[derive(Debug, Clone)]
+pub(crate) struct TlsSettings {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+    client_certs: bool,
 }
 
 /// Credentials a client must present, as sent in `AUTH [user] password`.
@@ -70,6 +81,20 @@ impl ServerBuilder {
     /// it under libfaketime.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Also listen with TLS on a second port ([`RedisServer::tls_url`]),
+    /// with the server certificate of `certs`; with `client_certs`, clients
+    /// must present a certificate signed by its CA (`tls-auth-clients yes`).
+    /// The plain port stays open (the testkit checks readiness on it).
+    pub fn tls(mut self, certs: &crate::TlsCertificates, client_certs: bool) -> Self {
+        self.tls = Some(TlsSettings {
+            cert: certs.server_cert(),
+            key: certs.server_key(),
+            ca: certs.ca(),
+            client_certs,
+        });
         self
     }
 
@@ -136,6 +161,23 @@ impl ServerBuilder {
                 "user {} on {} ~* &* +@all",
                 quote(user),
                 quote(&format!(">{pw}"))
+            );
+        }
+        if let Some(tls) = &self.tls {
+            for (name, path) in [
+                ("tls-cert-file", &tls.cert),
+                ("tls-key-file", &tls.key),
+                ("tls-ca-cert-file", &tls.ca),
+            ] {
+                let path = path
+                    .to_str()
+                    .ok_or_else(|| invalid(format!("{} is not UTF-8", path.display())))?;
+                let _ = writeln!(text, "{name} {}", quote(path));
+            }
+            let _ = writeln!(
+                text,
+                "tls-auth-clients {}",
+                if tls.client_certs { "yes" } else { "no" }
             );
         }
         for (name, value) in &self.args {

@@ -52,6 +52,7 @@ mod replication;
 mod sentinel;
 mod server;
 mod servers;
+mod tls;
 
 pub use binary::redis_server_path;
 pub use builder::ServerBuilder;
@@ -61,6 +62,7 @@ pub use replication::ReplicaSet;
 pub use sentinel::{MASTER_NAME, SentinelGroup};
 pub use server::RedisServer;
 pub use servers::Servers;
+pub use tls::TlsCertificates;
 
 #[cfg(test)]
 mod tests;

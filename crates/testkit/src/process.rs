@@ -20,6 +20,8 @@ pub(crate) struct Launch {
     pub(crate) program: PathBuf,
     pub(crate) config: PathBuf,
     pub(crate) port: u16,
+    /// A second port for TLS connections, when the server has TLS files.
+    pub(crate) tls_port: Option<u16>,
     pub(crate) dir: PathBuf,
     /// Where the child's stdout and stderr go. Redis writes its log to its
     /// `logfile`, but fatal config errors only reach stderr.
@@ -76,6 +78,12 @@ fn spawn_here(launch: &Launch) -> io::Result<Child> {
     cmd.arg(&launch.config)
         .arg("--port")
         .arg(launch.port.to_string())
+        .args(
+            launch
+                .tls_port
+                .into_iter()
+                .flat_map(|port| ["--tls-port".to_owned(), port.to_string()]),
+        )
         .args(launch.sentinel.then_some("--sentinel"))
         .current_dir(&launch.dir)
         .stdin(Stdio::null())

@@ -43,6 +43,7 @@ const REJECTION_GRACE: Duration = Duration::from_secs(1);
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    tls_port: Option<u16>,
     paused: AtomicBool,
     settings: ServerBuilder,
     program: PathBuf,
@@ -86,6 +87,7 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port: 0,
+            tls_port: None,
             paused: AtomicBool::new(false),
             settings,
             program,
@@ -96,11 +98,17 @@ impl RedisServer {
             // Another process may grab the port between here and redis's
             // bind; the attempt then fails and we pick another port.
             server.port = reserve_free_port()?;
+            if server.settings.tls.is_some() {
+                server.tls_port = Some(reserve_free_port()?);
+            }
             match server.spawn_until_ready(Instant::now() + ATTEMPT_TIMEOUT) {
                 Ok(()) => return Ok(server),
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Retry(e)) => {
                     release_port(std::mem::take(&mut server.port));
+                    if let Some(port) = server.tls_port.take() {
+                        release_port(port);
+                    }
                     last_error = Some(e);
                 }
             }
@@ -128,6 +136,15 @@ impl RedisServer {
             ),
             None => format!("redis://127.0.0.1:{}", self.port),
         }
+    }
+
+    /// The TLS URL, `rediss://[USER:PASSWORD@]127.0.0.1:TLS_PORT`, when the
+    /// builder gave it [TLS files](ServerBuilder::tls).
+    pub fn tls_url(&self) -> Option<String> {
+        let port = self.tls_port?;
+        let plain = self.url();
+        let at = plain.rfind(':')?;
+        Some(format!("rediss{}:{port}", &plain["redis".len()..at]))
     }
 
     /// The TCP port the server listens on (kept across [`restart`](Self::restart)).
@@ -280,6 +297,7 @@ impl RedisServer {
             program: self.program.clone(),
             config: self.dir().join(CONFIG_FILE),
             port: self.port,
+            tls_port: self.tls_port,
             dir: self.dir().to_path_buf(),
             stdio_log: self.dir().join(STDIO_FILE),
             sentinel: self.settings.sentinel,
@@ -366,6 +384,9 @@ impl Drop for RedisServer {
         }
         let _ = self.kill();
         release_port(self.port);
+        if let Some(port) = self.tls_port {
+            release_port(port);
+        }
         // `self.dir` (a TempDir) is removed when the fields drop, ignoring errors.
     }
 }
