@@ -13,8 +13,10 @@ use crate::redlock::quorum;
 use crate::settings::Settings;
 
 /// Longest per-node timeout chosen by default: a node that has not answered
-/// by then is counted as failed for this call.
-pub const DEFAULT_NODE_TIMEOUT_CAP: Duration = Duration::from_millis(100);
+/// by then is counted as failed for this call. One second leaves room for
+/// slow links (a 100 ms round trip, a TCP retransmission) while a frozen
+/// or cut-off master still costs each call at most that.
+pub const DEFAULT_NODE_TIMEOUT_CAP: Duration = Duration::from_secs(1);
 
 /// Default upper bound of the random delay before retrying after a split
 /// vote (several clients each took some nodes, none a majority).
@@ -54,7 +56,7 @@ pub struct Redlock {
 /// Tunables copied into each lock handle made afterwards.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Options {
-    /// `None`: a tenth of the lease, at most [`DEFAULT_NODE_TIMEOUT_CAP`].
+    /// `None`: a third of the lease, at most [`DEFAULT_NODE_TIMEOUT_CAP`].
     pub(crate) node_timeout: Option<Duration>,
     pub(crate) retry_jitter: Duration,
 }
@@ -225,9 +227,11 @@ impl Redlock {
     }
 
     /// Sets how long each node may take to answer one call before it counts
-    /// as failed for that call (locks made afterwards). Default: a tenth of
-    /// the lease, at most 100 ms. Keep it far below the lease: the validity
-    /// of a fresh hold is the lease minus the time the fan-out took.
+    /// as failed for that call (locks made afterwards). Default: a third of
+    /// the lease, at most 1 s, so that a fresh hold keeps at least two thirds
+    /// of its lease as validity (the lease minus the time the fan-out took).
+    /// A shorter timeout that is below the network's round trip means no
+    /// node ever answers in time, and nobody acquires.
     ///
     /// # Errors
     /// [`Error::InvalidDuration`] unless 1 ms ≤ `timeout` ≤ 1 minute.
@@ -314,7 +318,7 @@ impl Redlock {
     /// The per-node timeout for a lease of `lease_ms`.
     pub(crate) fn node_timeout(&self, lease_ms: u64) -> Duration {
         self.options.node_timeout.unwrap_or_else(|| {
-            Duration::from_millis((lease_ms / 10).max(1)).min(DEFAULT_NODE_TIMEOUT_CAP)
+            Duration::from_millis((lease_ms / 3).max(1)).min(DEFAULT_NODE_TIMEOUT_CAP)
         })
     }
 }
