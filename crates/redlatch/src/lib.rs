@@ -119,4 +119,5 @@ pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
 };
+pub use transport::shared::RedisConnection;
 pub use transport::tls::TlsFiles;

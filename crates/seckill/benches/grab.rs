@@ -376,7 +376,7 @@ async fn measure_shop(
     let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
     let service = seckill::serve::start(ServiceConfig {
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        redis_url: redis_url.to_owned(),
+        redis: redlatch::Deployment::new(redlatch::Servers::Single(redis_url.to_owned())),
         database_url: database_url.clone(),
         strategy,
         instance: 1,

@@ -212,7 +212,7 @@ async fn run_strategy(
     for instance in 1..=INSTANCES {
         let service = crate::serve::start(ServiceConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            redis_url: keyspace.url().to_owned(),
+            redis: redlatch::Deployment::new(redlatch::Servers::Single(keyspace.url().to_owned())),
             database_url: database_url.clone(),
             strategy,
             instance,

@@ -18,7 +18,7 @@
 //! small key a day).
 
 use chrono::{DateTime, TimeZone, Utc};
-use redis::aio::ConnectionManager;
+use redlatch::RedisConnection;
 
 /// The ids' epoch: 2024-01-01T00:00:00Z, in Unix seconds.
 pub const EPOCH_UNIX_SECONDS: i64 = 1_704_067_200;
@@ -42,12 +42,12 @@ pub enum IdError {
 /// Hands out order ids; cheap to clone (one multiplexed Redis connection).
 #[derive(Clone)]
 pub struct IdWorker {
-    conn: ConnectionManager,
+    conn: RedisConnection,
 }
 
 impl IdWorker {
     /// An id worker over `conn`.
-    pub fn new(conn: ConnectionManager) -> IdWorker {
+    pub fn new(conn: RedisConnection) -> IdWorker {
         IdWorker { conn }
     }
 

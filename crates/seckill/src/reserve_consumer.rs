@@ -1,4 +1,4 @@
-//! The `reserve` strategy's second half: from the stream `seckill:orders` to
+//! The `reserve` strategy's second half: from the stream `{seckill}:orders` to
 //! the database, with no accepted order lost when an instance dies.
 //!
 //! Each instance runs one consumer, named `instance-{id}`, in the consumer
@@ -21,9 +21,9 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{FromRedisValue, Value};
+use redlatch::RedisConnection;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, DbError, Order};
@@ -86,7 +86,7 @@ impl Persisted {
 ///
 /// # Errors
 /// Redis failures other than "the group exists".
-pub async fn ensure_group(conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+pub async fn ensure_group(conn: &mut RedisConnection) -> redis::RedisResult<()> {
     let created: redis::RedisResult<()> = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(ORDERS_STREAM)
@@ -141,21 +141,19 @@ pub async fn persist(db: &Db, order: &Order) -> Result<Persisted, DbError> {
 
 /// Runs the consumer until `shutdown` is cancelled. Finishes the batch in
 /// hand (its entries are acknowledged) before returning.
+///
+/// `conn` must be a connection of the consumer's own, whose response
+/// timeout is longer than `settings.block`: a blocking XREADGROUP would hold
+/// up every other command queued behind it on a shared one.
 pub async fn run(
     db: Db,
-    redis_client: redis::Client,
+    conn: RedisConnection,
     settings: ConsumerSettings,
     shutdown: CancellationToken,
 ) {
-    let manager_config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        // Longer than the blocking read's wait, or it would always time out.
-        .set_response_timeout(Some(settings.block + Duration::from_secs(5)));
     let mut consumer = Consumer {
         db,
-        conn: None,
-        redis_client,
-        manager_config,
+        conn,
         settings,
         read_own_pending: true,
         own_pending_cursor: "0".to_owned(),
@@ -197,9 +195,7 @@ pub async fn run(
 /// The consumer's state between steps.
 struct Consumer {
     db: Db,
-    conn: Option<ConnectionManager>,
-    redis_client: redis::Client,
-    manager_config: ConnectionManagerConfig,
+    conn: RedisConnection,
     settings: ConsumerSettings,
     read_own_pending: bool,
     /// Where the pass over our own pending entries has got to.
@@ -219,24 +215,14 @@ enum StepError {
 }
 
 impl Consumer {
-    async fn connection(&mut self) -> Result<ConnectionManager, StepError> {
-        if let Some(conn) = &self.conn {
-            return Ok(conn.clone());
-        }
-        // A connection of its own: a blocking XREADGROUP would hold up every
-        // other command queued behind it on a shared one.
-        let conn = self
-            .redis_client
-            .get_connection_manager_with_config(self.manager_config.clone())
-            .await?;
-        self.conn = Some(conn.clone());
-        Ok(conn)
+    fn connection(&self) -> RedisConnection {
+        self.conn.clone()
     }
 
     /// The next entries to write: own pending ones, claimed ones, or new
     /// ones (possibly none), with the connection to acknowledge them on.
-    async fn fetch(&mut self) -> Result<(ConnectionManager, Vec<StreamId>), StepError> {
-        let mut conn = self.connection().await?;
+    async fn fetch(&mut self) -> Result<(RedisConnection, Vec<StreamId>), StepError> {
+        let mut conn = self.connection();
         if self.read_own_pending {
             let cursor = self.own_pending_cursor.clone();
             let entries = self.read(&mut conn, &cursor, None).await?;
@@ -282,7 +268,7 @@ impl Consumer {
     /// XREADGROUP from `from` (`0`: own pending, `>`: new).
     async fn read(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConnection,
         from: &str,
         block: Option<Duration>,
     ) -> Result<Vec<StreamId>, StepError> {
@@ -306,7 +292,7 @@ impl Consumer {
     /// refused stay pending, and the first such failure is returned.
     async fn handle(
         &mut self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConnection,
         entries: Vec<StreamId>,
     ) -> Result<(), StepError> {
         let mut done = Vec::with_capacity(entries.len());

@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -35,9 +34,10 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Redis URL (ids, locks, reservations).
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis: String,
+    /// Where Redis runs (ids, locks, reservations): --redis URL, or
+    /// --redis-cluster / --sentinel with --sentinel-master, and TLS files
+    #[command(flatten)]
+    pub deployment: redlatch::DeploymentArgs,
     /// Database URL: sqlite://FILE?mode=rwc, postgres://..., mysql://...
     #[arg(long, default_value = "sqlite://seckill.db?mode=rwc")]
     pub database: String,
@@ -69,8 +69,8 @@ pub struct ServeArgs {
 pub struct ServiceConfig {
     /// Address to listen on; port 0 picks a free one (see [`Service::addr`]).
     pub listen: SocketAddr,
-    /// Redis URL.
-    pub redis_url: String,
+    /// Where Redis runs: one server, a cluster or a Sentinel group.
+    pub redis: redlatch::Deployment,
     /// Database URL.
     pub database_url: String,
     /// How orders are placed.
@@ -233,7 +233,10 @@ pub async fn start_tuned(config: ServiceConfig, tuning: Tuning) -> Result<Servic
 pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
     let config = ServiceConfig {
         listen: args.listen,
-        redis_url: args.redis,
+        redis: args
+            .deployment
+            .deployment(None)
+            .map_err(|error| format!("redis: {error}"))?,
         database_url: args.database,
         strategy: args.strategy,
         instance: args.instance,
@@ -297,13 +300,13 @@ async fn instance_main(
         }
     };
     let db = state.ctx.db.clone();
-    let consumer = consumer.map(|(redis_client, settings)| {
-        tokio::spawn(reserve_consumer::run(
-            db.clone(),
-            redis_client,
-            settings,
-            shutdown.clone(),
-        ))
+    let consumer = consumer.map(|(conn, settings, client)| {
+        let shutdown = shutdown.clone();
+        let db = db.clone();
+        tokio::spawn(async move {
+            reserve_consumer::run(db, conn, settings, shutdown).await;
+            drop(client);
+        })
     });
     let server = axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned());
@@ -322,8 +325,13 @@ async fn instance_main(
 struct Booted {
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
-    /// The reserve consumer's Redis client and settings, for `reserve` only.
-    consumer: Option<(redis::Client, ConsumerSettings)>,
+    /// The reserve consumer's own connection and settings, for `reserve`
+    /// only, and the client that keeps that connection.
+    consumer: Option<(
+        redlatch::RedisConnection,
+        ConsumerSettings,
+        redlatch::Client,
+    )>,
     /// Keeps the lock client in step with `--lock-config` while serving.
     _settings_watcher: Option<redlatch::SettingsWatcher>,
 }
@@ -340,18 +348,29 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
     db.prepare_schema(kind)
         .await
         .map_err(|error| format!("database schema: {error}"))?;
-    let redis_client = redis::Client::open(config.redis_url.as_str())
-        .map_err(|error| format!("redis URL: {error}"))?;
-    let redis = connect_redis(&redis_client)
-        .await
-        .map_err(|error| format!("cannot connect to redis: {error}"))?;
+    if config.redis.is_redlock() {
+        // The stock, the buyers and the order stream must live in one place:
+        // independent Redlock masters would each hold a different stock.
+        return Err(format!(
+            "seckill serve needs one Redis deployment (a server, a cluster or a \
+             Sentinel group) for its stock and order stream; {} are Redlock masters",
+            config.redis.describe()
+        )
+        .into());
+    }
     // A lease of 10 s (renewed every ~3.3 s while held): a crashed instance's
     // per-user locks free themselves within 10 s instead of the default 30.
-    let locks = redlatch::Client::builder(&config.redis_url)
+    let locks = config
+        .redis
+        .builder(redis_settings(Duration::from_secs(3)))
+        .map_err(|error| format!("redis: {error}"))?
         .default_lease(Duration::from_secs(10))
         .connect()
         .await
-        .map_err(|error| format!("cannot connect the lock client to redis: {error}"))?;
+        .map_err(|error| format!("cannot connect to redis: {error}"))?;
+    // Ids, stock and stream share the locks' connection: it follows the
+    // deployment (slots, Sentinel failovers) as the locks do.
+    let redis = locks.redis_connection();
     let settings_watcher = match &tuning.lock_settings {
         Some(path) => Some(
             locks
@@ -364,10 +383,17 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         reserve_consumer::ensure_group(&mut redis.clone())
             .await
             .map_err(|error| format!("cannot create the reserve consumer group: {error}"))?;
-        Some((
-            redis_client,
-            ConsumerSettings::for_instance(config.instance, tuning.claim_idle),
-        ))
+        let settings = ConsumerSettings::for_instance(config.instance, tuning.claim_idle);
+        // A client of its own: its blocking reads must not hold up the
+        // locks' calls, and may take longer than their response timeout.
+        let client = config
+            .redis
+            .builder(redis_settings(settings.block + Duration::from_secs(5)))
+            .map_err(|error| format!("redis: {error}"))?
+            .connect()
+            .await
+            .map_err(|error| format!("cannot connect the reserve consumer to redis: {error}"))?;
+        Some((client.redis_connection(), settings, client))
     } else {
         None
     };
@@ -398,12 +424,11 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
     })
 }
 
-/// The instance's command connection: multiplexed, reconnecting, each call
-/// bounded so a stalled Redis gives 503s rather than hung requests.
-async fn connect_redis(client: &redis::Client) -> redis::RedisResult<ConnectionManager> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(3)))
-        .set_number_of_retries(2);
-    client.get_connection_manager_with_config(config).await
+/// The instance's Redis settings: each call bounded by `response_timeout`
+/// (a stalled Redis gives 503s rather than hung requests), 5 s to connect.
+fn redis_settings(response_timeout: Duration) -> redlatch::Settings {
+    let mut settings = redlatch::Settings::default();
+    settings.connect_timeout = Duration::from_secs(5);
+    settings.response_timeout = response_timeout;
+    settings
 }

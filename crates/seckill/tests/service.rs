@@ -8,6 +8,8 @@ mod support;
 
 #[path = "service/api.rs"]
 mod api;
+#[path = "service/deployments.rs"]
+mod deployments;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/fuzz.rs"]

@@ -18,6 +18,7 @@ use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
 use crate::settings::{ApplySettings, Settings, SettingsWatcher};
+use crate::transport::shared::RedisConnection;
 
 /// A connection to Redis (one server, a cluster, or a Sentinel-monitored
 /// master), shared by every lock made from it.
@@ -95,6 +96,12 @@ impl Client {
     /// name is checked when it is used). See [`PermitSemaphore`].
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         PermitSemaphore::new(self.inner.clone(), name.into())
+    }
+
+    /// The client's command connection, for the application's own commands
+    /// on the same deployment (see [`RedisConnection`]).
+    pub fn redis_connection(&self) -> RedisConnection {
+        RedisConnection(self.inner.conn.clone())
     }
 
     /// This client's id, the first half of every owner it writes.

@@ -3,6 +3,7 @@
 
 pub(crate) mod connection;
 pub(crate) mod sentinel;
+pub(crate) mod shared;
 pub(crate) mod subscription;
 pub(crate) mod tls;
 pub(crate) mod topology;

@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::future::BoxFuture;
-use redis::aio::ConnectionManager;
 
 use crate::db::{Db, DbError, Order};
 use crate::id_worker::{IdError, IdWorker};
@@ -137,7 +136,7 @@ pub struct OrderContext {
     /// The order id worker.
     pub ids: IdWorker,
     /// A multiplexed Redis connection for scripts.
-    pub redis: ConnectionManager,
+    pub redis: redlatch::RedisConnection,
     /// The redlatch client for per-user locks.
     pub locks: redlatch::Client,
     /// How long `redis-lock` waits for a user's lock before answering busy.

@@ -1,8 +1,8 @@
 -- Reserves one unit of a voucher for one user, atomically, and queues the order.
 --
--- KEYS[1]  seckill:stock:{voucher}    string: units left (set at voucher creation or lazily)
--- KEYS[2]  seckill:buyers:{voucher}   set: user ids that have reserved
--- KEYS[3]  seckill:orders             stream: accepted orders, for the consumer group
+-- KEYS[1]  {seckill}:stock:VOUCHER    string: units left (set at voucher creation or lazily)
+-- KEYS[2]  {seckill}:buyers:VOUCHER   set: user ids that have reserved
+-- KEYS[3]  {seckill}:orders           stream: accepted orders, for the consumer group
 -- ARGV[1]  user id
 -- ARGV[2]  order id (from the id worker)
 -- ARGV[3]  voucher id

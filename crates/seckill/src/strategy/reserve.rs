@@ -7,9 +7,9 @@
 //!
 //! 1. An order id from the id worker (one INCR).
 //! 2. One script, `reserve.lua`, atomically: stock left in
-//!    `seckill:stock:{voucher}`? user not in `seckill:buyers:{voucher}`? then
+//!    `{seckill}:stock:VOUCHER`? user not in `{seckill}:buyers:VOUCHER`? then
 //!    DECR the stock, SADD the user, and XADD the order to the stream
-//!    `seckill:orders`. Redis runs scripts one at a time, so no lock is needed.
+//!    `{seckill}:orders`. Redis runs scripts one at a time, so no lock is needed.
 //! 3. 201 with the order id, at once.
 //!
 //! Every instance runs a consumer ([`reserve_consumer`](crate::reserve_consumer))
@@ -41,18 +41,21 @@ use std::sync::LazyLock;
 use super::{OrderContext, OrderError, OrderId, Strategy};
 
 /// The stream of accepted orders.
-pub const ORDERS_STREAM: &str = "seckill:orders";
+pub const ORDERS_STREAM: &str = "{seckill}:orders";
 /// The consumer group that writes them to the database.
 pub const CONSUMER_GROUP: &str = "seckill";
 
-/// The Redis stock key of a voucher.
+/// The Redis stock key of a voucher. Every key of the shop carries the hash
+/// tag `{seckill}`: the reservation script touches a voucher's stock, its
+/// buyers and the order stream at once, which a Redis Cluster allows only
+/// within one hash slot.
 pub fn stock_key(voucher_id: i64) -> String {
-    format!("seckill:stock:{voucher_id}")
+    format!("{{seckill}}:stock:{voucher_id}")
 }
 
 /// The Redis set of users who reserved a voucher.
 pub fn buyers_key(voucher_id: i64) -> String {
-    format!("seckill:buyers:{voucher_id}")
+    format!("{{seckill}}:buyers:{voucher_id}")
 }
 
 static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("reserve.lua")));

@@ -1,7 +1,7 @@
 -- Sets a voucher's Redis stock and buyers for the reserve strategy.
 --
--- KEYS[1]  seckill:stock:{voucher}    string: units left
--- KEYS[2]  seckill:buyers:{voucher}   set: user ids that have reserved
+-- KEYS[1]  {seckill}:stock:VOUCHER    string: units left
+-- KEYS[2]  {seckill}:buyers:VOUCHER   set: user ids that have reserved
 -- ARGV[1]  "create": the voucher is new; overwrite whatever an older database left
 --          "lazy":   set only if KEYS[1] is missing (SET NX semantics)
 -- ARGV[2]  stock

@@ -33,7 +33,7 @@ impl Shop {
             services.push(
                 seckill::serve::start(ServiceConfig {
                     listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                    redis_url: redis.url(),
+                    redis: redlatch::Deployment::new(redlatch::Servers::Single(redis.url())),
                     database_url: database_url.clone(),
                     strategy,
                     instance,

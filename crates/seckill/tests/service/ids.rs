@@ -15,11 +15,10 @@ async fn id_workers_hand_out_unique_increasing_ids() {
     let redis = testkit::RedisServer::start().expect("redis-server");
     let connect = || async {
         IdWorker::new(
-            redis
-                .client()
-                .get_connection_manager()
+            redlatch::Client::connect(&redis.url())
                 .await
-                .expect("redis connection"),
+                .expect("redis connection")
+                .redis_connection(),
         )
     };
     let (first, second) = (connect().await, connect().await);

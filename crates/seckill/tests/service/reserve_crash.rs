@@ -129,7 +129,7 @@ async fn reserve_loses_no_accepted_order_when_an_instance_crashes(database: Test
         "database stock matches the orders"
     );
     let redis_stock: i64 = redis::cmd("GET")
-        .arg(format!("seckill:stock:{voucher}"))
+        .arg(seckill::strategy::reserve::stock_key(voucher))
         .query(&mut conn)
         .expect("GET stock");
     assert_eq!(redis_stock, stock, "Redis and database agree once drained");

@@ -12,7 +12,7 @@ use seckill::strategy::StrategyKind;
 use crate::on_every_backend;
 use crate::support::{
     Click, TestDatabase, assert_sold_out_exactly, click_storm, client, create_voucher, open_window,
-    start_instances, tally,
+    start_instances_on, tally,
 };
 
 const USERS: i64 = 500;
@@ -33,8 +33,17 @@ async fn reserve_sells_exactly_the_stock_over_two_instances(database: TestDataba
 
 async fn sell_out(database: TestDatabase, strategy: StrategyKind) {
     let redis = testkit::RedisServer::start().expect("redis-server");
-    let services =
-        start_instances(&redis.url(), &database.url, strategy, 2, Tuning::default()).await;
+    let single = redlatch::Deployment::new(redlatch::Servers::Single(redis.url()));
+    sell_out_on(&single, database, strategy).await;
+}
+
+/// The sale over two instances on `redis`, any deployment.
+pub async fn sell_out_on(
+    redis: &redlatch::Deployment,
+    database: TestDatabase,
+    strategy: StrategyKind,
+) {
+    let services = start_instances_on(redis, &database.url, strategy, 2, Tuning::default()).await;
     let bases: Vec<String> = services.iter().map(|service| service.url()).collect();
     let http = client();
     let voucher = create_voucher(&http, &bases[0], STOCK, open_window()).await;

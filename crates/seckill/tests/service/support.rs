@@ -209,7 +209,7 @@ pub fn config(
 ) -> ServiceConfig {
     ServiceConfig {
         listen: "127.0.0.1:0".parse().expect("address"),
-        redis_url: redis_url.to_owned(),
+        redis: redlatch::Deployment::new(redlatch::Servers::Single(redis_url.to_owned())),
         database_url: database_url.to_owned(),
         strategy,
         instance,
@@ -225,11 +225,22 @@ pub async fn start_instances(
     count: u16,
     tuning: Tuning,
 ) -> Vec<Service> {
+    let single = redlatch::Deployment::new(redlatch::Servers::Single(redis_url.to_owned()));
+    start_instances_on(&single, database_url, strategy, count, tuning).await
+}
+
+/// Starts `count` instances together on `redis` (any deployment) and one database.
+pub async fn start_instances_on(
+    redis: &redlatch::Deployment,
+    database_url: &str,
+    strategy: StrategyKind,
+    count: u16,
+    tuning: Tuning,
+) -> Vec<Service> {
     let starts = (1..=count).map(|instance| {
-        seckill::serve::start_tuned(
-            config(redis_url, database_url, strategy, instance, false),
-            tuning.clone(),
-        )
+        let mut config = config("", database_url, strategy, instance, false);
+        config.redis = redis.clone();
+        seckill::serve::start_tuned(config, tuning.clone())
     });
     futures_util::future::join_all(starts)
         .await
