@@ -17,7 +17,7 @@ use crate::transport::Connection;
 /// would hold up the locks' calls; use a client of their own for those.
 ///
 /// ```no_run
-/// # async fn demo() -> redlatch::Result<()> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = redlatch::Client::connect("redis://127.0.0.1:6379").await?;
 /// let mut conn = client.redis_connection();
 /// let stock: Option<i64> = redis::cmd("GET").arg("stock:42").query_async(&mut conn).await?;
