@@ -34,6 +34,9 @@ pub enum Fault {
     /// Cut a holder off from every lock server (both ways) for 2.5 leases
     /// while it goes on working, then heal: it writes past its lease.
     Partition,
+    /// The same, one way: the holder's requests still reach the lock
+    /// servers, their replies are dropped, for 2.5 leases; then heal.
+    PartitionOneWay,
     /// 50 ms ± 20 ms each way and 5% loss on every link between the
     /// workers and the lock servers, from 0.3 s to the end of the run.
     Latency,
@@ -68,6 +71,8 @@ pub enum Action {
     Kill,
     /// Cut it off from the lock servers, SIGCONT it at once, heal after this long.
     CutOff(Duration),
+    /// Drop the lock servers' replies to it, SIGCONT it at once, heal after this long.
+    CutReplies(Duration),
     /// Restart empty the master it shares with another worker (at once, or
     /// after this long down), SIGCONT it at once.
     RestartShared(Duration),
@@ -88,7 +93,7 @@ impl Point {
 
 impl Fault {
     /// Every fault, in table order.
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
         Fault::None,
         Fault::PauseClient,
         Fault::KillClient,
@@ -100,6 +105,7 @@ impl Fault {
         Fault::KillSubscribers,
         Fault::ClockJump,
         Fault::Partition,
+        Fault::PartitionOneWay,
         Fault::Latency,
         Fault::Failover,
         Fault::RestartMaster,
@@ -117,6 +123,7 @@ impl Fault {
             Fault::PauseClient => Some(Action::ResumeAfter(lease * 5 / 2)),
             Fault::KillClient | Fault::CrashBetween => Some(Action::Kill),
             Fault::Partition => Some(Action::CutOff(lease * 5 / 2)),
+            Fault::PartitionOneWay => Some(Action::CutReplies(lease * 5 / 2)),
             Fault::RestartMaster | Fault::RestartMasterLate => {
                 Some(Action::RestartShared(self.outage(lease)))
             }
@@ -132,6 +139,7 @@ impl Fault {
             Fault::PauseClient => Some(pause_point),
             Fault::KillClient
             | Fault::Partition
+            | Fault::PartitionOneWay
             | Fault::RestartMaster
             | Fault::RestartMasterLate
             | Fault::Failover => Some(Point::Holding),
@@ -143,7 +151,7 @@ impl Fault {
     /// How long nobody can be expected to acquire because of one injection.
     pub fn outage(self, lease: Duration) -> Duration {
         match self {
-            Fault::PauseClient | Fault::Partition => lease * 5 / 2,
+            Fault::PauseClient | Fault::Partition | Fault::PartitionOneWay => lease * 5 / 2,
             Fault::PauseRedis | Fault::RestartRedisLate => lease * 2,
             Fault::RestartMasterLate => lease * 3 / 2,
             // Sentinel's detection and election.
@@ -186,7 +194,11 @@ impl Fault {
     pub fn uses_proxies(self) -> bool {
         matches!(
             self,
-            Fault::Partition | Fault::Latency | Fault::RestartMaster | Fault::RestartMasterLate
+            Fault::Partition
+                | Fault::PartitionOneWay
+                | Fault::Latency
+                | Fault::RestartMaster
+                | Fault::RestartMasterLate
         )
     }
 }
@@ -204,6 +216,7 @@ fn fault_name(fault: Fault) -> &'static str {
         Fault::KillSubscribers => "kill-subscribers",
         Fault::ClockJump => "clock-jump",
         Fault::Partition => "partition",
+        Fault::PartitionOneWay => "partition-one-way",
         Fault::Latency => "latency",
         Fault::Failover => "failover",
         Fault::RestartMaster => "restart-master",

@@ -202,7 +202,7 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
         findings: None,
     };
     if !setup.recipe.applies(setup.fault) {
-        cell.note = Some(not_applicable(setup.fault).to_owned());
+        cell.note = Some(not_applicable(setup.recipe, setup.fault).to_owned());
         return cell;
     }
     match cell_run::run(setup, progress) {
@@ -225,7 +225,10 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
     cell
 }
 
-fn not_applicable(fault: Fault) -> &'static str {
+fn not_applicable(recipe: RecipeName, fault: Fault) -> &'static str {
+    if recipe.info().replicas_only && fault != Fault::Failover {
+        return "needs replicas: runs under failover only";
+    }
     match fault {
         Fault::CrashBetween => "no step of two commands",
         Fault::RestartMaster | Fault::RestartMasterLate => "one lock server, not a Redlock",

@@ -93,6 +93,7 @@ pub fn soak(json: bool, program: &Path, goal: u64, args: &CheckArgs) -> Result<u
         promises_kept: true,
     };
     let mut failed_in_a_row = 0;
+    let stderr_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     while report.sections < goal && failed_in_a_row < FAILED_CELLS_IN_A_ROW {
         let Some(&(recipe, fault)) = random.pick(&mix) else {
             break;
@@ -113,6 +114,13 @@ pub fn soak(json: bool, program: &Path, goal: u64, args: &CheckArgs) -> Result<u
             0
         };
         add(&mut report, cell);
+        if !stderr_is_terminal {
+            // Where a long soak run logged to a file has got to.
+            eprintln!(
+                "soak: {} of {goal} sections after {} cells",
+                report.sections, report.cells
+            );
+        }
     }
     progress.finish();
     let text = if json {

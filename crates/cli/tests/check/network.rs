@@ -8,6 +8,7 @@ use crate::harness::{cell, check, figure, violations};
 
 #[test]
 fn a_holder_cut_off_past_its_lease_loses_updates_unfenced_and_fenced_refuses_nothing_stale() {
+    // Both ways, and one way (its requests arrive, the replies do not).
     let dir = tempfile::tempdir().expect("temp dir");
     let svg = dir.path().join("timelines.svg");
     let svg_arg = svg.to_string_lossy().into_owned();
@@ -20,6 +21,8 @@ fn a_holder_cut_off_past_its_lease_loses_updates_unfenced_and_fenced_refuses_not
         "redlatch-fenced",
         "--fault",
         "partition",
+        "--fault",
+        "partition-one-way",
         "--duration",
         "4s",
         "--lease",
@@ -27,24 +30,27 @@ fn a_holder_cut_off_past_its_lease_loses_updates_unfenced_and_fenced_refuses_not
         "--svg",
         &svg_arg,
     ]);
-    let plain = cell(&report, "set-nx-px", "partition");
-    // Judged from the cut itself: the holder goes on writing after it.
-    let cut_at = first_fault(plain);
-    assert!(
-        figure(plain, "lost_updates") > 0,
-        "cut at {cut_at} ms: {plain}"
-    );
-    assert!(figure(plain, "stale_accepted") > 0, "{plain}");
-    assert!(
-        violations(plain).contains(&"lost-update".to_owned()),
-        "{plain}"
-    );
-    let fenced = cell(&report, "redlatch-fenced", "partition");
-    first_fault(fenced);
-    assert_eq!(figure(fenced, "stale_accepted"), 0, "{fenced}");
-    assert_eq!(figure(fenced, "lost_updates"), 0, "{fenced}");
-    assert_eq!(fenced["status"], "ok", "{fenced}");
+    for fault in ["partition", "partition-one-way"] {
+        let plain = cell(&report, "set-nx-px", fault);
+        // Judged from the cut itself: the holder goes on writing after it.
+        let cut_at = first_fault(plain);
+        assert!(
+            figure(plain, "lost_updates") > 0,
+            "cut at {cut_at} ms: {plain}"
+        );
+        assert!(figure(plain, "stale_accepted") > 0, "{plain}");
+        assert!(
+            violations(plain).contains(&"lost-update".to_owned()),
+            "{plain}"
+        );
+        let fenced = cell(&report, "redlatch-fenced", fault);
+        first_fault(fenced);
+        assert_eq!(figure(fenced, "stale_accepted"), 0, "{fenced}");
+        assert_eq!(figure(fenced, "lost_updates"), 0, "{fenced}");
+        assert_eq!(fenced["status"], "ok", "{fenced}");
+    }
     assert_eq!(code, 0);
+    let plain = cell(&report, "set-nx-px", "partition");
 
     // Each counter-example is drawn: valid SVG, one panel per example.
     let text = std::fs::read_to_string(&svg).expect("the SVG file");
@@ -60,7 +66,12 @@ fn a_holder_cut_off_past_its_lease_loses_updates_unfenced_and_fenced_refuses_not
         .filter(|node| node.has_tag_name("text") && node.attribute("font-weight") == Some("bold"))
         .filter_map(|node| node.text())
         .collect();
-    let examples = plain["counter_examples"].as_array().map_or(0, Vec::len);
+    let examples: usize = report["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|cell| cell["counter_examples"].as_array().map_or(0, Vec::len))
+        .sum();
     assert_eq!(titles.len(), examples, "{titles:?}");
     assert!(
         titles.contains(&"set-nx-px under partition: LostUpdate (expected)"),

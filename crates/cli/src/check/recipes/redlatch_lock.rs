@@ -42,6 +42,7 @@ fn promises_unfenced(fault: Fault) -> Promise {
     match fault {
         Fault::None
         | Fault::Partition
+        | Fault::PartitionOneWay
         | Fault::Latency
         | Fault::KillClient
         | Fault::CrashBetween

@@ -207,14 +207,18 @@ pub fn run(setup: &Setup, progress: &dyn Fn(f64)) -> Result<Run, String> {
                     replacements.push(next_id);
                     next_id += 1;
                 }
-                Some(Action::CutOff(after)) => {
-                    links.cut_off(worker.id);
-                    let cut = Event::now(
-                        None,
-                        What::Fault {
-                            what: format!("cuts w{} off from the lock servers", worker.id),
-                        },
-                    );
+                Some(action @ (Action::CutOff(after) | Action::CutReplies(after))) => {
+                    let what = if matches!(action, Action::CutOff(_)) {
+                        links.cut_off(worker.id);
+                        format!("cuts w{} off from the lock servers", worker.id)
+                    } else {
+                        links.cut_replies(worker.id);
+                        format!(
+                            "drops the lock servers' replies to w{} (its requests still arrive)",
+                            worker.id
+                        )
+                    };
+                    let cut = Event::now(None, What::Fault { what });
                     injections.push(cut.t);
                     lab.push(cut);
                     worker.held_by_lab = true;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use testkit::{LinkFaults, Proxy};
+use testkit::{Direction, LinkFaults, Proxy};
 
 /// 50 ms ± 20 ms each way and 5% loss: a slow, lossy network.
 pub const SLOW: LinkFaults = LinkFaults {
@@ -70,6 +70,13 @@ impl Links {
     pub fn cut_off(&self, id: u32) {
         for proxy in self.proxies.get(&id).into_iter().flatten() {
             proxy.partition();
+        }
+    }
+
+    /// Drops the lock servers' replies to worker `id`; its requests still arrive.
+    pub fn cut_replies(&self, id: u32) {
+        for proxy in self.proxies.get(&id).into_iter().flatten() {
+            proxy.cut(Direction::ToClient);
         }
     }
 
