@@ -50,7 +50,6 @@ fn a_holder_cut_off_past_its_lease_loses_updates_unfenced_and_fenced_refuses_not
         assert_eq!(fenced["status"], "ok", "{fenced}");
     }
     assert_eq!(code, 0);
-    let plain = cell(&report, "set-nx-px", "partition");
 
     // Each counter-example is drawn: valid SVG, one panel per example.
     let text = std::fs::read_to_string(&svg).expect("the SVG file");
