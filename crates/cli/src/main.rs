@@ -11,6 +11,7 @@ mod output;
 mod run;
 mod signals;
 mod status;
+mod top;
 mod unlock;
 
 use std::path::PathBuf;
@@ -97,6 +98,9 @@ enum Command {
     List(list::ListArgs),
     /// Delete a lock whoever holds it (needs --force)
     Unlock(unlock::UnlockArgs),
+    /// Watch the locks live: holders, TTL, token, waiters, acquisitions/s
+    /// (--json: one object per refresh; --once: one refresh)
+    Top(top::TopArgs),
     /// Safety lab: run lock recipes under faults and report which hold
     /// (starts its own throwaway redis-servers; --redis is not used)
     #[command(after_long_help = check::EXIT_TABLE)]
@@ -150,6 +154,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Status(args) => status::status(&cli.global, args).await,
         Command::List(args) => list::list(&cli.global, args).await,
         Command::Unlock(args) => unlock::unlock(&cli.global, args).await,
+        Command::Top(args) => top::top(&cli.global, args).await,
         Command::Check(args) => {
             let json = cli.global.json;
             tokio::task::spawn_blocking(move || check::check(json, args))

@@ -1,6 +1,7 @@
 //! Every command against every kind of deployment, named by flags or by the
 //! settings file: one server, a 3-master Redis Cluster, a Sentinel group,
-//! three Redlock masters; and TLS with ACL users. All real processes.
+//! three Redlock masters; TLS with ACL users; and `top` watching them. All
+//! real processes.
 
 mod common;
 
@@ -8,5 +9,7 @@ mod common;
 mod harness;
 #[path = "deployment/security.rs"]
 mod security;
+#[path = "deployment/top.rs"]
+mod top;
 #[path = "deployment/topologies.rs"]
 mod topologies;
