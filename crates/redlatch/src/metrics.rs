@@ -39,6 +39,20 @@ pub const RELEASES_NOT_HELD: &str = "redlatch_releases_not_held_total";
 /// Holds tracked now.
 pub const HELD_LOCKS: &str = "redlatch_held_locks";
 
+/// Every series name above, for tools that check dashboards and docs
+/// against what the library records.
+pub const ALL: [&str; 9] = [
+    ACQUIRE_SECONDS,
+    ACQUISITIONS,
+    CONTENDED_WAITS,
+    WAKEUPS,
+    RENEWALS,
+    RENEWAL_FAILURES,
+    LOCKS_LOST,
+    RELEASES_NOT_HELD,
+    HELD_LOCKS,
+];
+
 /// Registers units and descriptions of every redlatch series with the
 /// installed recorder. Optional; call it once after installing the recorder.
 pub fn describe() {

@@ -8,7 +8,7 @@
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
 //! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
-//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `not_started`, `ended`, `not_found`, `busy`, `redis_error`, `database_error`, `bad_user_id` |
+//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
 //! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dropped` | stream entries the reserve consumer handled |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
@@ -28,6 +28,15 @@ pub const ORDER_SECONDS: &str = "seckill_order_seconds";
 pub const RESERVE_ENTRIES: &str = "seckill_reserve_entries_total";
 /// Pending entries taken over from other consumers.
 pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
+
+/// Every series name above.
+pub const ALL: [&str; 5] = [
+    ORDERS_CREATED,
+    ORDER_REJECTIONS,
+    ORDER_SECONDS,
+    RESERVE_ENTRIES,
+    RESERVE_CLAIMED,
+];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 

@@ -8,6 +8,8 @@ mod support;
 
 #[path = "service/api.rs"]
 mod api;
+#[path = "service/dashboards.rs"]
+mod dashboards;
 #[path = "service/deployments.rs"]
 mod deployments;
 #[path = "service/failures.rs"]
