@@ -69,6 +69,26 @@
 //! | wake-ups | `redisson_lock__channel:{PREFIX+NAME}` | `0` published on the final release |
 //! | fencing counter | `redisson_lock_token:{PREFIX+NAME}` | INCR on each fresh acquisition; never expires |
 //!
+//! ## Deployments
+//!
+//! One server ([`Client::connect`]), a Redis Cluster
+//! ([`ClientBuilder::cluster`]: slots followed, sharded pub/sub), a
+//! Sentinel-watched master ([`ClientBuilder::sentinel`]: failovers
+//! followed), or independent masters ([`Redlock`]); [`Deployment`] names any
+//! of them the same way in code, in a settings file's `[redis]` section and,
+//! with the `clap` feature, as command-line flags (`DeploymentArgs`).
+//!
+//! ## Features
+//!
+//! | feature | default | adds |
+//! |---|---|---|
+//! | `blocking` | yes | [`blocking`]: the same API for programs without an async runtime |
+//! | `tls` | no | `rediss://` URLs, a private CA and client certificates ([`TlsFiles`]; rustls with the ring provider, installed if the program chose none) |
+//! | `clap` | no | `DeploymentArgs`: `--redis`, `--redis-cluster`, `--sentinel`, `--sentinel-master`, `--tls-*` for a clap 4 program |
+//!
+//! Cluster and Sentinel support need no feature: they are always built.
+//! The minimum supported Rust version is 1.94 (checked in CI).
+//!
 //! ## Faults
 //!
 //! Every failure is an [`Error`] variant whose docs say what to do. What each
