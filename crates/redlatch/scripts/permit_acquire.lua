@@ -3,7 +3,7 @@
 -- available permits, sorted set KEYS[2] = permit id -> expiry (ms since the epoch).
 -- Expiries use the server's clock (TIME), so client clocks do not matter.
 -- KEYS[1]  permit count (NAME)
--- KEYS[2]  expiries (redisson__timeout__{NAME})
+-- KEYS[2]  expiries ({NAME}:timeout)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permit id
 -- ARGV[3]  lease in milliseconds

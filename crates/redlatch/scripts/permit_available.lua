@@ -1,6 +1,6 @@
 -- permit_available: reclaim expired permits, then read the available count.
 -- KEYS[1]  permit count (NAME)
--- KEYS[2]  expiries (redisson__timeout__{NAME})
+-- KEYS[2]  expiries ({NAME}:timeout)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {count, held}  available permits, and permits held (unexpired)

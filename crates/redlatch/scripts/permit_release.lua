@@ -1,6 +1,6 @@
 -- permit_release: give one permit back by its id and wake waiters.
 -- KEYS[1]  permit count (NAME)
--- KEYS[2]  expiries (redisson__timeout__{NAME})
+-- KEYS[2]  expiries ({NAME}:timeout)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  permit id
 -- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')

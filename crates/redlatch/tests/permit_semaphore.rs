@@ -65,10 +65,7 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         0,
         "a live holder's permit came back"
     );
-    let expiry: Option<f64> = admin
-        .zscore("redisson__timeout__{jobs}", &id)
-        .await
-        .unwrap();
+    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", &id).await.unwrap();
     assert!(
         expiry.is_some(),
         "the live holder's permit left the expiries set"
@@ -83,10 +80,7 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         .await
         .expect("the dead holder's permit came back");
     assert!(permit.is_held());
-    let expiry: Option<f64> = admin
-        .zscore("redisson__timeout__{jobs}", &id)
-        .await
-        .unwrap();
+    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", &id).await.unwrap();
     assert_eq!(expiry, None, "the dead holder's permit id was reclaimed");
     assert!(
         killed_at.elapsed() < Duration::from_secs(20),
@@ -116,7 +110,7 @@ async fn cancelled_waiter_leaves_no_permit_or_id_behind() {
     assert!(waiting.await.unwrap_err().is_cancelled());
     permit.release().await.unwrap();
     assert_eq!(slots.available_permits().await.unwrap(), 1);
-    let held: i64 = admin.zcard("redisson__timeout__{cancel}").await.unwrap();
+    let held: i64 = admin.zcard("{cancel}:timeout").await.unwrap();
     assert_eq!(held, 0, "a cancelled waiter left a permit id behind");
 }
 
@@ -193,10 +187,7 @@ async fn waiter_wakes_on_release_and_layout_is_redissons() {
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
         secs * 1000 + micros / 1000
     };
-    let expiry: f64 = admin
-        .zscore("redisson__timeout__{layout}", permit.id())
-        .await
-        .unwrap();
+    let expiry: f64 = admin.zscore("{layout}:timeout", permit.id()).await.unwrap();
     let lease_ms = redlatch::DEFAULT_LEASE.as_millis() as f64;
     assert!(
         (expiry - now_ms as f64 - lease_ms).abs() < 5_000.0,
@@ -225,7 +216,7 @@ async fn bad_input_gives_typed_errors() {
     let server = common::server();
     let client = common::client(&server).await;
     let mut admin = common::admin(&server).await;
-    let () = admin.set("redisson__timeout__{odd}", "x").await.unwrap();
+    let () = admin.set("{odd}:timeout", "x").await.unwrap();
     let odd = client.permit_semaphore("odd");
     assert!(matches!(
         odd.try_acquire().await,

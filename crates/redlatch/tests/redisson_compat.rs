@@ -2,6 +2,8 @@
 //! client, and redlatch exclude each other on the same lock name.
 
 mod common;
+#[path = "redisson_compat/names.rs"]
+mod names;
 
 use std::time::Duration;
 

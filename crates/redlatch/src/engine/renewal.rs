@@ -615,7 +615,7 @@ mod tests {
             for i in 0..150 {
                 due_now.push(due(format!("{{{slot}}}lock:{i}"), HoldKind::Lock));
                 due_now.push(due(
-                    format!("redisson__timeout__{{{slot}}}permits:{i}"),
+                    format!("{{{slot}}}permits:{i}:timeout"),
                     HoldKind::Permit,
                 ));
             }

@@ -39,8 +39,8 @@ impl LockKeys {
             });
         }
         Ok(LockKeys {
-            channel: format!("redisson_lock__channel:{{{key}}}"),
-            token: format!("redisson_lock_token:{{{key}}}"),
+            channel: prefix_name("redisson_lock__channel", &key),
+            token: prefix_name("redisson_lock_token", &key),
             key,
         })
     }
@@ -54,7 +54,7 @@ pub(crate) struct SemaphoreKeys {
     pub(crate) key: String,
     /// Where releases publish the new count: `redisson_sc:{KEY}`.
     pub(crate) channel: String,
-    /// Permit id → expiry, for expirable permits: `redisson__timeout__{KEY}`.
+    /// Permit id → expiry, for expirable permits: `{KEY}:timeout` (Redisson's `suffixName`).
     pub(crate) timeouts: String,
 }
 
@@ -63,8 +63,8 @@ impl SemaphoreKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
         let key = LockKeys::new(prefix, name)?.key;
         Ok(SemaphoreKeys {
-            channel: format!("redisson_sc:{{{key}}}"),
-            timeouts: format!("redisson__timeout__{{{key}}}"),
+            channel: prefix_name("redisson_sc", &key),
+            timeouts: suffix_name(&key, "timeout"),
             key,
         })
     }
@@ -147,6 +147,29 @@ impl RwKeys {
     }
 }
 
+/// Redisson's `prefixName`: `PREFIX:{KEY}`, or `PREFIX:KEY` when the key
+/// already holds a `{` (its own hash tag then places every derived name in
+/// its slot). Every name derived from a lock's key goes through this or
+/// [`suffix_name`], as Redisson's do, so both sides meet on the same names.
+pub(crate) fn prefix_name(prefix: &str, key: &str) -> String {
+    format!("{prefix}:{}", hash_tagged(key))
+}
+
+/// Redisson's `suffixName`: `{KEY}:SUFFIX`, or `KEY:SUFFIX` when the key
+/// already holds a `{`.
+pub(crate) fn suffix_name(key: &str, suffix: &str) -> String {
+    format!("{}:{suffix}", hash_tagged(key))
+}
+
+/// `{KEY}`, or the key itself when it already holds a `{`.
+fn hash_tagged(key: &str) -> String {
+    if key.contains('{') {
+        key.to_owned()
+    } else {
+        format!("{{{key}}}")
+    }
+}
+
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag
 /// (the text between the first `{` and the next `}`, when not empty), or of
 /// the whole key, modulo 16384.
@@ -225,8 +248,8 @@ impl FairKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<FairKeys> {
         let lock = LockKeys::new(prefix, name)?;
         Ok(FairKeys {
-            queue: format!("redisson_lock_queue:{{{}}}", lock.key),
-            timeouts: format!("redisson_lock_timeout:{{{}}}", lock.key),
+            queue: prefix_name("redisson_lock_queue", &lock.key),
+            timeouts: prefix_name("redisson_lock_timeout", &lock.key),
             lock,
         })
     }
@@ -257,9 +280,9 @@ impl RwKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<RwKeys> {
         let lock = LockKeys::new(prefix, name)?;
         Ok(RwKeys {
-            channel: format!("redisson_rwlock:{{{}}}", lock.key),
-            writers: format!("redlatch_rwlock_writers:{{{}}}", lock.key),
-            timeout_base: format!("{{{}}}", lock.key),
+            channel: prefix_name("redisson_rwlock", &lock.key),
+            writers: prefix_name("redlatch_rwlock_writers", &lock.key),
+            timeout_base: hash_tagged(&lock.key),
             token: lock.token,
             key: lock.key,
         })
@@ -279,7 +302,7 @@ impl RwKeys {
 /// `key` start with this, then `:<n>` for the n-th hold:
 /// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
 pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
-    format!("{{{key}}}:{field}:rwlock_timeout")
+    format!("{}:rwlock_timeout", suffix_name(key, field))
 }
 
 /// The hash field of a write hold: Redisson's `<uuid>:<thread>:write`.
@@ -350,7 +373,7 @@ mod tests {
         let keys = SemaphoreKeys::new("app:", "pool").unwrap();
         assert_eq!(keys.key, "app:pool");
         assert_eq!(keys.channel, "redisson_sc:{app:pool}");
-        assert_eq!(keys.timeouts, "redisson__timeout__{app:pool}");
+        assert_eq!(keys.timeouts, "{app:pool}:timeout");
         assert!(SemaphoreKeys::new("", "").is_err());
     }
 
@@ -391,14 +414,21 @@ mod tests {
 
     #[test]
     fn plain_names_keep_their_keys_in_one_slot() {
-        for name in ["order:42", "voucher:7:user:42", "x{"] {
+        // Names with a hash tag of their own keep it in every derived name
+        // (Redisson's rule), so they stay in one slot too.
+        for name in [
+            "order:42",
+            "voucher:7:user:42",
+            "order:{42}",
+            "{tenant}:job",
+        ] {
             let keys = LockKeys::new("app:", name).unwrap();
             let home = slot(&keys.key);
             assert_eq!(slot(&keys.channel), home, "{name}");
             assert_eq!(slot(&keys.token), home, "{name}");
         }
         // Every other primitive's keys and channels too.
-        for name in ["order:42", "x{"] {
+        for name in ["order:42", "order:{42}"] {
             let fair = FairKeys::new("app:", name).unwrap();
             let home = slot(&fair.lock.key);
             for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
@@ -413,8 +443,9 @@ mod tests {
             assert_eq!(slot(&semaphore.channel), home);
             assert_eq!(slot(&semaphore.timeouts), home);
         }
-        // With braces of its own the key hashes on its tag (or whole), its channel does not.
-        for name in ["order:{42}", "}x"] {
+        // A `{` without a tag after it (or a lone `}`): the key hashes whole,
+        // a derived name does not; a cluster refuses such names.
+        for name in ["x{", "}x", "a{}b"] {
             let keys = LockKeys::new("", name).unwrap();
             assert_ne!(slot(&keys.channel), slot(&keys.key), "{name}");
         }

@@ -41,7 +41,7 @@ const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
 ///
 /// # Keys
 ///
-/// `PREFIX+NAME` (string: available permits), `redisson__timeout__{PREFIX+NAME}`
+/// `PREFIX+NAME` (string: available permits), `{PREFIX+NAME}:timeout`
 /// (sorted set: permit id → expiry in ms since the epoch) and the channel
 /// `redisson_sc:{PREFIX+NAME}` (the new count is published when permits come
 /// back): the layout of Redisson's `RPermitExpirableSemaphore`.
