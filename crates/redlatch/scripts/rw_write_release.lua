@@ -6,14 +6,15 @@
 -- ARGV[2]  lease in milliseconds, re-applied while write holds remain
 -- ARGV[3]  write field
 -- ARGV[4]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
--- Returns  {1, n}   the write lock is gone (deleted, or read mode); '0' published to n
+-- Returns  {1, n}   the write lock is gone (deleted, or read mode); '1' published to n
+--                   (Redisson's read-unlock message: every waiter wakes, readers may all enter)
 --          {0, 0}   one hold dropped, others remain
---          {-1, 0}  the owner does not hold the write lock (publishes '0' if the key is gone)
+--          {-1, 0}  the owner does not hold the write lock (publishes '1' if the key is gone)
 --          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
 local publish = ARGV[4] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
-  redis.call(publish, ARGV[1], '0')
+  redis.call(publish, ARGV[1], '1')
   return {-1, 0}
 end
 if kind ~= 'hash' then
@@ -34,4 +35,4 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
-return {1, redis.call(publish, ARGV[1], '0')}
+return {1, redis.call(publish, ARGV[1], '1')}

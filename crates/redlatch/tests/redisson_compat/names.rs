@@ -145,3 +145,37 @@ async fn a_redlatch_read_release_keeps_a_redisson_reader_on_a_name_with_braces()
         "a writer got in beside Redisson's reader"
     );
 }
+
+/// What redlatch publishes on a read-write lock's channel: Redisson's
+/// write unlock sends its "read unlock" message `1` (its waiters then all
+/// wake, readers may all proceed), its read unlock `0`.
+#[tokio::test]
+async fn rw_releases_publish_redissons_messages() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    for name in ["sheet", "sheet{9}"] {
+        let mut pubsub = server.client().get_async_pubsub().await.unwrap();
+        pubsub
+            .subscribe(prefix_name("redisson_rwlock", name))
+            .await
+            .unwrap();
+        let rw = client.read_write_lock(name);
+        let write = rw.try_write().await.unwrap().expect("free");
+        write.release().await.unwrap();
+        let read = rw.try_read().await.unwrap().expect("free");
+        read.release().await.unwrap();
+        let payloads: Vec<i64> = tokio::time::timeout(Duration::from_secs(2), async {
+            use futures_util::StreamExt;
+            let mut messages = pubsub.on_message();
+            let mut payloads = Vec::new();
+            while payloads.len() < 2 {
+                let message = messages.next().await.expect("a message");
+                payloads.push(message.get_payload().unwrap());
+            }
+            payloads
+        })
+        .await
+        .expect("both releases published");
+        assert_eq!(payloads, [1, 0], "{name}: write release, then read release");
+    }
+}
