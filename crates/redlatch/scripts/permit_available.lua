@@ -3,19 +3,20 @@
 -- KEYS[2]  expiries ({NAME}:timeout)
 -- ARGV[1]  channel (redisson_sc:{NAME})
 -- ARGV[2]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
--- Returns  {count, held}  available permits, and permits held (unexpired)
---          {-1, 0}        a key holds a value of the wrong type
+-- Returns  {1, count, held}  available permits (may be negative, as Redisson
+--                           allows), and permits held (unexpired)
+--          {-1, 0, 0}        a key holds a value of the wrong type
 local publish = ARGV[2] or 'publish'
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
 if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and set_kind ~= 'zset') then
-  return {-1, 0}
+  return {-1, 0, 0}
 end
 local count = 0
 if count_kind == 'string' then
   count = tonumber(redis.call('get', KEYS[1]))
   if not count then
-    return {-1, 0}
+    return {-1, 0, 0}
   end
 end
 local time = redis.call('time')
@@ -26,4 +27,4 @@ if #expired > 0 then
   count = redis.call('incrby', KEYS[1], #expired)
   redis.call(publish, ARGV[1], count)
 end
-return {count, redis.call('zcard', KEYS[2])}
+return {1, count, redis.call('zcard', KEYS[2])}

@@ -4,7 +4,9 @@
 -- ARGV[2]  delta (may be negative)
 -- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, count}  the new count (published when positive, to wake waiters)
---          {0, count}  refused: the count would go below zero; count unchanged
+--          {0, count}  refused: a negative delta would take the count below zero;
+--                      count unchanged (a count already below zero, which
+--                      Redisson's addPermits allows, takes positive deltas)
 --         {-1, 0}      KEYS[1] holds something other than an integer
 local publish = ARGV[3] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
@@ -16,7 +18,7 @@ if kind ~= 'none' then
   end
 end
 local delta = tonumber(ARGV[2])
-if count + delta < 0 then
+if delta < 0 and count + delta < 0 then
   return {0, count}
 end
 count = redis.call('incrby', KEYS[1], delta)

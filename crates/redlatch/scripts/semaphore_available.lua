@@ -1,13 +1,14 @@
 -- semaphore_available: read the number of available permits.
 -- KEYS[1]  permit count (NAME)
--- Returns  count  (0 when the semaphore has no count yet)
---          -1     KEYS[1] holds something other than a non-negative integer
+-- Returns  {1, count}  (0 when the semaphore has no count yet; may be negative:
+--                      Redisson's addPermits can take a count below zero)
+--          {-1, 0}     KEYS[1] holds something other than an integer
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
-  return 0
+  return {1, 0}
 end
 local count = kind == 'string' and tonumber(redis.call('get', KEYS[1]))
-if not count or count < 0 then
-  return -1
+if not count then
+  return {-1, 0}
 end
-return count
+return {1, count}

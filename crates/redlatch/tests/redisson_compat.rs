@@ -4,6 +4,8 @@
 mod common;
 #[path = "redisson_compat/names.rs"]
 mod names;
+#[path = "redisson_compat/semaphore.rs"]
+mod semaphore;
 
 use std::time::Duration;
 

@@ -41,7 +41,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     /// As [`crate::PermitSemaphore::add_permits`].
-    pub fn add_permits(&self, delta: i64) -> Result<u64> {
+    pub fn add_permits(&self, delta: i64) -> Result<i64> {
         let sem = self.inner.clone();
         self.bridge.run(
             "permit add_permits",
@@ -54,7 +54,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     /// As [`crate::PermitSemaphore::available_permits`].
-    pub fn available_permits(&self) -> Result<u64> {
+    pub fn available_permits(&self) -> Result<i64> {
         let sem = self.inner.clone();
         self.bridge.run(
             "permit available",

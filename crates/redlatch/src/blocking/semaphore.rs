@@ -39,7 +39,7 @@ impl Semaphore {
     ///
     /// # Errors
     /// As [`crate::Semaphore::add_permits`].
-    pub fn add_permits(&self, delta: i64) -> Result<u64> {
+    pub fn add_permits(&self, delta: i64) -> Result<i64> {
         let sem = self.inner.clone();
         self.bridge.run("semaphore add_permits", async move {
             sem.add_permits(delta).await
@@ -50,7 +50,7 @@ impl Semaphore {
     ///
     /// # Errors
     /// As [`crate::Semaphore::available_permits`].
-    pub fn available_permits(&self) -> Result<u64> {
+    pub fn available_permits(&self) -> Result<i64> {
         let sem = self.inner.clone();
         self.bridge.run("semaphore available_permits", async move {
             sem.available_permits().await

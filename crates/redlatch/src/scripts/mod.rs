@@ -33,10 +33,10 @@
 //! | `SEMAPHORE_ADD` | permit count | channel, delta, publish | `{1,count}`, `{0,count}` refused, `{-1,0}` wrong value |
 //! | `SEMAPHORE_ACQUIRE` | permit count | permits | `{1,left}`, `{0,available}`, `{-1,0}` wrong value |
 //! | `SEMAPHORE_RELEASE` | permit count | channel, permits, publish | new count, -1 wrong value |
-//! | `SEMAPHORE_AVAILABLE` | permit count | — | count, -1 wrong value |
+//! | `SEMAPHORE_AVAILABLE` | permit count | — | `{1,count}` (may be negative), `{-1,0}` wrong value |
 //! | `PERMIT_ACQUIRE` | permit count, expiries | channel, permit id, lease ms, publish | `{1,left}`, `{0,wait}`, `{-1,0}` wrong type |
 //! | `PERMIT_RELEASE` | permit count, expiries | channel, permit id, publish | 1 released, 2 released after its lease, 0 unknown, -1 wrong type |
-//! | `PERMIT_AVAILABLE` | permit count, expiries | channel, publish | `{count,held}`, `{-1,0}` wrong type |
+//! | `PERMIT_AVAILABLE` | permit count, expiries | channel, publish | `{1,count,held}` (count may be negative), `{-1,0,0}` wrong type |
 //! | `PERMIT_RENEW` | expiries per entry | permit id, lease ms per entry | 1 or 0 per entry |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments

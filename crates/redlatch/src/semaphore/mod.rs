@@ -21,7 +21,7 @@ use crate::transport::bounded;
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
 /// What a permit count key should hold (for [`Error::WrongValue`]).
-const COUNT: &str = "a permit count (a non-negative integer)";
+const COUNT: &str = "a permit count (an integer)";
 
 /// A handle to one named counting semaphore: Redisson's `RSemaphore`, shared
 /// by every process that uses the name.
@@ -111,7 +111,10 @@ impl Semaphore {
     }
 
     /// Adds `delta` permits (takes them away when negative) and returns the
-    /// new count; waiters are woken when permits are available. One round
+    /// new count; waiters are woken when permits are available. The count
+    /// may be below zero when a Redisson client took permits away past zero
+    /// (its `addPermits` allows it); adding to it works as there, taking
+    /// away below zero is refused here. One round
     /// trip; touches `PREFIX+NAME`, publishes on the channel.
     ///
     /// # Errors
@@ -121,7 +124,7 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have changed the count.
-    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         let keys = self.keys()?;
         let mut request = scripts::SEMAPHORE_ADD.call(&self.core.conn);
         request
@@ -131,7 +134,7 @@ impl Semaphore {
             .arg(self.core.conn.publish_command());
         let reply: Vec<i64> = send(&self.core, "semaphore add_permits", request).await?;
         match reply.as_slice() {
-            [1, count] => Ok(*count as u64),
+            [1, count] => Ok(*count),
             [0, _] => Err(Error::InvalidPermits {
                 name: self.name.to_string(),
                 permits: delta,
@@ -142,7 +145,8 @@ impl Semaphore {
         }
     }
 
-    /// The number of permits free now (0 before any are set). One round trip;
+    /// The number of permits free now (0 before any are set; below zero
+    /// when a Redisson client took more away than there were). One round trip;
     /// reads `PREFIX+NAME`.
     ///
     /// # Errors
@@ -150,12 +154,16 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Safe: it only reads.
-    pub async fn available_permits(&self) -> Result<u64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         let keys = self.keys()?;
         let mut invocation = scripts::SEMAPHORE_AVAILABLE.prepare_invoke();
         invocation.key(&keys.key);
-        let reply: i64 = call(&self.core, "semaphore available_permits", &invocation).await?;
-        u64::try_from(reply).map_err(|_| wrong_count(&keys))
+        let reply: Vec<i64> = call(&self.core, "semaphore available_permits", &invocation).await?;
+        match reply.as_slice() {
+            [1, count] => Ok(*count),
+            [-1, _] => Err(wrong_count(&keys)),
+            other => Err(protocol("semaphore available_permits", other)),
+        }
     }
 
     /// Waits until `permits` permits are free, takes them, and returns a

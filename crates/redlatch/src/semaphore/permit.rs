@@ -114,7 +114,7 @@ impl PermitSemaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have changed the count.
-    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         self.plain().add_permits(delta).await
     }
 
@@ -126,7 +126,7 @@ impl PermitSemaphore {
     ///
     /// # Cancel safety
     /// Safe: a reclaim is never wrong, whoever does it.
-    pub async fn available_permits(&self) -> Result<u64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         let keys = self.keys()?;
         let mut invocation = scripts::PERMIT_AVAILABLE.prepare_invoke();
         invocation
@@ -136,8 +136,8 @@ impl PermitSemaphore {
             .arg(self.core.conn.publish_command());
         let reply: Vec<i64> = call(&self.core, "permit available", &invocation).await?;
         match reply.as_slice() {
-            [count, _] if *count >= 0 => Ok(*count as u64),
-            [-1, _] => Err(wrong_layout(&keys)),
+            [1, count, _] => Ok(*count),
+            [-1, _, _] => Err(wrong_layout(&keys)),
             other => Err(protocol("permit available", other)),
         }
     }
