@@ -1,11 +1,15 @@
-//! Redisson compatibility: seed 003's scripts, run as-is by a second ("Java")
-//! client, and redlatch exclude each other on the same lock name.
+//! Redisson compatibility: scripts playing the Java side, written from
+//! Redisson's documented layout and behaviour (seed 003's RLock, names with
+//! braces, read-write messages, semaphore counts, the 3.24+ unlock latch),
+//! run against redlatch on the same names.
 
 mod common;
 #[path = "redisson_compat/names.rs"]
 mod names;
 #[path = "redisson_compat/semaphore.rs"]
 mod semaphore;
+#[path = "redisson_compat/unlock_latch.rs"]
+mod unlock_latch;
 
 use std::time::Duration;
 
