@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::checker::{Figures, Findings};
+use super::checker::{CounterExample, Figures, Findings};
 use super::faults::Fault;
 use super::recipes::{Promise, RecipeName};
 use super::verdict::{Status, promised_against};
@@ -92,19 +92,7 @@ pub fn text(report: &Report) -> String {
             continue;
         };
         for example in &findings.counter_examples {
-            let promised = promised_against(cell.promised, example.violation);
-            let _ = writeln!(
-                out,
-                "\n{} under {}: {:?} ({})",
-                cell.recipe.name(),
-                cell.fault.name(),
-                example.violation,
-                if promised {
-                    "PROMISED AGAINST"
-                } else {
-                    "expected"
-                }
-            );
+            let _ = writeln!(out, "\n{}", example_title(cell, example));
             for line in &example.timeline {
                 let _ = writeln!(out, "  {line}");
             }
@@ -131,5 +119,22 @@ fn gap(figures: &Figures) -> String {
         "{:.2}s{}",
         figures.longest_no_acquire_ms as f64 / 1000.0,
         if figures.no_acquire_to_end { "+" } else { "" }
+    )
+}
+
+/// A counter-example's heading: `RECIPE under FAULT: VIOLATION (expected)`,
+/// or `(PROMISED AGAINST)` when the recipe promised it would not happen.
+pub fn example_title(cell: &Cell, example: &CounterExample) -> String {
+    let promised = promised_against(cell.promised, example.violation);
+    format!(
+        "{} under {}: {:?} ({})",
+        cell.recipe.name(),
+        cell.fault.name(),
+        example.violation,
+        if promised {
+            "PROMISED AGAINST"
+        } else {
+            "expected"
+        }
     )
 }

@@ -9,8 +9,7 @@
 use std::fmt::Write as _;
 
 use super::picture::{Picture, WriteMark};
-use super::report::Report;
-use super::verdict::promised_against;
+use super::report::{Report, example_title};
 
 const WIDTH: f64 = 1000.0;
 const PLOT_LEFT: f64 = 60.0;
@@ -35,18 +34,7 @@ pub fn render(report: &Report) -> String {
             let Some(picture) = &example.picture else {
                 continue;
             };
-            let promised = promised_against(cell.promised, example.violation);
-            let title = format!(
-                "{} under {}: {:?} ({})",
-                cell.recipe.name(),
-                cell.fault.name(),
-                example.violation,
-                if promised {
-                    "PROMISED AGAINST"
-                } else {
-                    "expected"
-                }
-            );
+            let title = example_title(cell, example);
             y = panel(&mut body, picture, &title, y) + GAP;
             panels += 1;
         }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::redlock::node::Node;
 use crate::redlock::quorum;
 use crate::settings::Settings;
+use crate::settings::deployment::redact_url;
 
 /// Longest per-node timeout chosen by default: a node that has not answered
 /// by then is counted as failed for this call. One second leaves room for
@@ -165,7 +166,7 @@ impl Redlock {
         let mut nodes = Vec::with_capacity(results.len());
         let mut failures = Vec::new();
         for (url, connected) in results {
-            let label = redact(&url);
+            let label = redact_url(&url);
             match connected {
                 Ok(client) => nodes.push(Node {
                     label,
@@ -323,29 +324,14 @@ impl Redlock {
     }
 }
 
-/// The URL with its password replaced by `***`, for messages.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{}", &rest[at + 1..]),
-        None => format!("{scheme}://***@{}", &rest[at + 1..]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn labels_never_show_passwords() {
-        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("redis://h:1"), "redis://h:1");
     }
 
     #[test]

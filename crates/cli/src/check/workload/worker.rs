@@ -198,6 +198,17 @@ async fn work<R: Recipe>(
         return Ok(());
     }
     points.reach(Point::BeforeWrite);
+    write(points, resource, id, token, read).await
+}
+
+/// Writes `read + 1` with `token` and logs how the store took it.
+async fn write(
+    points: &Points,
+    resource: &mut Resource,
+    id: u32,
+    token: Option<u64>,
+    read: i64,
+) -> Result<(), String> {
     let sent = now_ns();
     let outcome = resource.write(id, token, read).await?;
     points.log(What::Write {
@@ -228,15 +239,7 @@ async fn long_work<R: Recipe>(
             points.log(What::Lost);
             return Ok(());
         }
-        let sent = now_ns();
-        let outcome = resource.write(id, token, read).await?;
-        points.log(What::Write {
-            sent,
-            token,
-            read,
-            found: outcome.found,
-            accepted: outcome.accepted,
-        });
+        write(points, resource, id, token, read).await?;
     }
     Ok(())
 }
