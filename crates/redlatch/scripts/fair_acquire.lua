@@ -1,17 +1,20 @@
 -- fair_acquire: take the fair lock when it is free and this owner is first in
 -- line (or nobody waits), re-enter it, or take or keep a place in line.
--- Layout of Redisson's RFairLock; the lock hash is the reentrant lock's.
+-- Layout and arithmetic of Redisson's RFairLock (lib/fair_line.lua); the lock
+-- hash is the reentrant lock's.
 -- KEYS[1]  lock hash (NAME): field = owner -> hold count
 -- KEYS[2]  the line (redisson_lock_queue:{NAME}): list of owner fields, oldest first
--- KEYS[3]  place deadlines (redisson_lock_timeout:{NAME}): zset owner -> server time, ms
+-- KEYS[3]  deadlines (redisson_lock_timeout:{NAME}): zset owner -> ms since the epoch
 -- KEYS[4]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[5]  signs of life (redlatch_fair_alive:{NAME}): zset owner -> ms, redlatch only
 -- ARGV[1]  lease in milliseconds
--- ARGV[2]  owner field (<client-uuid>:<owner>)
--- ARGV[3]  place lease in ms: the place is dropped unless this owner tries again
---          within it; 0 = a single try that does not join the line
--- ARGV[4]  waiter channel prefix (redisson_lock__channel:{NAME}); the waiter with
+-- ARGV[2]  owner field (<client-id>:<owner>)
+-- ARGV[3]  wait time W in ms (Redisson's fairLockWaitTimeout, or the acquire's timeout)
+-- ARGV[4]  place lease in ms: the sign of life lasts this long; 0 = a single try
+--          that does not join the line
+-- ARGV[5]  waiter channel prefix (redisson_lock__channel:{NAME}); the waiter with
 --          owner field F listens on PREFIX:F
--- ARGV[5]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
+-- ARGV[6]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns {1, token}        acquired afresh; token = INCR of the counter
 --         {2, token}        re-entered (hold count + 1); token = current counter value
 --         {0, pttl, first}  not acquired: pttl = the holder's remaining lease (-1: no
@@ -19,35 +22,30 @@
 --                           first = 1 when this owner is first in line
 --         {-1, 0, 0}        a key holds another type, or the counter is not an integer
 --                           INCR accepts (WRONGTYPE); nothing is written
--- Waiters whose place ran out (they stopped trying: dead) are dropped from the front.
-local publish = ARGV[5] or 'publish'
+local publish = ARGV[6] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
--- The counter is checked before anything is written (is_counter: lib/checks.lua).
-local lock_kind, line_kind, places_kind = kind(KEYS[1]), kind(KEYS[2]), kind(KEYS[3])
+-- Every key is checked before anything is written (is_counter: lib/checks.lua).
+local lock_kind, line_kind = kind(KEYS[1]), kind(KEYS[2])
+local deadlines_kind, alive_kind = kind(KEYS[3]), kind(KEYS[5])
 if (lock_kind ~= 'none' and lock_kind ~= 'hash')
     or (line_kind ~= 'none' and line_kind ~= 'list')
-    or (places_kind ~= 'none' and places_kind ~= 'zset')
+    or (deadlines_kind ~= 'none' and deadlines_kind ~= 'zset')
+    or (alive_kind ~= 'none' and alive_kind ~= 'zset')
     or not is_counter(KEYS[4]) then
   return {-1, 0, 0}
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then break end
-  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline and deadline > now then break end
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], head)
-end
+local now = server_now()
+local wait = tonumber(ARGV[3])
+drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
 local first = redis.call('lindex', KEYS[2], 0)
 if lock_kind == 'none' then
   if not first or first == ARGV[2] then
-    if first then
-      redis.call('lpop', KEYS[2])
-      redis.call('zrem', KEYS[3], ARGV[2])
-    end
+    if first then redis.call('lpop', KEYS[2]) end
+    redis.call('zrem', KEYS[3], ARGV[2])
+    redis.call('zrem', KEYS[5], ARGV[2])
+    -- Everyone behind moves one place up.
+    shorten(KEYS[3], redis.call('zrange', KEYS[3], 0, -1), wait)
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, redis.call('incr', KEYS[4])}
@@ -57,25 +55,35 @@ elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
 end
-local place = tonumber(ARGV[3])
+local place = tonumber(ARGV[4])
 if place > 0 then
-  -- Join at the back, or push our own deadline forward: we are alive.
-  if redis.call('zadd', KEYS[3], now + place, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2])
+  if not redis.call('zscore', KEYS[3], ARGV[2]) then
+    -- Join at the back: the deadline of the waiter before, or the lock's
+    -- remaining lease, plus W (Redisson's arithmetic, PTTL's -1/-2 included).
+    local last = redis.call('lindex', KEYS[2], -1)
+    local before = last and last ~= ARGV[2] and tonumber(redis.call('zscore', KEYS[3], last))
+    local ttl
+    if before then
+      ttl = before - now
+    else
+      ttl = redis.call('pttl', KEYS[1])
+    end
+    if redis.call('zadd', KEYS[3], ttl + wait + now, ARGV[2]) == 1 then
+      redis.call('rpush', KEYS[2], ARGV[2])
+    end
   end
+  -- A sign of life; the set goes by itself once every sign ran out.
+  redis.call('zadd', KEYS[5], now + place, ARGV[2])
+  local latest = redis.call('zrange', KEYS[5], -1, -1, 'withscores')
+  redis.call('pexpire', KEYS[5], math.max(tonumber(latest[2]) - now, place))
   first = first or ARGV[2]
-  -- The line disappears by itself once every place in it has run out.
-  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-  local keep = math.max(tonumber(last[2]) - now, place)
-  redis.call('pexpire', KEYS[2], keep)
-  redis.call('pexpire', KEYS[3], keep)
 end
 local pttl = 0
 if lock_kind == 'hash' then
   pttl = redis.call('pttl', KEYS[1])
 elseif first and first ~= ARGV[2] then
   -- Free, but someone else is first: make sure it knows.
-  redis.call(publish, ARGV[4] .. ':' .. first, '0')
+  redis.call(publish, ARGV[5] .. ':' .. first, '0')
 end
 local is_first = 0
 if first == ARGV[2] then is_first = 1 end

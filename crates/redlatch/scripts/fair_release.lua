@@ -1,8 +1,9 @@
 -- fair_release: drop one hold of the fair lock; the last hold deletes the lock
--- and wakes the waiter first in line (only that one).
+-- and wakes the waiter first in line (only that one), as Redisson's unlock does.
 -- KEYS[1]  lock hash (NAME)
 -- KEYS[2]  the line (redisson_lock_queue:{NAME})
--- KEYS[3]  place deadlines (redisson_lock_timeout:{NAME})
+-- KEYS[3]  deadlines (redisson_lock_timeout:{NAME})
+-- KEYS[4]  signs of life (redlatch_fair_alive:{NAME})
 -- ARGV[1]  waiter channel prefix (redisson_lock__channel:{NAME})
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  owner field
@@ -14,19 +15,10 @@
 local publish = ARGV[4] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function wake_first()
-  -- Waiters whose place ran out are dead: skip them.
-  local time = redis.call('time')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then return 0 end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now then
-      return redis.call(publish, ARGV[1] .. ':' .. head, '0')
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-  end
+  drop_dead(KEYS[2], KEYS[3], KEYS[4], server_now())
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then return 0 end
+  return redis.call(publish, ARGV[1] .. ':' .. head, '0')
 end
 local count = redis.pcall('hget', KEYS[1], ARGV[3])
 if type(count) == 'table' and count.err then

@@ -2,13 +2,15 @@
 -- KEYS[1]  lock hash (NAME)
 -- KEYS[2]  fencing counter
 -- KEYS[3]  the fair lock's line (redisson_lock_queue:{NAME}), optional
--- KEYS[4]  the fair lock's place deadlines (redisson_lock_timeout:{NAME}), optional
+-- KEYS[4]  the fair lock's deadlines (redisson_lock_timeout:{NAME}), optional
+-- KEYS[5]  the fair lock's signs of life (redlatch_fair_alive:{NAME}), optional
 -- Returns  {kind, pttl, last_token, mode, line, field1, count1, field2, count2, ...}
 --          kind: 1 hash (held), 0 none (free), -1 another type (WRONGTYPE)
 --          pttl: remaining lease in ms, -1 no expiry, -2 free
 --          last_token: the counter's value, -1 when never acquired
 --          mode: 'read' or 'write' for a read-write lock, '' otherwise
---          line: owner fields waiting in line whose place has not run out, oldest first
+--          line: owner fields waiting in line, oldest first, the dead left out
+--                (deadline passed, or a redlatch waiter's sign of life ran out)
 --          fields: the holders and their hold counts (a read-write lock's 'mode' left out)
 local kind = redis.call('type', KEYS[1]).ok
 local token = tonumber(redis.call('get', KEYS[2]) or '-1')
@@ -17,9 +19,11 @@ if KEYS[4] and redis.call('type', KEYS[3]).ok == 'list'
     and redis.call('type', KEYS[4]).ok == 'zset' then
   local time = redis.call('time')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local alive = KEYS[5] and redis.call('type', KEYS[5]).ok == 'zset'
   for _, owner in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
     local deadline = tonumber(redis.call('zscore', KEYS[4], owner))
-    if deadline and deadline > now then
+    local life = alive and tonumber(redis.call('zscore', KEYS[5], owner))
+    if (not deadline or deadline > now) and (not life or life > now) then
       line[#line + 1] = owner
     end
   end

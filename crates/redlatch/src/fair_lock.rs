@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
-use crate::scripts::fair::{self, FairAttempt};
+use crate::scripts::fair::{self, FairAttempt, PlaceTimes};
 use crate::scripts::keys::{FairKeys, validate_owner};
 use crate::scripts::lock::Request;
 use crate::settings::{RetryPolicy, limits};
@@ -46,21 +46,34 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// acquire never overtakes the line, and [`FairLock::try_acquire`] fails
 /// while anyone waits.
 ///
-/// Each waiter's place has a lease ([`DEFAULT_PLACE_LEASE`], 5 s, see
-/// [`FairLock::with_place_lease`]) that it renews while it waits (one round
-/// trip per third of it). A waiter that dies (crash, kill -9, lost network)
-/// stops renewing; its place runs out and the next attempt of any waiter, or
-/// the release, skips it. So a dead waiter delays the line by at most about
-/// one place lease and a third, never forever.
+/// Places are dated as Redisson dates them, so Java and Rust waiters share
+/// one line: a newcomer's deadline is the one of the waiter before it (or
+/// the holder's remaining lease) plus the wait time W
+/// ([`Settings::fair_lock_wait_timeout`](crate::Settings::fair_lock_wait_timeout),
+/// Redisson's `fairLockWaitTimeout`, 5 minutes; an acquire with a timeout
+/// uses its timeout, as Redisson's `tryLock(waitTime, …)` does). Each
+/// acquisition, and each waiter giving up, moves those behind W closer. The
+/// first waiter is dropped once its deadline passes.
+///
+/// A redlatch waiter also gives a sign of life at each attempt, kept where
+/// Redisson never looks: its place lease ([`DEFAULT_PLACE_LEASE`], 5 s, see
+/// [`FairLock::with_place_lease`]), renewed every third of it. A redlatch
+/// waiter that dies (crash, kill -9, lost network) stops renewing, and is
+/// dropped once it is first and its sign of life ran out: it delays the line
+/// by about one place lease and a third, not W. A Redisson waiter that dies
+/// is dropped at its deadline, by Redisson's rule.
 ///
 /// # Keys
 ///
 /// Redisson's `RFairLock` layout: the lock hash `PREFIX+NAME` (the reentrant
 /// lock's, so [`Lock`](crate::Lock)s and Redisson `RLock`s of the same name
 /// exclude fair holders too), the line `redisson_lock_queue:{PREFIX+NAME}`
-/// (list of owners), the place deadlines `redisson_lock_timeout:{PREFIX+NAME}`
-/// (zset, server time in ms), the counter `redisson_lock_token:{PREFIX+NAME}`,
-/// and one channel per waiter, `redisson_lock__channel:{PREFIX+NAME}:<owner>`.
+/// (list of owners), the deadlines `redisson_lock_timeout:{PREFIX+NAME}`
+/// (zset, ms since the epoch by the server's clock), the counter
+/// `redisson_lock_token:{PREFIX+NAME}`, one channel per waiter,
+/// `redisson_lock__channel:{PREFIX+NAME}:<owner>`, and redlatch's signs of
+/// life `redlatch_fair_alive:{PREFIX+NAME}` (the braces as Redisson places
+/// them: a name holding a `{` is used as it is).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -110,9 +123,9 @@ impl FairLock {
         self
     }
 
-    /// The same lock with another place lease: how long a waiter's place in
-    /// line is kept without a sign of life (see [`FairLock`]). Shorter skips
-    /// dead waiters sooner and costs more renewals while waiting. Checked when
+    /// The same lock with another place lease: how long a redlatch waiter's
+    /// place in line is kept without a sign of life (see [`FairLock`]).
+    /// Shorter skips dead waiters sooner and costs more renewals while waiting. Checked when
     /// the lock is used: [`Error::InvalidDuration`] unless 30 ms ≤ `lease` ≤ 30 days.
     pub fn with_place_lease(mut self, lease: Duration) -> FairLock {
         self.place_lease = lease;
@@ -263,6 +276,11 @@ impl FairLock {
             Wait::Once => 0,
             _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
         };
+        // Redisson dates places with the acquire's own wait when it has one.
+        let wait_ms = match wait {
+            Wait::For(timeout) if !timeout.is_zero() => limits::lease_millis("wait", timeout)?,
+            _ => limits::lease_millis("fair lock wait timeout", settings.fair_lock_wait_timeout)?,
+        };
         let (owner, named) = match &self.owner {
             Some(owner) => {
                 validate_owner(owner)?;
@@ -275,9 +293,12 @@ impl FairLock {
             keys,
             owner,
             named,
-            lease_ms,
+            times: PlaceTimes {
+                lease_ms,
+                wait_ms,
+                place_ms,
+            },
             renewed,
-            place_ms,
             place: None,
             started: LeaseInstant::now(),
         };
@@ -293,10 +314,8 @@ struct FairAcquisition<'a> {
     keys: Arc<FairKeys>,
     owner: Arc<str>,
     named: bool,
-    lease_ms: u64,
+    times: PlaceTimes,
     renewed: bool,
-    /// How long a place in line lasts without a new attempt; 0 takes none.
-    place_ms: u64,
     /// The place this owner holds in line, left when dropped.
     place: Option<Place>,
     started: LeaseInstant,
@@ -308,8 +327,7 @@ impl FairAcquisition<'_> {
             keys: self.keys.clone(),
             owner: self.owner.clone(),
             named: self.named,
-            lease_ms: self.lease_ms,
-            place_ms: self.place_ms,
+            times: self.times,
         }
     }
 }
@@ -334,7 +352,7 @@ impl Acquisition for FairAcquisition<'_> {
                     key: self.keys.lock.key.clone(),
                     owner: self.owner.clone(),
                     kind: kind.hold_kind(),
-                    lease_ms: self.lease_ms,
+                    lease_ms: self.times.lease_ms,
                     renewed: self.renewed,
                     token,
                     named_owner: self.named,
@@ -356,16 +374,17 @@ impl Acquisition for FairAcquisition<'_> {
                 })
             }
             FairAttempt::Waiting { pttl_ms, first } => {
-                if self.place_ms > 0 && self.place.is_none() {
+                if self.times.place_ms > 0 && self.place.is_none() {
                     self.place = Some(Place {
                         core: core.clone(),
                         keys: self.keys.clone(),
                         owner: self.owner.clone(),
+                        wait_ms: self.times.wait_ms,
                         armed: true,
                     });
                 }
-                // Try again before the place runs out...
-                let mut retry_in = renewal_period(self.place_ms);
+                // Try again before the sign of life runs out...
+                let mut retry_in = renewal_period(self.times.place_ms);
                 if first {
                     // ...and, first in line, when the holder's lease ends.
                     let lease_left =
@@ -416,8 +435,7 @@ struct Attempt {
     keys: Arc<FairKeys>,
     owner: Arc<str>,
     named: bool,
-    lease_ms: u64,
-    place_ms: u64,
+    times: PlaceTimes,
 }
 
 impl Attempt {
@@ -431,10 +449,10 @@ impl Attempt {
         let call = {
             let keys = self.keys.clone();
             let owner = self.owner.clone();
-            let (lease_ms, place_ms) = (self.lease_ms, self.place_ms);
+            let times = self.times;
             async move {
                 let sent_at = LeaseInstant::now();
-                fair::acquire(&mut conn, &keys, &owner, lease_ms, place_ms, sent_at, limit).await
+                fair::acquire(&mut conn, &keys, &owner, times, sent_at, limit).await
             }
         };
         let undo = {
@@ -457,8 +475,7 @@ impl Attempt {
             keys: self.keys.clone(),
             owner: self.owner.clone(),
             named: self.named,
-            lease_ms: self.lease_ms,
-            place_ms: self.place_ms,
+            times: self.times,
         }
     }
 
@@ -480,7 +497,8 @@ impl Attempt {
         retry: RetryPolicy,
         release: bool,
     ) {
-        let _ = fair::leave(&mut conn, &self.keys, &self.owner, limit).await;
+        let wait_ms = self.times.wait_ms;
+        let _ = fair::leave(&mut conn, &self.keys, &self.owner, wait_ms, limit).await;
         if !release {
             return;
         }
@@ -488,7 +506,7 @@ impl Attempt {
             keys: Arc::new(self.keys.lock.clone()),
             owner: self.owner.clone(),
             named_owner: self.named,
-            lease_ms: self.lease_ms,
+            lease_ms: self.times.lease_ms,
         };
         if self.named {
             // Maybe a re-entry: one release, never repeated.
@@ -497,7 +515,7 @@ impl Attempt {
         }
         // An anonymous owner holds once at most: keep trying while the
         // connection is down, until the lease would have run out anyway.
-        let deadline = LeaseInstant::now() + Duration::from_millis(self.lease_ms);
+        let deadline = LeaseInstant::now() + Duration::from_millis(self.times.lease_ms);
         until_answered("fair acquire undo", retry, deadline, || {
             let (mut conn, request) = (conn.clone(), request.clone());
             async move { fair::release(&mut conn, &self.keys, &request, limit).await }
@@ -512,6 +530,8 @@ struct Place {
     core: Arc<Core>,
     keys: Arc<FairKeys>,
     owner: Arc<str>,
+    /// The wait time the place was dated with: those behind move up by it.
+    wait_ms: u64,
     armed: bool,
 }
 
@@ -529,9 +549,9 @@ impl Place {
         let inner = &self.core;
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
-        let (keys, owner) = (self.keys.clone(), self.owner.clone());
+        let (keys, owner, wait_ms) = (self.keys.clone(), self.owner.clone(), self.wait_ms);
         let _ = run_to_end(&inner.runtime, "fair leave", async move {
-            fair::leave(&mut conn, &keys, &owner, limit).await
+            fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await
         })
         .await;
     }
@@ -546,9 +566,9 @@ impl Drop for Place {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
-        let owner = self.owner.clone();
+        let (owner, wait_ms) = (self.owner.clone(), self.wait_ms);
         spawn_undo(&inner.runtime, async move {
-            let _ = fair::leave(&mut conn, &keys, &owner, limit).await;
+            let _ = fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await;
         });
     }
 }

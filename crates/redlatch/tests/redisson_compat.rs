@@ -1,9 +1,12 @@
 //! Redisson compatibility: scripts playing the Java side, written from
 //! Redisson's documented layout and behaviour (seed 003's RLock, names with
-//! braces, read-write messages, semaphore counts, the 3.24+ unlock latch),
+//! braces, read-write messages, semaphore counts, the 3.24+ unlock latch,
+//! the fair lock's line),
 //! run against redlatch on the same names.
 
 mod common;
+#[path = "redisson_compat/fair.rs"]
+mod fair;
 #[path = "redisson_compat/names.rs"]
 mod names;
 #[path = "redisson_compat/semaphore.rs"]

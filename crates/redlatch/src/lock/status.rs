@@ -168,6 +168,7 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
             .key(&fair.lock.token)
             .key(&fair.queue)
             .key(&fair.timeouts)
+            .key(&fair.alive)
             .invoke_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;

@@ -9,6 +9,19 @@ use crate::scripts::keys::FairKeys;
 use crate::scripts::lock::{Released, Request};
 use crate::transport::Connection;
 
+/// The times one fair acquire works with, in ms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlaceTimes {
+    /// The lock's lease.
+    pub(crate) lease_ms: u64,
+    /// Redisson's wait time W: a place in line is dated W after the one
+    /// before it, and moves W forward each time a waiter ahead leaves the line.
+    pub(crate) wait_ms: u64,
+    /// How long a redlatch waiter's sign of life lasts; 0: a single try
+    /// that takes no place.
+    pub(crate) place_ms: u64,
+}
+
 /// What one attempt of the fair acquire script found.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FairAttempt {
@@ -26,8 +39,7 @@ pub(crate) async fn acquire(
     conn: &mut Connection,
     keys: &FairKeys,
     owner: &str,
-    lease_ms: u64,
-    place_ms: u64,
+    times: PlaceTimes,
     sent_at: LeaseInstant,
     limit: Duration,
 ) -> Result<FairAttempt> {
@@ -36,9 +48,11 @@ pub(crate) async fn acquire(
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.lock.token)
-        .arg(lease_ms)
+        .key(&keys.alive)
+        .arg(times.lease_ms)
         .arg(owner)
-        .arg(place_ms)
+        .arg(times.wait_ms)
+        .arg(times.place_ms)
         .arg(&keys.lock.channel)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
@@ -67,20 +81,25 @@ pub(crate) async fn acquire(
     }
 }
 
-/// Leaves the line. One round trip, at most `limit`.
+/// Leaves the line; the waiters behind move one place up (`wait_ms` off
+/// their deadlines, the wait time this owner joined with). One round trip,
+/// at most `limit`.
 pub(crate) async fn leave(
     conn: &mut Connection,
     keys: &FairKeys,
     owner: &str,
+    wait_ms: u64,
     limit: Duration,
 ) -> Result<()> {
     let mut call = super::FAIR_LEAVE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
+        .key(&keys.alive)
         .arg(&keys.lock.channel)
         .arg(owner)
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(wait_ms);
     call.run::<i64>(conn, "fair leave", limit).await.map(drop)
 }
 
@@ -96,6 +115,7 @@ pub(crate) async fn release(
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
+        .key(&keys.alive)
         .arg(&keys.lock.channel)
         .arg(request.lease_ms)
         .arg(&*request.owner)

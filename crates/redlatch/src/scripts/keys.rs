@@ -126,6 +126,7 @@ impl FairKeys {
             &self.lock.token,
             &self.queue,
             &self.timeouts,
+            &self.alive,
         ];
         one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
         Ok(self)
@@ -240,8 +241,11 @@ pub(crate) struct FairKeys {
     pub(crate) lock: LockKeys,
     /// Waiters in arrival order: `redisson_lock_queue:{KEY}` (list of owner fields).
     pub(crate) queue: String,
-    /// When each waiter's place expires: `redisson_lock_timeout:{KEY}` (zset, ms).
+    /// Each waiter's deadline, Redisson's arithmetic: `redisson_lock_timeout:{KEY}` (zset, ms).
     pub(crate) timeouts: String,
+    /// redlatch waiters' signs of life: `redlatch_fair_alive:{KEY}` (zset, ms),
+    /// where Redisson never looks.
+    pub(crate) alive: String,
 }
 
 impl FairKeys {
@@ -250,6 +254,7 @@ impl FairKeys {
         Ok(FairKeys {
             queue: prefix_name("redisson_lock_queue", &lock.key),
             timeouts: prefix_name("redisson_lock_timeout", &lock.key),
+            alive: prefix_name("redlatch_fair_alive", &lock.key),
             lock,
         })
     }
@@ -472,6 +477,7 @@ mod tests {
         let fair = FairKeys::new("", "jobs").unwrap();
         assert_eq!(fair.queue, "redisson_lock_queue:{jobs}");
         assert_eq!(fair.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(fair.alive, "redlatch_fair_alive:{jobs}");
         assert_eq!(
             fair.waiter_channel("u:1"),
             "redisson_lock__channel:{jobs}:u:1"

@@ -19,10 +19,10 @@
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
 //! | `FORCE_UNLOCK` | lock hash | channel, publish | 1 deleted, 0 free, -1 wrong type |
 //! | `RAISE_TOKEN` | lock hash, counter | owner field, token | 1 raised, 0 not held |
-//! | `STATUS` | lock hash, counter, line?, place deadlines? | — | `{kind, pttl, token, mode, line, field, count, ...}` |
-//! | `FAIR_ACQUIRE` | lock hash, line, place deadlines, counter | lease ms, owner field, place ms, waiter channel prefix, publish | `{1,token}`, `{2,token}`, `{0,pttl,first}`, `{-1,0,0}` wrong type |
-//! | `FAIR_RELEASE` | lock hash, line, place deadlines | waiter channel prefix, lease ms, owner field, publish | as `RELEASE` |
-//! | `FAIR_LEAVE` | lock hash, line, place deadlines | waiter channel prefix, owner field, publish | 1 left, 0 not in line |
+//! | `STATUS` | lock hash, counter, line?, deadlines?, signs of life? | — | `{kind, pttl, token, mode, line, field, count, ...}` |
+//! | `FAIR_ACQUIRE` | lock hash, line, deadlines, counter, signs of life | lease ms, owner field, wait ms, place ms, waiter channel prefix, publish | `{1,token}`, `{2,token}`, `{0,pttl,first}`, `{-1,0,0}` wrong type |
+//! | `FAIR_RELEASE` | lock hash, line, deadlines, signs of life | waiter channel prefix, lease ms, owner field, publish | as `RELEASE` |
+//! | `FAIR_LEAVE` | lock hash, line, deadlines, signs of life | waiter channel prefix, owner field, publish, wait ms | 1 left, 0 not in line |
 //! | `RW_READ_ACQUIRE` | lock hash, counter, waiting writers | lease ms, read field, write field, timeout prefix, re-enter only | `{1,token}`, `{2,token}`, `{0,wait}`, `{-1,0}` wrong type, `{-3,0}` not reading |
 //! | `RW_WRITE_ACQUIRE` | lock hash, counter, waiting writers | lease ms, write field, claim ms, re-enter only, read field | `{1,token}`, `{2,token}`, `{0,pttl}`, `{-1,0}`, `{-3,0}` not writing, `{-4,0}` would deadlock |
 //! | `RW_READ_RELEASE` | lock hash | channel, read field, timeout prefix, timeout base, publish | as `RELEASE` |
@@ -87,17 +87,14 @@ macro_rules! script {
     };
 }
 
-/// A script that changes data, in its plain and re-send-safe forms; with
-/// `checks`, the shared validity checks (`scripts/lib/checks.lua`) come first.
+/// A script that changes data, in its plain and re-send-safe forms; the
+/// shared parts named after the file (`scripts/lib/NAME.lua`: `checks`, the
+/// validity checks; `fair_line`, the fair lock's line) come first.
 macro_rules! mutating {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Mutating> =
-            LazyLock::new(|| Mutating::new(include_str!(concat!("../../scripts/", $file))));
-    };
-    ($name:ident, $file:literal, checks) => {
+    ($name:ident, $file:literal $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
             Mutating::new(concat!(
-                include_str!("../../scripts/lib/checks.lua"),
+                $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
                 include_str!(concat!("../../scripts/", $file))
             ))
         });
@@ -112,9 +109,9 @@ mutating!(FORCE_UNLOCK, "force_unlock.lua");
 script!(STATUS, "status.lua");
 script!(RAISE_TOKEN, "raise_token.lua");
 
-mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks);
-mutating!(FAIR_RELEASE, "fair_release.lua");
-mutating!(FAIR_LEAVE, "fair_leave.lua");
+mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks, fair_line);
+mutating!(FAIR_RELEASE, "fair_release.lua", fair_line);
+mutating!(FAIR_LEAVE, "fair_leave.lua", fair_line);
 
 mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", checks);
 mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", checks);

@@ -26,6 +26,9 @@ pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
 
 /// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default of [`Settings::fair_lock_wait_timeout`]: Redisson's
+/// `fairLockWaitTimeout` (5 minutes).
+pub const FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default time allowed to open a connection (Redisson's `connectTimeout`).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time allowed for an answer (Redisson's `timeout`, Jedis's `soTimeout`).
@@ -114,6 +117,13 @@ pub struct Settings {
     /// woken waiter elsewhere gets its turn (default 5 ms; zero turns the
     /// courtesy off and lets a releaser take the lock straight back).
     pub handoff_grace: Duration,
+    /// The fair lock's wait time W, Redisson's `fairLockWaitTimeout`
+    /// (default 5 minutes, the same as Redisson's so both sides date places
+    /// alike): a waiter's place in line is dated W after the one before it,
+    /// and the first waiter is dropped once its date passes (see
+    /// [`FairLock`](crate::FairLock)). An acquire with a timeout uses its
+    /// timeout instead, as Redisson's `tryLock(waitTime, …)` does.
+    pub fair_lock_wait_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -126,6 +136,7 @@ impl Default for Settings {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             handoff_grace: HANDOFF_GRACE,
+            fair_lock_wait_timeout: FAIR_LOCK_WAIT_TIMEOUT,
         }
     }
 }
@@ -137,6 +148,7 @@ impl Settings {
     /// [`Error::InvalidDuration`] or [`Error::InvalidConfig`] naming the field.
     pub fn validate(&self) -> Result<()> {
         limits::watchdog_lease_millis("default lease", self.default_lease)?;
+        limits::lease_millis("fair lock wait timeout", self.fair_lock_wait_timeout)?;
         if self.key_prefix.len() > limits::MAX_NAME_LEN / 2 {
             return Err(Error::InvalidConfig(format!(
                 "key prefix is {} bytes long; at most {} allowed",
@@ -265,6 +277,7 @@ struct LockSection {
     key_prefix: Option<String>,
     wait_timeout: Option<String>,
     handoff_grace: Option<String>,
+    fair_lock_wait_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -305,6 +318,9 @@ impl SettingsFile {
         if let Some(text) = &self.lock.handoff_grace {
             settings.handoff_grace = duration("lock.handoff_grace", text)?;
         }
+        if let Some(text) = &self.lock.fair_lock_wait_timeout {
+            settings.fair_lock_wait_timeout = duration("lock.fair_lock_wait_timeout", text)?;
+        }
         if let Some(attempts) = self.retry.attempts {
             settings.retry.attempts = attempts;
         }
@@ -341,6 +357,7 @@ mod tests {
             default_lease = "2s"
             key_prefix = "p:"
             wait_timeout = "250ms"
+            fair_lock_wait_timeout = "20s"
             [retry]
             attempts = 7
             base_delay = "10ms"
@@ -354,6 +371,7 @@ mod tests {
         assert_eq!(settings.default_lease, Duration::from_secs(2));
         assert_eq!(settings.key_prefix, "p:");
         assert_eq!(settings.wait_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(settings.fair_lock_wait_timeout, Duration::from_secs(20));
         assert_eq!(settings.retry.attempts, 7);
         assert_eq!(settings.retry.base_delay, Duration::from_millis(10));
         assert_eq!(settings.retry.max_delay, Duration::from_secs(1));

@@ -17,115 +17,120 @@ use proptest::prelude::*;
 use super::budget;
 use crate::common;
 
-/// The shared checks some scripts are loaded with, in front.
+/// The shared parts some scripts are loaded with, in front.
 const CHECKS: &str = include_str!("../../scripts/lib/checks.lua");
+const FAIR_LINE: &str = include_str!("../../scripts/lib/fair_line.lua");
+const CHECKS_AND_FAIR_LINE: &str = concat!(
+    include_str!("../../scripts/lib/checks.lua"),
+    include_str!("../../scripts/lib/fair_line.lua")
+);
 
-/// Every script, and whether it is loaded with the shared checks.
-const SCRIPTS: [(&str, &str, bool); 25] = [
-    ("acquire", include_str!("../../scripts/acquire.lua"), false),
-    ("reenter", include_str!("../../scripts/reenter.lua"), false),
-    ("release", include_str!("../../scripts/release.lua"), false),
-    ("renew", include_str!("../../scripts/renew.lua"), false),
+/// Every script, and the shared parts it is loaded with.
+const SCRIPTS: [(&str, &str, &str); 25] = [
+    ("acquire", include_str!("../../scripts/acquire.lua"), ""),
+    ("reenter", include_str!("../../scripts/reenter.lua"), ""),
+    ("release", include_str!("../../scripts/release.lua"), ""),
+    ("renew", include_str!("../../scripts/renew.lua"), ""),
     (
         "force_unlock",
         include_str!("../../scripts/force_unlock.lua"),
-        false,
+        "",
     ),
-    ("status", include_str!("../../scripts/status.lua"), false),
+    ("status", include_str!("../../scripts/status.lua"), ""),
     (
         "raise_token",
         include_str!("../../scripts/raise_token.lua"),
-        false,
+        "",
     ),
     (
         "fair_acquire",
         include_str!("../../scripts/fair_acquire.lua"),
-        true,
+        CHECKS_AND_FAIR_LINE,
     ),
     (
         "fair_release",
         include_str!("../../scripts/fair_release.lua"),
-        false,
+        FAIR_LINE,
     ),
     (
         "fair_leave",
         include_str!("../../scripts/fair_leave.lua"),
-        false,
+        FAIR_LINE,
     ),
     (
         "rw_read_acquire",
         include_str!("../../scripts/rw_read_acquire.lua"),
-        true,
+        CHECKS,
     ),
     (
         "rw_write_acquire",
         include_str!("../../scripts/rw_write_acquire.lua"),
-        true,
+        CHECKS,
     ),
     (
         "rw_read_release",
         include_str!("../../scripts/rw_read_release.lua"),
-        false,
+        "",
     ),
     (
         "rw_write_release",
         include_str!("../../scripts/rw_write_release.lua"),
-        false,
+        "",
     ),
     (
         "rw_writer_leave",
         include_str!("../../scripts/rw_writer_leave.lua"),
-        false,
+        "",
     ),
     (
         "rw_read_renew",
         include_str!("../../scripts/rw_read_renew.lua"),
-        false,
+        "",
     ),
     (
         "semaphore_try_set",
         include_str!("../../scripts/semaphore_try_set.lua"),
-        false,
+        "",
     ),
     (
         "semaphore_add",
         include_str!("../../scripts/semaphore_add.lua"),
-        false,
+        "",
     ),
     (
         "semaphore_acquire",
         include_str!("../../scripts/semaphore_acquire.lua"),
-        true,
+        CHECKS,
     ),
     (
         "semaphore_release",
         include_str!("../../scripts/semaphore_release.lua"),
-        false,
+        "",
     ),
     (
         "semaphore_available",
         include_str!("../../scripts/semaphore_available.lua"),
-        false,
+        "",
     ),
     (
         "permit_acquire",
         include_str!("../../scripts/permit_acquire.lua"),
-        true,
+        CHECKS,
     ),
     (
         "permit_release",
         include_str!("../../scripts/permit_release.lua"),
-        false,
+        "",
     ),
     (
         "permit_available",
         include_str!("../../scripts/permit_available.lua"),
-        false,
+        "",
     ),
     (
         "permit_renew",
         include_str!("../../scripts/permit_renew.lua"),
-        false,
+        "",
     ),
 ];
 
@@ -276,12 +281,8 @@ fn every_script_called_with_random_input_touches_only_its_keys_and_spares_other_
     let partial = std::cell::RefCell::new(std::collections::BTreeSet::new());
     let mut runner = budget::runner(400);
     let outcome = runner.run(&calls(), |(script, keys, args, contents)| {
-        let (name, body, checks) = SCRIPTS[script];
-        let source = if checks {
-            format!("{CHECKS}{body}")
-        } else {
-            body.to_owned()
-        };
+        let (name, body, prelude) = SCRIPTS[script];
+        let source = format!("{prelude}{body}");
         let mut conn = conn.borrow_mut();
         for (key, content) in POOL.iter().zip(&contents) {
             fill(&mut conn, key, content);

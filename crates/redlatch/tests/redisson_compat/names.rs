@@ -11,7 +11,7 @@ use crate::common;
 use crate::{JAVA_OWNER, REDISSON_LOCK, REDISSON_UNLOCK};
 
 /// Redisson's `prefixName`.
-fn prefix_name(prefix: &str, name: &str) -> String {
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
