@@ -5,7 +5,7 @@
 -- KEYS[1]  permit count (NAME)
 -- KEYS[2]  expiries ({NAME}:timeout)
 -- ARGV[1]  channel (redisson_sc:{NAME})
--- ARGV[2]  permit id
+-- ARGV[2]  permit id: its 16 raw bytes, as Redisson stores ids
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, left}     taken; left = permits still free

@@ -1,6 +1,6 @@
 -- permit_renew: extend the leases of many held permits in one call.
 -- KEYS[i]      expiries sorted set of entry i ({NAME}:timeout)
--- ARGV[2i-1]   permit id of entry i
+-- ARGV[2i-1]   permit id of entry i (16 raw bytes)
 -- ARGV[2i]     lease in milliseconds for entry i
 -- Returns      array: 1 when entry i was extended, 0 when it is gone or already
 --              expired (the next acquire reclaims it; one bad key never fails the batch)

@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 
 /// Set in the child process that holds a permit until it is killed.
+/// A permit id (32 hex digits) as the expiries set stores it: 16 raw bytes.
+fn raw_id(id: &str) -> Vec<u8> {
+    uuid::Uuid::try_parse(id).unwrap().as_bytes().to_vec()
+}
+
 const HOLDER_URL: &str = "REDLATCH_TEST_PERMIT_HOLDER_URL";
 const HOLDER_LEASE: Duration = Duration::from_millis(600);
 
@@ -65,7 +70,7 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         0,
         "a live holder's permit came back"
     );
-    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", &id).await.unwrap();
+    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", raw_id(&id)).await.unwrap();
     assert!(
         expiry.is_some(),
         "the live holder's permit left the expiries set"
@@ -80,7 +85,7 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
         .await
         .expect("the dead holder's permit came back");
     assert!(permit.is_held());
-    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", &id).await.unwrap();
+    let expiry: Option<f64> = admin.zscore("{jobs}:timeout", raw_id(&id)).await.unwrap();
     assert_eq!(expiry, None, "the dead holder's permit id was reclaimed");
     assert!(
         killed_at.elapsed() < Duration::from_secs(20),
@@ -187,7 +192,11 @@ async fn waiter_wakes_on_release_and_layout_is_redissons() {
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.unwrap();
         secs * 1000 + micros / 1000
     };
-    let expiry: f64 = admin.zscore("{layout}:timeout", permit.id()).await.unwrap();
+    // Stored as the id's 16 raw bytes, as Redisson stores its permit ids.
+    let expiry: f64 = admin
+        .zscore("{layout}:timeout", raw_id(permit.id()))
+        .await
+        .unwrap();
     let lease_ms = redlatch::DEFAULT_LEASE.as_millis() as f64;
     assert!(
         (expiry - now_ms as f64 - lease_ms).abs() < 5_000.0,

@@ -1,7 +1,7 @@
 //! Redisson compatibility: scripts playing the Java side, written from
 //! Redisson's documented layout and behaviour (seed 003's RLock, names with
 //! braces, read-write messages, semaphore counts, the 3.24+ unlock latch,
-//! the fair lock's line),
+//! the fair lock's line, expirable permits),
 //! run against redlatch on the same names.
 
 mod common;
@@ -9,6 +9,8 @@ mod common;
 mod fair;
 #[path = "redisson_compat/names.rs"]
 mod names;
+#[path = "redisson_compat/permits.rs"]
+mod permits;
 #[path = "redisson_compat/semaphore.rs"]
 mod semaphore;
 #[path = "redisson_compat/unlock_latch.rs"]

@@ -33,7 +33,7 @@ use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
 use crate::scripts;
-use crate::scripts::keys::read_timeout_prefix;
+use crate::scripts::keys::{permit_member, read_timeout_prefix};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 
@@ -495,7 +495,11 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     // the read holds' one adds their timeout prefixes after those.
     for renewal in &batch {
         invocation.key(&renewal.key.0);
-        invocation.arg(&*renewal.key.1).arg(renewal.lease_ms);
+        match kind {
+            HoldKind::Permit => invocation.arg(permit_member(&renewal.key.1)),
+            _ => invocation.arg(&*renewal.key.1),
+        };
+        invocation.arg(renewal.lease_ms);
         if let HoldKind::Read = kind {
             invocation.arg(read_timeout_prefix(&renewal.key.0, &renewal.key.1));
         }

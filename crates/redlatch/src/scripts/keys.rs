@@ -306,6 +306,17 @@ impl RwKeys {
 /// The read-hold timeout keys of the read field `field` on the lock hash
 /// `key` start with this, then `:<n>` for the n-th hold:
 /// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
+/// The member a permit id is stored as in a permit-expirable semaphore's
+/// expiries: its 16 bytes, raw, as Redisson stores its permit ids (which it
+/// shows as 32 hex digits, as redlatch does). An id that is not 32 hex
+/// digits (never made by redlatch) is sent as it is.
+pub(crate) fn permit_member(id: &str) -> Vec<u8> {
+    match uuid::Uuid::try_parse(id) {
+        Ok(raw) if id.len() == 32 => raw.as_bytes().to_vec(),
+        _ => id.as_bytes().to_vec(),
+    }
+}
+
 pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
     format!("{}:rwlock_timeout", suffix_name(key, field))
 }
@@ -490,5 +501,14 @@ mod tests {
             "{doc}:u:1:rwlock_timeout"
         );
         assert_eq!(write_field("u:1"), "u:1:write");
+    }
+
+    #[test]
+    fn permit_ids_are_stored_as_their_16_raw_bytes() {
+        let member = permit_member("00ff10a0000000000000000000000001");
+        assert_eq!(member.len(), 16);
+        assert_eq!(&member[..4], &[0x00, 0xff, 0x10, 0xa0]);
+        assert_eq!(member[15], 1);
+        assert_eq!(permit_member("not-hex"), b"not-hex");
     }
 }

@@ -15,7 +15,7 @@ use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts;
-use crate::scripts::keys::SemaphoreKeys;
+use crate::scripts::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
 use crate::settings::{RetryPolicy, limits};
 
@@ -307,7 +307,7 @@ impl PermitSemaphore {
                 .key(&task_keys.key)
                 .key(&task_keys.timeouts)
                 .arg(&task_keys.channel)
-                .arg(&*task_id)
+                .arg(permit_member(&task_id))
                 .arg(lease_ms)
                 .arg(core.conn.publish_command());
             let reply: Vec<i64> = send(&core, "permit acquire", request).await?;
@@ -416,7 +416,8 @@ impl std::fmt::Debug for ExpirablePermit {
 }
 
 impl ExpirablePermit {
-    /// The permit id (32 hex digits), the member of the expiries sorted set.
+    /// The permit id, 32 hex digits, as Redisson shows its permit ids; the
+    /// expiries sorted set holds its 16 bytes, raw, as Redisson stores them.
     pub fn id(&self) -> &str {
         &self.hold.owner
     }
@@ -513,7 +514,7 @@ async fn release_permit(core: &Arc<Core>, keys: &SemaphoreKeys, id: &str) -> Res
         .key(&keys.key)
         .key(&keys.timeouts)
         .arg(&keys.channel)
-        .arg(id)
+        .arg(permit_member(id))
         .arg(core.conn.publish_command());
     let reply: i64 = send(core, "permit release", request).await?;
     match reply {

@@ -20,7 +20,7 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// Redisson's `suffixName`.
-fn suffix_name(name: &str, suffix: &str) -> String {
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
     } else {
