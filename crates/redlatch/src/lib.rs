@@ -141,3 +141,4 @@ pub use settings::{
 };
 pub use transport::shared::RedisConnection;
 pub use transport::tls::TlsFiles;
+pub use transport::topology::ClusterPubSub;

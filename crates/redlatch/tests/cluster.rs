@@ -1,10 +1,11 @@
 //! Locks on a Redis Cluster (3 masters, 1 replica each): keys of a lock in
-//! one slot, sharded pub/sub wake-ups, and a master failover during use.
+//! one slot, sharded pub/sub wake-ups (or plain ones, when set so), and a
+//! master failover during use.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, ClientBuilder, Error};
+use redlatch::{Client, ClientBuilder, ClusterPubSub, Error};
 use testkit::Cluster;
 
 fn cluster() -> Cluster {
@@ -95,6 +96,88 @@ async fn a_release_wakes_a_waiter_through_sharded_pub_sub() {
         .unwrap()
         .expect("the waiter gets the lock after the release");
     next.release().await.unwrap();
+}
+
+/// With `ClusterPubSub::Plain`, as for Redisson clients running with
+/// `shardedSubscriptionMode = OFF`: a plain PUBLISH of Redisson's unlock
+/// wakes a redlatch waiter, and redlatch's release reaches a plain
+/// subscriber on a node that does not own the lock's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_pub_sub_meets_redisson_clients_that_do_not_shard() {
+    let cluster = cluster();
+    let client = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .cluster_pubsub(ClusterPubSub::Plain)
+        .connect()
+        .await
+        .expect("connect to the cluster");
+    let name = "order:9";
+    let channel = "redisson_lock__channel:{order:9}";
+    let mut owner = master_conn(&cluster, name);
+    // A Redisson thread holds the lock for 30 s.
+    let () = redis::cmd("HSET")
+        .arg(name)
+        .arg("2f3a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b:1")
+        .arg(1)
+        .query(&mut owner)
+        .unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg(name)
+        .arg(30_000)
+        .query(&mut owner)
+        .unwrap();
+    let lock = client.lock(name);
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    let subscribed = async {
+        while lock.status().await.unwrap().waiting_clients == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), subscribed)
+        .await
+        .expect("the waiter subscribes to the plain channel");
+    // Redisson's unlock without sharding: DEL, then a plain PUBLISH of 0.
+    let () = redis::cmd("DEL").arg(name).query(&mut owner).unwrap();
+    let unlocked_at = Instant::now();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(channel)
+        .arg(0)
+        .query(&mut owner)
+        .unwrap();
+    let guard = tokio::time::timeout(PROMPT_WAKE, waiter)
+        .await
+        .expect("the plain unlock message wakes the waiter, not the 30 s lease")
+        .unwrap()
+        .unwrap();
+    assert!(unlocked_at.elapsed() < PROMPT_WAKE);
+
+    // A plain subscriber on another node hears redlatch's release.
+    let port = cluster.master_of(name).unwrap();
+    let elsewhere = cluster
+        .nodes()
+        .iter()
+        .find(|node| node.port() != port)
+        .expect("another node");
+    let mut listener = elsewhere.conn();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let heard = tokio::task::spawn_blocking(move || {
+        let mut pubsub = listener.as_pubsub();
+        pubsub.subscribe(channel).unwrap();
+        // The first message after the subscription is confirmed.
+        pubsub
+            .get_message()
+            .map(|message| message.get_channel_name().to_owned())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    let heard = heard.await.unwrap().expect("a message within 5 s");
+    assert_eq!(heard, channel);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

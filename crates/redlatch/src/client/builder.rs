@@ -8,7 +8,7 @@ use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::transport::tls::TlsFiles;
-use crate::transport::topology::{MasterAuth, ReplicaWait, Servers, Topology};
+use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
 
 /// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
 /// the client's connection to that master while it runs.
@@ -54,6 +54,7 @@ impl ClientBuilder {
             topology: Topology {
                 servers: Servers::Single,
                 tls: None,
+                cluster_pubsub: ClusterPubSub::default(),
             },
             replica_wait: None,
             misplaced_master_auth: false,
@@ -88,6 +89,26 @@ impl ClientBuilder {
         let mut builder = ClientBuilder::new(nodes.first().map_or("", String::as_str));
         builder.topology.servers = Servers::Cluster(nodes);
         builder
+    }
+
+    /// How wake-ups travel on a Redis Cluster (default
+    /// [`ClusterPubSub::Sharded`]); set [`ClusterPubSub::Plain`] when
+    /// Redisson clients on the same locks run with
+    /// `shardedSubscriptionMode = OFF`, so both sides publish and listen
+    /// alike. Ignored off a cluster.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// use redlatch::{ClientBuilder, ClusterPubSub};
+    /// let client = ClientBuilder::cluster(["redis://10.0.0.1:7000"])
+    ///     .cluster_pubsub(ClusterPubSub::Plain)
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn cluster_pubsub(mut self, pubsub: ClusterPubSub) -> ClientBuilder {
+        self.topology.cluster_pubsub = pubsub;
+        self
     }
 
     /// A builder for the master that Redis Sentinel knows as `master_name`,

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::redlock::Redlock;
 use crate::settings::Settings;
 use crate::transport::tls::TlsFiles;
+use crate::transport::topology::ClusterPubSub;
 
 /// Where the locks live.
 ///
@@ -40,6 +41,9 @@ pub struct Deployment {
     pub wait_replicas: Option<u32>,
     /// Longest replica wait (default 50 ms).
     pub replica_timeout: Duration,
+    /// How wake-ups travel on a Redis Cluster (default sharded); see
+    /// [`ClientBuilder::cluster_pubsub`].
+    pub cluster_pubsub: ClusterPubSub,
 }
 
 /// Default of [`Deployment::replica_timeout`].
@@ -72,6 +76,7 @@ impl Deployment {
             tls: None,
             wait_replicas: None,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
+            cluster_pubsub: ClusterPubSub::default(),
         }
     }
 
@@ -82,7 +87,8 @@ impl Deployment {
     /// `[redis]`: `mode = "single" | "cluster" | "sentinel" | "redlock"`
     /// (default `single`, or `redlock` when `urls` has several entries),
     /// `urls = [...]`, `master = "NAME"` (sentinel), `wait_replicas = N`,
-    /// `replica_timeout = "50ms"`, and for Redlock masters that are not
+    /// `replica_timeout = "50ms"`, `pubsub = "sharded" | "plain"` (how
+    /// wake-ups travel on a cluster), and for Redlock masters that are not
     /// single servers, `[[redis.masters]]` tables with `mode`, `urls` and
     /// `master`. `[tls]`: `ca`, `cert`, `key` (PEM files).
     ///
@@ -102,6 +108,22 @@ impl Deployment {
         let servers = redis.servers()?;
         let mut deployment = Deployment::new(servers);
         deployment.wait_replicas = redis.wait_replicas;
+        if let Some(pubsub) = &redis.pubsub {
+            deployment.cluster_pubsub = match pubsub.as_str() {
+                "sharded" => ClusterPubSub::Sharded,
+                "plain" => ClusterPubSub::Plain,
+                other => {
+                    return Err(Error::InvalidConfig(format!(
+                        "redis.pubsub: {other:?} is not one of \"sharded\", \"plain\""
+                    )));
+                }
+            };
+            if !deployment.servers.has_cluster() {
+                return Err(Error::InvalidConfig(
+                    "redis.pubsub: only a cluster (mode = \"cluster\", or a Redlock master that is one) takes a pub/sub mode".to_owned(),
+                ));
+            }
+        }
         if let Some(text) = &redis.replica_timeout {
             deployment.replica_timeout = humantime::parse_duration(text).map_err(|error| {
                 Error::InvalidConfig(format!("redis.replica_timeout = {text:?}: {error}"))
@@ -249,11 +271,20 @@ impl Deployment {
         if let Some(replicas) = self.wait_replicas {
             builder = builder.wait_for_replicas(replicas, self.replica_timeout);
         }
-        builder
+        builder.cluster_pubsub(self.cluster_pubsub)
     }
 }
 
 impl Servers {
+    /// True when these servers are, or include, a Redis Cluster.
+    fn has_cluster(&self) -> bool {
+        match self {
+            Servers::Cluster(_) => true,
+            Servers::Redlock(masters) => masters.iter().any(Servers::has_cluster),
+            Servers::Single(_) | Servers::Sentinel { .. } => false,
+        }
+    }
+
     /// The URLs, passwords hidden, e.g. `cluster redis://a:7000,redis://b:7000`.
     pub fn label(&self) -> String {
         let join = |urls: &[String]| {
@@ -349,6 +380,7 @@ pub(crate) struct RedisSection {
     master: Option<String>,
     wait_replicas: Option<u32>,
     replica_timeout: Option<String>,
+    pubsub: Option<String>,
     #[serde(default)]
     masters: Vec<MasterSection>,
 }
@@ -473,6 +505,13 @@ mod tests {
             cluster.servers,
             Servers::Cluster(vec!["redis://a:1".into(), "redis://b:2".into()])
         );
+        assert_eq!(cluster.cluster_pubsub, ClusterPubSub::Sharded);
+        let plain = Deployment::from_toml(
+            "[redis]\nmode = \"cluster\"\nurls = [\"redis://a:1\"]\npubsub = \"plain\"",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(plain.cluster_pubsub, ClusterPubSub::Plain);
         let sentinel = Deployment::from_toml(
             "[redis]\nmode = \"sentinel\"\nurls = [\"redis://s:26379\"]\nmaster = \"m\"\nwait_replicas = 1\nreplica_timeout = \"20ms\"",
         )
@@ -525,6 +564,13 @@ mod tests {
         assert!(bad("[redis]\nurls = [\"http://a\"]").contains("redis.urls"));
         assert!(bad("[redis]\nurls = [\"redis://a\"]\nmaster = \"m\"").contains("redis.master"));
         assert!(bad("[redis]\nurlz = []").contains("urlz"));
+        assert!(
+            bad("[redis]\nmode = \"cluster\"\nurls = [\"redis://a\"]\npubsub = \"loud\"")
+                .contains("redis.pubsub")
+        );
+        assert!(
+            bad("[redis]\nurls = [\"redis://a\"]\npubsub = \"plain\"").contains("redis.pubsub")
+        );
         assert!(
             bad("[redis]\nurls = [\"redis://a\"]\n[tls]\ncert = \"c.pem\"").contains("tls.key")
         );

@@ -24,7 +24,7 @@ use crate::settings::{Settings, SharedSettings};
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
-use crate::transport::topology::{MasterAuth, ReplicaWait, Servers, Topology};
+use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
 
 /// Opens the command connection for `topology` (now, bounded by the connect
 /// timeout and retries), and says where subscription connections come from.
@@ -56,7 +56,7 @@ pub(crate) async fn open(
             Servers::Single => open_single(url, settings, &certs).await,
             Servers::Cluster(nodes) => {
                 let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
-                open_cluster(nodes, shared, waits, certs).await
+                open_cluster(nodes, shared, waits, certs, topology.cluster_pubsub).await
             }
             Servers::Sentinel {
                 sentinels,
@@ -119,6 +119,7 @@ async fn open_cluster(
     shared: &SharedSettings,
     replica_wait: Duration,
     certs: Certificates,
+    pubsub: ClusterPubSub,
 ) -> Result<(Connection, SubscriptionSource)> {
     let settings: Arc<Settings> = shared.read().clone();
     let nodes = urls
@@ -143,11 +144,12 @@ async fn open_cluster(
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
-        Connection::Cluster(conn, shared.clone()),
+        Connection::Cluster(conn, shared.clone(), pubsub),
         SubscriptionSource::Cluster {
             nodes,
             connect_timeout: settings.connect_timeout,
             certs,
+            pubsub,
         },
     ))
 }
@@ -202,15 +204,15 @@ pub(crate) enum Connection {
     /// also sends a command again when its connection drops while the
     /// command is in flight (so scripts that change data run re-send-safe
     /// there, see [`crate::scripts::Mutating`]). The settings give the
-    /// policy for re-sending a request whose outcome is unknown.
-    Cluster(ClusterConnection, SharedSettings),
+    /// policy for re-sending a request whose outcome is unknown, and how
+    /// wake-ups travel.
+    Cluster(ClusterConnection, SharedSettings, ClusterPubSub),
     /// The master of a Sentinel-monitored group, looked up again after errors.
     Sentinel(SentinelConnection),
 }
 
 impl Connection {
-    /// True on a Redis Cluster: keys of one call must share a slot, and
-    /// wake-ups use sharded pub/sub.
+    /// True on a Redis Cluster: keys of one call must share a slot.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(..))
     }
@@ -221,16 +223,22 @@ impl Connection {
     /// so they run the plain scripts and skip the request records).
     pub(crate) fn resend_policy(&self) -> Option<Arc<Settings>> {
         match self {
-            Connection::Cluster(_, shared) => Some(shared.read().clone()),
+            Connection::Cluster(_, shared, _) => Some(shared.read().clone()),
             Connection::Single(_) | Connection::Sentinel(_) => None,
         }
     }
 
+    /// True when wake-ups use sharded pub/sub: on a cluster, unless set to plain.
+    fn sharded_pubsub(&self) -> bool {
+        matches!(self, Connection::Cluster(_, _, ClusterPubSub::Sharded))
+    }
+
     /// The command scripts publish unlock messages with: `spublish` (sharded,
     /// delivered only by the shard that owns the channel's slot) on a
-    /// cluster, `publish` elsewhere, as Redisson's own clients expect.
+    /// cluster, `publish` elsewhere or when set to plain, as the Redisson
+    /// clients on the same locks must be configured.
     pub(crate) fn publish_command(&self) -> &'static str {
-        if self.is_cluster() {
+        if self.sharded_pubsub() {
             "spublish"
         } else {
             "publish"
@@ -239,7 +247,7 @@ impl Connection {
 
     /// The `PUBSUB` subcommand that counts subscribers of a lock channel.
     pub(crate) fn numsub_command(&self) -> &'static str {
-        if self.is_cluster() {
+        if self.sharded_pubsub() {
             "SHARDNUMSUB"
         } else {
             "NUMSUB"
@@ -260,7 +268,7 @@ impl Connection {
     /// The servers a walk over the whole keyspace must visit: the server
     /// itself, or every master of a cluster (asked with `CLUSTER NODES`).
     pub(crate) async fn keyspace_nodes(&mut self) -> RedisResult<Vec<Node>> {
-        let Connection::Cluster(cluster, _) = self else {
+        let Connection::Cluster(cluster, ..) = self else {
             return Ok(vec![Node::Default]);
         };
         let nodes: String = redis::cmd("CLUSTER")
@@ -277,7 +285,7 @@ impl Connection {
         command: &Cmd,
     ) -> RedisResult<T> {
         match (self, node) {
-            (Connection::Cluster(cluster, _), Node::At { host, port }) => {
+            (Connection::Cluster(cluster, ..), Node::At { host, port }) => {
                 let routing = redis::cluster_routing::RoutingInfo::SingleNode(
                     redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
                         host: host.clone(),
@@ -319,7 +327,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn, _) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn, ..) => conn.req_packed_command(cmd),
             Connection::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -332,7 +340,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn, _) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn, ..) => conn.req_packed_commands(pipeline, offset, count),
             Connection::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -340,7 +348,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(conn) => conn.get_db(),
-            Connection::Cluster(conn, _) => conn.get_db(),
+            Connection::Cluster(conn, ..) => conn.get_db(),
             Connection::Sentinel(conn) => conn.get_db(),
         }
     }

@@ -1,5 +1,6 @@
 //! The subscription connection behind wake-ups: plain pub/sub on one server
-//! (or the master Sentinel names), sharded pub/sub on a Redis Cluster.
+//! (or the master Sentinel names), sharded pub/sub on a Redis Cluster (or
+//! plain there too, when set so for Redisson clients that do not shard).
 //!
 //! The wake-up task (`engine/wakeup.rs`) opens a [`Session`] from a
 //! [`SubscriptionSource`], subscribes lock channels on it, and reads
@@ -16,6 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::tls::Certificates;
+use crate::transport::topology::ClusterPubSub;
 
 /// Where subscription connections come from.
 #[derive(Clone)]
@@ -24,13 +26,14 @@ pub(crate) enum SubscriptionSource {
     Single(redis::Client),
     /// The master Sentinel names now, looked up at each (re)connection.
     Sentinel(SentinelConnection),
-    /// A cluster: `SSUBSCRIBE` on a RESP3 cluster connection of its own,
-    /// which sends each channel's subscription to the shard that owns it and
-    /// moves it after a failover or resharding.
+    /// A cluster: `SSUBSCRIBE` (or `SUBSCRIBE`, plain) on a RESP3 cluster
+    /// connection of its own, which sends each channel's subscription to the
+    /// shard that owns it and moves it after a failover or resharding.
     Cluster {
         nodes: Vec<ConnectionInfo>,
         connect_timeout: Duration,
         certs: Certificates,
+        pubsub: ClusterPubSub,
     },
 }
 
@@ -51,9 +54,10 @@ pub(crate) enum Session {
         /// Connected to a master found through Sentinel.
         through_sentinel: bool,
     },
-    Sharded {
+    Cluster {
         conn: ClusterConnection,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
+        pubsub: ClusterPubSub,
     },
 }
 
@@ -69,6 +73,7 @@ impl SubscriptionSource {
                 nodes,
                 connect_timeout,
                 certs,
+                pubsub,
             } => {
                 let (sender, pushes) = mpsc::unbounded_channel();
                 let client = certs
@@ -78,7 +83,11 @@ impl SubscriptionSource {
                     .push_sender(sender)
                     .build()?;
                 let conn = client.get_async_connection().await?;
-                Ok(Session::Sharded { conn, pushes })
+                Ok(Session::Cluster {
+                    conn,
+                    pushes,
+                    pubsub: *pubsub,
+                })
             }
         }
     }
@@ -112,21 +121,31 @@ impl Session {
     pub(crate) async fn ping(&mut self) -> RedisResult<()> {
         match self {
             Session::Plain { sink, .. } => sink.ping::<Value>().await.map(drop),
-            Session::Sharded { .. } => Ok(()),
+            Session::Cluster { .. } => Ok(()),
         }
     }
 
     pub(crate) async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
             Session::Plain { sink, .. } => sink.subscribe(channel).await,
-            Session::Sharded { conn, .. } => conn.ssubscribe(channel).await,
+            Session::Cluster {
+                conn,
+                pubsub: ClusterPubSub::Sharded,
+                ..
+            } => conn.ssubscribe(channel).await,
+            Session::Cluster { conn, .. } => conn.subscribe(channel).await,
         }
     }
 
     pub(crate) async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
             Session::Plain { sink, .. } => sink.unsubscribe(channel).await,
-            Session::Sharded { conn, .. } => conn.sunsubscribe(channel).await,
+            Session::Cluster {
+                conn,
+                pubsub: ClusterPubSub::Sharded,
+                ..
+            } => conn.sunsubscribe(channel).await,
+            Session::Cluster { conn, .. } => conn.unsubscribe(channel).await,
         }
     }
 
@@ -137,7 +156,7 @@ impl Session {
                 .next()
                 .await
                 .map(|message| Event::Message(message.get_channel_name().to_owned())),
-            Session::Sharded { pushes, .. } => loop {
+            Session::Cluster { pushes, .. } => loop {
                 let push = pushes.recv().await?;
                 match push.kind {
                     PushKind::SMessage | PushKind::Message => {

@@ -10,6 +10,27 @@ pub(crate) struct Topology {
     pub(crate) servers: Servers,
     /// Certificates for `rediss://` URLs; `None` uses the system's trust store.
     pub(crate) tls: Option<TlsFiles>,
+    /// How wake-ups travel on a Redis Cluster.
+    pub(crate) cluster_pubsub: ClusterPubSub,
+}
+
+/// How lock wake-ups travel on a Redis Cluster
+/// ([`ClientBuilder::cluster_pubsub`](crate::ClientBuilder::cluster_pubsub)).
+///
+/// Redisson's clients on the same locks must do the same: Redisson uses
+/// sharded pub/sub on Redis 7.0 and later by default
+/// (`shardedSubscriptionMode = AUTO`), plain pub/sub when configured with
+/// `shardedSubscriptionMode = OFF` or on older servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClusterPubSub {
+    /// `SPUBLISH` / `SSUBSCRIBE` (Redis 7.0+): a message goes only to the
+    /// shard that owns the channel's slot. The default.
+    #[default]
+    Sharded,
+    /// `PUBLISH` / `SUBSCRIBE`: every message is broadcast to every node of
+    /// the cluster, for Redisson clients without sharded subscriptions.
+    Plain,
 }
 
 /// The servers a client talks to.
