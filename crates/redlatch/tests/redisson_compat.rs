@@ -54,6 +54,12 @@ return 1; \
 end; \
 return nil;";
 
+/// Names of every shape both sides must agree on: plain, with a hash tag,
+/// with colons, unicode, an empty hash tag (`{}`: Redisson leaves a name
+/// holding `{` as it is when deriving others from it).
+pub(crate) const LEGAL_NAMES: [&str; 5] =
+    ["payroll", "payroll{eu}", "app:jobs:7", "ünï©ødé-锁", "x{}y"];
+
 const JAVA_OWNER: &str = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57";
 const CHANNEL: &str = "redisson_lock__channel:{shared-lock}";
 
@@ -138,4 +144,51 @@ async fn redisson_holder_is_seen_as_held_and_its_unlock_wakes_redlatch_waiters()
         .unwrap()
         .unwrap();
     assert!(owner.starts_with(&client.id().to_string()));
+}
+
+/// A `MultiLock` is built on plain locks: a name a Redisson thread holds
+/// keeps it from being taken (and leaves none of the others held), the
+/// Redisson unlock wakes it, and while it holds, Redisson sees each name held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_and_redisson_exclude_each_other_on_every_name() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut java = common::admin(&server).await;
+    let names = ["ledger{1}", "shared-lock", "app:jobs:7"];
+    assert_eq!(
+        java_lock(&mut java).await,
+        None,
+        "Redisson takes shared-lock"
+    );
+    let multi = redlatch::MultiLock::new(names.map(|name| client.lock(name)));
+    assert!(multi.try_acquire().await.unwrap().is_none());
+    for name in ["ledger{1}", "app:jobs:7"] {
+        let exists: bool = redis::AsyncCommands::exists(&mut java, name).await.unwrap();
+        assert!(!exists, "{name} is left free after the refused try");
+    }
+    let waiting = tokio::spawn({
+        let multi = multi.clone();
+        async move { multi.acquire_timeout(Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(java_unlock(&mut java).await, Some(1));
+    let guard = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("Redisson's unlock wakes the multi-lock (lease 30 s)")
+        .unwrap()
+        .unwrap();
+    for name in names {
+        let pttl: Option<i64> = Script::new(REDISSON_LOCK)
+            .key(name)
+            .arg(30_000)
+            .arg(JAVA_OWNER)
+            .invoke_async(&mut java)
+            .await
+            .unwrap();
+        assert!(
+            pttl.is_some_and(|pttl| pttl > 0),
+            "{name} is held for Redisson"
+        );
+    }
+    guard.release().await.unwrap();
 }

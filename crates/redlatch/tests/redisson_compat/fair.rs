@@ -227,10 +227,11 @@ async fn woken(pubsub: &mut redis::aio::PubSub, channel: &str, from: Instant) ->
 /// Order and wake-ups across the two sides, on a name with and without a
 /// brace: Java J0 holds; J1 (Java), R2 (redlatch), J3 (Java) queue; each
 /// release wakes exactly the next, within 50 ms; the deadlines follow
-/// Redisson's arithmetic; nothing expires the line.
+/// Redisson's arithmetic; nothing expires the line. On every kind of legal
+/// name: plain, braced, colons, unicode, an empty hash tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within_50ms() {
-    for name in ["payroll", "payroll{eu}"] {
+    for name in crate::LEGAL_NAMES {
         let server = common::server();
         let client = common::client(&server).await;
         let mut java = common::admin(&server).await;

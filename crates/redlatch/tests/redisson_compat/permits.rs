@@ -137,11 +137,11 @@ impl JavaSide<'_> {
 }
 
 /// Permits taken on one side are seen, released and reclaimed by the other,
-/// on names with and without a brace; `setPermits` on the Java side finds
+/// on every kind of legal name; `setPermits` on the Java side finds
 /// the total it expects (no permit created), and the total stays 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_taken_on_either_side_are_released_and_reclaimed_by_the_other() {
-    for name in ["render-slots", "gpu{eu}"] {
+    for name in crate::LEGAL_NAMES {
         let server = common::server();
         // Renewed every 300 ms, so the watchdog soon sees a permit gone.
         let client = common::client_with_lease(&server, Duration::from_millis(900)).await;
