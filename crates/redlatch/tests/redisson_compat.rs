@@ -1,7 +1,7 @@
 //! Redisson compatibility: scripts playing the Java side, written from
 //! Redisson's documented layout and behaviour (seed 003's RLock, names with
 //! braces, read-write messages, semaphore counts, the 3.24+ unlock latch,
-//! the fair lock's line, expirable permits),
+//! the fair lock's line, expirable permits, wake-ups both ways),
 //! run against redlatch on the same names.
 
 mod common;
@@ -15,6 +15,8 @@ mod permits;
 mod semaphore;
 #[path = "redisson_compat/unlock_latch.rs"]
 mod unlock_latch;
+#[path = "redisson_compat/wakeups.rs"]
+mod wakeups;
 
 use std::time::Duration;
 
