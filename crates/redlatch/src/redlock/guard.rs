@@ -118,16 +118,30 @@ impl RedlockHold {
     async fn release_on_nodes(&self) -> Result<()> {
         let limit = self.node_timeout;
         let lease_ms = self.hold.lease_ms();
-        // Waits for every node (each bounded by the node timeout): a process
-        // that exits right after `release` must not leave holds behind.
-        let replies = quorum::fan_out(&self.redlock.inner.nodes, "release", limit, |i, client| {
-            let request = self.request(i, lease_ms);
-            let mut conn = client.inner.conn.clone();
-            async move { scripts::lock::release(&mut conn, &request, limit).await }
-        })
-        .await;
         let nodes = self.node_count();
-        let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
+        let needed = quorum::majority(nodes);
+        // Done once a majority released it: others can take the lock then.
+        // The slower nodes finish in the background (a process that exits
+        // at once leaves a minority of holds, which run out with the lease).
+        let settled = |replies: &[Option<Result<scripts::lock::Released>>]| {
+            let released = replies.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
+            let running = replies.iter().filter(|r| r.is_none()).count();
+            released >= needed || released + running < needed
+        };
+        let (replies, stragglers) = quorum::fan_out_until(
+            &self.redlock.inner.nodes,
+            "release",
+            limit,
+            |i, client| {
+                let request = self.request(i, lease_ms);
+                let mut conn = client.inner.conn.clone();
+                async move { scripts::lock::release(&mut conn, &request, limit).await }
+            },
+            settled,
+        )
+        .await;
+        stragglers.finish_in_background(|_, _| {});
+        let (answers, failures) = quorum::split_partial(&self.redlock.inner.nodes, replies);
         let released = answers.iter().filter(|a| a.is_some()).count();
         if released >= quorum::majority(nodes) {
             return Ok(());

@@ -347,18 +347,33 @@ impl RedlockLock {
         let limit = self.redlock.node_timeout(lease_ms);
         let started = LeaseInstant::now();
         let needed = quorum::majority(nodes.len());
-        // Every node answers or times out: holds on all live nodes make the
-        // lock and its token survive the loss of more of them.
-        let replies = quorum::fan_out(nodes, "acquire", limit, |i, client| {
-            let client = client.clone();
-            let request = requests[i].clone();
-            // `attempt::attempt` runs in a task of its own: when the limit cuts
-            // the wait short, the task still finishes and gives back any hold.
-            async move { attempt::attempt(&client.inner, &request).await }
-        })
+        // Decided at the first majority granted (or once none is possible
+        // any more); the slower nodes finish in the background.
+        let settled = |replies: &[Option<Result<Attempt>>]| {
+            let granted = replies
+                .iter()
+                .filter(|reply| matches!(reply, Some(Ok(Attempt::Acquired { .. }))))
+                .count();
+            let running = replies.iter().filter(|reply| reply.is_none()).count();
+            granted >= needed || granted + running < needed
+        };
+        let (replies, stragglers) = quorum::fan_out_until(
+            nodes,
+            "acquire",
+            limit,
+            |i, client| {
+                let client = client.clone();
+                let request = requests[i].clone();
+                // `attempt::attempt` runs in a task of its own: when the limit
+                // cuts the wait short, the task still finishes and gives back
+                // any hold.
+                async move { attempt::attempt(&client.inner, &request).await }
+            },
+            settled,
+        )
         .await;
-        let pending = vec![false; nodes.len()];
-        let (answers, mut failures) = quorum::split(nodes, replies);
+        let pending: Vec<bool> = replies.iter().map(Option::is_none).collect();
+        let (answers, mut failures) = quorum::split_partial(nodes, replies);
         if let Some(wrong_type) = failures
             .iter()
             .position(|failure| matches!(*failure.error, Error::WrongType { .. }))
@@ -397,12 +412,16 @@ impl RedlockLock {
             };
             let valid_until = started + limits::validity(lease_ms);
             if fenced && LeaseInstant::now() < valid_until {
+                self.keep_stragglers(stragglers, &requests, token, released.clone());
                 return Ok(Outcome::Granted(
                     self.guard(requests, token, lease_ms, renewed, started, released),
                 ));
             }
         }
         released.cancel();
+        // The calls still running give back what they take (their tasks'
+        // undo), and so does the release queued behind them here.
+        drop(stragglers);
         self.give_back(&requests, &answers, &pending).await;
         Ok(Outcome::Refused(Refusal {
             acquired,
@@ -480,6 +499,50 @@ impl RedlockLock {
         } else {
             Err(failures)
         }
+    }
+
+    /// Lets the nodes that had not answered when a majority granted the lock
+    /// finish: a hold they take is the guard's too (its renewals and its
+    /// release go to every node, behind the grant on the node's connection),
+    /// and its counter is raised to `token` when lower, so the token lives
+    /// on every node that holds the lock; unless the guard is gone by then,
+    /// when the hold is given back at once.
+    fn keep_stragglers(
+        &self,
+        stragglers: quorum::Stragglers<Attempt>,
+        requests: &[Request],
+        token: u64,
+        released: CancellationToken,
+    ) {
+        let nodes: Vec<_> = self
+            .redlock
+            .inner
+            .nodes
+            .iter()
+            .map(|node| node.client.clone())
+            .collect();
+        let requests = requests.to_vec();
+        stragglers.finish_in_background(move |i, reply| {
+            let Ok(Attempt::Acquired { token: taken, .. }) = reply else {
+                return;
+            };
+            let (Some(client), request) = (nodes[i].clone(), requests[i].clone()) else {
+                return;
+            };
+            let gone = released.is_cancelled();
+            if !gone && taken >= token {
+                return;
+            }
+            let limit = Duration::from_millis(request.lease_ms);
+            drop(tokio::spawn(async move {
+                let mut conn = client.inner.conn.clone();
+                if gone {
+                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                } else {
+                    let _ = scripts::lock::raise_token(&mut conn, &request, token, limit).await;
+                }
+            }));
+        });
     }
 
     /// Gives back, on every node, whatever this attempt's owner holds there:

@@ -1,7 +1,11 @@
 //! Fan-out to every Redlock node at once, and the majority arithmetic.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result};
@@ -40,24 +44,105 @@ where
     futures_util::future::join_all(calls).await
 }
 
+/// Calls still running when [`fan_out_until`] returned, with their node index.
+type Running<T> = FuturesUnordered<Pin<Box<dyn Future<Output = (usize, Result<T>)> + Send>>>;
+
+/// The calls [`fan_out_until`] did not wait for.
+pub(crate) struct Stragglers<T> {
+    running: Running<T>,
+}
+
+impl<T: Send + 'static> Stragglers<T> {
+    /// Lets the calls finish in a task of their own; `each` sees every
+    /// reply as it comes. (Dropped instead, the calls are cut off where
+    /// they stand.)
+    pub(crate) fn finish_in_background(
+        self,
+        mut each: impl FnMut(usize, Result<T>) + Send + 'static,
+    ) {
+        let mut running = self.running;
+        if running.is_empty() {
+            return;
+        }
+        drop(tokio::spawn(async move {
+            while let Some((node, reply)) = running.next().await {
+                each(node, reply);
+            }
+        }));
+    }
+}
+
+/// As [`fan_out`], but returns as soon as `settled` says the replies so far
+/// decide the outcome (a majority, or no majority possible any more): the
+/// replies in node order (`None` where the node has not answered yet), and
+/// the calls still running. Waiting for the slowest node would cost every
+/// call its latency, when a majority is all that counts.
+pub(crate) async fn fan_out_until<T, F, Fut>(
+    nodes: &[Node],
+    op: &'static str,
+    limit: Duration,
+    call: F,
+    settled: impl Fn(&[Option<Result<T>>]) -> bool,
+) -> (Vec<Option<Result<T>>>, Stragglers<T>)
+where
+    T: Send + 'static,
+    F: Fn(usize, &Client) -> Fut,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    let running: Running<T> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let call = node.client.as_ref().map(|client| call(i, client));
+            let not_connected = node.not_connected();
+            Box::pin(async move {
+                let reply = match call {
+                    Some(call) => bounded(op, limit, call).await,
+                    None => Err(not_connected),
+                };
+                (i, reply)
+            }) as Pin<Box<dyn Future<Output = (usize, Result<T>)> + Send>>
+        })
+        .collect();
+    let mut running = running;
+    let mut replies: Vec<Option<Result<T>>> = (0..nodes.len()).map(|_| None).collect();
+    while let Some((i, reply)) = running.next().await {
+        replies[i] = Some(reply);
+        if settled(&replies) {
+            break;
+        }
+    }
+    (replies, Stragglers { running })
+}
+
 /// Splits replies into the answers (node order, `None` where it failed)
 /// and the failures, each named after its node.
 pub(crate) fn split<T>(
     nodes: &[Node],
     replies: Vec<Result<T>>,
 ) -> (Vec<Option<T>>, Vec<NodeFailure>) {
+    split_partial(nodes, replies.into_iter().map(Some).collect())
+}
+
+/// As [`split`], for replies of [`fan_out_until`]: a node that has not
+/// answered yet has no answer and no failure.
+pub(crate) fn split_partial<T>(
+    nodes: &[Node],
+    replies: Vec<Option<Result<T>>>,
+) -> (Vec<Option<T>>, Vec<NodeFailure>) {
     let mut answers = Vec::with_capacity(replies.len());
     let mut failures = Vec::new();
     for (node, reply) in nodes.iter().zip(replies) {
         match reply {
-            Ok(answer) => answers.push(Some(answer)),
-            Err(error) => {
+            Some(Ok(answer)) => answers.push(Some(answer)),
+            Some(Err(error)) => {
                 answers.push(None);
                 failures.push(NodeFailure {
                     node: node.label.clone(),
                     error: Box::new(error),
                 });
             }
+            None => answers.push(None),
         }
     }
     (answers, failures)
