@@ -274,6 +274,27 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Sorts a redis-rs error into the variant a caller can act on.
+    /// The same failure again, for another caller of one coalesced call
+    /// (`engine/coalesce.rs`): every caller of a batch gets the batch's error.
+    pub(crate) fn for_another_caller(&self) -> Error {
+        match self {
+            Error::ResponseTimeout { op } => Error::ResponseTimeout { op },
+            Error::Unavailable { op, source } => Error::Unavailable {
+                op,
+                source: source.clone(),
+            },
+            Error::Redis { op, source } => Error::Redis {
+                op,
+                source: source.clone(),
+            },
+            Error::RuntimeGone { op } => Error::RuntimeGone { op },
+            other => Error::Protocol {
+                op: "coalesced call",
+                detail: other.to_string(),
+            },
+        }
+    }
+
     pub(crate) fn from_redis(op: &'static str, source: redis::RedisError) -> Error {
         if source.is_timeout() {
             Error::ResponseTimeout { op }

@@ -148,3 +148,70 @@ async fn one_unlock_wakes_one_waiter_not_all() {
         task.abort();
     }
 }
+
+/// Concurrent acquires and releases of one client leave together in a few
+/// script calls (coalesced), each lock with its own outcome: 256 distinct
+/// locks taken at once are all granted, each with its own counter's first
+/// token, a lock held
+/// elsewhere and a key of the wrong type in the same batches get their own
+/// answers, and every release frees its lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
+    const LOCKS: usize = 256;
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let () = admin.set("batch:odd", "a string").await.unwrap();
+    let held = other.lock("batch:held").acquire().await.unwrap();
+
+    let before = script_calls(&mut admin).await;
+    let names: Vec<String> = (0..LOCKS).map(|i| format!("batch:{i}")).collect();
+    let acquires = names.iter().map(|name| {
+        let lock = client.lock(name.as_str());
+        async move { lock.try_acquire().await }
+    });
+    let busy = client.lock("batch:held");
+    let odd = client.lock("batch:odd");
+    let (guards, busy, odd) = tokio::join!(
+        futures_util::future::join_all(acquires),
+        busy.try_acquire(),
+        odd.try_acquire(),
+    );
+    let calls = script_calls(&mut admin).await - before;
+    let guards: Vec<_> = guards
+        .into_iter()
+        .map(|outcome| outcome.expect("no error").expect("a free lock is granted"))
+        .collect();
+    assert!(
+        busy.unwrap().is_none(),
+        "the lock held elsewhere is refused"
+    );
+    assert!(
+        matches!(odd, Err(redlatch::Error::WrongType { .. })),
+        "the string key is refused on its own: {odd:?}"
+    );
+    let tokens: std::collections::BTreeSet<u64> = guards.iter().map(|g| g.token()).collect();
+    assert_eq!(tokens, [1].into(), "each name's own counter starts at 1");
+    assert!(
+        calls < (LOCKS as u64) / 2,
+        "{calls} script calls for {} acquires: not coalesced",
+        LOCKS + 2
+    );
+
+    let before = script_calls(&mut admin).await;
+    let releases = guards.into_iter().map(|guard| guard.release());
+    for outcome in futures_util::future::join_all(releases).await {
+        outcome.expect("released");
+    }
+    let calls = script_calls(&mut admin).await - before;
+    assert!(
+        calls < (LOCKS as u64) / 2,
+        "{calls} script calls for {LOCKS} releases"
+    );
+    for name in &names {
+        let exists: bool = admin.exists(name).await.unwrap();
+        assert!(!exists, "{name} still held");
+    }
+    held.release().await.unwrap();
+}

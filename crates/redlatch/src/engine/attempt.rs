@@ -33,11 +33,16 @@ pub(crate) fn attempt(
     let replica_wait = inner.replica_wait;
     let runtime = inner.runtime.clone();
     let undo_conn = inner.conn.clone();
+    let coalesced = inner.lock_calls.as_ref().map(|calls| calls.acquire.clone());
     let call = async move {
         let sent_at = LeaseInstant::now();
-        let outcome = match replica_wait {
-            None => lock::acquire(&mut conn, &request, sent_at, limit).await,
-            Some(wait) => lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await,
+        let outcome = match (replica_wait, coalesced) {
+            (Some(wait), _) => {
+                lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
+            }
+            // With the other acquires of this client under way now, in one call.
+            (None, Some(calls)) => calls.call(request.clone()).await,
+            (None, None) => lock::acquire(&mut conn, &request, sent_at, limit).await,
         };
         if matches!(&outcome, Err(error) if error.is_transient()) && !request.named_owner {
             // A broken connection leaves the outcome unknown; an anonymous

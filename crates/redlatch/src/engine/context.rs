@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::engine::coalesce::LockCalls;
 use crate::engine::courtesy::Courtesy;
 use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
@@ -26,6 +27,8 @@ pub(crate) struct Core {
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
     pub(crate) courtesy: Courtesy,
+    /// The reentrant lock's acquires and releases, coalesced (not on a cluster).
+    pub(crate) lock_calls: Option<LockCalls>,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
@@ -57,6 +60,7 @@ impl Core {
         let shutdown = CancellationToken::new();
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
+        let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait);
         Ok(Core {
             id: Uuid::new_v4(),
             conn,
@@ -65,6 +69,7 @@ impl Core {
             wakeups,
             watchdog,
             courtesy: Courtesy::default(),
+            lock_calls,
             runtime,
             owner_seq: AtomicU64::new(0),
             shutdown,

@@ -4,6 +4,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod cancel;
+pub(crate) mod coalesce;
 pub(crate) mod context;
 pub(crate) mod courtesy;
 pub(crate) mod hold;

@@ -263,7 +263,11 @@ impl Guard {
             let inner = &core;
             let mut conn = inner.conn.clone();
             let limit = inner.current_settings().response_timeout;
-            let released = kind.release(&mut conn, &request, limit).await;
+            let released = match (&kind, &inner.lock_calls) {
+                // With the other releases of this client under way now, in one call.
+                (LockKind::Plain, Some(calls)) => calls.release.call(request.clone()).await,
+                _ => kind.release(&mut conn, &request, limit).await,
+            };
             if let Err(Error::NotHeld { .. }) = released {
                 crate::metrics::release_not_held();
             }

@@ -53,6 +53,71 @@ pub(crate) async fn acquire(
     parse_acquire(request, &reply, sent_at)
 }
 
+/// Several acquire requests in one call of the acquire script (coalesced
+/// concurrent acquires): one outcome per request, in order; an error of the
+/// call itself is every request's. Each send at most `limit`. Not for a
+/// cluster, where one call may only touch one slot.
+pub(crate) async fn acquire_many(
+    conn: &mut Connection,
+    requests: &[Request],
+    limit: Duration,
+) -> Result<Vec<Result<Attempt>>> {
+    let mut call = super::ACQUIRE.call(conn);
+    for request in requests {
+        call.key(&request.keys.key).key(&request.keys.token);
+    }
+    for request in requests {
+        call.arg(request.lease_ms).arg(&*request.owner);
+    }
+    let sent_at = LeaseInstant::now();
+    let reply: Vec<i64> = call.run(conn, "acquire", limit).await?;
+    per_request("acquire", requests, &reply, |request, entry| {
+        parse_acquire(request, entry, sent_at)
+    })
+}
+
+/// Several release requests in one call of the release script (coalesced
+/// concurrent releases): one outcome per request, in order. Each send at
+/// most `limit`. Not for a cluster, where one call may only touch one slot.
+pub(crate) async fn release_many(
+    conn: &mut Connection,
+    requests: &[Request],
+    limit: Duration,
+) -> Result<Vec<Result<Released>>> {
+    let mut call = super::RELEASE.call(conn);
+    for request in requests {
+        call.key(&request.keys.key);
+    }
+    for request in requests {
+        call.arg(&request.keys.channel)
+            .arg(request.lease_ms)
+            .arg(&*request.owner);
+    }
+    call.arg(conn.publish_command());
+    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
+    per_request("release", requests, &reply, released)
+}
+
+/// Splits a reply of two entries per request among the requests.
+fn per_request<T>(
+    op: &'static str,
+    requests: &[Request],
+    reply: &[i64],
+    parse: impl Fn(&Request, &[i64]) -> Result<T>,
+) -> Result<Vec<Result<T>>> {
+    if reply.len() != 2 * requests.len() {
+        return Err(Error::Protocol {
+            op,
+            detail: format!("{} entries for {} requests", reply.len(), requests.len()),
+        });
+    }
+    Ok(requests
+        .iter()
+        .zip(reply.chunks(2))
+        .map(|(request, entry)| parse(request, entry))
+        .collect())
+}
+
 /// The acquire script followed by `WAIT replicas timeout` in one pipeline, so
 /// both run on one server connection: WAIT covers the writes of the
 /// connection it runs on, and a reconnection in between would make it
