@@ -45,7 +45,7 @@ if lock_kind == 'none' then
     redis.call('zrem', KEYS[3], ARGV[2])
     redis.call('zrem', KEYS[5], ARGV[2])
     -- Everyone behind moves one place up.
-    shorten(KEYS[3], redis.call('zrange', KEYS[3], 0, -1), wait)
+    shorten_all(KEYS[3], wait)
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, redis.call('incr', KEYS[4])}

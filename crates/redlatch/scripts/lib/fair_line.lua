@@ -35,12 +35,20 @@ local function drop_dead(line, deadlines, alive, now)
 end
 
 -- Takes `wait` ms off the deadline of every waiter in `members` that has one
--- (Redisson's shift when a waiter takes the lock or gives up its place; a
--- member without a deadline is not given one).
+-- (Redisson's shift when a waiter gives up its place; a member without a
+-- deadline is not given one).
 local function shorten(deadlines, members, wait)
   for _, member in ipairs(members) do
     if redis.call('zscore', deadlines, member) then
       redis.call('zincrby', deadlines, -wait, member)
     end
+  end
+end
+
+-- Takes `wait` ms off every deadline (Redisson's shift when a waiter takes
+-- the lock: everyone moves one place up).
+local function shorten_all(deadlines, wait)
+  for _, member in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+    redis.call('zincrby', deadlines, -wait, member)
   end
 end
