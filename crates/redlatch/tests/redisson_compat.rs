@@ -194,3 +194,78 @@ async fn a_multi_lock_and_redisson_exclude_each_other_on_every_name() {
     }
     guard.release().await.unwrap();
 }
+
+/// Redisson's `RFencedLock` acquire: KEYS lock, counter; ARGV lease ms,
+/// owner field. `{-1, token}` when taken (or re-entered: Redisson takes a
+/// new token then too), else `{pttl, -1}`.
+const REDISSON_FENCED_LOCK: &str = "\
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then \
+  local token = redis.call('incr', KEYS[2]) \
+  redis.call('hincrby', KEYS[1], ARGV[2], 1) \
+  redis.call('pexpire', KEYS[1], ARGV[1]) \
+  return {-1, token} \
+end \
+return {redis.call('pttl', KEYS[1]), -1}";
+
+/// The fenced lock both ways, on every kind of name: Redisson's
+/// `RFencedLock` and redlatch share the counter `redisson_lock_token:{NAME}`,
+/// so tokens keep increasing whichever side takes the lock, and each side
+/// sees the other's hold.
+#[tokio::test]
+async fn fencing_tokens_increase_across_redisson_fenced_locks_and_redlatch() {
+    for name in LEGAL_NAMES {
+        let server = common::server();
+        let client = common::client(&server).await;
+        let mut java = common::admin(&server).await;
+        let counter = names::prefix_name("redisson_lock_token", name);
+        let java_acquire = |java: &mut redis::aio::MultiplexedConnection| {
+            let mut java = java.clone();
+            let counter = counter.clone();
+            async move {
+                let reply: Vec<i64> = Script::new(REDISSON_FENCED_LOCK)
+                    .key(name)
+                    .key(&counter)
+                    .arg(30_000)
+                    .arg(JAVA_OWNER)
+                    .invoke_async(&mut java)
+                    .await
+                    .unwrap();
+                reply
+            }
+        };
+        let first = java_acquire(&mut java).await;
+        assert_eq!(first[0], -1, "{name}: Redisson takes it");
+        let lock = client.lock(name);
+        assert!(
+            lock.try_acquire().await.unwrap().is_none(),
+            "{name}: held by Redisson"
+        );
+        let unlocked: Option<i64> = Script::new(REDISSON_UNLOCK)
+            .key(name)
+            .key(names::prefix_name("redisson_lock__channel", name))
+            .arg(0)
+            .arg(30_000)
+            .arg(JAVA_OWNER)
+            .invoke_async(&mut java)
+            .await
+            .unwrap();
+        assert_eq!(unlocked, Some(1));
+        let guard = lock.try_acquire().await.unwrap().expect("free again");
+        assert!(
+            guard.token() as i64 > first[1],
+            "{name}: redlatch's token follows Redisson's"
+        );
+        let busy = java_acquire(&mut java).await;
+        assert!(
+            busy[0] > 0 && busy[1] == -1,
+            "{name}: Redisson sees redlatch's hold"
+        );
+        let token = guard.token() as i64;
+        guard.release().await.unwrap();
+        let last = java_acquire(&mut java).await;
+        assert!(
+            last[1] > token,
+            "{name}: Redisson's token follows redlatch's"
+        );
+    }
+}
