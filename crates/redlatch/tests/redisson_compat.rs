@@ -63,11 +63,13 @@ pub(crate) const LEGAL_NAMES: [&str; 5] =
     ["payroll", "payroll{eu}", "app:jobs:7", "ünï©ødé-锁", "x{}y"];
 
 const JAVA_OWNER: &str = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57";
-const CHANNEL: &str = "redisson_lock__channel:{shared-lock}";
-
-async fn java_lock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+/// Redisson's RLock acquire on `name` by the Java thread: nil when taken.
+pub(crate) async fn java_lock_on(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+) -> Option<i64> {
     Script::new(REDISSON_LOCK)
-        .key("shared-lock")
+        .key(name)
         .arg(30_000)
         .arg(JAVA_OWNER)
         .invoke_async(conn)
@@ -75,16 +77,29 @@ async fn java_lock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> 
         .unwrap()
 }
 
-async fn java_unlock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+/// Redisson's RLock release on `name` by the Java thread, publishing on the
+/// channel a Redisson client derives: 1 unlocked, 0 one hold fewer, nil not its own.
+pub(crate) async fn java_unlock_on(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+) -> Option<i64> {
     Script::new(REDISSON_UNLOCK)
-        .key("shared-lock")
-        .key(CHANNEL)
+        .key(name)
+        .key(names::prefix_name("redisson_lock__channel", name))
         .arg(0)
         .arg(30_000)
         .arg(JAVA_OWNER)
         .invoke_async(conn)
         .await
         .unwrap()
+}
+
+async fn java_lock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+    java_lock_on(conn, "shared-lock").await
+}
+
+async fn java_unlock(conn: &mut redis::aio::MultiplexedConnection) -> Option<i64> {
+    java_unlock_on(conn, "shared-lock").await
 }
 
 #[tokio::test]
@@ -180,13 +195,7 @@ async fn a_multi_lock_and_redisson_exclude_each_other_on_every_name() {
         .unwrap()
         .unwrap();
     for name in names {
-        let pttl: Option<i64> = Script::new(REDISSON_LOCK)
-            .key(name)
-            .arg(30_000)
-            .arg(JAVA_OWNER)
-            .invoke_async(&mut java)
-            .await
-            .unwrap();
+        let pttl = crate::java_lock_on(&mut java, name).await;
         assert!(
             pttl.is_some_and(|pttl| pttl > 0),
             "{name} is held for Redisson"
@@ -240,15 +249,7 @@ async fn fencing_tokens_increase_across_redisson_fenced_locks_and_redlatch() {
             lock.try_acquire().await.unwrap().is_none(),
             "{name}: held by Redisson"
         );
-        let unlocked: Option<i64> = Script::new(REDISSON_UNLOCK)
-            .key(name)
-            .key(names::prefix_name("redisson_lock__channel", name))
-            .arg(0)
-            .arg(30_000)
-            .arg(JAVA_OWNER)
-            .invoke_async(&mut java)
-            .await
-            .unwrap();
+        let unlocked = crate::java_unlock_on(&mut java, name).await;
         assert_eq!(unlocked, Some(1));
         let guard = lock.try_acquire().await.unwrap().expect("free again");
         assert!(

@@ -514,6 +514,9 @@ impl RedlockLock {
         token: u64,
         released: CancellationToken,
     ) {
+        if stragglers.is_empty() {
+            return;
+        }
         let nodes: Vec<_> = self
             .redlock
             .inner

@@ -53,6 +53,11 @@ pub(crate) struct Stragglers<T> {
 }
 
 impl<T: Send + 'static> Stragglers<T> {
+    /// True when every node answered in time.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
     /// Lets the calls finish in a task of their own; `each` sees every
     /// reply as it comes. (Dropped instead, the calls are cut off where
     /// they stand.)

@@ -199,6 +199,19 @@ async fn line(admin: &mut redis::aio::MultiplexedConnection, thread: &JavaThread
     admin.lrange(thread.line(), 0, -1).await.unwrap()
 }
 
+/// Waits (up to 5 s) until the line holds `len` waiters.
+async fn line_reaches(
+    java: &redis::aio::MultiplexedConnection,
+    thread: &JavaThread,
+    len: usize,
+) -> bool {
+    common::eventually(Duration::from_secs(5), || {
+        let mut java = java.clone();
+        async move { line(&mut java, thread).await.len() == len }
+    })
+    .await
+}
+
 async fn deadline(
     admin: &mut redis::aio::MultiplexedConnection,
     thread: &JavaThread,
@@ -248,12 +261,7 @@ async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within
             async move { lock.acquire().await }
         });
         assert!(
-            common::eventually(Duration::from_secs(5), || {
-                let mut java = java.clone();
-                let j1 = &j1;
-                async move { line(&mut java, j1).await.len() == 2 }
-            })
-            .await,
+            line_reaches(&java, &j1, 2).await,
             "{name}: the redlatch waiter joins the line"
         );
         assert!(j3.acquire(&mut java, W).await.is_some(), "J3 queues");
@@ -338,14 +346,7 @@ async fn giving_up_moves_the_waiters_behind_up_on_both_sides() {
         let lock = lock.clone();
         async move { lock.acquire_timeout(Duration::from_millis(400)).await }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || {
-            let mut java = java.clone();
-            let holder = &holder;
-            async move { line(&mut java, holder).await.len() == 1 }
-        })
-        .await
-    );
+    assert!(line_reaches(&java, &holder, 1).await);
     let redlatch_field = line(&mut java, &holder).await[0].clone();
     let first = deadline(&mut java, &holder, &redlatch_field).await;
     assert!(behind.acquire(&mut java, W).await.is_some());
@@ -367,14 +368,7 @@ async fn giving_up_moves_the_waiters_behind_up_on_both_sides() {
         let lock = lock.clone();
         async move { lock.acquire().await }
     });
-    assert!(
-        common::eventually(Duration::from_secs(5), || {
-            let mut java = java.clone();
-            let holder = &holder;
-            async move { line(&mut java, holder).await.len() == 3 }
-        })
-        .await
-    );
+    assert!(line_reaches(&java, &holder, 3).await);
     let redlatch_field = line(&mut java, &holder).await[2].clone();
     let before = deadline(&mut java, &holder, &redlatch_field).await;
     quitter.give_up(&mut java, W).await;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 
+use crate::JAVA_OWNER;
 use crate::common;
-use crate::{JAVA_OWNER, REDISSON_LOCK, REDISSON_UNLOCK};
 
 /// Redisson's `prefixName`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
@@ -59,13 +59,7 @@ async fn a_redisson_unlock_wakes_a_redlatch_waiter_on_a_name_with_braces() {
     let client = common::client(&server).await;
     let mut java = common::admin(&server).await;
     let name = "order{42}";
-    let taken: Option<i64> = Script::new(REDISSON_LOCK)
-        .key(name)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .invoke_async(&mut java)
-        .await
-        .unwrap();
+    let taken = crate::java_lock_on(&mut java, name).await;
     assert_eq!(taken, None, "Redisson takes it");
     let waiter = tokio::spawn({
         let lock = client.lock(name);
@@ -77,15 +71,7 @@ async fn a_redisson_unlock_wakes_a_redlatch_waiter_on_a_name_with_braces() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let unlocked_at = Instant::now();
-    let released: Option<i64> = Script::new(REDISSON_UNLOCK)
-        .key(name)
-        .key(prefix_name("redisson_lock__channel", name))
-        .arg(0)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .invoke_async(&mut java)
-        .await
-        .unwrap();
+    let released = crate::java_unlock_on(&mut java, name).await;
     assert_eq!(released, Some(1));
     let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await

@@ -55,13 +55,7 @@ async fn a_latched_redisson_unlock_wakes_redlatch_and_its_resend_leaves_the_new_
     let client = common::client(&server).await;
     let mut java = common::admin(&server).await;
     let name = "latched";
-    let taken: Option<i64> = Script::new(crate::REDISSON_LOCK)
-        .key(name)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .invoke_async(&mut java)
-        .await
-        .unwrap();
+    let taken = crate::java_lock_on(&mut java, name).await;
     assert_eq!(taken, None);
     let waiter = tokio::spawn({
         let lock = client.lock(name);

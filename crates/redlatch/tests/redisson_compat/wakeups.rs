@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use redis::{AsyncCommands, Script};
 
 use crate::names::prefix_name;
-use crate::{JAVA_OWNER, LEGAL_NAMES, REDISSON_LOCK, REDISSON_UNLOCK, common};
+use crate::{JAVA_OWNER, LEGAL_NAMES, common};
 
 /// Generous for one message on loopback; leases are 600 times longer.
 const PROMPT: Duration = Duration::from_millis(50);
@@ -67,13 +67,7 @@ async fn wakes_on_the_lock(name: &str) {
     let channel = prefix_name("redisson_lock__channel", name);
 
     // Redisson → redlatch.
-    let taken: Option<i64> = Script::new(REDISSON_LOCK)
-        .key(name)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .invoke_async(&mut java)
-        .await
-        .unwrap();
+    let taken = crate::java_lock_on(&mut java, name).await;
     assert_eq!(taken, None);
     let waiter = tokio::spawn({
         let lock = client.lock(name);
@@ -81,15 +75,7 @@ async fn wakes_on_the_lock(name: &str) {
     });
     parked(&java, &channel).await;
     let at = Instant::now();
-    let unlocked: Option<i64> = Script::new(REDISSON_UNLOCK)
-        .key(name)
-        .key(&channel)
-        .arg(0)
-        .arg(30_000)
-        .arg(JAVA_OWNER)
-        .invoke_async(&mut java)
-        .await
-        .unwrap();
+    let unlocked = crate::java_unlock_on(&mut java, name).await;
     assert_eq!(unlocked, Some(1));
     let guard = waiter.await.unwrap().unwrap();
     let took = at.elapsed();
