@@ -323,11 +323,36 @@ impl Timeline<'_> {
             .filter(|event| telling(event) || first_error(event))
             .map(|event| (event.t, self.line(event)))
             .collect();
-        // A worker that runs again in the window: show where it stopped.
+        // A worker that runs again in the window, or ran again just before
+        // it and acts in it: show where it stopped and when it went on.
+        let mut stopped_before = Vec::new();
+        for event in self.events.iter().filter(|event| {
+            event.t >= from && event.t <= to && involved(event) && event.what != What::Continued
+        }) {
+            let Some(worker) = event.w else { continue };
+            if stopped_before.contains(&worker) {
+                continue;
+            }
+            stopped_before.push(worker);
+            let last_before = self
+                .events
+                .iter()
+                .rev()
+                .find(|earlier| earlier.t < from && earlier.w == Some(worker));
+            if let Some(continued) = last_before.filter(|last| last.what == What::Continued) {
+                lines.push((continued.t, self.line(continued)));
+            }
+        }
         let resumed: Vec<(u32, u64)> = self
             .events
             .iter()
-            .filter(|event| event.t >= from && event.t <= to && event.what == What::Continued)
+            .filter(|event| event.t <= to && event.what == What::Continued)
+            .filter(|event| {
+                event.t >= from
+                    || event
+                        .w
+                        .is_some_and(|worker| stopped_before.contains(&worker))
+            })
             .filter_map(|event| Some((event.w?, event.t)))
             .collect();
         for (worker, at) in resumed {
@@ -372,9 +397,11 @@ impl Timeline<'_> {
         elide(lines.into_iter().map(|(_, line)| line).collect())
     }
 
-    /// Whose lock a worker's successful release deleted, when not its own:
-    /// the last worker to acquire before the release was sent (after the
-    /// releaser started releasing, or ran again after a pause).
+    /// Whose lock a worker's successful release deleted, when not its own.
+    /// The DEL ran between when it was sent (the releaser started releasing,
+    /// or ran again after a pause) and its answer: the first worker to
+    /// acquire in that span if any (the lock had expired when it was sent),
+    /// else the last one to acquire before it was sent.
     fn key_owner_at_release(&self, released: &Event) -> Option<u32> {
         let releaser = released.w?;
         let sent = self
@@ -387,12 +414,22 @@ impl Timeline<'_> {
             })
             .map(|event| event.t)
             .max()?;
-        let owner = self
+        let acquirer = |event: &Event| match event.what {
+            What::Acquired { .. } => event.w,
+            _ => None,
+        };
+        let during = self
             .events
             .iter()
-            .filter(|event| event.t < sent && matches!(event.what, What::Acquired { .. }))
-            .filter_map(|event| event.w)
-            .next_back()?;
+            .filter(|event| event.t > sent && event.t < released.t)
+            .find_map(acquirer);
+        let owner = during.or_else(|| {
+            self.events
+                .iter()
+                .filter(|event| event.t < sent)
+                .filter_map(acquirer)
+                .next_back()
+        })?;
         (owner != releaser).then_some(owner)
     }
 
@@ -614,6 +651,47 @@ mod tests {
         assert_eq!(findings.figures.no_acquire_from_ms, 10);
         assert_eq!(findings.figures.faults_at_ms, [5]);
         assert_eq!(findings.violations(), [Violation::Stuck]);
+    }
+
+    #[test]
+    fn a_release_resumed_just_before_the_overlap_still_shows_where_it_stopped() {
+        // w1 stops between GET and DEL; the lab lets it run again just
+        // before w2 takes the expired lock, so w1's DEL takes w2's lock.
+        let mut events = section(1, 0, 10, 0, 0);
+        events.push(at(
+            11,
+            1,
+            What::Stopping {
+                point: "between".to_owned(),
+            },
+        ));
+        events.push(at(600, 1, What::Continued));
+        events.push(at(601, 2, What::Acquired { token: None }));
+        events.push(at(602, 2, What::Read { value: 1 }));
+        events.push(at(603, 1, What::Released { ok: true }));
+        events.extend(section(1, 604, 620, 1, 1));
+        events.push(at(
+            625,
+            2,
+            What::Write {
+                sent: 624 * MS,
+                token: None,
+                read: 1,
+                found: 2,
+                accepted: true,
+            },
+        ));
+        events.push(at(630, 2, What::ReleaseStart));
+        let findings = check(
+            &run(events, 700),
+            Duration::from_secs(1),
+            Duration::from_millis(500),
+        );
+        assert_eq!(findings.figures.overlaps, 1, "{findings:?}");
+        let timeline = findings.counter_examples[0].timeline.join("\n");
+        assert!(timeline.contains("stops itself at between"), "{timeline}");
+        assert!(timeline.contains("runs again"), "{timeline}");
+        assert!(timeline.contains("that was w2's lock"), "{timeline}");
     }
 
     #[test]
