@@ -361,13 +361,7 @@ impl Acquisition for FairAcquisition<'_> {
                 });
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: fair lock acquired");
-                let guard = Guard::new(
-                    core.clone(),
-                    self.lock.name.clone(),
-                    Arc::new(self.keys.lock.clone()),
-                    kind,
-                    hold,
-                );
+                let guard = Guard::new(core.clone(), Arc::new(self.keys.lock.clone()), kind, hold);
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,
@@ -439,8 +433,8 @@ struct Attempt {
 }
 
 impl Attempt {
-    /// Runs the script in a task of its own: if the caller goes away, the
-    /// task leaves the line and gives back a hold the attempt took.
+    /// Runs the script to its end even if the caller goes away: then the
+    /// call leaves the line and gives back a hold the attempt took.
     async fn run(&self, inner: &Core) -> Result<FairAttempt> {
         let settings = inner.current_settings();
         let (limit, retry) = (settings.response_timeout, settings.retry);
@@ -467,7 +461,7 @@ impl Attempt {
                 attempt.undo_now(undo_conn, limit, retry, release).await;
             }
         };
-        hand_over(&inner.runtime, "fair acquire", call, undo).await
+        hand_over(&inner.runtime, call, undo).await
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -550,7 +544,7 @@ impl Place {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner, wait_ms) = (self.keys.clone(), self.owner.clone(), self.wait_ms);
-        let _ = run_to_end(&inner.runtime, "fair leave", async move {
+        let _ = run_to_end(&inner.runtime, async move {
             fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await
         })
         .await;

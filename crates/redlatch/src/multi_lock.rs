@@ -226,7 +226,7 @@ impl MultiGuard {
     /// been lost); every release is attempted regardless.
     ///
     /// # Cancel safety
-    /// Each release runs in a task of its own: dropping the future does not stop them.
+    /// Dropping the future does not stop the releases: they run to their end in the background.
     pub async fn release(self) -> Result<()> {
         let outcomes = join_all(self.guards.into_iter().rev().map(Guard::release)).await;
         outcomes

@@ -1,6 +1,6 @@
-//! One acquire attempt of the reentrant lock, in a task of its own, so that
-//! dropping the caller's future never cuts the script call off halfway: the
-//! outcome is handed over as a claim that gives its hold back unless taken
+//! One acquire attempt of the reentrant lock: dropping the caller's future
+//! never cuts the script call off halfway; the call then runs to its end in
+//! the background and gives back the hold it took
 //! ([`crate::engine::cancel::hand_over`]).
 
 use std::future::Future;
@@ -19,8 +19,8 @@ use crate::transport::Connection;
 /// One attempt of the acquire script. One round trip.
 ///
 /// If the caller drops the returned future, the attempt still completes and
-/// any hold it took is released again. The call starts at once; the future
-/// only waits for its outcome (and stays small while a waiter holds it).
+/// any hold it took is released again. The call is boxed, so the future
+/// stays small while a waiter holds it.
 pub(crate) fn attempt(
     inner: &Core,
     request: &Request,
@@ -68,7 +68,7 @@ pub(crate) fn attempt(
             }
         }
     };
-    hand_over(&inner.runtime, "acquire", call, undo)
+    hand_over(&inner.runtime, call, undo)
 }
 
 /// Releases an anonymous owner's hold, until Redis answers or `deadline`.

@@ -1,78 +1,113 @@
-//! The one hand-over of a script call's result to a caller that may have
+//! The one hand-over of a script call's outcome to a caller that may have
 //! gone away.
 //!
 //! A call that takes something in Redis (a hold, a permit, a place in line)
-//! runs in a task of its own, so that dropping the caller's future never cuts
-//! the call off halfway. Its outcome travels back wrapped in a [`Claim`]: a
-//! value whose `Drop` gives back what was taken unless the caller claimed it.
-//! Whether the caller is gone before the reply is sent, after it is sent but
-//! before it is read, or the runtime shuts down in between, the claim is
-//! dropped unclaimed and the undo runs: a result no one receives is always
-//! given back. (Checking whether `send` failed, as one might, misses the
-//! second case: the value sits in the channel and is dropped with it.)
+//! must never be cut off halfway by the caller dropping its future (an
+//! abort, a `select!`, a timeout). It runs in the caller's own task, with no
+//! spawn and no hop between threads on the common path; if the caller drops
+//! it before it ends, the rest of the call moves to a task of its own, runs
+//! to its end there, and its outcome goes to `undo`, which gives back what
+//! was taken. An outcome is either returned from the very poll that
+//! produced it or undone: there is no gap in between where it could be
+//! lost.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
 use tokio::runtime::Handle;
-use tokio::sync::oneshot;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
 
-type Undo<T> = Box<dyn FnOnce(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
-
-/// An outcome that undoes itself when dropped unclaimed.
-pub(crate) struct Claim<T: Send + 'static> {
-    value: Option<T>,
-    undo: Option<Undo<T>>,
+/// A call that finishes in the background when its caller goes away (see
+/// the module's documentation).
+struct Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    /// The call, until it has answered.
+    call: Option<Pin<Box<C>>>,
+    /// What to do with an outcome nobody received; `None` for calls whose
+    /// outcome needs no undo (a release).
+    undo: Option<U>,
+    /// False until the first poll: a call never started took nothing, and
+    /// is simply dropped.
+    started: bool,
     runtime: Handle,
 }
 
-impl<T: Send + 'static> Claim<T> {
-    /// Wraps `value`; dropping the claim unclaimed runs `undo(value)` on `runtime`.
-    pub(crate) fn new<U, F>(value: T, runtime: Handle, undo: U) -> Claim<T>
-    where
-        U: FnOnce(T) -> F + Send + 'static,
-        F: Future<Output = ()> + Send + 'static,
-    {
-        Claim {
-            value: Some(value),
-            undo: Some(Box::new(move |value| Box::pin(undo(value)))),
-            runtime,
-        }
-    }
+// The call is pinned in its box and `undo` is never pinned: moving the
+// wrapper moves neither in place.
+impl<T, C, U, F> Unpin for Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+}
 
-    /// Takes the value: the caller now owns what it stands for.
-    pub(crate) fn claim(mut self) -> T {
-        self.undo = None;
-        self.value
-            .take()
-            .expect("a claim holds its value until claimed")
+impl<T, C, U, F> Future for Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        let Some(call) = this.call.as_mut() else {
+            panic!("a script call polled after it answered");
+        };
+        this.started = true;
+        let outcome = ready!(call.as_mut().poll(cx));
+        this.call = None;
+        this.undo = None;
+        Poll::Ready(outcome)
     }
 }
 
-impl<T: Send + 'static> Drop for Claim<T> {
+impl<T, C, U, F> Drop for Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     fn drop(&mut self) {
-        if let (Some(value), Some(undo)) = (self.value.take(), self.undo.take()) {
-            spawn_undo(&self.runtime, undo(value));
+        let Some(call) = self.call.take() else { return };
+        if !self.started {
+            return;
         }
+        let undo = self.undo.take();
+        spawn_undo(&self.runtime, async move {
+            let outcome = call.await;
+            if let Some(undo) = undo {
+                undo(outcome).await;
+            }
+        });
     }
 }
 
-/// Runs `call` in a task of its own on `runtime` and returns its outcome. If
-/// the caller drops the returned future at any point, `undo` gets the outcome
-/// nobody took, and its future runs in the background.
+/// Runs `call` and returns its outcome. If the caller drops the returned
+/// future before the call has answered, the call runs to its end in the
+/// background on `runtime`, and `undo` gets the outcome nobody took.
 ///
 /// `undo` sees errors too: an anonymous acquire cut off by a broken
 /// connection may have taken a hold, and giving it back is safe.
 ///
-/// The task starts at once, not at the first poll: the returned future then
-/// holds only the reply's receiver, so a waiting acquire stays small.
+/// The call starts at the first poll; a future dropped before it took
+/// nothing and undoes nothing. The call is boxed, so a waiting acquire that
+/// holds this future stays small.
 pub(crate) fn hand_over<T, C, U, F>(
     runtime: &Handle,
-    op: &'static str,
     call: C,
     undo: U,
 ) -> impl Future<Output = Result<T>> + Send + 'static
@@ -82,30 +117,23 @@ where
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
-    let (reply_to, reply) = oneshot::channel();
-    let task_runtime = runtime.clone();
-    runtime.spawn(async move {
-        let outcome = call.await;
-        // A failed send hands the claim back, and dropping it runs the undo.
-        let _ = reply_to.send(Claim::new(outcome, task_runtime, undo));
-    });
-    async move {
-        match reply.await {
-            Ok(claim) => claim.claim(),
-            Err(_) => Err(runtime_gone(op)),
-        }
+    Finishing {
+        call: Some(Box::pin(call)),
+        undo: Some(undo),
+        started: false,
+        runtime: runtime.clone(),
     }
 }
 
-/// Runs `call` to its end in a task of its own: dropping the returned future
-/// stops waiting for the outcome, not the call (releases, which must not be
-/// cut off halfway).
-pub(crate) async fn run_to_end<T, C>(runtime: &Handle, op: &'static str, call: C) -> Result<T>
+/// Runs `call` to its end: dropping the returned future stops waiting for
+/// the outcome, not the call (releases, which must not be cut off halfway).
+pub(crate) async fn run_to_end<T, C>(runtime: &Handle, call: C) -> Result<T>
 where
     T: Send + 'static,
     C: Future<Output = Result<T>> + Send + 'static,
 {
-    runtime.spawn(call).await.map_err(|_| runtime_gone(op))?
+    let nothing_to_undo = |_: Result<T>| std::future::ready(());
+    hand_over(runtime, call, nothing_to_undo).await
 }
 
 /// Starts background clean-up (an undo, the release of a dropped guard)
@@ -153,13 +181,6 @@ pub(crate) async fn until_answered<T, F, Fut>(
     }
 }
 
-fn runtime_gone(op: &'static str) -> Error {
-    Error::Protocol {
-        op,
-        detail: "the runtime shut down during the call".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -185,7 +206,7 @@ mod tests {
                     u.fetch_add(1, Ordering::SeqCst);
                 }
             };
-            hand_over(&runtime, "test", call, undo).await
+            hand_over(&runtime, call, undo).await
         });
         tokio::time::sleep(delay).await;
         caller.abort();

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use crate::lease_clock::LeaseInstant;
 
 use crate::transport::Connection;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
 use crate::error::Result;
 use crate::scripts;
@@ -143,7 +143,7 @@ impl LockKind {
 /// What a new acquisition tells the watchdog.
 pub(crate) struct NewHold {
     /// The key a renewal touches: the lock hash, or the semaphore's expiries.
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     /// The lock hash field (`<client-uuid>:<owner>`), or the permit id.
     pub(crate) owner: Arc<str>,
     pub(crate) kind: HoldKind,
@@ -165,7 +165,8 @@ pub(crate) struct NewHold {
 /// one `Hold`; the watchdog renews it and marks it lost.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) key: String,
+    /// Shared with the watchdog's index of holds (no copy per hold).
+    pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
     pub(crate) renewed: bool,
     pub(crate) token: u64,
@@ -176,8 +177,11 @@ pub(crate) struct Hold {
     /// last one sent decides the lease Redis has, whatever order the replies
     /// are seen in.
     confirmed: Mutex<(LeaseInstant, u64)>,
-    lost: CancellationToken,
+    /// Set once, when the hold is marked lost: why.
     lost_reason: OnceLock<LostReason>,
+    /// Wakes whoever waits for the hold to be lost. Kept inline (no
+    /// allocation of its own): a client may hold many thousands of locks.
+    lost: Notify,
 }
 
 impl Hold {
@@ -190,8 +194,8 @@ impl Hold {
             token: new.token,
             named_owner: new.named_owner,
             confirmed: Mutex::new((new.sent_at, new.lease_ms)),
-            lost: CancellationToken::new(),
             lost_reason: OnceLock::new(),
+            lost: Notify::new(),
         }
     }
 
@@ -218,7 +222,7 @@ impl Hold {
 
     /// True while not marked lost and the lease has not run out.
     pub(crate) fn is_held(&self) -> bool {
-        !self.lost.is_cancelled() && LeaseInstant::now() < self.valid_until()
+        !self.is_marked_lost() && LeaseInstant::now() < self.valid_until()
     }
 
     /// Marks the hold lost (the first reason sticks).
@@ -227,11 +231,25 @@ impl Hold {
         if self.lost_reason.set(reason).is_ok() && !matches!(self.kind, HoldKind::Permit) {
             crate::metrics::lock_lost();
         }
-        self.lost.cancel();
+        self.lost.notify_waiters();
     }
 
     pub(crate) fn is_marked_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.lost_reason.get().is_some()
+    }
+
+    /// Resolves once the hold is marked lost.
+    pub(crate) async fn until_marked_lost(self: Arc<Hold>) {
+        loop {
+            let notified = self.lost.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check: a mark in between still wakes it.
+            notified.as_mut().enable();
+            if self.is_marked_lost() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
@@ -244,10 +262,6 @@ impl Hold {
         } else {
             LostReason::LeaseRanOut
         })
-    }
-
-    pub(crate) fn lost_token(&self) -> &CancellationToken {
-        &self.lost
     }
 }
 
@@ -284,7 +298,7 @@ mod tests {
 
     fn hold(lease_ms: u64, renewed: bool) -> Hold {
         Hold::new(NewHold {
-            key: "suspend".to_owned(),
+            key: Arc::from("suspend"),
             owner: Arc::from("client:owner"),
             kind: HoldKind::Lock,
             lease_ms,

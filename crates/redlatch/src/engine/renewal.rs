@@ -52,7 +52,7 @@ fn retry_delay(lease_ms: u64) -> Duration {
 }
 
 /// The key a renewal touches and the owner (hash field or permit id).
-type HoldKey = (String, Arc<str>);
+type HoldKey = (Arc<str>, Arc<str>);
 
 /// One hold in a renewal batch, with the lease sent for it.
 #[derive(Clone)]
@@ -242,7 +242,7 @@ impl Watchdog {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
             // A Redlock hold needs more than one server's unlock to be lost.
-            if entry_key == key && entry.hold.kind.is_lock() {
+            if &**entry_key == key && entry.hold.kind.is_lock() {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {
@@ -407,12 +407,18 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
         let Some(strong) = shared.upgrade() else {
             return;
         };
-        let next = strong.next_due();
-        let next_ns = next.map_or(u64::MAX, |at| strong.ns(at));
-        strong.next_wake_ns.store(next_ns, Ordering::Release);
-        let sleep_for = next.map_or(Duration::from_secs(3600), |at| {
-            at.saturating_duration_since(LeaseInstant::now())
-        });
+        // With nothing to renew, look again one renewal period of the
+        // default lease from now: a hold taken meanwhile with that lease is
+        // due no sooner, so registering it need not wake this task (one
+        // acquire after another would otherwise cost a wake-up, often on
+        // another thread, per acquire).
+        let default_lease_ms = strong.settings.read().default_lease.as_millis() as u64;
+        let idle_until = LeaseInstant::now() + renewal_period(default_lease_ms);
+        let next = strong.next_due().unwrap_or(idle_until);
+        strong
+            .next_wake_ns
+            .store(strong.ns(next), Ordering::Release);
+        let sleep_for = next.saturating_duration_since(LeaseInstant::now());
         {
             let notified = strong.wake.notified();
             tokio::select! {
@@ -494,7 +500,7 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     // Every renewal script takes KEYS[i] and ARGV[2i-1], ARGV[2i] per hold;
     // the read holds' one adds their timeout prefixes after those.
     for renewal in &batch {
-        invocation.key(&renewal.key.0);
+        invocation.key(&*renewal.key.0);
         match kind {
             HoldKind::Permit => invocation.arg(permit_member(&renewal.key.1)),
             _ => invocation.arg(&*renewal.key.1),
@@ -575,6 +581,7 @@ mod tests {
 
     fn due(key: String, kind: HoldKind) -> Renewal {
         let owner: Arc<str> = Arc::from("client:owner");
+        let key: Arc<str> = Arc::from(key);
         let hold = Arc::new(Hold::new(NewHold {
             key: key.clone(),
             owner: owner.clone(),

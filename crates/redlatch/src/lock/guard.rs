@@ -30,8 +30,7 @@ use crate::scripts::lock::Request;
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct Guard {
     core: Arc<Core>,
-    name: Arc<str>,
-    /// The lock's keys, and which kind of lock: they pick the scripts.
+    /// The lock's keys (its name among them), and which kind of lock: they pick the scripts.
     keys: Arc<LockKeys>,
     kind: LockKind,
     hold: Arc<Hold>,
@@ -41,7 +40,7 @@ pub struct Guard {
 impl std::fmt::Debug for Guard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guard")
-            .field("name", &self.name)
+            .field("name", &self.keys.name())
             .field("owner", &self.hold.owner)
             .field("token", &self.hold.token)
             .field("held", &self.is_held())
@@ -52,14 +51,12 @@ impl std::fmt::Debug for Guard {
 impl Guard {
     pub(crate) fn new(
         core: Arc<Core>,
-        name: Arc<str>,
         keys: Arc<LockKeys>,
         kind: LockKind,
         hold: Arc<Hold>,
     ) -> Guard {
         Guard {
             core,
-            name,
             keys,
             kind,
             hold,
@@ -77,7 +74,7 @@ impl Guard {
 
     /// The lock's name, without the key prefix.
     pub fn name(&self) -> &str {
-        &self.name
+        self.keys.name()
     }
 
     /// The Redis key of the lock (prefix included).
@@ -125,8 +122,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let lost = self.hold.lost_token().clone();
-        async move { lost.cancelled_owned().await }
+        self.hold.clone().until_marked_lost()
     }
 
     /// Why the lock is no longer held, once it is not; `None` while held.
@@ -164,13 +160,13 @@ impl Guard {
                 }
             }
         };
-        let held = hand_over(&inner.runtime, "reenter", call, undo)
+        let held = hand_over(&inner.runtime, call, undo)
             .instrument(tracing::debug_span!("redlatch.reenter", lock = %request.keys.key, token = self.hold.token))
             .await?;
         if !held {
             self.hold.mark_lost(LostReason::Gone);
             return Err(Error::NotHeld {
-                name: self.name.to_string(),
+                name: self.keys.name().to_owned(),
             });
         }
         if !inner
@@ -184,12 +180,11 @@ impl Guard {
                 let _ = kind.release(&mut conn, &request, limit).await;
             });
             return Err(Error::NotHeld {
-                name: self.name.to_string(),
+                name: self.keys.name().to_owned(),
             });
         }
         Ok(Guard::new(
             self.core.clone(),
-            self.name.clone(),
             self.keys.clone(),
             self.kind.clone(),
             self.hold.clone(),
@@ -208,12 +203,12 @@ impl Guard {
     /// expires after its lease, since nobody renews it any more.
     ///
     /// # Cancel safety
-    /// The release runs in a task of its own: dropping the future does not stop it.
+    /// Dropping the future does not stop the release: it runs to its end in the background.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         let span = tracing::debug_span!("redlatch.release", lock = %self.keys.key, token = self.hold.token);
         let release = self.stop_and_release();
-        let outcome = run_to_end(&self.core.runtime, "release", release)
+        let outcome = run_to_end(&self.core.runtime, release)
             .instrument(span)
             .await;
         match outcome {
@@ -221,7 +216,7 @@ impl Guard {
             Err(Error::NotHeld { .. }) => {
                 self.hold.mark_lost(LostReason::Gone);
                 Err(Error::NotHeld {
-                    name: self.name.to_string(),
+                    name: self.keys.name().to_owned(),
                 })
             }
             Err(other) => Err(other.unknown_outcome("release")),
@@ -252,7 +247,7 @@ impl Guard {
         }
     }
 
-    /// Stops tracking this guard; returns the release, to run in a task of its own.
+    /// Stops tracking this guard; returns the release, to run to its end.
     fn stop_and_release(&self) -> impl Future<Output = Result<Released>> + Send + 'static {
         let inner = &self.core;
         inner.watchdog.remove_guard(&self.hold);
@@ -276,7 +271,7 @@ impl Guard {
             if let (LockKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
-                let local = i64::from(inner.wakeups.is_listening(&request.keys.channel));
+                let local = i64::from(inner.wakeups.is_listening(&request.keys.channel()));
                 if *receivers > local {
                     let grace = inner.current_settings().handoff_grace;
                     inner.courtesy.note_release(&request.keys.key, grace);

@@ -254,7 +254,7 @@ impl Lock {
         let mut conn = inner.conn.clone();
         let mut call = scripts::FORCE_UNLOCK.call(&conn);
         call.key(&keys.key)
-            .arg(&keys.channel)
+            .arg(keys.channel())
             .arg(conn.publish_command());
         let limit = inner.current_settings().response_timeout;
         let reply: i64 = call
@@ -266,7 +266,9 @@ impl Lock {
         match reply {
             1 => Ok(true),
             0 => Ok(false),
-            -1 => Err(Error::WrongType { key: keys.key }),
+            -1 => Err(Error::WrongType {
+                key: keys.key.to_string(),
+            }),
             other => Err(Error::Protocol {
                 op: "force unlock",
                 detail: other.to_string(),
@@ -376,14 +378,14 @@ impl Lock {
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
                 // sleep, not a park: the first unlock message would be our own.
-                let joined = inner.wakeups.join(&request.keys.channel);
+                let joined = inner.wakeups.join(&request.keys.channel());
                 let limit = until
                     .saturating_duration_since(LeaseInstant::now())
                     .min(remaining(LeaseInstant::now()));
                 tokio::time::sleep(limit).await;
                 tickets.push(joined);
             } else if let Some((queued, lease_ends)) =
-                inner.wakeups.join_queue(&request.keys.channel)
+                inner.wakeups.join_queue(&request.keys.channel())
             {
                 // Waiters of this client are already queued: join them rather than barge in.
                 let now = LeaseInstant::now();
@@ -442,13 +444,7 @@ impl Acquisition for LockAcquisition<'_> {
                 tracing::Span::current().record("token", hold.token);
                 tracing::debug!(reentered, waited = ?self.started.elapsed(), "redlatch: acquired");
                 crate::metrics::acquired(reentered);
-                let guard = Guard::new(
-                    core.clone(),
-                    self.lock.name.clone(),
-                    request.keys.clone(),
-                    LockKind::Plain,
-                    hold,
-                );
+                let guard = Guard::new(core.clone(), request.keys.clone(), LockKind::Plain, hold);
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,
@@ -462,7 +458,7 @@ impl Acquisition for LockAcquisition<'_> {
 
     fn join(&mut self) -> Result<Vec<Ticket>> {
         Ok(vec![
-            self.lock.core.wakeups.join(&self.request.keys.channel),
+            self.lock.core.wakeups.join(&self.request.keys.channel()),
         ])
     }
 
@@ -492,6 +488,6 @@ impl Lock {
 
     /// The Redis key of the lock (prefix included): the multi-lock's sort key.
     pub(crate) fn redis_key(&self) -> Result<String> {
-        Ok(self.keys()?.key)
+        Ok(self.keys()?.key.to_string())
     }
 }

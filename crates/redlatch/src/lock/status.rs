@@ -164,8 +164,8 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
     let mut conn = inner.conn.clone();
     let call = async {
         let reply: Value = scripts::STATUS
-            .key(&fair.lock.key)
-            .key(&fair.lock.token)
+            .key(&*fair.lock.key)
+            .key(fair.lock.token())
             .key(&fair.queue)
             .key(&fair.timeouts)
             .key(&fair.alive)
@@ -175,7 +175,7 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
         // Both channels share the lock's slot, so one call asks for both.
         let (_, plain, _, read_write): (String, u64, String, u64) = redis::cmd("PUBSUB")
             .arg(conn.numsub_command())
-            .arg(&fair.lock.channel)
+            .arg(fair.lock.channel())
             .arg(&rw.channel)
             .query_async(&mut conn)
             .await

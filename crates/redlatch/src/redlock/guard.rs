@@ -290,8 +290,7 @@ impl RedlockGuard {
     /// the validity ran out, or a fixed lease ran out. The future owns what it
     /// needs (move it into a task or a `select!`).
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let lost = self.shared.hold.lost_token().clone();
-        async move { lost.cancelled_owned().await }
+        self.shared.hold.clone().until_marked_lost()
     }
 
     /// Why the lock is no longer held, once it is not; `None` while held.
@@ -354,7 +353,7 @@ impl RedlockGuard {
         };
         // A guard nobody took releases its hold when dropped.
         let undo = |unclaimed: Result<RedlockGuard>| async move { drop(unclaimed) };
-        hand_over(&self.shared.runtime, "reenter", call, undo).await
+        hand_over(&self.shared.runtime, call, undo).await
     }
 
     /// Gives this hold back on every node: the hold count goes down by one,
@@ -374,7 +373,7 @@ impl RedlockGuard {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         let release = self.stop_and_release();
-        run_to_end(&self.shared.runtime, "release", release).await
+        run_to_end(&self.shared.runtime, release).await
     }
 
     /// Stops tracking this guard; returns the release, to run in a task of its own.

@@ -321,7 +321,7 @@ impl RedlockLock {
             .zip(&requests)
             .filter_map(|(node, request)| {
                 let client = node.client.as_ref()?;
-                Some(client.inner.wakeups.join(&request.keys.channel))
+                Some(client.inner.wakeups.join(&request.keys.channel()))
             })
             .collect())
     }
@@ -334,7 +334,7 @@ impl RedlockLock {
         let call = async move { this.attempt_on_nodes(lease_ms, renewed).await };
         // An outcome nobody took holds a guard, which releases when dropped.
         let undo = |unclaimed: Result<Outcome>| async move { drop(unclaimed) };
-        hand_over(&tokio::runtime::Handle::current(), "acquire", call, undo).await
+        hand_over(&tokio::runtime::Handle::current(), call, undo).await
     }
 
     /// Acquires everywhere at once, then decides.

@@ -73,7 +73,7 @@ macro_rules! guard_accessors {
         /// meanwhile; connection errors.
         ///
         /// # Cancel safety
-        /// The release runs in a task of its own: dropping the future does not stop it.
+        /// Dropping the future does not stop the release: it runs to its end in the background.
         pub async fn release(self) -> Result<()> {
             self.guard.release().await
         }

@@ -394,7 +394,7 @@ impl Acquisition for RwAcquisition<'_> {
                 }
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: read-write lock acquired");
-                let guard = attempt.guard(core, &self.lock.name, token, sent_at, !reentered);
+                let guard = attempt.guard(core, token, sent_at, !reentered);
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,
@@ -491,14 +491,7 @@ impl Attempt {
     }
 
     /// Registers the hold taken with the watchdog; returns its guard.
-    fn guard(
-        &self,
-        core: &Arc<Core>,
-        name: &Arc<str>,
-        token: u64,
-        sent_at: LeaseInstant,
-        fresh: bool,
-    ) -> Guard {
+    fn guard(&self, core: &Arc<Core>, token: u64, sent_at: LeaseInstant, fresh: bool) -> Guard {
         let request = self.request();
         let kind = self.kind();
         let hold = core.watchdog.register(NewHold {
@@ -512,7 +505,7 @@ impl Attempt {
             sent_at,
             fresh,
         });
-        Guard::new(core.clone(), name.clone(), request.keys, kind, hold)
+        Guard::new(core.clone(), request.keys, kind, hold)
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -527,8 +520,8 @@ impl Attempt {
         }
     }
 
-    /// Runs the script in a task of its own: if the caller goes away, the
-    /// task withdraws a claim and gives back a hold the attempt took.
+    /// Runs the script to its end even if the caller goes away: then the
+    /// call withdraws a claim and gives back a hold the attempt took.
     /// `reenter_only` never takes a first hold.
     async fn run(&self, inner: &Core, reenter_only: bool) -> Result<RwAttempt> {
         let settings = inner.current_settings();
@@ -560,7 +553,7 @@ impl Attempt {
                     .await;
             }
         };
-        hand_over(&inner.runtime, "read-write acquire", call, undo).await
+        hand_over(&inner.runtime, call, undo).await
     }
 
     async fn run_script(
@@ -650,7 +643,7 @@ impl Claim {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
-        let _ = run_to_end(&inner.runtime, "writer leave", async move {
+        let _ = run_to_end(&inner.runtime, async move {
             rw::writer_leave(&mut conn, &keys, &field, limit).await
         })
         .await;
@@ -711,8 +704,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             sent_at,
             reentered,
         } => {
-            let name: Arc<str> = Arc::from(writer.name());
-            let reading = attempt.guard(&core, &name, token, sent_at, !reentered);
+            let reading = attempt.guard(&core, token, sent_at, !reentered);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)

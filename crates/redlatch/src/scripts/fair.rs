@@ -47,13 +47,13 @@ pub(crate) async fn acquire(
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
-        .key(&keys.lock.token)
+        .key(&keys.lock.token())
         .key(&keys.alive)
         .arg(times.lease_ms)
         .arg(owner)
         .arg(times.wait_ms)
         .arg(times.place_ms)
-        .arg(&keys.lock.channel)
+        .arg(keys.lock.channel())
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
     match reply.as_slice() {
@@ -72,7 +72,7 @@ pub(crate) async fn acquire(
             first: *first == 1,
         }),
         [-1, ..] => Err(Error::WrongType {
-            key: keys.lock.key.clone(),
+            key: keys.lock.key.to_string(),
         }),
         other => Err(Error::Protocol {
             op: "fair acquire",
@@ -96,7 +96,7 @@ pub(crate) async fn leave(
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.alive)
-        .arg(&keys.lock.channel)
+        .arg(keys.lock.channel())
         .arg(owner)
         .arg(conn.publish_command())
         .arg(wait_ms);
@@ -116,7 +116,7 @@ pub(crate) async fn release(
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.alive)
-        .arg(&keys.lock.channel)
+        .arg(keys.lock.channel())
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(conn.publish_command());
@@ -126,10 +126,10 @@ pub(crate) async fn release(
         [1, _] => Ok(Released::Unlocked { receivers: 0 }),
         [0, _] => Ok(Released::Decremented),
         [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
+            name: request.keys.key.to_string(),
         }),
         [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
+            key: request.keys.key.to_string(),
         }),
         other => Err(Error::Protocol {
             op: "release",

@@ -1,5 +1,7 @@
 //! Redis key names of one lock, in Redisson's layout.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result, excerpt};
 use crate::settings::limits::{MAX_NAME_LEN, MAX_OWNER_LEN};
 use crate::transport::Connection;
@@ -8,14 +10,28 @@ use crate::transport::Connection;
 const CLUSTER_SLOTS: u16 = 16384;
 
 /// The keys and channel that make up one lock.
+///
+/// Only the lock key is stored: a guard keeps its keys for as long as it
+/// holds, and a client may hold many thousands of locks. The channel and the
+/// fencing counter are derived from the key when a script call needs them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LockKeys {
-    /// The lock hash: `PREFIX + NAME`.
-    pub(crate) key: String,
-    /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`.
-    pub(crate) channel: String,
-    /// The fencing counter: `redisson_lock_token:{KEY}`.
-    pub(crate) token: String,
+    /// The lock hash: `PREFIX + NAME`, shared with the watchdog's record of
+    /// each hold on it.
+    pub(crate) key: Arc<str>,
+    /// Where `NAME` starts in `key` (after the key prefix).
+    name_at: usize,
+    /// Which channel the final release publishes on.
+    channel: LockChannel,
+}
+
+/// The channel a lock's final release publishes `0` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockChannel {
+    /// `redisson_lock__channel:{KEY}`: the reentrant and fair locks.
+    Lock,
+    /// `redisson_rwlock:{KEY}`: the read-write lock.
+    ReadWrite,
 }
 
 impl LockKeys {
@@ -39,10 +55,30 @@ impl LockKeys {
             });
         }
         Ok(LockKeys {
-            channel: prefix_name("redisson_lock__channel", &key),
-            token: prefix_name("redisson_lock_token", &key),
-            key,
+            key: Arc::from(key),
+            name_at: prefix.len(),
+            channel: LockChannel::Lock,
         })
+    }
+
+    /// The lock's name, without the key prefix.
+    pub(crate) fn name(&self) -> &str {
+        &self.key[self.name_at..]
+    }
+
+    /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`
+    /// (`redisson_rwlock:{KEY}` for a read-write lock).
+    pub(crate) fn channel(&self) -> String {
+        let prefix = match self.channel {
+            LockChannel::Lock => "redisson_lock__channel",
+            LockChannel::ReadWrite => "redisson_rwlock",
+        };
+        prefix_name(prefix, &self.key)
+    }
+
+    /// The fencing counter: `redisson_lock_token:{KEY}`.
+    pub(crate) fn token(&self) -> String {
+        prefix_name("redisson_lock_token", &self.key)
     }
 }
 
@@ -65,7 +101,7 @@ impl SemaphoreKeys {
         Ok(SemaphoreKeys {
             channel: prefix_name("redisson_sc", &key),
             timeouts: suffix_name(&key, "timeout"),
-            key,
+            key: key.to_string(),
         })
     }
 }
@@ -80,7 +116,12 @@ impl LockKeys {
     /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
     /// rather than failing later with CROSSSLOT. On one server any name works.
     pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
-        one_slot(conn, &self.key, &[&self.channel, &self.token], LOCK_SPLIT)?;
+        one_slot(
+            conn,
+            &self.key,
+            &[&self.channel(), &self.token()],
+            LOCK_SPLIT,
+        )?;
         Ok(self)
     }
 }
@@ -122,8 +163,8 @@ impl FairKeys {
     /// per-waiter channels extend the lock channel, so share its slot).
     pub(crate) fn checked_for(self, conn: &Connection) -> Result<FairKeys> {
         let others = [
-            &*self.lock.channel,
-            &self.lock.token,
+            &*self.lock.channel(),
+            &self.lock.token(),
             &self.queue,
             &self.timeouts,
             &self.alive,
@@ -261,7 +302,7 @@ impl FairKeys {
 
     /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
     pub(crate) fn waiter_channel(&self, owner: &str) -> String {
-        format!("{}:{owner}", self.lock.channel)
+        format!("{}:{owner}", self.lock.channel())
     }
 }
 
@@ -279,6 +320,8 @@ pub(crate) struct RwKeys {
     pub(crate) writers: String,
     /// What every per-read-hold timeout key starts with: `{KEY}`.
     pub(crate) timeout_base: String,
+    /// Where `NAME` starts in `key`.
+    name_at: usize,
 }
 
 impl RwKeys {
@@ -288,17 +331,18 @@ impl RwKeys {
             channel: prefix_name("redisson_rwlock", &lock.key),
             writers: prefix_name("redlatch_rwlock_writers", &lock.key),
             timeout_base: hash_tagged(&lock.key),
-            token: lock.token,
-            key: lock.key,
+            token: lock.token(),
+            name_at: lock.name_at,
+            key: lock.key.to_string(),
         })
     }
 
     /// As [`LockKeys`], for code shared with the other locks (guards, watchdog).
     pub(crate) fn as_lock_keys(&self) -> LockKeys {
         LockKeys {
-            key: self.key.clone(),
-            channel: self.channel.clone(),
-            token: self.token.clone(),
+            key: Arc::from(self.key.as_str()),
+            name_at: self.name_at,
+            channel: LockChannel::ReadWrite,
         }
     }
 }
@@ -379,9 +423,9 @@ mod tests {
     #[test]
     fn keys_follow_redisson_layout() {
         let keys = LockKeys::new("app:", "order:42").unwrap();
-        assert_eq!(keys.key, "app:order:42");
-        assert_eq!(keys.channel, "redisson_lock__channel:{app:order:42}");
-        assert_eq!(keys.token, "redisson_lock_token:{app:order:42}");
+        assert_eq!(&*keys.key, "app:order:42");
+        assert_eq!(keys.channel(), "redisson_lock__channel:{app:order:42}");
+        assert_eq!(keys.token(), "redisson_lock_token:{app:order:42}");
     }
 
     #[test]
@@ -440,8 +484,8 @@ mod tests {
         ] {
             let keys = LockKeys::new("app:", name).unwrap();
             let home = slot(&keys.key);
-            assert_eq!(slot(&keys.channel), home, "{name}");
-            assert_eq!(slot(&keys.token), home, "{name}");
+            assert_eq!(slot(&keys.channel()), home, "{name}");
+            assert_eq!(slot(&keys.token()), home, "{name}");
         }
         // Every other primitive's keys and channels too.
         for name in ["order:42", "order:{42}"] {
@@ -463,7 +507,7 @@ mod tests {
         // a derived name does not; a cluster refuses such names.
         for name in ["x{", "}x", "a{}b"] {
             let keys = LockKeys::new("", name).unwrap();
-            assert_ne!(slot(&keys.channel), slot(&keys.key), "{name}");
+            assert_ne!(slot(&keys.channel()), slot(&keys.key), "{name}");
         }
     }
 

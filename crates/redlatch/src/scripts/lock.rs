@@ -46,7 +46,7 @@ pub(crate) async fn acquire(
 ) -> Result<Attempt> {
     let mut call = super::ACQUIRE.call(conn);
     call.key(&request.keys.key)
-        .key(&request.keys.token)
+        .key(&request.keys.token())
         .arg(request.lease_ms)
         .arg(&*request.owner);
     let reply: Vec<i64> = call.run(conn, "acquire", limit).await?;
@@ -64,7 +64,7 @@ pub(crate) async fn acquire_many(
 ) -> Result<Vec<Result<Attempt>>> {
     let mut call = super::ACQUIRE.call(conn);
     for request in requests {
-        call.key(&request.keys.key).key(&request.keys.token);
+        call.key(&request.keys.key).key(&request.keys.token());
     }
     for request in requests {
         call.arg(request.lease_ms).arg(&*request.owner);
@@ -89,7 +89,7 @@ pub(crate) async fn release_many(
         call.key(&request.keys.key);
     }
     for request in requests {
-        call.arg(&request.keys.channel)
+        call.arg(request.keys.channel())
             .arg(request.lease_ms)
             .arg(&*request.owner);
     }
@@ -140,8 +140,8 @@ pub(crate) async fn acquire_replicated(
             .cmd("EVALSHA")
             .arg(form.script.get_hash())
             .arg(2 + usize::from(form.record.is_some()))
-            .arg(&request.keys.key)
-            .arg(&request.keys.token);
+            .arg(&*request.keys.key)
+            .arg(request.keys.token());
         if let Some((record, _)) = &form.record {
             evalsha.arg(record);
         }
@@ -172,7 +172,7 @@ pub(crate) async fn acquire_replicated(
             debug!(lock = %request.keys.key, %error, "redlatch: undoing an unconfirmed acquire failed");
         }
         return Err(Error::ReplicasNotConfirmed {
-            name: request.keys.key.clone(),
+            name: request.keys.key.to_string(),
             acknowledged,
             wanted: wait.replicas,
             timeout: wait.timeout,
@@ -195,7 +195,7 @@ fn parse_acquire(request: &Request, reply: &[i64], sent_at: LeaseInstant) -> Res
         }),
         [0, pttl_ms] => Ok(Attempt::Held { pttl_ms: *pttl_ms }),
         [-1, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
+            key: request.keys.key.to_string(),
         }),
         other => Err(Error::Protocol {
             op: "acquire",
@@ -223,7 +223,7 @@ pub(crate) async fn release(
 ) -> Result<Released> {
     let mut call = super::RELEASE.call(conn);
     call.key(&request.keys.key)
-        .arg(&request.keys.channel)
+        .arg(request.keys.channel())
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(conn.publish_command());
@@ -240,10 +240,10 @@ pub(crate) fn released(request: &Request, reply: &[i64]) -> Result<Released> {
         }),
         [0, _] => Ok(Released::Decremented),
         [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.clone(),
+            name: request.keys.key.to_string(),
         }),
         [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.clone(),
+            key: request.keys.key.to_string(),
         }),
         other => Err(Error::Protocol {
             op: "release",
@@ -266,7 +266,7 @@ pub(crate) async fn reenter(
     let reply: i64 = call.run(conn, "reenter", limit).await?;
     match reply {
         -1 => Err(Error::WrongType {
-            key: request.keys.key.clone(),
+            key: request.keys.key.to_string(),
         }),
         0 => Ok(false),
         count if count > 0 => Ok(true),
@@ -288,8 +288,8 @@ pub(crate) async fn raise_token(
 ) -> Result<bool> {
     let call = async {
         super::RAISE_TOKEN
-            .key(&request.keys.key)
-            .key(&request.keys.token)
+            .key(&*request.keys.key)
+            .key(request.keys.token())
             .arg(&*request.owner)
             .arg(token)
             .invoke_async::<i64>(conn)
@@ -309,7 +309,7 @@ pub(crate) async fn renew_one(
 ) -> Result<bool> {
     let call = async {
         super::RENEW
-            .key(&request.keys.key)
+            .key(&*request.keys.key)
             .arg(&*request.owner)
             .arg(request.lease_ms)
             .invoke_async::<Vec<i64>>(conn)

@@ -284,7 +284,7 @@ impl Semaphore {
         wait_for(&mut acquisition, wait, Vec::new(), false).await
     }
 
-    /// One attempt, in a task of its own: `Some(left)` when taken. If the
+    /// One attempt, run to its end even if the caller goes away: `Some(left)` when taken. If the
     /// caller is gone when the reply comes, the permits are given back.
     async fn attempt(&self, keys: &Arc<SemaphoreKeys>, permits: u32) -> Result<Option<u64>> {
         let core = self.core.clone();
@@ -307,7 +307,7 @@ impl Semaphore {
                 let _ = release_permits(&undo_core, &undo_keys, permits).await;
             }
         };
-        hand_over(&self.core.runtime, "semaphore acquire", call_attempt, undo).await
+        hand_over(&self.core.runtime, call_attempt, undo).await
     }
 }
 
@@ -398,7 +398,7 @@ impl SemaphorePermit {
         let core = self.core.clone();
         let keys = self.keys.clone();
         let permits = self.permits;
-        run_to_end(&self.core.runtime, "semaphore release", async move {
+        run_to_end(&self.core.runtime, async move {
             release_permits(&core, &keys, permits).await
         })
         .await

@@ -268,7 +268,7 @@ impl PermitSemaphore {
         sent_at: LeaseInstant,
     ) -> ExpirablePermit {
         let hold = self.core.watchdog.register(NewHold {
-            key: keys.timeouts.clone(),
+            key: Arc::from(keys.timeouts.as_str()),
             owner: id,
             kind: HoldKind::Permit,
             lease_ms,
@@ -287,7 +287,7 @@ impl PermitSemaphore {
         }
     }
 
-    /// One attempt, in a task of its own; an abandoned permit is given back.
+    /// One attempt, run to its end even if the caller goes away; an abandoned permit is given back.
     async fn attempt(
         &self,
         keys: &Arc<SemaphoreKeys>,
@@ -326,7 +326,7 @@ impl PermitSemaphore {
                 let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
             }
         };
-        hand_over(&self.core.runtime, "permit acquire", call_attempt, undo).await
+        hand_over(&self.core.runtime, call_attempt, undo).await
     }
 }
 
@@ -442,8 +442,7 @@ impl ExpirablePermit {
     /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).
     /// The future owns what it needs.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let lost = self.hold.lost_token().clone();
-        async move { lost.cancelled_owned().await }
+        self.hold.clone().until_marked_lost()
     }
 
     /// Why the permit is no longer held, once it is not; `None` while held.
@@ -464,7 +463,7 @@ impl ExpirablePermit {
     /// lease runs out at the latest.
     ///
     /// # Cancel safety
-    /// The release runs in a task of its own: dropping the future does not stop it.
+    /// Dropping the future does not stop the release: it runs to its end in the background.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
         self.core.watchdog.remove_guard(&self.hold);
@@ -473,7 +472,7 @@ impl ExpirablePermit {
             self.keys.clone(),
             self.hold.owner.clone(),
         );
-        let released = run_to_end(&self.core.runtime, "permit release", async move {
+        let released = run_to_end(&self.core.runtime, async move {
             release_permit(&core, &keys, &id).await
         })
         .await
