@@ -7,7 +7,7 @@
 //!  [ 0 ] [ seconds since EPOCH ] [ sequence number ]
 //! ```
 //!
-//! The sequence is `INCR icr:order:YYYYMMDD` (UTC day of the timestamp), one
+//! The sequence is `INCR {seckill}:icr:order:YYYYMMDD` (UTC day of the timestamp), one
 //! counter per day shared by every instance. Two ids with the same second
 //! share the day, hence the counter, hence differ in sequence: ids are unique
 //! across instances whatever their clocks say. They are ordered by second
@@ -25,7 +25,10 @@ pub const EPOCH_UNIX_SECONDS: i64 = 1_704_067_200;
 /// Bits of the sequence number, below the timestamp.
 pub const SEQUENCE_BITS: u32 = 32;
 /// The counter keys' prefix; the UTC date `YYYYMMDD` follows.
-pub const KEY_PREFIX: &str = "icr:order:";
+/// The `{seckill}` hash tag puts it in the slot of every other key of the
+/// shop: the reservation script draws ids too, and on a Redis Cluster a
+/// script touches one slot.
+pub const KEY_PREFIX: &str = "{seckill}:icr:order:";
 
 /// Why an id could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +67,17 @@ impl IdWorker {
     }
 }
 
-/// The counter key of `now`'s UTC day: `icr:order:YYYYMMDD`.
+/// Seconds from the ids' epoch to `now`: an id's upper bits.
+///
+/// # Errors
+/// [`IdError::OutOfRange`] when they do not fit 31 bits.
+pub fn seconds_since_epoch(now: DateTime<Utc>) -> Result<i64, IdError> {
+    let seconds = now.timestamp() - EPOCH_UNIX_SECONDS;
+    compose(seconds, 0)?;
+    Ok(seconds)
+}
+
+/// The counter key of `now`'s UTC day: `{seckill}:icr:order:YYYYMMDD`.
 pub fn day_key(now: DateTime<Utc>) -> String {
     format!("{KEY_PREFIX}{}", now.format("%Y%m%d"))
 }
@@ -131,7 +144,7 @@ mod tests {
     #[test]
     fn day_key_and_timestamp_follow_the_epoch() {
         let at = Utc.with_ymd_and_hms(2025, 3, 9, 23, 59, 59).unwrap();
-        assert_eq!(day_key(at), "icr:order:20250309");
+        assert_eq!(day_key(at), "{seckill}:icr:order:20250309");
         let id = compose(at.timestamp() - EPOCH_UNIX_SECONDS, 42).unwrap();
         assert_eq!(timestamp_of(id), Some(at));
         let epoch = Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap();

@@ -5,12 +5,13 @@
 //! The request path never touches the database (the sale window comes from
 //! the per-instance cache):
 //!
-//! 1. An order id from the id worker (one INCR).
-//! 2. One script, `reserve.lua`, atomically: stock left in
+//! 1. One script, `reserve.lua`, atomically: stock left in
 //!    `{seckill}:stock:VOUCHER`? user not in `{seckill}:buyers:VOUCHER`? then
-//!    DECR the stock, SADD the user, and XADD the order to the stream
-//!    `{seckill}:orders`. Redis runs scripts one at a time, so no lock is needed.
-//! 3. 201 with the order id, at once.
+//!    draw the order id (the id worker's INCR, inside the script), DECR the
+//!    stock, SADD the user, and XADD the order to the stream
+//!    `{seckill}:orders`. Redis runs scripts one at a time, so no lock is
+//!    needed, and a click on a sold-out voucher costs one call and no id.
+//! 2. 201 with the order id, at once.
 //!
 //! Every instance runs a consumer ([`reserve_consumer`](crate::reserve_consumer))
 //! in the consumer group `seckill`, named `instance-{id}`: it reads new
@@ -38,7 +39,10 @@ use futures_util::future::BoxFuture;
 use redis::Script;
 use std::sync::LazyLock;
 
+use chrono::Utc;
+
 use super::{OrderContext, OrderError, OrderId, Strategy};
+use crate::id_worker;
 
 /// The stream of accepted orders.
 pub const ORDERS_STREAM: &str = "{seckill}:orders";
@@ -73,27 +77,35 @@ impl Strategy for Reserve {
     ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
         Box::pin(async move {
             ctx.check_sale_open(voucher_id).await?;
-            let order = ctx.new_order(voucher_id, user_id).await?;
+            let now = Utc::now();
+            let seconds = id_worker::seconds_since_epoch(now)?;
             let mut conn = ctx.redis.clone();
             let mut initialised = false;
             loop {
-                let reply: i64 = RESERVE
+                let (reply, sequence): (i64, u64) = RESERVE
                     .key(stock_key(voucher_id))
                     .key(buyers_key(voucher_id))
                     .key(ORDERS_STREAM)
+                    .key(id_worker::day_key(now))
                     .arg(user_id)
-                    .arg(order.id)
+                    .arg(seconds)
                     .arg(voucher_id)
-                    .arg(order.created_at.timestamp_millis())
+                    .arg(now.timestamp_millis())
                     .invoke_async(&mut conn)
                     .await?;
                 match reply {
-                    0 => return Ok(order.id),
+                    0 => return Ok(id_worker::compose(seconds, sequence)?),
                     1 => return Err(OrderError::SoldOut),
                     2 => return Err(OrderError::AlreadyOrdered),
                     -1 if !initialised => {
                         initialise_lazily(ctx, voucher_id).await?;
                         initialised = true;
+                    }
+                    -2 => {
+                        return Err(id_worker::IdError::OutOfRange(format!(
+                            "the day's order counter reached {sequence}, past 2^32"
+                        ))
+                        .into());
                     }
                     other => {
                         return Err(OrderError::Redis(format!(
@@ -148,4 +160,105 @@ async fn initialise_lazily(ctx: &OrderContext, voucher_id: i64) -> Result<(), Or
         "seckill: reserve stock initialised from the database"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id_worker::compose;
+
+    /// Runs `reserve.lua` for one click at `seconds` with the day's counter
+    /// at `counter`; returns its reply and the order id it queued, if any.
+    fn reserve_at(
+        redis: &testkit::RedisServer,
+        stock: i64,
+        seconds: i64,
+        counter: u64,
+    ) -> ((i64, u64), Option<String>) {
+        let mut conn = redis.conn();
+        let day = "{seckill}:icr:order:20261126";
+        let _: () = redis::pipe()
+            .cmd("FLUSHALL")
+            .ignore()
+            .cmd("SET")
+            .arg(stock_key(7))
+            .arg(stock)
+            .ignore()
+            .cmd("SET")
+            .arg(day)
+            .arg(counter)
+            .ignore()
+            .query(&mut conn)
+            .expect("setup");
+        let reply: (i64, u64) = RESERVE
+            .key(stock_key(7))
+            .key(buyers_key(7))
+            .key(ORDERS_STREAM)
+            .key(day)
+            .arg(42)
+            .arg(seconds)
+            .arg(7)
+            .arg(0)
+            .invoke(&mut conn)
+            .expect("reserve.lua");
+        let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(ORDERS_STREAM)
+            .arg("-")
+            .arg("+")
+            .query(&mut conn)
+            .expect("XRANGE");
+        let queued = entries
+            .ids
+            .first()
+            .and_then(|entry| entry.get::<String>("order_id"));
+        (reply, queued)
+    }
+
+    #[test]
+    fn the_queued_order_id_is_the_answered_one_to_the_last_bit() {
+        let redis = testkit::RedisServer::start().expect("redis-server");
+        let top_seconds = (1i64 << 31) - 1;
+        for (seconds, counter) in [
+            (0, 0),
+            (1, 0),
+            (999_999, 41),
+            (86_400 * 1_000, 123_456),
+            (top_seconds, (1u64 << 32) - 2),
+        ] {
+            let ((code, sequence), queued) = reserve_at(&redis, 1, seconds, counter);
+            assert_eq!(code, 0, "seconds {seconds}");
+            assert_eq!(sequence, counter + 1);
+            let id = compose(seconds, sequence).expect("fits");
+            assert_eq!(
+                queued,
+                Some(id.to_string()),
+                "seconds {seconds}, sequence {sequence}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_counter_past_its_bits_writes_nothing() {
+        let redis = testkit::RedisServer::start().expect("redis-server");
+        let ((code, _), queued) = reserve_at(&redis, 1, 5, (1u64 << 32) - 1);
+        assert_eq!(code, -2);
+        assert_eq!(queued, None);
+        let stock: i64 = redis::cmd("GET")
+            .arg(stock_key(7))
+            .query(&mut redis.conn())
+            .expect("GET");
+        assert_eq!(stock, 1, "the stock is untouched");
+    }
+
+    #[test]
+    fn a_sold_out_click_draws_no_id() {
+        let redis = testkit::RedisServer::start().expect("redis-server");
+        let ((code, _), queued) = reserve_at(&redis, 0, 5, 10);
+        assert_eq!((code, queued), (1, None));
+        let counter: u64 = redis::cmd("GET")
+            .arg("{seckill}:icr:order:20261126")
+            .query(&mut redis.conn())
+            .expect("GET");
+        assert_eq!(counter, 10, "no id drawn for a sold-out click");
+    }
 }
