@@ -214,6 +214,23 @@ pub(crate) enum Released {
     Decremented,
 }
 
+/// True when someone holds the lock (its key exists). One round trip, at
+/// most `limit`.
+pub(crate) async fn is_taken(
+    conn: &mut Connection,
+    keys: &LockKeys,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        redis::cmd("EXISTS")
+            .arg(&*keys.key)
+            .query_async::<bool>(conn)
+            .await
+            .map_err(|error| Error::from_redis("acquire", error))
+    };
+    bounded("acquire", limit, call).await
+}
+
 /// Drops one hold of `request.owner`. One round trip, each send at most
 /// `limit` (on a cluster a failed send is sent again: [`super::Call::run`]).
 pub(crate) async fn release(

@@ -113,9 +113,12 @@ pub struct Settings {
     /// Time allowed for Redis to answer one call (default 3 s); read at each call.
     pub response_timeout: Duration,
     /// After a release that woke waiters in other processes, this client's
-    /// next acquire of the same lock waits this long before trying, so a
+    /// next acquire of the same lock steps aside for up to this long, so a
     /// woken waiter elsewhere gets its turn (default 5 ms; zero turns the
-    /// courtesy off and lets a releaser take the lock straight back).
+    /// courtesy off and lets a releaser take the lock straight back). It
+    /// stops early once another client has the lock, or once the lock has
+    /// stayed free for a tenth of this (nobody is coming). Set it to about
+    /// ten hand-offs between your processes.
     pub handoff_grace: Duration,
     /// The fair lock's wait time W, Redisson's `fairLockWaitTimeout`
     /// (default 5 minutes, the same as Redisson's so both sides date places
