@@ -268,7 +268,9 @@ impl Guard {
             }
             // Courtesy is the reentrant lock's: the fair lock names its next
             // holder, and a read-write lock may have many.
-            if let (LockKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released) {
+            if let (LockKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released)
+                && *receivers > 0
+            {
                 // Our own subscription connection counts among the receivers
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(inner.wakeups.is_listening(&request.keys.channel()));

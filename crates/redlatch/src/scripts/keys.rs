@@ -116,12 +116,16 @@ impl LockKeys {
     /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
     /// rather than failing later with CROSSSLOT. On one server any name works.
     pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
-        one_slot(
-            conn,
-            &self.key,
-            &[&self.channel(), &self.token()],
-            LOCK_SPLIT,
-        )?;
+        // The derived names are built only where slots matter (every acquire
+        // checks its keys).
+        if conn.is_cluster() {
+            one_slot(
+                conn,
+                &self.key,
+                &[&self.channel(), &self.token()],
+                LOCK_SPLIT,
+            )?;
+        }
         Ok(self)
     }
 }
