@@ -114,7 +114,7 @@ async fn create_tables(
         .map(|row| row.try_get(0))
         .transpose()?;
     match recorded {
-        Some(found) if found == kind.as_str() => Ok(()),
+        Some(found) if found == kind.as_str() => check_current(conn).await,
         Some(found) => Err(format!(
             "the database holds the {found} schema, but the {wanted} schema was asked for \
              ({hint}); use another database",
@@ -150,6 +150,27 @@ async fn create_tables(
     }
 }
 
+/// Refuses tables made by an older seckill, before orders had a status:
+/// their rows cannot be paid, cancelled or expired.
+async fn check_current(conn: &mut AnyConnection) -> Result<(), BoxError> {
+    if conn
+        .execute("SELECT status, status_at, stock_back FROM voucher_order WHERE 1 = 0")
+        .await
+        .is_err()
+        || conn
+            .execute("SELECT token FROM seckill_fence WHERE 1 = 0")
+            .await
+            .is_err()
+    {
+        return Err(
+            "the database was created by an older seckill (orders without a status, \
+                    no fencing table); use another database"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// The CREATE statements: column types are portable (BIGINT, VARCHAR), only
 /// the auto-increment id and index syntax differ.
 fn table_ddl(backend: Backend, kind: SchemaKind) -> Vec<String> {
@@ -181,14 +202,36 @@ fn table_ddl(backend: Backend, kind: SchemaKind) -> Vec<String> {
         format!(
             "CREATE TABLE IF NOT EXISTS voucher ({voucher_id_column}, \
              title VARCHAR(200) NOT NULL, stock BIGINT NOT NULL, \
-             begin_at BIGINT NOT NULL, end_at BIGINT NOT NULL{stock_check}){table_options}"
+             begin_at BIGINT NOT NULL, end_at BIGINT NOT NULL, \
+             version BIGINT NOT NULL DEFAULT 0{stock_check}){table_options}"
         ),
+        // status: pending, paid, cancelled, expired (lifecycle.rs).
+        // stock_back: 1 once a cancelled or expired order's unit is back in
+        // the Redis stock too (reserve), so a crash between the two is
+        // finished later and never done twice.
         format!(
             "CREATE TABLE IF NOT EXISTS voucher_order (id BIGINT NOT NULL PRIMARY KEY, \
              user_id BIGINT NOT NULL, voucher_id BIGINT NOT NULL, \
-             created_at BIGINT NOT NULL{order_key}){table_options}"
+             created_at BIGINT NOT NULL, status VARCHAR(16) NOT NULL DEFAULT 'pending', \
+             status_at BIGINT NOT NULL DEFAULT 0, stock_back SMALLINT NOT NULL DEFAULT 0\
+             {order_key}){table_options}"
+        ),
+        // The newest fencing token seen per locked resource (fencing.rs).
+        format!(
+            "CREATE TABLE IF NOT EXISTS seckill_fence (resource VARCHAR(200) NOT NULL PRIMARY KEY, \
+             token BIGINT NOT NULL){table_options}"
         ),
     ];
+    statements.push(match backend {
+        Backend::MySql => {
+            "CREATE INDEX voucher_order_by_status ON voucher_order (status, created_at)".to_owned()
+        }
+        Backend::Sqlite | Backend::Postgres => {
+            "CREATE INDEX IF NOT EXISTS voucher_order_by_status \
+             ON voucher_order (status, created_at)"
+                .to_owned()
+        }
+    });
     if kind == SchemaKind::Lab && backend != Backend::MySql {
         statements.push(
             "CREATE INDEX IF NOT EXISTS voucher_order_by_voucher_user \
