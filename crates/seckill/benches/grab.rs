@@ -343,7 +343,8 @@ async fn measure_trivial(
     )
     .await?;
     let mut problems = Vec::new();
-    let created = fired.statuses.get("201").copied().unwrap_or(0);
+    let created = fired.statuses.get("201").copied().unwrap_or(0)
+        + fired.statuses.get("202").copied().unwrap_or(0);
     if created != settings.users {
         problems.push(format!(
             "{created} answers 201 of {} ({})",
@@ -436,7 +437,8 @@ async fn sell(
             return Err(error);
         }
     };
-    let granted = fired.statuses.get("201").copied().unwrap_or(0);
+    let granted = fired.statuses.get("201").copied().unwrap_or(0)
+        + fired.statuses.get("202").copied().unwrap_or(0);
     awaited.store(
         i64::try_from(granted).unwrap_or(i64::MAX),
         Ordering::Relaxed,
@@ -515,13 +517,14 @@ async fn verify(
     let unexpected: Vec<String> = fired
         .statuses
         .iter()
-        .filter(|(status, _)| !matches!(status.as_str(), "201" | "410"))
+        .filter(|(status, _)| !matches!(status.as_str(), "201" | "202" | "410"))
         .map(|(status, n)| format!("{status} ×{n}"))
         .collect();
     if !unexpected.is_empty() {
         problems.push(format!("unexpected answers: {}", unexpected.join(", ")));
     }
-    let granted = fired.statuses.get("201").copied().unwrap_or(0);
+    let granted = fired.statuses.get("201").copied().unwrap_or(0)
+        + fired.statuses.get("202").copied().unwrap_or(0);
     if granted != expected {
         problems.push(format!("{granted} answers 201, expected {expected}"));
     }
@@ -707,7 +710,7 @@ async fn click(client: &reqwest::Client, url: &str, user: u64, started: Instant,
         Err(_) => "error".to_owned(),
     };
     *part.statuses.entry(key).or_default() += 1;
-    if let Ok((201, body)) = answer {
+    if let Ok((201 | 202, body)) = answer {
         part.last_granted = part.last_granted.max(started.elapsed());
         let id = serde_json::from_slice::<Value>(&body)
             .ok()

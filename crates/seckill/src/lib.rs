@@ -10,6 +10,7 @@ pub mod api;
 pub mod db;
 pub mod demo;
 pub mod id_worker;
+pub mod lifecycle;
 pub mod load;
 pub mod metrics;
 pub mod reserve_consumer;

@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service.
-    Serve(seckill::serve::ServeArgs),
+    Serve(Box<seckill::serve::ServeArgs>),
     /// Send N users x K concurrent clicks at one or more instances, then verify.
     Load(seckill::load::LoadArgs),
     /// Start Redis, SQLite and two instances, run every strategy, print the table.
@@ -42,7 +42,7 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => seckill::serve::run(args).await,
+            Command::Serve(args) => seckill::serve::run(*args).await,
             Command::Load(args) => seckill::load::run(args).await,
             Command::Demo(args) => seckill::demo::run(args).await,
         }

@@ -12,6 +12,7 @@
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
 //! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dropped` | stream entries the reserve consumer handled |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
+//! | `seckill_orders_ended_total` | counter | `status` = `paid` / `cancelled` / `expired` | pending orders that ended (lifecycle) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -29,13 +30,17 @@ pub const RESERVE_ENTRIES: &str = "seckill_reserve_entries_total";
 /// Pending entries taken over from other consumers.
 pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
 
+/// Pending orders that ended, by the status they ended in.
+pub const ORDERS_ENDED: &str = "seckill_orders_ended_total";
+
 /// Every series name above.
-pub const ALL: [&str; 5] = [
+pub const ALL: [&str; 6] = [
     ORDERS_CREATED,
     ORDER_REJECTIONS,
     ORDER_SECONDS,
     RESERVE_ENTRIES,
     RESERVE_CLAIMED,
+    ORDERS_ENDED,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -78,6 +83,10 @@ fn describe() {
         RESERVE_CLAIMED,
         "Pending stream entries taken over from another consumer"
     );
+    metrics::describe_counter!(
+        ORDERS_ENDED,
+        "Pending orders that ended, by the status they ended in"
+    );
 }
 
 /// Records one order request's outcome: `None` when accepted, else the
@@ -113,4 +122,9 @@ pub fn reserve_entry(consumer: &str, outcome: &'static str) {
 /// Records entries taken over by `consumer` with XAUTOCLAIM.
 pub fn reserve_claimed(consumer: &str, count: usize) {
     metrics::counter!(RESERVE_CLAIMED, "consumer" => consumer.to_owned()).increment(count as u64);
+}
+
+/// Records a pending order ending as `status` (paid, cancelled, expired).
+pub fn order_ended(status: &'static str) {
+    metrics::counter!(ORDERS_ENDED, "status" => status).increment(1);
 }

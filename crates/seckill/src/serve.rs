@@ -19,6 +19,7 @@ use crate::BoxError;
 use crate::api::{self, AppState};
 use crate::db::Db;
 use crate::id_worker::IdWorker;
+use crate::lifecycle::expiry;
 use crate::reserve_consumer::{self, ConsumerSettings};
 use crate::sale_window::SaleWindows;
 use crate::schema::SchemaKind;
@@ -54,9 +55,27 @@ pub struct ServeArgs {
     /// reserve: take over another consumer's pending orders idle this long.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub claim_idle: Duration,
-    /// redis-lock: longest wait for a user's lock before answering 503 busy.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    /// redis-lock: longest wait for a user's lock before answering 503 busy;
+    /// 0s (the default, the seed's tryLock): a held lock answers 409
+    /// in_progress at once.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     pub lock_wait: Duration,
+    /// A pending order not paid within this time expires and its unit goes
+    /// back on sale.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m")]
+    pub payment_timeout: Duration,
+    /// On SIGINT/SIGTERM, answer /health/ready with 503 for this long before
+    /// closing the listener, so a load balancer stops sending new requests
+    /// first; requests in flight then finish.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    pub drain: Duration,
+    /// Lab: write without fencing tokens, to show what they prevent.
+    #[arg(long)]
+    pub no_fencing: bool,
+    /// Lab: redis-lock stalls this long between its check and its write,
+    /// after printing "seckill: stalled before write" on stderr.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "D")]
+    pub lab_stall_before_write: Option<Duration>,
     /// redlatch settings file (TOML: lease, retries, timeouts), applied at
     /// start and followed while the service runs; a bad change is logged and
     /// the settings in force stay.
@@ -87,8 +106,17 @@ pub struct Tuning {
     /// reserve: pending entries idle this long are claimed by another
     /// instance's consumer (5 s).
     pub claim_idle: Duration,
-    /// redis-lock: longest wait for a user's lock (2 s).
+    /// redis-lock: longest wait for a user's lock (zero: none, 409 at once).
     pub lock_wait: Duration,
+    /// Pending orders older than this expire (15 min).
+    pub payment_timeout: Duration,
+    /// How long a graceful shutdown answers "not ready" before it stops
+    /// accepting (zero).
+    pub drain: Duration,
+    /// Writes under a lock carry its fencing token (true).
+    pub fencing: bool,
+    /// Lab: see [`OrderContext::stall_before_write`] (none).
+    pub stall_before_write: Option<Duration>,
     /// A redlatch settings file (lease, retries, timeouts, key prefix) the
     /// instance's lock client follows while it runs; `None`: built-in settings.
     pub lock_settings: Option<std::path::PathBuf>,
@@ -98,7 +126,11 @@ impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
             claim_idle: Duration::from_secs(5),
-            lock_wait: Duration::from_secs(2),
+            lock_wait: Duration::ZERO,
+            payment_timeout: Duration::from_secs(15 * 60),
+            drain: Duration::ZERO,
+            fencing: true,
+            stall_before_write: None,
             lock_settings: None,
         }
     }
@@ -245,6 +277,10 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
     let tuning = Tuning {
         claim_idle: args.claim_idle,
         lock_wait: args.lock_wait,
+        payment_timeout: args.payment_timeout,
+        drain: args.drain,
+        fencing: !args.no_fencing,
+        stall_before_write: args.lab_stall_before_write,
         lock_settings: args.lock_config,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
@@ -308,8 +344,26 @@ async fn instance_main(
             drop(client);
         })
     });
-    let server = axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let sweeper = {
+        let sweeper_state = state.clone();
+        let stop = shutdown.clone();
+        tokio::spawn(expiry::run(
+            db.clone(),
+            state.ctx.redis.clone(),
+            tuning.payment_timeout,
+            stop,
+            move |voucher_id| sweeper_state.stock_returned(voucher_id),
+        ))
+    };
+    let drain = tuning.drain;
+    let draining_state = state.clone();
+    let stop_accepting = shutdown.clone();
+    let server = axum::serve(listener, api::router(state)).with_graceful_shutdown(async move {
+        stop_accepting.cancelled().await;
+        // Not ready first, so a load balancer moves away; then close.
+        draining_state.start_draining();
+        tokio::time::sleep(drain).await;
+    });
     let _ = ready.send(Ok(addr));
     if let Err(error) = server.await {
         tracing::error!(%error, "seckill: the HTTP server stopped");
@@ -317,6 +371,7 @@ async fn instance_main(
     if let Some(consumer) = consumer {
         let _ = consumer.await;
     }
+    let _ = sweeper.await;
     db.close().await;
     let _ = finished.send(());
 }
@@ -408,6 +463,8 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         redis,
         locks,
         lock_wait: tuning.lock_wait,
+        fencing: tuning.fencing,
+        stall_before_write: tuning.stall_before_write,
     };
     let state = Arc::new(AppState {
         ctx,
@@ -415,6 +472,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         kind: config.strategy,
         instance: config.instance,
         metrics,
+        draining: Default::default(),
     });
     Ok(Booted {
         listener,

@@ -18,6 +18,8 @@ mod failures;
 mod fuzz;
 #[path = "service/ids.rs"]
 mod ids;
+#[path = "service/lifecycle.rs"]
+mod lifecycle;
 #[path = "service/reserve_crash.rs"]
 mod reserve_crash;
 #[path = "service/schema.rs"]

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::db::DbError;
+use crate::lifecycle::TransitionError;
 use crate::strategy::OrderError;
 
 /// An error answer: a status, a stable machine-readable code, and an
@@ -85,10 +86,18 @@ impl From<OrderError> for ApiError {
             OrderError::Ended => answer(StatusCode::FORBIDDEN, "ended"),
             OrderError::SoldOut => answer(StatusCode::GONE, "sold_out"),
             OrderError::AlreadyOrdered => answer(StatusCode::CONFLICT, "already_ordered"),
+            OrderError::InProgress => answer(StatusCode::CONFLICT, "in_progress"),
             OrderError::Busy(message) => ApiError {
                 message: Some(message),
                 ..answer(StatusCode::SERVICE_UNAVAILABLE, "busy")
             },
+            OrderError::LockLost(message) => {
+                tracing::warn!(%message, "seckill: the user's lock was lost; nothing written");
+                ApiError {
+                    message: Some(message),
+                    ..answer(StatusCode::SERVICE_UNAVAILABLE, "lock_lost")
+                }
+            }
             OrderError::Redis(message) => {
                 tracing::warn!(%message, "seckill: redis failure");
                 ApiError {
@@ -97,6 +106,25 @@ impl From<OrderError> for ApiError {
                 }
             }
             OrderError::Database(error) => ApiError::from(error),
+        }
+    }
+}
+
+impl From<TransitionError> for ApiError {
+    fn from(error: TransitionError) -> ApiError {
+        match error {
+            TransitionError::NotFound => ApiError::not_found(),
+            TransitionError::Forbidden => ApiError {
+                status: StatusCode::FORBIDDEN,
+                code: "forbidden",
+                message: Some("the order belongs to another user".to_owned()),
+            },
+            TransitionError::NotPending(order) => ApiError {
+                status: StatusCode::CONFLICT,
+                code: "not_pending",
+                message: Some(format!("the order is {}", order.status)),
+            },
+            TransitionError::Database(error) => ApiError::from(error),
         }
     }
 }

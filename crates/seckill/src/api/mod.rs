@@ -5,9 +5,13 @@
 //! | `POST /vouchers` | 201 `{"id"}` | 400 |
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
-//! | `POST /vouchers/{id}/orders` + `X-User-Id` | 201 `{"order_id"}` | 400, 403, 404, 409, 410, 503, 500 |
+//! | `POST /vouchers/{id}/orders` + `X-User-Id` | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 403, 404, 409, 410, 503, 500 |
 //! | `GET /vouchers/{id}/orders` | 200 `{"count","orders"}` | 404 |
+//! | `GET /orders/{id}` | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 404 |
+//! | `POST /orders/{id}/pay`, `/cancel` + `X-User-Id` | 200 the order | 400, 403 `forbidden`, 404, 409 `not_pending`, 503, 500 |
 //! | `GET /health` | 200 `{"status","instance","strategy"}` | |
+//! | `GET /health/live` | 200 `{"status":"ok"}`: the process answers | |
+//! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `draining`) |
 //! | `GET /metrics` | 200 Prometheus text | |
 //! | `GET /` | the web page | |
 //! | another path / method | | 404 `not_found` / 405 `method_not_allowed` |
@@ -17,12 +21,14 @@
 
 pub mod error;
 mod ops;
+mod order_actions;
 mod orders;
+mod path_id;
 mod user_id;
-mod voucher_id;
 mod vouchers;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -42,6 +48,26 @@ pub struct AppState {
     pub instance: u16,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// Set when a graceful shutdown starts: `/health/ready` answers 503.
+    pub draining: AtomicBool,
+}
+
+impl AppState {
+    /// A graceful shutdown has started: report not ready from now on.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a graceful shutdown has started.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// A unit of `voucher_id` went back on sale through this instance
+    /// (a cancel, an expiry).
+    pub fn stock_returned(&self, voucher_id: i64) {
+        tracing::debug!(voucher_id, "seckill: a unit is back on sale");
+    }
 }
 
 /// The routes of one instance.
@@ -49,6 +75,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(ops::page))
         .route("/health", get(ops::health))
+        .route("/health/live", get(ops::live))
+        .route("/health/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
         .route("/vouchers", post(vouchers::create).get(vouchers::list))
         .route("/vouchers/{id}", get(vouchers::show))
@@ -56,6 +84,9 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/vouchers/{id}/orders",
             post(orders::place).get(orders::list),
         )
+        .route("/orders/{id}", get(order_actions::show))
+        .route("/orders/{id}/pay", post(order_actions::pay))
+        .route("/orders/{id}/cancel", post(order_actions::cancel))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse};
 use serde_json::{Value, json};
 
@@ -26,6 +28,49 @@ pub async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
         "instance": state.instance,
         "strategy": state.kind.name(),
     }))
+}
+
+/// How long `/health/ready` waits for each dependency.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `GET /health/live`: the process answers (restart it if not).
+pub async fn live() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /health/ready`: Redis and the database answer, and no shutdown has
+/// started (send it traffic); 503 naming what fails otherwise.
+pub async fn ready(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+    let redis = async {
+        let mut conn = state.ctx.redis.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .is_ok()
+    };
+    let database = state.ctx.db.ping();
+    let (redis_ok, database_ok) = tokio::join!(
+        tokio::time::timeout(READY_TIMEOUT, redis),
+        tokio::time::timeout(READY_TIMEOUT, database),
+    );
+    let mut failing = Vec::new();
+    if !matches!(redis_ok, Ok(true)) {
+        failing.push("redis");
+    }
+    if !matches!(database_ok, Ok(Ok(()))) {
+        failing.push("database");
+    }
+    if state.is_draining() {
+        failing.push("draining");
+    }
+    if failing.is_empty() {
+        (StatusCode::OK, Json(json!({ "status": "ready" })))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "unavailable", "failing": failing })),
+        )
+    }
 }
 
 /// `GET /metrics`: Prometheus text exposition.

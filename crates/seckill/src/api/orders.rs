@@ -10,25 +10,34 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
+use super::path_id::PathId;
 use super::user_id::user_id;
-use super::voucher_id::VoucherId;
+use crate::lifecycle::OrderStatus;
 use crate::metrics;
 
-/// `POST /vouchers/{id}/orders` with `X-User-Id` → 201 `{"order_id"}`.
+/// `POST /vouchers/{id}/orders` with `X-User-Id` → 201
+/// `{"order_id","status":"pending"}` when the order is written, 202 with
+/// the same body when it is accepted for writing (`reserve`).
 pub async fn place(
     State(state): State<Arc<AppState>>,
-    voucher: Result<VoucherId, ApiError>,
+    voucher: Result<PathId, ApiError>,
     headers: HeaderMap,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let started = Instant::now();
     let outcome = async {
-        let VoucherId(voucher_id) = voucher?;
+        let PathId(voucher_id) = voucher?;
         let user_id = user_id(&headers)?;
         let order_id = state
             .strategy
             .order(&state.ctx, voucher_id, user_id)
             .await?;
-        Ok((StatusCode::CREATED, Json(json!({ "order_id": order_id }))))
+        let status = if state.strategy.accepts_for_writing() {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::CREATED
+        };
+        let body = json!({ "order_id": order_id, "status": OrderStatus::Pending.as_str() });
+        Ok((status, Json(body)))
     }
     .await;
     let rejection = outcome.as_ref().err().map(|error: &ApiError| error.code);
@@ -45,7 +54,7 @@ pub async fn place(
 /// by order id; 404 when the voucher does not exist.
 pub async fn list(
     State(state): State<Arc<AppState>>,
-    VoucherId(voucher_id): VoucherId,
+    PathId(voucher_id): PathId,
 ) -> Result<Json<Value>, ApiError> {
     let db = &state.ctx.db;
     if db.find_voucher(voucher_id).await?.is_none() {

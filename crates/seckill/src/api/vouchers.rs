@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use super::voucher_id::VoucherId;
+use super::path_id::PathId;
 use crate::db::{NewVoucher, Voucher};
 
 /// Most vouchers `GET /vouchers` lists: the newest ones.
@@ -59,7 +59,7 @@ pub async fn create(
 /// `GET /vouchers/{id}` → the voucher, stock as the database has it.
 pub async fn show(
     State(state): State<Arc<AppState>>,
-    VoucherId(id): VoucherId,
+    PathId(id): PathId,
 ) -> Result<Json<Value>, ApiError> {
     let voucher = state
         .ctx

@@ -74,7 +74,8 @@ pub(crate) struct Shape {
     pub concurrency: u32,
 }
 
-/// An order the service said it accepted (`201`).
+/// An order the service said it accepted (`201` written, `202` accepted
+/// for writing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Accepted {
     pub user: u64,
@@ -210,7 +211,9 @@ async fn click(client: reqwest::Client, url: String, user: u64) -> Click {
         Ok(response) => {
             let status = response.status().as_u16();
             let body = response.bytes().await.unwrap_or_default();
-            let order_id = (status == 201).then(|| order_id_of(&body)).flatten();
+            let order_id = matches!(status, 201 | 202)
+                .then(|| order_id_of(&body))
+                .flatten();
             (Some(status), order_id)
         }
         Err(_) => (None, None),
@@ -250,7 +253,7 @@ fn tally(fired: &mut Fired, clicks: Vec<Click>, progress: &ProgressBar) {
             .status
             .map_or_else(|| TRANSPORT_ERROR.to_owned(), |status| status.to_string());
         *fired.statuses.entry(key).or_default() += 1;
-        if click.status == Some(201) {
+        if matches!(click.status, Some(201 | 202)) {
             match click.order_id {
                 Some(order_id) => fired.accepted.push(Accepted {
                     user: click.user,

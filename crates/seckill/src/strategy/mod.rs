@@ -92,9 +92,17 @@ pub enum OrderError {
     /// The user already has an order of this voucher.
     #[error("already ordered")]
     AlreadyOrdered,
-    /// The per-user lock was not had in time, or was lost before the commit.
+    /// Another request of the same user holds the user's lock now, and this
+    /// one does not wait (`redis-lock` with no `--lock-wait`).
+    #[error("another request of this user is in progress")]
+    InProgress,
+    /// The per-user lock was not had within `--lock-wait`.
     #[error("busy: {0}")]
     Busy(String),
+    /// The per-user lock was lost before the commit: its lease ran out, or
+    /// the database saw a newer holder's fencing token. Nothing was written.
+    #[error("lock lost: {0}")]
+    LockLost(String),
     /// Redis failed.
     #[error("redis: {0}")]
     Redis(String),
@@ -139,8 +147,16 @@ pub struct OrderContext {
     pub redis: redlatch::RedisConnection,
     /// The redlatch client for per-user locks.
     pub locks: redlatch::Client,
-    /// How long `redis-lock` waits for a user's lock before answering busy.
+    /// How long `redis-lock` waits for a user's lock before answering busy;
+    /// zero: not at all, a held lock answers "in progress".
     pub lock_wait: Duration,
+    /// Whether writes under a lock carry its fencing token to the database
+    /// (on by default; off only to show, in the lab, what it prevents).
+    pub fencing: bool,
+    /// Lab only: `redis-lock` stops this long between its check and its
+    /// write, after printing `seckill: stalled before write` on stderr, so
+    /// a test can pause the process there (SIGSTOP) past the lock's lease.
+    pub stall_before_write: Option<Duration>,
 }
 
 impl OrderContext {
@@ -197,6 +213,12 @@ pub trait Strategy: Send + Sync {
         voucher_id: i64,
         user_id: i64,
     ) -> BoxFuture<'a, Result<OrderId, OrderError>>;
+
+    /// Whether a placed order is only accepted for writing (answered 202)
+    /// rather than written (201).
+    fn accepts_for_writing(&self) -> bool {
+        false
+    }
 
     /// Called after a voucher was created through this instance.
     fn voucher_created<'a>(

@@ -1,14 +1,20 @@
 //! Seed §4: the per-user lock lives in Redis (a redlatch lock named
 //! `seckill:order:{voucher}:{user}`), so every instance excludes every other.
 //!
-//! Under the lock, one database transaction checks for an existing order,
-//! decrements `WHERE stock > 0` and inserts; it commits before the lock is
-//! released, so the next holder sees the order. A request waits at most
-//! [`OrderContext::lock_wait`] (2 s by default) for the lock, then answers
-//! busy (503): the holder is another click of the same user, whose answer
-//! decides this one's anyway. If the lock is found lost before the commit
-//! (the watchdog could not renew it), the transaction rolls back and the
-//! request answers busy rather than write without exclusion.
+//! The seed's `tryLock()` does not wait: a click that finds the user's lock
+//! held answers 409 `in_progress` at once (the holder is another click of
+//! the same user, whose answer decides this one's anyway). `--lock-wait D`
+//! waits up to D instead, then answers 503 `busy`.
+//!
+//! Under the lock, as in the seed: look for the user's order, then in one
+//! transaction record the lock's fencing token for the lock name (the
+//! database refuses a token older than one it has seen: see `db/fencing.rs`),
+//! decrement `WHERE stock > 0` and insert; it commits before the lock is
+//! released, so the next holder sees the order. A lock known lost before
+//! the write (the watchdog could not renew it) answers 503 `lock_lost`; so
+//! does a token the database refuses, which rolls the transaction back: the
+//! holder stalled between its check and its write while another request of
+//! the user took the lock and wrote. Nothing is written without exclusion.
 
 use futures_util::future::BoxFuture;
 
@@ -17,10 +23,13 @@ use super::{OrderContext, OrderError, OrderId, Strategy};
 /// A redlatch lock per user and voucher around one transaction.
 pub struct RedisLock;
 
-/// The lock name of a user's orders of a voucher.
+/// The lock name of a user's orders of a voucher (also the fenced resource).
 pub fn lock_name(voucher_id: i64, user_id: i64) -> String {
     format!("seckill:order:{voucher_id}:{user_id}")
 }
+
+/// What `seckill serve --lab-stall-before-write` prints when it stalls.
+pub const STALL_MARK: &str = "seckill: stalled before write";
 
 impl Strategy for RedisLock {
     fn order<'a>(
@@ -32,31 +41,36 @@ impl Strategy for RedisLock {
         Box::pin(async move {
             ctx.check_sale_open(voucher_id).await?;
             ctx.check_stock_left(voucher_id).await?;
-            let lock = ctx.locks.lock(lock_name(voucher_id, user_id));
-            let guard = match lock.acquire_timeout(ctx.lock_wait).await {
-                Ok(guard) => guard,
-                Err(redlatch::Error::Timeout { waited, .. }) => {
-                    return Err(OrderError::Busy(format!(
-                        "another request of this user held the lock for {waited:?}"
-                    )));
-                }
-                Err(other) => return Err(OrderError::Redis(other.to_string())),
-            };
+            let name = lock_name(voucher_id, user_id);
+            let guard = acquire(ctx, &name).await?;
             let placed = async {
+                // The seed's order: check under the lock, then write.
+                if ctx.db.has_order(voucher_id, user_id).await? {
+                    return Err(OrderError::AlreadyOrdered);
+                }
+                if !guard.is_held() {
+                    return Err(OrderError::LockLost(
+                        "the user's lock lapsed before the write".to_owned(),
+                    ));
+                }
+                // Between the check and the write, the holder can stall past
+                // its lease without knowing: only the fence catches that.
+                if let Some(stall) = ctx.stall_before_write {
+                    eprintln!("{STALL_MARK}");
+                    tokio::time::sleep(stall).await;
+                }
                 let order = ctx.new_order(voucher_id, user_id).await?;
                 let mut tx = ctx.db.begin_write().await?;
-                if tx.has_order(voucher_id, user_id).await? {
-                    return Err(OrderError::AlreadyOrdered);
+                if ctx.fencing && !tx.fence(&name, guard.token()).await? {
+                    return Err(OrderError::LockLost(format!(
+                        "the database has seen a newer holder of the user's lock than token {}",
+                        guard.token()
+                    )));
                 }
                 if !tx.decrement_if_left(voucher_id).await? {
                     return Err(OrderError::SoldOut);
                 }
                 tx.insert_order(&order).await?;
-                if !guard.is_held() {
-                    return Err(OrderError::Busy(
-                        "the user's lock was lost before the commit".to_owned(),
-                    ));
-                }
                 tx.commit().await?;
                 Ok(order.id)
             }
@@ -68,5 +82,24 @@ impl Strategy for RedisLock {
             }
             placed
         })
+    }
+}
+
+/// The user's lock: at once (`tryLock`) or within `--lock-wait`.
+async fn acquire(ctx: &OrderContext, name: &str) -> Result<redlatch::Guard, OrderError> {
+    let lock = ctx.locks.lock(name);
+    if ctx.lock_wait.is_zero() {
+        return match lock.try_acquire().await {
+            Ok(Some(guard)) => Ok(guard),
+            Ok(None) => Err(OrderError::InProgress),
+            Err(other) => Err(OrderError::Redis(other.to_string())),
+        };
+    }
+    match lock.acquire_timeout(ctx.lock_wait).await {
+        Ok(guard) => Ok(guard),
+        Err(redlatch::Error::Timeout { waited, .. }) => Err(OrderError::Busy(format!(
+            "another request of this user held the lock for {waited:?}"
+        ))),
+        Err(other) => Err(OrderError::Redis(other.to_string())),
     }
 }

@@ -11,7 +11,7 @@
 //!    stock, SADD the user, and XADD the order to the stream
 //!    `{seckill}:orders`. Redis runs scripts one at a time, so no lock is
 //!    needed, and a click on a sold-out voucher costs one call and no id.
-//! 2. 201 with the order id, at once.
+//! 2. 202 with the order id and status `pending`, at once.
 //!
 //! Every instance runs a consumer ([`reserve_consumer`](crate::reserve_consumer))
 //! in the consumer group `seckill`, named `instance-{id}`: it reads new
@@ -115,6 +115,10 @@ impl Strategy for Reserve {
                 }
             }
         })
+    }
+
+    fn accepts_for_writing(&self) -> bool {
+        true
     }
 
     fn voucher_created<'a>(

@@ -129,7 +129,7 @@ async fn lock_settings_file_is_checked_at_start_and_followed() {
         .expect("starts with a good file");
         let http = client();
         let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
-        // Hold the user's lock under the file's prefix: the order must wait for it.
+        // Hold the user's lock under the file's prefix: the order must find it held.
         let other = redlatch::Client::connect(&redis.url())
             .await
             .expect("lock client");
@@ -141,10 +141,10 @@ async fn lock_settings_file_is_checked_at_start_and_followed() {
         let answer = click(&http, &service.url(), voucher, 7).await;
         assert_eq!(
             answer.status,
-            Some(StatusCode::SERVICE_UNAVAILABLE.as_u16()),
+            Some(StatusCode::CONFLICT.as_u16()),
             "{answer:?}"
         );
-        assert_eq!(answer.body["error"], "busy", "{answer:?}");
+        assert_eq!(answer.body["error"], "in_progress", "{answer:?}");
         held.release().await.expect("release");
         let answer = click(&http, &service.url(), voucher, 7).await;
         assert_eq!(

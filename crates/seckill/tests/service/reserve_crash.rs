@@ -74,7 +74,7 @@ async fn reserve_loses_no_accepted_order_when_an_instance_crashes(database: Test
             && click.status == Some(503)
             && click.body["error"] == "redis_unavailable";
         assert!(
-            matches!(click.status, None | Some(201 | 409 | 410)) || dying_answer,
+            matches!(click.status, None | Some(202 | 409 | 410)) || dying_answer,
             "unexpected answer {click:?}"
         );
     }

@@ -302,9 +302,10 @@ pub struct Click {
 }
 
 impl Click {
-    /// The order id of a 201.
+    /// The order id of an accepted order (201 written, 202 accepted for
+    /// writing).
     pub fn order_id(&self) -> Option<i64> {
-        (self.status == Some(201)).then(|| self.body["order_id"].as_i64())?
+        matches!(self.status, Some(201 | 202)).then(|| self.body["order_id"].as_i64())?
     }
 }
 

@@ -28,6 +28,11 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::BoxError;
 
+mod fencing;
+mod lifecycle;
+
+pub use lifecycle::StoredOrder;
+
 /// How long a request waits for a pooled connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -255,6 +260,18 @@ impl Db {
         self.backend
     }
 
+    /// Whether the database answers a trivial query.
+    ///
+    /// # Errors
+    /// It does not.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        Ok(())
+    }
+
     /// Closes every connection; waits for those in use to come back.
     pub async fn close(&self) {
         self.pool.close().await;
@@ -433,22 +450,6 @@ pub(crate) struct WriteTx {
 }
 
 impl WriteTx {
-    /// Whether `user_id` already has an order of `voucher_id`.
-    pub(crate) async fn has_order(
-        &mut self,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> Result<bool, DbError> {
-        let count: i64 = sqlx::query(render(self.backend, sql::COUNT_USER_ORDERS))
-            .bind(voucher_id)
-            .bind(user_id)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(DbError::classify)?
-            .try_get(0)?;
-        Ok(count > 0)
-    }
-
     /// Whether an order with this id exists (the reserve consumer's
     /// idempotency check).
     pub(crate) async fn order_exists(&mut self, order_id: i64) -> Result<bool, DbError> {

@@ -1,0 +1,77 @@
+//! One order after it is placed: `GET /orders/{id}`, `POST /orders/{id}/pay`,
+//! `POST /orders/{id}/cancel` (see [`lifecycle`](crate::lifecycle)).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::path_id::PathId;
+use super::user_id::user_id;
+use super::vouchers::rfc3339;
+use crate::db::StoredOrder;
+use crate::lifecycle::{End, end_order};
+
+/// `GET /orders/{id}` → the order; 404 when there is none (a `reserve`
+/// order appears once its consumer has written it, usually within
+/// milliseconds of the 202).
+pub async fn show(
+    State(state): State<Arc<AppState>>,
+    PathId(order_id): PathId,
+) -> Result<Json<Value>, ApiError> {
+    let order = state
+        .ctx
+        .db
+        .order(order_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(order_json(&order)))
+}
+
+/// `POST /orders/{id}/pay` by the order's buyer → the paid order.
+pub async fn pay(
+    state: State<Arc<AppState>>,
+    order_id: PathId,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    end(state, order_id, headers, End::Pay).await
+}
+
+/// `POST /orders/{id}/cancel` by the order's buyer → the cancelled order;
+/// its unit goes back on sale.
+pub async fn cancel(
+    state: State<Arc<AppState>>,
+    order_id: PathId,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    end(state, order_id, headers, End::Cancel).await
+}
+
+async fn end(
+    State(state): State<Arc<AppState>>,
+    PathId(order_id): PathId,
+    headers: HeaderMap,
+    end: End,
+) -> Result<Json<Value>, ApiError> {
+    let buyer = user_id(&headers)?;
+    let order = end_order(&state.ctx.db, &state.ctx.redis, order_id, end, Some(buyer)).await?;
+    if order.status.returns_stock() {
+        state.stock_returned(order.order.voucher_id);
+    }
+    Ok(Json(order_json(&order)))
+}
+
+/// `{"order_id","voucher_id","user_id","status","created_at"}`.
+pub(crate) fn order_json(stored: &StoredOrder) -> Value {
+    json!({
+        "order_id": stored.order.id,
+        "voucher_id": stored.order.voucher_id,
+        "user_id": stored.order.user_id,
+        "status": stored.status.as_str(),
+        "created_at": rfc3339(stored.order.created_at),
+    })
+}

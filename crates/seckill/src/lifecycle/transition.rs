@@ -1,0 +1,115 @@
+//! Ending a pending order: pay, cancel, expire.
+
+use chrono::Utc;
+
+use super::OrderStatus;
+use super::redis_stock::{self, GivenBack};
+use crate::db::{Db, DbError, StoredOrder};
+
+/// How a pending order ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Its buyer paid.
+    Pay,
+    /// Its buyer cancelled.
+    Cancel,
+    /// The payment timeout passed (the expiry sweeper).
+    Expire,
+}
+
+impl End {
+    /// The status the order ends in.
+    pub fn status(self) -> OrderStatus {
+        match self {
+            End::Pay => OrderStatus::Paid,
+            End::Cancel => OrderStatus::Cancelled,
+            End::Expire => OrderStatus::Expired,
+        }
+    }
+}
+
+/// Why an order was not ended.
+#[derive(Debug, thiserror::Error)]
+pub enum TransitionError {
+    /// No order with that id (a `reserve` order may not be written yet).
+    #[error("no such order")]
+    NotFound,
+    /// The order belongs to another user.
+    #[error("the order belongs to another user")]
+    Forbidden,
+    /// The order had already ended; here it is as it is now.
+    #[error("the order is {}, no longer pending", .0.status)]
+    NotPending(StoredOrder),
+    /// The database failed.
+    #[error(transparent)]
+    Database(#[from] DbError),
+}
+
+/// Ends pending order `order_id` as `end` says, on behalf of `buyer` (the
+/// user who must own it; `None` for the sweeper), and returns it as it is
+/// now. A cancelled or expired order's unit goes back to the database's
+/// stock in the same transaction, then to the Redis stock.
+///
+/// # Errors
+/// See [`TransitionError`].
+pub async fn end_order(
+    db: &Db,
+    redis: &redlatch::RedisConnection,
+    order_id: i64,
+    end: End,
+    buyer: Option<i64>,
+) -> Result<StoredOrder, TransitionError> {
+    let status = end.status();
+    let mut tx = db.begin_write().await?;
+    let mut order = tx.order(order_id).await?.ok_or(TransitionError::NotFound)?;
+    if buyer.is_some_and(|buyer| buyer != order.order.user_id) {
+        return Err(TransitionError::Forbidden);
+    }
+    if !tx.end_pending(order_id, status, Utc::now()).await? {
+        return Err(TransitionError::NotPending(order));
+    }
+    if status.returns_stock() {
+        tx.return_unit(order.order.voucher_id).await?;
+    }
+    tx.commit().await?;
+    order.status = status;
+    if status.returns_stock() {
+        // Committed: the unit is back in the database. A failure from here
+        // on is finished by the sweeper (`stock_back` is still 0).
+        finish_give_back(db, redis, order.order.voucher_id, order_id).await;
+    }
+    crate::metrics::order_ended(status.as_str());
+    Ok(order)
+}
+
+/// Gives an ended order's unit back to the Redis stock and records it;
+/// logs (and leaves to the sweeper) what fails. Returns whether the
+/// order's unit is now back everywhere.
+pub(crate) async fn finish_give_back(
+    db: &Db,
+    redis: &redlatch::RedisConnection,
+    voucher_id: i64,
+    order_id: i64,
+) -> bool {
+    match redis_stock::give_back(&mut redis.clone(), voucher_id, order_id).await {
+        Ok(given) => {
+            if given == GivenBack::Before {
+                tracing::info!(
+                    order_id,
+                    "seckill: unit was already back in the Redis stock"
+                );
+            }
+            match db.mark_stock_back(order_id).await {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(order_id, %error, "seckill: cannot record the unit back in Redis; the sweeper will");
+                    false
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!(order_id, %error, "seckill: cannot give the unit back to the Redis stock; the sweeper will");
+            false
+        }
+    }
+}
