@@ -14,6 +14,8 @@ mod dashboards;
 mod deployments;
 #[path = "service/failures.rs"]
 mod failures;
+#[path = "service/fencing.rs"]
+mod fencing;
 #[path = "service/fuzz.rs"]
 mod fuzz;
 #[path = "service/ids.rs"]

@@ -15,7 +15,9 @@
 //! The Redis stock of the `reserve` strategy gets the unit back after the
 //! commit, through a script that adds the order id to the voucher's
 //! returned set and increments the stock only if the id was new
-//! ([`redis_stock`]). The order row's `stock_back` records that this
+//! ([`redis_stock`]), so for that moment the order already shows
+//! `cancelled` or `expired` while a `reserve` click may still find the
+//! voucher sold out. The order row's `stock_back` records that this
 //! happened; the sweeper finishes any order whose instance died between the
 //! commit and the script. The user's place in the buyers set stays: one
 //! order per user and voucher, whatever became of it (the database's UNIQUE

@@ -1,0 +1,156 @@
+//! Fencing end to end: an instance that stalls between its check and its
+//! write, past its lock's lease, is refused by the database once another
+//! instance has taken the lock and written; without fencing, its late write
+//! goes through and the user gets a second order.
+//!
+//! Instance A is a `seckill serve` process with a 1 s lease and
+//! `--lab-stall-before-write`: it announces the stall on stderr and the
+//! test stops it there with SIGSTOP, so its watchdog cannot renew either,
+//! as in a long GC pause or a frozen VM. Instance B runs in the test.
+
+use std::time::Duration;
+
+use seckill::serve::{Tuning, start_tuned};
+use seckill::strategy::StrategyKind;
+use seckill::strategy::redis_lock::STALL_MARK;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::on_every_backend;
+use crate::support::{Click, TestDatabase, click, client, config, create_voucher, open_window};
+
+on_every_backend!(a_writer_paused_past_its_lease_is_refused_by_the_fence);
+on_every_backend!(without_fencing_the_paused_writer_makes_a_second_order);
+
+const USER: i64 = 7;
+
+async fn a_writer_paused_past_its_lease_is_refused_by_the_fence(database: TestDatabase) {
+    let (late, orders) = pause_a_writer_past_its_lease(&database, true).await;
+    assert_eq!(late.status, Some(503), "{late:?}");
+    assert_eq!(late.body["error"], "lock_lost", "{late:?}");
+    assert_eq!(orders, 1, "only the newer holder's order is written");
+}
+
+async fn without_fencing_the_paused_writer_makes_a_second_order(database: TestDatabase) {
+    let (late, orders) = pause_a_writer_past_its_lease(&database, false).await;
+    assert_eq!(late.status, Some(201), "{late:?}");
+    assert_eq!(orders, 2, "the late write is accepted: a second order");
+}
+
+/// Runs the scenario; returns the paused instance's answer and how many
+/// orders the user has in the end.
+async fn pause_a_writer_past_its_lease(database: &TestDatabase, fencing: bool) -> (Click, usize) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settings = dir.path().join("lock.toml");
+    std::fs::write(&settings, "[lock]\ndefault_lease = \"1s\"\n").expect("settings file");
+    let tuning = Tuning {
+        fencing,
+        ..Tuning::default()
+    };
+    // The lab schema: no UNIQUE constraint backs the lock up.
+    let b = start_tuned(
+        config(
+            &redis.url(),
+            &database.url,
+            StrategyKind::RedisLock,
+            2,
+            true,
+        ),
+        tuning,
+    )
+    .await
+    .expect("instance B");
+    let http = client();
+    let voucher = create_voucher(&http, &b.url(), 5, open_window()).await;
+
+    let mut a = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill"));
+    a.args([
+        "serve",
+        "--strategy",
+        "redis-lock",
+        "--lab",
+        "--instance",
+        "1",
+    ])
+    .args(["--listen", "127.0.0.1:0", "--database", &database.url])
+    .args(["--redis", &redis.url()])
+    .arg("--lock-config")
+    .arg(&settings)
+    .args(["--lab-stall-before-write", "500ms"])
+    .env_remove("REDIS_URL")
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    if !fencing {
+        a.arg("--no-fencing");
+    }
+    let mut a = a.spawn().expect("seckill serve");
+    let pid = a.id().expect("pid") as libc::pid_t;
+    let mut lines = BufReader::new(a.stderr.take().expect("stderr")).lines();
+    let a_base = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("stderr") {
+            if let Some(rest) = line.split(" serving on ").nth(1) {
+                return rest.split(' ').next().map(str::to_owned);
+            }
+        }
+        None
+    })
+    .await
+    .expect("A started in time")
+    .expect("A says where it serves");
+
+    let late = tokio::spawn({
+        let http = http.clone();
+        async move { click(&http, &a_base, voucher, USER).await }
+    });
+    // Stop A where it stalls: it holds the lock and has checked.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("stderr") {
+            if line.contains(STALL_MARK) {
+                return;
+            }
+        }
+        panic!("A exited before stalling");
+    })
+    .await
+    .expect("A stalled in time");
+    // SAFETY: kill(2) on our own child's pid, which is alive (kill_on_drop).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP");
+    let stderr_drain =
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    // A's lease runs out; B then takes the user's lock and writes.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = click(&http, &b.url(), voucher, USER).await;
+        match answer.status {
+            Some(201) => break,
+            Some(409) if answer.body["error"] == "in_progress" => {}
+            _ => panic!("B: unexpected answer {answer:?}"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A's lock never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0, "SIGCONT");
+    let late = tokio::time::timeout(Duration::from_secs(30), late)
+        .await
+        .expect("A answered after it resumed")
+        .expect("click task");
+    let db = seckill::db::Db::connect(&database.url).await.expect("db");
+    let orders = db
+        .orders(voucher)
+        .await
+        .expect("orders")
+        .iter()
+        .filter(|order| order.user_id == USER)
+        .count();
+    db.close().await;
+    a.kill().await.expect("stop A");
+    stderr_drain.abort();
+    b.shutdown().await;
+    (late, orders)
+}
