@@ -76,9 +76,10 @@ pub struct ServeArgs {
     /// after printing "seckill: stalled before write" on stderr.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "D")]
     pub lab_stall_before_write: Option<Duration>,
-    /// redlatch settings file (TOML: lease, retries, timeouts), applied at
-    /// start and followed while the service runs; a bad change is logged and
-    /// the settings in force stay.
+    /// redlatch settings file (TOML: lease, retries, timeouts, and a [redis]
+    /// section naming the deployment when no server flag is given), applied
+    /// at start and followed while the service runs; a bad change is logged
+    /// and the settings in force stay.
     #[arg(long, value_name = "FILE")]
     pub lock_config: Option<std::path::PathBuf>,
 }
@@ -265,9 +266,15 @@ pub async fn start_tuned(config: ServiceConfig, tuning: Tuning) -> Result<Servic
 pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
     let config = ServiceConfig {
         listen: args.listen,
+        // Flags first, then the settings file's [redis] section, as the
+        // redlatch CLI reads them.
         redis: args
             .deployment
-            .deployment(None)
+            .deployment(match &args.lock_config {
+                Some(path) => redlatch::Deployment::load(path)
+                    .map_err(|error| format!("--lock-config: {error}"))?,
+                None => None,
+            })
             .map_err(|error| format!("redis: {error}"))?,
         database_url: args.database,
         strategy: args.strategy,

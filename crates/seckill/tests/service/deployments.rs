@@ -74,7 +74,8 @@ async fn redlock_masters_are_refused_with_the_reason() {
     assert!(error.contains("Redlock masters"), "{error}");
 }
 
-/// `seckill serve` names each deployment with the same flags as `redlatch`.
+/// `seckill serve` names each deployment with the same flags as `redlatch`,
+/// or with the same `[redis]` section in its settings file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seckill_serve_takes_the_cluster_and_sentinel_flags() {
     let cluster = Cluster::start(3, 0).expect("cluster");
@@ -86,8 +87,27 @@ async fn seckill_serve_takes_the_cluster_and_sentinel_flags() {
         .collect();
     sentinel_flags.extend(["--sentinel-master".to_owned(), MASTER_NAME.to_owned()]);
     let cluster_flags = vec!["--redis-cluster".to_owned(), cluster.urls()[0].clone()];
-    for (what, flags) in [("cluster", cluster_flags), ("sentinel", sentinel_flags)] {
-        let database = sqlite(&format!("serve_{what}")).await;
+    // The same deployment named by the settings file's [redis] section.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settings = dir.path().join("redlatch.toml");
+    std::fs::write(
+        &settings,
+        format!(
+            "[redis]\nmode = \"cluster\"\nurls = [\"{}\"]\n",
+            cluster.urls()[0]
+        ),
+    )
+    .expect("settings file");
+    let file_flags = vec![
+        "--lock-config".to_owned(),
+        settings.display().to_string(),
+    ];
+    for (what, flags) in [
+        ("cluster", cluster_flags),
+        ("sentinel", sentinel_flags),
+        ("settings file", file_flags),
+    ] {
+        let database = sqlite(&format!("serve_{}", what.replace(' ', "_"))).await;
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
             .arg("serve")
             .args(&flags)
@@ -120,6 +140,21 @@ async fn seckill_serve_takes_the_cluster_and_sentinel_flags() {
             (Some(201), Some(410)),
             "{what}"
         );
+        if what == "settings file" {
+            // The order's id was drawn in the cluster, not in a default Redis.
+            let day = seckill::id_worker::day_key(chrono::Utc::now());
+            let port = cluster.master_of(&day).expect("slot owner");
+            let node = cluster
+                .nodes()
+                .iter()
+                .find(|node| node.port() == port)
+                .expect("node");
+            let drawn: Option<i64> = redis::cmd("GET")
+                .arg(&day)
+                .query(&mut node.conn())
+                .expect("GET");
+            assert!(drawn.is_some_and(|n| n >= 1), "no id drawn in the cluster");
+        }
         child.kill().await.expect("stop seckill serve");
     }
 }
