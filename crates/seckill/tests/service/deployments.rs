@@ -98,10 +98,7 @@ async fn seckill_serve_takes_the_cluster_and_sentinel_flags() {
         ),
     )
     .expect("settings file");
-    let file_flags = vec![
-        "--lock-config".to_owned(),
-        settings.display().to_string(),
-    ];
+    let file_flags = vec!["--lock-config".to_owned(), settings.display().to_string()];
     for (what, flags) in [
         ("cluster", cluster_flags),
         ("sentinel", sentinel_flags),
