@@ -16,8 +16,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    // Boxed: its flags outweigh the other commands' arguments.
     /// Run the HTTP service.
-    Serve(seckill::serve::ServeArgs),
+    Serve(Box<seckill::serve::ServeArgs>),
     /// Send N users x K concurrent clicks at one or more instances, then verify.
     Load(seckill::load::LoadArgs),
     /// Start Redis, SQLite and two instances, run every strategy, print the table.
@@ -42,7 +43,7 @@ fn main() -> std::process::ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => seckill::serve::run(args).await,
+            Command::Serve(args) => seckill::serve::run(*args).await,
             Command::Load(args) => seckill::load::run(args).await,
             Command::Demo(args) => seckill::demo::run(args).await,
         }

@@ -10,8 +10,10 @@
 //! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
 //! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
-//! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dropped` | stream entries the reserve consumer handled |
+//! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dead_lettered` / `failed` | stream entries the reserve consumer handled (`failed`: a try the database refused; the entry stays pending and is retried) |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
+//! | `seckill_reserve_dead_letters_total` | counter | `reason` = `malformed` / `voucher_gone` / `no_stock` / `duplicate_user` / `max_tries` | order entries moved to the dead-letter stream `{seckill}:orders:dead` |
+//! | `seckill_reserve_trimmed_total` | counter | `consumer` | acknowledged entries trimmed from the order stream |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -28,14 +30,20 @@ pub const ORDER_SECONDS: &str = "seckill_order_seconds";
 pub const RESERVE_ENTRIES: &str = "seckill_reserve_entries_total";
 /// Pending entries taken over from other consumers.
 pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
+/// Order entries moved to the dead-letter stream, by reason.
+pub const RESERVE_DEAD_LETTERS: &str = "seckill_reserve_dead_letters_total";
+/// Acknowledged entries trimmed from the order stream.
+pub const RESERVE_TRIMMED: &str = "seckill_reserve_trimmed_total";
 
 /// Every series name above.
-pub const ALL: [&str; 5] = [
+pub const ALL: [&str; 7] = [
     ORDERS_CREATED,
     ORDER_REJECTIONS,
     ORDER_SECONDS,
     RESERVE_ENTRIES,
     RESERVE_CLAIMED,
+    RESERVE_DEAD_LETTERS,
+    RESERVE_TRIMMED,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -78,6 +86,14 @@ fn describe() {
         RESERVE_CLAIMED,
         "Pending stream entries taken over from another consumer"
     );
+    metrics::describe_counter!(
+        RESERVE_DEAD_LETTERS,
+        "Order entries moved to the dead-letter stream, by reason"
+    );
+    metrics::describe_counter!(
+        RESERVE_TRIMMED,
+        "Acknowledged entries trimmed from the order stream"
+    );
 }
 
 /// Records one order request's outcome: `None` when accepted, else the
@@ -113,4 +129,14 @@ pub fn reserve_entry(consumer: &str, outcome: &'static str) {
 /// Records entries taken over by `consumer` with XAUTOCLAIM.
 pub fn reserve_claimed(consumer: &str, count: usize) {
     metrics::counter!(RESERVE_CLAIMED, "consumer" => consumer.to_owned()).increment(count as u64);
+}
+
+/// Records one order entry moved to the dead-letter stream.
+pub fn reserve_dead_letter(reason: &'static str) {
+    metrics::counter!(RESERVE_DEAD_LETTERS, "reason" => reason).increment(1);
+}
+
+/// Records entries trimmed from the order stream by `consumer`.
+pub fn reserve_trimmed(consumer: &str, count: u64) {
+    metrics::counter!(RESERVE_TRIMMED, "consumer" => consumer.to_owned()).increment(count);
 }
