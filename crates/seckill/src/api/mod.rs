@@ -18,7 +18,7 @@
 //! Every error is JSON: `{"error": code}`, plus `"message"` when there is
 //! more to say ([`error::ApiError`]).
 //!
-//! `POST /vouchers` and `/admin/*` are guarded by one check ([`admin`]
+//! `POST /vouchers` and `/admin/*` are guarded by one check (`admin.rs`
 //! module): with `--admin-token T` they need `Authorization: Bearer T` (401
 //! `unauthorized` and `WWW-Authenticate: Bearer` otherwise); without a token
 //! `POST /vouchers` is open and `/admin/*` answers only on a loopback listen
