@@ -16,6 +16,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    // Boxed: its flags outweigh the other commands' arguments.
     /// Run the HTTP service.
     Serve(Box<seckill::serve::ServeArgs>),
     /// Send N users x K concurrent clicks at one or more instances, then verify.

@@ -10,9 +10,11 @@
 //! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
 //! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
-//! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dropped` | stream entries the reserve consumer handled |
+//! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dead_lettered` / `failed` | stream entries the reserve consumer handled (`failed`: a try the database refused; the entry stays pending and is retried) |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
 //! | `seckill_orders_ended_total` | counter | `status` = `paid` / `cancelled` / `expired` | pending orders that ended (lifecycle) |
+//! | `seckill_reserve_dead_letters_total` | counter | `reason` = `malformed` / `voucher_gone` / `no_stock` / `duplicate_user` / `max_tries` | order entries moved to the dead-letter stream `{seckill}:orders:dead` |
+//! | `seckill_reserve_trimmed_total` | counter | `consumer` | acknowledged entries trimmed from the order stream |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -29,18 +31,24 @@ pub const ORDER_SECONDS: &str = "seckill_order_seconds";
 pub const RESERVE_ENTRIES: &str = "seckill_reserve_entries_total";
 /// Pending entries taken over from other consumers.
 pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
+/// Order entries moved to the dead-letter stream, by reason.
+pub const RESERVE_DEAD_LETTERS: &str = "seckill_reserve_dead_letters_total";
+/// Acknowledged entries trimmed from the order stream.
+pub const RESERVE_TRIMMED: &str = "seckill_reserve_trimmed_total";
 
 /// Pending orders that ended, by the status they ended in.
 pub const ORDERS_ENDED: &str = "seckill_orders_ended_total";
 
 /// Every series name above.
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 8] = [
     ORDERS_CREATED,
     ORDER_REJECTIONS,
     ORDER_SECONDS,
     RESERVE_ENTRIES,
     RESERVE_CLAIMED,
     ORDERS_ENDED,
+    RESERVE_DEAD_LETTERS,
+    RESERVE_TRIMMED,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -87,6 +95,14 @@ fn describe() {
         ORDERS_ENDED,
         "Pending orders that ended, by the status they ended in"
     );
+    metrics::describe_counter!(
+        RESERVE_DEAD_LETTERS,
+        "Order entries moved to the dead-letter stream, by reason"
+    );
+    metrics::describe_counter!(
+        RESERVE_TRIMMED,
+        "Acknowledged entries trimmed from the order stream"
+    );
 }
 
 /// Records one order request's outcome: `None` when accepted, else the
@@ -127,4 +143,14 @@ pub fn reserve_claimed(consumer: &str, count: usize) {
 /// Records a pending order ending as `status` (paid, cancelled, expired).
 pub fn order_ended(status: &'static str) {
     metrics::counter!(ORDERS_ENDED, "status" => status).increment(1);
+}
+
+/// Records one order entry moved to the dead-letter stream.
+pub fn reserve_dead_letter(reason: &'static str) {
+    metrics::counter!(RESERVE_DEAD_LETTERS, "reason" => reason).increment(1);
+}
+
+/// Records entries trimmed from the order stream by `consumer`.
+pub fn reserve_trimmed(consumer: &str, count: u64) {
+    metrics::counter!(RESERVE_TRIMMED, "consumer" => consumer.to_owned()).increment(count);
 }

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
-use crate::api::{self, AppState};
+use crate::api::{self, AdminAccess, AppState};
 use crate::db::Db;
 use crate::id_worker::IdWorker;
 use crate::lifecycle::expiry;
@@ -82,6 +82,27 @@ pub struct ServeArgs {
     /// and the settings in force stay.
     #[arg(long, value_name = "FILE")]
     pub lock_config: Option<std::path::PathBuf>,
+    /// reserve: an entry the database refused after this many deliveries
+    /// goes to the dead-letter stream.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub consumer_max_tries: u32,
+    /// reserve: the first wait before retrying entries the database refused
+    /// (doubling after each failed step, up to 10 s).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "500ms")]
+    pub consumer_backoff: Duration,
+    /// reserve: how often acknowledged entries are trimmed from the stream.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub trim_every: Duration,
+    /// Bearer token for POST /vouchers and /admin/*. Without it /admin/*
+    /// answers only on a loopback listen address.
+    #[arg(
+        long,
+        value_name = "T",
+        env = "SECKILL_ADMIN_TOKEN",
+        hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    pub admin_token: Option<String>,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -121,6 +142,18 @@ pub struct Tuning {
     /// A redlatch settings file (lease, retries, timeouts, key prefix) the
     /// instance's lock client follows while it runs; `None`: built-in settings.
     pub lock_settings: Option<std::path::PathBuf>,
+    /// reserve: deliveries of an entry the database keeps refusing before it
+    /// is dead-lettered (5).
+    pub consumer_max_tries: u32,
+    /// reserve: the first backoff after database failures (500 ms).
+    pub consumer_backoff: Duration,
+    /// reserve: how often acknowledged entries are trimmed (10 s).
+    pub trim_every: Duration,
+    /// A fault for tests (zero otherwise): the reserve consumer sleeps this
+    /// long after each entry it writes, as over a slow database.
+    pub consumer_write_delay: Duration,
+    /// `--admin-token`: needed by POST /vouchers and /admin/* when set.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Tuning {
@@ -133,6 +166,11 @@ impl Default for Tuning {
             fencing: true,
             stall_before_write: None,
             lock_settings: None,
+            consumer_max_tries: 5,
+            consumer_backoff: Duration::from_millis(500),
+            trim_every: Duration::from_secs(10),
+            consumer_write_delay: Duration::ZERO,
+            admin_token: None,
         }
     }
 }
@@ -289,6 +327,11 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         fencing: !args.no_fencing,
         stall_before_write: args.lab_stall_before_write,
         lock_settings: args.lock_config,
+        consumer_max_tries: args.consumer_max_tries,
+        consumer_backoff: args.consumer_backoff,
+        trim_every: args.trim_every,
+        consumer_write_delay: Duration::ZERO,
+        admin_token: args.admin_token,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -445,7 +488,13 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         reserve_consumer::ensure_group(&mut redis.clone())
             .await
             .map_err(|error| format!("cannot create the reserve consumer group: {error}"))?;
-        let settings = ConsumerSettings::for_instance(config.instance, tuning.claim_idle);
+        let settings = ConsumerSettings {
+            max_tries: tuning.consumer_max_tries.max(1),
+            backoff: tuning.consumer_backoff,
+            trim_every: tuning.trim_every,
+            write_delay: tuning.consumer_write_delay,
+            ..ConsumerSettings::for_instance(config.instance, tuning.claim_idle)
+        };
         // A client of its own: its blocking reads must not hold up the
         // locks' calls, and may take longer than their response timeout.
         let client = config
@@ -480,6 +529,10 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         instance: config.instance,
         metrics,
         draining: Default::default(),
+        admin: AdminAccess {
+            token: tuning.admin_token.clone(),
+            loopback: config.listen.ip().is_loopback(),
+        },
     });
     Ok(Booted {
         listener,

@@ -1,5 +1,6 @@
 //! The service's integration tests: HTTP contract, sale window, strategies,
-//! sell-outs over two instances, a crash under the reserve strategy, schema
+//! sell-outs over two instances, a crash under the reserve strategy, its
+//! dead letters, retries and trimming, the admin token, schema
 //! kinds, order ids and random HTTP input. Every test starts its own redis-server and its own
 //! database (see `service/support.rs` for the backends).
 
@@ -10,6 +11,8 @@ mod support;
 mod api;
 #[path = "service/dashboards.rs"]
 mod dashboards;
+#[path = "service/dead_letter.rs"]
+mod dead_letter;
 #[path = "service/deployments.rs"]
 mod deployments;
 #[path = "service/failures.rs"]

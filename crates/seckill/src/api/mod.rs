@@ -2,7 +2,7 @@
 //!
 //! | method and path | success | errors |
 //! |---|---|---|
-//! | `POST /vouchers` | 201 `{"id"}` | 400 |
+//! | `POST /vouchers` | 201 `{"id"}` | 400, 401 (with `--admin-token`) |
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
 //! | `POST /vouchers/{id}/orders` + `X-User-Id` | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 403, 404, 409, 410, 503, 500 |
@@ -14,11 +14,21 @@
 //! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `draining`) |
 //! | `GET /metrics` | 200 Prometheus text | |
 //! | `GET /` | the web page | |
+//! | `GET /admin/dead-letters[?after=ID]` | 200 `{"count","entries":[{"id","order_id","user_id","voucher_id","created_at","reason","tries","source_id","error"}]}`, oldest first, at most 100 | 400, 401, 503 |
+//! | `POST /admin/dead-letters/{id}/replay` | 200 `{"replayed":1,"stream_id"}`: back on the order stream | 401, 404, 503 |
+//! | `POST /admin/dead-letters/replay` | 200 `{"replayed":n}` | 401, 503 |
 //! | another path / method | | 404 `not_found` / 405 `method_not_allowed` |
 //!
 //! Every error is JSON: `{"error": code}`, plus `"message"` when there is
 //! more to say ([`error::ApiError`]).
+//!
+//! `POST /vouchers` and `/admin/*` are guarded by one check (`admin.rs`
+//! module): with `--admin-token T` they need `Authorization: Bearer T` (401
+//! `unauthorized` and `WWW-Authenticate: Bearer` otherwise); without a token
+//! `POST /vouchers` is open and `/admin/*` answers only on a loopback listen
+//! address (401 on any other).
 
+mod admin;
 pub mod error;
 mod ops;
 mod order_actions;
@@ -30,7 +40,10 @@ mod vouchers;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use admin::AdminAccess;
+
 use axum::Router;
+use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -50,6 +63,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Set when a graceful shutdown starts: `/health/ready` answers 503.
     pub draining: AtomicBool,
+    /// Who may create vouchers and use `/admin/*`.
+    pub admin: AdminAccess,
 }
 
 impl AppState {
@@ -72,13 +87,24 @@ impl AppState {
 
 /// The routes of one instance.
 pub fn router(state: Arc<AppState>) -> Router {
+    let admin_routes = Router::new()
+        .route("/admin/dead-letters", get(admin::list))
+        .route("/admin/dead-letters/replay", post(admin::replay_all))
+        .route("/admin/dead-letters/{id}/replay", post(admin::replay_one))
+        .route_layer(from_fn_with_state(state.clone(), admin::guard_admin));
+    let guard_writes = from_fn_with_state(state.clone(), admin::guard_writes);
     Router::new()
         .route("/", get(ops::page))
         .route("/health", get(ops::health))
         .route("/health/live", get(ops::live))
         .route("/health/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
-        .route("/vouchers", post(vouchers::create).get(vouchers::list))
+        .route(
+            "/vouchers",
+            post(vouchers::create)
+                .route_layer(guard_writes)
+                .get(vouchers::list),
+        )
         .route("/vouchers/{id}", get(vouchers::show))
         .route(
             "/vouchers/{id}/orders",
@@ -87,6 +113,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/orders/{id}", get(order_actions::show))
         .route("/orders/{id}/pay", post(order_actions::pay))
         .route("/orders/{id}/cancel", post(order_actions::cancel))
+        .merge(admin_routes)
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)

@@ -82,10 +82,12 @@ async fn reserve_loses_no_accepted_order_when_an_instance_crashes(database: Test
     let db = Db::connect(&database.url).await.expect("database");
     let deadline = Instant::now() + Duration::from_secs(20);
     let reserved: usize = loop {
-        let reserved: usize = redis::cmd("XLEN")
-            .arg(ORDERS_STREAM)
+        // What Redis took from the stock: the stream may be trimmed.
+        let redis_stock: i64 = redis::cmd("GET")
+            .arg(seckill::strategy::reserve::stock_key(voucher))
             .query(&mut conn)
-            .expect("XLEN");
+            .expect("GET stock");
+        let reserved = (STOCK - redis_stock) as usize;
         let pending: (usize, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
             .arg(ORDERS_STREAM)
             .arg(CONSUMER_GROUP)
@@ -247,4 +249,151 @@ fn pending_of(conn: &mut redis::Connection, consumer: &str) -> usize {
         .query(conn)
         .expect("XPENDING");
     entries.len()
+}
+
+on_every_backend!(an_instance_aborted_mid_batch_leaves_every_accepted_order_written_once);
+
+/// An instance dies in the middle of a batch: some of the batch's orders are
+/// in the database, none acknowledged. The next instance claims the batch
+/// and writes the rest; every accepted order ends in the database exactly
+/// once and the stock adds up.
+async fn an_instance_aborted_mid_batch_leaves_every_accepted_order_written_once(
+    database: TestDatabase,
+) {
+    const SALE: i64 = 40;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    // The fault: a slow database for instance 1 (50 ms per entry written),
+    // so its batches take long and the crash lands inside one.
+    let slow = Tuning {
+        consumer_write_delay: Duration::from_millis(50),
+        ..quick_claims()
+    };
+    let first = start_instances(&redis.url(), &database.url, StrategyKind::Reserve, 1, slow)
+        .await
+        .remove(0);
+    let http = client();
+    let voucher = create_voucher(&http, &first.url(), SALE, open_window()).await;
+    let clicks = click_storm(&http, &[first.url()], voucher, 60, 1, 16).await;
+    let accepted: Vec<i64> = clicks
+        .iter()
+        .filter(|click| matches!(click.status, Some(201 | 202)))
+        .map(|click| click.body["order_id"].as_i64().expect("order_id"))
+        .collect();
+    assert_eq!(accepted.len() as i64, SALE, "{:?}", tally(&clicks));
+
+    // Abort once the batch in hand has orders written but not acknowledged,
+    // and at least three still to write (150 ms before its XACK).
+    let mut conn = redis.conn();
+    let db = Db::connect(&database.url).await.expect("database");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let written: HashSet<i64> = db
+            .orders(voucher)
+            .await
+            .expect("orders")
+            .iter()
+            .map(|order| order.id)
+            .collect();
+        let held = pending_orders_of(&mut conn, "instance-1");
+        let unacknowledged_written = held.iter().filter(|id| written.contains(id)).count();
+        if unacknowledged_written >= 1 && held.len() - unacknowledged_written >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never caught a batch half written: {} written, {} held",
+            written.len(),
+            held.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first.abort();
+    let written: HashSet<i64> = db
+        .orders(voucher)
+        .await
+        .expect("orders")
+        .iter()
+        .map(|order| order.id)
+        .collect();
+    let held = pending_orders_of(&mut conn, "instance-1");
+    let half_done = held.iter().filter(|id| written.contains(id)).count();
+    eprintln!(
+        "aborted mid-batch on {:?}: {} of {SALE} written, {} held unacknowledged, {half_done} of them written",
+        database.backend,
+        written.len(),
+        held.len()
+    );
+    assert!(half_done >= 1, "the crash landed inside a batch");
+    assert!(written.len() < accepted.len(), "orders were left to write");
+
+    // The second instance claims the dead one's batch and finishes it.
+    let second = seckill::serve::start_tuned(
+        crate::support::config(&redis.url(), &database.url, StrategyKind::Reserve, 2, false),
+        quick_claims(),
+    )
+    .await
+    .expect("second instance");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let orders = loop {
+        let orders = db.orders(voucher).await.expect("orders");
+        if orders.len() == accepted.len() && pending_orders_of(&mut conn, "instance-1").is_empty() {
+            break orders;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} accepted orders written",
+            orders.len(),
+            accepted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stock = db
+        .voucher(voucher)
+        .await
+        .expect("voucher")
+        .expect("exists")
+        .stock;
+    db.close().await;
+    let mut ids: Vec<i64> = orders.iter().map(|order| order.id).collect();
+    let mut expected = accepted.clone();
+    ids.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "every accepted order, each once");
+    assert_eq!(stock, 0, "database stock: {SALE} sold");
+    let redis_stock: i64 = redis::cmd("GET")
+        .arg(seckill::strategy::reserve::stock_key(voucher))
+        .query(&mut conn)
+        .expect("GET stock");
+    assert_eq!(redis_stock, 0);
+    let dead: u64 = redis::cmd("XLEN")
+        .arg(seckill::reserve_consumer::dead_letter::DEAD_STREAM)
+        .query(&mut conn)
+        .expect("XLEN");
+    assert_eq!(dead, 0, "nothing dead-lettered");
+    second.shutdown().await;
+}
+
+/// The order ids of the entries pending for `consumer`.
+fn pending_orders_of(conn: &mut redis::Connection, consumer: &str) -> Vec<i64> {
+    let entries: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+        .arg(ORDERS_STREAM)
+        .arg(CONSUMER_GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(1000)
+        .arg(consumer)
+        .query(conn)
+        .expect("XPENDING");
+    entries
+        .iter()
+        .filter_map(|(id, ..)| {
+            let range: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(ORDERS_STREAM)
+                .arg(id)
+                .arg(id)
+                .query(conn)
+                .ok()?;
+            range.ids.first()?.get::<i64>("order_id")
+        })
+        .collect()
 }

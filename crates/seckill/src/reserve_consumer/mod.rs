@@ -1,22 +1,53 @@
 //! The `reserve` strategy's second half: from the stream `{seckill}:orders` to
-//! the database, with no accepted order lost when an instance dies.
+//! the database, with no accepted order lost when an instance dies, and none
+//! silently dropped.
 //!
 //! Each instance runs one consumer, named `instance-{id}`, in the consumer
 //! group `seckill`. Its loop, one step at a time:
 //!
-//! 1. After a start or a Redis error: its own pending entries (XREADGROUP
-//!    from id `0` onwards), i.e. entries it read before and did not acknowledge.
+//! 1. After a start, a Redis error or a database failure: its own pending
+//!    entries (XREADGROUP from id `0` onwards), i.e. entries it read before
+//!    and did not acknowledge.
 //! 2. Every half claim time: XAUTOCLAIM the group's entries idle for longer
 //!    than the claim time (`--claim-idle`, 5 s by default), whoever read them:
 //!    a dead instance's unacknowledged entries come back this way.
 //! 3. Otherwise: new entries (XREADGROUP `>`), blocking up to 500 ms.
 //!
+//! Every `--trim-every` (10 s) it also removes acknowledged entries from the
+//! stream ([`trim`]).
+//!
 //! Each entry is written in one transaction (skip if an order with its id
-//! exists; decrement `WHERE stock > 0`; insert), then acknowledged. A
-//! database failure leaves the entry pending and the consumer retries it.
-//! An entry that can never be written (malformed, voucher gone, no stock in
-//! the database, a second order of the user) is logged, counted in
-//! `seckill_reserve_entries_total{outcome="dropped"}` and acknowledged.
+//! exists; decrement `WHERE stock > 0`; insert), then acknowledged.
+//!
+//! # Failures
+//!
+//! - **The database fails** (down, timeout, deadlock, any error): the entry
+//!   stays pending. The consumer finishes the batch, acknowledges what it
+//!   wrote, sleeps a backoff (`--consumer-backoff`, 500 ms by default,
+//!   doubling after each failed step up to 10 s, back to the start after a
+//!   good one), then re-reads its own pending entries, which retries them.
+//!   New entries wait during the sleep: a batch, not an entry, backs off. An
+//!   entry whose write fails once it has been delivered
+//!   `--consumer-max-tries` times (5; XPENDING's delivery count, so a
+//!   takeover after a crash counts as a delivery) goes to the dead-letter
+//!   stream with reason `max_tries`. With the defaults that is after about
+//!   7.5 s of failures; longer outages dead-letter entries, which
+//!   `POST /admin/dead-letters/replay` puts back.
+//! - **The entry can never be written**: to the dead-letter stream at once,
+//!   with reason `malformed` (a field missing or not an integer),
+//!   `voucher_gone` (no such voucher in the database), `no_stock` (no stock
+//!   left in the database: the Redis stock was set wrong) or
+//!   `duplicate_user` (the user already has an order of the voucher: Redis
+//!   lost its buyers set).
+//! - **Redis fails**: the step is retried after 50 ms, doubling up to 2 s;
+//!   replies may have been lost, so its own pending entries are re-read.
+//!
+//! A dead-lettered entry ([`dead_letter`]) is acknowledged on the order
+//! stream and counted in `seckill_reserve_dead_letters_total{reason}`; it
+//! keeps its fields, plus `reason`, `tries`, `source_id` and `error`.
+
+pub mod dead_letter;
+pub mod trim;
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +60,10 @@ use tokio_util::sync::CancellationToken;
 use crate::db::{Db, DbError, Order};
 use crate::metrics;
 use crate::strategy::reserve::{CONSUMER_GROUP, ORDERS_STREAM};
+use dead_letter::{DeadReason, Moved};
+
+/// The longest backoff after database failures.
+const MAX_DATABASE_BACKOFF: Duration = Duration::from_secs(10);
 
 /// How a consumer runs.
 #[derive(Clone, Debug)]
@@ -41,16 +76,32 @@ pub struct ConsumerSettings {
     pub batch: usize,
     /// How long a read waits for new entries.
     pub block: Duration,
+    /// An entry whose write fails once delivered this many times is
+    /// dead-lettered (`max_tries`). At least 1.
+    pub max_tries: u32,
+    /// The first sleep after a step with database failures; doubles after
+    /// each further one, up to 10 s.
+    pub backoff: Duration,
+    /// How often acknowledged entries are trimmed from the stream.
+    pub trim_every: Duration,
+    /// A fault for tests, zero otherwise: sleep this long after each entry
+    /// written, before the next one of the batch (a slow database).
+    pub write_delay: Duration,
 }
 
 impl ConsumerSettings {
-    /// The settings of instance `instance`, with `claim_idle`.
+    /// The settings of instance `instance`, with `claim_idle`, and defaults
+    /// for the rest (5 tries, 500 ms backoff, trimming every 10 s).
     pub fn for_instance(instance: u16, claim_idle: Duration) -> ConsumerSettings {
         ConsumerSettings {
             consumer: format!("instance-{instance}"),
             claim_idle,
             batch: 100,
             block: Duration::from_millis(500),
+            max_tries: 5,
+            backoff: Duration::from_millis(500),
+            trim_every: Duration::from_secs(10),
+            write_delay: Duration::ZERO,
         }
     }
 
@@ -67,8 +118,8 @@ pub enum Persisted {
     /// An order with this id was already there (written by another consumer,
     /// or by this one before a crash): nothing to do.
     AlreadyThere,
-    /// Cannot be written; acknowledged and dropped (see the module docs).
-    Dropped,
+    /// Can never be written: for the dead-letter stream.
+    Unwritable(DeadReason),
 }
 
 impl Persisted {
@@ -76,7 +127,7 @@ impl Persisted {
         match self {
             Persisted::Written => "written",
             Persisted::AlreadyThere => "already_there",
-            Persisted::Dropped => "dropped",
+            Persisted::Unwritable(_) => "dead_lettered",
         }
     }
 }
@@ -111,16 +162,17 @@ pub async fn persist(db: &Db, order: &Order) -> Result<Persisted, DbError> {
         return Ok(Persisted::AlreadyThere);
     }
     if !tx.decrement_if_left(order.voucher_id).await? {
-        tracing::error!(
-            order_id = order.id,
-            voucher_id = order.voucher_id,
-            "seckill: reserved order has no stock left in the database (Redis stock set wrong?); dropped"
-        );
-        return Ok(Persisted::Dropped);
+        drop(tx);
+        return Ok(Persisted::Unwritable(
+            match db.stock(order.voucher_id).await? {
+                None => DeadReason::VoucherGone,
+                Some(_) => DeadReason::NoStock,
+            },
+        ));
     }
     match tx.insert_order(order).await {
         Ok(()) => {}
-        Err(DbError::Unique(detail)) => {
+        Err(DbError::Unique(_)) => {
             // Dropping the transaction rolls the decrement back. Either a
             // concurrent consumer wrote this very order (primary key), or the
             // user already had one (Redis lost the buyers set).
@@ -128,9 +180,7 @@ pub async fn persist(db: &Db, order: &Order) -> Result<Persisted, DbError> {
             return Ok(if db.has_order_id(order.id).await? {
                 Persisted::AlreadyThere
             } else {
-                tracing::error!(order_id = order.id, user_id = order.user_id, %detail,
-                    "seckill: reserved order duplicates the user's order; dropped");
-                Persisted::Dropped
+                Persisted::Unwritable(DeadReason::DuplicateUser)
             });
         }
         Err(other) => return Err(other),
@@ -154,13 +204,16 @@ pub async fn run(
     let mut consumer = Consumer {
         db,
         conn,
-        settings,
         read_own_pending: true,
         own_pending_cursor: "0".to_owned(),
         next_claim: Instant::now(),
         claim_cursor: "0-0".to_owned(),
+        next_trim: Instant::now() + settings.trim_every,
+        settings,
     };
-    let mut backoff = Duration::from_millis(50);
+    let redis_backoff_start = Duration::from_millis(50);
+    let mut redis_backoff = redis_backoff_start;
+    let mut database_backoff = consumer.settings.backoff;
     while !shutdown.is_cancelled() {
         // Only waiting on Redis is cut short by a shutdown: entries it may
         // have handed us meanwhile stay pending and are claimed later. A
@@ -173,21 +226,34 @@ pub async fn run(
             Ok((mut conn, entries)) => consumer.handle(&mut conn, entries).await,
             Err(error) => Err(error),
         };
-        match outcome {
-            Ok(()) => backoff = Duration::from_millis(50),
-            Err(error) => {
-                tracing::warn!(%error, "seckill: reserve consumer step failed; retrying");
-                if let StepError::Redis(_) = error {
-                    // Replies may have been lost: re-read what we were given.
-                    consumer.read_own_pending = true;
-                    consumer.own_pending_cursor = "0".to_owned();
-                }
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+        consumer.trim_when_due().await;
+        let sleep = match outcome {
+            Ok(()) => {
+                redis_backoff = redis_backoff_start;
+                database_backoff = consumer.settings.backoff;
+                continue;
             }
+            Err(StepError::Redis(error)) => {
+                tracing::warn!(%error, "seckill: reserve consumer step failed on Redis; retrying");
+                let sleep = redis_backoff;
+                redis_backoff = (redis_backoff * 2).min(Duration::from_secs(2));
+                sleep
+            }
+            Err(StepError::Database(error)) => {
+                tracing::warn!(%error, backoff = ?database_backoff,
+                    "seckill: reserve consumer could not write some entries; retrying them after the backoff");
+                let sleep = database_backoff;
+                database_backoff = (database_backoff * 2).min(MAX_DATABASE_BACKOFF);
+                sleep
+            }
+        };
+        // Either way, what we hold and did not acknowledge is read again:
+        // replies lost with Redis, or entries the database refused.
+        consumer.read_own_pending = true;
+        consumer.own_pending_cursor = "0".to_owned();
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(sleep) => {}
         }
     }
 }
@@ -202,10 +268,12 @@ struct Consumer {
     own_pending_cursor: String,
     next_claim: Instant,
     claim_cursor: String,
+    next_trim: Instant,
 }
 
 /// Why a step failed: Redis (re-read our pending entries once it is back)
-/// or the database (the entries stay pending and are claimed again later).
+/// or the database (the entries stay pending and are retried after a
+/// backoff).
 #[derive(Debug, thiserror::Error)]
 enum StepError {
     #[error("redis: {0}")]
@@ -288,8 +356,9 @@ impl Consumer {
             .unwrap_or_default())
     }
 
-    /// Persists each entry and acknowledges those done; entries the database
-    /// refused stay pending, and the first such failure is returned.
+    /// Persists each entry, acknowledges those written, dead-letters those
+    /// that can never be written and those out of tries; the others stay
+    /// pending, and the first database failure among them is returned.
     async fn handle(
         &mut self,
         conn: &mut RedisConnection,
@@ -299,20 +368,40 @@ impl Consumer {
         let mut failure = None;
         for entry in entries {
             let outcome = match order_of_entry(&entry) {
-                Some(order) => persist(&self.db, &order).await,
-                None => {
-                    tracing::error!(entry = %entry.id, "seckill: malformed order entry; dropped");
-                    Ok(Persisted::Dropped)
+                Some(order) => {
+                    let outcome = persist(&self.db, &order).await;
+                    if !self.settings.write_delay.is_zero() {
+                        tokio::time::sleep(self.settings.write_delay).await;
+                    }
+                    outcome
                 }
+                None => Ok(Persisted::Unwritable(DeadReason::Malformed)),
             };
             match outcome {
+                Ok(Persisted::Unwritable(reason)) => {
+                    self.dead_letter(conn, &entry.id, reason, 0, describe(reason))
+                        .await?;
+                }
                 Ok(persisted) => {
                     metrics::reserve_entry(&self.settings.consumer, persisted.label());
                     done.push(entry.id);
                 }
                 Err(error) => {
-                    tracing::warn!(entry = %entry.id, %error, "seckill: order entry not written; it stays pending");
-                    failure.get_or_insert(error);
+                    let moved = self
+                        .dead_letter(
+                            conn,
+                            &entry.id,
+                            DeadReason::MaxTries,
+                            self.settings.max_tries.max(1),
+                            &error.to_string(),
+                        )
+                        .await?;
+                    if let Moved::NotYet { tries } = moved {
+                        metrics::reserve_entry(&self.settings.consumer, "failed");
+                        tracing::warn!(entry = %entry.id, tries, %error,
+                            "seckill: order entry not written; it stays pending and is retried");
+                        failure.get_or_insert(error);
+                    }
                 }
             }
         }
@@ -328,6 +417,71 @@ impl Consumer {
             Some(error) => Err(StepError::Database(error)),
             None => Ok(()),
         }
+    }
+
+    /// Moves entry `id` to the dead-letter stream if delivered at least
+    /// `min_tries` times, logging and counting it when moved.
+    async fn dead_letter(
+        &self,
+        conn: &mut RedisConnection,
+        id: &str,
+        reason: DeadReason,
+        min_tries: u32,
+        error: &str,
+    ) -> Result<Moved, StepError> {
+        let moved =
+            dead_letter::move_entry(conn, &self.settings.consumer, id, reason, min_tries, error)
+                .await?;
+        match moved {
+            Moved::Dead { tries } => {
+                metrics::reserve_entry(&self.settings.consumer, "dead_lettered");
+                metrics::reserve_dead_letter(reason.label());
+                tracing::error!(entry = %id, reason = reason.label(), tries, %error,
+                    "seckill: order entry moved to the dead-letter stream");
+            }
+            Moved::NotOurs => {
+                tracing::info!(entry = %id, "seckill: order entry taken over by another consumer meanwhile; left to it");
+            }
+            Moved::NotYet { .. } => {}
+        }
+        Ok(moved)
+    }
+
+    /// Trims acknowledged entries when due; a failure is logged and tried
+    /// again at the next turn.
+    async fn trim_when_due(&mut self) {
+        if Instant::now() < self.next_trim {
+            return;
+        }
+        self.next_trim = Instant::now() + self.settings.trim_every;
+        match trim::trim(&mut self.connection()).await {
+            Ok((trimmed, minid)) => {
+                if trimmed > 0 {
+                    metrics::reserve_trimmed(&self.settings.consumer, trimmed);
+                    tracing::debug!(trimmed, %minid, "seckill: trimmed acknowledged order entries");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "seckill: could not trim the order stream");
+            }
+        }
+    }
+}
+
+/// The `error` field of an entry that can never be written.
+fn describe(reason: DeadReason) -> &'static str {
+    match reason {
+        DeadReason::Malformed => {
+            "a field of order_id, user_id, voucher_id, created_at is missing or not an integer"
+        }
+        DeadReason::VoucherGone => "no voucher with this id in the database",
+        DeadReason::NoStock => {
+            "the voucher has no stock left in the database (Redis stock set wrong?)"
+        }
+        DeadReason::DuplicateUser => {
+            "the user already has an order of this voucher (Redis lost its buyers?)"
+        }
+        DeadReason::MaxTries => "the database refused it too many times",
     }
 }
 

@@ -1,0 +1,276 @@
+//! The admin routes (dead letters of the `reserve` strategy) and the admin
+//! token check they share with `POST /vouchers`.
+//!
+//! Access ([`authorize`], the one check):
+//!
+//! - `--admin-token T` given: `POST /vouchers` and every `/admin/*` route need
+//!   `Authorization: Bearer T`; otherwise 401 `unauthorized` with
+//!   `WWW-Authenticate: Bearer`. The token is compared in constant time
+//!   (the time depends on the configured token's length only).
+//! - No token: `POST /vouchers` is open (as before), and `/admin/*` answers
+//!   only when the instance listens on a loopback address (127.0.0.1, ::1),
+//!   where only local processes reach it; on any other address it answers
+//!   401, so an instance exposed to a network never has open admin routes by
+//!   default.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::reserve_consumer::dead_letter::{self, DeadLetter};
+use crate::strategy::OrderError;
+
+/// Who may use the admin routes.
+#[derive(Clone, Debug, Default)]
+pub struct AdminAccess {
+    /// `--admin-token`: the bearer token, when set.
+    pub token: Option<String>,
+    /// Whether the instance listens on a loopback address (admin routes are
+    /// open there when no token is set).
+    pub loopback: bool,
+}
+
+/// What a request asks for, for [`authorize`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Guarded {
+    /// `POST /vouchers`: needs the token when one is set.
+    Write,
+    /// `/admin/*`: needs the token when one is set, a loopback listen
+    /// address when none is.
+    Admin,
+}
+
+/// The one access check of `POST /vouchers` and `/admin/*`.
+pub(crate) fn authorize(
+    access: &AdminAccess,
+    headers: &HeaderMap,
+    guarded: Guarded,
+) -> Result<(), Unauthorized> {
+    match (&access.token, guarded) {
+        (Some(token), _) => match bearer(headers) {
+            Some(given) if same_secret(given.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(_) => Err(Unauthorized("the bearer token is not the admin token")),
+            None => Err(Unauthorized("needs Authorization: Bearer <admin token>")),
+        },
+        (None, Guarded::Write) => Ok(()),
+        (None, Guarded::Admin) if access.loopback => Ok(()),
+        (None, Guarded::Admin) => Err(Unauthorized(
+            "admin routes need --admin-token on a non-loopback listen address",
+        )),
+    }
+}
+
+/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// Compares without stopping at the first difference: the time taken
+/// depends on `expected`'s length only, not on how much of it was guessed.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    let mut differ = usize::from(given.len() != expected.len());
+    for (at, byte) in expected.iter().enumerate() {
+        let other = given.get(at).copied().unwrap_or(!byte);
+        differ |= usize::from(other ^ byte);
+    }
+    std::hint::black_box(differ) == 0
+}
+
+/// 401 `unauthorized`, with `WWW-Authenticate: Bearer`.
+#[derive(Debug)]
+pub(crate) struct Unauthorized(&'static str);
+
+impl IntoResponse for Unauthorized {
+    fn into_response(self) -> Response {
+        let mut response = ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            code: "unauthorized",
+            message: Some(self.0.to_owned()),
+        }
+        .into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        response
+    }
+}
+
+/// Middleware of `POST /vouchers`.
+pub(crate) async fn guard_writes(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match authorize(&state.admin, request.headers(), Guarded::Write) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// Middleware of `/admin/*`.
+pub(crate) async fn guard_admin(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match authorize(&state.admin, request.headers(), Guarded::Admin) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The query of `GET /admin/dead-letters`.
+#[derive(Deserialize)]
+pub(crate) struct Page {
+    after: Option<String>,
+}
+
+/// `GET /admin/dead-letters[?after=ID]` → `{"count","entries"}`: how many
+/// dead letters there are, and up to 100 of them, oldest first, after `ID`.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(page): Query<Page>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(after) = &page.after
+        && !dead_letter::is_stream_id(after)
+    {
+        return Err(ApiError::bad_request(
+            "after must be a dead letter's id, MILLISECONDS-SEQUENCE",
+        ));
+    }
+    let mut conn = state.ctx.redis.clone();
+    let (count, entries) = dead_letter::list(&mut conn, page.after.as_deref())
+        .await
+        .map_err(redis_error)?;
+    let entries: Vec<Value> = entries.iter().map(entry_json).collect();
+    Ok(Json(json!({ "count": count, "entries": entries })))
+}
+
+/// `POST /admin/dead-letters/{id}/replay` → `{"replayed":1,"stream_id"}`,
+/// the entry back on the order stream; 404 when there is no such dead letter.
+pub(crate) async fn replay_one(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !dead_letter::is_stream_id(&id) {
+        return Err(ApiError::not_found());
+    }
+    let mut conn = state.ctx.redis.clone();
+    let requeued = dead_letter::replay(&mut conn, &id)
+        .await
+        .map_err(redis_error)?
+        .ok_or_else(ApiError::not_found)?;
+    tracing::info!(dead_letter = %id, stream_id = %requeued, "seckill: dead letter replayed");
+    Ok(Json(json!({ "replayed": 1, "stream_id": requeued })))
+}
+
+/// `POST /admin/dead-letters/replay` → `{"replayed":n}`: every dead letter
+/// back on the order stream.
+pub(crate) async fn replay_all(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Value>, ApiError> {
+    let mut conn = state.ctx.redis.clone();
+    let replayed = dead_letter::replay_all(&mut conn)
+        .await
+        .map_err(redis_error)?;
+    tracing::info!(replayed, "seckill: dead letters replayed");
+    Ok(Json(json!({ "replayed": replayed })))
+}
+
+fn redis_error(error: redis::RedisError) -> ApiError {
+    ApiError::from(OrderError::from(error))
+}
+
+/// A dead letter as JSON: numeric fields as numbers when they are integers,
+/// as the text found otherwise (a malformed entry), `null` when missing.
+fn entry_json(entry: &DeadLetter) -> Value {
+    let number = |name: &str| match entry.fields.get(name) {
+        Some(text) => text
+            .parse::<i64>()
+            .map_or_else(|_| Value::from(text.clone()), Value::from),
+        None => Value::Null,
+    };
+    let text = |name: &str| {
+        entry
+            .fields
+            .get(name)
+            .map_or(Value::Null, |text| Value::from(text.clone()))
+    };
+    json!({
+        "id": entry.id,
+        "order_id": number("order_id"),
+        "user_id": number("user_id"),
+        "voucher_id": number("voucher_id"),
+        "created_at": number("created_at"),
+        "reason": text("reason"),
+        "tries": number("tries"),
+        "source_id": text("source_id"),
+        "error": text("error"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = authorization {
+            headers.insert(header::AUTHORIZATION, value.parse().expect("header"));
+        }
+        headers
+    }
+
+    #[test]
+    fn secrets_compare_by_content_and_length() {
+        assert!(same_secret(b"s3cret", b"s3cret"));
+        assert!(!same_secret(b"s3cres", b"s3cret"));
+        assert!(!same_secret(b"s3cre", b"s3cret"));
+        assert!(!same_secret(b"s3cret!", b"s3cret"));
+        assert!(!same_secret(b"", b"s3cret"));
+    }
+
+    #[test]
+    fn a_set_token_guards_writes_and_admin() {
+        let access = AdminAccess {
+            token: Some("s3cret".to_owned()),
+            loopback: true,
+        };
+        for guarded in [Guarded::Write, Guarded::Admin] {
+            assert!(authorize(&access, &headers(None), guarded).is_err());
+            assert!(authorize(&access, &headers(Some("Bearer nope")), guarded).is_err());
+            assert!(authorize(&access, &headers(Some("Basic s3cret")), guarded).is_err());
+            assert!(authorize(&access, &headers(Some("Bearer s3cret")), guarded).is_ok());
+            assert!(authorize(&access, &headers(Some("bearer s3cret")), guarded).is_ok());
+        }
+    }
+
+    #[test]
+    fn without_a_token_admin_is_loopback_only() {
+        let local = AdminAccess {
+            token: None,
+            loopback: true,
+        };
+        let exposed = AdminAccess {
+            token: None,
+            loopback: false,
+        };
+        assert!(authorize(&local, &headers(None), Guarded::Admin).is_ok());
+        assert!(authorize(&exposed, &headers(None), Guarded::Admin).is_err());
+        assert!(authorize(&exposed, &headers(None), Guarded::Write).is_ok());
+    }
+}
