@@ -89,6 +89,10 @@ impl From<OrderError> for ApiError {
                 message: Some(message),
                 ..answer(StatusCode::SERVICE_UNAVAILABLE, "busy")
             },
+            OrderError::Conflict(message) => ApiError {
+                message: Some(message),
+                ..answer(StatusCode::CONFLICT, "conflict")
+            },
             OrderError::Redis(message) => {
                 tracing::warn!(%message, "seckill: redis failure");
                 ApiError {
