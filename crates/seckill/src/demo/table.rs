@@ -70,10 +70,10 @@ pub fn shows(strategy: StrategyKind) -> &'static str {
             "checks the stock, then decrements it: simultaneous buyers all see stock left, so it oversells"
         }
         StrategyKind::OptimisticVersion => {
-            "decrements only WHERE version = the version read: never oversold, but a buyer whose read another sale overtook is refused (409 conflict), so stock stays unsold"
+            "decrements only WHERE version = the version read: never oversold, but a buyer whose read another sale overtook is refused (409 conflict) with stock left: most attempts fail"
         }
         StrategyKind::OptimisticCompare => {
-            "decrements only WHERE stock = the stock read: never oversold, but simultaneous buyers read the same stock, one wins, the rest get 409 conflict with stock left"
+            "decrements only WHERE stock = the stock read: never oversold, but buyers who read the same stock race, one wins, the rest get 409 conflict with stock left"
         }
         StrategyKind::Optimistic => {
             "decrements only WHERE stock > 0, so it never oversells, but its one-order-per-user check is still check-then-act: duplicates get through"
@@ -219,9 +219,9 @@ pub fn lesson(rows: &[DemoRow], stock: u64, users: u64, clicks: u32) -> Lesson {
                         "{name} should neither oversell nor duplicate, but oversold {} with {} duplicate users",
                         row.oversold, row.duplicate_users
                     ));
-                } else if row.orders >= expected_orders {
+                } else if row.conflicts == 0 {
                     lesson.notes.push(format!(
-                        "{name} sold all it could this time: no buyer was overtaken while stock was left (a race: run it again)"
+                        "{name} refused nobody this time: no two buyers read the same stock (a race: run it again)"
                     ));
                 }
             }
@@ -331,7 +331,7 @@ mod tests {
     fn a_teaching_strategy_that_held_is_only_noted() {
         let mut rows = expected_table();
         rows[0].oversold = 0;
-        rows[1].orders = 100;
+        rows[1].conflicts = 0;
         rows[4].duplicate_users = 0;
         rows[5].duplicate_users = 0;
         let verdict = lesson(&rows, 100, 500, 3);
@@ -350,6 +350,8 @@ mod tests {
     fn a_sale_too_small_for_the_races_says_so() {
         let mut rows = expected_table();
         rows[0].oversold = 0;
+        rows[1].conflicts = 0;
+        rows[2].conflicts = 0;
         rows[4].duplicate_users = 0;
         rows[5].duplicate_users = 0;
         let verdict = lesson(&rows, 100, 10, 1);
@@ -357,8 +359,8 @@ mod tests {
             verdict.notes,
             [
                 "naive could not oversell: 10 clicks for a stock of 100",
-                "optimistic-version sold all it could this time: no buyer was overtaken while stock was left (a race: run it again)",
-                "optimistic-compare sold all it could this time: no buyer was overtaken while stock was left (a race: run it again)",
+                "optimistic-version refused nobody this time: no two buyers read the same stock (a race: run it again)",
+                "optimistic-compare refused nobody this time: no two buyers read the same stock (a race: run it again)",
                 "local-lock cannot show duplicates with one click per user",
                 "early-release cannot show duplicates with one click per user"
             ]

@@ -6,8 +6,8 @@
 //! `WHERE stock > 0`, insert. But the lock goes back while the order is
 //! still uncommitted; the user's next click, waiting on that lock (on any
 //! instance), takes it at once, finds no committed order and writes a
-//! second one. The gap between release and commit is the shared
-//! [`race_window`] here (a slow commit, a log line, a GC pause in real
+//! second one. The gap between release and commit is the shared 2 ms
+//! `race_window` here (a slow commit, a log line, a GC pause in real
 //! life), so the lab schema gets duplicate orders of one user on every run;
 //! the normal schema's UNIQUE refuses them (409). The stock is never
 //! oversold: the decrement keeps its own `stock > 0` condition.

@@ -13,7 +13,8 @@
 //! click either read the stock before the first one's commit (its compare
 //! fails) or after it (it sees the order): no duplicates, as a side effect.
 //! There is no retry loop (the seed's CAS spins; it does not): a refused
-//! buyer clicks again.
+//! buyer clicks again. Once stock can come back, the compare is open to ABA
+//! ([`optimistic_version`](super::optimistic_version) is not).
 
 use futures_util::future::BoxFuture;
 

@@ -6,12 +6,16 @@
 //! It behaves like [`optimistic_compare`](super::optimistic_compare): never
 //! oversold, no duplicates (the order check is read after the version), and
 //! under a rush most buyers are refused with stock left (409 `conflict`).
-//! The version costs a column and proves no more than the stock compare
-//! here; it earns its keep when a row has several fields that change.
+//! What the column buys over the stock compare is immunity to ABA: once
+//! stock can come back (a cancelled order returns its unit), the compare
+//! can read 5, miss a sale to 4 and a return to 5, and match a stock that
+//! moved; the version only grows. It also covers rows with several fields
+//! that change.
 //!
 //! It is only as safe as the other writers of `stock`: one that does not
-//! bump the version (another strategy's decrement on the same voucher)
-//! goes unseen, so a sale runs one strategy at a time.
+//! bump the version (another strategy's decrement, a stock return that
+//! leaves `version` alone) goes unseen, so a sale runs one strategy at a
+//! time.
 
 use futures_util::future::BoxFuture;
 
