@@ -5,8 +5,9 @@
 //! an emptied Redis, two in-process instances on free ports (the two
 //! "tomcats" behind seed 004's nginx), a voucher with 100 in stock open now
 //! for an hour, and [`crate::load`]'s 500 users × 3 simultaneous clicks over
-//! both instances. Then it prints one table: orders, oversold, duplicate
-//! users, lost orders, requests/s and p99 latency per strategy.
+//! both instances. Then it prints one table: sold/stock, unsold, `409
+//! conflict` refusals, oversold, duplicate users, lost orders, success (201
+//! over 201 + conflict), requests/s and p99 latency per strategy.
 //!
 //! Every strategy runs on the *lab schema* — no `UNIQUE(user_id, voucher_id)`,
 //! no `CHECK (stock >= 0)` — so each row shows what the strategy alone
@@ -14,7 +15,9 @@
 //!
 //! The exit status is 0 when the table tells the lesson ([`lesson`]):
 //! `redis-lock` and `reserve` sell exactly min(stock, users), with nothing
-//! oversold, duplicated or lost, and `optimistic` never oversells.
+//! oversold, duplicated or lost; `optimistic` and `early-release` never
+//! oversell; `optimistic-version` and `optimistic-compare` neither oversell
+//! nor duplicate.
 
 mod keyspace;
 mod scratch;

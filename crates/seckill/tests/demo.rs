@@ -1,6 +1,7 @@
 //! `seckill demo --json`, the binary: the lesson of the table is real — the
 //! teaching strategies do fail under 500 users × 3 simultaneous clicks over
-//! two instances, and the redlatch lock and the Redis reservation do not.
+//! two instances (each in its own way), and the redlatch lock and the Redis
+//! reservation do not.
 
 use seckill::demo::DemoRow;
 
@@ -31,7 +32,16 @@ fn demo_table_tells_the_lesson() -> TestResult {
     let names: Vec<&str> = rows.iter().map(|row| row.strategy.as_str()).collect();
     assert_eq!(
         names,
-        ["naive", "optimistic", "local-lock", "redis-lock", "reserve"]
+        [
+            "naive",
+            "optimistic-version",
+            "optimistic-compare",
+            "optimistic",
+            "local-lock",
+            "early-release",
+            "redis-lock",
+            "reserve"
+        ]
     );
 
     let naive = row(&rows, "naive");
@@ -41,6 +51,38 @@ fn demo_table_tells_the_lesson() -> TestResult {
     assert_eq!(
         optimistic.oversold, 0,
         "optimistic never oversells: {optimistic:#?}"
+    );
+
+    // The optimistic locks never oversell nor duplicate, but refuse buyers
+    // whose read another sale overtook while stock was left: every such
+    // refusal is a 409 conflict, and the attempts mostly fail.
+    for optimistic_lock in ["optimistic-version", "optimistic-compare"] {
+        let row = row(&rows, optimistic_lock);
+        assert_eq!(
+            (row.oversold, row.duplicate_users, row.lost),
+            (0, 0, 0),
+            "{row:#?}"
+        );
+        assert!(
+            row.conflicts > 0,
+            "{optimistic_lock} must refuse buyers: {row:#?}"
+        );
+        assert_eq!(
+            row.statuses.get("201").copied(),
+            Some(row.orders),
+            "{row:#?}"
+        );
+        assert_eq!(row.orders as i64 + row.remaining_stock, 100, "{row:#?}");
+        assert!(row.success_percent() < 100.0, "{row:#?}");
+    }
+
+    // The redlatch lock released before the commit: the stock holds (its
+    // decrement keeps `stock > 0`), one order per user does not.
+    let early = row(&rows, "early-release");
+    assert_eq!((early.oversold, early.lost), (0, 0), "{early:#?}");
+    assert!(
+        early.duplicate_users > 0,
+        "a lock released before the commit must let a user's next click buy again: {early:#?}"
     );
 
     let local = row(&rows, "local-lock");

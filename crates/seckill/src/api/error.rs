@@ -98,6 +98,10 @@ impl From<OrderError> for ApiError {
                     ..answer(StatusCode::SERVICE_UNAVAILABLE, "lock_lost")
                 }
             }
+            OrderError::Conflict(message) => ApiError {
+                message: Some(message),
+                ..answer(StatusCode::CONFLICT, "conflict")
+            },
             OrderError::Redis(message) => {
                 tracing::warn!(%message, "seckill: redis failure");
                 ApiError {

@@ -23,7 +23,9 @@ mod sql {
     /// The one way out of `pending`: whoever changes the row first decides.
     pub const END_PENDING: &str = "UPDATE voucher_order SET status = ?, status_at = ? \
          WHERE id = ? AND status = 'pending'";
-    pub const RETURN_UNIT: &str = "UPDATE voucher SET stock = stock + 1 WHERE id = ?";
+    /// The version moves too: the version-column optimistic lock must see it.
+    pub const RETURN_UNIT: &str =
+        "UPDATE voucher SET stock = stock + 1, version = version + 1 WHERE id = ?";
     pub const DUE_TO_EXPIRE: &str = "SELECT id FROM voucher_order \
          WHERE status = 'pending' AND created_at < ? ORDER BY created_at LIMIT ?";
     pub const STOCK_NOT_BACK: &str = "SELECT id, voucher_id FROM voucher_order \

@@ -204,6 +204,12 @@ mod sql {
     pub const LIST_ORDERS: &str = "SELECT id, user_id, voucher_id, created_at FROM voucher_order \
          WHERE voucher_id = ? ORDER BY id";
     pub const LIST_BUYERS: &str = "SELECT user_id FROM voucher_order WHERE voucher_id = ?";
+    // The demo's optimistic-lock strategies (seed 004 §2).
+    pub const SELECT_STOCK_VERSION: &str = "SELECT stock, version FROM voucher WHERE id = ?";
+    pub const DECREMENT_IF_STOCK_IS: &str =
+        "UPDATE voucher SET stock = stock - 1 WHERE id = ? AND stock = ?";
+    pub const DECREMENT_IF_VERSION_IS: &str =
+        "UPDATE voucher SET stock = stock - 1, version = version + 1 WHERE id = ? AND version = ?";
 }
 
 /// A pool of connections to the shop's database. Cheap to clone.
@@ -439,6 +445,21 @@ impl Db {
     pub(crate) fn sql(&self, sql: &'static str) -> SqlStr {
         render(self.backend, sql)
     }
+
+    /// The voucher's stock and version, read together outside any
+    /// transaction (the `optimistic-version` strategy's snapshot).
+    pub(crate) async fn stock_and_version(
+        &self,
+        voucher_id: i64,
+    ) -> Result<Option<(i64, i64)>, DbError> {
+        let row = sqlx::query(self.sql(sql::SELECT_STOCK_VERSION))
+            .bind(voucher_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        row.map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .transpose()
+    }
 }
 
 /// One write transaction: the steps the strategies combine. Dropped without
@@ -499,6 +520,39 @@ impl WriteTx {
     /// Makes the writes durable.
     pub(crate) async fn commit(self) -> Result<(), DbError> {
         self.tx.commit().await.map_err(DbError::classify)
+    }
+
+    /// `stock = stock - 1 WHERE stock = seen`: compare-and-set on the stock
+    /// read earlier. Returns false when the stock is no longer `seen`.
+    pub(crate) async fn decrement_if_stock_is(
+        &mut self,
+        voucher_id: i64,
+        seen: i64,
+    ) -> Result<bool, DbError> {
+        let done = sqlx::query(render(self.backend, sql::DECREMENT_IF_STOCK_IS))
+            .bind(voucher_id)
+            .bind(seen)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(DbError::classify)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// `stock = stock - 1, version = version + 1 WHERE version = seen`: the
+    /// version-column optimistic lock. Returns false when another write
+    /// bumped the version since it was read.
+    pub(crate) async fn decrement_if_version_is(
+        &mut self,
+        voucher_id: i64,
+        seen: i64,
+    ) -> Result<bool, DbError> {
+        let done = sqlx::query(render(self.backend, sql::DECREMENT_IF_VERSION_IS))
+            .bind(voucher_id)
+            .bind(seen)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(DbError::classify)?;
+        Ok(done.rows_affected() > 0)
     }
 }
 

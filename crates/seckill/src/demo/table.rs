@@ -12,10 +12,17 @@ use crate::strategy::StrategyKind;
 /// One strategy's outcome; the demo's `--json` prints an array of these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DemoRow {
-    /// naive, optimistic, local-lock, redis-lock or reserve.
+    /// The strategy's command-line name ([`StrategyKind::name`]).
     pub strategy: String,
     /// Orders in the database after the run (it starts empty).
     pub orders: u64,
+    /// The voucher's stock before the sale.
+    pub stock: i64,
+    /// Order requests sent (users × clicks).
+    pub requests: u64,
+    /// `409 conflict` answers: buyers an optimistic lock refused while
+    /// stock was left.
+    pub conflicts: u64,
     /// Sold beyond the stock.
     pub oversold: u64,
     /// Users holding more than one order.
@@ -40,6 +47,9 @@ impl DemoRow {
         Self {
             strategy: strategy.to_string(),
             orders: report.new_orders,
+            stock: report.initial_stock,
+            requests: report.requests,
+            conflicts: report.errors.get("conflict").copied().unwrap_or(0),
             oversold: report.oversold,
             duplicate_users: report.duplicate_users,
             lost: report.missing,
@@ -59,11 +69,20 @@ pub fn shows(strategy: StrategyKind) -> &'static str {
         StrategyKind::Naive => {
             "checks the stock, then decrements it: simultaneous buyers all see stock left, so it oversells"
         }
+        StrategyKind::OptimisticVersion => {
+            "decrements only WHERE version = the version read: never oversold, but a buyer whose read another sale overtook is refused (409 conflict) with stock left: most attempts fail"
+        }
+        StrategyKind::OptimisticCompare => {
+            "decrements only WHERE stock = the stock read: never oversold, but buyers who read the same stock race, one wins, the rest get 409 conflict with stock left"
+        }
         StrategyKind::Optimistic => {
             "decrements only WHERE stock > 0, so it never oversells, but its one-order-per-user check is still check-then-act: duplicates get through"
         }
         StrategyKind::LocalLock => {
             "a per-user lock inside each process: it holds on one instance, but two instances have two locks, so a user's clicks on both get through"
+        }
+        StrategyKind::EarlyRelease => {
+            "the shared redlatch lock, but released before the transaction commits: a user's next click takes it, finds no committed order, and buys again"
         }
         StrategyKind::RedisLock => {
             "a per-user redlatch lock that both instances share: never oversold, one order per user, nothing lost"
@@ -75,6 +94,11 @@ pub fn shows(strategy: StrategyKind) -> &'static str {
 }
 
 /// The table as printed: a header, one line per row, then what each shows.
+///
+/// `sold` is orders over the stock on sale, `unsold` the stock left at the
+/// end (0 when oversold), `conflicts` the `409 conflict` answers, `success`
+/// the share of the sales a strategy tried that went through
+/// ([`DemoRow::success_percent`]).
 pub fn render(rows: &[DemoRow]) -> String {
     let width = rows
         .iter()
@@ -85,18 +109,30 @@ pub fn render(rows: &[DemoRow]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<width$}  {:>6}  {:>8}  {:>15}  {:>4}  {:>6}  {:>7}",
-        "strategy", "orders", "oversold", "duplicate users", "lost", "req/s", "p99 ms"
+        "{:<width$}  {:>9}  {:>6}  {:>9}  {:>8}  {:>15}  {:>4}  {:>7}  {:>6}  {:>7}",
+        "strategy",
+        "sold",
+        "unsold",
+        "conflicts",
+        "oversold",
+        "duplicate users",
+        "lost",
+        "success",
+        "req/s",
+        "p99 ms"
     );
     for row in rows {
         let _ = writeln!(
             out,
-            "{:<width$}  {:>6}  {:>8}  {:>15}  {:>4}  {:>6.0}  {:>7.1}",
+            "{:<width$}  {:>9}  {:>6}  {:>9}  {:>8}  {:>15}  {:>4}  {:>6.1}%  {:>6.0}  {:>7.1}",
             row.strategy,
-            row.orders,
+            format!("{}/{}", row.orders, row.stock),
+            row.unsold(),
+            row.conflicts,
             row.oversold,
             row.duplicate_users,
             row.lost,
+            row.success_percent(),
             row.requests_per_sec,
             row.p99_ms
         );
@@ -108,6 +144,26 @@ pub fn render(rows: &[DemoRow]) -> String {
     out
 }
 
+impl DemoRow {
+    /// Stock left at the end (0 when it went below zero: see `oversold`).
+    pub fn unsold(&self) -> u64 {
+        u64::try_from(self.remaining_stock).unwrap_or(0)
+    }
+
+    /// Of the sales the strategy tried, the share that went through: `201`
+    /// answers over `201` plus `409 conflict`, in percent. 100 for every
+    /// strategy without an optimistic write (and when nothing was tried);
+    /// refusals for a reason (sold out, already ordered) do not count.
+    pub fn success_percent(&self) -> f64 {
+        let tried = self.accepted + self.conflicts;
+        if tried == 0 {
+            100.0
+        } else {
+            self.accepted as f64 * 100.0 / tried as f64
+        }
+    }
+}
+
 /// The verdict on the table: `failures` break the lesson (exit 1), `notes`
 /// say that a teaching strategy did not show its flaw this time.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -117,44 +173,75 @@ pub struct Lesson {
 }
 
 /// Checks the rows against the lesson: `redis-lock` and `reserve` sell
-/// exactly min(stock, users) with nothing oversold, duplicated or lost, and
-/// `optimistic` never oversells. A `naive` that did not oversell or a
-/// `local-lock` without duplicates is only noted: those are races (or the
-/// sale was too small for them: no more clicks than stock, one click each).
+/// exactly min(stock, users) with nothing oversold, duplicated or lost;
+/// `optimistic` and `early-release` never oversell; the two optimistic
+/// locks (`optimistic-version`, `optimistic-compare`) neither oversell nor
+/// duplicate. A teaching strategy that did not show its flaw is only noted:
+/// a `naive` that did not oversell, a `local-lock` or `early-release`
+/// without duplicates, an optimistic lock that sold everything. Those are
+/// races (or the sale was too small for them).
 pub fn lesson(rows: &[DemoRow], stock: u64, users: u64, clicks: u32) -> Lesson {
     let mut lesson = Lesson::default();
     let expected_orders = stock.min(users);
     let clicks_total = users.saturating_mul(u64::from(clicks));
     for row in rows {
         let name = row.strategy.as_str();
-        let is = |kind: StrategyKind| name == kind.to_string();
-        if is(StrategyKind::RedisLock) || is(StrategyKind::Reserve) {
-            let clean = (row.orders, row.oversold, row.duplicate_users, row.lost)
-                == (expected_orders, 0, 0, 0);
-            if !clean {
+        let Some(kind) = StrategyKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+        else {
+            lesson
+                .failures
+                .push(format!("{name} is not a strategy of this build"));
+            continue;
+        };
+        match kind {
+            StrategyKind::RedisLock | StrategyKind::Reserve => {
+                let clean = (row.orders, row.oversold, row.duplicate_users, row.lost)
+                    == (expected_orders, 0, 0, 0);
+                if !clean {
+                    lesson.failures.push(format!(
+                        "{name} should sell exactly {expected_orders} with 0 oversold, 0 duplicate users and 0 lost, \
+                         but sold {} with {} oversold, {} duplicate users and {} lost",
+                        row.orders, row.oversold, row.duplicate_users, row.lost
+                    ));
+                }
+            }
+            StrategyKind::Optimistic | StrategyKind::EarlyRelease if row.oversold != 0 => {
                 lesson.failures.push(format!(
-                    "{name} should sell exactly {expected_orders} with 0 oversold, 0 duplicate users and 0 lost, \
-                     but sold {} with {} oversold, {} duplicate users and {} lost",
-                    row.orders, row.oversold, row.duplicate_users, row.lost
+                    "{name} should never oversell, but oversold {}",
+                    row.oversold
                 ));
             }
-        } else if is(StrategyKind::Optimistic) && row.oversold != 0 {
-            lesson.failures.push(format!(
-                "optimistic should never oversell, but oversold {}",
-                row.oversold
-            ));
-        } else if is(StrategyKind::Naive) && row.oversold == 0 {
-            lesson.notes.push(if clicks_total <= stock {
-                format!("naive could not oversell: {clicks_total} clicks for a stock of {stock}")
-            } else {
-                "naive did not oversell this time (a race: run it again)".to_owned()
-            });
-        } else if is(StrategyKind::LocalLock) && row.duplicate_users == 0 {
-            lesson.notes.push(if clicks < 2 {
-                "local-lock cannot show duplicates with one click per user".to_owned()
-            } else {
-                "local-lock let no duplicate through this time (a race: run it again)".to_owned()
-            });
+            StrategyKind::OptimisticVersion | StrategyKind::OptimisticCompare => {
+                if (row.oversold, row.duplicate_users) != (0, 0) {
+                    lesson.failures.push(format!(
+                        "{name} should neither oversell nor duplicate, but oversold {} with {} duplicate users",
+                        row.oversold, row.duplicate_users
+                    ));
+                } else if row.conflicts == 0 {
+                    lesson.notes.push(format!(
+                        "{name} refused nobody this time: no two buyers read the same stock (a race: run it again)"
+                    ));
+                }
+            }
+            StrategyKind::Naive if row.oversold == 0 => {
+                lesson.notes.push(if clicks_total <= stock {
+                    format!(
+                        "naive could not oversell: {clicks_total} clicks for a stock of {stock}"
+                    )
+                } else {
+                    "naive did not oversell this time (a race: run it again)".to_owned()
+                });
+            }
+            StrategyKind::LocalLock | StrategyKind::EarlyRelease if row.duplicate_users == 0 => {
+                lesson.notes.push(if clicks < 2 {
+                    format!("{name} cannot show duplicates with one click per user")
+                } else {
+                    format!("{name} let no duplicate through this time (a race: run it again)")
+                });
+            }
+            _ => {}
         }
     }
     lesson
@@ -174,13 +261,23 @@ mod tests {
         DemoRow {
             strategy: strategy.to_string(),
             orders,
+            stock: 100,
+            requests: 1500,
+            conflicts: if matches!(
+                strategy,
+                StrategyKind::OptimisticVersion | StrategyKind::OptimisticCompare
+            ) {
+                4 * orders
+            } else {
+                0
+            },
             oversold,
             duplicate_users: duplicates,
             lost,
             requests_per_sec: 1000.0,
             p99_ms: 12.5,
             accepted: orders,
-            remaining_stock: 0,
+            remaining_stock: 100 - orders as i64,
             statuses: BTreeMap::new(),
             shows: shows(strategy).to_owned(),
         }
@@ -189,8 +286,11 @@ mod tests {
     fn expected_table() -> Vec<DemoRow> {
         vec![
             row(StrategyKind::Naive, 140, 40, 20, 0),
+            row(StrategyKind::OptimisticVersion, 31, 0, 0, 0),
+            row(StrategyKind::OptimisticCompare, 28, 0, 0, 0),
             row(StrategyKind::Optimistic, 100, 0, 15, 0),
             row(StrategyKind::LocalLock, 100, 0, 9, 0),
+            row(StrategyKind::EarlyRelease, 100, 0, 12, 0),
             row(StrategyKind::RedisLock, 100, 0, 0, 0),
             row(StrategyKind::Reserve, 100, 0, 0, 0),
         ]
@@ -204,7 +304,7 @@ mod tests {
     #[test]
     fn a_safe_strategy_with_a_duplicate_fails() {
         let mut rows = expected_table();
-        rows[3].duplicate_users = 1;
+        rows[6].duplicate_users = 1;
         let verdict = lesson(&rows, 100, 500, 3);
         assert_eq!(verdict.failures.len(), 1);
         assert!(
@@ -217,7 +317,7 @@ mod tests {
     #[test]
     fn a_safe_strategy_selling_short_fails() {
         let mut rows = expected_table();
-        rows[4].orders = 99;
+        rows[7].orders = 99;
         assert_eq!(lesson(&rows, 100, 500, 3).failures.len(), 1);
     }
 
@@ -231,10 +331,12 @@ mod tests {
     fn a_teaching_strategy_that_held_is_only_noted() {
         let mut rows = expected_table();
         rows[0].oversold = 0;
-        rows[2].duplicate_users = 0;
+        rows[1].conflicts = 0;
+        rows[4].duplicate_users = 0;
+        rows[5].duplicate_users = 0;
         let verdict = lesson(&rows, 100, 500, 3);
         assert!(verdict.failures.is_empty());
-        assert_eq!(verdict.notes.len(), 2);
+        assert_eq!(verdict.notes.len(), 4);
         assert!(
             verdict
                 .notes
@@ -248,21 +350,75 @@ mod tests {
     fn a_sale_too_small_for_the_races_says_so() {
         let mut rows = expected_table();
         rows[0].oversold = 0;
-        rows[2].duplicate_users = 0;
+        rows[1].conflicts = 0;
+        rows[2].conflicts = 0;
+        rows[4].duplicate_users = 0;
+        rows[5].duplicate_users = 0;
         let verdict = lesson(&rows, 100, 10, 1);
         assert_eq!(
             verdict.notes,
             [
                 "naive could not oversell: 10 clicks for a stock of 100",
-                "local-lock cannot show duplicates with one click per user"
+                "optimistic-version refused nobody this time: no two buyers read the same stock (a race: run it again)",
+                "optimistic-compare refused nobody this time: no two buyers read the same stock (a race: run it again)",
+                "local-lock cannot show duplicates with one click per user",
+                "early-release cannot show duplicates with one click per user"
             ]
         );
     }
 
     #[test]
+    fn optimistic_locks_and_early_release_must_not_oversell() {
+        let mut rows = expected_table();
+        rows[1].oversold = 1;
+        rows[2].duplicate_users = 1;
+        rows[5].oversold = 2;
+        let verdict = lesson(&rows, 100, 500, 3);
+        let names: Vec<&str> = verdict
+            .failures
+            .iter()
+            .map(|failure| failure.split(' ').next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            ["optimistic-version", "optimistic-compare", "early-release"],
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn sold_unsold_and_success_are_shown() {
+        let text = render(&expected_table());
+        let compare = text
+            .lines()
+            .find(|line| line.starts_with("optimistic-compare "))
+            .expect("a row");
+        let cells: Vec<&str> = compare.split_whitespace().collect();
+        // strategy, sold, unsold, conflicts, oversold, duplicates, lost, success...
+        assert_eq!(
+            &cells[..8],
+            [
+                "optimistic-compare",
+                "28/100",
+                "72",
+                "112",
+                "0",
+                "0",
+                "0",
+                "20.0%"
+            ]
+        );
+        let redis_lock = text
+            .lines()
+            .find(|line| line.starts_with("redis-lock "))
+            .expect("a row");
+        assert!(redis_lock.contains("  100.0%  "), "{redis_lock}");
+    }
+
+    #[test]
     fn the_table_lines_up() {
         let text = render(&expected_table());
-        let lines: Vec<&str> = text.lines().take(6).collect();
+        let lines: Vec<&str> = text.lines().take(9).collect();
         assert!(lines[0].starts_with("strategy"));
         assert!(
             lines.iter().all(|line| line.len() == lines[0].len()),

@@ -92,6 +92,8 @@ pub(crate) struct Fired {
     pub latency: Histogram<u64>,
     /// Count per HTTP status code ("201", "409", ...) and [`TRANSPORT_ERROR`].
     pub statuses: BTreeMap<String, u64>,
+    /// Count per `error` code of the refusals' JSON bodies ("sold_out", ...).
+    pub errors: BTreeMap<String, u64>,
     pub accepted: Vec<Accepted>,
     /// `201` answers whose body had no readable `order_id` (a service bug).
     pub accepted_without_id: u64,
@@ -103,6 +105,8 @@ struct Click {
     status: Option<u16>,
     latency: Duration,
     order_id: Option<String>,
+    /// The `error` code of a refusal's body.
+    error: Option<String>,
 }
 
 /// An HTTP client with room for `concurrency` pooled connections per target.
@@ -162,6 +166,7 @@ pub(crate) async fn fire(
         elapsed: Duration::ZERO,
         latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
         statuses: BTreeMap::new(),
+        errors: BTreeMap::new(),
         accepted: Vec::new(),
         accepted_without_id: 0,
     };
@@ -207,23 +212,31 @@ async fn click(client: reqwest::Client, url: String, user: u64) -> Click {
         .header("X-User-Id", user.to_string())
         .send()
         .await;
-    let (status, order_id) = match answer {
+    let (status, order_id, error) = match answer {
         Ok(response) => {
             let status = response.status().as_u16();
             let body = response.bytes().await.unwrap_or_default();
-            let order_id = matches!(status, 201 | 202)
-                .then(|| order_id_of(&body))
-                .flatten();
-            (Some(status), order_id)
+            if matches!(status, 201 | 202) {
+                (Some(status), order_id_of(&body), None)
+            } else {
+                (Some(status), None, error_code_of(&body))
+            }
         }
-        Err(_) => (None, None),
+        Err(_) => (None, None, None),
     };
     Click {
         user,
         status,
         latency: started.elapsed(),
         order_id,
+        error,
     }
+}
+
+/// The `error` code of a refusal's JSON body (`{"error": "sold_out"}`).
+pub(crate) fn error_code_of(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(value.get("error")?.as_str()?.to_owned())
 }
 
 /// The `order_id` of a `201` body, as decimal text: a JSON number or a string
@@ -253,6 +266,9 @@ fn tally(fired: &mut Fired, clicks: Vec<Click>, progress: &ProgressBar) {
             .status
             .map_or_else(|| TRANSPORT_ERROR.to_owned(), |status| status.to_string());
         *fired.statuses.entry(key).or_default() += 1;
+        if let Some(code) = click.error {
+            *fired.errors.entry(code).or_default() += 1;
+        }
         if matches!(click.status, Some(201 | 202)) {
             match click.order_id {
                 Some(order_id) => fired.accepted.push(Accepted {
@@ -308,5 +324,15 @@ mod tests {
         assert_eq!(order_id_of(br#"{"order_id":"42"}"#).as_deref(), Some("42"));
         assert_eq!(order_id_of(br#"{"error":"sold_out"}"#), None);
         assert_eq!(order_id_of(b"not json"), None);
+    }
+
+    #[test]
+    fn error_codes_read_from_refusals() {
+        assert_eq!(
+            error_code_of(br#"{"error":"conflict","message":"m"}"#).as_deref(),
+            Some("conflict")
+        );
+        assert_eq!(error_code_of(br#"{"error":7}"#), None);
+        assert_eq!(error_code_of(b"<html>"), None);
     }
 }

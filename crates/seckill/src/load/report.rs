@@ -50,6 +50,10 @@ pub struct LoadReport {
     pub latency_us: LatencySummary,
     /// Answers per HTTP status code, plus "error" for transport failures.
     pub statuses: BTreeMap<String, u64>,
+    /// Refusals per `error` code of their JSON body (`sold_out`,
+    /// `already_ordered`, `conflict`...); bodies without one are not counted.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
     /// `201` answers.
     pub accepted: u64,
     /// The voucher's stock before the load.
@@ -110,6 +114,7 @@ impl LoadReport {
             requests_per_sec: (requests_per_sec * 10.0).round() / 10.0,
             latency_us: LatencySummary::of(&fired.latency),
             statuses: fired.statuses.clone(),
+            errors: fired.errors.clone(),
             accepted: fired.accepted.len() as u64 + fired.accepted_without_id,
             initial_stock: verdict.initial_stock,
             orders_before: before.orders.len() as u64,
@@ -164,6 +169,14 @@ impl fmt::Display for LoadReport {
             .map(|(status, count)| format!("{status} x{count}"))
             .collect();
         writeln!(f, "answers: {}", statuses.join(", "))?;
+        if !self.errors.is_empty() {
+            let errors: Vec<String> = self
+                .errors
+                .iter()
+                .map(|(code, count)| format!("{code} x{count}"))
+                .collect();
+            writeln!(f, "refusals: {}", errors.join(", "))?;
+        }
         writeln!(
             f,
             "verified via {}: {} orders ({} new), {} accepted, stock {} -> {} (drained in {} ms)",

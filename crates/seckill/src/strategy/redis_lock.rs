@@ -18,7 +18,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy};
+use super::{OrderContext, OrderError, OrderId, Strategy, user_lock};
 
 /// A redlatch lock per user and voucher around one transaction.
 pub struct RedisLock;
@@ -42,7 +42,7 @@ impl Strategy for RedisLock {
             ctx.check_sale_open(voucher_id).await?;
             ctx.check_stock_left(voucher_id).await?;
             let name = lock_name(voucher_id, user_id);
-            let guard = acquire(ctx, &name).await?;
+            let guard = user_lock::acquire(ctx, &name, ctx.lock_wait).await?;
             let placed = async {
                 // The seed's order: check under the lock, then write.
                 if ctx.db.has_order(voucher_id, user_id).await? {
@@ -82,24 +82,5 @@ impl Strategy for RedisLock {
             }
             placed
         })
-    }
-}
-
-/// The user's lock: at once (`tryLock`) or within `--lock-wait`.
-async fn acquire(ctx: &OrderContext, name: &str) -> Result<redlatch::Guard, OrderError> {
-    let lock = ctx.locks.lock(name);
-    if ctx.lock_wait.is_zero() {
-        return match lock.try_acquire().await {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(OrderError::InProgress),
-            Err(other) => Err(OrderError::Redis(other.to_string())),
-        };
-    }
-    match lock.acquire_timeout(ctx.lock_wait).await {
-        Ok(guard) => Ok(guard),
-        Err(redlatch::Error::Timeout { waited, .. }) => Err(OrderError::Busy(format!(
-            "another request of this user held the lock for {waited:?}"
-        ))),
-        Err(other) => Err(OrderError::Redis(other.to_string())),
     }
 }

@@ -1,0 +1,62 @@
+//! Seed §2's version column: read the stock and `voucher.version` together,
+//! then `UPDATE voucher SET stock = stock - 1, version = version + 1
+//! WHERE id = ? AND version = ?` with the version read. Any write since the
+//! read bumped the version, so no row changes and the buyer is refused.
+//!
+//! It behaves like [`optimistic_compare`](super::optimistic_compare): never
+//! oversold, no duplicates (the order check is read after the version), and
+//! under a rush most buyers are refused with stock left (409 `conflict`).
+//! What the column buys over the stock compare is immunity to ABA: once
+//! stock can come back (a cancelled order returns its unit), the compare
+//! can read 5, miss a sale to 4 and a return to 5, and match a stock that
+//! moved; the version only grows. It also covers rows with several fields
+//! that change.
+//!
+//! It is only as safe as the other writers of `stock`: one that does not
+//! bump the version (another strategy's decrement, a stock return that
+//! leaves `version` alone) goes unseen, so a sale runs one strategy at a
+//! time.
+
+use futures_util::future::BoxFuture;
+
+use super::optimistic_compare::refused;
+use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
+
+/// Compare-and-set on the version column.
+pub struct OptimisticVersion;
+
+impl Strategy for OptimisticVersion {
+    fn order<'a>(
+        &'a self,
+        ctx: &'a OrderContext,
+        voucher_id: i64,
+        user_id: i64,
+    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+        Box::pin(async move {
+            ctx.check_sale_open(voucher_id).await?;
+            let seen_version = match ctx.db.stock_and_version(voucher_id).await? {
+                None => return Err(OrderError::NotFound),
+                Some((stock, _)) if stock < 1 => return Err(OrderError::SoldOut),
+                Some((_, version)) => version,
+            };
+            if ctx.db.has_order(voucher_id, user_id).await? {
+                return Err(OrderError::AlreadyOrdered);
+            }
+            race_window().await;
+            let order = ctx.new_order(voucher_id, user_id).await?;
+            let mut tx = ctx.db.begin_write().await?;
+            if !tx.decrement_if_version_is(voucher_id, seen_version).await? {
+                drop(tx);
+                return Err(refused(
+                    ctx,
+                    voucher_id,
+                    "the voucher's version changed since it was read",
+                )
+                .await);
+            }
+            tx.insert_order(&order).await?;
+            tx.commit().await?;
+            Ok(order.id)
+        })
+    }
+}
