@@ -11,7 +11,8 @@
 //!    stock, SADD the user, and XADD the order to the stream
 //!    `{seckill}:orders`. Redis runs scripts one at a time, so no lock is
 //!    needed, and a click on a sold-out voucher costs one call and no id.
-//! 2. 202 with the order id and status `pending`, at once.
+//! 2. 202 with the order id and status `pending`, at once: accepted for
+//!    writing. `GET /orders/{id}` finds it once the consumer has written it.
 //!
 //! Every instance runs a consumer ([`reserve_consumer`](crate::reserve_consumer))
 //! in the consumer group `seckill`, named `instance-{id}`: it reads new
@@ -32,8 +33,9 @@
 //! Limits: Redis is the source of truth between the reservation and the
 //! consumer's write. If Redis loses data (restart without persistence,
 //! failover before replication), reservations not yet written are lost, and
-//! the lazily re-initialised stock is the database's. The stream is never
-//! trimmed.
+//! the lazily re-initialised stock is the database's. Acknowledged entries
+//! are trimmed from the stream by the consumers; entries that cannot be
+//! written go to a dead-letter stream (see the consumer's docs).
 
 use futures_util::future::BoxFuture;
 use redis::Script;
