@@ -315,6 +315,34 @@ async fn a_5xx_answer_is_not_kept_and_no_redis_means_no_work() {
             .header("Idempotency-Key", key)
     };
 
+    // A route without a user: the caller is whoever sends no credentials.
+    let create = || {
+        post(
+            http.post(format!("{base}/vouchers"))
+                .header("Idempotency-Key", "new-voucher")
+                .json(&json!({"title": "t", "stock": 1,
+                    "begin_at": "2025-01-01T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"})),
+        )
+    };
+    let (status, _, created) = create().await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (status, headers, again) = create().await;
+    assert_eq!((status, again), (StatusCode::CREATED, created));
+    assert_eq!(headers["idempotent-replayed"], "true");
+    let listed = http
+        .get(format!("{base}/vouchers"))
+        .send()
+        .await
+        .expect("GET /vouchers")
+        .json::<Value>()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        listed["vouchers"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+
     // Another holder of the user's lock: the order answers 503 busy.
     let other = redlatch::Client::connect(&redis.url())
         .await
@@ -394,6 +422,39 @@ async fn over_the_rate_limit_a_user_gets_429_with_retry_after() {
     // Another user has a budget of their own.
     let (status, _, body) = place(2).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // A 429 is not kept as a key's answer: after Retry-After the same key
+    // places the order. A user spends the second's budget, then clicks with
+    // a key at once; a machine so slow that a second passed in between
+    // tries with the next user.
+    let mut judged = false;
+    for user in 10..15 {
+        let (status, _, body) = place(user).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let keyed = || {
+            post(
+                http.post(order_url(&base, voucher))
+                    .header("X-User-Id", user.to_string())
+                    .header("Idempotency-Key", "after-a-429"),
+            )
+        };
+        let (status, headers, _) = keyed().await;
+        if status != StatusCode::TOO_MANY_REQUESTS {
+            continue;
+        }
+        let after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+        tokio::time::sleep(Duration::from_secs(after)).await;
+        let (status, headers, body) = keyed().await;
+        assert_eq!(status, StatusCode::CONFLICT, "the handler ran: {body}");
+        assert_eq!(body["error"], "already_ordered");
+        assert!(headers.get("idempotent-replayed").is_none());
+        judged = true;
+        break;
+    }
+    assert!(
+        judged,
+        "no keyed click came within a second of the one before"
+    );
 
     let page = http
         .get(format!("{base}/metrics"))
