@@ -46,6 +46,25 @@ fn order_url(base: &str, voucher: i64) -> String {
     format!("{base}/vouchers/{voucher}/orders")
 }
 
+/// The order id `user` has of `voucher`, from the order list.
+async fn body_order_id(http: &reqwest::Client, base: &str, voucher: i64, user: i64) -> i64 {
+    let listed: Value = http
+        .get(order_url(base, voucher))
+        .send()
+        .await
+        .expect("GET orders")
+        .json()
+        .await
+        .expect("JSON");
+    listed["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .find(|order| order["user_id"] == user)
+        .and_then(|order| order["order_id"].as_i64())
+        .expect("the user's order")
+}
+
 fn token(secret: &str, claims: Value) -> String {
     jsonwebtoken::encode(
         &Header::new(Algorithm::HS256),
@@ -132,6 +151,29 @@ async fn jwt_mode_knows_users_by_their_token_only() {
         assert_eq!(body["error"], "unauthorized", "{case}: {body}");
         assert_eq!(headers["www-authenticate"], "Bearer", "{case}");
     }
+
+    // Paying is the buyer's, known by the token: user 8's token is refused
+    // on user 7's order even with `X-User-Id: 7`; user 7's token pays.
+    let first = body_order_id(&http, &base, voucher, 7).await;
+    let pay = |authorization: String| {
+        post(
+            http.post(format!("{base}/orders/{first}/pay"))
+                .header("X-User-Id", "7")
+                .header("Authorization", authorization),
+        )
+    };
+    let (status, _, body) = pay(format!("Bearer {numeric}")).await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (StatusCode::FORBIDDEN, json!("forbidden"))
+    );
+    let (status, _, body) = pay("Bearer nothing".to_owned()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, _, body) = pay(format!("Bearer {good}")).await;
+    assert_eq!(
+        (status, body["status"].clone()),
+        (StatusCode::OK, json!("paid"))
+    );
 
     // The orders are the token's users', not X-User-Id's.
     let db = Db::connect(&database.url).await.expect("database");
@@ -590,6 +632,41 @@ async fn a_sold_out_flag_lets_one_click_look_after_the_recheck(database: TestDat
     }
     // Cleared: the next click goes through at once and gets the last unit.
     let answer = click(&http, &base, voucher, user).await;
+    assert_eq!(answer.status, Some(201), "{answer:?}");
+    service.shutdown().await;
+}
+
+on_every_backend!(stock_returned_here_clears_the_sold_out_flag);
+
+async fn stock_returned_here_clears_the_sold_out_flag(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    // A recheck of an hour: only the cancellation can clear the flag.
+    let service = one(
+        &redis,
+        &database,
+        Tuning {
+            sold_out_recheck: Duration::from_secs(3600),
+            ..Tuning::default()
+        },
+    )
+    .await;
+    let base = service.url();
+    let http = client();
+    let voucher = create_voucher(&http, &base, 1, open_window()).await;
+    let bought = click(&http, &base, voucher, 1).await;
+    let order = bought.order_id().expect("an order");
+    assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
+
+    let (status, _, body) = post(
+        http.post(format!("{base}/orders/{order}/cancel"))
+            .header("X-User-Id", "1"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["status"].clone()),
+        (StatusCode::OK, json!("cancelled"))
+    );
+    let answer = click(&http, &base, voucher, 3).await;
     assert_eq!(answer.status, Some(201), "{answer:?}");
     service.shutdown().await;
 }
