@@ -18,6 +18,7 @@ struct Cli {
 enum Command {
     // Boxed: its flags outweigh the other commands' arguments.
     /// Run the HTTP service.
+    // Boxed: its many flags would make every variant as large.
     Serve(Box<seckill::serve::ServeArgs>),
     /// Send N users x K concurrent clicks at one or more instances, then verify.
     Load(seckill::load::LoadArgs),

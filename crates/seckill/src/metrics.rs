@@ -8,13 +8,15 @@
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
 //! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
-//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `conflict`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
+//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `unauthorized`, `already_ordered`, `conflict`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
 //! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dead_lettered` / `failed` | stream entries the reserve consumer handled (`failed`: a try the database refused; the entry stays pending and is retried) |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
 //! | `seckill_orders_ended_total` | counter | `status` = `paid` / `cancelled` / `expired` | pending orders that ended (lifecycle) |
 //! | `seckill_reserve_dead_letters_total` | counter | `reason` = `malformed` / `voucher_gone` / `no_stock` / `duplicate_user` / `max_tries` | order entries moved to the dead-letter stream `{seckill}:orders:dead` |
 //! | `seckill_reserve_trimmed_total` | counter | `consumer` | acknowledged entries trimmed from the order stream |
+//! | `seckill_sold_out_flag_answers_total` | counter | `instance` | clicks answered 410 `sold_out` from the local sold-out flag, without Redis or the database (also counted in `seckill_order_rejections_total`) |
+//! | `seckill_rate_limited_total` | counter | `instance` | requests answered 429 `rate_limited` |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -38,9 +40,13 @@ pub const RESERVE_TRIMMED: &str = "seckill_reserve_trimmed_total";
 
 /// Pending orders that ended, by the status they ended in.
 pub const ORDERS_ENDED: &str = "seckill_orders_ended_total";
+/// Clicks answered from the local sold-out flag.
+pub const SOLD_OUT_FLAG_ANSWERS: &str = "seckill_sold_out_flag_answers_total";
+/// Requests refused by the rate limit.
+pub const RATE_LIMITED: &str = "seckill_rate_limited_total";
 
 /// Every series name above.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 10] = [
     ORDERS_CREATED,
     ORDER_REJECTIONS,
     ORDER_SECONDS,
@@ -49,6 +55,8 @@ pub const ALL: [&str; 8] = [
     ORDERS_ENDED,
     RESERVE_DEAD_LETTERS,
     RESERVE_TRIMMED,
+    SOLD_OUT_FLAG_ANSWERS,
+    RATE_LIMITED,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -103,6 +111,11 @@ fn describe() {
         RESERVE_TRIMMED,
         "Acknowledged entries trimmed from the order stream"
     );
+    metrics::describe_counter!(
+        SOLD_OUT_FLAG_ANSWERS,
+        "Clicks answered sold_out from the local sold-out flag"
+    );
+    metrics::describe_counter!(RATE_LIMITED, "Requests refused by the rate limit");
 }
 
 /// Records one order request's outcome: `None` when accepted, else the
@@ -153,4 +166,14 @@ pub fn reserve_dead_letter(reason: &'static str) {
 /// Records entries trimmed from the order stream by `consumer`.
 pub fn reserve_trimmed(consumer: &str, count: u64) {
     metrics::counter!(RESERVE_TRIMMED, "consumer" => consumer.to_owned()).increment(count);
+}
+
+/// Records a click answered from instance `instance`'s sold-out flag.
+pub fn sold_out_flag_answer(instance: u16) {
+    metrics::counter!(SOLD_OUT_FLAG_ANSWERS, "instance" => instance.to_string()).increment(1);
+}
+
+/// Records a request refused by instance `instance`'s rate limit.
+pub fn rate_limited(instance: u16) {
+    metrics::counter!(RATE_LIMITED, "instance" => instance.to_string()).increment(1);
 }

@@ -16,6 +16,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
+use crate::api::auth::{Auth, AuthConfig, AuthKind};
+use crate::api::rate_limit::{self, RateLimit, RateLimits};
+use crate::api::sold_out::SoldOutFlags;
 use crate::api::{self, AdminAccess, AppState};
 use crate::db::Db;
 use crate::id_worker::IdWorker;
@@ -103,6 +106,27 @@ pub struct ServeArgs {
         value_parser = clap::builder::NonEmptyStringValueParser::new()
     )]
     pub admin_token: Option<String>,
+    /// How users are known: `header` (X-User-Id as sent, for the lab, the
+    /// demo and tests; refused unless --listen is a loopback address) or
+    /// `jwt` (Authorization: Bearer, HS256, user id in `sub`).
+    #[arg(long, value_enum, default_value_t = AuthKind::Header)]
+    pub auth: AuthKind,
+    /// --auth jwt: the HS256 secret tokens are signed with.
+    #[arg(
+        long,
+        env = "SECKILL_JWT_SECRET",
+        hide_env_values = true,
+        required_if_eq("auth", "jwt")
+    )]
+    pub jwt_secret: Option<String>,
+    /// At most N order, pay and cancel requests a second per user, on each instance (429
+    /// rate_limited beyond). Off when not given.
+    #[arg(long, value_name = "N/s")]
+    pub rate_limit: Option<RateLimit>,
+    /// How long a voucher seen sold out is answered 410 from memory before
+    /// one click goes through to look again (0s: never from memory).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    pub sold_out_recheck: Duration,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -122,7 +146,8 @@ pub struct ServiceConfig {
     pub lab_schema: bool,
 }
 
-/// Timings with defaults that tests shorten: see [`start_tuned`].
+/// Settings with defaults most callers keep: timings that tests shorten,
+/// and how the API is protected. See [`start_tuned`].
 #[derive(Clone, Debug)]
 pub struct Tuning {
     /// reserve: pending entries idle this long are claimed by another
@@ -154,6 +179,14 @@ pub struct Tuning {
     pub consumer_write_delay: Duration,
     /// `--admin-token`: needed by POST /vouchers and /admin/* when set.
     pub admin_token: Option<String>,
+    /// How users are known ([`AuthConfig::Header`]: `X-User-Id`, which
+    /// needs a loopback listen address).
+    pub auth: AuthConfig,
+    /// Order requests a second per user on this instance (`None`: no limit).
+    pub rate_limit: Option<RateLimit>,
+    /// How long a sold-out voucher is answered from memory before one
+    /// click looks again (1 s; zero: never from memory).
+    pub sold_out_recheck: Duration,
 }
 
 impl Default for Tuning {
@@ -171,6 +204,9 @@ impl Default for Tuning {
             trim_every: Duration::from_secs(10),
             consumer_write_delay: Duration::ZERO,
             admin_token: None,
+            auth: AuthConfig::Header,
+            rate_limit: None,
+            sold_out_recheck: Duration::from_secs(1),
         }
     }
 }
@@ -332,6 +368,14 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         trim_every: args.trim_every,
         consumer_write_delay: Duration::ZERO,
         admin_token: args.admin_token,
+        auth: match args.auth {
+            AuthKind::Header => AuthConfig::Header,
+            AuthKind::Jwt => AuthConfig::Jwt {
+                secret: args.jwt_secret.unwrap_or_default(),
+            },
+        },
+        rate_limit: args.rate_limit,
+        sold_out_recheck: args.sold_out_recheck,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -442,6 +486,8 @@ struct Booted {
 }
 
 async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxError> {
+    // First: a header-mode instance on a public address must not come up at all.
+    let auth = Auth::new(&tuning.auth, config.listen)?;
     let db = Db::connect(&config.database_url)
         .await
         .map_err(|error| format!("cannot open the database: {error}"))?;
@@ -533,7 +579,11 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
             token: tuning.admin_token.clone(),
             loopback: config.listen.ip().is_loopback(),
         },
+        auth,
+        rate_limits: RateLimits::new(tuning.rate_limit),
+        sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
     });
+    rate_limit::spawn_upkeep(&state);
     Ok(Booted {
         listener,
         state,

@@ -1,7 +1,8 @@
 //! The service's integration tests: HTTP contract, sale window, strategies,
 //! sell-outs over two instances, a crash under the reserve strategy, its
 //! dead letters, retries and trimming, the admin token, schema
-//! kinds, order ids and random HTTP input. Every test starts its own redis-server and its own
+//! kinds, order ids, random HTTP input, and the API's protection (auth,
+//! idempotency keys, rate limit, sold-out flag). Every test starts its own redis-server and its own
 //! database (see `service/support.rs` for the backends).
 
 #[path = "service/support.rs"]
@@ -25,6 +26,8 @@ mod fuzz;
 mod ids;
 #[path = "service/lifecycle.rs"]
 mod lifecycle;
+#[path = "service/protection.rs"]
+mod protection;
 #[path = "service/reserve_crash.rs"]
 mod reserve_crash;
 #[path = "service/schema.rs"]

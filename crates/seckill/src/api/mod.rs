@@ -5,10 +5,10 @@
 //! | `POST /vouchers` | 201 `{"id"}` | 400, 401 (with `--admin-token`) |
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
-//! | `POST /vouchers/{id}/orders` + `X-User-Id` | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 403, 404, 409, 410, 503, 500 |
+//! | `POST /vouchers/{id}/orders` + the user ([`auth`]) | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 401, 403, 404, 409, 410, 429, 503, 500 |
 //! | `GET /vouchers/{id}/orders` | 200 `{"count","orders"}` | 404 |
 //! | `GET /orders/{id}` | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 404 |
-//! | `POST /orders/{id}/pay`, `/cancel` + `X-User-Id` | 200 the order | 400, 403 `forbidden`, 404, 409 `not_pending`, 503, 500 |
+//! | `POST /orders/{id}/pay`, `/cancel` + the user ([`auth`]) | 200 the order | 400, 401, 403 `forbidden`, 404, 409 `not_pending`, 429, 503, 500 |
 //! | `GET /health` | 200 `{"status","instance","strategy"}` | |
 //! | `GET /health/live` | 200 `{"status":"ok"}`: the process answers | |
 //! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `draining`) |
@@ -27,13 +27,26 @@
 //! `unauthorized` and `WWW-Authenticate: Bearer` otherwise); without a token
 //! `POST /vouchers` is open and `/admin/*` answers only on a loopback listen
 //! address (401 on any other).
+//!
+//! Around the handlers: [`idempotency`] on every POST with `Idempotency-Key`
+//! (400 `bad_idempotency_key`, 409 `in_progress`, 422
+//! `idempotency_key_reused`, 503 `redis_unavailable`; a replay carries
+//! `Idempotent-Replayed: true`); [`rate_limit`] on the routes that act for a
+//! user (429 `rate_limited` + `Retry-After`); [`auth`] in those handlers (400
+//! `bad_user_id` in header mode, 401 `unauthorized` + `WWW-Authenticate:
+//! Bearer` in jwt mode); [`sold_out`] in order placement (410 `sold_out`
+//! from memory).
 
 mod admin;
+pub mod auth;
 pub mod error;
+pub mod idempotency;
 mod ops;
 mod order_actions;
 mod orders;
 mod path_id;
+pub mod rate_limit;
+pub mod sold_out;
 mod user_id;
 mod vouchers;
 
@@ -46,6 +59,10 @@ use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
+
+use self::auth::Auth;
+use self::rate_limit::RateLimits;
+use self::sold_out::SoldOutFlags;
 
 use crate::strategy::{OrderContext, Strategy, StrategyKind};
 
@@ -65,6 +82,12 @@ pub struct AppState {
     pub draining: AtomicBool,
     /// Who may create vouchers and use `/admin/*`.
     pub admin: AdminAccess,
+    /// Who the user is (`--auth`); handlers take [`auth::AuthUser`].
+    pub auth: Auth,
+    /// The per-user rate limit (`--rate-limit`), this instance's share.
+    pub rate_limits: RateLimits,
+    /// Vouchers this instance saw sell out (`--sold-out-recheck`).
+    pub sold_out: SoldOutFlags,
 }
 
 impl AppState {
@@ -82,6 +105,7 @@ impl AppState {
     /// (a cancel, an expiry).
     pub fn stock_returned(&self, voucher_id: i64) {
         tracing::debug!(voucher_id, "seckill: a unit is back on sale");
+        self.sold_out.clear(voucher_id);
     }
 }
 
@@ -93,6 +117,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin/dead-letters/{id}/replay", post(admin::replay_one))
         .route_layer(from_fn_with_state(state.clone(), admin::guard_admin));
     let guard_writes = from_fn_with_state(state.clone(), admin::guard_writes);
+    // The per-user rate limit, for the routes that act for a user.
+    let limited = || from_fn_with_state(state.clone(), rate_limit::limit);
     Router::new()
         .route("/", get(ops::page))
         .route("/health", get(ops::health))
@@ -108,13 +134,23 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/vouchers/{id}", get(vouchers::show))
         .route(
             "/vouchers/{id}/orders",
-            post(orders::place).get(orders::list),
+            post(orders::place).route_layer(limited()),
         )
+        .route("/vouchers/{id}/orders", get(orders::list))
         .route("/orders/{id}", get(order_actions::show))
-        .route("/orders/{id}/pay", post(order_actions::pay))
-        .route("/orders/{id}/cancel", post(order_actions::cancel))
+        .route(
+            "/orders/{id}/pay",
+            post(order_actions::pay).route_layer(limited()),
+        )
+        .route(
+            "/orders/{id}/cancel",
+            post(order_actions::cancel).route_layer(limited()),
+        )
         .merge(admin_routes)
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        // Outermost: a replayed answer costs no rate-limit budget, and a 429
+        // is never kept as a key's answer.
+        .layer(from_fn_with_state(state.clone(), idempotency::guard))
         .with_state(state)
 }

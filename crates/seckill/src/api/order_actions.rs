@@ -5,13 +5,12 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
-use super::user_id::user_id;
 use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
 use crate::lifecycle::{End, end_order};
@@ -36,9 +35,9 @@ pub async fn show(
 pub async fn pay(
     state: State<Arc<AppState>>,
     order_id: PathId,
-    headers: HeaderMap,
+    buyer: AuthUser,
 ) -> Result<Json<Value>, ApiError> {
-    end(state, order_id, headers, End::Pay).await
+    end(state, order_id, buyer, End::Pay).await
 }
 
 /// `POST /orders/{id}/cancel` by the order's buyer → the cancelled order;
@@ -46,18 +45,17 @@ pub async fn pay(
 pub async fn cancel(
     state: State<Arc<AppState>>,
     order_id: PathId,
-    headers: HeaderMap,
+    buyer: AuthUser,
 ) -> Result<Json<Value>, ApiError> {
-    end(state, order_id, headers, End::Cancel).await
+    end(state, order_id, buyer, End::Cancel).await
 }
 
 async fn end(
     State(state): State<Arc<AppState>>,
     PathId(order_id): PathId,
-    headers: HeaderMap,
+    AuthUser(buyer): AuthUser,
     end: End,
 ) -> Result<Json<Value>, ApiError> {
-    let buyer = user_id(&headers)?;
     let order = end_order(&state.ctx.db, &state.ctx.redis, order_id, end, Some(buyer)).await?;
     if order.status.returns_stock() {
         state.stock_returned(order.order.voucher_id);

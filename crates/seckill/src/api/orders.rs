@@ -5,32 +5,40 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
-use super::user_id::user_id;
 use crate::lifecycle::OrderStatus;
 use crate::metrics;
+use crate::strategy::OrderError;
 
-/// `POST /vouchers/{id}/orders` with `X-User-Id` → 201
+/// `POST /vouchers/{id}/orders` for the [`AuthUser`] → 201
 /// `{"order_id","status":"pending"}` when the order is written, 202 with
 /// the same body when it is accepted for writing (`reserve`).
 pub async fn place(
     State(state): State<Arc<AppState>>,
     voucher: Result<PathId, ApiError>,
-    headers: HeaderMap,
+    user: Result<AuthUser, ApiError>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let started = Instant::now();
     let outcome = async {
         let PathId(voucher_id) = voucher?;
-        let user_id = user_id(&headers)?;
-        let order_id = state
-            .strategy
-            .order(&state.ctx, voucher_id, user_id)
-            .await?;
+        let AuthUser(user_id) = user?;
+        if state.sold_out.answers(voucher_id) {
+            metrics::sold_out_flag_answer(state.instance);
+            return Err(OrderError::SoldOut.into());
+        }
+        let placed = state.strategy.order(&state.ctx, voucher_id, user_id).await;
+        match &placed {
+            Ok(_) => state.sold_out.clear(voucher_id),
+            Err(OrderError::SoldOut) => state.sold_out.mark(voucher_id),
+            Err(_) => {}
+        }
+        let order_id = placed?;
         let status = if state.strategy.accepts_for_writing() {
             StatusCode::ACCEPTED
         } else {

@@ -623,9 +623,18 @@ async fn the_admin_token_guards_voucher_creation_and_admin_routes(database: Test
     let mut config =
         crate::support::config(&redis.url(), &database.url, StrategyKind::Reserve, 2, false);
     config.listen = "0.0.0.0:0".parse().expect("address");
-    let exposed = seckill::serve::start(config)
-        .await
-        .expect("instance starts");
+    // Header auth is refused off loopback; users by JWT, as in production.
+    let exposed = seckill::serve::start_tuned(
+        config,
+        Tuning {
+            auth: seckill::api::auth::AuthConfig::Jwt {
+                secret: "a secret for the tests".to_owned(),
+            },
+            ..Tuning::default()
+        },
+    )
+    .await
+    .expect("instance starts");
     let exposed_base = format!("http://127.0.0.1:{}", exposed.addr().port());
     let response = http
         .get(format!("{exposed_base}/admin/dead-letters"))
