@@ -3,7 +3,7 @@
 //! SQLite). One test grabs two vouchers until one is sold out, then the
 //! other, and reads what the page says each time; the other (`web/sale.rs`)
 //! creates a voucher through the page's form, buys, pays and cancels, and
-//! reads the live figures.
+//! reads the live figures; a third follows a `reserve` order from its 202.
 //!
 //! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
 //! installs them). Without them the test fails and says so, unless
@@ -84,6 +84,23 @@ async fn page_creates_sells_pays_and_cancels() -> TestResult {
 
     let (_driver, _profile, session) = open_browser().await?;
     let outcome = sale::create_buy_pay_cancel(&session, &page).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_follows_a_reserve_order_from_202() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    let shop = Shop::start(StrategyKind::Reserve, 1, false).await?;
+    let voucher = shop.create_voucher(CAKE, 1).await?.to_string();
+    let page = format!("{}/", shop.targets()[0]);
+
+    let (_driver, _profile, session) = open_browser().await?;
+    let outcome = sale::reserve_order_is_followed(&session, &page, &voucher).await;
     let closed = session.quit().await;
     shop.stop().await;
     outcome?;

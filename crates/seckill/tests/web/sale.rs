@@ -148,3 +148,18 @@ fn digits_after(text: &str, prefix: &str) -> TestResult<String> {
 fn leading_number(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
 }
+
+/// Under `reserve` an order is answered 202 before it is written: the page
+/// says "accepted", then finds the order with GET /orders/{id} once the
+/// consumer has written it, and it can be paid like any other.
+pub async fn reserve_order_is_followed(session: &Session, page: &str, voucher: &str) -> TestResult {
+    session.goto(page).await?;
+    wait_for(session, &format!("#stock-{voucher}"), "1").await?;
+    let said = grab_as(session, voucher, "7").await?;
+    let order = digits_after(&said, "accepted: order id ")?;
+    // "accepted" until the consumer writes the order, then what it says.
+    wait_for(session, &format!("#status-{order}"), "pending").await?;
+    wait_for(session, "#live-orders", "1").await?;
+    click(session, &format!("#pay-{order}")).await?;
+    wait_for(session, &format!("#status-{order}"), "paid").await
+}
