@@ -2,7 +2,8 @@
 //! through chromedriver, against one in-process instance (redis-lock,
 //! SQLite). One test grabs two vouchers until one is sold out, then the
 //! other, and reads what the page says each time; the other (`web/sale.rs`)
-//! creates a voucher through the page's form, buys, pays and cancels, and
+//! creates a voucher through the page's form (on an instance with an admin
+//! token, `web/guarded.rs`), buys, pays and cancels, and
 //! reads the live figures; a third follows a `reserve` order from its 202.
 //!
 //! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
@@ -10,6 +11,8 @@
 //! `SECKILL_SKIP_BROWSER=1` is set: then it is skipped with a message.
 
 // Shared with tests/load.rs; this test needs only part of it.
+#[path = "web/guarded.rs"]
+mod guarded;
 #[path = "web/sale.rs"]
 mod sale;
 #[allow(dead_code)]
@@ -79,8 +82,8 @@ async fn page_creates_sells_pays_and_cancels() -> TestResult {
     if !browser_available()? {
         return Ok(());
     }
-    let shop = Shop::start(StrategyKind::RedisLock, 1, false).await?;
-    let page = format!("{}/", shop.targets()[0]);
+    let shop = guarded::GuardedShop::start(sale::ADMIN_TOKEN).await?;
+    let page = shop.page();
 
     let (_driver, _profile, session) = open_browser().await?;
     let outcome = sale::create_buy_pay_cancel(&session, &page).await;

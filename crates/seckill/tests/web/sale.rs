@@ -1,5 +1,6 @@
 //! The page from creating a voucher to the end of its orders: the form
-//! (a refusal with the service's reason, then a voucher), buying, paying,
+//! (refused without the admin token, then for want of a title, each with the
+//! service's reason, then a voucher), buying, paying,
 //! paying again (409), someone else's order (403), cancelling, and the live
 //! figures following all of it.
 
@@ -9,13 +10,25 @@ use super::{PATIENCE, ensure, grab_as};
 
 const TEA: &str = "Tea for two";
 
+/// The admin token of the instance the form is tried on.
+pub const ADMIN_TOKEN: &str = "page-test-token";
+
 pub async fn create_buy_pay_cancel(session: &Session, page: &str) -> TestResult {
     session.goto(page).await?;
     session
         .wait_for_text("#empty", PATIENCE, |text| text == "no vouchers yet")
         .await?;
 
-    // No title: the service refuses and the page says why.
+    // No admin token: 401, with the service's reason.
+    click(session, "#create").await?;
+    session
+        .wait_for_text("#create-result", PATIENCE, |text| {
+            text.starts_with("unauthorized: ")
+        })
+        .await?;
+
+    // The token goes through; no title: the service refuses and the page says why.
+    type_into(session, "#admin-token", ADMIN_TOKEN).await?;
     click(session, "#create").await?;
     session
         .wait_for_text("#create-result", PATIENCE, |text| {
