@@ -52,6 +52,10 @@ pub async fn create_buy_pay_cancel(session: &Session, page: &str) -> TestResult 
         .await?;
     wait_for(session, "#live-stock", "2").await?;
     wait_for(session, "#live-orders", "0").await?;
+    // Its row comes with the next answer of GET /vouchers.
+    session
+        .wait_for_text("#vouchers", PATIENCE, |text| text.contains(TEA))
+        .await?;
     wait_for(session, &format!("#stock-{voucher}"), "2").await?;
 
     let first = buy(session, &voucher, "7").await?;
@@ -167,6 +171,10 @@ fn leading_number(text: &str) -> Option<f64> {
 /// consumer has written it, and it can be paid like any other.
 pub async fn reserve_order_is_followed(session: &Session, page: &str, voucher: &str) -> TestResult {
     session.goto(page).await?;
+    // The table starts empty: wait for the row before reading its cells.
+    session
+        .wait_for_text("#vouchers", PATIENCE, |text| !text.is_empty())
+        .await?;
     wait_for(session, &format!("#stock-{voucher}"), "1").await?;
     let said = grab_as(session, voucher, "7").await?;
     let order = digits_after(&said, "accepted: order id ")?;
