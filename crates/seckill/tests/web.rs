@@ -1,13 +1,20 @@
 //! The voucher page in a real browser: headless Debian Chromium, driven
 //! through chromedriver, against one in-process instance (redis-lock,
-//! SQLite) with two vouchers. Grab until one is sold out, then the other,
-//! and read what the page says each time.
+//! SQLite). One test grabs two vouchers until one is sold out, then the
+//! other, and reads what the page says each time; the other (`web/sale.rs`)
+//! creates a voucher through the page's form (on an instance with an admin
+//! token, `web/guarded.rs`), buys, pays and cancels, and
+//! reads the live figures; a third follows a `reserve` order from its 202.
 //!
 //! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
 //! installs them). Without them the test fails and says so, unless
 //! `SECKILL_SKIP_BROWSER=1` is set: then it is skipped with a message.
 
 // Shared with tests/load.rs; this test needs only part of it.
+#[path = "web/guarded.rs"]
+mod guarded;
+#[path = "web/sale.rs"]
+mod sale;
 #[allow(dead_code)]
 #[path = "load/shop.rs"]
 mod shop;
@@ -61,15 +68,55 @@ async fn page_grabs_until_sold_out() -> TestResult {
     let cake = shop.create_voucher(CAKE, 1).await?.to_string();
     let page = format!("{}/", shop.targets()[0]);
 
-    let driver = Driver::start(Path::new(CHROMEDRIVER)).await?;
-    let profile = tempfile::tempdir()?;
-    let session = driver.session(Path::new(CHROMIUM), profile.path()).await?;
+    let (_driver, _profile, session) = open_browser().await?;
     // The browser is closed whatever the outcome, then the outcome counts.
     let outcome = grab_until_sold_out(&session, &page, &coffees, &cake).await;
     let closed = session.quit().await;
     shop.stop().await;
     outcome?;
     closed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_creates_sells_pays_and_cancels() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    let shop = guarded::GuardedShop::start(sale::ADMIN_TOKEN).await?;
+    let page = shop.page();
+
+    let (_driver, _profile, session) = open_browser().await?;
+    let outcome = sale::create_buy_pay_cancel(&session, &page).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_follows_a_reserve_order_from_202() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    let shop = Shop::start(StrategyKind::Reserve, 1, false).await?;
+    let voucher = shop.create_voucher(CAKE, 1).await?.to_string();
+    let page = format!("{}/", shop.targets()[0]);
+
+    let (_driver, _profile, session) = open_browser().await?;
+    let outcome = sale::reserve_order_is_followed(&session, &page, &voucher).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
+/// chromedriver, a throwaway profile directory and a headless browser;
+/// keep the first two alive as long as the session.
+async fn open_browser() -> TestResult<(Driver, tempfile::TempDir, Session)> {
+    let driver = Driver::start(Path::new(CHROMEDRIVER)).await?;
+    let profile = tempfile::tempdir()?;
+    let session = driver.session(Path::new(CHROMIUM), profile.path()).await?;
+    Ok((driver, profile, session))
 }
 
 const COFFEES: &str = "Two coffees for one";
