@@ -8,7 +8,7 @@
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
 //! | `seckill_orders_created_total` | counter | `instance`, `strategy` | orders accepted (201) |
-//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `unauthorized`, `already_ordered`, `conflict`, `not_started`, `ended`, `not_found`, `busy`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id` |
+//! | `seckill_order_rejections_total` | counter | `instance`, `strategy`, `reason` | orders refused: `sold_out`, `already_ordered`, `in_progress`, `conflict`, `not_started`, `ended`, `not_found`, `busy`, `lock_lost`, `redis_unavailable`, `database_busy`, `database_error`, `bad_user_id`, `unauthorized` |
 //! | `seckill_order_seconds` | summary | `instance`, `strategy` | time to answer an order request |
 //! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dead_lettered` / `failed` | stream entries the reserve consumer handled (`failed`: a try the database refused; the entry stays pending and is retried) |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |

@@ -16,6 +16,8 @@ mod dashboards;
 mod dead_letter;
 #[path = "service/deployments.rs"]
 mod deployments;
+#[path = "service/docs.rs"]
+mod docs;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/fencing.rs"]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 use crate::reserve_consumer::dead_letter::{self, DeadLetter};
 use crate::strategy::OrderError;
 
@@ -95,12 +96,8 @@ pub(crate) struct Unauthorized(&'static str);
 
 impl IntoResponse for Unauthorized {
     fn into_response(self) -> Response {
-        let mut response = ApiError {
-            status: StatusCode::UNAUTHORIZED,
-            code: "unauthorized",
-            message: Some(self.0.to_owned()),
-        }
-        .into_response();
+        let mut response =
+            ApiError::with_message(ErrorCode::Unauthorized, self.0.to_owned()).into_response();
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),

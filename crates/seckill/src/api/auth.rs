@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::AppState;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 use super::user_id::user_id;
 
 /// `--auth`: how requests say who the user is.
@@ -152,11 +153,7 @@ pub(crate) fn known_user(state: &AppState, request: &mut Request) -> Option<i64>
 /// 401 `unauthorized`; the answer carries `WWW-Authenticate: Bearer`
 /// ([`ApiError`]'s response adds it to every 401).
 pub fn unauthorized(message: impl Into<String>) -> ApiError {
-    ApiError {
-        status: StatusCode::UNAUTHORIZED,
-        code: "unauthorized",
-        message: Some(message.into()),
-    }
+    ApiError::with_message(ErrorCode::Unauthorized, message.into())
 }
 
 /// The claims read from a token; `exp` and `nbf` are checked by the library.
@@ -293,8 +290,8 @@ mod tests {
 
         let refused = |headers: HeaderMap, why: &str| {
             let error = auth.user(&headers).unwrap_err();
-            assert_eq!(error.status, StatusCode::UNAUTHORIZED, "{why}");
-            assert_eq!(error.code, "unauthorized", "{why}");
+            assert_eq!(error.status().as_u16(), 401, "{why}");
+            assert_eq!(error.code.as_str(), "unauthorized", "{why}");
             assert!(
                 error.message.as_deref().unwrap().contains(why),
                 "{why}: {error:?}"

@@ -5,48 +5,56 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::error_code::ErrorCode;
 use crate::db::DbError;
 use crate::lifecycle::TransitionError;
 use crate::strategy::OrderError;
 
-/// An error answer: a status, a stable machine-readable code, and an
-/// optional human-readable message.
+/// An error answer: a stable machine-readable code (which decides the
+/// HTTP status) and an optional human-readable message.
 #[derive(Debug)]
 pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
     /// The `error` field: `not_found`, `sold_out`, `bad_request`...
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// The `message` field, when there is one.
     pub message: Option<String>,
 }
 
 impl ApiError {
-    /// 404 `not_found`.
-    pub fn not_found() -> ApiError {
+    /// `code`, with no message.
+    pub fn new(code: ErrorCode) -> ApiError {
         ApiError {
-            status: StatusCode::NOT_FOUND,
-            code: "not_found",
+            code,
             message: None,
         }
     }
 
-    /// 400 `bad_request` with what was wrong.
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
+    /// `code`, saying what happened.
+    pub fn with_message(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_request",
+            code,
             message: Some(message.into()),
         }
     }
 
+    /// The HTTP status: the code's.
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found() -> ApiError {
+        ApiError::new(ErrorCode::NotFound)
+    }
+
+    /// 400 `bad_request` with what was wrong.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::with_message(ErrorCode::BadRequest, message)
+    }
+
     /// 400 `bad_user_id`: the `X-User-Id` header is missing or not a user id.
     pub fn bad_user_id(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_user_id",
-            message: Some(message.into()),
-        }
+        ApiError::with_message(ErrorCode::BadUserId, message)
     }
 }
 
@@ -55,19 +63,11 @@ impl From<DbError> for ApiError {
         match error {
             DbError::Busy(message) => {
                 tracing::warn!(%message, "seckill: database busy");
-                ApiError {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    code: "database_busy",
-                    message: Some(message),
-                }
+                ApiError::with_message(ErrorCode::DatabaseBusy, message)
             }
             other => {
                 tracing::error!(error = %other, "seckill: database failure");
-                ApiError {
-                    status: StatusCode::INTERNAL_SERVER_ERROR,
-                    code: "database_error",
-                    message: Some(other.to_string()),
-                }
+                ApiError::with_message(ErrorCode::DatabaseError, other.to_string())
             }
         }
     }
@@ -75,39 +75,22 @@ impl From<DbError> for ApiError {
 
 impl From<OrderError> for ApiError {
     fn from(error: OrderError) -> ApiError {
-        let answer = |status, code| ApiError {
-            status,
-            code,
-            message: None,
-        };
         match error {
             OrderError::NotFound => ApiError::not_found(),
-            OrderError::NotStarted => answer(StatusCode::FORBIDDEN, "not_started"),
-            OrderError::Ended => answer(StatusCode::FORBIDDEN, "ended"),
-            OrderError::SoldOut => answer(StatusCode::GONE, "sold_out"),
-            OrderError::AlreadyOrdered => answer(StatusCode::CONFLICT, "already_ordered"),
-            OrderError::InProgress => answer(StatusCode::CONFLICT, "in_progress"),
-            OrderError::Busy(message) => ApiError {
-                message: Some(message),
-                ..answer(StatusCode::SERVICE_UNAVAILABLE, "busy")
-            },
+            OrderError::NotStarted => ApiError::new(ErrorCode::NotStarted),
+            OrderError::Ended => ApiError::new(ErrorCode::Ended),
+            OrderError::SoldOut => ApiError::new(ErrorCode::SoldOut),
+            OrderError::AlreadyOrdered => ApiError::new(ErrorCode::AlreadyOrdered),
+            OrderError::InProgress => ApiError::new(ErrorCode::InProgress),
+            OrderError::Busy(message) => ApiError::with_message(ErrorCode::Busy, message),
             OrderError::LockLost(message) => {
                 tracing::warn!(%message, "seckill: the user's lock was lost; nothing written");
-                ApiError {
-                    message: Some(message),
-                    ..answer(StatusCode::SERVICE_UNAVAILABLE, "lock_lost")
-                }
+                ApiError::with_message(ErrorCode::LockLost, message)
             }
-            OrderError::Conflict(message) => ApiError {
-                message: Some(message),
-                ..answer(StatusCode::CONFLICT, "conflict")
-            },
+            OrderError::Conflict(message) => ApiError::with_message(ErrorCode::Conflict, message),
             OrderError::Redis(message) => {
                 tracing::warn!(%message, "seckill: redis failure");
-                ApiError {
-                    message: Some(message),
-                    ..answer(StatusCode::SERVICE_UNAVAILABLE, "redis_unavailable")
-                }
+                ApiError::with_message(ErrorCode::RedisUnavailable, message)
             }
             OrderError::Database(error) => ApiError::from(error),
         }
@@ -118,16 +101,13 @@ impl From<TransitionError> for ApiError {
     fn from(error: TransitionError) -> ApiError {
         match error {
             TransitionError::NotFound => ApiError::not_found(),
-            TransitionError::Forbidden => ApiError {
-                status: StatusCode::FORBIDDEN,
-                code: "forbidden",
-                message: Some("the order belongs to another user".to_owned()),
-            },
-            TransitionError::NotPending(order) => ApiError {
-                status: StatusCode::CONFLICT,
-                code: "not_pending",
-                message: Some(format!("the order is {}", order.status)),
-            },
+            TransitionError::Forbidden => {
+                ApiError::with_message(ErrorCode::Forbidden, "the order belongs to another user")
+            }
+            TransitionError::NotPending(order) => ApiError::with_message(
+                ErrorCode::NotPending,
+                format!("the order is {}", order.status),
+            ),
             TransitionError::Database(error) => ApiError::from(error),
         }
     }
@@ -135,12 +115,13 @@ impl From<TransitionError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let status = self.status();
         let body = match self.message {
-            Some(message) => json!({ "error": self.code, "message": message }),
-            None => json!({ "error": self.code }),
+            Some(message) => json!({ "error": self.code.as_str(), "message": message }),
+            None => json!({ "error": self.code.as_str() }),
         };
-        let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
             // RFC 9110: a 401 names the scheme that would be accepted.
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
@@ -148,5 +129,35 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way an order can be refused answers with a code counted as a
+    /// rejection reason (the docs test holds the docs to that list).
+    #[test]
+    fn every_order_refusal_is_a_rejection_reason() {
+        let refusals = [
+            OrderError::NotFound,
+            OrderError::NotStarted,
+            OrderError::Ended,
+            OrderError::SoldOut,
+            OrderError::AlreadyOrdered,
+            OrderError::InProgress,
+            OrderError::Busy("held".to_owned()),
+            OrderError::LockLost("lapsed".to_owned()),
+            OrderError::Conflict("changed".to_owned()),
+            OrderError::Redis("down".to_owned()),
+            OrderError::Database(DbError::Busy("locked".to_owned())),
+            OrderError::Database(DbError::Other(sqlx::Error::PoolClosed)),
+        ];
+        for refusal in refusals {
+            let described = refusal.to_string();
+            let code = ApiError::from(refusal).code;
+            assert!(code.refuses_orders(), "{described} answers {code}");
+        }
     }
 }

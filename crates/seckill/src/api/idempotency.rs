@@ -3,8 +3,8 @@
 //! `Idempotent-Replayed: true`), and the work is done once.
 //!
 //! The record lives in Redis, so every instance sees it:
-//! `{seckill}:idem:{caller}:{sha256(K)}` is claimed with `SET NX EX 86400`
-//! before the handler runs and holds the answer afterwards (same TTL).
+//! `{seckill}:idem:{caller}:{sha256(K)}` is claimed with `SET NX EX 300`
+//! before the handler runs, and holds the answer for 24 h afterwards.
 //! The caller is `user:{id}` when the request names a user, else a hash of
 //! its `Authorization` header (the admin token), else `anonymous`.
 //!
@@ -16,9 +16,14 @@
 //! | Redis cannot be reached | 503 `redis_unavailable` (the handler does not run) |
 //! | first answer was 2xx or 4xx (but 429) | kept, replayed |
 //! | first answer was 5xx or 429 (nothing was done) | not kept: a retry runs again |
+//! | the answer could not be stored with the key | 500 `internal_error` |
 //!
 //! An instance that dies while running the handler leaves the key claimed:
-//! retries get 409 `in_progress` until the 24 h pass, never a second run.
+//! retries get 409 `in_progress` until the claim's 5 minutes pass, then run.
+//! A first request that did its work but died before its answer was kept
+//! is therefore run again by such a retry: the order strategies refuse a
+//! second order of the user (409 `already_ordered`), pay and cancel a second
+//! change (409 `not_pending`).
 
 use std::sync::Arc;
 
@@ -33,6 +38,7 @@ use sha2::{Digest, Sha256};
 use super::AppState;
 use super::auth::known_user;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 
 /// The request header carrying the key.
 pub const KEY_HEADER: &str = "idempotency-key";
@@ -44,6 +50,10 @@ pub const TTL_SECONDS: u64 = 24 * 60 * 60;
 pub const MAX_KEY_CHARS: usize = 200;
 /// Largest answer body kept (the API's answers are small JSON documents).
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// How long a claim lasts while its handler runs, in seconds: an instance
+/// that dies mid-request blocks the key this long, not for 24 h. A handler
+/// is bounded well below it (database and Redis timeouts of seconds).
+pub const CLAIM_TTL_SECONDS: u64 = 5 * 60;
 /// Tries at claiming a key that vanishes (expires) between SET and GET.
 const CLAIM_TRIES: usize = 3;
 
@@ -105,11 +115,8 @@ fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = values.next() else {
         return Ok(None);
     };
-    let bad = |message: &str| ApiError {
-        status: StatusCode::BAD_REQUEST,
-        code: "bad_idempotency_key",
-        message: Some(message.to_owned()),
-    };
+    let bad =
+        |message: &str| ApiError::with_message(ErrorCode::BadIdempotencyKey, message.to_owned());
     if values.next().is_some() {
         return Err(bad("send one Idempotency-Key header, not several"));
     }
@@ -151,7 +158,7 @@ async fn claim_key(
             .arg(&value)
             .arg("NX")
             .arg("EX")
-            .arg(TTL_SECONDS)
+            .arg(CLAIM_TTL_SECONDS)
             .query_async(conn)
             .await?;
         if set.is_some() {
@@ -176,22 +183,20 @@ async fn claim_key(
 /// The answer to a request whose key was already claimed.
 fn earlier_answer(earlier: Record, claim: &Record) -> Response {
     if earlier.method != claim.method || earlier.path != claim.path {
-        return ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            code: "idempotency_key_reused",
-            message: Some(format!(
+        return ApiError::with_message(
+            ErrorCode::IdempotencyKeyReused,
+            format!(
                 "this Idempotency-Key was used for {} {}",
                 earlier.method, earlier.path
-            )),
-        }
+            ),
+        )
         .into_response();
     }
     let Some(answer) = earlier.answer else {
-        return ApiError {
-            status: StatusCode::CONFLICT,
-            code: "in_progress",
-            message: Some("a request with this Idempotency-Key is still being handled".to_owned()),
-        }
+        return ApiError::with_message(
+            ErrorCode::InProgress,
+            "a request with this Idempotency-Key is still being handled".to_owned(),
+        )
         .into_response();
     };
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -230,11 +235,10 @@ async fn settle(
         Err(error) => {
             tracing::error!(%error, "seckill: an answer could not be read for its idempotency key");
             let _ = redis::cmd("DEL").arg(key).query_async::<i64>(conn).await;
-            return ApiError {
-                status: StatusCode::INTERNAL_SERVER_ERROR,
-                code: "internal_error",
-                message: Some("the answer could not be kept for its Idempotency-Key".to_owned()),
-            }
+            return ApiError::with_message(
+                ErrorCode::InternalError,
+                "the answer could not be kept for its Idempotency-Key".to_owned(),
+            )
             .into_response();
         }
     };
@@ -251,12 +255,13 @@ async fn settle(
         ..claim
     };
     let value = serde_json::to_string(&record).expect("a record serializes");
-    // XX: only over our own claim; KEEPTTL: the 24 h count from the claim.
+    // XX: only over our own claim; the 24 h count from the answer.
     let kept: Result<Option<String>, _> = redis::cmd("SET")
         .arg(key)
         .arg(value)
         .arg("XX")
-        .arg("KEEPTTL")
+        .arg("EX")
+        .arg(TTL_SECONDS)
         .query_async(conn)
         .await;
     if let Err(error) = kept {
@@ -268,11 +273,10 @@ async fn settle(
 
 fn redis_unavailable(error: redis::RedisError) -> Response {
     tracing::warn!(%error, "seckill: redis failure (idempotency key)");
-    ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        code: "redis_unavailable",
-        message: Some(format!("idempotency keys need Redis: {error}")),
-    }
+    ApiError::with_message(
+        ErrorCode::RedisUnavailable,
+        format!("idempotency keys need Redis: {error}"),
+    )
     .into_response()
 }
 
@@ -287,7 +291,7 @@ mod tests {
     fn key_of(value: &[u8]) -> Result<Option<String>, &'static str> {
         let mut headers = HeaderMap::new();
         headers.insert(KEY_HEADER, HeaderValue::from_bytes(value).unwrap());
-        client_key(&headers).map_err(|error| error.code)
+        client_key(&headers).map_err(|error| error.code.as_str())
     }
 
     #[test]
@@ -308,7 +312,10 @@ mod tests {
         let mut twice = HeaderMap::new();
         twice.append(KEY_HEADER, HeaderValue::from_static("a"));
         twice.append(KEY_HEADER, HeaderValue::from_static("b"));
-        assert_eq!(client_key(&twice).unwrap_err().code, "bad_idempotency_key");
+        assert_eq!(
+            client_key(&twice).unwrap_err().code.as_str(),
+            "bad_idempotency_key"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@
 mod admin;
 pub mod auth;
 pub mod error;
+pub mod error_code;
 pub mod idempotency;
 mod ops;
 mod order_actions;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 
 /// The single-page UI (written alongside the load generator and the demo).
 const PAGE: &str = include_str!("../web/index.html");
@@ -93,9 +94,5 @@ pub async fn not_found() -> ApiError {
 
 /// A known path with another method: 405 `method_not_allowed`.
 pub async fn method_not_allowed() -> ApiError {
-    ApiError {
-        status: axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        code: "method_not_allowed",
-        message: None,
-    }
+    ApiError::new(ErrorCode::MethodNotAllowed)
 }

@@ -48,7 +48,10 @@ pub async fn place(
         Ok((status, Json(body)))
     }
     .await;
-    let rejection = outcome.as_ref().err().map(|error: &ApiError| error.code);
+    let rejection = outcome
+        .as_ref()
+        .err()
+        .map(|error: &ApiError| error.code.as_str());
     metrics::order_answered(
         state.instance,
         state.kind.name(),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
@@ -23,6 +23,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use super::AppState;
 use super::auth::known_user;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 use crate::metrics;
 
 /// How often users not seen for a while are forgotten.
@@ -132,11 +133,10 @@ pub async fn limit(
 fn too_many(wait: Duration) -> Response {
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     let seconds = seconds.max(1);
-    let mut response = ApiError {
-        status: StatusCode::TOO_MANY_REQUESTS,
-        code: "rate_limited",
-        message: Some(format!("too many requests; try again in {seconds} s")),
-    }
+    let mut response = ApiError::with_message(
+        ErrorCode::RateLimited,
+        format!("too many requests; try again in {seconds} s"),
+    )
     .into_response();
     response
         .headers_mut()

@@ -52,8 +52,11 @@ mod tests {
             "18446744073709551616",
         ] {
             let error = user_id(&headers(bad)).unwrap_err();
-            assert_eq!(error.code, "bad_user_id", "{bad:?}");
+            assert_eq!(error.code.as_str(), "bad_user_id", "{bad:?}");
         }
-        assert_eq!(user_id(&HeaderMap::new()).unwrap_err().code, "bad_user_id");
+        assert_eq!(
+            user_id(&HeaderMap::new()).unwrap_err().code.as_str(),
+            "bad_user_id"
+        );
     }
 }

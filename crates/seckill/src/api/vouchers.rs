@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
+use super::error_code::ErrorCode;
 use super::path_id::PathId;
 use crate::db::{NewVoucher, Voucher};
 
@@ -37,10 +38,13 @@ pub async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     // A body that cannot be read (too large, cut off) still gets a JSON answer.
-    let body = body.map_err(|rejection| ApiError {
-        status: rejection.status(),
-        code: "bad_request",
-        message: Some(rejection.body_text()),
+    let body = body.map_err(|rejection| {
+        let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ErrorCode::PayloadTooLarge
+        } else {
+            ErrorCode::BadRequest
+        };
+        ApiError::with_message(code, rejection.body_text())
     })?;
     let voucher = parse_new_voucher(&body)?;
     let id = state.ctx.db.insert_voucher(&voucher).await?;

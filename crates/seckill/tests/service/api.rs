@@ -117,7 +117,7 @@ async fn http_contract(database: TestDatabase) {
     assert_eq!(too_big.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         too_big.json::<Value>().await.expect("JSON")["error"],
-        "bad_request"
+        "payload_too_large"
     );
 
     // Orders: user id checks, then the answers of the strategy.
