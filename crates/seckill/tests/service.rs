@@ -24,6 +24,8 @@ mod failures;
 mod fencing;
 #[path = "service/fuzz.rs"]
 mod fuzz;
+#[path = "service/health.rs"]
+mod health;
 #[path = "service/ids.rs"]
 mod ids;
 #[path = "service/lifecycle.rs"]
