@@ -14,6 +14,7 @@ use super::fire::{Fired, Targets};
 use super::mix::Action;
 use super::source::Snapshot;
 use super::verdict::Verdict;
+use crate::lifecycle::OrderStatus;
 
 /// Latency percentiles of a kind of request, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -286,10 +287,13 @@ impl fmt::Display for LoadReport {
             self.remaining_stock,
             self.drain_ms
         )?;
-        let final_statuses: Vec<String> = self
-            .final_statuses
+        // In the life's order, not the map's alphabetical one.
+        let final_statuses: Vec<String> = OrderStatus::ALL
             .iter()
-            .map(|(status, count)| format!("{status} {count}"))
+            .map(|status| {
+                let count = self.final_statuses.get(status.as_str()).unwrap_or(&0);
+                format!("{status} {count}")
+            })
             .collect();
         let expiry = match self.expect_expiry_within_ms {
             Some(_) => format!(", waited {} ms for expiry", self.expiry_wait_ms),
