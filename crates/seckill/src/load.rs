@@ -7,27 +7,43 @@
 //! duplicate clicks land on *different* instances at the same moment — the
 //! case that a lock inside one process cannot see.
 //!
+//! With `--mix pay=P,cancel=C,expire=E` each accepted order is followed
+//! up by its buyer at once: paid, cancelled, or left to the service's
+//! payment timeout, in those percentages ([`Mix`]). A `202` order is first
+//! waited for in `GET /orders/{id}`. Cancelled and expired units go back on
+//! sale, so users later in the run may buy them again.
+//!
 //! After the last answer, the orders are read back (from the database when
 //! `--database` is given, else over HTTP), waiting for asynchronously written
-//! orders to drain, and three violations are counted:
+//! orders to drain and, with `--expect-expiry-within D`, for the orders left
+//! unpaid to expire. Then the violations are counted:
 //!
-//! - **oversold**: more new orders than the stock had, or a negative stock;
-//! - **duplicate users**: users holding more than one order of the voucher;
-//! - **missing**: order ids answered with `201` that never reached the database.
+//! - **oversold**: more units held by pending or paid orders than there
+//!   were, or a negative stock;
+//! - **duplicate users**: users with more than one order of the voucher
+//!   (whatever became of them);
+//! - **missing**: order ids answered with `201`/`202` that never reached the database;
+//! - **stock not conserved**: stock + held units differ before and after;
+//! - **wrong status**: an order whose final status is not what the load's
+//!   answers say (paid after a `200` to pay, cancelled after a `200` to
+//!   cancel, expired after a `409` or when left with `--expect-expiry-within`).
 //!
 //! [`run_load`] is the reusable core (the demo calls it); [`run`] is the
 //! command, which prints the [`LoadReport`] and exits 1 on any violation.
 
 mod fire;
+mod follow_up;
+mod mix;
 mod report;
 mod source;
 mod verdict;
 
 use std::io::IsTerminal as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::BoxError;
 
+pub use mix::{Mix, MixError};
 pub use report::{LatencySummary, LoadReport};
 
 /// Arguments of `seckill load`.
@@ -60,10 +76,22 @@ pub struct LoadArgs {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub concurrency: u32,
     /// How long to wait for orders written asynchronously (the reserve
-    /// strategy's stream consumer) to reach the database.
+    /// strategy's stream consumer) to reach the database; also the longest
+    /// wait for a `202` order to show before paying or cancelling it.
     #[arg(long, value_name = "DURATION", default_value = "15s",
           value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// What each buyer does with an accepted order, in percent summing to
+    /// 100: pay it, cancel it, or leave it to expire (missing keys are 0).
+    /// Without it: buy only.
+    #[arg(long, value_name = "pay=P,cancel=C,expire=E")]
+    pub mix: Option<Mix>,
+    /// Wait up to D after the last answer for every order of the load to
+    /// leave `pending` (the service's --payment-timeout plus a tenth, plus
+    /// slack), and count an order left unpaid that did not expire as a
+    /// violation. Without it, orders left unpaid may be pending or expired.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub expect_expiry_within: Option<Duration>,
 }
 
 /// What [`run_load`] does: the targets, the voucher, the shape of the load.
@@ -83,13 +111,19 @@ pub struct LoadConfig {
     pub concurrency: u32,
     /// Draw a progress bar on stderr.
     pub progress: bool,
-    /// Longest wait for asynchronously written orders.
+    /// Longest wait for asynchronously written orders (and for a `202`
+    /// order to show before its follow-up).
     pub drain_timeout: Duration,
+    /// Follow-ups on accepted orders; `None`: buy only.
+    pub mix: Option<Mix>,
+    /// Wait this long after the load for the orders to leave `pending`, and
+    /// judge the ones left unpaid as expired; `None`: no wait.
+    pub expect_expiry_within: Option<Duration>,
 }
 
 impl LoadConfig {
     /// The defaults of `seckill load`: 500 users × 3 clicks, 256 in flight,
-    /// HTTP verification, no progress bar, 15 s drain timeout.
+    /// HTTP verification, no progress bar, 15 s drain timeout, buying only.
     pub fn new(targets: Vec<String>, voucher: u64) -> Self {
         Self {
             targets,
@@ -100,6 +134,8 @@ impl LoadConfig {
             concurrency: 256,
             progress: false,
             drain_timeout: Duration::from_secs(15),
+            mix: None,
+            expect_expiry_within: None,
         }
     }
 }
@@ -116,6 +152,8 @@ impl From<&LoadArgs> for LoadConfig {
             // A bar would garble JSON consumers' terminals and pipes alike.
             progress: !args.json && std::io::stderr().is_terminal(),
             drain_timeout: args.drain_timeout,
+            mix: args.mix,
+            expect_expiry_within: args.expect_expiry_within,
         }
     }
 }
@@ -132,8 +170,8 @@ pub async fn run(args: LoadArgs) -> Result<u8, BoxError> {
     Ok(if report.ok { 0 } else { 1 })
 }
 
-/// Reads the voucher's stock, fires the clicks, waits for the orders to
-/// drain and verifies them.
+/// Reads the voucher's stock, fires the clicks (and follow-ups), waits for
+/// the orders to drain (and expire) and verifies them.
 ///
 /// Errors when the configuration is unusable (no target, a bad URL, zero
 /// users or clicks), a target does not answer before the load starts, or the
@@ -172,24 +210,45 @@ async fn load_and_verify(
         users: config.users,
         clicks: config.clicks,
         concurrency,
+        mix: config.mix.unwrap_or_default(),
+        visible_within: config.drain_timeout,
     };
     let fired = fire::fire(client, targets, &shape, &progress).await?;
+    let load_ended = Instant::now();
     progress.set_message("waiting for the orders to drain");
 
     let expected = before.orders.len() + fired.accepted.len();
-    let (after, drain) = source
+    let (_, drain) = source
         .drain(config.voucher, expected, config.drain_timeout)
         .await?;
+    let mut expiry_wait = Duration::ZERO;
+    if let Some(within) = config.expect_expiry_within {
+        progress.set_message("waiting for unpaid orders to expire");
+        let ids: Vec<String> = fired
+            .accepted
+            .iter()
+            .map(|order| order.order_id.clone())
+            .collect();
+        let left = within.saturating_sub(load_ended.elapsed());
+        expiry_wait = source.wait_until_ended(&ids, left).await?;
+    }
+    let after = source.snapshot(config.voucher).await?;
     progress.finish_and_clear();
 
-    let verdict = verdict::judge(&before, &after, &fired.accepted, fired.accepted_without_id);
+    let verdict = verdict::judge(
+        &before,
+        &after,
+        &fired.accepted,
+        fired.accepted_without_id,
+        config.expect_expiry_within.is_some(),
+    );
     Ok(LoadReport::new(
         config,
         targets,
         source.kind(),
         &fired,
-        &before,
-        drain,
+        (&before, &after),
+        (drain, expiry_wait),
         verdict,
     ))
 }

@@ -1,14 +1,22 @@
 //! `seckill load`, the binary, against in-process instances: its exit status
-//! and its JSON report.
+//! and its JSON report; with `--mix`, on every database backend (see
+//! `service/support.rs`).
 
 #[path = "load/shop.rs"]
 mod shop;
+// The backends and the per-test databases of the service tests.
+#[allow(dead_code)]
+#[path = "service/support.rs"]
+mod support;
 
 use std::process::Output;
+use std::time::Duration;
 
 use seckill::load::LoadReport;
+use seckill::serve::Tuning;
 use seckill::strategy::StrategyKind;
 use shop::{Shop, TestResult};
+use support::TestDatabase;
 
 /// Runs the built `seckill load` with `args`, off the runtime's threads.
 async fn seckill_load(args: Vec<String>) -> TestResult<Output> {
@@ -175,5 +183,147 @@ async fn a_bad_target_url_is_refused() -> TestResult {
     assert_ne!(output.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a URL"), "{stderr}");
+    Ok(())
+}
+
+/// The service's payment timeout in the mixed runs: long enough for a pay
+/// or cancel right after the order, short enough to wait for.
+const PAYMENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn count(map: &std::collections::BTreeMap<String, u64>, key: &str) -> u64 {
+    map.get(key).copied().unwrap_or(0)
+}
+
+/// 60 users x 2 clicks for 20 units on two instances, a few users at a
+/// time so that units given back by cancels are bought again by later
+/// users; half the orders paid, a quarter cancelled, a quarter left to
+/// expire, and the load waits for them to.
+async fn mixed_run(strategy: StrategyKind, database: TestDatabase) {
+    let tuning = Tuning {
+        payment_timeout: PAYMENT_TIMEOUT,
+        ..Tuning::default()
+    };
+    let shop = Shop::start_with(strategy, 2, false, database.url.clone(), tuning)
+        .await
+        .expect("shop starts");
+    let voucher = shop.create_voucher("mix", 20).await.expect("voucher");
+    let mut args = load_args(&shop.targets(), voucher, 60, 2);
+    args.extend(
+        [
+            "--database",
+            &database.url,
+            "--mix",
+            "pay=50,cancel=25,expire=25",
+            "--expect-expiry-within",
+            "15s",
+            "--concurrency",
+            "8",
+        ]
+        .map(str::to_owned),
+    );
+
+    let output = seckill_load(args).await.expect("seckill load runs");
+    let report = report_of(&output).expect("a report");
+    shop.stop().await;
+
+    assert_eq!(output.status.code(), Some(0), "{report:#?}");
+    assert!(report.ok && report.violations.is_empty(), "{report:#?}");
+    assert_eq!(report.mix, "pay=50,cancel=25,expire=25");
+    let (paid, cancelled, expired, pending) = (
+        count(&report.final_statuses, "paid"),
+        count(&report.final_statuses, "cancelled"),
+        count(&report.final_statuses, "expired"),
+        count(&report.final_statuses, "pending"),
+    );
+    let conflicts = count(&report.pay_answers, "409") + count(&report.cancel_answers, "409");
+    assert_eq!(paid, count(&report.pay_answers, "200"), "{report:#?}");
+    assert_eq!(
+        cancelled,
+        count(&report.cancel_answers, "200"),
+        "{report:#?}"
+    );
+    assert_eq!(expired, report.left_to_expire + conflicts, "{report:#?}");
+    assert_eq!(pending, 0, "every order left unpaid expired: {report:#?}");
+    assert!(paid > 0 && cancelled > 0 && expired > 0, "{report:#?}");
+    // Units given back by cancels went to later users.
+    assert!(report.accepted > report.initial_stock as u64, "{report:#?}");
+    assert_eq!(report.orders, report.accepted);
+    assert_eq!(paid + cancelled + expired, report.orders);
+    // Stock conserved: what is not paid is back in stock.
+    assert_eq!(report.initial_stock, 20);
+    assert_eq!(report.holding, paid as i64);
+    assert_eq!(report.remaining_stock, 20 - paid as i64, "{report:#?}");
+    assert_eq!(
+        (
+            report.oversold,
+            report.duplicate_users,
+            report.missing,
+            report.wrong_status,
+            report.stock_drift
+        ),
+        (0, 0, 0, 0, 0)
+    );
+    let pay = report.pay_latency_us.expect("pay latency");
+    let cancel = report.cancel_latency_us.expect("cancel latency");
+    assert!(pay.p50 > 0 && pay.p50 <= pay.p99 && pay.p99 <= pay.max);
+    assert!(cancel.p50 > 0 && cancel.p50 <= cancel.p99);
+}
+
+async fn mixed_run_on_redis_lock(database: TestDatabase) {
+    mixed_run(StrategyKind::RedisLock, database).await;
+}
+on_every_backend!(mixed_run_on_redis_lock);
+
+async fn mixed_run_on_reserve(database: TestDatabase) {
+    mixed_run(StrategyKind::Reserve, database).await;
+}
+on_every_backend!(mixed_run_on_reserve);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_waiting_for_expiry_left_orders_are_still_pending_over_http() -> TestResult {
+    let shop = Shop::start(StrategyKind::Reserve, 2, false).await?;
+    let voucher = shop.create_voucher("mix over http", 12).await?;
+    let mut args = load_args(&shop.targets(), voucher, 30, 2);
+    args.extend(["--mix", "pay=40,cancel=40,expire=20"].map(str::to_owned));
+    args.retain(|arg| arg != "--json");
+
+    let output = seckill_load(args.clone()).await?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("follow-ups (pay=40,cancel=40,expire=20): pay 200 x"),
+        "{text}"
+    );
+    assert!(text.contains("wrong final status 0"), "{text}");
+    assert!(text.contains("stock drift 0"), "{text}");
+
+    // The same voucher again, as JSON: the first run's orders are "before".
+    args.push("--json".to_owned());
+    let output = seckill_load(args).await?;
+    let report = report_of(&output)?;
+    shop.stop().await;
+
+    assert_eq!(output.status.code(), Some(0), "{report:#?}");
+    assert_eq!(report.verified_via, "http");
+    assert!(report.orders_before > 0);
+    // The 15-minute default timeout: nothing expired, left orders wait.
+    assert_eq!(count(&report.final_statuses, "expired"), 0);
+    assert!(count(&report.final_statuses, "pending") >= report.left_to_expire);
+    assert_eq!(
+        report.remaining_stock + report.holding,
+        12,
+        "stock + held units stay the voucher's 12: {report:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_mix_that_does_not_sum_to_100_is_refused() -> TestResult {
+    let mut args = load_args(&["http://127.0.0.1:9".to_owned()], 1, 1, 1);
+    args.extend(["--mix", "pay=60,cancel=30"].map(str::to_owned));
+    let output = seckill_load(args).await?;
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("sum to 90"), "{stderr}");
     Ok(())
 }

@@ -1,8 +1,11 @@
 //! Sending the clicks: every user's K duplicates at the same moment, spread
-//! round-robin over the targets, at most C requests in flight.
+//! round-robin over the targets, at most C requests in flight; then the
+//! user's follow-up on each accepted order (see [`follow_up`](super::follow_up)),
+//! still inside the user's share of the C.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -10,6 +13,8 @@ use indicatif::ProgressBar;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::follow_up::{FollowUp, follow_up};
+use super::mix::{Action, Mix};
 use crate::BoxError;
 
 /// The status key under which transport failures (refused, reset, timed out)
@@ -72,15 +77,20 @@ pub(crate) struct Shape {
     pub clicks: u32,
     /// Requests in flight at most; at least `clicks`.
     pub concurrency: u32,
+    /// What buyers do with their accepted orders.
+    pub mix: Mix,
+    /// Longest wait for a `202` order to show before paying or cancelling it.
+    pub visible_within: Duration,
 }
 
 /// An order the service said it accepted (`201` written, `202` accepted
-/// for writing).
+/// for writing), and what its buyer did with it then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Accepted {
     pub user: u64,
     /// The `order_id` of the answer, as decimal text.
     pub order_id: String,
+    pub follow_up: FollowUp,
 }
 
 /// What the clicks got back.
@@ -97,16 +107,23 @@ pub(crate) struct Fired {
     pub accepted: Vec<Accepted>,
     /// `201` answers whose body had no readable `order_id` (a service bug).
     pub accepted_without_id: u64,
+    /// Latency of `POST /orders/{id}/pay` and `/cancel`, in microseconds.
+    pub pay_latency: Histogram<u64>,
+    pub cancel_latency: Histogram<u64>,
 }
 
 /// One click's outcome.
 struct Click {
     user: u64,
+    /// The request's number (picks its target).
+    n: u64,
     status: Option<u16>,
     latency: Duration,
     order_id: Option<String>,
     /// The `error` code of a refusal's body.
     error: Option<String>,
+    /// The follow-up on the accepted order, once done.
+    follow_up: Option<FollowUp>,
 }
 
 /// An HTTP client with room for `concurrency` pooled connections per target.
@@ -160,15 +177,20 @@ pub(crate) async fn fire(
     progress: &ProgressBar,
 ) -> Result<Fired, BoxError> {
     let semaphore = Arc::new(Semaphore::new(shape.concurrency as usize));
+    // Numbers the accepted orders as they come, for `Mix::action`.
+    let accepted_so_far = Arc::new(AtomicU64::new(0));
+    let shared_targets = Arc::new(targets.clone());
     let mut users = JoinSet::new();
     let mut fired = Fired {
         requests: 0,
         elapsed: Duration::ZERO,
-        latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
+        latency: histogram()?,
         statuses: BTreeMap::new(),
         errors: BTreeMap::new(),
         accepted: Vec::new(),
         accepted_without_id: 0,
+        pay_latency: histogram()?,
+        cancel_latency: histogram()?,
     };
     let started = Instant::now();
     for user in 1..=shape.users {
@@ -185,11 +207,37 @@ pub(crate) async fn fire(
                     targets.for_request(n),
                     shape.voucher
                 );
-                click(client.clone(), url, user)
+                click(client.clone(), url, user, n)
             })
             .collect();
+        let (client, targets, shape) = (client.clone(), shared_targets.clone(), *shape);
+        let accepted_so_far = accepted_so_far.clone();
         users.spawn(async move {
-            let outcomes = futures_util::future::join_all(clicks).await;
+            let mut outcomes = futures_util::future::join_all(clicks).await;
+            for click in &mut outcomes {
+                let (Some(status @ (201 | 202)), Some(order_id)) = (click.status, &click.order_id)
+                else {
+                    continue;
+                };
+                let action = shape
+                    .mix
+                    .action(accepted_so_far.fetch_add(1, Ordering::Relaxed));
+                // The next target: with several, the order is paid or
+                // cancelled on another instance than the one that took it.
+                let base = targets.for_request(click.n.wrapping_add(1));
+                click.follow_up = Some(
+                    follow_up(
+                        &client,
+                        base,
+                        order_id,
+                        click.user,
+                        action,
+                        status == 201,
+                        shape.visible_within,
+                    )
+                    .await,
+                );
+            }
             drop(permits);
             outcomes
         });
@@ -204,8 +252,18 @@ pub(crate) async fn fire(
     Ok(fired)
 }
 
+fn histogram() -> Result<Histogram<u64>, BoxError> {
+    Ok(Histogram::new_with_bounds(1, 3_600_000_000, 3)?)
+}
+
+fn micros(latency: Duration) -> u64 {
+    u64::try_from(latency.as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 /// One click: `POST /vouchers/{id}/orders` with `X-User-Id`.
-async fn click(client: reqwest::Client, url: String, user: u64) -> Click {
+async fn click(client: reqwest::Client, url: String, user: u64, n: u64) -> Click {
     let started = Instant::now();
     let answer = client
         .post(&url)
@@ -226,10 +284,12 @@ async fn click(client: reqwest::Client, url: String, user: u64) -> Click {
     };
     Click {
         user,
+        n,
         status,
         latency: started.elapsed(),
         order_id,
         error,
+        follow_up: None,
     }
 }
 
@@ -258,10 +318,7 @@ pub(crate) fn id_text(value: &serde_json::Value) -> Option<String> {
 fn tally(fired: &mut Fired, clicks: Vec<Click>, progress: &ProgressBar) {
     for click in clicks {
         fired.requests += 1;
-        let micros = u64::try_from(click.latency.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        fired.latency.saturating_record(micros);
+        fired.latency.saturating_record(micros(click.latency));
         let key = click
             .status
             .map_or_else(|| TRANSPORT_ERROR.to_owned(), |status| status.to_string());
@@ -271,10 +328,22 @@ fn tally(fired: &mut Fired, clicks: Vec<Click>, progress: &ProgressBar) {
         }
         if matches!(click.status, Some(201 | 202)) {
             match click.order_id {
-                Some(order_id) => fired.accepted.push(Accepted {
-                    user: click.user,
-                    order_id,
-                }),
+                Some(order_id) => {
+                    let follow_up = click.follow_up.unwrap_or_else(FollowUp::left);
+                    let histogram = match follow_up.action {
+                        Action::Pay => Some(&mut fired.pay_latency),
+                        Action::Cancel => Some(&mut fired.cancel_latency),
+                        Action::Leave => None,
+                    };
+                    if let (Some(histogram), Some(latency)) = (histogram, follow_up.latency) {
+                        histogram.saturating_record(micros(latency));
+                    }
+                    fired.accepted.push(Accepted {
+                        user: click.user,
+                        order_id,
+                        follow_up,
+                    });
+                }
                 None => fired.accepted_without_id += 1,
             }
         }

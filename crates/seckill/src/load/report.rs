@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use super::LoadConfig;
 use super::fire::{Fired, Targets};
+use super::mix::Action;
 use super::source::Snapshot;
 use super::verdict::Verdict;
+use crate::lifecycle::OrderStatus;
 
-/// Latency percentiles of the order requests, in microseconds.
+/// Latency percentiles of a kind of request, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     pub p50: u64,
@@ -29,6 +31,11 @@ impl LatencySummary {
             p99: histogram.value_at_quantile(0.99),
             max: histogram.max(),
         }
+    }
+
+    /// `None` when nothing was recorded.
+    fn of_any(histogram: &Histogram<u64>) -> Option<Self> {
+        (!histogram.is_empty()).then(|| Self::of(histogram))
     }
 }
 
@@ -54,14 +61,34 @@ pub struct LoadReport {
     /// `already_ordered`, `conflict`...); bodies without one are not counted.
     #[serde(default)]
     pub errors: BTreeMap<String, u64>,
-    /// `201` answers.
+    /// `201` and `202` answers: orders placed.
     pub accepted: u64,
+    /// Accepted orders per second of the load (follow-ups included in the time).
+    pub accepted_per_sec: f64,
+    /// The `--mix` ("pay=60,cancel=20,expire=20"), or "none" (buy only).
+    pub mix: String,
+    /// Answers to `POST /orders/{id}/pay` by status, plus "error" (no
+    /// answer) and "unseen" (a `202` order that never showed: not sent).
+    pub pay_answers: BTreeMap<String, u64>,
+    /// Answers to `POST /orders/{id}/cancel`, keyed as `pay_answers`.
+    pub cancel_answers: BTreeMap<String, u64>,
+    /// Accepted orders the load did nothing with (left to expire).
+    pub left_to_expire: u64,
+    /// Latency of the pay requests; absent when none was sent.
+    pub pay_latency_us: Option<LatencySummary>,
+    /// Latency of the cancel requests; absent when none was sent.
+    pub cancel_latency_us: Option<LatencySummary>,
     /// The voucher's stock before the load.
     pub initial_stock: i64,
     /// Orders of the voucher before the load.
     pub orders_before: u64,
     /// Orders of the voucher after the load (and the drain).
     pub orders: u64,
+    /// Orders of the voucher after the load per status: "pending", "paid",
+    /// "cancelled", "expired" (all four keys, 0 when none).
+    pub final_statuses: BTreeMap<String, u64>,
+    /// Units held by orders after the load (pending + paid).
+    pub holding: i64,
     /// Orders the load added.
     pub new_orders: u64,
     pub remaining_stock: i64,
@@ -75,11 +102,20 @@ pub struct LoadReport {
     pub missing: u64,
     /// The first few missing order ids, with their users.
     pub missing_order_ids: Vec<String>,
-    /// `initial − new orders − remaining` (stock moved without an order when
-    /// positive); informative, not a violation.
+    /// `(initial stock + units held before) − (remaining + units held
+    /// after)`; not 0 is a violation (stock not conserved).
     pub stock_drift: i64,
+    /// The load's orders whose final status contradicts its pay/cancel answers
+    /// (or, with `--expect-expiry-within`, left orders that did not expire).
+    pub wrong_status: u64,
+    /// The first few of those, in words.
+    pub wrong_status_orders: Vec<String>,
     /// How long the wait for the orders to reach the database took, in ms.
     pub drain_ms: u64,
+    /// `--expect-expiry-within`, in ms; absent without it.
+    pub expect_expiry_within_ms: Option<u64>,
+    /// How long the wait for the load's orders to leave `pending` took, in ms.
+    pub expiry_wait_ms: u64,
     /// One sentence per violated rule.
     pub violations: Vec<String>,
     /// No violation: exit status 0.
@@ -93,16 +129,36 @@ impl LoadReport {
         targets: &Targets,
         verified_via: &str,
         fired: &Fired,
-        before: &Snapshot,
-        drain: Duration,
+        (before, after): (&Snapshot, &Snapshot),
+        (drain, expiry_wait): (Duration, Duration),
         verdict: Verdict,
     ) -> Self {
         let seconds = fired.elapsed.as_secs_f64();
-        let requests_per_sec = if seconds > 0.0 {
-            fired.requests as f64 / seconds
-        } else {
-            0.0
+        let per_sec = |n: u64| {
+            let rate = if seconds > 0.0 {
+                n as f64 / seconds
+            } else {
+                0.0
+            };
+            (rate * 10.0).round() / 10.0
         };
+        let accepted = fired.accepted.len() as u64 + fired.accepted_without_id;
+        let mut pay_answers = BTreeMap::new();
+        let mut cancel_answers = BTreeMap::new();
+        let mut left_to_expire = 0;
+        for order in &fired.accepted {
+            let answers = match order.follow_up.action {
+                Action::Pay => &mut pay_answers,
+                Action::Cancel => &mut cancel_answers,
+                Action::Leave => {
+                    left_to_expire += 1;
+                    continue;
+                }
+            };
+            if let Some(answer) = order.follow_up.answer {
+                *answers.entry(answer.key()).or_insert(0) += 1;
+            }
+        }
         Self {
             targets: targets.all().to_vec(),
             voucher: config.voucher,
@@ -111,14 +167,29 @@ impl LoadReport {
             verified_via: verified_via.to_owned(),
             requests: fired.requests,
             elapsed_ms: millis(fired.elapsed),
-            requests_per_sec: (requests_per_sec * 10.0).round() / 10.0,
+            requests_per_sec: per_sec(fired.requests),
             latency_us: LatencySummary::of(&fired.latency),
             statuses: fired.statuses.clone(),
             errors: fired.errors.clone(),
-            accepted: fired.accepted.len() as u64 + fired.accepted_without_id,
+            accepted,
+            accepted_per_sec: per_sec(accepted),
+            mix: config
+                .mix
+                .map_or_else(|| "none".to_owned(), |mix| mix.to_string()),
+            pay_answers,
+            cancel_answers,
+            left_to_expire,
+            pay_latency_us: LatencySummary::of_any(&fired.pay_latency),
+            cancel_latency_us: LatencySummary::of_any(&fired.cancel_latency),
             initial_stock: verdict.initial_stock,
             orders_before: before.orders.len() as u64,
             orders: verdict.orders,
+            final_statuses: after
+                .count_by_status()
+                .into_iter()
+                .map(|(status, n)| (status.as_str().to_owned(), n))
+                .collect(),
+            holding: verdict.holding,
             new_orders: verdict.new_orders,
             remaining_stock: verdict.remaining_stock,
             oversold: verdict.oversold,
@@ -127,7 +198,11 @@ impl LoadReport {
             missing: verdict.missing,
             missing_order_ids: verdict.missing_order_ids,
             stock_drift: verdict.stock_drift,
+            wrong_status: verdict.wrong_status,
+            wrong_status_orders: verdict.wrong_status_orders,
             drain_ms: millis(drain),
+            expect_expiry_within_ms: config.expect_expiry_within.map(millis),
+            expiry_wait_ms: millis(expiry_wait),
             ok: verdict.violations.is_empty(),
             violations: verdict.violations,
         }
@@ -140,6 +215,26 @@ fn millis(duration: Duration) -> u64 {
 
 fn ms(micros: u64) -> String {
     format!("{:.1} ms", micros as f64 / 1000.0)
+}
+
+/// "200 x30, 409 x1", or "none".
+fn answers(counts: &BTreeMap<String, u64>) -> String {
+    if counts.is_empty() {
+        return "none".to_owned();
+    }
+    let listed: Vec<String> = counts
+        .iter()
+        .map(|(key, count)| format!("{key} x{count}"))
+        .collect();
+    listed.join(", ")
+}
+
+/// "p50 1.2 ms, p99 3.4 ms", or "-".
+fn latency(summary: Option<LatencySummary>) -> String {
+    summary.map_or_else(
+        || "-".to_owned(),
+        |summary| format!("p50 {}, p99 {}", ms(summary.p50), ms(summary.p99)),
+    )
 }
 
 impl fmt::Display for LoadReport {
@@ -177,6 +272,23 @@ impl fmt::Display for LoadReport {
                 .collect();
             writeln!(f, "refusals: {}", errors.join(", "))?;
         }
+        if self.mix != "none" {
+            writeln!(
+                f,
+                "follow-ups ({}): pay {}; cancel {}; left to expire {}",
+                self.mix,
+                answers(&self.pay_answers),
+                answers(&self.cancel_answers),
+                self.left_to_expire
+            )?;
+            writeln!(
+                f,
+                "pay latency {}; cancel latency {}; {:.0} orders/s",
+                latency(self.pay_latency_us),
+                latency(self.cancel_latency_us),
+                self.accepted_per_sec
+            )?;
+        }
         writeln!(
             f,
             "verified via {}: {} orders ({} new), {} accepted, stock {} -> {} (drained in {} ms)",
@@ -188,10 +300,29 @@ impl fmt::Display for LoadReport {
             self.remaining_stock,
             self.drain_ms
         )?;
+        // In the life's order, not the map's alphabetical one.
+        let final_statuses: Vec<String> = OrderStatus::ALL
+            .iter()
+            .map(|status| {
+                let count = self.final_statuses.get(status.as_str()).unwrap_or(&0);
+                format!("{status} {count}")
+            })
+            .collect();
+        let expiry = match self.expect_expiry_within_ms {
+            Some(_) => format!(", waited {} ms for expiry", self.expiry_wait_ms),
+            None => String::new(),
+        };
         writeln!(
             f,
-            "oversold {}, duplicate users {}, accepted but missing {}",
-            self.oversold, self.duplicate_users, self.missing
+            "final statuses: {}; units held {}, stock drift {}{expiry}",
+            final_statuses.join(", "),
+            self.holding,
+            self.stock_drift
+        )?;
+        writeln!(
+            f,
+            "oversold {}, duplicate users {}, accepted but missing {}, wrong final status {}",
+            self.oversold, self.duplicate_users, self.missing, self.wrong_status
         )?;
         if !self.missing_order_ids.is_empty() {
             writeln!(
@@ -200,10 +331,17 @@ impl fmt::Display for LoadReport {
                 self.missing_order_ids.join(", ")
             )?;
         }
+        if !self.wrong_status_orders.is_empty() {
+            writeln!(
+                f,
+                "wrong final status: {}",
+                self.wrong_status_orders.join("; ")
+            )?;
+        }
         if self.ok {
             writeln!(
                 f,
-                "OK: nothing oversold, no duplicate orders, no lost orders"
+                "OK: nothing oversold, no duplicate orders, no lost orders, stock conserved, every order ended as answered"
             )
         } else {
             for violation in &self.violations {

@@ -1,12 +1,21 @@
 //! Where the verification reads the truth: the database itself, or the
 //! service's HTTP API when no database URL is given.
+//!
+//! The order list carries no status, so a full [`Snapshot`] reads each
+//! order's status on its own (`Db::order`, or `GET /orders/{id}`). Orders
+//! may expire meanwhile; a snapshot is kept only when the stock and the
+//! order count read before and after the statuses agree (an expiry or a
+//! new order moves one of them), so stock and statuses are of one moment.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde::Deserialize;
 
 use super::fire::id_text;
 use crate::BoxError;
+use crate::lifecycle::OrderStatus;
 
 /// How often the order count is read while orders drain.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -15,6 +24,13 @@ const POLL_EVERY: Duration = Duration::from_millis(100);
 /// final: asynchronous writers (the reserve strategy's stream consumer)
 /// insert in a steady trickle, so a count that stops moving has stopped.
 const SETTLED_AFTER: Duration = Duration::from_secs(3);
+
+/// Status reads in flight at once.
+const STATUS_READS: usize = 16;
+
+/// Attempts at a snapshot whose stock and order count stay still while the
+/// statuses are read.
+const STABLE_ATTEMPTS: u32 = 20;
 
 /// The voucher's stock and its orders at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +44,36 @@ pub(crate) struct Snapshot {
 pub(crate) struct OrderRow {
     pub order_id: String,
     pub user: String,
+    /// `None` in the quick snapshots taken while orders drain.
+    pub status: Option<OrderStatus>,
+}
+
+impl Snapshot {
+    /// Orders holding a unit of stock: pending or paid (an order of unknown
+    /// status counts as holding one, as every order did before it could end).
+    pub(crate) fn holding(&self) -> i64 {
+        let held = self
+            .orders
+            .iter()
+            .filter(|order| !order.status.is_some_and(OrderStatus::returns_stock))
+            .count();
+        i64::try_from(held).unwrap_or(i64::MAX)
+    }
+
+    /// How many orders are in each status (every status listed, 0 if none).
+    pub(crate) fn count_by_status(&self) -> Vec<(OrderStatus, u64)> {
+        OrderStatus::ALL
+            .into_iter()
+            .map(|status| {
+                let n = self
+                    .orders
+                    .iter()
+                    .filter(|order| order.status == Some(status))
+                    .count();
+                (status, n as u64)
+            })
+            .collect()
+    }
 }
 
 /// The place the snapshots come from.
@@ -76,11 +122,93 @@ impl Source {
         }
     }
 
-    /// The voucher's stock and orders now. Errors when the voucher does not exist.
-    pub(crate) async fn snapshot(&self, voucher: u64) -> Result<Snapshot, BoxError> {
+    /// The voucher's stock and orders now, without statuses. Errors when the
+    /// voucher does not exist.
+    async fn quick_snapshot(&self, voucher: u64) -> Result<Snapshot, BoxError> {
         match self {
             Self::Database(db) => database_snapshot(db, voucher).await,
             Self::Http { client, base } => http_snapshot(client, base, voucher).await,
+        }
+    }
+
+    /// The voucher's stock and orders with their statuses, of one moment
+    /// (see the module doc). Errors when the voucher does not exist, an
+    /// order cannot be read, or the stock never stays still long enough.
+    pub(crate) async fn snapshot(&self, voucher: u64) -> Result<Snapshot, BoxError> {
+        for _ in 0..STABLE_ATTEMPTS {
+            let mut snapshot = self.quick_snapshot(voucher).await?;
+            let ids: Vec<String> = snapshot
+                .orders
+                .iter()
+                .map(|order| order.order_id.clone())
+                .collect();
+            let statuses = self.statuses(&ids).await?;
+            let after = self.quick_snapshot(voucher).await?;
+            if after.stock != snapshot.stock || after.orders.len() != snapshot.orders.len() {
+                tokio::time::sleep(POLL_EVERY).await;
+                continue;
+            }
+            for order in &mut snapshot.orders {
+                order.status = statuses.get(&order.order_id).copied().flatten();
+            }
+            return Ok(snapshot);
+        }
+        Err(format!(
+            "the stock of voucher {voucher} kept changing while its orders were read; is something else selling it?"
+        )
+        .into())
+    }
+
+    /// The status of each order in `ids` (`None`: no such order, yet).
+    pub(crate) async fn statuses(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<String, Option<OrderStatus>>, BoxError> {
+        futures_util::stream::iter(ids)
+            .map(|id| async move { Ok::<_, BoxError>((id.clone(), self.status(id).await?)) })
+            .buffer_unordered(STATUS_READS)
+            .try_collect()
+            .await
+    }
+
+    async fn status(&self, order_id: &str) -> Result<Option<OrderStatus>, BoxError> {
+        match self {
+            Self::Database(db) => {
+                let id: i64 = order_id
+                    .parse()
+                    .map_err(|_| format!("order id {order_id:?} is not a database id"))?;
+                let found = db
+                    .order(id)
+                    .await
+                    .map_err(|error| format!("reading order {order_id}: {error}"))?;
+                Ok(found.map(|order| order.status))
+            }
+            Self::Http { client, base } => http_status(client, base, order_id).await,
+        }
+    }
+
+    /// Polls the statuses of `ids` until none is pending (or absent), or
+    /// `timeout` has passed; returns how long the wait took.
+    pub(crate) async fn wait_until_ended(
+        &self,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Result<Duration, BoxError> {
+        let started = Instant::now();
+        let mut open: Vec<String> = ids.to_vec();
+        loop {
+            let statuses = self.statuses(&open).await?;
+            open.retain(|id| {
+                !statuses
+                    .get(id)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|status| status != OrderStatus::Pending)
+            });
+            if open.is_empty() || started.elapsed() >= timeout {
+                return Ok(started.elapsed());
+            }
+            tokio::time::sleep(POLL_EVERY).await;
         }
     }
 
@@ -94,14 +222,14 @@ impl Source {
         timeout: Duration,
     ) -> Result<(Snapshot, Duration), BoxError> {
         let started = Instant::now();
-        let mut last = self.snapshot(voucher).await?;
+        let mut last = self.quick_snapshot(voucher).await?;
         let mut unchanged_since = Instant::now();
         while last.orders.len() < expected
             && started.elapsed() < timeout
             && unchanged_since.elapsed() < SETTLED_AFTER
         {
             tokio::time::sleep(POLL_EVERY).await;
-            let next = self.snapshot(voucher).await?;
+            let next = self.quick_snapshot(voucher).await?;
             if next.orders.len() != last.orders.len() || next.stock != last.stock {
                 unchanged_since = Instant::now();
             }
@@ -133,6 +261,7 @@ async fn database_snapshot(db: &crate::db::Db, voucher: u64) -> Result<Snapshot,
             .map(|order| OrderRow {
                 order_id: order.id.to_string(),
                 user: order.user_id.to_string(),
+                status: None,
             })
             .collect(),
     })
@@ -173,12 +302,54 @@ async fn http_snapshot(
             )
             .into());
         };
-        rows.push(OrderRow { order_id, user });
+        rows.push(OrderRow {
+            order_id,
+            user,
+            status: None,
+        });
     }
     Ok(Snapshot {
         stock: found.stock,
         orders: rows,
     })
+}
+
+/// `GET /orders/{id}` as far as the check needs it.
+#[derive(Deserialize)]
+struct StatusBody {
+    status: String,
+}
+
+async fn http_status(
+    client: &reqwest::Client,
+    base: &str,
+    order_id: &str,
+) -> Result<Option<OrderStatus>, BoxError> {
+    let url = format!("{base}/orders/{order_id}");
+    let response = client
+        .get(&url)
+        .send()
+        .await
+        .map_err(|error| format!("GET {url} failed: {error}"))?;
+    if response.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(format!("GET {url} answered {status}: {}", body.trim()).into());
+    }
+    let body = response
+        .bytes()
+        .await
+        .map_err(|error| format!("GET {url}: {error}"))?;
+    let body: StatusBody = serde_json::from_slice(&body)
+        .map_err(|error| format!("GET {url}: unexpected body: {error}"))?;
+    let status = body
+        .status
+        .parse()
+        .map_err(|error| format!("GET {url}: {error}"))?;
+    Ok(Some(status))
 }
 
 async fn get_json<T: serde::de::DeserializeOwned>(

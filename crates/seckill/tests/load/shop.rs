@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use seckill::serve::{Service, ServiceConfig};
+use seckill::serve::{Service, ServiceConfig, Tuning};
 use seckill::strategy::StrategyKind;
 
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -13,7 +13,8 @@ pub struct Shop {
     pub services: Vec<Service>,
     pub database_url: String,
     _redis: testkit::RedisServer,
-    _dir: tempfile::TempDir,
+    /// The SQLite file's directory, when the shop made one.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Shop {
@@ -24,29 +25,48 @@ impl Shop {
         instances: u16,
         lab_schema: bool,
     ) -> TestResult<Shop> {
-        let redis = tokio::task::spawn_blocking(testkit::RedisServer::start).await??;
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("shop.db");
         let database_url = format!("sqlite://{}?mode=rwc", path.display());
+        let mut shop = Self::start_with(
+            strategy,
+            instances,
+            lab_schema,
+            database_url,
+            Tuning::default(),
+        )
+        .await?;
+        shop._dir = Some(dir);
+        Ok(shop)
+    }
+
+    /// `instances` instances of `strategy` with `tuning` on the database at
+    /// `database_url` (which the caller keeps and cleans up).
+    pub async fn start_with(
+        strategy: StrategyKind,
+        instances: u16,
+        lab_schema: bool,
+        database_url: String,
+        tuning: Tuning,
+    ) -> TestResult<Shop> {
+        let redis = tokio::task::spawn_blocking(testkit::RedisServer::start).await??;
         let mut services = Vec::new();
         for instance in 1..=instances {
-            services.push(
-                seckill::serve::start(ServiceConfig {
-                    listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                    redis: redlatch::Deployment::new(redlatch::Servers::Single(redis.url())),
-                    database_url: database_url.clone(),
-                    strategy,
-                    instance,
-                    lab_schema,
-                })
-                .await?,
-            );
+            let config = ServiceConfig {
+                listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                redis: redlatch::Deployment::new(redlatch::Servers::Single(redis.url())),
+                database_url: database_url.clone(),
+                strategy,
+                instance,
+                lab_schema,
+            };
+            services.push(seckill::serve::start_tuned(config, tuning.clone()).await?);
         }
         Ok(Shop {
             services,
             database_url,
             _redis: redis,
-            _dir: dir,
+            _dir: None,
         })
     }
 
