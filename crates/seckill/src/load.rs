@@ -33,6 +33,7 @@
 
 mod fire;
 mod follow_up;
+mod identity;
 mod mix;
 mod report;
 mod source;
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use crate::BoxError;
 
+pub use identity::Identity;
 pub use mix::{Mix, MixError};
 pub use report::{LatencySummary, LoadReport};
 
@@ -92,6 +94,17 @@ pub struct LoadArgs {
     /// violation. Without it, orders left unpaid may be pending or expired.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub expect_expiry_within: Option<Duration>,
+    /// For services started with `--auth jwt`: sign each user's requests
+    /// with a JWT (HS256, `sub` = the user id) made with this secret, the
+    /// service's `--jwt-secret`. Without it, users send `X-User-Id`.
+    #[arg(
+        long,
+        value_name = "S",
+        env = "SECKILL_JWT_SECRET",
+        hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    pub jwt_secret: Option<String>,
 }
 
 /// What [`run_load`] does: the targets, the voucher, the shape of the load.
@@ -119,6 +132,8 @@ pub struct LoadConfig {
     /// Wait this long after the load for the orders to leave `pending`, and
     /// judge the ones left unpaid as expired; `None`: no wait.
     pub expect_expiry_within: Option<Duration>,
+    /// How the users name themselves (`X-User-Id` unless a JWT secret is given).
+    pub identity: Identity,
 }
 
 impl LoadConfig {
@@ -136,6 +151,7 @@ impl LoadConfig {
             drain_timeout: Duration::from_secs(15),
             mix: None,
             expect_expiry_within: None,
+            identity: Identity::Header,
         }
     }
 }
@@ -154,6 +170,10 @@ impl From<&LoadArgs> for LoadConfig {
             drain_timeout: args.drain_timeout,
             mix: args.mix,
             expect_expiry_within: args.expect_expiry_within,
+            identity: args
+                .jwt_secret
+                .as_deref()
+                .map_or(Identity::Header, Identity::jwt),
         }
     }
 }
@@ -213,7 +233,7 @@ async fn load_and_verify(
         mix: config.mix.unwrap_or_default(),
         visible_within: config.drain_timeout,
     };
-    let fired = fire::fire(client, targets, &shape, &progress).await?;
+    let fired = fire::fire(client, targets, &shape, &config.identity, &progress).await?;
     let load_ended = Instant::now();
     progress.set_message("waiting for the orders to drain");
 

@@ -327,3 +327,50 @@ async fn a_mix_that_does_not_sum_to_100_is_refused() -> TestResult {
     assert!(stderr.contains("sum to 90"), "{stderr}");
     Ok(())
 }
+
+/// Against a service that takes signed users only, the load signs each
+/// user's clicks and follow-ups with the service's secret; without the
+/// secret every click is refused, the `X-User-Id` header is not trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_jwt_secret_the_load_buys_and_pays_as_signed_users() -> TestResult {
+    const SECRET: &str = "load-test-secret";
+    let dir = tempfile::tempdir()?;
+    let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
+    let tuning = Tuning {
+        auth: seckill::api::auth::AuthConfig::Jwt {
+            secret: SECRET.to_owned(),
+        },
+        ..Tuning::default()
+    };
+    let shop = Shop::start_with(StrategyKind::RedisLock, 2, false, database_url, tuning).await?;
+    let voucher = shop.create_voucher("signed users", 10).await?;
+
+    let unsigned = seckill_load(load_args(&shop.targets(), voucher, 5, 1)).await?;
+    let unsigned = report_of(&unsigned)?;
+    assert_eq!(unsigned.statuses.get("401"), Some(&5), "{unsigned:#?}");
+    assert_eq!(unsigned.accepted, 0);
+
+    let mut args = load_args(&shop.targets(), voucher, 30, 2);
+    args.extend([
+        "--database".to_owned(),
+        shop.database_url.clone(),
+        "--jwt-secret".to_owned(),
+        SECRET.to_owned(),
+        "--mix".to_owned(),
+        "pay=100,cancel=0,expire=0".to_owned(),
+    ]);
+    let output = seckill_load(args).await?;
+    let report = report_of(&output)?;
+    shop.stop().await;
+    assert_eq!(output.status.code(), Some(0), "{report:#?}");
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.accepted, 10, "{report:#?}");
+    assert_eq!(report.pay_answers.get("200"), Some(&10), "{report:#?}");
+    assert_eq!(report.final_statuses.get("paid"), Some(&10), "{report:#?}");
+    assert!(
+        !report.statuses.contains_key("401"),
+        "{:?}",
+        report.statuses
+    );
+    Ok(())
+}

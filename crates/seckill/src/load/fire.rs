@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::follow_up::{FollowUp, follow_up};
+use super::identity::Identity;
 use super::mix::{Action, Mix};
 use crate::BoxError;
 
@@ -174,6 +175,7 @@ pub(crate) async fn fire(
     client: &reqwest::Client,
     targets: &Targets,
     shape: &Shape,
+    identity: &Identity,
     progress: &ProgressBar,
 ) -> Result<Fired, BoxError> {
     let semaphore = Arc::new(Semaphore::new(shape.concurrency as usize));
@@ -207,10 +209,11 @@ pub(crate) async fn fire(
                     targets.for_request(n),
                     shape.voucher
                 );
-                click(client.clone(), url, user, n)
+                click(client.clone(), url, user, n, identity.clone())
             })
             .collect();
         let (client, targets, shape) = (client.clone(), shared_targets.clone(), *shape);
+        let identity = identity.clone();
         let accepted_so_far = accepted_so_far.clone();
         users.spawn(async move {
             let mut outcomes = futures_util::future::join_all(clicks).await;
@@ -228,12 +231,12 @@ pub(crate) async fn fire(
                 click.follow_up = Some(
                     follow_up(
                         &client,
+                        &identity,
                         base,
                         order_id,
                         click.user,
                         action,
-                        status == 201,
-                        shape.visible_within,
+                        (status == 202).then_some(shape.visible_within),
                     )
                     .await,
                 );
@@ -262,14 +265,16 @@ fn micros(latency: Duration) -> u64 {
         .max(1)
 }
 
-/// One click: `POST /vouchers/{id}/orders` with `X-User-Id`.
-async fn click(client: reqwest::Client, url: String, user: u64, n: u64) -> Click {
+/// One click: `POST /vouchers/{id}/orders` as `user`.
+async fn click(
+    client: reqwest::Client,
+    url: String,
+    user: u64,
+    n: u64,
+    identity: Identity,
+) -> Click {
     let started = Instant::now();
-    let answer = client
-        .post(&url)
-        .header("X-User-Id", user.to_string())
-        .send()
-        .await;
+    let answer = identity.sign(client.post(&url), user).send().await;
     let (status, order_id, error) = match answer {
         Ok(response) => {
             let status = response.status().as_u16();

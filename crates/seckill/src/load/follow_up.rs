@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::identity::Identity;
 use super::mix::Action;
 
 /// How often `GET /orders/{id}` is asked while a `202` order is not yet written.
@@ -57,23 +58,27 @@ impl FollowUp {
     }
 }
 
-/// Does `action` on order `order_id` of `user` at `base`; `written` is false
-/// for a `202` answer, whose order is first waited for up to `visible_within`.
+/// Does `action` on order `order_id` of `user` at `base`. `wait_visible`
+/// is set for a `202` answer, whose order is first waited for that long.
 pub(crate) async fn follow_up(
     client: &reqwest::Client,
+    identity: &Identity,
     base: &str,
     order_id: &str,
     user: u64,
     action: Action,
-    written: bool,
-    visible_within: Duration,
+    wait_visible: Option<Duration>,
 ) -> FollowUp {
     let verb = match action {
         Action::Pay => "pay",
         Action::Cancel => "cancel",
         Action::Leave => return FollowUp::left(),
     };
-    if !written && !visible(client, base, order_id, visible_within).await {
+    let seen = match wait_visible {
+        Some(within) => visible(client, base, order_id, within).await,
+        None => true,
+    };
+    if !seen {
         return FollowUp {
             action,
             answer: Some(Answer::Unseen),
@@ -81,9 +86,11 @@ pub(crate) async fn follow_up(
         };
     }
     let started = Instant::now();
-    let answer = client
-        .post(format!("{base}/orders/{order_id}/{verb}"))
-        .header("X-User-Id", user.to_string())
+    let answer = identity
+        .sign(
+            client.post(format!("{base}/orders/{order_id}/{verb}")),
+            user,
+        )
         .send()
         .await;
     let latency = started.elapsed();
