@@ -110,6 +110,33 @@ async fn page_follows_a_reserve_order_from_202() -> TestResult {
     closed
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_buys_and_pays_as_a_signed_in_user() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    const SECRET: &str = "page-jwt-secret";
+    let shop = guarded::GuardedShop::start_tuned(seckill::serve::Tuning {
+        auth: seckill::api::auth::AuthConfig::Jwt {
+            secret: SECRET.to_owned(),
+        },
+        ..seckill::serve::Tuning::default()
+    })
+    .await?;
+    let voucher = shop::create_voucher_at(&shop.base(), CAKE, 1)
+        .await?
+        .to_string();
+    let token = sale::token_for(SECRET, 42)?;
+
+    let (_driver, _profile, session) = open_browser().await?;
+    let outcome =
+        sale::signed_in_user_buys_and_pays(&session, &shop.page(), &voucher, &token).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
 /// chromedriver, a throwaway profile directory and a headless browser;
 /// keep the first two alive as long as the session.
 async fn open_browser() -> TestResult<(Driver, tempfile::TempDir, Session)> {

@@ -80,27 +80,7 @@ impl Shop {
 
     /// `POST /vouchers` on the first instance: `stock` units, open now for an hour.
     pub async fn create_voucher(&self, title: &str, stock: u64) -> TestResult<u64> {
-        let now = chrono::Utc::now();
-        let response = reqwest::Client::builder()
-            .no_proxy()
-            .build()?
-            .post(format!("{}/vouchers", self.targets()[0]))
-            .json(&serde_json::json!({
-                "title": title,
-                "stock": stock,
-                "begin_at": (now - chrono::Duration::minutes(1)).to_rfc3339(),
-                "end_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
-            }))
-            .send()
-            .await?;
-        let status = response.status();
-        let body: serde_json::Value = response.json().await?;
-        if status.as_u16() != 201 {
-            return Err(format!("POST /vouchers answered {status}: {body}").into());
-        }
-        body["id"]
-            .as_u64()
-            .ok_or_else(|| format!("no voucher id in {body}").into())
+        create_voucher_at(&self.targets()[0], title, stock).await
     }
 
     pub async fn stop(self) {
@@ -108,4 +88,29 @@ impl Shop {
             service.shutdown().await;
         }
     }
+}
+
+/// `POST /vouchers` at `base`: `stock` units, open now for an hour.
+pub async fn create_voucher_at(base: &str, title: &str, stock: u64) -> TestResult<u64> {
+    let now = chrono::Utc::now();
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .post(format!("{base}/vouchers"))
+        .json(&serde_json::json!({
+            "title": title,
+            "stock": stock,
+            "begin_at": (now - chrono::Duration::minutes(1)).to_rfc3339(),
+            "end_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+        }))
+        .send()
+        .await?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await?;
+    if status.as_u16() != 201 {
+        return Err(format!("POST /vouchers answered {status}: {body}").into());
+    }
+    body["id"]
+        .as_u64()
+        .ok_or_else(|| format!("no voucher id in {body}").into())
 }

@@ -1,5 +1,6 @@
-//! One instance started with `--admin-token`, for the page's voucher form:
-//! `tests/load/shop.rs` starts instances without one.
+//! One instance started with `--admin-token` (the page's voucher form) or
+//! `--auth jwt` (the page's sign-in token): `tests/load/shop.rs` starts
+//! instances with neither.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -18,6 +19,15 @@ pub struct GuardedShop {
 
 impl GuardedShop {
     pub async fn start(token: &str) -> TestResult<GuardedShop> {
+        GuardedShop::start_tuned(Tuning {
+            admin_token: Some(token.to_owned()),
+            ..Tuning::default()
+        })
+        .await
+    }
+
+    /// An instance with `tuning` (its auth, its admin token).
+    pub async fn start_tuned(tuning: Tuning) -> TestResult<GuardedShop> {
         let redis = tokio::task::spawn_blocking(testkit::RedisServer::start).await??;
         let dir = tempfile::tempdir()?;
         let config = ServiceConfig {
@@ -28,16 +38,17 @@ impl GuardedShop {
             instance: 1,
             lab_schema: false,
         };
-        let tuning = Tuning {
-            admin_token: Some(token.to_owned()),
-            ..Tuning::default()
-        };
         let service = seckill::serve::start_tuned(config, tuning).await?;
         Ok(GuardedShop {
             service,
             _redis: redis,
             _dir: dir,
         })
+    }
+
+    /// The instance's base URL.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.service.addr())
     }
 
     /// The page's address.

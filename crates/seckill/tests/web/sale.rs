@@ -184,3 +184,43 @@ pub async fn reserve_order_is_followed(session: &Session, page: &str, voucher: &
     click(session, &format!("#pay-{order}")).await?;
     wait_for(session, &format!("#status-{order}"), "paid").await
 }
+
+/// A JWT for `user`, as a `--auth jwt --jwt-secret secret` shop takes it.
+pub fn token_for(secret: &str, user: u64) -> TestResult<String> {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs()
+        + 3600;
+    let claims = serde_json::json!({ "sub": user.to_string(), "exp": exp });
+    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes());
+    Ok(jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &key,
+    )?)
+}
+
+/// On a shop run with `--auth jwt`: a grab without the sign-in token is
+/// refused (the page's X-User-Id is not trusted), one with it buys, and the
+/// order is paid as the token's user.
+pub async fn signed_in_user_buys_and_pays(
+    session: &Session,
+    page: &str,
+    voucher: &str,
+    token: &str,
+) -> TestResult {
+    session.goto(page).await?;
+    session
+        .wait_for_text("#vouchers", PATIENCE, |text| text.contains("slice"))
+        .await?;
+    let refused = grab_as(session, voucher, "42").await?;
+    ensure(refused.contains("unauthorized"), || {
+        format!("without a token the grab must be refused, the page says {refused:?}")
+    })?;
+    type_into(session, "#user-token", token).await?;
+    let order = buy(session, voucher, "42").await?;
+    wait_for(session, &format!("#status-{order}"), "pending").await?;
+    click(session, &format!("#pay-{order}")).await?;
+    wait_for(session, &format!("#status-{order}"), "paid").await?;
+    Ok(())
+}
