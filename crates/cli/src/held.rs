@@ -43,7 +43,8 @@ impl HeldGuard {
     pub async fn release(self) -> redlatch::Result<()> {
         match self {
             HeldGuard::Single(guard) => guard.release().await,
-            HeldGuard::Redlock(guard) => guard.release().await,
+            // The process exits next: let no minority of holds wait out its lease.
+            HeldGuard::Redlock(guard) => guard.release_everywhere().await,
         }
     }
 }

@@ -211,3 +211,60 @@ async fn acquire_dropped_while_masters_are_frozen_leaves_no_hold_anywhere() {
     assert!(all_free, "a hold was left behind");
     assert!(lock.try_acquire().await.expect("try").is_some());
 }
+
+/// `release` returns at the first majority, leaving a slow master's release
+/// running; `release_everywhere` (for a process about to exit, as
+/// `redlatch run`) returns once that master has released too. A paused
+/// master plays the slow one, resumed 300 ms into the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_everywhere_waits_for_the_slow_master_release_does_not() {
+    let masters = masters(3);
+    let redlock = redlock_with(&masters, LEASE, Duration::from_secs(5))
+        .await
+        .with_node_timeout(Duration::from_secs(2))
+        .unwrap();
+    let held_on_slow = || async {
+        redis::cmd("EXISTS")
+            .arg("rl:slow")
+            .query_async::<bool>(&mut redlock_common::admin(&masters[2]).await)
+            .await
+            .unwrap()
+    };
+    for everywhere in [false, true] {
+        let guard = redlock.lock("rl:slow").acquire().await.expect("acquire");
+        assert!(
+            redlock_common::eventually(Duration::from_secs(5), held_on_slow).await,
+            "the slow master got the lock"
+        );
+        masters[2].pause().unwrap();
+        if everywhere {
+            let resume_later = async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                masters[2].resume().unwrap();
+                Instant::now()
+            };
+            let release = async {
+                let released = guard.release_everywhere().await;
+                (released, Instant::now())
+            };
+            let ((released, returned_at), resumed_at) = tokio::join!(release, resume_later);
+            released.expect("release everywhere");
+            assert!(
+                returned_at >= resumed_at,
+                "returned before the slow master ran again"
+            );
+            assert!(!held_on_slow().await, "released on the slow master too");
+        } else {
+            // Returns with the slow master still paused: at the majority.
+            guard.release().await.expect("release");
+            masters[2].resume().unwrap();
+            assert!(
+                redlock_common::eventually(Duration::from_secs(5), || async {
+                    !held_on_slow().await
+                })
+                .await,
+                "the slow master's release lands once it runs again"
+            );
+        }
+    }
+}

@@ -87,7 +87,7 @@ pub struct ServeArgs {
     pub lock_config: Option<std::path::PathBuf>,
     /// reserve: an entry the database refused after this many deliveries
     /// goes to the dead-letter stream.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub consumer_max_tries: u32,
     /// reserve: the first wait before retrying entries the database refused
     /// (doubling after each failed step, up to 10 s).
@@ -168,7 +168,7 @@ pub struct Tuning {
     /// instance's lock client follows while it runs; `None`: built-in settings.
     pub lock_settings: Option<std::path::PathBuf>,
     /// reserve: deliveries of an entry the database keeps refusing before it
-    /// is dead-lettered (5).
+    /// is dead-lettered (10).
     pub consumer_max_tries: u32,
     /// reserve: the first backoff after database failures (500 ms).
     pub consumer_backoff: Duration,
@@ -199,7 +199,7 @@ impl Default for Tuning {
             fencing: true,
             stall_before_write: None,
             lock_settings: None,
-            consumer_max_tries: 5,
+            consumer_max_tries: 10,
             consumer_backoff: Duration::from_millis(500),
             trim_every: Duration::from_secs(10),
             consumer_write_delay: Duration::ZERO,

@@ -140,7 +140,7 @@ impl RedlockHold {
             settled,
         )
         .await;
-        stragglers.finish_in_background(|_, _| {});
+        stragglers.finish_in_background(&self.redlock.inner.stragglers, |_, _| {});
         let (answers, failures) = quorum::split_partial(&self.redlock.inner.nodes, replies);
         let released = answers.iter().filter(|a| a.is_some()).count();
         if released >= quorum::majority(nodes) {
@@ -374,6 +374,36 @@ impl RedlockGuard {
         self.released = true;
         let release = self.stop_and_release();
         run_to_end(&self.shared.runtime, release).await
+    }
+
+    /// As [`release`](Self::release), then waits until the slower nodes
+    /// have answered too (each within the node timeout), so no minority of
+    /// holds is left to run out with its lease. For a process that exits
+    /// after its release, like `redlatch run`: `release` returns at the
+    /// first majority, and calls still running when the process exits are
+    /// cut off. It waits for every such call of this Redlock, at most twice
+    /// the node timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: redlatch::Redlock) -> redlatch::Result<()> {
+    /// let guard = redlock.lock("nightly-report").acquire().await?;
+    /// // ... the work ...
+    /// guard.release_everywhere().await?; // then exit
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`release`](Self::release).
+    pub async fn release_everywhere(self) -> Result<()> {
+        let stragglers = self.shared.redlock.inner.stragglers.clone();
+        let limit = self.shared.node_timeout;
+        let released = self.release().await;
+        stragglers.close();
+        // Bounded: every straggler is a call with the node timeout.
+        let _ = tokio::time::timeout(limit + limit, stragglers.wait()).await;
+        stragglers.reopen();
+        released
     }
 
     /// Stops tracking this guard; returns the release, to run in a task of its own.

@@ -67,6 +67,11 @@ pub(crate) struct RedlockInner {
     pub(crate) id: Uuid,
     pub(crate) nodes: Vec<Node>,
     owner_seq: AtomicU64,
+    /// Calls still running on the slower nodes after a decision at the
+    /// first majority (see [`RedlockGuard::release_everywhere`]).
+    ///
+    /// [`RedlockGuard::release_everywhere`]: crate::RedlockGuard::release_everywhere
+    pub(crate) stragglers: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for Redlock {
@@ -219,6 +224,7 @@ impl Redlock {
                 id: Uuid::new_v4(),
                 nodes,
                 owner_seq: AtomicU64::new(0),
+                stragglers: tokio_util::task::TaskTracker::new(),
             }),
             options: Options {
                 node_timeout: None,

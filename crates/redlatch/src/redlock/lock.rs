@@ -525,7 +525,7 @@ impl RedlockLock {
             .map(|node| node.client.clone())
             .collect();
         let requests = requests.to_vec();
-        stragglers.finish_in_background(move |i, reply| {
+        stragglers.finish_in_background(&self.redlock.inner.stragglers, move |i, reply| {
             let Ok(Attempt::Acquired { token: taken, .. }) = reply else {
                 return;
             };

@@ -58,18 +58,20 @@ impl<T: Send + 'static> Stragglers<T> {
         self.running.is_empty()
     }
 
-    /// Lets the calls finish in a task of their own; `each` sees every
+    /// Lets the calls finish in a task of their own, tracked by `tracker`
+    /// so a process about to exit can wait for them; `each` sees every
     /// reply as it comes. (Dropped instead, the calls are cut off where
     /// they stand.)
     pub(crate) fn finish_in_background(
         self,
+        tracker: &tokio_util::task::TaskTracker,
         mut each: impl FnMut(usize, Result<T>) + Send + 'static,
     ) {
         let mut running = self.running;
         if running.is_empty() {
             return;
         }
-        drop(tokio::spawn(async move {
+        drop(tracker.spawn(async move {
             while let Some((node, reply)) = running.next().await {
                 each(node, reply);
             }

@@ -28,11 +28,11 @@
 //!   good one), then re-reads its own pending entries, which retries them.
 //!   New entries wait during the sleep: a batch, not an entry, backs off. An
 //!   entry whose write fails once it has been delivered
-//!   `--consumer-max-tries` times (5; XPENDING's delivery count, so a
+//!   `--consumer-max-tries` times (10; XPENDING's delivery count, so a
 //!   takeover after a crash counts as a delivery) goes to the dead-letter
 //!   stream with reason `max_tries`. With the defaults that is after about
-//!   7.5 s of failures; longer outages dead-letter entries, which
-//!   `POST /admin/dead-letters/replay` puts back.
+//!   a minute of failures (0.5 + 1 + 2 + 4 + 8 + 4 × 10 s); longer outages
+//!   dead-letter entries, which `POST /admin/dead-letters/replay` puts back.
 //! - **The entry can never be written**: to the dead-letter stream at once,
 //!   with reason `malformed` (a field missing or not an integer),
 //!   `voucher_gone` (no such voucher in the database), `no_stock` (no stock
@@ -91,14 +91,14 @@ pub struct ConsumerSettings {
 
 impl ConsumerSettings {
     /// The settings of instance `instance`, with `claim_idle`, and defaults
-    /// for the rest (5 tries, 500 ms backoff, trimming every 10 s).
+    /// for the rest (10 tries, 500 ms backoff, trimming every 10 s).
     pub fn for_instance(instance: u16, claim_idle: Duration) -> ConsumerSettings {
         ConsumerSettings {
             consumer: format!("instance-{instance}"),
             claim_idle,
             batch: 100,
             block: Duration::from_millis(500),
-            max_tries: 5,
+            max_tries: 10,
             backoff: Duration::from_millis(500),
             trim_every: Duration::from_secs(10),
             write_delay: Duration::ZERO,
