@@ -486,22 +486,13 @@ impl WriteTx {
     /// `stock = stock - 1`, whatever the stock: the naive strategy's write.
     /// Returns whether the voucher row exists.
     pub(crate) async fn decrement(&mut self, voucher_id: i64) -> Result<bool, DbError> {
-        let done = sqlx::query(render(self.backend, sql::DECREMENT))
-            .bind(voucher_id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(DbError::classify)?;
-        Ok(done.rows_affected() > 0)
+        self.change_voucher(sql::DECREMENT, voucher_id, None).await
     }
 
     /// `stock = stock - 1 WHERE stock > 0`: returns false when none was left.
     pub(crate) async fn decrement_if_left(&mut self, voucher_id: i64) -> Result<bool, DbError> {
-        let done = sqlx::query(render(self.backend, sql::DECREMENT_IF_LEFT))
-            .bind(voucher_id)
-            .execute(&mut *self.tx)
+        self.change_voucher(sql::DECREMENT_IF_LEFT, voucher_id, None)
             .await
-            .map_err(DbError::classify)?;
-        Ok(done.rows_affected() > 0)
     }
 
     /// Inserts the order.
@@ -517,6 +508,26 @@ impl WriteTx {
         Ok(())
     }
 
+    /// Runs one `UPDATE voucher ... WHERE id = ? [AND ... = ?]` of `sql`,
+    /// with the value `seen` when its condition compares one; whether a row
+    /// changed.
+    async fn change_voucher(
+        &mut self,
+        sql: &'static str,
+        voucher_id: i64,
+        seen: Option<i64>,
+    ) -> Result<bool, DbError> {
+        let mut query = sqlx::query(render(self.backend, sql)).bind(voucher_id);
+        if let Some(seen) = seen {
+            query = query.bind(seen);
+        }
+        let done = query
+            .execute(&mut *self.tx)
+            .await
+            .map_err(DbError::classify)?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Makes the writes durable.
     pub(crate) async fn commit(self) -> Result<(), DbError> {
         self.tx.commit().await.map_err(DbError::classify)
@@ -529,13 +540,8 @@ impl WriteTx {
         voucher_id: i64,
         seen: i64,
     ) -> Result<bool, DbError> {
-        let done = sqlx::query(render(self.backend, sql::DECREMENT_IF_STOCK_IS))
-            .bind(voucher_id)
-            .bind(seen)
-            .execute(&mut *self.tx)
+        self.change_voucher(sql::DECREMENT_IF_STOCK_IS, voucher_id, Some(seen))
             .await
-            .map_err(DbError::classify)?;
-        Ok(done.rows_affected() > 0)
     }
 
     /// `stock = stock - 1, version = version + 1 WHERE version = seen`: the
@@ -546,13 +552,8 @@ impl WriteTx {
         voucher_id: i64,
         seen: i64,
     ) -> Result<bool, DbError> {
-        let done = sqlx::query(render(self.backend, sql::DECREMENT_IF_VERSION_IS))
-            .bind(voucher_id)
-            .bind(seen)
-            .execute(&mut *self.tx)
+        self.change_voucher(sql::DECREMENT_IF_VERSION_IS, voucher_id, Some(seen))
             .await
-            .map_err(DbError::classify)?;
-        Ok(done.rows_affected() > 0)
     }
 }
 

@@ -13,8 +13,8 @@
 //! that change.
 //!
 //! It is only as safe as the other writers of `stock`: one that does not
-//! bump the version (another strategy's decrement, a stock return that
-//! leaves `version` alone) goes unseen, so a sale runs one strategy at a
+//! bump the version (another strategy's decrement; the lifecycle's stock
+//! return does bump it) goes unseen, so a sale runs one strategy at a
 //! time.
 
 use futures_util::future::BoxFuture;
