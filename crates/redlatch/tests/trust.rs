@@ -1,0 +1,13 @@
+//! The engine's trust suite: one test per defect found by trying the
+//! engine's optimisations as an adversarial user would (coalesced batches,
+//! holds shared across lease modes, script caches that were flushed,
+//! futures kept but not polled, one bad key in a batch). Each test failed on
+//! the engine before its fix; each runs where the defect lives (a
+//! multi-thread runtime, a real redis-server, latency through the testkit's
+//! proxy) and repeats enough to catch a race. The invariants they hold are
+//! stated in docs/SAFETY.md ("The engine's invariants").
+
+mod common;
+
+#[path = "trust/support.rs"]
+mod support;
