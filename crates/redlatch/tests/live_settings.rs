@@ -49,7 +49,10 @@ async fn watched_file_change_reaches_held_locks_and_bad_file_is_refused() {
         async move { (1..=1000).contains(&pttl(&mut admin, "live").await) }
     })
     .await;
-    assert!(lowered, "the held lock did not get down to the new 1 s lease");
+    assert!(
+        lowered,
+        "the held lock did not get down to the new 1 s lease"
+    );
     assert_eq!(client.settings().default_lease, Duration::from_secs(1));
     assert!(watcher.reloads() >= 2);
     assert_eq!(watcher.last_error(), None);
