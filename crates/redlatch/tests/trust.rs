@@ -14,3 +14,6 @@ mod support;
 
 #[path = "trust/engine.rs"]
 mod engine;
+
+#[path = "trust/scripts.rs"]
+mod scripts;
