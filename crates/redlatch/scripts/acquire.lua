@@ -58,7 +58,7 @@ local function outcome(lock, counter, lease, owner)
   local fault, message = lock_fault(code)
   if fault == 'data' then return -1, 0 end
   if fault == 'refused' then return -5, message end
-  error(code)
+  raise_again(code)
 end
 local out = {}
 for i = 1, math.floor(#KEYS / 2) do

@@ -54,7 +54,7 @@ local function outcome(lock, channel, lease, owner)
   local fault, message = lock_fault(code)
   if fault == 'data' then return -2, 0 end
   if fault == 'refused' then return -5, message end
-  error(code)
+  raise_again(code)
 end
 local out = {}
 for i = 1, #KEYS do

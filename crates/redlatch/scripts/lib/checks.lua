@@ -66,3 +66,13 @@ local function lock_fault(err)
   end
   return nil, message
 end
+
+-- Raises `err` (caught by pcall) again as the server's own error reply, its
+-- code first (READONLY, OOM...): the client reads the code to decide what to
+-- do (the Sentinel connection follows a READONLY to the new master), and a
+-- plain error() would put the script's position in front of it.
+local function raise_again(err)
+  local message = type(err) == 'table' and err.err or tostring(err)
+  message = string.gsub(message, '^user_script:%d+: ', '')
+  error({err = message})
+end
