@@ -20,6 +20,7 @@ use tokio::runtime::Handle;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
+use crate::sync::Spawner;
 
 /// A call that finishes in the background when its caller goes away (see
 /// the module's documentation).
@@ -38,7 +39,8 @@ where
     /// False until the first poll: a call never started took nothing, and
     /// is simply dropped.
     started: bool,
-    runtime: Handle,
+    /// Where the rest of a dropped call runs: the client's runtime.
+    spawner: Spawner,
 }
 
 // The call is pinned in its box and `undo` is never pinned: moving the
@@ -87,7 +89,7 @@ where
             return;
         }
         let undo = self.undo.take();
-        spawn_undo(&self.runtime, async move {
+        self.spawner.spawn(async move {
             let outcome = call.await;
             if let Some(undo) = undo {
                 undo(outcome).await;
@@ -117,11 +119,22 @@ where
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
+    finishing(Spawner::new(runtime), call, undo)
+}
+
+/// [`hand_over`] with the rest of a dropped call run by `spawner`.
+fn finishing<T, C, U, F>(spawner: Spawner, call: C, undo: U) -> Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     Finishing {
         call: Some(Box::pin(call)),
         undo: Some(undo),
         started: false,
-        runtime: runtime.clone(),
+        spawner,
     }
 }
 
@@ -143,7 +156,7 @@ pub(crate) fn spawn_undo<F>(runtime: &Handle, undo: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    drop(runtime.spawn(undo));
+    Spawner::new(runtime).spawn(undo);
 }
 
 /// Runs `give_back` until Redis answers it (anything but a transient
@@ -181,7 +194,8 @@ pub(crate) async fn until_answered<T, F, Fut>(
     }
 }
 
-#[cfg(test)]
+// On a tokio runtime: not built for the permutation checks, whose spawner is shuttle's.
+#[cfg(all(test, not(feature = "__permutation-checks")))]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

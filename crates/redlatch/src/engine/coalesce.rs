@@ -12,12 +12,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::scripts::lock::{self, Attempt, Released, Request};
 use crate::settings::SharedSettings;
+use crate::sync::{Mutex, Spawner};
 use crate::transport::Connection;
 use crate::transport::topology::ReplicaWait;
 
@@ -33,6 +34,7 @@ pub(crate) struct Coalescer<Req, Rep> {
     op: &'static str,
     max_batch: usize,
     send: SendBatch<Req, Rep>,
+    spawner: Spawner,
     pending: Mutex<Pending<Req, Rep>>,
 }
 
@@ -43,11 +45,17 @@ struct Pending<Req, Rep> {
 
 impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
     /// At most `max_batch` calls leave together.
-    pub(crate) fn new(op: &'static str, max_batch: usize, send: SendBatch<Req, Rep>) -> Self {
+    pub(crate) fn new(
+        op: &'static str,
+        max_batch: usize,
+        spawner: Spawner,
+        send: SendBatch<Req, Rep>,
+    ) -> Self {
         Coalescer {
             op,
             max_batch: max_batch.max(1),
             send,
+            spawner,
             pending: Mutex::new(Pending {
                 queue: Vec::new(),
                 sending: false,
@@ -130,7 +138,7 @@ impl<Req: Send + 'static, Rep: Send + 'static> Drop for Leading<Req, Rep> {
             }
         };
         if more {
-            drop(tokio::spawn(self.coalescer.clone().drain()));
+            self.coalescer.spawner.spawn(self.coalescer.clone().drain());
         }
     }
 }
@@ -152,6 +160,7 @@ impl LockCalls {
         conn: &Connection,
         settings: &SharedSettings,
         replica_wait: Option<ReplicaWait>,
+        runtime: &Handle,
     ) -> Option<LockCalls> {
         if conn.is_cluster() || replica_wait.is_some() {
             return None;
@@ -161,6 +170,7 @@ impl LockCalls {
             Coalescer::new(
                 "acquire",
                 MAX_BATCH,
+                Spawner::new(runtime),
                 Box::new(move |requests: Vec<Request>| {
                     let (mut conn, limit) = (conn.clone(), settings.read().response_timeout);
                     Box::pin(async move { lock::acquire_many(&mut conn, &requests, limit).await })
@@ -172,6 +182,7 @@ impl LockCalls {
             Coalescer::new(
                 "release",
                 MAX_BATCH,
+                Spawner::new(runtime),
                 Box::new(move |requests: Vec<Request>| {
                     let (mut conn, limit) = (conn.clone(), settings.read().response_timeout);
                     Box::pin(async move { lock::release_many(&mut conn, &requests, limit).await })
@@ -182,5 +193,133 @@ impl LockCalls {
             acquire: Arc::new(acquire),
             release: Arc::new(release),
         })
+    }
+}
+
+/// Every interleaving of callers, some dropped mid-call, one kept unpolled,
+/// with a fake server (docs/TESTING.md, "Permutation checks").
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use std::pin::pin;
+
+    use shuttle::future::{block_on, spawn, yield_now};
+
+    use super::*;
+    use crate::sync::permutations::{eventually, explore, poll_once};
+
+    /// Fails a whole batch when it carries this request.
+    const FAILS_ITS_BATCH: u32 = 3;
+
+    /// What the fake server answered: each batch, and whether it failed whole.
+    type Sent = Arc<Mutex<Vec<(Vec<u32>, bool)>>>;
+
+    /// A coalescer whose batches take two scheduling points on the "wire";
+    /// even requests succeed with ten times their value, odd ones are
+    /// refused with their own number, and a batch with [`FAILS_ITS_BATCH`]
+    /// fails whole.
+    fn fake_server(max_batch: usize) -> (Arc<Coalescer<u32, u32>>, Sent) {
+        let sent: Sent = Arc::default();
+        let log = sent.clone();
+        let send: SendBatch<u32, u32> = Box::new(move |requests: Vec<u32>| {
+            let log = log.clone();
+            Box::pin(async move {
+                yield_now().await;
+                let fails = requests.contains(&FAILS_ITS_BATCH);
+                log.lock().push((requests.clone(), fails));
+                yield_now().await;
+                if fails {
+                    return Err(Error::ResponseTimeout { op: "fake batch" });
+                }
+                Ok(requests.iter().map(|&r| outcome_of(r)).collect())
+            })
+        });
+        let coalescer = Coalescer::new("fake", max_batch, Spawner::for_checks(), send);
+        (Arc::new(coalescer), sent)
+    }
+
+    fn outcome_of(request: u32) -> Result<u32> {
+        if request % 2 == 0 {
+            Ok(request * 10)
+        } else {
+            Err(Error::NotHeld {
+                name: request.to_string(),
+            })
+        }
+    }
+
+    /// `request`'s outcome is its own: its batch's error, or its own reply.
+    fn assert_own_outcome(sent: &Sent, request: u32, outcome: &Result<u32>) {
+        let sent = sent.lock();
+        let batches: Vec<_> = sent.iter().filter(|(b, _)| b.contains(&request)).collect();
+        assert_eq!(
+            batches.len(),
+            1,
+            "request {request} sent {} times",
+            batches.len()
+        );
+        match (batches[0].1, outcome) {
+            (true, Err(Error::ResponseTimeout { .. })) => {}
+            (false, Ok(value)) => assert_eq!(*value, request * 10, "request {request}"),
+            (false, Err(Error::NotHeld { name })) => {
+                assert_eq!(
+                    name,
+                    &request.to_string(),
+                    "request {request} got another's refusal"
+                );
+            }
+            (failed, other) => panic!("request {request} (batch failed: {failed}) got {other:?}"),
+        }
+    }
+
+    /// Callers 0, 1, 2, 3 (3 fails its batch) await their outcomes; 4 is
+    /// aborted at a point of the schedule's choosing; 5 is polled once and
+    /// kept unpolled until every awaited call has answered. Then the
+    /// coalescer still answers, its queue is empty and nothing is on its way.
+    fn callers_dropped_or_kept_unpolled_delay_nobody() {
+        block_on(async {
+            let (coalescer, sent) = fake_server(2);
+            let (release_kept, kept_released) = oneshot::channel::<()>();
+            let kept = spawn({
+                let coalescer = coalescer.clone();
+                async move {
+                    let mut call = pin!(coalescer.call(5));
+                    poll_once(call.as_mut());
+                    let _ = kept_released.await;
+                }
+            });
+            let awaited: Vec<_> = (0..4)
+                .map(|request| {
+                    let coalescer = coalescer.clone();
+                    spawn(async move { (request, coalescer.call(request).await) })
+                })
+                .collect();
+            let aborted = spawn({
+                let coalescer = coalescer.clone();
+                async move { coalescer.call(4).await }
+            });
+            yield_now().await;
+            aborted.abort();
+            for caller in awaited {
+                let (request, outcome) = caller.await.expect("an awaited caller ends");
+                assert_own_outcome(&sent, request, &outcome);
+            }
+            drop(release_kept);
+            kept.await.expect("the kept caller ends");
+
+            let last = coalescer.call(6).await;
+            assert_own_outcome(&sent, 6, &last);
+            let coalescer = coalescer.clone();
+            let idle = eventually(100, || {
+                let pending = coalescer.pending.lock();
+                pending.queue.is_empty() && !pending.sending
+            })
+            .await;
+            assert!(idle, "the queue drained but the coalescer still looks busy");
+        });
+    }
+
+    #[test]
+    fn permutation_coalesced_calls_each_get_their_own_outcome_whatever_other_callers_do() {
+        explore(callers_dropped_or_kept_unpolled_delay_nobody);
     }
 }

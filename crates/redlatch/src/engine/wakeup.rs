@@ -22,13 +22,12 @@
 //! often find nobody subscribed to hand the lock to.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use parking_lot::Mutex;
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -66,7 +65,7 @@ pub(crate) struct Channel {
     /// When the current holder's lease ends, as last reported to a waiter.
     lease_ends: Mutex<Option<LeaseInstant>>,
     /// Every message wakes every waiter (read-write locks: all readers may enter).
-    broadcast: std::sync::atomic::AtomicBool,
+    broadcast: AtomicBool,
     /// Messages received on a broadcast channel, so a waiter that was busy
     /// with an attempt when one arrived does not park past it.
     messages: AtomicU64,
@@ -76,6 +75,22 @@ pub(crate) struct Channel {
     /// hands it on, at most once per other waiter, so it never circles.
     parked: AtomicUsize,
     passes_left: AtomicUsize,
+}
+
+impl Channel {
+    /// One unlock message: wakes one parked waiter, which may pass it on to
+    /// the others once each; on a broadcast channel, wakes every waiter.
+    fn dispatch(&self) {
+        if self.broadcast.load(Ordering::Acquire) {
+            self.messages.fetch_add(1, Ordering::AcqRel);
+            self.notify.notify_waiters();
+        } else {
+            // One waiter per message: the others would find the lock taken again.
+            let others = self.parked.load(Ordering::Acquire).saturating_sub(1);
+            self.passes_left.store(others, Ordering::Release);
+            self.notify.notify_one();
+        }
+    }
 }
 
 struct Member {
@@ -149,7 +164,7 @@ impl Wakeups {
             subscribed: watch::Sender::new(false),
             epoch: AtomicU64::new(0),
             lease_ends: Mutex::new(None),
-            broadcast: std::sync::atomic::AtomicBool::new(false),
+            broadcast: AtomicBool::new(false),
             messages: AtomicU64::new(0),
             parked: AtomicUsize::new(0),
             passes_left: AtomicUsize::new(0),
@@ -246,6 +261,19 @@ impl Ticket {
     /// messages counted before the waiter's attempt; one that came while it
     /// was busy ends the park at once.
     pub(crate) async fn park(&self, epoch: u64, seen: Option<u64>, limit: Duration) -> Wake {
+        self.park_until(epoch, seen, tokio::time::sleep(limit))
+            .await
+    }
+
+    /// [`Ticket::park`], with the wait's end as a future: `timer` resolves
+    /// when the wait runs out (the permutation checks, which have no clock,
+    /// give one that never does).
+    async fn park_until(
+        &self,
+        epoch: u64,
+        seen: Option<u64>,
+        timer: impl Future<Output = ()>,
+    ) -> Wake {
         let _parked = Parked::enter(&self.channel);
         let notified = self.channel.notify.notified();
         tokio::pin!(notified);
@@ -258,6 +286,9 @@ impl Ticket {
             return Wake::Message;
         }
         tokio::select! {
+            // A wake-up that came is taken rather than left to be forwarded,
+            // and the order is fixed, as the permutation checks need.
+            biased;
             _ = &mut notified => {
                 if self.channel.epoch.load(Ordering::Acquire) != epoch {
                     Wake::Resubscribed
@@ -265,7 +296,7 @@ impl Ticket {
                     Wake::Message
                 }
             }
-            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+            _ = timer => Wake::TimedOut,
         }
     }
 }
@@ -490,20 +521,7 @@ impl Subscriber {
             .get(channel_name)
             .filter(|member| member.waiters > 0)
         {
-            if member.channel.broadcast.load(Ordering::Acquire) {
-                member.channel.messages.fetch_add(1, Ordering::AcqRel);
-                member.channel.notify.notify_waiters();
-            } else {
-                // One waiter per message: the others would find the lock taken
-                // again. It may pass the message on to the others once each.
-                let others = member
-                    .channel
-                    .parked
-                    .load(Ordering::Acquire)
-                    .saturating_sub(1);
-                member.channel.passes_left.store(others, Ordering::Release);
-                member.channel.notify.notify_one();
-            }
+            member.channel.dispatch();
         }
     }
 
