@@ -11,3 +11,6 @@ mod common;
 
 #[path = "trust/support.rs"]
 mod support;
+
+#[path = "trust/liveness.rs"]
+mod liveness;

@@ -250,3 +250,111 @@ mod tests {
         assert_eq!((kept, delivered), (1, 1));
     }
 }
+
+/// Every interleaving of a call, its caller dropped at any point, and the
+/// background task that finishes it (docs/TESTING.md, "Permutation checks").
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use std::sync::Arc;
+
+    use shuttle::future::{block_on, spawn, yield_now};
+
+    use super::*;
+    use crate::error::Error;
+    use crate::sync::permutations::{eventually, explore};
+    use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+
+    /// What became of one call's outcome.
+    #[derive(Default)]
+    struct Fate {
+        started: AtomicBool,
+        answered: AtomicBool,
+        delivered: AtomicUsize,
+        undone: Mutex<Vec<Result<u32>>>,
+    }
+
+    /// Caller `id`'s call: two scheduling points, then an outcome (odd
+    /// calls fail, which `undo` must see too).
+    fn call(id: u32, fate: &Arc<Fate>) -> impl Future<Output = Result<u32>> + Send + 'static {
+        let fate = fate.clone();
+        async move {
+            fate.started.store(true, Ordering::SeqCst);
+            yield_now().await;
+            yield_now().await;
+            fate.answered.store(true, Ordering::SeqCst);
+            if id % 2 == 0 {
+                Ok(id)
+            } else {
+                Err(Error::ResponseTimeout { op: "fake call" })
+            }
+        }
+    }
+
+    /// Three callers, each aborted after a different number of the
+    /// schedule's steps (the last never): every outcome that was produced
+    /// is delivered to its caller or given to `undo`, exactly once.
+    fn outcomes_are_delivered_or_undone_exactly_once() {
+        block_on(async {
+            let fates: Vec<Arc<Fate>> = (0..3).map(|_| Arc::default()).collect();
+            let callers: Vec<_> = fates
+                .iter()
+                .enumerate()
+                .map(|(id, fate)| {
+                    let id = id as u32;
+                    let (call, undone) = (call(id, fate), fate.clone());
+                    let undo = move |outcome: Result<u32>| async move {
+                        undone.undone.lock().push(outcome);
+                    };
+                    let delivered = fate.clone();
+                    let handed_over = finishing(Spawner::for_checks(), call, undo);
+                    spawn(async move {
+                        let outcome = handed_over.await;
+                        delivered.delivered.fetch_add(1, Ordering::SeqCst);
+                        outcome
+                    })
+                })
+                .collect();
+            for (aborted_after, caller) in callers.iter().enumerate().take(2) {
+                for _ in 0..aborted_after {
+                    yield_now().await;
+                }
+                caller.abort();
+            }
+            for (id, (caller, fate)) in callers.into_iter().zip(&fates).enumerate() {
+                let returned = caller.await;
+                if let Ok(outcome) = &returned {
+                    assert_eq!(
+                        outcome.is_ok(),
+                        id % 2 == 0,
+                        "caller {id} got another's outcome"
+                    );
+                }
+                // A call that started runs to its end, here or in the background.
+                let settled = eventually(100, || {
+                    let started = fate.started.load(Ordering::SeqCst);
+                    let handled = fate.delivered.load(Ordering::SeqCst) + fate.undone.lock().len();
+                    !started || (fate.answered.load(Ordering::SeqCst) && handled > 0)
+                })
+                .await;
+                assert!(
+                    settled,
+                    "caller {id}: an outcome was neither delivered nor undone"
+                );
+                let delivered = fate.delivered.load(Ordering::SeqCst);
+                let undone = fate.undone.lock().len();
+                let answered = fate.answered.load(Ordering::SeqCst);
+                assert_eq!(
+                    delivered + undone,
+                    usize::from(answered),
+                    "caller {id}: delivered {delivered}, undone {undone}, answered {answered}"
+                );
+                assert_eq!(returned.is_ok(), delivered == 1, "caller {id}");
+            }
+        });
+    }
+
+    #[test]
+    fn permutation_a_dropped_callers_outcome_is_undone_and_a_delivered_one_never() {
+        explore(outcomes_are_delivered_or_undone_exactly_once);
+    }
+}

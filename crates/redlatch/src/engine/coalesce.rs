@@ -4,6 +4,13 @@
 //! pays a script call's fixed cost (parsing, the Lua call, the reply) once
 //! per batch instead of once per lock.
 //!
+//! Batches leave from a task of the client's runtime, never from a
+//! caller's future: the first call that finds no sender running starts one
+//! (one spawn per burst), which sends batches until the queue is empty.
+//! Callers only queue their request and await their own reply, so no
+//! caller's poll, or its absence (a future kept but not polled), decides
+//! when another caller's request leaves or is answered.
+//!
 //! Used for the reentrant lock's acquires and releases on one server or
 //! through Sentinel (on a cluster one call may only touch one slot, and
 //! replica waits pipeline each acquire with its own `WAIT`).
@@ -63,31 +70,28 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         }
     }
 
-    /// Queues `request` and waits for its outcome. The first caller to
-    /// find nothing on its way sends the batch itself (a lone call pays no
-    /// task switch); what queued meanwhile leaves from a task of its own.
-    /// Callers run in tasks of their own (the hand-overs of acquire and
-    /// release): a leader dropped halfway hands the queue to a task, and
-    /// the calls of its batch fail with [`Error::RuntimeGone`].
+    /// Queues `request` and waits for its outcome. The first call to find
+    /// no sender running starts one on the client's runtime; the caller
+    /// itself only waits for its reply, so dropping its future, or keeping
+    /// it unpolled, holds up nobody. If the runtime is gone the call fails
+    /// with [`Error::RuntimeGone`].
     pub(crate) async fn call(self: &Arc<Self>, request: Req) -> Result<Rep> {
         let (reply, outcome) = oneshot::channel();
-        let lead = {
+        let start_sender = {
             let mut pending = self.pending.lock();
             pending.queue.push((request, reply));
             !std::mem::replace(&mut pending.sending, true)
         };
-        if lead {
-            let _leading = Leading {
-                coalescer: self.clone(),
-            };
-            self.send_batch().await;
+        if start_sender {
+            self.spawner.spawn(self.clone().drain());
         }
         outcome
             .await
             .map_err(|_| Error::RuntimeGone { op: self.op })?
     }
 
-    /// Sends one batch of what is queued; false when nothing was.
+    /// Sends one batch of what is queued; false when nothing was (then the
+    /// sender is done: the next call starts another).
     async fn send_batch(&self) -> bool {
         let batch: Vec<_> = {
             let mut pending = self.pending.lock();
@@ -114,32 +118,36 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         true
     }
 
-    /// Sends batches until nothing is queued.
+    /// The sender: sends batches until nothing is queued.
     async fn drain(self: Arc<Self>) {
+        let mut sender = Sender {
+            coalescer: &self,
+            done: false,
+        };
         while self.send_batch().await {}
+        sender.done = true;
     }
 }
 
-/// The caller sending a batch: when it is done, or dropped halfway, what
-/// queued meanwhile goes on from a task of its own.
-struct Leading<Req: Send + 'static, Rep: Send + 'static> {
-    coalescer: Arc<Coalescer<Req, Rep>>,
+/// The running sender. Dropped before it is done (its runtime shut down),
+/// it fails the calls still queued and lets a later call start a sender.
+struct Sender<'a, Req, Rep> {
+    coalescer: &'a Coalescer<Req, Rep>,
+    done: bool,
 }
 
-impl<Req: Send + 'static, Rep: Send + 'static> Drop for Leading<Req, Rep> {
+impl<Req, Rep> Drop for Sender<'_, Req, Rep> {
     fn drop(&mut self) {
-        let more = {
-            let mut pending = self.coalescer.pending.lock();
-            if pending.queue.is_empty() {
-                pending.sending = false;
-                false
-            } else {
-                true
-            }
-        };
-        if more {
-            self.coalescer.spawner.spawn(self.coalescer.clone().drain());
+        if self.done {
+            return;
         }
+        let stranded = {
+            let mut pending = self.coalescer.pending.lock();
+            pending.sending = false;
+            std::mem::take(&mut pending.queue)
+        };
+        // Their callers get `RuntimeGone` as the replies drop.
+        drop(stranded);
     }
 }
 
@@ -193,6 +201,70 @@ impl LockCalls {
             acquire: Arc::new(acquire),
             release: Arc::new(release),
         })
+    }
+}
+
+// On a tokio runtime: not built for the permutation checks, whose spawner is shuttle's.
+#[cfg(all(test, not(feature = "__permutation-checks")))]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A coalescer whose batches each wait for one permit of `wire`, and
+    /// the sizes of the batches it sent.
+    fn gated(wire: Arc<Semaphore>) -> (Arc<Coalescer<u32, u32>>, Arc<Mutex<Vec<usize>>>) {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let log = sizes.clone();
+        let send: SendBatch<u32, u32> = Box::new(move |requests: Vec<u32>| {
+            let (wire, log) = (wire.clone(), log.clone());
+            Box::pin(async move {
+                wire.acquire().await.expect("open").forget();
+                log.lock().push(requests.len());
+                Ok(requests.into_iter().map(Ok).collect())
+            })
+        });
+        let spawner = Spawner::new(&Handle::current());
+        (Arc::new(Coalescer::new("test", 8, spawner, send)), sizes)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_arriving_while_a_batch_is_on_its_way_leave_together_in_the_next() {
+        let wire = Arc::new(Semaphore::new(0));
+        let (coalescer, sizes) = gated(wire.clone());
+        let first = tokio::spawn({
+            let coalescer = coalescer.clone();
+            async move { coalescer.call(0).await }
+        });
+        // The first batch is on its way (waiting for the wire) before the others queue.
+        while !{
+            let pending = coalescer.pending.lock();
+            pending.sending && pending.queue.is_empty()
+        } {
+            tokio::task::yield_now().await;
+        }
+        let others: Vec<_> = (1..=5)
+            .map(|request| {
+                let coalescer = coalescer.clone();
+                tokio::spawn(async move { coalescer.call(request).await })
+            })
+            .collect();
+        while coalescer.pending.lock().queue.len() < 5 {
+            tokio::task::yield_now().await;
+        }
+        wire.add_permits(2);
+        assert_eq!(first.await.unwrap().unwrap(), 0);
+        for (request, other) in (1..=5).zip(others) {
+            assert_eq!(other.await.unwrap().unwrap(), request);
+        }
+        assert_eq!(*sizes.lock(), vec![1, 5]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !coalescer.pending.lock().sending,
+            "the sender stops when the queue is empty"
+        );
     }
 }
 
