@@ -85,9 +85,9 @@ mod checked {
 /// Running the permutation checks: how many schedules each explores.
 #[cfg(all(test, feature = "__permutation-checks"))]
 pub(crate) mod permutations {
-    /// Schedules per scheduler and check, unless `REDLATCH_PERMUTATIONS`
+    /// Schedules per scheduler (random, then PCT) and check, unless `REDLATCH_PERMUTATIONS`
     /// says otherwise (the long mode, docs/TESTING.md).
-    const DEFAULT_SCHEDULES: usize = 1000;
+    const DEFAULT_SCHEDULES: usize = 2500;
 
     /// PCT's bug depth: how many priority changes a schedule may make.
     const PCT_DEPTH: usize = 3;

@@ -282,7 +282,7 @@ mod permutation_checks {
             yield_now().await;
             yield_now().await;
             fate.answered.store(true, Ordering::SeqCst);
-            if id % 2 == 0 {
+            if id.is_multiple_of(2) {
                 Ok(id)
             } else {
                 Err(Error::ResponseTimeout { op: "fake call" })
@@ -325,7 +325,7 @@ mod permutation_checks {
                 if let Ok(outcome) = &returned {
                     assert_eq!(
                         outcome.is_ok(),
-                        id % 2 == 0,
+                        id.is_multiple_of(2),
                         "caller {id} got another's outcome"
                     );
                 }

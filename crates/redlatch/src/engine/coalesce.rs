@@ -213,9 +213,11 @@ mod tests {
 
     use super::*;
 
-    /// A coalescer whose batches each wait for one permit of `wire`, and
-    /// the sizes of the batches it sent.
-    fn gated(wire: Arc<Semaphore>) -> (Arc<Coalescer<u32, u32>>, Arc<Mutex<Vec<usize>>>) {
+    /// The sizes of the batches sent.
+    type Sizes = Arc<Mutex<Vec<usize>>>;
+
+    /// A coalescer whose batches each wait for one permit of `wire`.
+    fn gated(wire: Arc<Semaphore>) -> (Arc<Coalescer<u32, u32>>, Sizes) {
         let sizes = Arc::new(Mutex::new(Vec::new()));
         let log = sizes.clone();
         let send: SendBatch<u32, u32> = Box::new(move |requests: Vec<u32>| {
@@ -310,7 +312,7 @@ mod permutation_checks {
     }
 
     fn outcome_of(request: u32) -> Result<u32> {
-        if request % 2 == 0 {
+        if request.is_multiple_of(2) {
             Ok(request * 10)
         } else {
             Err(Error::NotHeld {
