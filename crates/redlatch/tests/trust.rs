@@ -17,3 +17,6 @@ mod engine;
 
 #[path = "trust/scripts.rs"]
 mod scripts;
+
+#[path = "trust/liveness.rs"]
+mod liveness;
