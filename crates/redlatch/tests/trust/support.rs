@@ -21,5 +21,9 @@ pub async fn client_at(url: &str, lease: Duration) -> Client {
 /// PTTL of `key` as the server sees it.
 pub async fn pttl(server: &RedisServer, key: &str) -> i64 {
     let mut admin = crate::common::admin(server).await;
-    redis::cmd("PTTL").arg(key).query_async(&mut admin).await.unwrap()
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut admin)
+        .await
+        .unwrap()
 }
