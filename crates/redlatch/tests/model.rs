@@ -3,39 +3,65 @@
 //! compared after every step with a small in-memory model.
 //!
 //! The model knows, per lock name, the hash field holding it (`<client-id>:<owner>`),
-//! its hold count, the last fencing token handed out, and which guards should
-//! report `is_held()`; per semaphore, the permits available. After each step
-//! the test reads Redis (HGETALL on the lock hash, GET on the fencing counter
-//! and on the semaphore) and asks every live guard for `is_held()` and
-//! `token()`. Background work (a dropped guard's release, an abandoned
-//! attempt's undo) is given a bounded time to settle before a difference
-//! counts as a failure.
+//! its hold count, the last fencing token handed out, whether a live guard
+//! asked for renewal (watchdog lease) or when its fixed lease runs out, and
+//! which guards should report `is_held()`; per semaphore, the permits
+//! available. After each step the test reads Redis (HGETALL and PTTL on the
+//! lock hash, GET on the fencing counter and on the semaphore) and asks every
+//! live guard for `is_held()`, `token()`, and, once lost, `lost()` (resolved)
+//! and `lost_reason()`. Background work (a dropped guard's release, an
+//! abandoned attempt's undo) is given a bounded time to settle before a
+//! difference counts as a failure. Time is judged only from events the test
+//! waits for: a fixed-lease hold that might run out within a step is waited
+//! out first (`HORIZON`), and bounds on durations are generous.
 //!
-//! Two properties, both run by default:
-//! - `model_all_operations` includes cancellations at random moments (and right
-//!   as the call completes), acquires while the fencing counter holds a
-//!   non-integer, and a named owner acquiring again after another client
-//!   force-unlocked its hold. Before the engine's fixes it found three
-//!   defects, each now covered here:
-//!   - a try_acquire (lock or semaphore) or re-entry dropped after its reply
-//!     came but before it was polled again kept its hold or permits (the
-//!     hold stayed until its 30 s lease ran out; the permits for good);
-//!   - a try_acquire on a free lock whose fencing counter held a non-integer
-//!     returned an error but left its hold in Redis (PTTL ~30 s);
-//!   - a named owner whose hold another client force-unlocked acquired the
-//!     lock again (a fresh acquisition in Redis, with a new token), but its
-//!     new guard reported the old hold's token.
-//! - `model_without_known_defects` leaves those operations out (it keeps the
-//!   cancellation of an acquire that is waiting on a held lock), so that the
-//!   plain operations get the whole budget of steps.
+//! The clients differ: client 1 talks through a `testkit::Proxy` whose
+//! latency the `Latency` step sets; client 2 logs in as an ACL user that may
+//! not touch the lock `forbidden`. Steps cover:
+//! - named and anonymous owners with watchdog and fixed leases, re-entries
+//!   across lease modes (expected: scripts never shorten a lease already set,
+//!   and a hold is renewed while any live guard asked for renewal);
+//! - cancellations at random moments and right as a call completes;
+//! - `Together`: several calls of one client started at once (acquires of
+//!   one or both locks, two named-owner acquires, releases), which coalesce
+//!   into shared script calls; all must finish promptly;
+//! - `KeepUnpolled`: a `try_acquire` polled once and kept while another call
+//!   of the client runs (it must not wait), then resumed or dropped;
+//! - `WaitBehindLocal`: with a local waiter queued, a named owner that holds
+//!   the lock re-enters at once, and `acquire_timeout(500 ms)` returns on time;
+//! - corrupt data: a non-integer hold count (the call on that lock fails with
+//!   `WrongType`, calls coalesced with it do not), a non-integer or negative
+//!   fencing counter (`WrongType`, nothing written); an ACL-forbidden name
+//!   (`Error::Redis` with `NOPERM` for it alone);
+//! - `ScriptFlush`: SCRIPT FLUSH, then SCRIPT LOAD of some lock scripts.
 //!
-//! Size: `REDLATCH_MODEL_CASES` cases (default 24) of up to
-//! `REDLATCH_MODEL_STEPS` steps (default 30); `REDLATCH_MODEL_SEED` fixes the
-//! random seed (it is printed on failure). The default run takes a few
-//! seconds. Long mode, about six minutes (5000 cases, 381 s on 2 shared cores):
+//! Three properties run by default: `model_all_operations` (every step),
+//! `model_plain_operations` (one call at a time: the plain operations get the
+//! whole budget) and `model_concurrency_and_faults` (mostly the concurrent
+//! and fault steps).
+//!
+//! On the engine of commit 331205c the extended model found (seeds and the
+//! shrunk sequences in the hand-over of the `model` branch):
+//! - a named owner's fixed-lease re-entry of a watchdog hold cut its lease:
+//!   `Acquire { Named, Watchdog }` then `Acquire { Named, Fixed }` left Redis
+//!   empty 400 ms later while the model (and the guards) had it held;
+//! - a future kept unpolled after its first poll froze the client's other
+//!   acquires (`KeepUnpolled`: not finished within 3 s);
+//! - `acquire_timeout(500 ms)` with a local waiter queued returned after ~1 s;
+//! (see the commit history of this file for the others it found).
+//! Before, the plain model had found three defects of cancellation and of a
+//! non-integer fencing counter (cancelled acquires or re-entries that kept
+//! their holds or permits, an error that left a hold, a stale token after a
+//! force-unlock); they stay covered.
+//!
+//! Size: `REDLATCH_MODEL_CASES` cases of up to `REDLATCH_MODEL_STEPS` steps
+//! per property (defaults below, about 40 s in all on 2 shared cores);
+//! `REDLATCH_MODEL_SEED` fixes the random seed (it is printed on failure);
+//! `REDLATCH_MODEL_SKIP=KeepUnpolled,WaitBehindLocal` leaves step kinds out,
+//! to look past a known failure. Long mode:
 //!
 //! ```text
-//! REDLATCH_MODEL_CASES=5000 REDLATCH_MODEL_STEPS=40 cargo test -p redlatch --test model -- --nocapture
+//! REDLATCH_MODEL_CASES=1000 REDLATCH_MODEL_STEPS=40 cargo test -p redlatch --test model -- --nocapture
 //! ```
 
 mod common;
