@@ -302,7 +302,14 @@ impl FairLock {
             place: None,
             started: LeaseInstant::now(),
         };
-        wait_for(&mut acquisition, wait, Vec::new(), false).await
+        wait_for(
+            &mut acquisition,
+            wait,
+            LeaseInstant::now(),
+            Vec::new(),
+            false,
+        )
+        .await
     }
 }
 
@@ -357,11 +364,17 @@ impl Acquisition for FairAcquisition<'_> {
                     token,
                     named_owner: self.named,
                     sent_at,
-                    fresh: !reentered,
                 });
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: fair lock acquired");
-                let guard = Guard::new(core.clone(), Arc::new(self.keys.lock.clone()), kind, hold);
+                let guard = Guard::new(
+                    core.clone(),
+                    Arc::new(self.keys.lock.clone()),
+                    kind,
+                    hold,
+                    self.times.lease_ms,
+                    self.renewed,
+                );
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,

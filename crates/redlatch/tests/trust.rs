@@ -11,3 +11,9 @@ mod common;
 
 #[path = "trust/support.rs"]
 mod support;
+
+#[path = "trust/engine.rs"]
+mod engine;
+
+#[path = "trust/scripts.rs"]
+mod scripts;

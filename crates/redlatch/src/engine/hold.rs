@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -148,7 +149,8 @@ pub(crate) struct NewHold {
     pub(crate) owner: Arc<str>,
     pub(crate) kind: HoldKind,
     pub(crate) lease_ms: u64,
-    /// Renewed by the watchdog (true) or a fixed lease that runs out (false).
+    /// The guard asks for renewal by the watchdog (true) or keeps a fixed
+    /// lease that runs out (false).
     pub(crate) renewed: bool,
     /// The fencing token (0 for a permit).
     pub(crate) token: u64,
@@ -156,9 +158,21 @@ pub(crate) struct NewHold {
     pub(crate) named_owner: bool,
     /// When the acquiring request was sent: validity counts from here.
     pub(crate) sent_at: LeaseInstant,
-    /// True when Redis made a fresh acquisition (not a re-entry): any hold
-    /// this client still tracks for the owner is then stale.
-    pub(crate) fresh: bool,
+}
+
+/// What Redis confirmed of a hold's lease.
+#[derive(Debug, Clone, Copy)]
+struct Confirmed {
+    /// Until when the hold can be trusted: the latest `sent_at + validity(lease)`
+    /// of every confirmed request. Sound whatever order Redis ran them in,
+    /// because no script ever shortens a lease already set (docs/SAFETY.md,
+    /// invariant (b)): each request left the key's expiry at least its
+    /// `sent_at + lease`, and none took any of that back.
+    valid_until: LeaseInstant,
+    /// The confirmed request sent last, and its lease: what
+    /// [`Hold::lease_ms`] reports and the next renewal is planned from.
+    last_sent: LeaseInstant,
+    lease_ms: u64,
 }
 
 /// The shared state of one hold. Re-entered guards of the same owner share
@@ -168,15 +182,13 @@ pub(crate) struct Hold {
     /// Shared with the watchdog's index of holds (no copy per hold).
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
-    pub(crate) renewed: bool,
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
     pub(crate) kind: HoldKind,
-    /// The confirmed request sent last, and the lease it set: Redis runs
-    /// the requests of one connection in the order they were sent, so the
-    /// last one sent decides the lease Redis has, whatever order the replies
-    /// are seen in.
-    confirmed: Mutex<(LeaseInstant, u64)>,
+    /// Live guards that asked for renewal: while there is one, the watchdog
+    /// renews the hold, whatever lease the other guards asked for.
+    renewing_guards: AtomicUsize,
+    confirmed: Mutex<Confirmed>,
     /// Set once, when the hold is marked lost: why.
     lost_reason: OnceLock<LostReason>,
     /// Wakes whoever waits for the hold to be lost. Kept inline (no
@@ -185,39 +197,72 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
+    /// The hold of one new guard (which asked for renewal or not).
     pub(crate) fn new(new: NewHold) -> Hold {
         Hold {
             kind: new.kind,
             key: new.key,
             owner: new.owner,
-            renewed: new.renewed,
             token: new.token,
             named_owner: new.named_owner,
-            confirmed: Mutex::new((new.sent_at, new.lease_ms)),
+            renewing_guards: AtomicUsize::new(usize::from(new.renewed)),
+            confirmed: Mutex::new(Confirmed {
+                valid_until: new.sent_at + limits::validity(new.lease_ms),
+                last_sent: new.sent_at,
+                lease_ms: new.lease_ms,
+            }),
             lost_reason: OnceLock::new(),
             lost: Notify::new(),
         }
     }
 
+    /// The lease of the confirmed request sent last.
     pub(crate) fn lease_ms(&self) -> u64 {
-        self.confirmed.lock().1
+        self.confirmed.lock().lease_ms
+    }
+
+    /// True while a live guard of the hold asked for renewal.
+    pub(crate) fn renewed(&self) -> bool {
+        self.renewing_guards.load(Ordering::Acquire) > 0
+    }
+
+    /// A guard joins (true) or leaves (false) the hold; `renewed`: whether
+    /// it asked for renewal. Called under the watchdog's lock.
+    pub(crate) fn count_guard(&self, renewed: bool, joins: bool) {
+        if !renewed {
+            return;
+        }
+        if joins {
+            self.renewing_guards.fetch_add(1, Ordering::AcqRel);
+        } else {
+            let _ =
+                self.renewing_guards
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |count| {
+                        count.checked_sub(1)
+                    });
+        }
     }
 
     /// Records that Redis confirmed a lease of `lease_ms` for a request sent
-    /// at `sent_at` (acquire, re-entry or renewal). A confirmation of a
-    /// request sent before the last one confirmed changes nothing: Redis ran
-    /// it first, and the later request's lease replaced it.
+    /// at `sent_at` (acquire, re-entry or renewal). Replies may be seen in
+    /// any order, and Redis may have run the requests in another order than
+    /// they were sent (a script re-sent after NOSCRIPT runs late): since no
+    /// script shortens a lease, the hold is valid until the latest end any
+    /// confirmed request guarantees.
     pub(crate) fn confirm(&self, sent_at: LeaseInstant, lease_ms: u64) {
         let mut confirmed = self.confirmed.lock();
-        if sent_at >= confirmed.0 {
-            *confirmed = (sent_at, lease_ms);
+        confirmed.valid_until = confirmed
+            .valid_until
+            .max(sent_at + limits::validity(lease_ms));
+        if sent_at >= confirmed.last_sent {
+            confirmed.last_sent = sent_at;
+            confirmed.lease_ms = lease_ms;
         }
     }
 
     /// Until when the lock can be trusted (lease clock).
     pub(crate) fn valid_until(&self) -> LeaseInstant {
-        let (sent_at, lease_ms) = *self.confirmed.lock();
-        sent_at + limits::validity(lease_ms)
+        self.confirmed.lock().valid_until
     }
 
     /// True while not marked lost and the lease has not run out.
@@ -257,7 +302,7 @@ impl Hold {
             return Some(*reason);
         }
         // Not marked yet, but the deadline has passed: the watchdog will say so at its next tick.
-        (LeaseInstant::now() >= self.valid_until()).then_some(if self.renewed {
+        (LeaseInstant::now() >= self.valid_until()).then_some(if self.renewed() {
             LostReason::NotRenewed
         } else {
             LostReason::LeaseRanOut
@@ -306,7 +351,6 @@ mod tests {
             token: 1,
             named_owner: false,
             sent_at: LeaseInstant::now(),
-            fresh: true,
         })
     }
 
@@ -321,12 +365,43 @@ mod tests {
     }
 
     #[test]
-    fn a_confirmation_records_the_lease_it_was_sent_with() {
+    fn a_later_confirmation_of_a_shorter_lease_never_shortens_the_hold() {
         let hold = hold(30_000, true);
-        // A re-entry sent with a 1 s lease after the settings changed.
+        // A re-entry sent with a 1 s lease after the settings changed: the
+        // script left the 30 s lease in place (it never shortens one).
         hold.confirm(LeaseInstant::now(), 1_000);
-        assert_eq!(hold.lease_ms(), 1_000);
+        assert_eq!(hold.lease_ms(), 1_000, "the lease sent last");
         crate::lease_clock::simulate_suspend(Duration::from_millis(1_500));
-        assert!(!hold.is_held(), "the 1 s lease sent last is what Redis has");
+        assert!(hold.is_held(), "the 30 s lease still stands");
+    }
+
+    #[test]
+    fn confirmations_give_the_same_validity_in_any_order() {
+        let early = LeaseInstant::now();
+        let late = early + Duration::from_millis(20);
+        let confirmations = [(early, 1_000), (late, 30_000), (late, 300)];
+        let mut seen = Vec::new();
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [1, 2, 0]] {
+            let hold = hold(500, false);
+            for index in order {
+                let (sent_at, lease_ms) = confirmations[index];
+                hold.confirm(sent_at, lease_ms);
+            }
+            seen.push(hold.valid_until());
+        }
+        assert!(seen.windows(2).all(|pair| pair[0] == pair[1]), "{seen:?}");
+    }
+
+    #[test]
+    fn a_hold_is_renewed_while_any_guard_asked_for_it() {
+        let hold = hold(1_000, false);
+        assert!(!hold.renewed());
+        hold.count_guard(true, true);
+        hold.count_guard(false, true);
+        assert!(hold.renewed());
+        hold.count_guard(false, false);
+        assert!(hold.renewed(), "a fixed-lease guard left");
+        hold.count_guard(true, false);
+        assert!(!hold.renewed(), "the renewed guard left");
     }
 }

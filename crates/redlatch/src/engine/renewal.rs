@@ -148,29 +148,75 @@ impl Watchdog {
         Watchdog { shared }
     }
 
-    /// Registers a guard for a fresh acquisition (or a permit), or a re-entry
-    /// by a named owner, returning the hold the guard shares with its
-    /// re-entries.
+    /// Registers the guard of an acquisition (fresh, a permit, or a
+    /// re-entry by a named owner), returning the hold it shares with the
+    /// other guards of the same acquisition.
+    ///
+    /// The fencing token names the acquisition: a fresh one increments the
+    /// lock's counter and a re-entry reads it, and nobody else can
+    /// increment it while this owner holds the lock. So replies about one
+    /// acquisition join one hold whatever order they are seen in (two
+    /// acquires of one named owner that left in one batch: the re-entry's
+    /// reply may be seen first), a tracked hold with an older token was
+    /// lost before a renewal noticed (force-unlocked elsewhere, expired),
+    /// and a reply with an older token than the tracked hold's is about a
+    /// hold that is already gone.
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
         let key: HoldKey = (new.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
         if let Some(entry) = entries.map.get_mut(&key)
             && !entry.hold.is_marked_lost()
         {
-            if !new.fresh {
+            let tracked = entry.hold.token;
+            if new.token == tracked {
                 entry.guards += 1;
-                entry.hold.confirm(new.sent_at, new.lease_ms);
-                return entry.hold.clone();
+                let hold = entry.hold.clone();
+                self.join(entry, &hold, new.sent_at, new.lease_ms, new.renewed);
+                return hold;
             }
-            // Redis saw no hold of this owner: the one tracked here was lost
-            // (force-unlocked elsewhere, expired) before a renewal noticed.
-            // Its guards must not share the new acquisition's token.
+            if new.token < tracked {
+                let stale = Arc::new(Hold::new(new));
+                stale.mark_lost(LostReason::Gone);
+                return stale;
+            }
             entry.hold.mark_lost(LostReason::Gone);
         }
         let sent_at = new.sent_at;
         let hold = Arc::new(Hold::new(new));
         self.insert(&mut entries, key, hold.clone(), sent_at);
         hold
+    }
+
+    /// A new guard joined `hold` with a request sent at `sent_at` that set
+    /// a lease of `lease_ms`: its lease is confirmed, and if it asks for
+    /// renewal the hold is renewed from now on (invariant (b)).
+    fn join(
+        &self,
+        entry: &mut Entry,
+        hold: &Arc<Hold>,
+        sent_at: LeaseInstant,
+        lease_ms: u64,
+        renewed: bool,
+    ) {
+        let was_renewed = hold.renewed();
+        hold.count_guard(renewed, true);
+        hold.confirm(sent_at, lease_ms);
+        if renewed && !was_renewed && !entry.renewing {
+            // It was a fixed lease until now: the first renewal is due a
+            // renewal period after the request that asked for it.
+            entry.next_renewal = sent_at + renewal_period(lease_ms);
+            self.shared.wake_if_before(entry.next_renewal);
+        }
+    }
+
+    /// True while this client tracks a live hold of `owner` on `key`: an
+    /// acquire by that (named) owner re-enters rather than waits.
+    pub(crate) fn holds(&self, key: &str, owner: &str) -> bool {
+        let entries = self.shared.entries.lock();
+        entries
+            .map
+            .get(&(Arc::from(key), Arc::from(owner)))
+            .is_some_and(|entry| entry.hold.is_held())
     }
 
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
@@ -189,7 +235,7 @@ impl Watchdog {
         sent_at: LeaseInstant,
     ) {
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
-        let due = if hold.renewed {
+        let due = if hold.renewed() {
             next_renewal.min(hold.valid_until())
         } else {
             hold.valid_until()
@@ -208,28 +254,38 @@ impl Watchdog {
 
     /// Adds a re-entered guard to an existing hold, whose re-entry request
     /// sent at `sent_at` set a lease of `lease_ms` (the lease sent, not the
-    /// hold's current one: a renewal may have changed that meanwhile). False
-    /// when the hold is no longer tracked (it was lost meanwhile).
-    pub(crate) fn add_guard(&self, hold: &Arc<Hold>, sent_at: LeaseInstant, lease_ms: u64) -> bool {
+    /// hold's current one: a renewal may have changed that meanwhile);
+    /// `renewed`: whether the new guard asks for renewal. False when the
+    /// hold is no longer tracked (it was lost meanwhile).
+    pub(crate) fn add_guard(
+        &self,
+        hold: &Arc<Hold>,
+        sent_at: LeaseInstant,
+        lease_ms: u64,
+        renewed: bool,
+    ) -> bool {
         let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
         match entries.map.get_mut(&key) {
             Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
                 entry.guards += 1;
-                hold.confirm(sent_at, lease_ms);
+                self.join(entry, hold, sent_at, lease_ms, renewed);
                 true
             }
             _ => false,
         }
     }
 
-    /// Drops one guard of `hold`; the last one stops the renewals.
-    pub(crate) fn remove_guard(&self, hold: &Arc<Hold>) {
+    /// Drops one guard of `hold` (`renewed`: whether it asked for renewal);
+    /// the last one stops the renewals, and so does the last guard that
+    /// asked for them (the others' fixed leases then run out).
+    pub(crate) fn remove_guard(&self, hold: &Arc<Hold>, renewed: bool) {
         let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
         if let Some(entry) = entries.map.get_mut(&key)
             && Arc::ptr_eq(&entry.hold, hold)
         {
+            hold.count_guard(renewed, false);
             entry.guards -= 1;
             if entry.guards == 0 {
                 entries.remove(&key);
@@ -257,7 +313,7 @@ impl Watchdog {
     pub(crate) fn renew_all_soon(&self) {
         let now = LeaseInstant::now();
         for entry in self.shared.entries.lock().map.values_mut() {
-            if entry.hold.renewed && entry.hold.kind.follows_default_lease() {
+            if entry.hold.renewed() && entry.hold.kind.follows_default_lease() {
                 entry.next_renewal = now;
             }
         }
@@ -305,7 +361,7 @@ impl Shared {
                 return false;
             }
             if now >= hold.valid_until() {
-                let reason = if hold.renewed {
+                let reason = if hold.renewed() {
                     warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
                     LostReason::NotRenewed
                 } else {
@@ -315,7 +371,7 @@ impl Shared {
                 return false;
             }
             let period = renewal_period(hold.lease_ms());
-            if hold.renewed && !entry.renewing && entry.next_renewal <= now + period / 3 {
+            if hold.renewed() && !entry.renewing && entry.next_renewal <= now + period / 3 {
                 entry.renewing = true;
                 due.push(Renewal {
                     key: key.clone(),
@@ -340,7 +396,7 @@ impl Shared {
             .map
             .values()
             .map(|entry| {
-                if entry.hold.renewed && !entry.renewing {
+                if entry.hold.renewed() && !entry.renewing {
                     entry.next_renewal.min(entry.hold.valid_until())
                 } else {
                     entry.hold.valid_until()
@@ -383,12 +439,13 @@ impl Shared {
                         entry.next_renewal = sent_at + renewal_period(*lease_ms);
                     }
                 }
+                // Released meanwhile (its last guard left before the reply
+                // came): the renewal ran after the release, and nothing was lost.
+                Ok(_) if current.is_none() => {}
                 Ok(_) => {
                     warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
                     hold.mark_lost(LostReason::Gone);
-                    if current.is_some() {
-                        entries.remove(key);
-                    }
+                    entries.remove(key);
                 }
                 Err(error) => {
                     debug!(key = %key.0, %error, "redlatch: renewal failed, retrying");
@@ -591,7 +648,6 @@ mod tests {
             token: 1,
             named_owner: false,
             sent_at: LeaseInstant::now(),
-            fresh: true,
         }));
         Renewal {
             key: (key, owner),

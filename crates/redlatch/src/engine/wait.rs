@@ -101,17 +101,20 @@ pub(crate) trait Acquisition: Send {
     }
 }
 
-/// Runs `acquisition` until it succeeds, `wait` runs out (`Ok(None)`), or an
-/// attempt fails for good. `tickets` are channel memberships the caller made
-/// already (a lock that joined its client's queue of waiters), `woken` whether
-/// a message ended the caller's own first park.
+/// Runs `acquisition` until it succeeds, `wait` (counted from `started`,
+/// when the caller's call began: one deadline per call) runs out
+/// (`Ok(None)`), or an attempt fails for good. `tickets` are channel
+/// memberships the caller made already (a lock that joined its client's
+/// queue of waiters), `woken` whether a message ended the caller's own
+/// first park.
 pub(crate) async fn wait_for<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
+    started: LeaseInstant,
     mut tickets: Vec<Ticket>,
     mut woken: bool,
 ) -> Result<Option<A::Output>> {
-    let deadline = wait.deadline(LeaseInstant::now());
+    let deadline = wait.deadline(started);
     let remaining =
         |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
     let wakes = acquisition.wakes();

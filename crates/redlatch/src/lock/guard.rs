@@ -34,6 +34,10 @@ pub struct Guard {
     keys: Arc<LockKeys>,
     kind: LockKind,
     hold: Arc<Hold>,
+    /// The lease this guard asked for, and whether it asked for renewal:
+    /// its re-entries ask for the same.
+    lease_ms: u64,
+    renewed: bool,
     released: bool,
 }
 
@@ -49,17 +53,22 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
+    /// The guard of `hold`, which asked for `lease_ms` and for renewal or not.
     pub(crate) fn new(
         core: Arc<Core>,
         keys: Arc<LockKeys>,
         kind: LockKind,
         hold: Arc<Hold>,
+        lease_ms: u64,
+        renewed: bool,
     ) -> Guard {
         Guard {
             core,
             keys,
             kind,
             hold,
+            lease_ms,
+            renewed,
             released: false,
         }
     }
@@ -87,15 +96,18 @@ impl Guard {
         &self.hold.owner
     }
 
-    /// The lease: the client's default lease for watchdog-renewed guards, or
-    /// the fixed lease given at acquire.
+    /// The lease this guard asked for: the client's default lease for
+    /// watchdog-renewed guards, or the fixed lease given at acquire. Guards
+    /// that share a hold (re-entries) keep the lock at least as long as the
+    /// longest of their leases: no re-entry shortens the lock's lease.
     pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.hold.lease_ms())
+        Duration::from_millis(self.lease_ms)
     }
 
-    /// True when the watchdog renews this guard's lease.
+    /// True while the watchdog renews this guard's hold: this guard asked
+    /// for renewal, or another live guard of the same hold (a re-entry) did.
     pub fn is_renewed(&self) -> bool {
-        self.hold.renewed
+        self.hold.renewed()
     }
 
     /// True while the lock is known to be held: not found gone by a renewal,
@@ -171,7 +183,7 @@ impl Guard {
         }
         if !inner
             .watchdog
-            .add_guard(&self.hold, sent_at, request.lease_ms)
+            .add_guard(&self.hold, sent_at, request.lease_ms, self.renewed)
         {
             // Marked lost meanwhile although Redis still had it: give the hold
             // back, in the background so that cancelling the caller cannot stop it.
@@ -188,6 +200,8 @@ impl Guard {
             self.keys.clone(),
             self.kind.clone(),
             self.hold.clone(),
+            self.lease_ms,
+            self.renewed,
         ))
     }
 
@@ -243,14 +257,14 @@ impl Guard {
             keys: self.keys.clone(),
             owner: self.hold.owner.clone(),
             named_owner: self.hold.named_owner,
-            lease_ms: self.hold.lease_ms(),
+            lease_ms: self.lease_ms,
         }
     }
 
     /// Stops tracking this guard; returns the release, to run to its end.
     fn stop_and_release(&self) -> impl Future<Output = Result<Released>> + Send + 'static {
         let inner = &self.core;
-        inner.watchdog.remove_guard(&self.hold);
+        inner.watchdog.remove_guard(&self.hold, self.renewed);
         let core = self.core.clone();
         let request = self.request();
         let kind = self.kind.clone();

@@ -407,14 +407,20 @@ impl Lock {
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let inner = &self.core;
-        let deadline = wait.deadline(LeaseInstant::now());
+        let started = LeaseInstant::now();
+        let deadline = wait.deadline(started);
         let remaining = |now: LeaseInstant| {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
         let mut tickets = Vec::new();
         // The first park ended with an unlock message.
         let mut woken = false;
-        if wait != Wait::Once {
+        // A named owner that holds the lock re-enters at once (invariant
+        // (e)): it neither steps aside nor queues behind waiters for a lock
+        // it holds.
+        let reenters =
+            request.named_owner && inner.watchdog.holds(&request.keys.key, &request.owner);
+        if wait != Wait::Once && !reenters {
             if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
@@ -446,7 +452,7 @@ impl Lock {
             renewed,
             started: LeaseInstant::now(),
         };
-        wait_for(&mut acquisition, wait, tickets, woken).await
+        wait_for(&mut acquisition, wait, started, tickets, woken).await
     }
 }
 
@@ -479,12 +485,18 @@ impl Acquisition for LockAcquisition<'_> {
                     token,
                     named_owner: request.named_owner,
                     sent_at,
-                    fresh: !reentered,
                 });
                 tracing::Span::current().record("token", hold.token);
                 tracing::debug!(reentered, waited = ?self.started.elapsed(), "redlatch: acquired");
                 crate::metrics::acquired(reentered);
-                let guard = Guard::new(core.clone(), request.keys.clone(), LockKind::Plain, hold);
+                let guard = Guard::new(
+                    core.clone(),
+                    request.keys.clone(),
+                    LockKind::Plain,
+                    hold,
+                    request.lease_ms,
+                    self.renewed,
+                );
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,

@@ -268,7 +268,7 @@ impl RedlockGuard {
 
     /// True when the renewal engine keeps extending the lease.
     pub fn is_renewed(&self) -> bool {
-        self.shared.hold.renewed
+        self.shared.hold.renewed()
     }
 
     /// True while the lock is known to be held on a majority: not found gone
@@ -415,7 +415,9 @@ impl RedlockGuard {
             if *guards == 0 {
                 shared.stop.cancel();
                 if let Some(host) = shared.host() {
-                    host.inner.watchdog.remove_guard(&shared.hold);
+                    host.inner
+                        .watchdog
+                        .remove_guard(&shared.hold, shared.hold.renewed());
                 }
             }
         }

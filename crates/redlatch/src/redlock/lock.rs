@@ -307,7 +307,14 @@ impl RedlockLock {
             wait,
             split: false,
         };
-        wait_for(&mut acquisition, wait, Vec::new(), false).await
+        wait_for(
+            &mut acquisition,
+            wait,
+            LeaseInstant::now(),
+            Vec::new(),
+            false,
+        )
+        .await
     }
 
     /// Joins the lock's channel on every connected node.
@@ -597,7 +604,6 @@ impl RedlockLock {
                 named_owner: false,
                 // Validity counts from before the first request went out.
                 sent_at: started,
-                fresh: true,
             }));
             RedlockHold::new(
                 self.redlock.clone(),

@@ -340,7 +340,14 @@ impl ReadWriteLock {
             claim: None,
             started: LeaseInstant::now(),
         };
-        wait_for(&mut acquisition, wait, Vec::new(), false).await
+        wait_for(
+            &mut acquisition,
+            wait,
+            LeaseInstant::now(),
+            Vec::new(),
+            false,
+        )
+        .await
     }
 }
 
@@ -394,7 +401,7 @@ impl Acquisition for RwAcquisition<'_> {
                 }
                 crate::metrics::acquired(reentered);
                 tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: read-write lock acquired");
-                let guard = attempt.guard(core, token, sent_at, !reentered);
+                let guard = attempt.guard(core, token, sent_at);
                 Ok(Step::Done {
                     value: guard,
                     more_left: false,
@@ -491,7 +498,7 @@ impl Attempt {
     }
 
     /// Registers the hold taken with the watchdog; returns its guard.
-    fn guard(&self, core: &Arc<Core>, token: u64, sent_at: LeaseInstant, fresh: bool) -> Guard {
+    fn guard(&self, core: &Arc<Core>, token: u64, sent_at: LeaseInstant) -> Guard {
         let request = self.request();
         let kind = self.kind();
         let hold = core.watchdog.register(NewHold {
@@ -503,9 +510,15 @@ impl Attempt {
             token,
             named_owner: self.named,
             sent_at,
-            fresh,
         });
-        Guard::new(core.clone(), request.keys, kind, hold)
+        Guard::new(
+            core.clone(),
+            request.keys,
+            kind,
+            hold,
+            self.lease_ms,
+            self.renewed,
+        )
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -699,12 +712,8 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         claim_ms: 0,
     };
     match attempt.run(inner, false).await? {
-        RwAttempt::Acquired {
-            token,
-            sent_at,
-            reentered,
-        } => {
-            let reading = attempt.guard(&core, token, sent_at, !reentered);
+        RwAttempt::Acquired { token, sent_at, .. } => {
+            let reading = attempt.guard(&core, token, sent_at);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)

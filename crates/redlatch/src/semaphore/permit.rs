@@ -254,7 +254,14 @@ impl PermitSemaphore {
             lease_ms,
             renewed,
         };
-        wait_for(&mut acquisition, wait, Vec::new(), false).await
+        wait_for(
+            &mut acquisition,
+            wait,
+            LeaseInstant::now(),
+            Vec::new(),
+            false,
+        )
+        .await
     }
 
     /// The guard of a permit just taken. The client's watchdog renews
@@ -276,7 +283,6 @@ impl PermitSemaphore {
             token: 0,
             named_owner: false,
             sent_at,
-            fresh: true,
         });
         ExpirablePermit {
             core: self.core.clone(),
@@ -466,7 +472,9 @@ impl ExpirablePermit {
     /// Dropping the future does not stop the release: it runs to its end in the background.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
-        self.core.watchdog.remove_guard(&self.hold);
+        self.core
+            .watchdog
+            .remove_guard(&self.hold, self.hold.renewed());
         let (core, keys, id) = (
             self.core.clone(),
             self.keys.clone(),
@@ -492,7 +500,9 @@ impl Drop for ExpirablePermit {
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            self.core.watchdog.remove_guard(&self.hold);
+            self.core
+                .watchdog
+                .remove_guard(&self.hold, self.hold.renewed());
             let (core, keys, id) = (
                 self.core.clone(),
                 self.keys.clone(),
