@@ -53,6 +53,7 @@
 //!   (`Error::Redis`), not `WrongType`;
 //! - an acquire of the ACL-forbidden name failed the acquires coalesced with
 //!   it (`NOPERM` for a neighbour on an allowed lock).
+//!
 //! Before, the plain model had found three defects of cancellation and of a
 //! non-integer fencing counter (cancelled acquires or re-entries that kept
 //! their holds or permits, an error that left a hold, a stale token after a
