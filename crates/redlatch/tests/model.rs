@@ -1322,8 +1322,7 @@ impl<'e> Case<'e> {
             } => self.keep_unpolled(c, l, owner, then, resume).await?,
             Op::WaitBehindLocal { c, l, reenter } => self.wait_behind_local(c, l, reenter).await?,
             Op::ScriptFlush { load } => {
-                self.admin_cmd(&mut redis::cmd("SCRIPT").arg("FLUSH"))
-                    .await?;
+                self.admin_cmd(redis::cmd("SCRIPT").arg("FLUSH")).await?;
                 for (i, script) in SCRIPTS.iter().enumerate() {
                     if load & (1 << i) != 0 {
                         self.admin_cmd(redis::cmd("SCRIPT").arg("LOAD").arg(*script))
