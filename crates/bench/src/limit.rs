@@ -6,10 +6,6 @@ use tokio::process::Command;
 
 use crate::redis_info;
 
-/// redlatch's scripts, exactly as the library sends them.
-const ACQUIRE_LUA: &str = include_str!("../../redlatch/scripts/acquire.lua");
-const RELEASE_LUA: &str = include_str!("../../redlatch/scripts/release.lua");
-
 /// Lease the scripts are given, as redlatch's default.
 const LEASE_MS: &str = "30000";
 /// Keys drawn from this range, so nearly every acquire finds its key free.
@@ -32,9 +28,11 @@ impl Scripts {
                 .await
                 .map_err(|error| format!("SCRIPT LOAD: {error}"))
         };
+        // redlatch's scripts, exactly as the library loads them.
+        let (acquire, release) = redlatch::lock_script_sources();
         Ok(Scripts {
-            acquire: load(ACQUIRE_LUA).await?,
-            release: load(RELEASE_LUA).await?,
+            acquire: load(acquire).await?,
+            release: load(release).await?,
         })
     }
 }

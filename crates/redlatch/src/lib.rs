@@ -130,6 +130,8 @@ pub use redlock::{
 };
 pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
+#[doc(hidden)]
+pub use scripts::lock_script_sources;
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::deployment::{DEFAULT_REPLICA_TIMEOUT, Deployment, Servers, redact_url};

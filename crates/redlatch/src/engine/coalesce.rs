@@ -4,12 +4,14 @@
 //! pays a script call's fixed cost (parsing, the Lua call, the reply) once
 //! per batch instead of once per lock.
 //!
-//! Batches leave from a task of the client's runtime, never from a
-//! caller's future: the first call that finds no sender running starts one
-//! (one spawn per burst), which sends batches until the queue is empty.
-//! Callers only queue their request and await their own reply, so no
-//! caller's poll, or its absence (a future kept but not polled), decides
-//! when another caller's request leaves or is answered.
+//! A lone call (no sender running, no other lone call on its way) is sent
+//! from its caller's own future: no task switch. Every other call queues,
+//! and batches leave from a task of the client's runtime, never from a
+//! caller's future: the first queued call that finds no sender running
+//! starts one (one spawn per burst), which sends batches until the queue is
+//! empty. Nobody waits for a lone call, and queued callers only await their
+//! own reply, so no caller's poll, or its absence (a future kept but not
+//! polled), decides when another caller's request leaves or is answered.
 //!
 //! Used for the reentrant lock's acquires and releases on one server or
 //! through Sentinel (on a cluster one call may only touch one slot, and
@@ -47,7 +49,10 @@ pub(crate) struct Coalescer<Req, Rep> {
 
 struct Pending<Req, Rep> {
     queue: Vec<(Req, oneshot::Sender<Result<Rep>>)>,
+    /// A sender task is running.
     sending: bool,
+    /// A lone call is on its way from its caller's future.
+    lone: bool,
 }
 
 impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
@@ -66,16 +71,27 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
             pending: Mutex::new(Pending {
                 queue: Vec::new(),
                 sending: false,
+                lone: false,
             }),
         }
     }
 
-    /// Queues `request` and waits for its outcome. The first call to find
-    /// no sender running starts one on the client's runtime; the caller
-    /// itself only waits for its reply, so dropping its future, or keeping
-    /// it unpolled, holds up nobody. If the runtime is gone the call fails
-    /// with [`Error::RuntimeGone`].
+    /// Sends `request` and waits for its outcome: at once from this future
+    /// when nothing else is on its way (a lone call), else queued for the
+    /// sender task, which the first queued call to find none running starts
+    /// on the client's runtime. Nobody waits for this future: dropping it,
+    /// or keeping it unpolled, holds up no other call. If the runtime is
+    /// gone a queued call fails with [`Error::RuntimeGone`].
     pub(crate) async fn call(self: &Arc<Self>, request: Req) -> Result<Rep> {
+        let goes_alone = {
+            let mut pending = self.pending.lock();
+            let alone = !pending.sending && !pending.lone;
+            pending.lone |= alone;
+            alone
+        };
+        if goes_alone {
+            return self.call_alone(request).await;
+        }
         let (reply, outcome) = oneshot::channel();
         let start_sender = {
             let mut pending = self.pending.lock();
@@ -88,6 +104,17 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         outcome
             .await
             .map_err(|_| Error::RuntimeGone { op: self.op })?
+    }
+
+    /// Sends one request by itself from the caller's future; the call is
+    /// lone until it answers or is dropped.
+    async fn call_alone(&self, request: Req) -> Result<Rep> {
+        let _lone = Lone { coalescer: self };
+        let mut outcomes = (self.send)(vec![request]).await?;
+        outcomes.pop().unwrap_or(Err(Error::Protocol {
+            op: self.op,
+            detail: "no outcome for a lone call".to_owned(),
+        }))
     }
 
     /// Sends one batch of what is queued; false when nothing was (then the
@@ -126,6 +153,18 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         };
         while self.send_batch().await {}
         sender.done = true;
+    }
+}
+
+/// A lone call on its way: when it answers or is dropped, the next call may
+/// go alone again.
+struct Lone<'a, Req, Rep> {
+    coalescer: &'a Coalescer<Req, Rep>,
+}
+
+impl<Req, Rep> Drop for Lone<'_, Req, Rep> {
+    fn drop(&mut self) {
+        self.coalescer.pending.lock().lone = false;
     }
 }
 
@@ -236,37 +275,40 @@ mod tests {
     async fn calls_arriving_while_a_batch_is_on_its_way_leave_together_in_the_next() {
         let wire = Arc::new(Semaphore::new(0));
         let (coalescer, sizes) = gated(wire.clone());
-        let first = tokio::spawn({
+        let call = |request: u32| {
             let coalescer = coalescer.clone();
-            async move { coalescer.call(0).await }
-        });
-        // The first batch is on its way (waiting for the wire) before the others queue.
+            tokio::spawn(async move { coalescer.call(request).await })
+        };
+        // A lone call leaves from its own future; the next one starts the
+        // sender, whose batch is on its way before the others queue.
+        let lone = call(0);
+        while !coalescer.pending.lock().lone {
+            tokio::task::yield_now().await;
+        }
+        let first = call(1);
         while !{
             let pending = coalescer.pending.lock();
             pending.sending && pending.queue.is_empty()
         } {
             tokio::task::yield_now().await;
         }
-        let others: Vec<_> = (1..=5)
-            .map(|request| {
-                let coalescer = coalescer.clone();
-                tokio::spawn(async move { coalescer.call(request).await })
-            })
-            .collect();
-        while coalescer.pending.lock().queue.len() < 5 {
+        let others: Vec<_> = (2..=5).map(call).collect();
+        while coalescer.pending.lock().queue.len() < 4 {
             tokio::task::yield_now().await;
         }
-        wire.add_permits(2);
-        assert_eq!(first.await.unwrap().unwrap(), 0);
-        for (request, other) in (1..=5).zip(others) {
+        wire.add_permits(3);
+        assert_eq!(lone.await.unwrap().unwrap(), 0);
+        assert_eq!(first.await.unwrap().unwrap(), 1);
+        for (request, other) in (2..=5).zip(others) {
             assert_eq!(other.await.unwrap().unwrap(), request);
         }
-        assert_eq!(*sizes.lock(), vec![1, 5]);
+        let mut sent = sizes.lock().clone();
+        sent.sort_unstable();
+        assert_eq!(sent, vec![1, 1, 4]);
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert!(
-            !coalescer.pending.lock().sending,
-            "the sender stops when the queue is empty"
-        );
+        let pending = coalescer.pending.lock();
+        assert!(!pending.sending, "the sender stops when the queue is empty");
+        assert!(!pending.lone, "a lone call that answered is over");
     }
 }
 
@@ -385,7 +427,7 @@ mod permutation_checks {
             let coalescer = coalescer.clone();
             let idle = eventually(100, || {
                 let pending = coalescer.pending.lock();
-                pending.queue.is_empty() && !pending.sending
+                pending.queue.is_empty() && !pending.sending && !pending.lone
             })
             .await;
             assert!(idle, "the queue drained but the coalescer still looks busy");

@@ -155,19 +155,30 @@ mutating!(PERMIT_RELEASE, "permit_release.lua");
 script!(PERMIT_AVAILABLE, "permit_available.lua");
 script!(PERMIT_RENEW, "permit_renew.lua");
 
+/// The reentrant lock's acquire and release scripts exactly as the library
+/// loads them on one server (shared parts in front): for tools that send
+/// them by themselves, such as the benchmark harness's `redis-benchmark`
+/// limit. Not a stable interface.
+pub fn lock_script_sources() -> (&'static str, &'static str) {
+    (ACQUIRE.source, RELEASE.source)
+}
+
 /// The shortest time a request record is kept.
 const MIN_RECORD_KEEP: Duration = Duration::from_secs(5);
 
 /// A script that changes data: the plain form, and the re-send-safe form
 /// generated from the same source (see the module docs).
 pub(crate) struct Mutating {
+    /// The plain form's source, as loaded (shared parts in front).
+    source: &'static str,
     plain: Script,
     resendable: Script,
 }
 
 impl Mutating {
-    fn new(source: &str) -> Mutating {
+    fn new(source: &'static str) -> Mutating {
         Mutating {
+            source,
             plain: Script::new(source),
             resendable: Script::new(&resendable(source)),
         }
