@@ -1,0 +1,143 @@
+//! The tie between the model and the code: each script the model has a
+//! step for, with the SHA-1 of the `.lua` file the step was last checked
+//! against (the same digest `EVALSHA` uses for the file alone). A test
+//! (`tests/scripts_tied.rs`) hashes `crates/redlatch/scripts/` and fails
+//! when a file changed, naming the step to re-read and what to re-check.
+
+/// One script and the model step that stands for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Tie {
+    /// The file under `crates/redlatch/scripts/`.
+    pub file: &'static str,
+    /// The SHA-1 of the file when its step was last checked.
+    pub sha1: &'static str,
+    /// The model step (`path::function`).
+    pub step: &'static str,
+    /// What the step assumes of the script: what to re-check when it changes.
+    pub recheck: &'static str,
+}
+
+/// Every script the model has a step for.
+pub const TIES: &[Tie] = &[
+    Tie {
+        file: "acquire.lua",
+        sha1: "3415d9613b2b7120fd3f64632290ec3e0f354d1b",
+        step: "server::Server::acquire",
+        recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
+                  more hold, the lease only lengthened (never-shorten); another owner: busy with \
+                  its PTTL; nothing written when it answers busy",
+    },
+    Tie {
+        file: "reenter.lua",
+        sha1: "007e060284060f74f144e74e011840d6f547adc3",
+        step: "server::Server::reenter",
+        recheck: "only an owner that holds gets one more hold, the lease only lengthened; never \
+                  acquires afresh",
+    },
+    Tie {
+        file: "release.lua",
+        sha1: "27c1e689b96743000d52107f5df5afa462f56c21",
+        step: "server::Server::release",
+        recheck: "the last hold deletes the key and publishes; others decrement and only \
+                  lengthen the lease; a missing key publishes; another owner's hold is untouched",
+    },
+    Tie {
+        file: "renew.lua",
+        sha1: "ff6c6cd43e29b537bf0ae067c1dec74e44737799",
+        step: "server::Server::renew",
+        recheck: "only the owner's hold is renewed, the lease only lengthened; a missing or \
+                  foreign hold answers 0 and writes nothing",
+    },
+    Tie {
+        file: "rw_read_acquire.lua",
+        sha1: "ea9ab3ec58ed12724a7e9273659ecdcfb09c25bd",
+        step: "rwlock::RwServer::read_acquire",
+        recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
+                  sets its own lease",
+    },
+    Tie {
+        file: "rw_write_acquire.lua",
+        sha1: "31cfdfcf18d3281495cdf9b9edaa21de9d03a3cd",
+        step: "rwlock::RwServer::write_acquire",
+        recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
+    },
+    Tie {
+        file: "rw_read_release.lua",
+        sha1: "e6a2c060653b6293e5bb6092d886d18e9e92bbcc",
+        step: "rwlock::RwServer::release",
+        recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
+    },
+    Tie {
+        file: "rw_write_release.lua",
+        sha1: "78827dd090b2bebd2dddf8a09fe8471b21821359",
+        step: "rwlock::RwServer::release",
+        recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
+    },
+    Tie {
+        file: "semaphore_acquire.lua",
+        sha1: "731594358a4ebe0cb7f6156a56e592ce8de8330f",
+        step: "semaphore::Permits::acquire",
+        recheck: "permits are taken only when enough are available, by DECRBY",
+    },
+    Tie {
+        file: "semaphore_release.lua",
+        sha1: "015a3575b6dcabbb8b302f33d688ba9b97953519",
+        step: "semaphore::Permits::release",
+        recheck: "a release adds its permits back by INCRBY and publishes",
+    },
+];
+
+/// The scripts the model leaves out, and why.
+pub const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "fair_acquire.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "fair_release.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "fair_leave.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "force_unlock.lua",
+        "force-unlock is an operator's act, outside the protocol's promises",
+    ),
+    (
+        "permit_acquire.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    (
+        "permit_release.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    (
+        "permit_renew.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    ("permit_available.lua", "reads only"),
+    (
+        "raise_token.lua",
+        "Redlock's fenced tokens are not modelled (Redlock's majority is)",
+    ),
+    (
+        "rw_read_renew.lua",
+        "read holds are not renewed in the model",
+    ),
+    (
+        "rw_writer_leave.lua",
+        "waiting writers' claims are not modelled",
+    ),
+    (
+        "semaphore_add.lua",
+        "the permit count is set once, at the start",
+    ),
+    ("semaphore_available.lua", "reads only"),
+    (
+        "semaphore_try_set.lua",
+        "the permit count is set once, at the start",
+    ),
+    ("status.lua", "reads only"),
+];

@@ -1,0 +1,133 @@
+//! Every promise of docs/SAFETY.md for redlatch's lock holds on the model,
+//! under the faults that promise covers, up to the bound.
+
+mod common;
+
+use redlatch_protocol_model::lock::{Config, Faults, LockModel, names};
+use redlatch_protocol_model::run::{Bound, check};
+
+use common::assert_hold;
+
+fn run(config: Config, bound: Bound) -> redlatch_protocol_model::run::Checked<LockModel> {
+    check(LockModel { config }, bound.depth(), 2)
+}
+
+#[test]
+fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belief_sound() {
+    // A re-entry with a lease shorter than the watchdog's, answered NOSCRIPT
+    // and run after the renewal sent later; a lost reply re-sent.
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(1);
+    config.faults = Faults {
+        noscript: 1,
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 16,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::EXCLUSIVE,
+            names::EXCLUSIVE_REORDERED,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+            names::RUNS_ONCE,
+            names::TOKENS_INCREASE,
+        ],
+    );
+}
+
+#[test]
+fn a_paused_holder_never_gets_an_older_token_accepted_by_the_fenced_store() {
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        pauses: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 22,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::FENCED,
+            names::TOKENS_INCREASE,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+        ],
+    );
+}
+
+#[test]
+fn a_cancelled_acquire_leaves_no_hold_without_a_guard() {
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        cancels: 1,
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 16,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::NOTHING_LEFT, names::EXCLUSIVE, names::RUNS_ONCE],
+    );
+}
+
+#[test]
+fn a_re_sent_release_of_a_reentered_hold_applies_once() {
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(3);
+    config.renewals = 0;
+    config.faults = Faults {
+        lost_replies: 2,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 22,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::RUNS_ONCE, names::EXCLUSIVE, names::BELIEF_SOUND],
+    );
+}
+
+#[test]
+fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
+    // Liveness: on every path that ends, every client acquired and
+    // released. Paths end because faults are finite and the clock moves
+    // only while a lease or a parked waiter waits on it, so every step
+    // that stays possible is eventually taken (fairness).
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        lost_messages: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 22,
+            long: 26,
+        },
+    );
+    assert_hold(&checked, &[names::WAKES, names::EXCLUSIVE]);
+}
