@@ -164,6 +164,20 @@ fn a_fenced_store_accepts_a_paused_holders_write_that_comes_before_the_newer_hol
 }
 
 #[test]
+fn without_the_lease_end_recheck_a_waiter_misses_an_unlock_published_before_it_parked() {
+    // The engine re-checks a parked waiter at the holder's lease end: an
+    // unlock message can come before the waiter parks, or be lost.
+    let mut config = Config::redlatch();
+    config.lease_end_recheck = false;
+    let property = lock::names::WAKES;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("lock busy: waits for the unlock message"),
+        "{timeline}"
+    );
+}
+
+#[test]
 fn without_request_records_a_re_sent_release_runs_twice() {
     let mut config = Config::redlatch();
     config.request_records = false;

@@ -37,6 +37,9 @@ pub struct Config {
     pub fenced: bool,
     /// Requests carry a request record (a cluster): a re-send runs once.
     pub request_records: bool,
+    /// A parked waiter tries again at the holder's lease end even without
+    /// the unlock message (the engine's re-check); off only to show why.
+    pub lease_end_recheck: bool,
     /// The faults allowed.
     pub faults: Faults,
 }
@@ -53,6 +56,7 @@ impl Config {
             rule: LeaseRule::NeverShorten,
             fenced: true,
             request_records: true,
+            lease_end_recheck: true,
             faults: Faults::default(),
         }
     }

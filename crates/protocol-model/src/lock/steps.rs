@@ -221,7 +221,9 @@ impl LockModel {
         };
         match client.phase {
             Phase::Wants => actions.push(Action::Acquire(c)),
-            Phase::Parked { until, woken } if woken || state.now >= until => {
+            Phase::Parked { until, woken }
+                if woken || (self.config.lease_end_recheck && state.now >= until) =>
+            {
                 actions.push(Action::Acquire(c));
             }
             Phase::Holding => {
