@@ -27,7 +27,7 @@ fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belie
         config,
         Bound {
             default: 16,
-            long: 20,
+            long: 18,
         },
     );
     assert_hold(
@@ -54,7 +54,7 @@ fn a_paused_holder_never_gets_an_older_token_accepted_by_the_fenced_store() {
         config,
         Bound {
             default: 18,
-            long: 22,
+            long: 20,
         },
     );
     assert_hold(
@@ -102,7 +102,7 @@ fn a_re_sent_release_of_a_reentered_hold_applies_once() {
         config,
         Bound {
             default: 18,
-            long: 22,
+            long: 20,
         },
     );
     assert_hold(
@@ -125,8 +125,8 @@ fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
     let checked = run(
         config,
         Bound {
-            default: 22,
-            long: 26,
+            default: 20,
+            long: 22,
         },
     );
     assert_hold(&checked, &[names::WAKES, names::EXCLUSIVE]);
