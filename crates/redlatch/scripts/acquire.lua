@@ -8,30 +8,28 @@
 -- ARGV[2i-1]  lease in milliseconds
 -- ARGV[2i]    owner field (<client-uuid>:<owner>)
 -- Returns, two entries per lock, in order:
---         1, token   acquired afresh; token = INCR of the counter
---         2, token   re-entered (hold count + 1); token = current counter value
+--         1, token   acquired afresh; token = INCR of the counter; lease set
+--         2, token   re-entered (hold count + 1); token = current counter value;
+--                    the lease is lengthened, never shortened (lib/lease.lua)
 --         0, pttl    held by another owner; pttl = its remaining lease (-1: no expiry)
---        -1, 0       the hash exists but is not a hash, or the counter is not an
---                    integer INCR accepts (WRONGTYPE); nothing is written for it
--- Check first, write last: the counter is the one thing that can fail, so it
--- is read (re-entry) or incremented (fresh acquisition) before the lock is
--- written. A busy lock is answered without looking at the counter. An error
--- of the server itself (READONLY on a demoted master, OOM) ends the call
--- with that error.
+--        -1, 0       a value this lock cannot use: the hash is another type, the
+--                    owner's hold count is not an integer, or the counter is not a
+--                    non-negative 64-bit integer INCR can raise; nothing is written
+--        -5, error   the server refused a command on this lock's keys (an ACL
+--                    NOPERM, say); error = its message; nothing is written
+-- One lock's fault is its own: the others of the call get their own outcomes.
+-- Check first, write last: the counter and the hold count are read and
+-- checked before the lock is written. A busy lock is answered without
+-- looking at the counter. An error of the server itself (READONLY on a
+-- demoted master, OOM) ends the call with that error.
 local function acquire(lock, counter, lease, owner)
   local kind = redis.call('type', lock).ok
   if kind == 'none' then
-    local token = redis.pcall('incr', counter)
-    if type(token) == 'table' then
-      -- The counter's own faults (not an integer, overflow, another type)
-      -- are WRONGTYPE; anything else goes back to the caller as it is.
-      local err = token.err or ''
-      if string.find(err, '^WRONGTYPE') or string.find(err, 'not an integer')
-          or string.find(err, 'overflow') then
-        return -1, 0
-      end
-      return nil, token
+    local raw = redis.call('get', counter)
+    if raw and not in_range(raw, true) then
+      return -1, 0
     end
+    local token = redis.call('incr', counter)
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
     return 1, token
@@ -39,22 +37,32 @@ local function acquire(lock, counter, lease, owner)
   if kind ~= 'hash' then
     return -1, 0
   end
-  if redis.call('hexists', lock, owner) == 1 then
-    local raw = redis.pcall('get', counter)
-    if type(raw) == 'table' or (raw and not string.match(raw, '^%-?%d+$')) then
-      return -1, 0
-    end
-    local token = tonumber(raw or '0')
-    redis.call('hincrby', lock, owner, 1)
-    redis.call('pexpire', lock, lease)
-    return 2, token
+  local count = redis.call('hget', lock, owner)
+  if not count then
+    return 0, redis.call('pttl', lock)
   end
-  return 0, redis.call('pttl', lock)
+  local token = counter_value(redis.call('get', counter))
+  if not token or not is_hold_count(count) then
+    return -1, 0
+  end
+  redis.call('hincrby', lock, owner, 1)
+  lengthen(lock, lease)
+  return 2, token
+end
+-- An error raised for one lock fails that lock alone: a data fault is a
+-- wrong type, a refusal is handed back with the server's message, and any
+-- other error (the server's own) ends the call.
+local function outcome(lock, counter, lease, owner)
+  local ok, code, value = pcall(acquire, lock, counter, lease, owner)
+  if ok then return code, value end
+  local fault, message = lock_fault(code)
+  if fault == 'data' then return -1, 0 end
+  if fault == 'refused' then return -5, message end
+  raise_again(code)
 end
 local out = {}
 for i = 1, math.floor(#KEYS / 2) do
-  local code, value = acquire(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
-  if code == nil then return value end
+  local code, value = outcome(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
   out[#out + 1] = code
   out[#out + 1] = value
 end

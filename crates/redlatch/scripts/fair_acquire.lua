@@ -15,17 +15,20 @@
 -- ARGV[5]  waiter channel prefix (redisson_lock__channel:{NAME}); the waiter with
 --          owner field F listens on PREFIX:F
 -- ARGV[6]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
--- Returns {1, token}        acquired afresh; token = INCR of the counter
---         {2, token}        re-entered (hold count + 1); token = current counter value
+-- Returns {1, token}        acquired afresh; token = INCR of the counter; lease set
+--         {2, token}        re-entered (hold count + 1); token = current counter value;
+--                           the lease is lengthened, never shortened (lib/lease.lua)
 --         {0, pttl, first}  not acquired: pttl = the holder's remaining lease (-1: no
 --                           expiry; 0: free, but another waiter is first, and was woken);
 --                           first = 1 when this owner is first in line
---         {-1, 0, 0}        a key holds another type, or the counter is not an integer
---                           INCR accepts (WRONGTYPE); nothing is written
+--         {-1, 0, 0}        a value the lock cannot use: a key holds another type, the
+--                           owner's hold count is not an integer, or the counter is not a
+--                           non-negative 64-bit integer INCR can raise; nothing is written
 local publish = ARGV[6] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
--- Every key is checked before anything is written (is_counter: lib/checks.lua).
+-- Every key is checked before anything is written (is_counter, is_hold_count:
+-- lib/checks.lua).
 local lock_kind, line_kind = kind(KEYS[1]), kind(KEYS[2])
 local deadlines_kind, alive_kind = kind(KEYS[3]), kind(KEYS[5])
 if (lock_kind ~= 'none' and lock_kind ~= 'hash')
@@ -33,6 +36,10 @@ if (lock_kind ~= 'none' and lock_kind ~= 'hash')
     or (deadlines_kind ~= 'none' and deadlines_kind ~= 'zset')
     or (alive_kind ~= 'none' and alive_kind ~= 'zset')
     or not is_counter(KEYS[4]) then
+  return {-1, 0, 0}
+end
+local held = lock_kind == 'hash' and redis.call('hget', KEYS[1], ARGV[2])
+if not is_hold_count(held) then
   return {-1, 0, 0}
 end
 local now = server_now()
@@ -50,9 +57,9 @@ if lock_kind == 'none' then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, redis.call('incr', KEYS[4])}
   end
-elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+elseif held then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+  lengthen(KEYS[1], ARGV[1])
   return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
 end
 local place = tonumber(ARGV[4])

@@ -5,13 +5,16 @@
 -- KEYS[3]  deadlines (redisson_lock_timeout:{NAME})
 -- KEYS[4]  signs of life (redlatch_fair_alive:{NAME})
 -- ARGV[1]  waiter channel prefix (redisson_lock__channel:{NAME})
--- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain: lengthened, never
+--          shortened (lib/lease.lua)
 -- ARGV[3]  owner field
 -- ARGV[4]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, n}   the lock is deleted; '0' published to the first waiter, n receivers
 --          {0, 0}   one hold dropped, others remain
 --          {-1, 0}  the owner does not hold the lock (the first waiter is woken if it is free)
---          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
+--          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE), nothing written; or the
+--                   owner's hold count is not an integer: its field is removed (the last
+--                   field: the lock is deleted and the first waiter woken, as for a last hold)
 local publish = ARGV[4] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function wake_first()
@@ -30,9 +33,18 @@ if not count then
   end
   return {-1, 0}
 end
-if tonumber(count) > 1 then
+local holds = integer(count)
+if not holds then
+  -- Kept, the field would hold the lock with no guard to give it back.
+  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('exists', KEYS[1]) == 0 then
+    wake_first()
+  end
+  return {-2, 0}
+end
+if holds > 1 then
   redis.call('hincrby', KEYS[1], ARGV[3], -1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  lengthen(KEYS[1], ARGV[2])
   return {0, 0}
 end
 redis.call('del', KEYS[1])

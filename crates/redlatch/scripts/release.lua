@@ -4,21 +4,25 @@
 -- For each lock i = 1..#KEYS:
 -- KEYS[i]      lock hash (NAME)
 -- ARGV[3i-2]   channel (redisson_lock__channel:{NAME})
--- ARGV[3i-1]   lease in milliseconds, re-applied while holds remain
+-- ARGV[3i-1]   lease in milliseconds, re-applied while holds remain: lengthened,
+--              never shortened (lib/lease.lua)
 -- ARGV[3i]     owner field
 -- ARGV[3n+1]   publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns, two entries per lock, in order:
---          1, n   the lock is deleted and '0' published; n subscriber connections got it
---          0, 0   one hold dropped, others remain
---         -1, 0   the owner does not hold the lock (expired, or another owner has it)
---         -2, 0   the key exists but is not a hash (WRONGTYPE)
+--          1, n      the lock is deleted and '0' published; n subscriber connections got it
+--          0, 0      one hold dropped, others remain
+--         -1, 0      the owner does not hold the lock (expired, or another owner has it)
+--         -2, 0      the key exists but is not a hash (WRONGTYPE), nothing written; or
+--                    the owner's hold count is not an integer: the hold cannot be
+--                    counted, so the owner's field is removed (the last field: the
+--                    lock is deleted and '0' published, as for a last hold)
+--         -5, error  the server refused a command on this lock's key (an ACL
+--                    NOPERM, say); error = its message; nothing is written
+-- One lock's fault is its own: the others of the call get their own outcomes.
 -- The common case (last hold) costs three calls: HGET, DEL, PUBLISH.
 local publish = ARGV[3 * #KEYS + 1] or 'publish'
 local function release(lock, channel, lease, owner)
-  local count = redis.pcall('hget', lock, owner)
-  if type(count) == 'table' and count.err then
-    return -2, 0
-  end
+  local count = redis.call('hget', lock, owner)
   if not count then
     if redis.call('exists', lock) == 0 then
       -- Nobody holds it: waiters may be parked on a lock that expired, wake them.
@@ -26,17 +30,35 @@ local function release(lock, channel, lease, owner)
     end
     return -1, 0
   end
-  if tonumber(count) > 1 then
+  local holds = integer(count)
+  if not holds then
+    -- Kept, the field would hold the lock with no guard to give it back.
+    redis.call('hdel', lock, owner)
+    if redis.call('exists', lock) == 0 then
+      redis.call(publish, channel, '0')
+    end
+    return -2, 0
+  end
+  if holds > 1 then
     redis.call('hincrby', lock, owner, -1)
-    redis.call('pexpire', lock, lease)
+    lengthen(lock, lease)
     return 0, 0
   end
   redis.call('del', lock)
   return 1, redis.call(publish, channel, '0')
 end
+-- An error raised for one lock fails that lock alone (as in acquire.lua).
+local function outcome(lock, channel, lease, owner)
+  local ok, code, value = pcall(release, lock, channel, lease, owner)
+  if ok then return code, value end
+  local fault, message = lock_fault(code)
+  if fault == 'data' then return -2, 0 end
+  if fault == 'refused' then return -5, message end
+  raise_again(code)
+end
 local out = {}
 for i = 1, #KEYS do
-  local code, value = release(KEYS[i], ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
+  local code, value = outcome(KEYS[i], ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
   out[#out + 1] = code
   out[#out + 1] = value
 end

@@ -12,21 +12,26 @@
 -- ARGV[3]  the same owner's write field (<client-uuid>:<owner>:write)
 -- ARGV[4]  timeout key prefix of this field ({NAME}:<client-uuid>:<owner>:rwlock_timeout);
 --          the n-th read hold of the field is the key PREFIX:n, with PEXPIRE = lease
+--          (a hold's timeout key and the hash are lengthened, never shortened:
+--          lib/lease.lua)
 -- ARGV[5]  '1': re-enter only (never take a first hold)
 -- Returns {1, token}  first read hold of this owner; token = INCR of the counter
 --         {2, token}  one more read hold of this owner; token = current counter value
 --         {0, wait}   blocked by a writer (holding or waiting) or a plain lock:
 --                     wait = ms until worth another try (-1: the holder has no expiry)
---         {-1, 0}     a key holds another type, or the counter is not an integer INCR
---                     accepts (WRONGTYPE); nothing is written
+--         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
+--                     hold count is not an integer, or the counter is not a non-negative
+--                     64-bit integer INCR can raise; nothing is written
 --         {-3, 0}     re-enter only, and this owner holds no read
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
--- The counter is checked before anything is written (is_counter: lib/checks.lua).
+-- The counter and the hold count are checked before anything is written
+-- (is_counter, is_hold_count: lib/checks.lua).
 local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
 if (lock_kind ~= 'none' and lock_kind ~= 'hash')
     or (writers_kind ~= 'none' and writers_kind ~= 'zset')
-    or not is_counter(KEYS[2]) then
+    or not is_counter(KEYS[2])
+    or (lock_kind == 'hash' and not is_hold_count(redis.call('hget', KEYS[1], ARGV[2]))) then
   return {-1, 0}
 end
 local mode = false
@@ -65,10 +70,11 @@ if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', ARGV[4] .. ':' .. n, 1, 'px', ARGV[1])
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('pexpire', KEYS[1], ARGV[1])
+local timeout = ARGV[4] .. ':' .. n
+if redis.call('pttl', timeout) < tonumber(ARGV[1]) then
+  redis.call('set', timeout, 1, 'px', ARGV[1])
 end
+lengthen(KEYS[1], ARGV[1])
 if n == 1 then
   return {1, redis.call('incr', KEYS[2])}
 end

@@ -9,9 +9,12 @@
 -- Returns  {1, n}   the lock is deleted and '0' published; n subscriber connections got it
 --          {0, 0}   one hold dropped; this owner or others still hold the lock
 --          {-1, 0}  the owner holds no read (publishes '0' if the key is gone)
---          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE)
+--          {-2, 0}  KEYS[1] exists but is not a hash (WRONGTYPE), nothing written; or
+--                   the owner's read hold count is not an integer: its field is removed,
+--                   and the lock freed as below if no live reader remains
 -- Readers whose every timeout key expired are dead (not renewed for a lease):
--- their fields are dropped, and the lock lives as long as the longest live read.
+-- their fields are dropped, and the lock lives at least as long as the longest
+-- live read (its lease is lengthened, never shortened: lib/lease.lua).
 local publish = ARGV[5] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 if kind == 'none' then
@@ -25,14 +28,23 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 if not mode or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return {-1, 0}
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if n <= 0 then
+-- A count that is not an integer cannot be counted down: the field goes
+-- (kept, it would hold the lock with no guard to give it back).
+local corrupt = not integer(redis.call('hget', KEYS[1], ARGV[2]))
+local done = {0, 0}
+if corrupt then
   redis.call('hdel', KEYS[1], ARGV[2])
+  done = {-2, 0}
+else
+  local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+  if n <= 0 then
+    redis.call('hdel', KEYS[1], ARGV[2])
+  end
+  redis.call('del', ARGV[3] .. ':' .. (n + 1))
 end
-redis.call('del', ARGV[3] .. ':' .. (n + 1))
 if mode == 'write' then
   -- The writer (this owner, downgrading) still holds it.
-  return {0, 0}
+  return done
 end
 local longest = -2
 for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
@@ -53,9 +65,11 @@ for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
 end
 if redis.call('hlen', KEYS[1]) > 1 then
   if longest > 0 then
-    redis.call('pexpire', KEYS[1], longest)
+    lengthen(KEYS[1], longest)
   end
-  return {0, 0}
+  return done
 end
 redis.call('del', KEYS[1])
-return {1, redis.call(publish, ARGV[1], '0')}
+local receivers = redis.call(publish, ARGV[1], '0')
+if corrupt then return {-2, 0} end
+return {1, receivers}

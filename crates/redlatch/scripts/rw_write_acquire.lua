@@ -10,29 +10,31 @@
 --          it; 0 = a single try that claims nothing
 -- ARGV[4]  '1': re-enter only (never take a first hold)
 -- ARGV[5]  the same owner's read field (<client-uuid>:<owner>)
--- Returns {1, token}  acquired afresh; token = INCR of the counter
---         {2, token}  re-entered (hold count + 1); token = current counter value
+-- Returns {1, token}  acquired afresh; token = INCR of the counter; lease set
+--         {2, token}  re-entered (hold count + 1); token = current counter value;
+--                     the lease is lengthened, never shortened (lib/lease.lua)
 --         {0, pttl}   held by readers, another writer or a plain lock: its remaining
 --                     lease (-1: no expiry)
---         {-1, 0}     a key holds another type, or the counter is not an integer INCR
---                     accepts (WRONGTYPE); nothing is written
+--         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
+--                     hold count is not an integer, or the counter is not a non-negative
+--                     64-bit integer INCR can raise; nothing is written
 --         {-3, 0}     re-enter only, and this owner does not hold the write lock
 --         {-4, 0}     this owner reads the lock: it would wait for itself (no upgrade)
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
--- The counter is checked before anything is written (is_counter: lib/checks.lua).
+-- The counter and the hold count are checked before anything is written
+-- (is_counter, is_hold_count: lib/checks.lua).
 local lock_kind, writers_kind = kind(KEYS[1]), kind(KEYS[3])
 if (lock_kind ~= 'none' and lock_kind ~= 'hash')
     or (writers_kind ~= 'none' and writers_kind ~= 'zset')
-    or not is_counter(KEYS[2]) then
+    or not is_counter(KEYS[2])
+    or (lock_kind == 'hash' and not is_hold_count(redis.call('hget', KEYS[1], ARGV[2]))) then
   return {-1, 0}
 end
 if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
     and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-    redis.call('pexpire', KEYS[1], ARGV[1])
-  end
+  lengthen(KEYS[1], ARGV[1])
   return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
 end
 if ARGV[4] == '1' then

@@ -66,8 +66,13 @@ pub enum Error {
         name: String,
     },
 
-    /// The lock's key exists in Redis but holds another type (a string, a list...).
-    /// Something else uses that key: pick another lock name or key prefix.
+    /// The lock's key exists in Redis but holds another type (a string, a list...),
+    /// or a value the lock cannot use: a hold count that is not an integer, or a
+    /// fencing counter that is not a non-negative 64-bit integer. Something else
+    /// uses or corrupted that key: pick another lock name or key prefix. Only the
+    /// lock concerned fails (the other locks of a coalesced call get their own
+    /// outcomes) and nothing is written for it; a release that finds its hold
+    /// count corrupt removes the hold (it could not be counted) and fails so.
     #[error("key {key:?} holds a value that is not a lock (WRONGTYPE)")]
     WrongType {
         /// The Redis key.

@@ -112,6 +112,7 @@ mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
+mod sync;
 mod transport;
 
 pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};

@@ -14,3 +14,9 @@ mod support;
 
 #[path = "trust/engine.rs"]
 mod engine;
+
+#[path = "trust/scripts.rs"]
+mod scripts;
+
+#[path = "trust/liveness.rs"]
+mod liveness;

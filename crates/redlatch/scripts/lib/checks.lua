@@ -14,17 +14,65 @@ local function integer(value)
   return tonumber(value)
 end
 
--- True when INCR on `key` would succeed: the key is absent, or holds a
--- decimal 64-bit integer below the maximum.
+-- True when `value` (a string) is a decimal integer from 0 up to, and with
+-- `below` not up to, 2^63 - 1: the form a fencing counter or a hold count
+-- must have. A negative counter is refused: tokens must only ever grow.
+local function in_range(value, below)
+  if value == '0' then return true end
+  if not string.match(value, '^[1-9]%d*$') or #value > 19 then return false end
+  if #value < 19 then return true end
+  if below then return value < '9223372036854775807' end
+  return value <= '9223372036854775807'
+end
+
+-- The fencing counter's value read by GET (false: absent, 0) as a number,
+-- or nil when the lock cannot use it: not an integer, or negative.
+local function counter_value(raw)
+  if not raw then return 0 end
+  if not in_range(raw, false) then return nil end
+  return tonumber(raw)
+end
+
+-- True when INCR on `key` would give a token above every earlier one: the
+-- key is absent, or holds a non-negative decimal 64-bit integer below the
+-- maximum.
 local function is_counter(key)
   local key_type = redis.call('type', key).ok
   if key_type == 'none' then return true end
   if key_type ~= 'string' then return false end
-  local value = redis.call('get', key)
-  local digits = string.match(value, '^%-?([1-9]%d*)$')
-  if not digits then return value == '0' end
-  if #digits ~= 19 then return #digits < 19 end
-  if string.sub(value, 1, 1) == '-' then return digits <= '9223372036854775808' end
-  return digits < '9223372036854775807'
+  return in_range(redis.call('get', key), true)
 end
 
+-- True when an owner's field in a lock hash (HGET's reply; false: absent)
+-- can take HINCRBY 1: absent, or a decimal integer from 0 below the maximum.
+local function is_hold_count(raw)
+  return not raw or in_range(raw, true)
+end
+
+-- What an error raised by a command on one lock's keys (caught by pcall)
+-- says: 'data', a value the lock cannot use (another type, not an integer);
+-- 'refused', the server refused this user those keys (ACL); nil, an error
+-- of the server itself (READONLY, OOM...), which is no one lock's. Also
+-- returns the error's message.
+local function lock_fault(err)
+  local message = type(err) == 'table' and err.err or tostring(err)
+  if string.find(message, 'WRONGTYPE') or string.find(message, 'not an integer')
+      or string.find(message, 'overflow') then
+    return 'data', message
+  end
+  if string.find(message, 'NOPERM') or string.find(message, 'no permissions')
+      or string.find(message, "can't access") then
+    return 'refused', message
+  end
+  return nil, message
+end
+
+-- Raises `err` (caught by pcall) again as the server's own error reply, its
+-- code first (READONLY, OOM...): the client reads the code to decide what to
+-- do (the Sentinel connection follows a READONLY to the new master), and a
+-- plain error() would put the script's position in front of it.
+local function raise_again(err)
+  local message = type(err) == 'table' and err.err or tostring(err)
+  message = string.gsub(message, '^user_script:%d+: ', '')
+  error({err = message})
+end

@@ -20,6 +20,7 @@ use tokio::runtime::Handle;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
+use crate::sync::Spawner;
 
 /// A call that finishes in the background when its caller goes away (see
 /// the module's documentation).
@@ -38,7 +39,8 @@ where
     /// False until the first poll: a call never started took nothing, and
     /// is simply dropped.
     started: bool,
-    runtime: Handle,
+    /// Where the rest of a dropped call runs: the client's runtime.
+    spawner: Spawner,
 }
 
 // The call is pinned in its box and `undo` is never pinned: moving the
@@ -87,7 +89,7 @@ where
             return;
         }
         let undo = self.undo.take();
-        spawn_undo(&self.runtime, async move {
+        self.spawner.spawn(async move {
             let outcome = call.await;
             if let Some(undo) = undo {
                 undo(outcome).await;
@@ -117,11 +119,22 @@ where
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
+    finishing(Spawner::new(runtime), call, undo)
+}
+
+/// [`hand_over`] with the rest of a dropped call run by `spawner`.
+fn finishing<T, C, U, F>(spawner: Spawner, call: C, undo: U) -> Finishing<T, C, U, F>
+where
+    T: Send + 'static,
+    C: Future<Output = Result<T>> + Send + 'static,
+    U: FnOnce(Result<T>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     Finishing {
         call: Some(Box::pin(call)),
         undo: Some(undo),
         started: false,
-        runtime: runtime.clone(),
+        spawner,
     }
 }
 
@@ -143,7 +156,7 @@ pub(crate) fn spawn_undo<F>(runtime: &Handle, undo: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    drop(runtime.spawn(undo));
+    Spawner::new(runtime).spawn(undo);
 }
 
 /// Runs `give_back` until Redis answers it (anything but a transient
@@ -181,7 +194,8 @@ pub(crate) async fn until_answered<T, F, Fut>(
     }
 }
 
-#[cfg(test)]
+// On a tokio runtime: not built for the permutation checks, whose spawner is shuttle's.
+#[cfg(all(test, not(feature = "__permutation-checks")))]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -234,5 +248,113 @@ mod tests {
     async fn a_claimed_outcome_is_not_undone() {
         let (kept, delivered) = cancelled_at(Duration::from_millis(50), Duration::ZERO).await;
         assert_eq!((kept, delivered), (1, 1));
+    }
+}
+
+/// Every interleaving of a call, its caller dropped at any point, and the
+/// background task that finishes it (docs/TESTING.md, "Permutation checks").
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use std::sync::Arc;
+
+    use shuttle::future::{block_on, spawn, yield_now};
+
+    use super::*;
+    use crate::error::Error;
+    use crate::sync::permutations::{eventually, explore};
+    use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+
+    /// What became of one call's outcome.
+    #[derive(Default)]
+    struct Fate {
+        started: AtomicBool,
+        answered: AtomicBool,
+        delivered: AtomicUsize,
+        undone: Mutex<Vec<Result<u32>>>,
+    }
+
+    /// Caller `id`'s call: two scheduling points, then an outcome (odd
+    /// calls fail, which `undo` must see too).
+    fn call(id: u32, fate: &Arc<Fate>) -> impl Future<Output = Result<u32>> + Send + 'static {
+        let fate = fate.clone();
+        async move {
+            fate.started.store(true, Ordering::SeqCst);
+            yield_now().await;
+            yield_now().await;
+            fate.answered.store(true, Ordering::SeqCst);
+            if id.is_multiple_of(2) {
+                Ok(id)
+            } else {
+                Err(Error::ResponseTimeout { op: "fake call" })
+            }
+        }
+    }
+
+    /// Three callers, each aborted after a different number of the
+    /// schedule's steps (the last never): every outcome that was produced
+    /// is delivered to its caller or given to `undo`, exactly once.
+    fn outcomes_are_delivered_or_undone_exactly_once() {
+        block_on(async {
+            let fates: Vec<Arc<Fate>> = (0..3).map(|_| Arc::default()).collect();
+            let callers: Vec<_> = fates
+                .iter()
+                .enumerate()
+                .map(|(id, fate)| {
+                    let id = id as u32;
+                    let (call, undone) = (call(id, fate), fate.clone());
+                    let undo = move |outcome: Result<u32>| async move {
+                        undone.undone.lock().push(outcome);
+                    };
+                    let delivered = fate.clone();
+                    let handed_over = finishing(Spawner::for_checks(), call, undo);
+                    spawn(async move {
+                        let outcome = handed_over.await;
+                        delivered.delivered.fetch_add(1, Ordering::SeqCst);
+                        outcome
+                    })
+                })
+                .collect();
+            for (aborted_after, caller) in callers.iter().enumerate().take(2) {
+                for _ in 0..aborted_after {
+                    yield_now().await;
+                }
+                caller.abort();
+            }
+            for (id, (caller, fate)) in callers.into_iter().zip(&fates).enumerate() {
+                let returned = caller.await;
+                if let Ok(outcome) = &returned {
+                    assert_eq!(
+                        outcome.is_ok(),
+                        id.is_multiple_of(2),
+                        "caller {id} got another's outcome"
+                    );
+                }
+                // A call that started runs to its end, here or in the background.
+                let settled = eventually(100, || {
+                    let started = fate.started.load(Ordering::SeqCst);
+                    let handled = fate.delivered.load(Ordering::SeqCst) + fate.undone.lock().len();
+                    !started || (fate.answered.load(Ordering::SeqCst) && handled > 0)
+                })
+                .await;
+                assert!(
+                    settled,
+                    "caller {id}: an outcome was neither delivered nor undone"
+                );
+                let delivered = fate.delivered.load(Ordering::SeqCst);
+                let undone = fate.undone.lock().len();
+                let answered = fate.answered.load(Ordering::SeqCst);
+                assert_eq!(
+                    delivered + undone,
+                    usize::from(answered),
+                    "caller {id}: delivered {delivered}, undone {undone}, answered {answered}"
+                );
+                assert_eq!(returned.is_ok(), delivered == 1, "caller {id}");
+            }
+        });
+    }
+
+    #[test]
+    fn permutation_a_dropped_callers_outcome_is_undone_and_a_delivered_one_never() {
+        explore(outcomes_are_delivered_or_undone_exactly_once);
     }
 }

@@ -4,6 +4,13 @@
 //! pays a script call's fixed cost (parsing, the Lua call, the reply) once
 //! per batch instead of once per lock.
 //!
+//! Batches leave from a task of the client's runtime, never from a
+//! caller's future: the first call that finds no sender running starts one
+//! (one spawn per burst), which sends batches until the queue is empty.
+//! Callers only queue their request and await their own reply, so no
+//! caller's poll, or its absence (a future kept but not polled), decides
+//! when another caller's request leaves or is answered.
+//!
 //! Used for the reentrant lock's acquires and releases on one server or
 //! through Sentinel (on a cluster one call may only touch one slot, and
 //! replica waits pipeline each acquire with its own `WAIT`).
@@ -12,12 +19,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::scripts::lock::{self, Attempt, Released, Request};
 use crate::settings::SharedSettings;
+use crate::sync::{Mutex, Spawner};
 use crate::transport::Connection;
 use crate::transport::topology::ReplicaWait;
 
@@ -33,6 +41,7 @@ pub(crate) struct Coalescer<Req, Rep> {
     op: &'static str,
     max_batch: usize,
     send: SendBatch<Req, Rep>,
+    spawner: Spawner,
     pending: Mutex<Pending<Req, Rep>>,
 }
 
@@ -43,11 +52,17 @@ struct Pending<Req, Rep> {
 
 impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
     /// At most `max_batch` calls leave together.
-    pub(crate) fn new(op: &'static str, max_batch: usize, send: SendBatch<Req, Rep>) -> Self {
+    pub(crate) fn new(
+        op: &'static str,
+        max_batch: usize,
+        spawner: Spawner,
+        send: SendBatch<Req, Rep>,
+    ) -> Self {
         Coalescer {
             op,
             max_batch: max_batch.max(1),
             send,
+            spawner,
             pending: Mutex::new(Pending {
                 queue: Vec::new(),
                 sending: false,
@@ -55,31 +70,28 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         }
     }
 
-    /// Queues `request` and waits for its outcome. The first caller to
-    /// find nothing on its way sends the batch itself (a lone call pays no
-    /// task switch); what queued meanwhile leaves from a task of its own.
-    /// Callers run in tasks of their own (the hand-overs of acquire and
-    /// release): a leader dropped halfway hands the queue to a task, and
-    /// the calls of its batch fail with [`Error::RuntimeGone`].
+    /// Queues `request` and waits for its outcome. The first call to find
+    /// no sender running starts one on the client's runtime; the caller
+    /// itself only waits for its reply, so dropping its future, or keeping
+    /// it unpolled, holds up nobody. If the runtime is gone the call fails
+    /// with [`Error::RuntimeGone`].
     pub(crate) async fn call(self: &Arc<Self>, request: Req) -> Result<Rep> {
         let (reply, outcome) = oneshot::channel();
-        let lead = {
+        let start_sender = {
             let mut pending = self.pending.lock();
             pending.queue.push((request, reply));
             !std::mem::replace(&mut pending.sending, true)
         };
-        if lead {
-            let _leading = Leading {
-                coalescer: self.clone(),
-            };
-            self.send_batch().await;
+        if start_sender {
+            self.spawner.spawn(self.clone().drain());
         }
         outcome
             .await
             .map_err(|_| Error::RuntimeGone { op: self.op })?
     }
 
-    /// Sends one batch of what is queued; false when nothing was.
+    /// Sends one batch of what is queued; false when nothing was (then the
+    /// sender is done: the next call starts another).
     async fn send_batch(&self) -> bool {
         let batch: Vec<_> = {
             let mut pending = self.pending.lock();
@@ -106,32 +118,36 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         true
     }
 
-    /// Sends batches until nothing is queued.
+    /// The sender: sends batches until nothing is queued.
     async fn drain(self: Arc<Self>) {
+        let mut sender = Sender {
+            coalescer: &self,
+            done: false,
+        };
         while self.send_batch().await {}
+        sender.done = true;
     }
 }
 
-/// The caller sending a batch: when it is done, or dropped halfway, what
-/// queued meanwhile goes on from a task of its own.
-struct Leading<Req: Send + 'static, Rep: Send + 'static> {
-    coalescer: Arc<Coalescer<Req, Rep>>,
+/// The running sender. Dropped before it is done (its runtime shut down),
+/// it fails the calls still queued and lets a later call start a sender.
+struct Sender<'a, Req, Rep> {
+    coalescer: &'a Coalescer<Req, Rep>,
+    done: bool,
 }
 
-impl<Req: Send + 'static, Rep: Send + 'static> Drop for Leading<Req, Rep> {
+impl<Req, Rep> Drop for Sender<'_, Req, Rep> {
     fn drop(&mut self) {
-        let more = {
-            let mut pending = self.coalescer.pending.lock();
-            if pending.queue.is_empty() {
-                pending.sending = false;
-                false
-            } else {
-                true
-            }
-        };
-        if more {
-            drop(tokio::spawn(self.coalescer.clone().drain()));
+        if self.done {
+            return;
         }
+        let stranded = {
+            let mut pending = self.coalescer.pending.lock();
+            pending.sending = false;
+            std::mem::take(&mut pending.queue)
+        };
+        // Their callers get `RuntimeGone` as the replies drop.
+        drop(stranded);
     }
 }
 
@@ -152,6 +168,7 @@ impl LockCalls {
         conn: &Connection,
         settings: &SharedSettings,
         replica_wait: Option<ReplicaWait>,
+        runtime: &Handle,
     ) -> Option<LockCalls> {
         if conn.is_cluster() || replica_wait.is_some() {
             return None;
@@ -161,6 +178,7 @@ impl LockCalls {
             Coalescer::new(
                 "acquire",
                 MAX_BATCH,
+                Spawner::new(runtime),
                 Box::new(move |requests: Vec<Request>| {
                     let (mut conn, limit) = (conn.clone(), settings.read().response_timeout);
                     Box::pin(async move { lock::acquire_many(&mut conn, &requests, limit).await })
@@ -172,6 +190,7 @@ impl LockCalls {
             Coalescer::new(
                 "release",
                 MAX_BATCH,
+                Spawner::new(runtime),
                 Box::new(move |requests: Vec<Request>| {
                     let (mut conn, limit) = (conn.clone(), settings.read().response_timeout);
                     Box::pin(async move { lock::release_many(&mut conn, &requests, limit).await })
@@ -182,5 +201,199 @@ impl LockCalls {
             acquire: Arc::new(acquire),
             release: Arc::new(release),
         })
+    }
+}
+
+// On a tokio runtime: not built for the permutation checks, whose spawner is shuttle's.
+#[cfg(all(test, not(feature = "__permutation-checks")))]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// The sizes of the batches sent.
+    type Sizes = Arc<Mutex<Vec<usize>>>;
+
+    /// A coalescer whose batches each wait for one permit of `wire`.
+    fn gated(wire: Arc<Semaphore>) -> (Arc<Coalescer<u32, u32>>, Sizes) {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let log = sizes.clone();
+        let send: SendBatch<u32, u32> = Box::new(move |requests: Vec<u32>| {
+            let (wire, log) = (wire.clone(), log.clone());
+            Box::pin(async move {
+                wire.acquire().await.expect("open").forget();
+                log.lock().push(requests.len());
+                Ok(requests.into_iter().map(Ok).collect())
+            })
+        });
+        let spawner = Spawner::new(&Handle::current());
+        (Arc::new(Coalescer::new("test", 8, spawner, send)), sizes)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_arriving_while_a_batch_is_on_its_way_leave_together_in_the_next() {
+        let wire = Arc::new(Semaphore::new(0));
+        let (coalescer, sizes) = gated(wire.clone());
+        let first = tokio::spawn({
+            let coalescer = coalescer.clone();
+            async move { coalescer.call(0).await }
+        });
+        // The first batch is on its way (waiting for the wire) before the others queue.
+        while !{
+            let pending = coalescer.pending.lock();
+            pending.sending && pending.queue.is_empty()
+        } {
+            tokio::task::yield_now().await;
+        }
+        let others: Vec<_> = (1..=5)
+            .map(|request| {
+                let coalescer = coalescer.clone();
+                tokio::spawn(async move { coalescer.call(request).await })
+            })
+            .collect();
+        while coalescer.pending.lock().queue.len() < 5 {
+            tokio::task::yield_now().await;
+        }
+        wire.add_permits(2);
+        assert_eq!(first.await.unwrap().unwrap(), 0);
+        for (request, other) in (1..=5).zip(others) {
+            assert_eq!(other.await.unwrap().unwrap(), request);
+        }
+        assert_eq!(*sizes.lock(), vec![1, 5]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !coalescer.pending.lock().sending,
+            "the sender stops when the queue is empty"
+        );
+    }
+}
+
+/// Every interleaving of callers, some dropped mid-call, one kept unpolled,
+/// with a fake server (docs/TESTING.md, "Permutation checks").
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use std::pin::pin;
+
+    use shuttle::future::{block_on, spawn, yield_now};
+
+    use super::*;
+    use crate::sync::permutations::{eventually, explore, poll_once};
+
+    /// Fails a whole batch when it carries this request.
+    const FAILS_ITS_BATCH: u32 = 3;
+
+    /// What the fake server answered: each batch, and whether it failed whole.
+    type Sent = Arc<Mutex<Vec<(Vec<u32>, bool)>>>;
+
+    /// A coalescer whose batches take two scheduling points on the "wire";
+    /// even requests succeed with ten times their value, odd ones are
+    /// refused with their own number, and a batch with [`FAILS_ITS_BATCH`]
+    /// fails whole.
+    fn fake_server(max_batch: usize) -> (Arc<Coalescer<u32, u32>>, Sent) {
+        let sent: Sent = Arc::default();
+        let log = sent.clone();
+        let send: SendBatch<u32, u32> = Box::new(move |requests: Vec<u32>| {
+            let log = log.clone();
+            Box::pin(async move {
+                yield_now().await;
+                let fails = requests.contains(&FAILS_ITS_BATCH);
+                log.lock().push((requests.clone(), fails));
+                yield_now().await;
+                if fails {
+                    return Err(Error::ResponseTimeout { op: "fake batch" });
+                }
+                Ok(requests.iter().map(|&r| outcome_of(r)).collect())
+            })
+        });
+        let coalescer = Coalescer::new("fake", max_batch, Spawner::for_checks(), send);
+        (Arc::new(coalescer), sent)
+    }
+
+    fn outcome_of(request: u32) -> Result<u32> {
+        if request.is_multiple_of(2) {
+            Ok(request * 10)
+        } else {
+            Err(Error::NotHeld {
+                name: request.to_string(),
+            })
+        }
+    }
+
+    /// `request`'s outcome is its own: its batch's error, or its own reply.
+    fn assert_own_outcome(sent: &Sent, request: u32, outcome: &Result<u32>) {
+        let sent = sent.lock();
+        let batches: Vec<_> = sent.iter().filter(|(b, _)| b.contains(&request)).collect();
+        assert_eq!(
+            batches.len(),
+            1,
+            "request {request} sent {} times",
+            batches.len()
+        );
+        match (batches[0].1, outcome) {
+            (true, Err(Error::ResponseTimeout { .. })) => {}
+            (false, Ok(value)) => assert_eq!(*value, request * 10, "request {request}"),
+            (false, Err(Error::NotHeld { name })) => {
+                assert_eq!(
+                    name,
+                    &request.to_string(),
+                    "request {request} got another's refusal"
+                );
+            }
+            (failed, other) => panic!("request {request} (batch failed: {failed}) got {other:?}"),
+        }
+    }
+
+    /// Callers 0, 1, 2, 3 (3 fails its batch) await their outcomes; 4 is
+    /// aborted at a point of the schedule's choosing; 5 is polled once and
+    /// kept unpolled until every awaited call has answered. Then the
+    /// coalescer still answers, its queue is empty and nothing is on its way.
+    fn callers_dropped_or_kept_unpolled_delay_nobody() {
+        block_on(async {
+            let (coalescer, sent) = fake_server(2);
+            let (release_kept, kept_released) = oneshot::channel::<()>();
+            let kept = spawn({
+                let coalescer = coalescer.clone();
+                async move {
+                    let mut call = pin!(coalescer.call(5));
+                    poll_once(call.as_mut());
+                    let _ = kept_released.await;
+                }
+            });
+            let awaited: Vec<_> = (0..4)
+                .map(|request| {
+                    let coalescer = coalescer.clone();
+                    spawn(async move { (request, coalescer.call(request).await) })
+                })
+                .collect();
+            let aborted = spawn({
+                let coalescer = coalescer.clone();
+                async move { coalescer.call(4).await }
+            });
+            yield_now().await;
+            aborted.abort();
+            for caller in awaited {
+                let (request, outcome) = caller.await.expect("an awaited caller ends");
+                assert_own_outcome(&sent, request, &outcome);
+            }
+            drop(release_kept);
+            kept.await.expect("the kept caller ends");
+
+            let last = coalescer.call(6).await;
+            assert_own_outcome(&sent, 6, &last);
+            let coalescer = coalescer.clone();
+            let idle = eventually(100, || {
+                let pending = coalescer.pending.lock();
+                pending.queue.is_empty() && !pending.sending
+            })
+            .await;
+            assert!(idle, "the queue drained but the coalescer still looks busy");
+        });
+    }
+
+    #[test]
+    fn permutation_coalesced_calls_each_get_their_own_outcome_whatever_other_callers_do() {
+        explore(callers_dropped_or_kept_unpolled_delay_nobody);
     }
 }

@@ -60,7 +60,7 @@ impl Core {
         let shutdown = CancellationToken::new();
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
-        let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait);
+        let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait, &runtime);
         Ok(Core {
             id: Uuid::new_v4(),
             conn,

@@ -3,11 +3,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 use crate::lease_clock::LeaseInstant;
 

@@ -20,13 +20,12 @@
 //! schedule.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use parking_lot::Mutex;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
@@ -227,13 +226,7 @@ impl Watchdog {
         self.insert(&mut entries, key, hold, sent_at);
     }
 
-    fn insert(
-        &self,
-        entries: &mut parking_lot::MutexGuard<'_, Entries>,
-        key: HoldKey,
-        hold: Arc<Hold>,
-        sent_at: LeaseInstant,
-    ) {
+    fn insert(&self, entries: &mut Entries, key: HoldKey, hold: Arc<Hold>, sent_at: LeaseInstant) {
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
         let due = if hold.renewed() {
             next_renewal.min(hold.valid_until())
@@ -711,5 +704,208 @@ mod tests {
         let (batched, _) = plan(due_now, false);
         assert_eq!(batched.len(), 3 + 3 + 1);
         assert!(batched.iter().all(|batch| kinds(batch).len() == 1));
+    }
+}
+
+/// The watchdog's bookkeeping under every interleaving of guards joining
+/// and leaving, replies registering, and renewals being planned and settled
+/// (docs/TESTING.md, "Permutation checks"). Redis is one flag per hold: a
+/// renewal reads it when it "runs".
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use shuttle::thread;
+
+    use super::*;
+    use crate::sync::AtomicBool;
+    use crate::sync::permutations::explore;
+
+    const KEY: &str = "checked";
+    const OWNER: &str = "client:worker";
+    const LEASE_MS: u64 = 30_000;
+
+    /// A watchdog with no task: the checks plan and settle renewals.
+    fn watchdog() -> Arc<Watchdog> {
+        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+            crate::settings::Settings::default(),
+        )));
+        Arc::new(Watchdog {
+            shared: Arc::new(Shared {
+                entries: Mutex::new(Entries::default()),
+                settings,
+                wake: Notify::new(),
+                base: LeaseInstant::now(),
+                next_wake_ns: AtomicU64::new(u64::MAX),
+                renewal_round_trips: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    fn reply(token: u64, renewed: bool, sent_at: LeaseInstant) -> NewHold {
+        NewHold {
+            key: Arc::from(KEY),
+            owner: Arc::from(OWNER),
+            kind: HoldKind::Lock,
+            lease_ms: LEASE_MS,
+            renewed,
+            token,
+            named_owner: true,
+            sent_at,
+        }
+    }
+
+    /// One renewal as the task does it: planned when due, run against
+    /// Redis (`in_redis`), settled. Returns whether the hold was planned.
+    fn renew_once(dog: &Watchdog, in_redis: &AtomicBool) -> bool {
+        let later = LeaseInstant::now() + renewal_period(LEASE_MS);
+        let due = dog.shared.sweep(later);
+        let planned = !due.is_empty();
+        let sent_at = LeaseInstant::now();
+        let outcome = due
+            .iter()
+            .map(|_| i64::from(in_redis.load(Ordering::Acquire)))
+            .collect();
+        dog.shared.settle(&due, sent_at, Ok(outcome));
+        planned
+    }
+
+    /// Two acquires of one named owner left in one batch: one fresh, one a
+    /// re-entry, same token; their replies register in either order. Both
+    /// guards share one live hold with two guards. (Before: the fresh reply
+    /// seen second marked the hold the re-entry had joined lost.)
+    fn replies_of_one_acquisition_share_one_hold() {
+        let dog = watchdog();
+        let sent_at = LeaseInstant::now();
+        let fresh = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply(7, true, sent_at))
+        });
+        let reentry = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply(7, false, sent_at))
+        });
+        let (fresh, reentry) = (fresh.join().unwrap(), reentry.join().unwrap());
+        assert!(
+            Arc::ptr_eq(&fresh, &reentry),
+            "two holds for one acquisition"
+        );
+        assert!(
+            !fresh.is_marked_lost(),
+            "a guard of a held lock marked lost"
+        );
+        assert!(fresh.renewed(), "the watchdog guard's hold is not renewed");
+        let entries = dog.shared.entries.lock();
+        assert_eq!(entries.map.len(), 1);
+        assert_eq!(entries.map.values().next().unwrap().guards, 2);
+    }
+
+    /// A release racing a renewal: the guard leaves, then the release runs
+    /// in Redis; the renewal is planned, runs and settles at any point
+    /// around them. Nothing was lost while a guard held it. (Before: a
+    /// renewal that ran after the release marked the hold lost.)
+    fn a_released_hold_is_never_counted_lost() {
+        let dog = watchdog();
+        let hold = dog.register(reply(7, true, LeaseInstant::now()));
+        let in_redis = Arc::new(AtomicBool::new(true));
+        let release = thread::spawn({
+            let (dog, hold, in_redis) = (dog.clone(), hold.clone(), in_redis.clone());
+            move || {
+                dog.remove_guard(&hold, true);
+                in_redis.store(false, Ordering::Release);
+            }
+        });
+        let renewal = thread::spawn({
+            let (dog, in_redis) = (dog.clone(), in_redis.clone());
+            move || renew_once(&dog, &in_redis)
+        });
+        release.join().unwrap();
+        renewal.join().unwrap();
+        assert!(!hold.is_marked_lost(), "a released hold was counted lost");
+        assert_eq!(dog.held_count(), 0);
+    }
+
+    /// A fixed-lease hold; a watchdog guard joins it (a re-entry) while a
+    /// renewal is planned, and leaves again. While it lives the hold is
+    /// renewed, and once it left the hold is not; no guard is lost.
+    /// (Before: a hold kept the renewal mode of its first guard.)
+    fn a_hold_is_renewed_while_a_watchdog_guard_lives() {
+        let dog = watchdog();
+        let hold = dog.register(reply(7, false, LeaseInstant::now()));
+        let in_redis = Arc::new(AtomicBool::new(true));
+        let joined = Arc::new(AtomicBool::new(false));
+        let watched = thread::spawn({
+            let (dog, hold, in_redis) = (dog.clone(), hold.clone(), in_redis.clone());
+            move || {
+                assert!(dog.add_guard(&hold, LeaseInstant::now(), LEASE_MS, true));
+                let renewed = renew_once(&dog, &in_redis);
+                assert!(
+                    renewed,
+                    "a watchdog guard lives, yet no renewal was planned"
+                );
+                dog.remove_guard(&hold, true);
+            }
+        });
+        let fixed = thread::spawn({
+            let (dog, hold, joined) = (dog.clone(), hold.clone(), joined.clone());
+            move || {
+                joined.store(
+                    dog.add_guard(&hold, LeaseInstant::now(), 300, false),
+                    Ordering::Release,
+                );
+            }
+        });
+        watched.join().unwrap();
+        fixed.join().unwrap();
+        assert!(joined.load(Ordering::Acquire));
+        assert!(!hold.renewed(), "renewed after its watchdog guard left");
+        assert!(!hold.is_marked_lost());
+        assert!(
+            !renew_once(&dog, &in_redis),
+            "renewal planned with no watchdog guard"
+        );
+    }
+
+    /// A re-entry reply (token 5) seen after the same owner's fresh
+    /// acquisition (token 6) made once its old hold was force-unlocked
+    /// elsewhere, in either order: the token-5 guard is lost, the token-6
+    /// one holds, and no guard reports a token Redis did not give it.
+    /// (Before: the late re-entry joined the token-6 hold.)
+    fn a_late_reply_about_an_older_acquisition_is_lost() {
+        let dog = watchdog();
+        let sent_at = LeaseInstant::now();
+        let old = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply(5, true, sent_at))
+        });
+        let new = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply(6, true, sent_at))
+        });
+        let (old, new) = (old.join().unwrap(), new.join().unwrap());
+        assert_eq!((old.token, new.token), (5, 6));
+        assert!(old.is_marked_lost(), "the older acquisition's guard holds");
+        assert!(
+            !new.is_marked_lost(),
+            "the live acquisition's guard is lost"
+        );
+    }
+
+    #[test]
+    fn permutation_replies_of_one_acquisition_share_one_hold() {
+        explore(replies_of_one_acquisition_share_one_hold);
+    }
+
+    #[test]
+    fn permutation_a_released_hold_is_never_counted_lost() {
+        explore(a_released_hold_is_never_counted_lost);
+    }
+
+    #[test]
+    fn permutation_a_hold_is_renewed_while_a_watchdog_guard_lives() {
+        explore(a_hold_is_renewed_while_a_watchdog_guard_lives);
+    }
+
+    #[test]
+    fn permutation_a_late_reply_about_an_older_acquisition_is_lost() {
+        explore(a_late_reply_about_an_older_acquisition_is_lost);
     }
 }

@@ -185,7 +185,7 @@ pub(crate) async fn wait_for<A: Acquisition>(
             for ticket in &tickets {
                 ticket.note_lease_end(now + retry_in);
             }
-            let wake = park_on_any(&tickets, &marks, wakes, limit).await;
+            let wake = park_on_any(&tickets, &marks, limit).await;
             record_wake(wake);
             woken = wake == Wake::Message;
         }
@@ -211,32 +211,24 @@ fn pass_on(tickets: &[Ticket]) {
 }
 
 /// Parks on every ticket at once until the first wakes (or `limit`).
-async fn park_on_any(
-    tickets: &[Ticket],
-    marks: &[(u64, u64)],
-    wakes: Wakes,
-    limit: Duration,
-) -> Wake {
+async fn park_on_any(tickets: &[Ticket], marks: &[(u64, u64)], limit: Duration) -> Wake {
     match (tickets, marks) {
         // The usual case, one channel: no boxing.
-        ([ticket], [mark]) => park(ticket, *mark, wakes, limit).await,
+        ([ticket], [mark]) => park(ticket, *mark, limit).await,
         _ => {
             let parked = tickets
                 .iter()
                 .zip(marks)
-                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, wakes, limit)));
+                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, limit)));
             futures_util::future::select_all(parked).await.0
         }
     }
 }
 
-/// Parks on one ticket until a message newer than `seen`, a resubscription
-/// after `epoch`, or `limit`.
-async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), wakes: Wakes, limit: Duration) -> Wake {
-    match wakes {
-        Wakes::All => ticket.park(epoch, Some(seen), limit).await,
-        Wakes::One { .. } => ticket.park(epoch, None, limit).await,
-    }
+/// Parks on one ticket until a message it has not seen (one that came
+/// after `seen`), a resubscription after `epoch`, or `limit`.
+async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration) -> Wake {
+    ticket.park(epoch, seen, limit).await
 }
 
 #[cfg(test)]

@@ -22,13 +22,12 @@
 //! often find nobody subscribed to hand the lock to.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use parking_lot::Mutex;
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -66,16 +65,74 @@ pub(crate) struct Channel {
     /// When the current holder's lease ends, as last reported to a waiter.
     lease_ends: Mutex<Option<LeaseInstant>>,
     /// Every message wakes every waiter (read-write locks: all readers may enter).
-    broadcast: std::sync::atomic::AtomicBool,
-    /// Messages received on a broadcast channel, so a waiter that was busy
-    /// with an attempt when one arrived does not park past it.
+    broadcast: AtomicBool,
+    /// Messages received (and wake-ups passed on for permits left), numbered
+    /// from 1. A waiter reads it before each attempt: a message numbered
+    /// higher came after its attempt began, so the attempt may not have seen
+    /// what the message announces.
     messages: AtomicU64,
-    /// Waiters parked now, and how many more of them the last message may
-    /// still be passed to: a waiter that cannot use a wake-up (a semaphore
-    /// waiter wanting more permits than were freed, an attempt that failed)
-    /// hands it on, at most once per other waiter, so it never circles.
-    parked: AtomicUsize,
-    passes_left: AtomicUsize,
+    /// The parked waiters of a channel whose messages wake one waiter each.
+    queue: Mutex<Queue>,
+}
+
+/// The waiters of a one-waiter-per-message channel, and the wake-up nobody
+/// took. The rule that keeps a message from being lost or circling: a
+/// message goes to the oldest waiter whose last attempt began before it
+/// (`Slot::seen` lower than its number). A waiter that cannot use it hands
+/// it on under the same rule; having attempted since, it cannot take it
+/// back, so each message reaches each waiter at most once, and reaches the
+/// next waiter that has not seen it, parked now or parking later.
+#[derive(Default)]
+struct Queue {
+    parked: VecDeque<Arc<Slot>>,
+    /// The newest message no parked waiter could take (0: none): the next
+    /// waiter to park whose attempt began before it takes it.
+    pending: u64,
+}
+
+/// One parked waiter.
+struct Slot {
+    /// The messages counted before this waiter's last attempt.
+    seen: u64,
+    /// The message handed to this waiter (0: none), set under the queue's lock.
+    handed: AtomicU64,
+    wake: Notify,
+}
+
+impl Queue {
+    /// Hands message `number` to the oldest parked waiter that has not seen
+    /// it, or keeps it for the next such waiter to park.
+    fn deliver(&mut self, number: u64) {
+        match self.parked.iter().position(|slot| slot.seen < number) {
+            Some(index) => {
+                let slot = self.parked.remove(index).expect("found above");
+                slot.handed.store(number, Ordering::Release);
+                slot.wake.notify_one();
+            }
+            None => self.pending = self.pending.max(number),
+        }
+    }
+}
+
+impl Channel {
+    /// One unlock message: wakes one waiter that has not seen it (see
+    /// [`Queue`]); on a broadcast channel, wakes every waiter.
+    fn dispatch(&self) {
+        if self.broadcast.load(Ordering::Acquire) {
+            self.messages.fetch_add(1, Ordering::AcqRel);
+            self.notify.notify_waiters();
+        } else {
+            let mut queue = self.queue.lock();
+            let number = self.messages.fetch_add(1, Ordering::AcqRel) + 1;
+            queue.deliver(number);
+        }
+    }
+
+    /// Waiters parked now (one-waiter-per-message channels).
+    #[cfg(all(test, feature = "__permutation-checks"))]
+    fn parked(&self) -> usize {
+        self.queue.lock().parked.len()
+    }
 }
 
 struct Member {
@@ -93,6 +150,21 @@ struct Registry {
     commands: mpsc::UnboundedSender<Command>,
 }
 
+impl Registry {
+    /// An unlock message on `channel_name`, for its waiters in this process.
+    fn dispatch(&self, channel_name: &str) {
+        let channels = self.channels.lock();
+        // A lingering channel has nobody to wake; a stored wake-up would only
+        // cost its next waiter a needless attempt.
+        if let Some(member) = channels
+            .get(channel_name)
+            .filter(|member| member.waiters > 0)
+        {
+            member.channel.dispatch();
+        }
+    }
+}
+
 /// The client's wake-up service: the registry of parked waiters and the
 /// handle to the subscriber task that feeds it.
 pub(crate) struct Wakeups {
@@ -105,6 +177,19 @@ pub(crate) struct Wakeups {
 pub(crate) struct Ticket {
     registry: Arc<Registry>,
     channel: Arc<Channel>,
+    /// The message that ended this waiter's last park (0: none), to hand
+    /// on if the waiter cannot use it.
+    woken_by: AtomicU64,
+}
+
+impl Ticket {
+    fn new(registry: Arc<Registry>, channel: Arc<Channel>) -> Ticket {
+        Ticket {
+            registry,
+            channel,
+            woken_by: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Wakeups {
@@ -138,10 +223,7 @@ impl Wakeups {
         if let Some(member) = channels.get_mut(channel) {
             // Possibly a lingering subscription with no waiters: still subscribed.
             member.waiters += 1;
-            return Ticket {
-                registry: self.registry.clone(),
-                channel: member.channel.clone(),
-            };
+            return Ticket::new(self.registry.clone(), member.channel.clone());
         }
         let entry = Arc::new(Channel {
             name: channel.to_owned(),
@@ -149,10 +231,9 @@ impl Wakeups {
             subscribed: watch::Sender::new(false),
             epoch: AtomicU64::new(0),
             lease_ends: Mutex::new(None),
-            broadcast: std::sync::atomic::AtomicBool::new(false),
+            broadcast: AtomicBool::new(false),
             messages: AtomicU64::new(0),
-            parked: AtomicUsize::new(0),
-            passes_left: AtomicUsize::new(0),
+            queue: Mutex::new(Queue::default()),
         });
         channels.insert(
             channel.to_owned(),
@@ -166,10 +247,7 @@ impl Wakeups {
             .registry
             .commands
             .send(Command::Subscribe(channel.to_owned()));
-        Ticket {
-            registry: self.registry.clone(),
-            channel: entry,
-        }
+        Ticket::new(self.registry.clone(), entry)
     }
 
     /// Joins `channel` as a broadcast channel: each message wakes every
@@ -198,10 +276,7 @@ impl Wakeups {
         }
         member.waiters += 1;
         Some((
-            Ticket {
-                registry: self.registry.clone(),
-                channel: member.channel.clone(),
-            },
+            Ticket::new(self.registry.clone(), member.channel.clone()),
             lease_ends,
         ))
     }
@@ -230,8 +305,8 @@ impl Ticket {
         )
     }
 
-    /// Messages seen so far on a broadcast channel; read it before an
-    /// attempt and pass it to [`Ticket::park`].
+    /// Messages counted so far; read it before an attempt and pass it to
+    /// [`Ticket::park`].
     pub(crate) fn messages(&self) -> u64 {
         self.channel.messages.load(Ordering::Acquire)
     }
@@ -241,74 +316,139 @@ impl Ticket {
         *self.channel.lease_ends.lock() = Some(at);
     }
 
-    /// Parks until an unlock message, a resubscription after `epoch`, or `limit`.
-    /// `seen`, for a broadcast channel ([`Wakeups::join_broadcast`]): the
-    /// messages counted before the waiter's attempt; one that came while it
-    /// was busy ends the park at once.
-    pub(crate) async fn park(&self, epoch: u64, seen: Option<u64>, limit: Duration) -> Wake {
-        let _parked = Parked::enter(&self.channel);
-        let notified = self.channel.notify.notified();
-        tokio::pin!(notified);
-        // Register before checking the epoch so a resubscription in between is not missed.
-        notified.as_mut().enable();
-        if self.channel.epoch.load(Ordering::Acquire) != epoch {
+    /// Parks until an unlock message, a resubscription after `epoch`, or
+    /// `limit`. `seen`: the messages counted before the waiter's attempt
+    /// ([`Ticket::messages`]); a message that came while it was busy ends
+    /// the park at once (on a broadcast channel, any such message; on the
+    /// others, one that no other waiter took).
+    pub(crate) async fn park(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
+        self.park_until(epoch, seen, tokio::time::sleep(limit))
+            .await
+    }
+
+    /// [`Ticket::park`], with the wait's end as a future: `timer` resolves
+    /// when the wait runs out (the permutation checks, which have no clock,
+    /// give one that never does).
+    async fn park_until(&self, epoch: u64, seen: u64, timer: impl Future<Output = ()>) -> Wake {
+        let channel = &*self.channel;
+        // Registered before the epoch is checked: a resubscription in between still wakes it.
+        let resubscribed = channel.notify.notified();
+        tokio::pin!(resubscribed);
+        resubscribed.as_mut().enable();
+        if channel.epoch.load(Ordering::Acquire) != epoch {
             return Wake::Resubscribed;
         }
-        if seen.is_some_and(|seen| self.messages() != seen) {
-            return Wake::Message;
-        }
-        tokio::select! {
-            _ = &mut notified => {
-                if self.channel.epoch.load(Ordering::Acquire) != epoch {
-                    Wake::Resubscribed
-                } else {
-                    Wake::Message
-                }
+        if channel.broadcast.load(Ordering::Acquire) {
+            if self.messages() != seen {
+                return Wake::Message;
             }
-            _ = tokio::time::sleep(limit) => Wake::TimedOut,
+            return tokio::select! {
+                biased;
+                _ = &mut resubscribed => {
+                    if channel.epoch.load(Ordering::Acquire) != epoch {
+                        Wake::Resubscribed
+                    } else {
+                        Wake::Message
+                    }
+                }
+                _ = timer => Wake::TimedOut,
+            };
         }
+        let slot = {
+            let mut queue = channel.queue.lock();
+            if queue.pending > seen {
+                // Came while this waiter was busy, and nobody took it.
+                let number = std::mem::take(&mut queue.pending);
+                self.woken_by.store(number, Ordering::Release);
+                return Wake::Message;
+            }
+            let slot = Arc::new(Slot {
+                seen,
+                handed: AtomicU64::new(0),
+                wake: Notify::new(),
+            });
+            queue.parked.push_back(slot.clone());
+            slot
+        };
+        let mut parked = Parked {
+            channel,
+            slot,
+            claimed: false,
+        };
+        let slot = parked.slot.clone();
+        let woken = slot.wake.notified();
+        tokio::pin!(woken);
+        let wake = tokio::select! {
+            // A wake-up that came is taken rather than handed on, and the
+            // order is fixed, as the permutation checks need.
+            biased;
+            _ = &mut woken => Wake::Message,
+            _ = &mut resubscribed => Wake::Resubscribed,
+            _ = timer => Wake::TimedOut,
+        };
+        if wake == Wake::Message {
+            parked.claimed = true;
+            self.woken_by
+                .store(slot.handed.load(Ordering::Acquire), Ordering::Release);
+        }
+        wake
     }
 }
 
 impl Ticket {
-    /// Wakes the next parked waiter of this channel in this process (or the
-    /// next to park): a waiter that took some of several released permits
-    /// passes the wake-up on when permits are left, since one message wakes
-    /// one waiter.
+    /// Wakes the next waiter of this channel in this process (parked, or
+    /// the next to park): a waiter that took some of several released
+    /// permits passes the wake-up on when permits are left, since one
+    /// message wakes one waiter. Counts as a new message: every waiter that
+    /// has not attempted since may use it.
     pub(crate) fn pass_on(&self) {
-        self.channel.notify.notify_one();
+        let channel = &*self.channel;
+        if channel.broadcast.load(Ordering::Acquire) {
+            channel.notify.notify_one();
+            return;
+        }
+        let mut queue = channel.queue.lock();
+        let number = channel.messages.fetch_add(1, Ordering::AcqRel) + 1;
+        queue.deliver(number);
     }
 
-    /// Hands a wake-up this waiter could not use (its attempt found too few
-    /// permits, or failed) to the next parked waiter, if the message still
-    /// has waiters it has not reached. Each message reaches every waiter
-    /// parked when it came at most once.
+    /// Hands the message that woke this waiter, which it could not use (its
+    /// attempt found too few permits, or failed), to the next waiter that
+    /// has not seen it (see [`Queue`]): parked now, or the next to park
+    /// whose attempt began before the message.
     pub(crate) fn pass_on_unused(&self) {
-        let passed =
-            self.channel
-                .passes_left
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                    left.checked_sub(1)
-                });
-        if passed.is_ok() {
-            self.channel.notify.notify_one();
+        let number = self.woken_by.swap(0, Ordering::AcqRel);
+        if number == 0 || self.channel.broadcast.load(Ordering::Acquire) {
+            return;
         }
+        self.channel.queue.lock().deliver(number);
     }
 }
 
-/// Counts a waiter as parked while it lives.
-struct Parked<'a>(&'a Channel);
-
-impl<'a> Parked<'a> {
-    fn enter(channel: &'a Channel) -> Parked<'a> {
-        channel.parked.fetch_add(1, Ordering::AcqRel);
-        Parked(channel)
-    }
+/// A waiter's place in its channel's queue while it is parked. Leaving it
+/// without taking the message it was handed (the park timed out or was
+/// dropped at the same moment) hands that message on.
+struct Parked<'a> {
+    channel: &'a Channel,
+    slot: Arc<Slot>,
+    claimed: bool,
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        self.0.parked.fetch_sub(1, Ordering::AcqRel);
+        let mut queue = self.channel.queue.lock();
+        if let Some(index) = queue
+            .parked
+            .iter()
+            .position(|slot| Arc::ptr_eq(slot, &self.slot))
+        {
+            queue.parked.remove(index);
+            return;
+        }
+        let handed = self.slot.handed.load(Ordering::Acquire);
+        if handed != 0 && !self.claimed {
+            queue.deliver(handed);
+        }
     }
 }
 
@@ -480,30 +620,8 @@ impl Subscriber {
     }
 
     fn dispatch(&self, channel_name: &str) {
-        let Some(registry) = self.registry.upgrade() else {
-            return;
-        };
-        let channels = registry.channels.lock();
-        // A lingering channel has nobody to wake; a stored wake-up would only
-        // cost its next waiter a needless attempt.
-        if let Some(member) = channels
-            .get(channel_name)
-            .filter(|member| member.waiters > 0)
-        {
-            if member.channel.broadcast.load(Ordering::Acquire) {
-                member.channel.messages.fetch_add(1, Ordering::AcqRel);
-                member.channel.notify.notify_waiters();
-            } else {
-                // One waiter per message: the others would find the lock taken
-                // again. It may pass the message on to the others once each.
-                let others = member
-                    .channel
-                    .parked
-                    .load(Ordering::Acquire)
-                    .saturating_sub(1);
-                member.channel.passes_left.store(others, Ordering::Release);
-                member.channel.notify.notify_one();
-            }
+        if let Some(registry) = self.registry.upgrade() {
+            registry.dispatch(channel_name);
         }
     }
 
@@ -572,5 +690,167 @@ async fn sleep_until_first(lingering: &VecDeque<(tokio::time::Instant, String)>)
     match lingering.front() {
         Some((due, _)) => tokio::time::sleep_until(*due).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Every interleaving of waiters parking, attempting, passing wake-ups on
+/// and being dropped, with unlock messages arriving at any point
+/// (docs/TESTING.md, "Permutation checks"). The waiters follow the wait
+/// loop (`engine/wait.rs`) of a waiter that passes on a wake-up it cannot
+/// use; their timers never fire, so a lost wake-up shows as a deadlock.
+#[cfg(all(test, feature = "__permutation-checks"))]
+mod permutation_checks {
+    use shuttle::future::{block_on, spawn};
+
+    use super::*;
+    use crate::sync::AtomicUsize;
+    use crate::sync::permutations::{eventually, explore};
+
+    const CHANNEL: &str = "redisson_lock__channel:{checked}";
+
+    /// A wake-up service with no subscriber task: the check dispatches.
+    fn wakeups() -> Wakeups {
+        let (commands, _) = mpsc::unbounded_channel();
+        Wakeups {
+            registry: Arc::new(Registry {
+                channels: Mutex::new(HashMap::new()),
+                commands,
+            }),
+        }
+    }
+
+    /// Takes one of the released units, if any is left.
+    fn take(units: &AtomicUsize) -> bool {
+        units
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok()
+    }
+
+    /// One waiter: attempt, pass on a wake-up it could not use, park again;
+    /// counts the messages that woke it. `wants` false: it can use no
+    /// wake-up (a semaphore waiter wanting more permits than are freed).
+    async fn waiter(ticket: Ticket, units: Arc<AtomicUsize>, wants: bool, woken: Arc<AtomicUsize>) {
+        let mut by_message = false;
+        loop {
+            let (epoch, seen) = (ticket.epoch(), ticket.messages());
+            if wants && take(&units) {
+                if units.load(Ordering::Acquire) > 0 {
+                    // More left: one message wakes one waiter, let the next look too.
+                    ticket.pass_on();
+                }
+                return;
+            }
+            if by_message {
+                ticket.pass_on_unused();
+            }
+            let wake = ticket.park_until(epoch, seen, std::future::pending()).await;
+            by_message = wake == Wake::Message;
+            if by_message {
+                woken.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Three waiters that want a unit each, one of them dropped at a point
+    /// of the schedule's choosing (maybe while notified); three units are
+    /// released, one message each, while they attempt and park: the two
+    /// kept get theirs.
+    fn released_units_reach_the_waiters_left() {
+        block_on(async {
+            let wakeups = wakeups();
+            let units = Arc::new(AtomicUsize::new(0));
+            let woken = Arc::new(AtomicUsize::new(0));
+            let start = || {
+                let ticket = wakeups.join(CHANNEL);
+                spawn(waiter(ticket, units.clone(), true, woken.clone()))
+            };
+            let dropped = start();
+            let takers = [start(), start()];
+            for _ in 0..3 {
+                units.fetch_add(1, Ordering::AcqRel);
+                wakeups.registry.dispatch(CHANNEL);
+            }
+            dropped.abort();
+            for taker in takers {
+                taker.await.expect("a waiter gets a released unit");
+            }
+        });
+    }
+
+    /// Two waiters that want a unit each and one that can use none (dropped
+    /// at a point of the schedule's choosing); two units are released, one
+    /// message each, while they attempt and park: both get theirs.
+    fn every_released_unit_reaches_a_waiter() {
+        block_on(async {
+            let wakeups = wakeups();
+            let units = Arc::new(AtomicUsize::new(0));
+            let woken = Arc::new(AtomicUsize::new(0));
+            let start = |wants: bool| {
+                let ticket = wakeups.join(CHANNEL);
+                spawn(waiter(ticket, units.clone(), wants, woken.clone()))
+            };
+            let useless = start(false);
+            let takers = [start(true), start(true)];
+            for _ in 0..2 {
+                units.fetch_add(1, Ordering::AcqRel);
+                wakeups.registry.dispatch(CHANNEL);
+            }
+            useless.abort();
+            for taker in takers {
+                taker.await.expect("a waiter gets a released unit");
+            }
+        });
+    }
+
+    /// Three waiters parked, none able to use a wake-up; one message: it
+    /// goes round, each waiter woken by it at most once and every one of
+    /// them reached.
+    fn one_message_reaches_each_parked_waiter_once() {
+        block_on(async {
+            let wakeups = wakeups();
+            let units = Arc::new(AtomicUsize::new(0));
+            let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
+            for count in &counts {
+                let ticket = wakeups.join(CHANNEL);
+                drop(spawn(waiter(ticket, units.clone(), false, count.clone())));
+            }
+            let channel = wakeups.registry.channels.lock()[CHANNEL].channel.clone();
+            let parked = eventually(1000, || channel.parked() == 3).await;
+            assert!(parked, "the waiters never all parked");
+            wakeups.registry.dispatch(CHANNEL);
+            let total = || {
+                counts
+                    .iter()
+                    .map(|c| c.load(Ordering::SeqCst))
+                    .sum::<usize>()
+            };
+            let reached = eventually(1000, || total() == 3).await;
+            let each: Vec<_> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+            assert!(reached, "one message reached {each:?} wake-ups");
+            assert!(each.iter().all(|&n| n == 1), "one message woke {each:?}");
+        });
+    }
+
+    #[test]
+    fn permutation_released_units_reach_waiters_that_park_as_messages_arrive() {
+        explore(released_units_reach_the_waiters_left);
+    }
+
+    /// Found by this check, fixed by numbering messages (see [`Queue`]):
+    /// two messages that arrived while no waiter was parked left one stored
+    /// wake-up that could not be passed on (the passes counted only waiters
+    /// parked at dispatch); a waiter that could not use it took it, and a
+    /// waiter that could use the second unit slept until its timer (the
+    /// holder's lease end in the engine; never here).
+    #[test]
+    fn permutation_a_wake_up_a_waiter_cannot_use_reaches_one_that_can() {
+        explore(every_released_unit_reaches_a_waiter);
+    }
+
+    #[test]
+    fn permutation_one_message_wakes_each_parked_waiter_at_most_once() {
+        explore(one_message_reaches_each_parked_waiter_once);
     }
 }

@@ -438,9 +438,9 @@ impl Lock {
                 let limit = lease_ends
                     .saturating_duration_since(now)
                     .min(remaining(now));
-                let epoch = queued.epoch();
+                let (epoch, seen) = (queued.epoch(), queued.messages());
                 crate::metrics::contended_wait();
-                let wake = queued.park(epoch, None, limit).await;
+                let wake = queued.park(epoch, seen, limit).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
                 tickets.push(queued);

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
+use futures_util::future::join_all;
+use redis::Value;
 use tracing::debug;
 
 use crate::error::{Error, Result};
@@ -49,13 +51,14 @@ pub(crate) async fn acquire(
         .key(&request.keys.token())
         .arg(request.lease_ms)
         .arg(&*request.owner);
-    let reply: Vec<i64> = call.run(conn, "acquire", limit).await?;
+    let reply: Vec<Value> = call.run(conn, "acquire", limit).await?;
     parse_acquire(request, &reply, sent_at)
 }
 
 /// Several acquire requests in one call of the acquire script (coalesced
-/// concurrent acquires): one outcome per request, in order; an error of the
-/// call itself is every request's. Each send at most `limit`. Not for a
+/// concurrent acquires): one outcome per request, in order, each the one a
+/// lone call would give (one lock's fault is its own); an error of the
+/// server itself is every request's. Each send at most `limit`. Not for a
 /// cluster, where one call may only touch one slot.
 pub(crate) async fn acquire_many(
     conn: &mut Connection,
@@ -70,15 +73,26 @@ pub(crate) async fn acquire_many(
         call.arg(request.lease_ms).arg(&*request.owner);
     }
     let sent_at = LeaseInstant::now();
-    let reply: Vec<i64> = call.run(conn, "acquire", limit).await?;
+    let reply: Vec<Value> = match call.run(conn, "acquire", limit).await {
+        Err(error) if requests.len() > 1 && refused_before_running(&error) => {
+            // A name this user may not touch: each lock gets a lone call's answer.
+            let alone = requests.iter().map(|request| {
+                let mut conn = conn.clone();
+                async move { acquire(&mut conn, request, LeaseInstant::now(), limit).await }
+            });
+            return Ok(join_all(alone).await);
+        }
+        reply => reply?,
+    };
     per_request("acquire", requests, &reply, |request, entry| {
         parse_acquire(request, entry, sent_at)
     })
 }
 
 /// Several release requests in one call of the release script (coalesced
-/// concurrent releases): one outcome per request, in order. Each send at
-/// most `limit`. Not for a cluster, where one call may only touch one slot.
+/// concurrent releases): one outcome per request, in order, each the one a
+/// lone call would give. Each send at most `limit`. Not for a cluster,
+/// where one call may only touch one slot.
 pub(crate) async fn release_many(
     conn: &mut Connection,
     requests: &[Request],
@@ -94,16 +108,63 @@ pub(crate) async fn release_many(
             .arg(&*request.owner);
     }
     call.arg(conn.publish_command());
-    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    per_request("release", requests, &reply, released)
+    let reply: Vec<Value> = match call.run(conn, "release", limit).await {
+        Err(error) if requests.len() > 1 && refused_before_running(&error) => {
+            let alone = requests.iter().map(|request| {
+                let mut conn = conn.clone();
+                async move { release(&mut conn, request, limit).await }
+            });
+            return Ok(join_all(alone).await);
+        }
+        reply => reply?,
+    };
+    per_request("release", requests, &reply, released_entry)
+}
+
+/// True when the server refused a whole call for a key this user may not
+/// touch. Redis checks a script's KEYS against the ACL before it runs it,
+/// so nothing ran, and each lock can be sent alone; the script catches
+/// refusals of its own commands per lock, so none reaches here from within.
+fn refused_before_running(error: &Error) -> bool {
+    matches!(error, Error::Redis { source, .. } if source.code() == Some("NOPERM"))
+}
+
+/// A refusal the script caught for one lock (`{-5, message}`), as the
+/// error a call for that lock alone gets: `code()` answers the server's
+/// code (`NOPERM`...).
+fn refused(op: &'static str, message: &Value) -> Error {
+    let message = match message {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        other => format!("{other:?}"),
+    };
+    let (code, detail) = match message.split_once(' ') {
+        Some((code, detail)) => (code.to_owned(), Some(detail.to_owned())),
+        None => (message, None),
+    };
+    Error::Redis {
+        op,
+        source: redis::make_extension_error(code, detail),
+    }
+}
+
+/// The integers of a reply entry; `None` when one is not an integer.
+fn integers(entry: &[Value]) -> Option<Vec<i64>> {
+    entry
+        .iter()
+        .map(|value| match value {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Splits a reply of two entries per request among the requests.
 fn per_request<T>(
     op: &'static str,
     requests: &[Request],
-    reply: &[i64],
-    parse: impl Fn(&Request, &[i64]) -> Result<T>,
+    reply: &[Value],
+    parse: impl Fn(&Request, &[Value]) -> Result<T>,
 ) -> Result<Vec<Result<T>>> {
     if reply.len() != 2 * requests.len() {
         return Err(Error::Protocol {
@@ -150,14 +211,14 @@ pub(crate) async fn acquire_replicated(
             evalsha.arg(keep_ms);
         }
         pipeline.cmd("WAIT").arg(wait.replicas).arg(wait_ms);
-        match pipeline.query_async::<(Vec<i64>, i64)>(conn).await {
+        match pipeline.query_async::<(Vec<Value>, i64)>(conn).await {
             Err(error) if error.code() == Some("NOSCRIPT") => {
                 // The server lost its script cache (restart, failover): load, then again.
                 form.script
                     .load_async(conn)
                     .await
                     .map_err(|error| Error::from_redis("acquire", error))?;
-                pipeline.query_async::<(Vec<i64>, i64)>(conn).await
+                pipeline.query_async::<(Vec<Value>, i64)>(conn).await
             }
             other => other,
         }
@@ -181,8 +242,17 @@ pub(crate) async fn acquire_replicated(
     Ok(attempt)
 }
 
-fn parse_acquire(request: &Request, reply: &[i64], sent_at: LeaseInstant) -> Result<Attempt> {
-    match reply {
+fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> Result<Attempt> {
+    if let [Value::Int(-5), message] = reply {
+        return Err(refused("acquire", message));
+    }
+    let Some(reply) = integers(reply) else {
+        return Err(Error::Protocol {
+            op: "acquire",
+            detail: format!("{reply:?}"),
+        });
+    };
+    match reply.as_slice() {
         [1, token] => Ok(Attempt::Acquired {
             token: *token as u64,
             reentered: false,
@@ -244,12 +314,28 @@ pub(crate) async fn release(
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(conn.publish_command());
-    let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    released(request, &reply)
+    let reply: Vec<Value> = call.run(conn, "release", limit).await?;
+    released_entry(request, &reply)
+}
+
+/// Reads one lock's entry of the release script's reply: as [`released`],
+/// and `{-5, message}` refused by the server.
+fn released_entry(request: &Request, entry: &[Value]) -> Result<Released> {
+    if let [Value::Int(-5), message] = entry {
+        return Err(refused("release", message));
+    }
+    match integers(entry) {
+        Some(entry) => released(request, &entry),
+        None => Err(Error::Protocol {
+            op: "release",
+            detail: format!("{entry:?}"),
+        }),
+    }
 }
 
 /// Reads the reply every release script shares: `{1, receivers}` unlocked,
-/// `{0, _}` one hold fewer, `{-1, _}` not held, `{-2, _}` wrong type.
+/// `{0, _}` one hold fewer, `{-1, _}` not held, `{-2, _}` wrong type or a
+/// hold count that is not an integer (its field removed).
 pub(crate) fn released(request: &Request, reply: &[i64]) -> Result<Released> {
     match reply {
         [1, receivers] => Ok(Released::Unlocked {

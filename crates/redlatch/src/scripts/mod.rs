@@ -13,20 +13,20 @@
 //!
 //! | script | KEYS | ARGV | returns |
 //! |---|---|---|---|
-//! | `ACQUIRE` | lock hash, counter | lease ms, owner field | `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` wrong type or counter not an integer (nothing written) |
-//! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type |
-//! | `RELEASE` | lock hash | channel, lease ms, owner field, publish | `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type |
+//! | `ACQUIRE` | lock hash, counter per lock | lease ms, owner field per lock | per lock: `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` a value it cannot use (wrong type, hold count not an integer, counter not a non-negative 64-bit integer), `{-5,message}` refused by the server (ACL); nothing written for `-1`, `-5` |
+//! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type or hold count not an integer |
+//! | `RELEASE` | lock hash per lock | channel, lease ms, owner field per lock; publish | per lock: `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type (nothing written) or hold count not an integer (the field removed), `{-5,message}` refused by the server |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
 //! | `FORCE_UNLOCK` | lock hash | channel, publish | 1 deleted, 0 free, -1 wrong type |
 //! | `RAISE_TOKEN` | lock hash, counter | owner field, token | 1 raised, 0 not held |
 //! | `STATUS` | lock hash, counter, line?, deadlines?, signs of life? | — | `{kind, pttl, token, mode, line, field, count, ...}` |
-//! | `FAIR_ACQUIRE` | lock hash, line, deadlines, counter, signs of life | lease ms, owner field, wait ms, place ms, waiter channel prefix, publish | `{1,token}`, `{2,token}`, `{0,pttl,first}`, `{-1,0,0}` wrong type |
-//! | `FAIR_RELEASE` | lock hash, line, deadlines, signs of life | waiter channel prefix, lease ms, owner field, publish | as `RELEASE` |
+//! | `FAIR_ACQUIRE` | lock hash, line, deadlines, counter, signs of life | lease ms, owner field, wait ms, place ms, waiter channel prefix, publish | `{1,token}`, `{2,token}`, `{0,pttl,first}`, `{-1,0,0}` a value it cannot use (as `ACQUIRE`) |
+//! | `FAIR_RELEASE` | lock hash, line, deadlines, signs of life | waiter channel prefix, lease ms, owner field, publish | as `RELEASE` (one lock, no `-5`) |
 //! | `FAIR_LEAVE` | lock hash, line, deadlines, signs of life | waiter channel prefix, owner field, publish, wait ms | 1 left, 0 not in line |
-//! | `RW_READ_ACQUIRE` | lock hash, counter, waiting writers | lease ms, read field, write field, timeout prefix, re-enter only | `{1,token}`, `{2,token}`, `{0,wait}`, `{-1,0}` wrong type, `{-3,0}` not reading |
+//! | `RW_READ_ACQUIRE` | lock hash, counter, waiting writers | lease ms, read field, write field, timeout prefix, re-enter only | `{1,token}`, `{2,token}`, `{0,wait}`, `{-1,0}` a value it cannot use (as `ACQUIRE`), `{-3,0}` not reading |
 //! | `RW_WRITE_ACQUIRE` | lock hash, counter, waiting writers | lease ms, write field, claim ms, re-enter only, read field | `{1,token}`, `{2,token}`, `{0,pttl}`, `{-1,0}`, `{-3,0}` not writing, `{-4,0}` would deadlock |
-//! | `RW_READ_RELEASE` | lock hash | channel, read field, timeout prefix, timeout base, publish | as `RELEASE` |
-//! | `RW_WRITE_RELEASE` | lock hash | channel, lease ms, write field, publish | as `RELEASE` |
+//! | `RW_READ_RELEASE` | lock hash | channel, read field, timeout prefix, timeout base, publish | as `RELEASE` (one lock, no `-5`) |
+//! | `RW_WRITE_RELEASE` | lock hash | channel, lease ms, write field, publish | as `RELEASE` (one lock, no `-5`) |
 //! | `RW_WRITER_LEAVE` | waiting writers | channel, write field, publish | 1 withdrawn, 0 no claim |
 //! | `RW_READ_RENEW` | lock hash per entry | read field, lease ms, timeout prefix per entry | 1 or 0 per entry |
 //! | `SEMAPHORE_TRY_SET` | permit count | channel, permits, publish | 1 set, 0 already set, -1 wrong value |
@@ -42,9 +42,26 @@
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
 //!
-//! The acquire scripts of the fair lock, the read-write lock and both
-//! semaphores are loaded with `scripts/lib/checks.lua` in front: the
-//! checks that let them refuse a corrupt counter or count before writing.
+//! The lock scripts and the semaphores' acquires are loaded with
+//! `scripts/lib/checks.lua` in front: the checks that let them refuse a
+//! corrupt counter or count before writing. **One lock's fault is its
+//! own**: in a call of `ACQUIRE` or `RELEASE` carrying several locks, an
+//! error that belongs to one lock (its data, its type, an ACL refusal of
+//! its keys) is that lock's outcome alone (`-1`/`-2`, `-5`), nothing is
+//! written for it, and the others get their own outcomes. An error of the
+//! server itself (READONLY, OOM, BUSY) still ends the whole call. Redis
+//! checks a script's KEYS against the user's ACL before running it, so a
+//! forbidden name refuses the whole call before anything runs; the
+//! library then sends each lock of that batch alone ([`lock::acquire_many`]).
+//!
+//! **A lease already set is never shortened** (`scripts/lib/lease.lua`):
+//! every script that sets the lease of a hold that exists already (a
+//! re-entry, a renewal, a release that leaves holds) sets it only when the
+//! key's PTTL is below the lease (a key with no expiry gets it too); only a
+//! fresh acquisition sets it outright. A request sent later can run before
+//! one sent earlier (after a lost script cache, redis-rs loads the script
+//! and sends it again), and this keeps the key's expiry at or after
+//! `sent_at + lease` of every request that ran, in any order.
 //!
 //! ## Re-send-safe on a Redis Cluster
 //!
@@ -79,17 +96,24 @@ use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::transport::{Connection, bounded};
 
-/// A script that only reads, or that can run twice harmlessly.
+/// A script that only reads, or that can run twice harmlessly; the shared
+/// parts named after it (`scripts/lib/NAME.lua`) come first, as for
+/// [`mutating!`].
 macro_rules! script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../../scripts/", $file))));
+    ($name:ident, $file:literal $(, $lib:ident)*) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
+                include_str!(concat!("../../scripts/", $file))
+            ))
+        });
     };
 }
 
 /// A script that changes data, in its plain and re-send-safe forms; the
 /// shared parts named after the file (`scripts/lib/NAME.lua`: `checks`, the
-/// validity checks; `fair_line`, the fair lock's line) come first.
+/// validity checks; `fair_line`, the fair lock's line; `lease`, the rule
+/// that never shortens a lease) come first.
 macro_rules! mutating {
     ($name:ident, $file:literal $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
@@ -101,24 +125,24 @@ macro_rules! mutating {
     };
 }
 
-mutating!(ACQUIRE, "acquire.lua");
-mutating!(REENTER, "reenter.lua");
-mutating!(RELEASE, "release.lua");
-script!(RENEW, "renew.lua");
+mutating!(ACQUIRE, "acquire.lua", checks, lease);
+mutating!(REENTER, "reenter.lua", checks, lease);
+mutating!(RELEASE, "release.lua", checks, lease);
+script!(RENEW, "renew.lua", lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua");
 script!(STATUS, "status.lua");
 script!(RAISE_TOKEN, "raise_token.lua");
 
-mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks, fair_line);
-mutating!(FAIR_RELEASE, "fair_release.lua", fair_line);
+mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks, fair_line, lease);
+mutating!(FAIR_RELEASE, "fair_release.lua", checks, fair_line, lease);
 mutating!(FAIR_LEAVE, "fair_leave.lua", fair_line);
 
-mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", checks);
-mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", checks);
-mutating!(RW_READ_RELEASE, "rw_read_release.lua");
-mutating!(RW_WRITE_RELEASE, "rw_write_release.lua");
+mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", checks, lease);
+mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", checks, lease);
+mutating!(RW_READ_RELEASE, "rw_read_release.lua", checks, lease);
+mutating!(RW_WRITE_RELEASE, "rw_write_release.lua", checks, lease);
 mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua");
-script!(RW_READ_RENEW, "rw_read_renew.lua");
+script!(RW_READ_RENEW, "rw_read_renew.lua", lease);
 
 mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
 mutating!(SEMAPHORE_ADD, "semaphore_add.lua");

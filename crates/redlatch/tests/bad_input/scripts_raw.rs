@@ -20,17 +20,35 @@ use crate::common;
 /// The shared parts some scripts are loaded with, in front.
 const CHECKS: &str = include_str!("../../scripts/lib/checks.lua");
 const FAIR_LINE: &str = include_str!("../../scripts/lib/fair_line.lua");
-const CHECKS_AND_FAIR_LINE: &str = concat!(
+const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
+const CHECKS_AND_LEASE: &str = concat!(
     include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/fair_line.lua")
+    include_str!("../../scripts/lib/lease.lua")
+);
+const CHECKS_FAIR_LINE_AND_LEASE: &str = concat!(
+    include_str!("../../scripts/lib/checks.lua"),
+    include_str!("../../scripts/lib/fair_line.lua"),
+    include_str!("../../scripts/lib/lease.lua")
 );
 
 /// Every script, and the shared parts it is loaded with.
 const SCRIPTS: [(&str, &str, &str); 25] = [
-    ("acquire", include_str!("../../scripts/acquire.lua"), ""),
-    ("reenter", include_str!("../../scripts/reenter.lua"), ""),
-    ("release", include_str!("../../scripts/release.lua"), ""),
-    ("renew", include_str!("../../scripts/renew.lua"), ""),
+    (
+        "acquire",
+        include_str!("../../scripts/acquire.lua"),
+        CHECKS_AND_LEASE,
+    ),
+    (
+        "reenter",
+        include_str!("../../scripts/reenter.lua"),
+        CHECKS_AND_LEASE,
+    ),
+    (
+        "release",
+        include_str!("../../scripts/release.lua"),
+        CHECKS_AND_LEASE,
+    ),
+    ("renew", include_str!("../../scripts/renew.lua"), LEASE),
     (
         "force_unlock",
         include_str!("../../scripts/force_unlock.lua"),
@@ -45,12 +63,12 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "fair_acquire",
         include_str!("../../scripts/fair_acquire.lua"),
-        CHECKS_AND_FAIR_LINE,
+        CHECKS_FAIR_LINE_AND_LEASE,
     ),
     (
         "fair_release",
         include_str!("../../scripts/fair_release.lua"),
-        FAIR_LINE,
+        CHECKS_FAIR_LINE_AND_LEASE,
     ),
     (
         "fair_leave",
@@ -60,22 +78,22 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "rw_read_acquire",
         include_str!("../../scripts/rw_read_acquire.lua"),
-        CHECKS,
+        CHECKS_AND_LEASE,
     ),
     (
         "rw_write_acquire",
         include_str!("../../scripts/rw_write_acquire.lua"),
-        CHECKS,
+        CHECKS_AND_LEASE,
     ),
     (
         "rw_read_release",
         include_str!("../../scripts/rw_read_release.lua"),
-        "",
+        CHECKS_AND_LEASE,
     ),
     (
         "rw_write_release",
         include_str!("../../scripts/rw_write_release.lua"),
-        "",
+        CHECKS_AND_LEASE,
     ),
     (
         "rw_writer_leave",
@@ -85,7 +103,7 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "rw_read_renew",
         include_str!("../../scripts/rw_read_renew.lua"),
-        "",
+        LEASE,
     ),
     (
         "semaphore_try_set",

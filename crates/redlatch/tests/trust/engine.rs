@@ -15,7 +15,6 @@ use crate::support::{client_at, pttl};
 /// must never end with a shorter lease than the guards believe: while the
 /// guards say `is_held()`, nobody else may acquire the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the scripts that never shorten a lease (branch scripts)"]
 async fn a_reentry_delayed_by_a_flushed_script_cache_never_leaves_two_holders() {
     for round in 0..3 {
         let server = common::server();
@@ -79,7 +78,6 @@ async fn a_reentry_delayed_by_a_flushed_script_cache_never_leaves_two_holders() 
 /// shorten the lease its watchdog guard relies on: the lock stays held (and
 /// renewed) while the watchdog guard lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the scripts that never shorten a lease (branch scripts)"]
 async fn a_short_fixed_lease_reentry_never_shortens_a_watchdog_hold() {
     let server = common::server();
     let client = common::client(&server).await;

@@ -1,0 +1,195 @@
+//! No caller's poll, or its absence, delays another caller of the client.
+//!
+//! A future polled once and then kept without being polled again (the
+//! losing branch of a `select!` that is kept, a future parked in a struct)
+//! must not hold up the client's other acquires and releases: the
+//! reentrant lock's concurrent calls leave together in one script call
+//! (`engine/coalesce.rs`), and that call must leave and be answered
+//! whatever the callers in it do with their futures. Each round keeps one
+//! such future while other tasks take unrelated free locks and release
+//! other guards; each of those calls must answer within [`PROMPT`] and a
+//! released lock must be gone from Redis when its release returns.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redlatch::{Client, Guard};
+use testkit::{Direction, LinkFaults, Proxy};
+
+use crate::common;
+use crate::support;
+
+/// Rounds per test: each keeps a fresh future unpolled.
+const ROUNDS: usize = 12;
+/// Other callers per round, each taking a lock and releasing another.
+const OTHERS: usize = 4;
+/// How long another caller's call may take: a lone round trip to a local
+/// server takes about a millisecond; the client's response timeout is 500 ms.
+const PROMPT: Duration = Duration::from_millis(300);
+
+/// How long replies take while a kept call is polled: long enough that its
+/// reply cannot come back within its first poll.
+const SLOW_REPLIES: Duration = Duration::from_millis(20);
+
+/// Polls `future` once with a waker that does nothing, as a `select!` does
+/// with a branch it then keeps, while `proxy` slows replies down; asserts
+/// the call is under way (waiting on Redis).
+fn poll_once<F: Future>(proxy: &Proxy, future: Pin<&mut F>) {
+    let slow = LinkFaults {
+        latency: SLOW_REPLIES,
+        ..LinkFaults::default()
+    };
+    proxy.set(Direction::ToClient, slow);
+    let mut context = Context::from_waker(Waker::noop());
+    let pending = future.poll(&mut context).is_pending();
+    proxy.set(Direction::ToClient, LinkFaults::default());
+    assert!(pending, "the kept call answered at its first poll");
+}
+
+/// While a future is kept unpolled: `OTHERS` tasks each take a free lock of
+/// their own and release a guard taken before; every call answers within
+/// [`PROMPT`] and every released lock is gone from Redis at once.
+async fn others_go_on(
+    client: &Client,
+    admin: &redis::aio::MultiplexedConnection,
+    round: usize,
+    held: Vec<Guard>,
+) {
+    let tasks: Vec<_> = held
+        .into_iter()
+        .enumerate()
+        .map(|(other, guard)| {
+            let (client, mut admin) = (client.clone(), admin.clone());
+            tokio::spawn(async move {
+                let key = guard.key().to_owned();
+                let released = tokio::time::timeout(PROMPT, guard.release()).await;
+                assert!(
+                    matches!(released, Ok(Ok(()))),
+                    "round {round}, caller {other}: release of {key} took over {PROMPT:?} or failed: {released:?}"
+                );
+                let left: bool = admin.exists(&key).await.unwrap();
+                assert!(!left, "round {round}: {key} still in Redis after its release returned");
+
+                let name = format!("live-free-{round}-{other}");
+                let lock = client.lock(&name);
+                let taken = tokio::time::timeout(PROMPT, lock.try_acquire()).await;
+                let guard = match taken {
+                    Ok(Ok(Some(guard))) => guard,
+                    other => panic!("round {round}: try_acquire of free {name} took over {PROMPT:?} or failed: {other:?}"),
+                };
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        if let Err(error) = task.await {
+            std::panic::resume_unwind(error.into_panic());
+        }
+    }
+}
+
+/// Takes the locks the other callers of `round` release.
+async fn hold_others(client: &Client, round: usize) -> Vec<Guard> {
+    let mut held = Vec::new();
+    for other in 0..OTHERS {
+        let lock = client.lock(format!("live-held-{round}-{other}"));
+        held.push(lock.try_acquire().await.unwrap().expect("a free lock"));
+    }
+    held
+}
+
+/// Every hold of the test's locks has been given back.
+async fn assert_nothing_left(admin: &redis::aio::MultiplexedConnection) {
+    let left = common::settled(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move { common::holds_left(&mut admin, "live-").await }
+    })
+    .await;
+    assert_eq!(
+        left, 0,
+        "holds left behind once the kept futures were dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_kept_unpolled_delays_no_other_acquire_or_release() {
+    let server = common::server();
+    let proxy = Proxy::start(server.addr()).expect("start the proxy");
+    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let admin = common::admin(&server).await;
+    for round in 0..ROUNDS {
+        let held = hold_others(&client, round).await;
+        let lock = client.lock(format!("live-kept-{round}"));
+        let mut kept = std::pin::pin!(lock.try_acquire());
+        poll_once(&proxy, kept.as_mut());
+        others_go_on(&client, &admin, round, held).await;
+    }
+    assert_nothing_left(&admin).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_kept_unpolled_delays_no_other_acquire_or_release() {
+    let server = common::server();
+    let proxy = Proxy::start(server.addr()).expect("start the proxy");
+    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let mut admin = common::admin(&server).await;
+    for round in 0..ROUNDS {
+        let held = hold_others(&client, round).await;
+        let kept_guard = client
+            .lock(format!("live-kept-{round}"))
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("a free lock");
+        let mut kept = std::pin::pin!(kept_guard.release());
+        poll_once(&proxy, kept.as_mut());
+        others_go_on(&client, &admin, round, held).await;
+    }
+    assert_nothing_left(&admin).await;
+    let kept_left: Vec<String> = admin.keys("live-kept-*").await.unwrap();
+    assert!(
+        kept_left.is_empty(),
+        "kept releases never finished: {kept_left:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_kept_unpolled_behind_another_in_flight_delays_nobody() {
+    let server = common::server();
+    // Replies take 20 ms: the kept call arrives while the first is in flight,
+    // and leaves in the batch after it.
+    let proxy = Proxy::start(server.addr()).expect("start the proxy");
+    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let admin = common::admin(&server).await;
+    for round in 0..ROUNDS {
+        let held = hold_others(&client, round).await;
+        proxy.set(
+            Direction::ToClient,
+            LinkFaults {
+                latency: SLOW_REPLIES,
+                ..LinkFaults::default()
+            },
+        );
+        let first = tokio::spawn({
+            let lock = client.lock(format!("live-first-{round}"));
+            async move {
+                lock.try_acquire()
+                    .await
+                    .unwrap()
+                    .expect("a free lock")
+                    .release()
+                    .await
+            }
+        });
+        tokio::time::sleep(SLOW_REPLIES / 4).await;
+        let lock = client.lock(format!("live-kept-{round}"));
+        let mut kept = std::pin::pin!(lock.try_acquire());
+        poll_once(&proxy, kept.as_mut());
+        others_go_on(&client, &admin, round, held).await;
+        first.await.unwrap().unwrap();
+    }
+    assert_nothing_left(&admin).await;
+}

@@ -1,0 +1,370 @@
+//! The lock scripts against data they cannot use and servers that refuse
+//! them: one lock's fault is its own (the other locks of a coalesced call
+//! get their own outcomes, nothing is written for the failing lock, and
+//! nothing is left held that no guard owns); and a lease already set is
+//! never shortened, whatever order requests run in.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redlatch::{Client, Error};
+use tokio::task::JoinSet;
+
+use crate::common;
+use crate::support;
+
+const ROUNDS: usize = 50;
+/// Acquires of sound locks fired around the one with a fault, so that
+/// the faulty one lands inside a coalesced batch, between others.
+const NEIGHBOURS: usize = 12;
+
+async fn cmd<T: redis::FromRedisValue>(admin: &mut MultiplexedConnection, args: &[&str]) -> T {
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command.query_async(admin).await.unwrap()
+}
+
+/// Holds left in the locks named `prefix*` once every background release landed.
+async fn leaked(admin: &MultiplexedConnection, prefix: &str) -> i64 {
+    common::settled(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move { common::holds_left(&mut admin, prefix).await }
+    })
+    .await
+}
+
+/// Fires `NEIGHBOURS` anonymous acquires of `ok:{round}:*` with `odd` in
+/// the middle; returns how many sound acquires failed and `odd`'s outcome.
+async fn acquire_around<F>(client: &Client, round: usize, odd: F) -> (usize, Result<(), Error>)
+where
+    F: std::future::Future<Output = Result<redlatch::Guard, Error>> + Send + 'static,
+{
+    let mut sound = JoinSet::new();
+    for i in 0..NEIGHBOURS / 2 {
+        let lock = client.lock(format!("ok:{round}:{i}"));
+        sound.spawn(async move { lock.acquire().await });
+    }
+    let odd = tokio::spawn(odd);
+    for i in NEIGHBOURS / 2..NEIGHBOURS {
+        let lock = client.lock(format!("ok:{round}:{i}"));
+        sound.spawn(async move { lock.acquire().await });
+    }
+    let mut failed = 0;
+    let mut guards = Vec::new();
+    while let Some(outcome) = sound.join_next().await {
+        match outcome.unwrap() {
+            Ok(guard) => guards.push(guard),
+            Err(error) => {
+                eprintln!("a sound acquire failed: {error}");
+                failed += 1;
+            }
+        }
+    }
+    let odd = odd.await.unwrap().map(drop);
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    (failed, odd)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_hold_count_fails_only_its_own_acquire_in_a_batch_and_leaks_nothing() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let mut admin = common::admin(&server).await;
+    let field = format!("{}:me", client.id());
+    let (mut failed, mut wrong_type, mut other) = (0, 0, Vec::new());
+    for round in 0..ROUNDS {
+        let bad = format!("bad:{round}");
+        let _: () = cmd(&mut admin, &["HSET", &bad, &field, "banana"]).await;
+        let _: () = cmd(&mut admin, &["PEXPIRE", &bad, "60000"]).await;
+        let lock = client.lock(bad.as_str()).with_owner("me");
+        let (sound_failed, odd) =
+            acquire_around(&client, round, async move { lock.acquire().await }).await;
+        failed += sound_failed;
+        match odd {
+            Err(Error::WrongType { .. }) => wrong_type += 1,
+            outcome => other.push(format!("{outcome:?}")),
+        }
+        // Nothing written for the failing lock.
+        let count: String = cmd(&mut admin, &["HGET", &bad, &field]).await;
+        assert_eq!(count, "banana", "round {round}");
+    }
+    let leaked = leaked(&admin, "ok:").await;
+    assert_eq!(failed, 0, "sound acquires failed with the corrupt one");
+    assert_eq!(leaked, 0, "holds left with no guard");
+    assert_eq!(wrong_type, ROUNDS, "the corrupt lock's outcomes: {other:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_hold_count_fails_only_its_own_release_and_removes_the_hold() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let mut admin = common::admin(&server).await;
+    let (mut failed, mut wrong_type, mut other) = (0, 0, Vec::new());
+    for round in 0..ROUNDS {
+        let mut guards = Vec::new();
+        for i in 0..NEIGHBOURS {
+            guards.push(
+                client
+                    .lock(format!("rel:{round}:{i}"))
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
+        }
+        let bad = &guards[NEIGHBOURS / 2];
+        let (bad_key, bad_field) = (bad.key().to_owned(), bad.owner().to_owned());
+        let _: () = cmd(&mut admin, &["HSET", &bad_key, &bad_field, "banana"]).await;
+        let mut releases = JoinSet::new();
+        for guard in guards {
+            let key = guard.key().to_owned();
+            releases.spawn(async move { (key, guard.release().await) });
+        }
+        while let Some(outcome) = releases.join_next().await {
+            let (key, outcome) = outcome.unwrap();
+            match (key == bad_key, outcome) {
+                (true, Err(Error::WrongType { .. })) => wrong_type += 1,
+                (true, outcome) => other.push(format!("{outcome:?}")),
+                (false, Ok(())) => {}
+                (false, Err(error)) => {
+                    eprintln!("a sound release failed: {error}");
+                    failed += 1;
+                }
+            }
+        }
+        // The hold that could not be counted is gone, and the lock with it.
+        let exists: i64 = cmd(&mut admin, &["EXISTS", &bad_key]).await;
+        assert_eq!(exists, 0, "round {round}: the corrupt hold was kept");
+    }
+    let leaked = leaked(&admin, "rel:").await;
+    assert_eq!(failed, 0, "sound releases failed with the corrupt one");
+    assert_eq!(leaked, 0, "holds left with no guard");
+    assert_eq!(wrong_type, ROUNDS, "the corrupt lock's outcomes: {other:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_name_fails_only_its_own_acquire_in_a_batch() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    // May touch the locks named ok* (and their counters), nothing else.
+    let _: () = cmd(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "limited",
+            "on",
+            ">secret",
+            "~ok*",
+            "~redisson_lock_token:{ok*",
+            "allchannels",
+            "+@all",
+        ],
+    )
+    .await;
+    let url = server
+        .url()
+        .replacen("redis://", "redis://limited:secret@", 1);
+    let client = support::client_at(&url, Duration::from_secs(30)).await;
+    let noperm = |outcome: &Result<(), Error>| matches!(outcome, Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM"));
+    // Alone, the forbidden name gets the server's NOPERM.
+    let alone = client.lock("no:alone").acquire().await.map(drop);
+    assert!(noperm(&alone), "alone: {alone:?}");
+    let (mut failed, mut refused, mut other) = (0, 0, Vec::new());
+    for round in 0..ROUNDS {
+        let lock = client.lock(format!("no:{round}"));
+        let (sound_failed, odd) =
+            acquire_around(&client, round, async move { lock.acquire().await }).await;
+        failed += sound_failed;
+        if noperm(&odd) {
+            refused += 1;
+        } else {
+            other.push(format!("{odd:?}"));
+        }
+    }
+    let leaked = leaked(&admin, "ok:").await;
+    let forbidden: Vec<String> = cmd(&mut admin, &["KEYS", "*no:*"]).await;
+    assert_eq!(
+        failed, 0,
+        "permitted acquires failed with the forbidden one"
+    );
+    assert_eq!(leaked, 0, "holds left with no guard");
+    assert!(forbidden.is_empty(), "written: {forbidden:?}");
+    assert_eq!(refused, ROUNDS, "the forbidden name's outcomes: {other:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_fencing_counter_is_refused_like_a_corrupt_one() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let mut admin = common::admin(&server).await;
+
+    // Fresh acquisitions: plain, fair, read and write.
+    for name in ["plain", "fair", "read", "write"] {
+        let counter = format!("redisson_lock_token:{{{name}}}");
+        let _: () = cmd(&mut admin, &["SET", &counter, "-5"]).await;
+        let outcome = match name {
+            "plain" => client.lock(name).acquire().await.map(|guard| guard.token()),
+            "fair" => client
+                .fair_lock(name)
+                .acquire()
+                .await
+                .map(|guard| guard.token()),
+            "read" => client
+                .read_write_lock(name)
+                .read()
+                .await
+                .map(|guard| guard.token()),
+            _ => client
+                .read_write_lock(name)
+                .write()
+                .await
+                .map(|guard| guard.token()),
+        };
+        assert!(
+            matches!(outcome, Err(Error::WrongType { .. })),
+            "{name}: {outcome:?}"
+        );
+        let value: String = cmd(&mut admin, &["GET", &counter]).await;
+        assert_eq!(value, "-5", "{name}: the counter was written");
+        let written: Vec<String> = cmd(&mut admin, &["KEYS", &format!("*{name}*")]).await;
+        assert_eq!(written, vec![counter], "{name}: something was written");
+    }
+
+    // A re-entry reads the counter: a negative one is refused too.
+    let lock = client.lock("again").with_owner("me");
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(guard.token(), 1);
+    let _: () = cmd(&mut admin, &["SET", "redisson_lock_token:{again}", "-5"]).await;
+    let outcome = lock.acquire().await.map(|guard| guard.token());
+    assert!(
+        matches!(outcome, Err(Error::WrongType { .. })),
+        "{outcome:?}"
+    );
+    let count: String = cmd(&mut admin, &["HGET", "again", guard.owner()]).await;
+    assert_eq!(count, "1", "the re-entry was written");
+    guard.release().await.unwrap();
+}
+
+/// PTTL of `key` once set longer (60 s) than any lease the test's
+/// requests carry, as if a request sent later with a longer lease had run
+/// first.
+async fn lengthened(admin: &mut MultiplexedConnection, key: &str) {
+    let _: () = cmd(admin, &["PEXPIRE", key, "60000"]).await;
+}
+
+async fn kept(server: &testkit::RedisServer, key: &str, what: &str) {
+    let left = support::pttl(server, key).await;
+    assert!(left > 45_000, "{what} shortened the lease to {left} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_lease_never_shortens_the_plain_lock() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.lock("plain").with_owner("me");
+
+    // Re-entry and release of the re-entry, both with a 1 s lease.
+    let outer = lock
+        .acquire_with_lease(Duration::from_secs(1))
+        .await
+        .unwrap();
+    lengthened(&mut admin, "plain").await;
+    let inner = lock
+        .acquire_with_lease(Duration::from_secs(1))
+        .await
+        .unwrap();
+    kept(&server, "plain", "a re-entry").await;
+    let inner_reentered = outer.reenter().await.unwrap();
+    kept(&server, "plain", "a guard's re-entry").await;
+    inner_reentered.release().await.unwrap();
+    kept(&server, "plain", "a release that leaves holds").await;
+    inner.release().await.unwrap();
+    kept(&server, "plain", "a release that leaves holds").await;
+    outer.release().await.unwrap();
+
+    // Renewal: the watchdog's 3 s lease.
+    let guard = client.lock("renewed").acquire().await.unwrap();
+    lengthened(&mut admin, "renewed").await;
+    let before = client.renewal_round_trips();
+    let renewed = common::eventually(Duration::from_secs(5), || {
+        let renewed = client.renewal_round_trips() > before + 1;
+        async move { renewed }
+    })
+    .await;
+    assert!(renewed, "no renewal in 5 s");
+    kept(&server, "renewed", "a renewal").await;
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_lease_never_shortens_the_fair_lock() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client
+        .fair_lock("fair")
+        .with_owner("me")
+        .with_lease(Duration::from_secs(1));
+    let outer = lock.acquire().await.unwrap();
+    lengthened(&mut admin, "fair").await;
+    let inner = lock.acquire().await.unwrap();
+    kept(&server, "fair", "a re-entry").await;
+    let again = outer.reenter().await.unwrap();
+    kept(&server, "fair", "a guard's re-entry").await;
+    again.release().await.unwrap();
+    kept(&server, "fair", "a release that leaves holds").await;
+    inner.release().await.unwrap();
+    kept(&server, "fair", "a release that leaves holds").await;
+    outer.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_lease_never_shortens_the_read_write_lock() {
+    let server = common::server();
+    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client
+        .read_write_lock("rw")
+        .with_owner("me")
+        .with_lease(Duration::from_secs(1));
+
+    let writer = lock.write().await.unwrap();
+    lengthened(&mut admin, "rw").await;
+    let again = writer.reenter().await.unwrap();
+    kept(&server, "rw", "a write re-entry").await;
+    again.release().await.unwrap();
+    kept(&server, "rw", "a write release that leaves holds").await;
+    writer.release().await.unwrap();
+
+    let reader = lock.read().await.unwrap();
+    lengthened(&mut admin, "rw").await;
+    let again = reader.reenter().await.unwrap();
+    kept(&server, "rw", "a read re-entry").await;
+    again.release().await.unwrap();
+    kept(&server, "rw", "a read release that leaves holds").await;
+    reader.release().await.unwrap();
+
+    // Renewal of a read hold: the hash and the hold's timeout key.
+    let reader = client.read_write_lock("renewed").read().await.unwrap();
+    let timeouts: Vec<String> = cmd(&mut admin, &["KEYS", "{renewed}:*rwlock_timeout*"]).await;
+    assert_eq!(timeouts.len(), 1, "{timeouts:?}");
+    lengthened(&mut admin, "renewed").await;
+    lengthened(&mut admin, &timeouts[0]).await;
+    let before = client.renewal_round_trips();
+    let renewed = common::eventually(Duration::from_secs(5), || {
+        let renewed = client.renewal_round_trips() > before + 1;
+        async move { renewed }
+    })
+    .await;
+    assert!(renewed, "no renewal in 5 s");
+    kept(&server, "renewed", "a read renewal").await;
+    kept(&server, &timeouts[0], "a read renewal").await;
+    assert!(reader.is_held());
+    reader.release().await.unwrap();
+}
