@@ -20,8 +20,15 @@ pub struct Tie {
 /// Every script the model has a step for.
 pub const TIES: &[Tie] = &[
     Tie {
+        file: "lib/lease.lua",
+        sha1: "b42807e6c1068c952cb4951a67c554e53d9651dd",
+        step: "server::set_lease (LeaseRule::NeverShorten)",
+        recheck: "a lease already set is only lengthened: PEXPIRE only when PTTL is shorter \
+                  than the lease (a key without expiry, PTTL -1, gets the lease)",
+    },
+    Tie {
         file: "acquire.lua",
-        sha1: "3415d9613b2b7120fd3f64632290ec3e0f354d1b",
+        sha1: "6e10dd08ed6ea803f61f72974c7cb88625a827d8",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \
@@ -29,47 +36,47 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "reenter.lua",
-        sha1: "007e060284060f74f144e74e011840d6f547adc3",
+        sha1: "3d6e35417be65829c52e034ff4db5240185ecfba",
         step: "server::Server::reenter",
         recheck: "only an owner that holds gets one more hold, the lease only lengthened; never \
                   acquires afresh",
     },
     Tie {
         file: "release.lua",
-        sha1: "27c1e689b96743000d52107f5df5afa462f56c21",
+        sha1: "5dec2f90ce975a6405866ecdebeff921d0e12687",
         step: "server::Server::release",
         recheck: "the last hold deletes the key and publishes; others decrement and only \
                   lengthen the lease; a missing key publishes; another owner's hold is untouched",
     },
     Tie {
         file: "renew.lua",
-        sha1: "ff6c6cd43e29b537bf0ae067c1dec74e44737799",
+        sha1: "ade087611eb7ac3b22c1e6fb22271f04dcc59255",
         step: "server::Server::renew",
         recheck: "only the owner's hold is renewed, the lease only lengthened; a missing or \
                   foreign hold answers 0 and writes nothing",
     },
     Tie {
         file: "rw_read_acquire.lua",
-        sha1: "ea9ab3ec58ed12724a7e9273659ecdcfb09c25bd",
+        sha1: "c02a8571a642da501ea61102163263e9b160e5b4",
         step: "rwlock::RwServer::read_acquire",
         recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
                   sets its own lease",
     },
     Tie {
         file: "rw_write_acquire.lua",
-        sha1: "31cfdfcf18d3281495cdf9b9edaa21de9d03a3cd",
+        sha1: "2ae291f1790821ea37c487bb77547092edf6eb19",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },
     Tie {
         file: "rw_read_release.lua",
-        sha1: "e6a2c060653b6293e5bb6092d886d18e9e92bbcc",
+        sha1: "96dc36bb4bf108300d387e5fb37c4256c528e890",
         step: "rwlock::RwServer::release",
         recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
     },
     Tie {
         file: "rw_write_release.lua",
-        sha1: "78827dd090b2bebd2dddf8a09fe8471b21821359",
+        sha1: "3f2d09efe870cda81d4ef52b698c051405302a39",
         step: "rwlock::RwServer::release",
         recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
     },
