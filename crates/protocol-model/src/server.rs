@@ -58,6 +58,9 @@ pub enum Reply {
     NotHeld,
     /// `renew.lua`: the lease was set again.
     Renewed,
+    /// Not a script's reply: the replicas did not acknowledge the
+    /// acquisition (`WAIT`), so the engine undid it and the call failed.
+    NotAcknowledged,
 }
 
 /// What running a script did beyond its reply: what the properties watch.
@@ -80,6 +83,9 @@ pub struct Server {
     pub counter: u32,
     /// Request records (`redlatch_request:*`): request id → recorded reply.
     pub records: Vec<(u8, Reply)>,
+    /// Scripts run so far: the replication offset (a replica has the
+    /// master's writes up to its own count).
+    pub writes: u8,
 }
 
 impl Server {

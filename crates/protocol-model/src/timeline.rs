@@ -41,7 +41,7 @@ impl Line {
 
 impl fmt::Display for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "  t={:<3}{:<7}{}", self.at, self.who, self.text)
+        write!(f, "  t={:<3}{:<8}{}", self.at, self.who, self.text)
     }
 }
 

@@ -102,6 +102,25 @@ fn a_failover_without_replica_acknowledgement_leaves_two_holders() {
 }
 
 #[test]
+fn with_replica_acknowledgement_a_failover_that_loses_a_renewal_leaves_two_holders() {
+    // WAIT covers the acquire, not the renewals (docs/DEPLOYMENT.md): the
+    // promoted replica has the acquire's shorter lease.
+    let mut config = Config::redlatch();
+    config.replica_ack = true;
+    config.faults = Faults {
+        failovers: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::EXCLUSIVE_ACROSS_FAILOVER;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(timeline.contains("watchdog renews"), "{timeline}");
+    assert!(
+        timeline.contains("w1 and w2 believe they hold the lock"),
+        "{timeline}"
+    );
+}
+
+#[test]
 fn without_never_shorten_a_short_reentry_cuts_the_lease_the_hold_believes() {
     // The engine's invariant (b) removed, its belief kept: a re-entry with
     // a short fixed lease cuts the lease the acquire confirmed.

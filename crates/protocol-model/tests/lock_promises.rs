@@ -131,3 +131,28 @@ fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
     );
     assert_hold(&checked, &[names::WAKES, names::EXCLUSIVE]);
 }
+
+#[test]
+fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrenewed_lock() {
+    // wait_for_replicas: the acquire counts once the replica has it. Without
+    // renewals nothing the holder believes is missing on the replica (the
+    // known failure with a renewal is in known_failures.rs).
+    let mut config = Config::redlatch();
+    config.replica_ack = true;
+    config.renewals = 0;
+    config.faults = Faults {
+        failovers: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 22,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::EXCLUSIVE_ACROSS_FAILOVER, names::EXCLUSIVE],
+    );
+}

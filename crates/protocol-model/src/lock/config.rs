@@ -37,6 +37,10 @@ pub struct Config {
     pub fenced: bool,
     /// Requests carry a request record (a cluster): a re-send runs once.
     pub request_records: bool,
+    /// `wait_for_replicas`: an acquisition counts only once the replica
+    /// has it (`WAIT` pipelined with the acquire); one the replica never
+    /// got when it is promoted fails and is tried again.
+    pub replica_ack: bool,
     /// A parked waiter tries again at the holder's lease end even without
     /// the unlock message (the engine's re-check); off only to show why.
     pub lease_end_recheck: bool,
@@ -57,6 +61,7 @@ impl Config {
             fenced: true,
             request_records: true,
             lease_end_recheck: true,
+            replica_ack: false,
             faults: Faults::default(),
         }
     }

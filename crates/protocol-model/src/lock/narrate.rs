@@ -203,6 +203,7 @@ fn run_text(before: &LockState, after: &LockState, request: &Request) -> String 
             format!("runs {script} for {who} (lease {lease}): one hold fewer{expiry}")
         }
         Reply::NotHeld => format!("runs {script} for {who}: it does not hold the lock"),
+        Reply::NotAcknowledged => format!("runs {script} for {who}"),
     }
 }
 
@@ -252,6 +253,9 @@ fn deliver_text(before: &LockState, after: &LockState, id: u8) -> Vec<Line> {
         (Kind::Release, Reply::Released { last: false }) => "released one hold".to_owned(),
         (Kind::Release, _) => "release: the lock was no longer its own".to_owned(),
         (Kind::GiveBack, _) => "gave back the hold nobody received".to_owned(),
+        (Kind::Acquire, Reply::NotAcknowledged) => {
+            "error: replicas did not confirm the acquisition (undone); tries again".to_owned()
+        }
         _ => "got a reply".to_owned(),
     };
     vec![Line::worker(now, c, text)]

@@ -99,6 +99,8 @@ pub struct Answer {
     pub request: Request,
     /// The reply.
     pub reply: Reply,
+    /// The master's replication offset once the script ran.
+    pub offset: u8,
 }
 
 /// One step of the model.

@@ -76,15 +76,19 @@ impl Model for LockModel {
             if state.clients[usize::from(answer.request.client)].paused {
                 continue;
             }
+            if self.awaits_ack(state, answer) {
+                continue;
+            }
             actions.push(Action::Deliver(answer.request.id));
             if state.budget.lost_replies > 0 {
                 actions.push(Action::LoseReply(answer.request.id));
             }
         }
+        let replicates = state.budget.failovers > 0 || self.config.replica_ack;
+        if replicates && state.replica.writes != state.master.writes {
+            actions.push(Action::Replicate);
+        }
         if state.budget.failovers > 0 {
-            if state.replica != state.master {
-                actions.push(Action::Replicate);
-            }
             actions.push(Action::Failover);
         }
     }
@@ -174,6 +178,17 @@ impl Model for LockModel {
             Action::Failover => {
                 next.budget.failovers -= 1;
                 next.history.failed_over = true;
+                if self.config.replica_ack {
+                    // WAIT never confirmed what the replica lacks: those
+                    // acquisitions fail (the engine undoes them).
+                    let offset = next.replica.writes;
+                    for answer in &mut next.answers {
+                        let fresh = matches!(answer.reply, Reply::Acquired { fresh: true, .. });
+                        if fresh && answer.request.kind == Kind::Acquire && answer.offset > offset {
+                            answer.reply = Reply::NotAcknowledged;
+                        }
+                    }
+                }
                 next.master = next.replica.clone();
             }
         }
@@ -258,6 +273,16 @@ impl LockModel {
         }
     }
 
+    /// With `wait_for_replicas`, a fresh acquisition's reply waits for the
+    /// replica to have it.
+    fn awaits_ack(&self, state: &LockState, answer: &Answer) -> bool {
+        let fresh = matches!(answer.reply, Reply::Acquired { fresh: true, .. });
+        self.config.replica_ack
+            && fresh
+            && answer.request.kind == Kind::Acquire
+            && state.replica.writes < answer.offset
+    }
+
     /// The server runs one request: its script, atomically, on the master;
     /// on a cluster the request record answers a re-send instead.
     fn run(&self, state: &mut LockState, id: u8, lose_message: bool) {
@@ -281,6 +306,7 @@ impl LockModel {
             Some(reply) => reply,
             None => {
                 let (reply, effects) = self.script(state, &request);
+                state.master.writes += 1;
                 if records {
                     state.master.record(id, &reply);
                 }
@@ -288,7 +314,12 @@ impl LockModel {
                 reply
             }
         };
-        state.answers.push(Answer { request, reply });
+        let offset = state.master.writes;
+        state.answers.push(Answer {
+            request,
+            reply,
+            offset,
+        });
     }
 
     /// The script a request runs (see `crate::scripts` for the files).
@@ -331,6 +362,9 @@ impl LockModel {
                     renewals: self.config.renewals,
                     paused: false,
                 };
+            }
+            (Kind::Acquire, Reply::NotAcknowledged) if client.phase != Phase::Cancelled => {
+                client.phase = Phase::Wants;
             }
             (Kind::Acquire, Reply::Busy { pttl }) if client.phase != Phase::Cancelled => {
                 client.phase = Phase::Parked {
