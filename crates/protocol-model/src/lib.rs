@@ -14,6 +14,8 @@
 //! `docs/PROTOCOL-MODEL.md` explains what is modelled, the bound and how to
 //! run the long mode.
 
+#![deny(missing_docs)]
+
 pub mod lock;
 pub mod recipes;
 pub mod redlock;
