@@ -302,14 +302,7 @@ impl FairLock {
             place: None,
             started: LeaseInstant::now(),
         };
-        wait_for(
-            &mut acquisition,
-            wait,
-            LeaseInstant::now(),
-            Vec::new(),
-            false,
-        )
-        .await
+        wait_for(&mut acquisition, wait).await
     }
 }
 

@@ -906,6 +906,29 @@ impl<'e> Case<'e> {
         )
     }
 
+    /// Lets a cancelled call finish in the background before the next step:
+    /// through the proxy its request and its undo each take a round trip,
+    /// and until both are done Redis may show what the call took (the
+    /// comparison after the step could agree too early, and the next step
+    /// would meet the taken hold or permits). Four one-way latencies and a
+    /// generous margin for scheduling.
+    async fn await_cancelled_call(&self) {
+        if self.latency > 0 {
+            tokio::time::sleep(self.latency() * 4 + Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Ends the hold of lock `l` by dropping its guards (each releases in
+    /// the background), for a hold whose lease the model can no longer
+    /// predict.
+    fn end_hold(&mut self, l: usize) {
+        let Some(hold) = self.locks[l].hold.take() else {
+            return;
+        };
+        self.guards.retain(|guard| guard.epoch != hold.epoch);
+        self.beliefs.insert(hold.epoch, Belief::Lost);
+    }
+
     /// Judges a release (`None`: a drop, released in the background).
     fn judge_release(
         &mut self,
@@ -1165,6 +1188,16 @@ impl<'e> Case<'e> {
             Op::CancelAcquire { c, l, owner, how } => {
                 let lock = self.lock(c, l, owner);
                 let was_free = self.locks[l].hold.is_none();
+                // A named owner's cancelled acquire of a fixed-lease hold it
+                // has may have re-entered with the watchdog lease before it
+                // was undone: the lease it set stays (no script shortens a
+                // lease), so the hold no longer runs out when the model says.
+                let named_field = self.named_field(c);
+                let lengthens = owner == Owner::Named
+                    && self.locks[l]
+                        .hold
+                        .as_ref()
+                        .is_some_and(|hold| hold.field == named_field && hold.fixed.is_some());
                 let outcome = cancel(async move { lock.try_acquire().await }, how).await;
                 match outcome {
                     None | Some(Ok(None)) => {}
@@ -1172,12 +1205,17 @@ impl<'e> Case<'e> {
                     Some(Err(e)) => return Err(format!("cancelled try_acquire: {e}")),
                 }
                 self.locks[l].token_may_grow = was_free;
+                self.await_cancelled_call().await;
+                if lengthens {
+                    self.end_hold(l);
+                }
             }
             Op::CancelReenter { g, how } => {
                 let Some(i) = pick(&self.guards, g) else {
                     return Ok(());
                 };
                 let outcome = poll_then_drop(self.guards[i].guard.reenter(), how).await;
+                self.await_cancelled_call().await;
                 match outcome {
                     None | Some(Ok(_)) => {}
                     Some(Err(Error::NotHeld { .. })) => {
@@ -1197,7 +1235,9 @@ impl<'e> Case<'e> {
                 let task = tokio::spawn(async move { lock.acquire().await });
                 tokio::time::sleep(Duration::from_millis(after_ms.into())).await;
                 task.abort();
-                match task.await {
+                let ended = task.await;
+                self.await_cancelled_call().await;
+                match ended {
                     Err(e) if e.is_cancelled() => {}
                     // A slow step: the holder's fixed lease ran out while it waited.
                     Ok(Ok(guard))
@@ -1269,6 +1309,7 @@ impl<'e> Case<'e> {
                     Some(Ok(Some(permit))) => drop(permit),
                     Some(Err(e)) => return Err(format!("cancelled semaphore try_acquire: {e}")),
                 }
+                self.await_cancelled_call().await;
             }
             Op::CorruptCounter {
                 c,

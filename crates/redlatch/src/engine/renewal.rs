@@ -753,6 +753,20 @@ mod permutation_checks {
         }
     }
 
+    /// Registers two replies from two threads, in an order the schedule picks.
+    fn register_both(
+        dog: &Arc<Watchdog>,
+        first: NewHold,
+        second: NewHold,
+    ) -> (Arc<Hold>, Arc<Hold>) {
+        let spawn = |reply: NewHold| {
+            let dog = dog.clone();
+            thread::spawn(move || dog.register(reply))
+        };
+        let (first, second) = (spawn(first), spawn(second));
+        (first.join().unwrap(), second.join().unwrap())
+    }
+
     /// One renewal as the task does it: planned when due, run against
     /// Redis (`in_redis`), settled. Returns whether the hold was planned.
     fn renew_once(dog: &Watchdog, in_redis: &AtomicBool) -> bool {
@@ -775,15 +789,8 @@ mod permutation_checks {
     fn replies_of_one_acquisition_share_one_hold() {
         let dog = watchdog();
         let sent_at = LeaseInstant::now();
-        let fresh = thread::spawn({
-            let dog = dog.clone();
-            move || dog.register(reply(7, true, sent_at))
-        });
-        let reentry = thread::spawn({
-            let dog = dog.clone();
-            move || dog.register(reply(7, false, sent_at))
-        });
-        let (fresh, reentry) = (fresh.join().unwrap(), reentry.join().unwrap());
+        let (fresh, reentry) =
+            register_both(&dog, reply(7, true, sent_at), reply(7, false, sent_at));
         assert!(
             Arc::ptr_eq(&fresh, &reentry),
             "two holds for one acquisition"
@@ -872,15 +879,7 @@ mod permutation_checks {
     fn a_late_reply_about_an_older_acquisition_is_lost() {
         let dog = watchdog();
         let sent_at = LeaseInstant::now();
-        let old = thread::spawn({
-            let dog = dog.clone();
-            move || dog.register(reply(5, true, sent_at))
-        });
-        let new = thread::spawn({
-            let dog = dog.clone();
-            move || dog.register(reply(6, true, sent_at))
-        });
-        let (old, new) = (old.join().unwrap(), new.join().unwrap());
+        let (old, new) = register_both(&dog, reply(5, true, sent_at), reply(6, true, sent_at));
         assert_eq!((old.token, new.token), (5, 6));
         assert!(old.is_marked_lost(), "the older acquisition's guard holds");
         assert!(

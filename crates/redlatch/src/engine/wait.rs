@@ -101,13 +101,23 @@ pub(crate) trait Acquisition: Send {
     }
 }
 
+/// Runs `acquisition` until it succeeds, `wait` (counted from now) runs out
+/// (`Ok(None)`), or an attempt fails for good: [`wait_from`] for a call that
+/// has done nothing before its wait.
+pub(crate) async fn wait_for<A: Acquisition>(
+    acquisition: &mut A,
+    wait: Wait,
+) -> Result<Option<A::Output>> {
+    wait_from(acquisition, wait, LeaseInstant::now(), Vec::new(), false).await
+}
+
 /// Runs `acquisition` until it succeeds, `wait` (counted from `started`,
 /// when the caller's call began: one deadline per call) runs out
 /// (`Ok(None)`), or an attempt fails for good. `tickets` are channel
 /// memberships the caller made already (a lock that joined its client's
 /// queue of waiters), `woken` whether a message ended the caller's own
 /// first park.
-pub(crate) async fn wait_for<A: Acquisition>(
+pub(crate) async fn wait_from<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
     started: LeaseInstant,

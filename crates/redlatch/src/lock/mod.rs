@@ -13,7 +13,7 @@ use tracing::{Instrument, field};
 use crate::engine::Core;
 use crate::engine::attempt;
 use crate::engine::hold::{HoldKind, LockKind, NewHold};
-use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_for};
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::guard::Guard;
@@ -452,7 +452,7 @@ impl Lock {
             renewed,
             started: LeaseInstant::now(),
         };
-        wait_for(&mut acquisition, wait, started, tickets, woken).await
+        wait_from(&mut acquisition, wait, started, tickets, woken).await
     }
 }
 

@@ -307,14 +307,7 @@ impl RedlockLock {
             wait,
             split: false,
         };
-        wait_for(
-            &mut acquisition,
-            wait,
-            LeaseInstant::now(),
-            Vec::new(),
-            false,
-        )
-        .await
+        wait_for(&mut acquisition, wait).await
     }
 
     /// Joins the lock's channel on every connected node.

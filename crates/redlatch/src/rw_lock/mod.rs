@@ -340,14 +340,7 @@ impl ReadWriteLock {
             claim: None,
             started: LeaseInstant::now(),
         };
-        wait_for(
-            &mut acquisition,
-            wait,
-            LeaseInstant::now(),
-            Vec::new(),
-            false,
-        )
-        .await
+        wait_for(&mut acquisition, wait).await
     }
 }
 

@@ -5,8 +5,6 @@ pub(crate) mod permit;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease_clock::LeaseInstant;
-
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
@@ -283,14 +281,7 @@ impl Semaphore {
             keys,
             permits,
         };
-        wait_for(
-            &mut acquisition,
-            wait,
-            LeaseInstant::now(),
-            Vec::new(),
-            false,
-        )
-        .await
+        wait_for(&mut acquisition, wait).await
     }
 
     /// One attempt, run to its end even if the caller goes away: `Some(left)` when taken. If the

@@ -254,14 +254,7 @@ impl PermitSemaphore {
             lease_ms,
             renewed,
         };
-        wait_for(
-            &mut acquisition,
-            wait,
-            LeaseInstant::now(),
-            Vec::new(),
-            false,
-        )
-        .await
+        wait_for(&mut acquisition, wait).await
     }
 
     /// The guard of a permit just taken. The client's watchdog renews

@@ -19,7 +19,13 @@ pub async fn client(server: &RedisServer) -> Client {
 
 /// A client whose watchdog lease is `lease`.
 pub async fn client_with_lease(server: &RedisServer, lease: Duration) -> Client {
-    Client::builder(&server.url())
+    client_at(&server.url(), lease).await
+}
+
+/// A client on `url` (a proxy's, say) with the test timeouts and a watchdog
+/// lease of `lease`.
+pub async fn client_at(url: &str, lease: Duration) -> Client {
+    Client::builder(url)
         .connect_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_millis(500))
         .retry_delay(Duration::from_millis(20))

@@ -8,7 +8,8 @@ use redlatch::Error;
 use testkit::{Direction, LinkFaults, Proxy};
 
 use crate::common;
-use crate::support::{client_at, pttl};
+use crate::common::client_at;
+use crate::support::pttl;
 
 /// Defect 1 (safety). A re-entry that meets NOSCRIPT runs two round trips
 /// after it was sent, so a renewal sent after it can run before it. Redis

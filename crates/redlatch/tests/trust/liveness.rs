@@ -20,7 +20,6 @@ use redlatch::{Client, Guard};
 use testkit::{Direction, LinkFaults, Proxy};
 
 use crate::common;
-use crate::support;
 
 /// Rounds per test: each keeps a fresh future unpolled.
 const ROUNDS: usize = 12;
@@ -118,7 +117,7 @@ async fn assert_nothing_left(admin: &redis::aio::MultiplexedConnection) {
 async fn an_acquire_kept_unpolled_delays_no_other_acquire_or_release() {
     let server = common::server();
     let proxy = Proxy::start(server.addr()).expect("start the proxy");
-    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
     let admin = common::admin(&server).await;
     for round in 0..ROUNDS {
         let held = hold_others(&client, round).await;
@@ -134,7 +133,7 @@ async fn an_acquire_kept_unpolled_delays_no_other_acquire_or_release() {
 async fn a_release_kept_unpolled_delays_no_other_acquire_or_release() {
     let server = common::server();
     let proxy = Proxy::start(server.addr()).expect("start the proxy");
-    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
     let mut admin = common::admin(&server).await;
     for round in 0..ROUNDS {
         let held = hold_others(&client, round).await;
@@ -162,7 +161,7 @@ async fn an_acquire_kept_unpolled_behind_another_in_flight_delays_nobody() {
     // Replies take 20 ms: the kept call arrives while the first is in flight,
     // and leaves in the batch after it.
     let proxy = Proxy::start(server.addr()).expect("start the proxy");
-    let client = support::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
     let admin = common::admin(&server).await;
     for round in 0..ROUNDS {
         let held = hold_others(&client, round).await;

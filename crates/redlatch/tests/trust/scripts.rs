@@ -72,7 +72,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_hold_count_fails_only_its_own_acquire_in_a_batch_and_leaks_nothing() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(30)).await;
     let mut admin = common::admin(&server).await;
     let field = format!("{}:me", client.id());
     let (mut failed, mut wrong_type, mut other) = (0, 0, Vec::new());
@@ -101,7 +101,7 @@ async fn a_corrupt_hold_count_fails_only_its_own_acquire_in_a_batch_and_leaks_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_hold_count_fails_only_its_own_release_and_removes_the_hold() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(30)).await;
     let mut admin = common::admin(&server).await;
     let (mut failed, mut wrong_type, mut other) = (0, 0, Vec::new());
     for round in 0..ROUNDS {
@@ -168,7 +168,7 @@ async fn a_forbidden_name_fails_only_its_own_acquire_in_a_batch() {
     let url = server
         .url()
         .replacen("redis://", "redis://limited:secret@", 1);
-    let client = support::client_at(&url, Duration::from_secs(30)).await;
+    let client = common::client_at(&url, Duration::from_secs(30)).await;
     let noperm = |outcome: &Result<(), Error>| matches!(outcome, Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM"));
     // Alone, the forbidden name gets the server's NOPERM.
     let alone = client.lock("no:alone").acquire().await.map(drop);
@@ -199,7 +199,7 @@ async fn a_forbidden_name_fails_only_its_own_acquire_in_a_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_negative_fencing_counter_is_refused_like_a_corrupt_one() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(30)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(30)).await;
     let mut admin = common::admin(&server).await;
 
     // Fresh acquisitions: plain, fair, read and write.
@@ -264,7 +264,7 @@ async fn kept(server: &testkit::RedisServer, key: &str, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_lease_never_shortens_the_plain_lock() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(3)).await;
     let mut admin = common::admin(&server).await;
     let lock = client.lock("plain").with_owner("me");
 
@@ -305,7 +305,7 @@ async fn a_shorter_lease_never_shortens_the_plain_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_lease_never_shortens_the_fair_lock() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(3)).await;
     let mut admin = common::admin(&server).await;
     let lock = client
         .fair_lock("fair")
@@ -327,7 +327,7 @@ async fn a_shorter_lease_never_shortens_the_fair_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_lease_never_shortens_the_read_write_lock() {
     let server = common::server();
-    let client = support::client_at(&server.url(), Duration::from_secs(3)).await;
+    let client = common::client_at(&server.url(), Duration::from_secs(3)).await;
     let mut admin = common::admin(&server).await;
     let lock = client
         .read_write_lock("rw")
