@@ -156,3 +156,39 @@ fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrene
         &[names::EXCLUSIVE_ACROSS_FAILOVER, names::EXCLUSIVE],
     );
 }
+
+#[test]
+fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
+    // The runs above take one fault family each, deep; this one mixes them
+    // all (one of each), shallower, for the interactions between them.
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(1);
+    config.faults = Faults {
+        pauses: 1,
+        lost_replies: 1,
+        noscript: 1,
+        failovers: 0,
+        cancels: 1,
+        lost_messages: 1,
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 14,
+            long: 16,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::EXCLUSIVE,
+            names::EXCLUSIVE_REORDERED,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+            names::RUNS_ONCE,
+            names::TOKENS_INCREASE,
+            names::FENCED,
+            names::NOTHING_LEFT,
+        ],
+    );
+}
