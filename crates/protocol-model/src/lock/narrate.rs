@@ -40,7 +40,7 @@ impl Narrated for LockModel {
                     read,
                     client.token,
                     client.grant,
-                    before.grants,
+                    before.received_grant,
                     self.config.fenced,
                 );
                 let token = if self.config.fenced {

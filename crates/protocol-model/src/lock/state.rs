@@ -165,6 +165,9 @@ pub struct LockState {
     pub next_id: u8,
     /// Fresh acquisitions so far (ghost).
     pub grants: u8,
+    /// The latest fresh acquisition a client received (ghost): the lab's
+    /// "acquired", which makes earlier holders' later writes stale.
+    pub received_grant: u8,
     /// The highest token a fresh acquisition took so far (ghost).
     pub last_token: u32,
     /// Ghost facts the properties read.

@@ -36,6 +36,7 @@ impl Model for LockModel {
             budget: self.config.faults.clone(),
             next_id: 0,
             grants: 0,
+            received_grant: 0,
             last_token: 0,
             history: History::default(),
         }]
@@ -131,7 +132,7 @@ impl Model for LockModel {
                 client.wrote = true;
                 let (token, grant) = (client.token, client.grant);
                 next.store
-                    .write(read, token, grant, next.grants, self.config.fenced);
+                    .write(read, token, grant, next.received_grant, self.config.fenced);
             }
             Action::Release(c) => {
                 let client = &mut next.clients[usize::from(c)];
@@ -354,6 +355,8 @@ impl LockModel {
                     send(state, c, Kind::GiveBack, self.config.lease);
                     return;
                 }
+                state.received_grant = state.received_grant.max(grant);
+                let client = &mut state.clients[usize::from(c)];
                 *client = Client {
                     phase: Phase::Holding,
                     guards: 1,
