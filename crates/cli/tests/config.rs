@@ -11,31 +11,48 @@ fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
 }
 
-/// Rewriting the file changes the lease of the running lock; a broken file
-/// is refused and the lock stays renewed with the settings in force.
+/// Rewriting the file changes the lease of the running lock: a longer one
+/// at once, a shorter one once the old remaining time has run down to it
+/// (no script shortens a lease already set); a broken file is refused and
+/// the lock stays renewed with the settings in force.
 #[test]
 fn run_follows_the_config_file() {
     let world = World::new();
     let config = world.path("redlatch.toml");
-    fs::write(&config, "[lock]\ndefault_lease = \"20s\"\n").unwrap();
+    fs::write(&config, "[lock]\ndefault_lease = \"1s\"\n").unwrap();
     let config_arg = config.to_str().unwrap();
-    let mut run = world.spawn(&["run", "--config", config_arg, "tuned", "--", "sleep", "10"]);
+    let mut run = world.spawn(&["run", "--config", config_arg, "tuned", "--", "sleep", "30"]);
     world.wait_held("tuned", Duration::from_secs(5));
     let mut conn = world.redis();
     let first = pttl(&mut conn, "tuned");
-    assert!(first > 10_000, "PTTL {first} with a 20 s lease");
+    assert!(first <= 1000, "PTTL {first} with a 1 s lease");
+
+    fs::write(&config, "[lock]\ndefault_lease = \"5s\"\n").unwrap();
+    let changed = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(3), || pttl(&mut conn, "tuned") > 1000),
+        "PTTL still {} 3 s after the lease went to 5 s",
+        pttl(&mut conn, "tuned")
+    );
+    eprintln!(
+        "longer lease in force {:?} after the write",
+        changed.elapsed()
+    );
 
     fs::write(&config, "[lock]\ndefault_lease = \"2s\"\n").unwrap();
     let changed = Instant::now();
     assert!(
-        eventually(Duration::from_secs(3), || {
+        eventually(Duration::from_secs(8), || {
             let ttl = pttl(&mut conn, "tuned");
             ttl > 0 && ttl <= 2000
         }),
-        "PTTL still {} 3 s after the lease went to 2 s",
+        "PTTL still {} 8 s after the lease went from 5 s to 2 s",
         pttl(&mut conn, "tuned")
     );
-    eprintln!("new lease in force {:?} after the write", changed.elapsed());
+    eprintln!(
+        "shorter lease in force {:?} after the write",
+        changed.elapsed()
+    );
 
     fs::write(&config, "[lock]\ndefault_lease = \"banana\"\n").unwrap();
     let broken = Instant::now();
