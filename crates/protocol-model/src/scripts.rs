@@ -1,0 +1,150 @@
+//! The tie between the model and the code: each script the model has a
+//! step for, with the SHA-1 of the `.lua` file the step was last checked
+//! against (the same digest `EVALSHA` uses for the file alone). A test
+//! (`tests/scripts_tied.rs`) hashes `crates/redlatch/scripts/` and fails
+//! when a file changed, naming the step to re-read and what to re-check.
+
+/// One script and the model step that stands for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Tie {
+    /// The file under `crates/redlatch/scripts/`.
+    pub file: &'static str,
+    /// The SHA-1 of the file when its step was last checked.
+    pub sha1: &'static str,
+    /// The model step (`path::function`).
+    pub step: &'static str,
+    /// What the step assumes of the script: what to re-check when it changes.
+    pub recheck: &'static str,
+}
+
+/// Every script the model has a step for.
+pub const TIES: &[Tie] = &[
+    Tie {
+        file: "lib/lease.lua",
+        sha1: "b42807e6c1068c952cb4951a67c554e53d9651dd",
+        step: "server::set_lease (LeaseRule::NeverShorten)",
+        recheck: "a lease already set is only lengthened: PEXPIRE only when PTTL is shorter \
+                  than the lease (a key without expiry, PTTL -1, gets the lease)",
+    },
+    Tie {
+        file: "acquire.lua",
+        sha1: "6e10dd08ed6ea803f61f72974c7cb88625a827d8",
+        step: "server::Server::acquire",
+        recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
+                  more hold, the lease only lengthened (never-shorten); another owner: busy with \
+                  its PTTL; nothing written when it answers busy",
+    },
+    Tie {
+        file: "reenter.lua",
+        sha1: "3d6e35417be65829c52e034ff4db5240185ecfba",
+        step: "server::Server::reenter",
+        recheck: "only an owner that holds gets one more hold, the lease only lengthened; never \
+                  acquires afresh",
+    },
+    Tie {
+        file: "release.lua",
+        sha1: "5dec2f90ce975a6405866ecdebeff921d0e12687",
+        step: "server::Server::release",
+        recheck: "the last hold deletes the key and publishes; others decrement and only \
+                  lengthen the lease; a missing key publishes; another owner's hold is untouched",
+    },
+    Tie {
+        file: "renew.lua",
+        sha1: "ade087611eb7ac3b22c1e6fb22271f04dcc59255",
+        step: "server::Server::renew",
+        recheck: "only the owner's hold is renewed, the lease only lengthened; a missing or \
+                  foreign hold answers 0 and writes nothing",
+    },
+    Tie {
+        file: "rw_read_acquire.lua",
+        sha1: "c02a8571a642da501ea61102163263e9b160e5b4",
+        step: "rwlock::RwServer::read_acquire",
+        recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
+                  sets its own lease",
+    },
+    Tie {
+        file: "rw_write_acquire.lua",
+        sha1: "2ae291f1790821ea37c487bb77547092edf6eb19",
+        step: "rwlock::RwServer::write_acquire",
+        recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
+    },
+    Tie {
+        file: "rw_read_release.lua",
+        sha1: "96dc36bb4bf108300d387e5fb37c4256c528e890",
+        step: "rwlock::RwServer::release",
+        recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
+    },
+    Tie {
+        file: "rw_write_release.lua",
+        sha1: "3f2d09efe870cda81d4ef52b698c051405302a39",
+        step: "rwlock::RwServer::release",
+        recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
+    },
+    Tie {
+        file: "semaphore_acquire.lua",
+        sha1: "731594358a4ebe0cb7f6156a56e592ce8de8330f",
+        step: "semaphore::Permits::acquire",
+        recheck: "permits are taken only when enough are available, by DECRBY",
+    },
+    Tie {
+        file: "semaphore_release.lua",
+        sha1: "015a3575b6dcabbb8b302f33d688ba9b97953519",
+        step: "semaphore::Permits::release",
+        recheck: "a release adds its permits back by INCRBY and publishes",
+    },
+];
+
+/// The scripts the model leaves out, and why.
+pub const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "fair_acquire.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "fair_release.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "fair_leave.lua",
+        "the fair lock's line of waiters is not modelled",
+    ),
+    (
+        "force_unlock.lua",
+        "force-unlock is an operator's act, outside the protocol's promises",
+    ),
+    (
+        "permit_acquire.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    (
+        "permit_release.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    (
+        "permit_renew.lua",
+        "expiring permits are not modelled (the plain semaphore is)",
+    ),
+    ("permit_available.lua", "reads only"),
+    (
+        "raise_token.lua",
+        "Redlock's fenced tokens are not modelled (Redlock's majority is)",
+    ),
+    (
+        "rw_read_renew.lua",
+        "read holds are not renewed in the model",
+    ),
+    (
+        "rw_writer_leave.lua",
+        "waiting writers' claims are not modelled",
+    ),
+    (
+        "semaphore_add.lua",
+        "the permit count is set once, at the start",
+    ),
+    ("semaphore_available.lua", "reads only"),
+    (
+        "semaphore_try_set.lua",
+        "the permit count is set once, at the start",
+    ),
+    ("status.lua", "reads only"),
+];

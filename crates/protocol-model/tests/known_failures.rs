@@ -1,0 +1,215 @@
+//! Every known failure is found by the checker, with its shortest
+//! counter-example printed as a timeline in the safety lab's words
+//! (docs/SAFETY.md, "The counter-examples, explained").
+
+mod common;
+
+use redlatch_protocol_model::lock::{self, Config, Faults, LockModel};
+use redlatch_protocol_model::recipes::{self, Recipe, RecipeModel};
+use redlatch_protocol_model::redlock::{self, RedlockModel};
+use redlatch_protocol_model::run::find;
+use redlatch_protocol_model::server::LeaseRule;
+
+use common::found;
+
+/// Depth bound of every search here: the longest counter-example is shorter.
+const DEPTH: usize = 24;
+
+#[test]
+fn setnx_then_expire_with_a_crash_between_leaves_a_lock_nobody_can_take() {
+    let model = RecipeModel {
+        recipe: Recipe::SetnxExpire,
+        lease: 3,
+        pauses: 0,
+        crashes: 1,
+    };
+    let timeline = found(
+        &find(model, recipes::names::LIVE, DEPTH),
+        recipes::names::LIVE,
+    );
+    assert!(timeline.contains("kill -9 w1"), "{timeline}");
+    assert!(
+        timeline.contains("lab:lock exists with no expiry: nobody can take it"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn get_then_del_after_a_pause_deletes_the_next_holders_lock() {
+    let model = RecipeModel {
+        recipe: Recipe::GetDel,
+        lease: 3,
+        pauses: 1,
+        crashes: 0,
+    };
+    let timeline = found(
+        &find(model, recipes::names::OWN_LOCK, DEPTH),
+        recipes::names::OWN_LOCK,
+    );
+    assert!(
+        timeline.contains("stops itself at between (SIGSTOP)"),
+        "{timeline}"
+    );
+    assert!(timeline.contains("that was w2's lock"), "{timeline}");
+}
+
+#[test]
+fn set_nx_px_without_fencing_loses_an_update_under_a_pause() {
+    let model = RecipeModel {
+        recipe: Recipe::SetNxPx,
+        lease: 3,
+        pauses: 1,
+        crashes: 0,
+    };
+    let property = recipes::names::NO_LOST_UPDATE;
+    let timeline = found(&find(model, property, DEPTH), property);
+    assert!(
+        timeline.contains("stops itself at between (SIGSTOP)"),
+        "{timeline}"
+    );
+    assert!(timeline.contains("is lost"), "{timeline}");
+}
+
+#[test]
+fn redlock_without_fencing_loses_an_update_under_a_pause() {
+    let model = RedlockModel {
+        lease: 3,
+        pauses: 1,
+    };
+    let property = redlock::names::NO_LOST_UPDATE;
+    let timeline = found(&find(model, property, DEPTH), property);
+    assert!(
+        timeline.contains("stops itself at between (SIGSTOP)"),
+        "{timeline}"
+    );
+    assert!(timeline.contains("is lost"), "{timeline}");
+}
+
+#[test]
+fn a_failover_without_replica_acknowledgement_leaves_two_holders() {
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        failovers: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::EXCLUSIVE_ACROSS_FAILOVER;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(timeline.contains("failover"), "{timeline}");
+    assert!(
+        timeline.contains("w1 and w2 believe they hold the lock"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn with_replica_acknowledgement_a_failover_that_loses_a_renewal_leaves_two_holders() {
+    // WAIT covers the acquire, not the renewals (docs/DEPLOYMENT.md): the
+    // promoted replica has the acquire's shorter lease.
+    let mut config = Config::redlatch();
+    config.replica_ack = true;
+    config.faults = Faults {
+        failovers: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::EXCLUSIVE_ACROSS_FAILOVER;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(timeline.contains("watchdog renews"), "{timeline}");
+    assert!(
+        timeline.contains("w1 and w2 believe they hold the lock"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn without_never_shorten_a_short_reentry_cuts_the_lease_the_hold_believes() {
+    // The engine's invariant (b) removed, its belief kept: a re-entry with
+    // a short fixed lease cuts the lease the acquire confirmed.
+    let mut config = Config::redlatch();
+    config.rule = LeaseRule::Overwrite;
+    config.reentry_lease = Some(1);
+    let property = lock::names::EXCLUSIVE;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("re-enters with a fixed lease of 1"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("w1 and w2 believe they hold the lock"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn without_never_shorten_a_reentry_run_late_after_noscript_leaves_two_holders() {
+    // The same rule removed, on paths where a re-entry answered NOSCRIPT
+    // runs after a request its client sent later: the shortest such path
+    // that leaves two holders. With never-shorten the same paths keep one
+    // holder (lock_promises.rs).
+    let mut config = Config::redlatch();
+    config.rule = LeaseRule::Overwrite;
+    config.reentry_lease = Some(1);
+    config.faults = Faults {
+        noscript: 1,
+        ..Faults::default()
+    };
+    let model = LockModel { config };
+    let property = lock::names::EXCLUSIVE_REORDERED;
+    let timeline = found(&find(model.clone(), property, DEPTH), property);
+    assert!(timeline.contains("NOSCRIPT for w1's"), "{timeline}");
+    assert!(
+        timeline.contains("w1 and w2 believe they hold the lock"),
+        "{timeline}"
+    );
+    let soundness = lock::names::BELIEF_SOUND;
+    found(&find(model, soundness, DEPTH), soundness);
+}
+
+#[test]
+fn a_fenced_store_accepts_a_paused_holders_write_that_comes_before_the_newer_holders() {
+    // Fencing refuses a stale write only once a newer token was accepted:
+    // a paused holder that writes after a newer holder acquired, but before
+    // it wrote, is accepted, and the newer holder's write then overwrites it.
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        pauses: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::NO_STALE_WRITE;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("stops itself at between (SIGSTOP)"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn without_the_lease_end_recheck_a_waiter_misses_an_unlock_published_before_it_parked() {
+    // The engine re-checks a parked waiter at the holder's lease end: an
+    // unlock message can come before the waiter parks, or be lost.
+    let mut config = Config::redlatch();
+    config.lease_end_recheck = false;
+    let property = lock::names::WAKES;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("lock busy: waits for the unlock message"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn without_request_records_a_re_sent_release_runs_twice() {
+    let mut config = Config::redlatch();
+    config.request_records = false;
+    config.reentry_lease = Some(3);
+    config.renewals = 0;
+    config.faults = Faults {
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::RUNS_ONCE;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("is lost; the request is sent again"),
+        "{timeline}"
+    );
+}

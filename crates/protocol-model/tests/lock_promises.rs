@@ -1,0 +1,194 @@
+//! Every promise of docs/SAFETY.md for redlatch's lock holds on the model,
+//! under the faults that promise covers, up to the bound.
+
+mod common;
+
+use redlatch_protocol_model::lock::{Config, Faults, LockModel, names};
+use redlatch_protocol_model::run::{Bound, check};
+
+use common::assert_hold;
+
+fn run(config: Config, bound: Bound) -> redlatch_protocol_model::run::Checked<LockModel> {
+    check(LockModel { config }, bound.depth(), 2)
+}
+
+#[test]
+fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belief_sound() {
+    // A re-entry with a lease shorter than the watchdog's, answered NOSCRIPT
+    // and run after the renewal sent later; a lost reply re-sent.
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(1);
+    config.faults = Faults {
+        noscript: 1,
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 16,
+            long: 18,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::EXCLUSIVE,
+            names::EXCLUSIVE_REORDERED,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+            names::RUNS_ONCE,
+            names::TOKENS_INCREASE,
+        ],
+    );
+}
+
+#[test]
+fn a_paused_holder_never_gets_an_older_token_accepted_by_the_fenced_store() {
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        pauses: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::FENCED,
+            names::TOKENS_INCREASE,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+        ],
+    );
+}
+
+#[test]
+fn a_cancelled_acquire_leaves_no_hold_without_a_guard() {
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        cancels: 1,
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 16,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::NOTHING_LEFT, names::EXCLUSIVE, names::RUNS_ONCE],
+    );
+}
+
+#[test]
+fn a_re_sent_release_of_a_reentered_hold_applies_once() {
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(3);
+    config.renewals = 0;
+    config.faults = Faults {
+        lost_replies: 2,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::RUNS_ONCE, names::EXCLUSIVE, names::BELIEF_SOUND],
+    );
+}
+
+#[test]
+fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
+    // Liveness: on every path that ends, every client acquired and
+    // released. Paths end because faults are finite and the clock moves
+    // only while a lease or a parked waiter waits on it, so every step
+    // that stays possible is eventually taken (fairness).
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        lost_messages: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 20,
+            long: 22,
+        },
+    );
+    assert_hold(&checked, &[names::WAKES, names::EXCLUSIVE]);
+}
+
+#[test]
+fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrenewed_lock() {
+    // wait_for_replicas: the acquire counts once the replica has it. Without
+    // renewals nothing the holder believes is missing on the replica (the
+    // known failure with a renewal is in known_failures.rs).
+    let mut config = Config::redlatch();
+    config.replica_ack = true;
+    config.renewals = 0;
+    config.faults = Faults {
+        failovers: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 22,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::EXCLUSIVE_ACROSS_FAILOVER, names::EXCLUSIVE],
+    );
+}
+
+#[test]
+fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
+    // The runs above take one fault family each, deep; this one mixes them
+    // all (one of each), shallower, for the interactions between them.
+    let mut config = Config::redlatch();
+    config.reentry_lease = Some(1);
+    config.faults = Faults {
+        pauses: 1,
+        lost_replies: 1,
+        noscript: 1,
+        failovers: 0,
+        cancels: 1,
+        lost_messages: 1,
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 14,
+            long: 16,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[
+            names::EXCLUSIVE,
+            names::EXCLUSIVE_REORDERED,
+            names::BELIEF_SOUND,
+            names::NEVER_SHORTEN,
+            names::RUNS_ONCE,
+            names::TOKENS_INCREASE,
+            names::FENCED,
+            names::NOTHING_LEFT,
+        ],
+    );
+}

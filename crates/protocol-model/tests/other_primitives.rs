@@ -1,0 +1,96 @@
+//! The read-write lock, the semaphore and Redlock's majority keep their
+//! promises on the model; without request records a semaphore gives a
+//! permit back twice.
+
+mod common;
+
+use redlatch_protocol_model::redlock::{self, RedlockModel};
+use redlatch_protocol_model::run::{Bound, check, find};
+use redlatch_protocol_model::rwlock::{self, RwModel};
+use redlatch_protocol_model::semaphore::{self, SemaphoreModel};
+
+use common::{assert_hold, found};
+
+#[test]
+fn a_writer_excludes_readers_and_other_writers_while_readers_share() {
+    let checked = check(
+        RwModel { lease: 3 },
+        Bound {
+            default: 20,
+            long: 30,
+        }
+        .depth(),
+        2,
+    );
+    assert_hold(&checked, &[rwlock::names::WRITER_EXCLUSIVE]);
+    // A sometimes property: its discovery is the example that readers share.
+    assert!(
+        checked
+            .discoveries
+            .contains_key(rwlock::names::READERS_SHARE),
+        "two readers never held the lock together"
+    );
+}
+
+#[test]
+fn a_semaphore_with_request_records_gives_each_permit_back_once() {
+    let model = SemaphoreModel {
+        permits: 1,
+        clients: 3,
+        lost_replies: 2,
+        request_records: true,
+    };
+    let checked = check(
+        model,
+        Bound {
+            default: 30,
+            long: 40,
+        }
+        .depth(),
+        2,
+    );
+    assert_hold(
+        &checked,
+        &[
+            semaphore::names::PERMITS_BOUND,
+            semaphore::names::GIVEN_BACK_ONCE,
+        ],
+    );
+}
+
+#[test]
+fn without_request_records_a_re_sent_semaphore_release_gives_a_permit_back_twice() {
+    let model = SemaphoreModel {
+        permits: 1,
+        clients: 3,
+        lost_replies: 1,
+        request_records: false,
+    };
+    let property = semaphore::names::GIVEN_BACK_ONCE;
+    let timeline = found(&find(model, property, 30), property);
+    assert!(
+        timeline.contains("is lost; the request is sent again"),
+        "{timeline}"
+    );
+}
+
+#[test]
+fn redlock_majorities_never_overlap_without_a_pause() {
+    let model = RedlockModel {
+        lease: 3,
+        pauses: 0,
+    };
+    let checked = check(
+        model,
+        Bound {
+            default: 24,
+            long: 30,
+        }
+        .depth(),
+        2,
+    );
+    assert_hold(
+        &checked,
+        &[redlock::names::EXCLUSIVE, redlock::names::NO_LOST_UPDATE],
+    );
+}
