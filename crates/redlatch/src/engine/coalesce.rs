@@ -9,8 +9,11 @@
 //! and batches leave from a task of the client's runtime, never from a
 //! caller's future: the first queued call that finds no sender running
 //! starts one (one spawn per burst), which sends batches until the queue is
-//! empty. Nobody waits for a lone call, and queued callers only await their
-//! own reply, so no caller's poll, or its absence (a future kept but not
+//! empty. One call or batch is on its way at a time, so that calls arriving
+//! meanwhile leave together: the sender first finishes a lone call on its
+//! way, polling it itself (the lone call is a shared future), so it never
+//! waits for the lone caller to poll. Queued callers only await their own
+//! reply. So no caller's poll, or its absence (a future kept but not
 //! polled), decides when another caller's request leaves or is answered.
 //!
 //! Used for the reentrant lock's acquires and releases on one server or
@@ -19,7 +22,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use futures_util::FutureExt;
+use futures_util::future::Shared;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -51,9 +57,18 @@ struct Pending<Req, Rep> {
     queue: Vec<(Req, oneshot::Sender<Result<Rep>>)>,
     /// A sender task is running.
     sending: bool,
-    /// A lone call is on its way from its caller's future.
-    lone: bool,
+    /// The lone call on its way, and its number: its caller polls it, and
+    /// so does a sender that starts meanwhile.
+    lone: Option<(u64, LoneCall)>,
+    lone_calls: u64,
 }
+
+/// A lone call on its way, which its caller and a sender may both poll; its
+/// outcome goes to a slot its caller takes it from.
+type LoneCall = Shared<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+/// Where a lone call's outcome waits for its caller.
+type LoneOutcome<Rep> = Arc<Mutex<Option<Result<Vec<Result<Rep>>>>>>;
 
 impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
     /// At most `max_batch` calls leave together.
@@ -71,7 +86,8 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
             pending: Mutex::new(Pending {
                 queue: Vec::new(),
                 sending: false,
-                lone: false,
+                lone: None,
+                lone_calls: 0,
             }),
         }
     }
@@ -83,15 +99,30 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
     /// or keeping it unpolled, holds up no other call. If the runtime is
     /// gone a queued call fails with [`Error::RuntimeGone`].
     pub(crate) async fn call(self: &Arc<Self>, request: Req) -> Result<Rep> {
-        let goes_alone = {
+        let (request, lone) = {
             let mut pending = self.pending.lock();
-            let alone = !pending.sending && !pending.lone;
-            pending.lone |= alone;
-            alone
+            if pending.sending || pending.lone.is_some() {
+                (Some(request), None)
+            } else {
+                let number = pending.lone_calls;
+                pending.lone_calls += 1;
+                let (call, outcome) = self.lone_call(number, request);
+                pending.lone = Some((number, call.clone()));
+                (None, Some((call, outcome)))
+            }
         };
-        if goes_alone {
-            return self.call_alone(request).await;
+        if let Some((call, outcome)) = lone {
+            call.await;
+            let outcomes = outcome.lock().take();
+            return match outcomes {
+                Some(outcomes) => outcomes?.pop().unwrap_or(Err(Error::Protocol {
+                    op: self.op,
+                    detail: "no outcome for a lone call".to_owned(),
+                })),
+                None => Err(Error::RuntimeGone { op: self.op }),
+            };
         }
+        let request = request.expect("queued calls keep their request");
         let (reply, outcome) = oneshot::channel();
         let start_sender = {
             let mut pending = self.pending.lock();
@@ -106,20 +137,44 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
             .map_err(|_| Error::RuntimeGone { op: self.op })?
     }
 
-    /// Sends one request by itself from the caller's future; the call is
-    /// lone until it answers or is dropped.
-    async fn call_alone(&self, request: Req) -> Result<Rep> {
-        let _lone = Lone { coalescer: self };
-        let mut outcomes = (self.send)(vec![request]).await?;
-        outcomes.pop().unwrap_or(Err(Error::Protocol {
-            op: self.op,
-            detail: "no outcome for a lone call".to_owned(),
-        }))
+    /// Lone call `number` of `request`: a shared future that sends it, puts
+    /// its outcome in the slot returned, and then lets the next call go
+    /// alone again.
+    fn lone_call(self: &Arc<Self>, number: u64, request: Req) -> (LoneCall, LoneOutcome<Rep>) {
+        let outcome: LoneOutcome<Rep> = Arc::new(Mutex::new(None));
+        let sent = (self.send)(vec![request]);
+        let (slot, coalescer): (_, Weak<Self>) = (outcome.clone(), Arc::downgrade(self));
+        let call: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+            let answered = sent.await;
+            *slot.lock() = Some(answered);
+            if let Some(coalescer) = coalescer.upgrade() {
+                let mut pending = coalescer.pending.lock();
+                if pending
+                    .lone
+                    .as_ref()
+                    .is_some_and(|(lone, _)| *lone == number)
+                {
+                    pending.lone = None;
+                }
+            }
+        });
+        (call.shared(), outcome)
     }
 
     /// Sends one batch of what is queued; false when nothing was (then the
     /// sender is done: the next call starts another).
     async fn send_batch(&self) -> bool {
+        // One call or batch on its way at a time: finish a lone call first,
+        // polling it here should its caller not.
+        let lone = self
+            .pending
+            .lock()
+            .lone
+            .as_ref()
+            .map(|(_, call)| call.clone());
+        if let Some(lone) = lone {
+            lone.await;
+        }
         let batch: Vec<_> = {
             let mut pending = self.pending.lock();
             if pending.queue.is_empty() {
@@ -153,18 +208,6 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         };
         while self.send_batch().await {}
         sender.done = true;
-    }
-}
-
-/// A lone call on its way: when it answers or is dropped, the next call may
-/// go alone again.
-struct Lone<'a, Req, Rep> {
-    coalescer: &'a Coalescer<Req, Rep>,
-}
-
-impl<Req, Rep> Drop for Lone<'_, Req, Rep> {
-    fn drop(&mut self) {
-        self.coalescer.pending.lock().lone = false;
     }
 }
 
@@ -279,36 +322,26 @@ mod tests {
             let coalescer = coalescer.clone();
             tokio::spawn(async move { coalescer.call(request).await })
         };
-        // A lone call leaves from its own future; the next one starts the
-        // sender, whose batch is on its way before the others queue.
+        // A lone call leaves from its own future; the calls that come while
+        // it is on its way queue, and leave together once it has answered.
         let lone = call(0);
-        while !coalescer.pending.lock().lone {
+        while coalescer.pending.lock().lone.is_none() {
             tokio::task::yield_now().await;
         }
-        let first = call(1);
-        while !{
-            let pending = coalescer.pending.lock();
-            pending.sending && pending.queue.is_empty()
-        } {
+        let others: Vec<_> = (1..=5).map(call).collect();
+        while coalescer.pending.lock().queue.len() < 5 {
             tokio::task::yield_now().await;
         }
-        let others: Vec<_> = (2..=5).map(call).collect();
-        while coalescer.pending.lock().queue.len() < 4 {
-            tokio::task::yield_now().await;
-        }
-        wire.add_permits(3);
+        wire.add_permits(2);
         assert_eq!(lone.await.unwrap().unwrap(), 0);
-        assert_eq!(first.await.unwrap().unwrap(), 1);
-        for (request, other) in (2..=5).zip(others) {
+        for (request, other) in (1..=5).zip(others) {
             assert_eq!(other.await.unwrap().unwrap(), request);
         }
-        let mut sent = sizes.lock().clone();
-        sent.sort_unstable();
-        assert_eq!(sent, vec![1, 1, 4]);
+        assert_eq!(*sizes.lock(), vec![1, 5]);
         tokio::time::sleep(Duration::from_millis(10)).await;
         let pending = coalescer.pending.lock();
         assert!(!pending.sending, "the sender stops when the queue is empty");
-        assert!(!pending.lone, "a lone call that answered is over");
+        assert!(pending.lone.is_none(), "a lone call that answered is over");
     }
 }
 
@@ -427,7 +460,7 @@ mod permutation_checks {
             let coalescer = coalescer.clone();
             let idle = eventually(100, || {
                 let pending = coalescer.pending.lock();
-                pending.queue.is_empty() && !pending.sending && !pending.lone
+                pending.queue.is_empty() && !pending.sending && pending.lone.is_none()
             })
             .await;
             assert!(idle, "the queue drained but the coalescer still looks busy");
