@@ -433,8 +433,9 @@ async fn instance_main(
     let consumer = consumer.map(|(conn, settings, client)| {
         let shutdown = shutdown.clone();
         let db = db.clone();
+        let health = state.consumer_health.clone().unwrap_or_default();
         tokio::spawn(async move {
-            reserve_consumer::run(db, conn, settings, shutdown).await;
+            reserve_consumer::run(db, conn, settings, health, shutdown).await;
             drop(client);
         })
     });
@@ -582,6 +583,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         auth,
         rate_limits: RateLimits::new(tuning.rate_limit),
         sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
+        consumer_health: consumer.as_ref().map(|_| Default::default()),
     });
     rate_limit::spawn_upkeep(&state);
     Ok(Booted {

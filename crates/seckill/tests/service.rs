@@ -30,6 +30,8 @@ mod health;
 mod ids;
 #[path = "service/lifecycle.rs"]
 mod lifecycle;
+#[path = "service/outage.rs"]
+mod outage;
 #[path = "service/protection.rs"]
 mod protection;
 #[path = "service/reserve_crash.rs"]

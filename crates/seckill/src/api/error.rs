@@ -121,6 +121,12 @@ impl IntoResponse for ApiError {
             None => json!({ "error": self.code.as_str() }),
         };
         let mut response = (status, Json(body)).into_response();
+        if let Some(seconds) = self.code.retry_after_seconds() {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             // RFC 9110: a 401 names the scheme that would be accepted.
             response.headers_mut().insert(
@@ -135,6 +141,17 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_503_says_when_to_retry() {
+        for code in ErrorCode::ALL {
+            let response = ApiError::new(code).into_response();
+            let retry_after = response.headers().get(axum::http::header::RETRY_AFTER);
+            if code.status() == StatusCode::SERVICE_UNAVAILABLE {
+                assert!(retry_after.is_some(), "{code} has no Retry-After");
+            }
+        }
+    }
 
     /// Every way an order can be refused answers with a code counted as a
     /// rejection reason (the docs test holds the docs to that list).

@@ -143,6 +143,18 @@ impl ErrorCode {
         }
     }
 
+    /// The `Retry-After` of a 503, in seconds: a lock held or lost clears
+    /// within about a second; an unavailable Redis or database is an outage,
+    /// so clients wait about one response timeout (3 s) before trying again
+    /// rather than piling retries onto it.
+    pub fn retry_after_seconds(self) -> Option<u64> {
+        match self {
+            ErrorCode::Busy | ErrorCode::LockLost => Some(1),
+            ErrorCode::RedisUnavailable | ErrorCode::DatabaseBusy => Some(3),
+            _ => None,
+        }
+    }
+
     /// Whether `POST /vouchers/{id}/orders` can refuse an order with it,
     /// and so whether it is a `reason` of `seckill_order_rejections_total`.
     /// (Refusals made before the handler runs, by the rate limit and the

@@ -11,7 +11,7 @@
 //! | `POST /orders/{id}/pay`, `/cancel` + the user ([`auth`]) | 200 the order | 400, 401, 403 `forbidden`, 404, 409 `not_pending`, 429, 503, 500 |
 //! | `GET /health` | 200 `{"status","instance","strategy"}` | |
 //! | `GET /health/live` | 200 `{"status":"ok"}`: the process answers | |
-//! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `draining`) |
+//! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer (and the `reserve` consumer consumes) | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `consumer`, `draining`) |
 //! | `GET /metrics` | 200 Prometheus text | |
 //! | `GET /` | the web page | |
 //! | `GET /admin/dead-letters[?after=ID]` | 200 `{"count","entries":[{"id","order_id","user_id","voucher_id","created_at","reason","tries","source_id","error"}]}`, oldest first, at most 100 | 400, 401, 503 |
@@ -65,6 +65,7 @@ use self::auth::Auth;
 use self::rate_limit::RateLimits;
 use self::sold_out::SoldOutFlags;
 
+use crate::reserve_consumer::health::ConsumerHealth;
 use crate::strategy::{OrderContext, Strategy, StrategyKind};
 
 /// What every handler of one instance shares.
@@ -89,6 +90,8 @@ pub struct AppState {
     pub rate_limits: RateLimits,
     /// Vouchers this instance saw sell out (`--sold-out-recheck`).
     pub sold_out: SoldOutFlags,
+    /// `reserve`: whether the consumer is consuming (for `/health/ready`).
+    pub consumer_health: Option<Arc<ConsumerHealth>>,
 }
 
 impl AppState {

@@ -195,7 +195,7 @@ mod sql {
     pub const SELECT_STOCK: &str = "SELECT stock FROM voucher WHERE id = ?";
     pub const COUNT_USER_ORDERS: &str =
         "SELECT COUNT(*) FROM voucher_order WHERE voucher_id = ? AND user_id = ?";
-    pub const COUNT_ORDER_ID: &str = "SELECT COUNT(*) FROM voucher_order WHERE id = ?";
+    pub const ORDER_OWNER: &str = "SELECT user_id, voucher_id FROM voucher_order WHERE id = ?";
     pub const DECREMENT: &str = "UPDATE voucher SET stock = stock - 1 WHERE id = ?";
     pub const DECREMENT_IF_LEFT: &str =
         "UPDATE voucher SET stock = stock - 1 WHERE id = ? AND stock > 0";
@@ -397,15 +397,16 @@ impl Db {
         Ok(count > 0)
     }
 
-    /// Whether an order with this id exists, read outside any transaction.
-    pub(crate) async fn has_order_id(&self, order_id: i64) -> Result<bool, DbError> {
-        let count: i64 = sqlx::query(self.sql(sql::COUNT_ORDER_ID))
+    /// The user and voucher of the order with this id, if there is one,
+    /// read outside any transaction.
+    pub(crate) async fn order_owner(&self, order_id: i64) -> Result<Option<(i64, i64)>, DbError> {
+        let row = sqlx::query(self.sql(sql::ORDER_OWNER))
             .bind(order_id)
-            .fetch_one(&self.pool)
+            .fetch_optional(&self.pool)
             .await
-            .map_err(DbError::classify)?
-            .try_get(0)?;
-        Ok(count > 0)
+            .map_err(DbError::classify)?;
+        row.map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .transpose()
     }
 
     /// The users who have an order of `voucher_id`.
@@ -471,16 +472,20 @@ pub(crate) struct WriteTx {
 }
 
 impl WriteTx {
-    /// Whether an order with this id exists (the reserve consumer's
-    /// idempotency check).
-    pub(crate) async fn order_exists(&mut self, order_id: i64) -> Result<bool, DbError> {
-        let count: i64 = sqlx::query(render(self.backend, sql::COUNT_ORDER_ID))
+    /// The user and voucher of the order with this id, if there is one (the
+    /// reserve consumer's idempotency check, which must tell the same order
+    /// from another one that drew the same id).
+    pub(crate) async fn order_owner(
+        &mut self,
+        order_id: i64,
+    ) -> Result<Option<(i64, i64)>, DbError> {
+        let row = sqlx::query(render(self.backend, sql::ORDER_OWNER))
             .bind(order_id)
-            .fetch_one(&mut *self.tx)
+            .fetch_optional(&mut *self.tx)
             .await
-            .map_err(DbError::classify)?
-            .try_get(0)?;
-        Ok(count > 0)
+            .map_err(DbError::classify)?;
+        row.map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .transpose()
     }
 
     /// `stock = stock - 1`, whatever the stock: the naive strategy's write.
