@@ -583,6 +583,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         auth,
         rate_limits: RateLimits::new(tuning.rate_limit),
         sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
+        payment_timeout: tuning.payment_timeout,
         consumer_health: consumer.as_ref().map(|_| Default::default()),
     });
     rate_limit::spawn_upkeep(&state);

@@ -18,6 +18,8 @@ mod dead_letter;
 mod deployments;
 #[path = "service/docs.rs"]
 mod docs;
+#[path = "service/exposure.rs"]
+mod exposure;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/fencing.rs"]

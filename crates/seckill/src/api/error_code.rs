@@ -15,7 +15,7 @@ pub enum ErrorCode {
     BadIdempotencyKey,
     /// 401: no valid credential (JWT, admin token).
     Unauthorized,
-    /// 403: someone else's order.
+    /// 403: someone else's order, or a browser request from another site.
     Forbidden,
     /// 403: the sale has not started.
     NotStarted,
@@ -38,6 +38,8 @@ pub enum ErrorCode {
     SoldOut,
     /// 413: the body is over the size limit.
     PayloadTooLarge,
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
     /// 422: an idempotency key reused for another request.
     IdempotencyKeyReused,
     /// 429: over the user's rate limit.
@@ -58,7 +60,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, by status.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::BadRequest,
         ErrorCode::BadUserId,
         ErrorCode::BadIdempotencyKey,
@@ -74,6 +76,7 @@ impl ErrorCode {
         ErrorCode::NotPending,
         ErrorCode::SoldOut,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::RateLimited,
         ErrorCode::DatabaseError,
@@ -102,6 +105,7 @@ impl ErrorCode {
             ErrorCode::NotPending => "not_pending",
             ErrorCode::SoldOut => "sold_out",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::DatabaseError => "database_error",
@@ -131,6 +135,7 @@ impl ErrorCode {
             | ErrorCode::NotPending => StatusCode::CONFLICT,
             ErrorCode::SoldOut => StatusCode::GONE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::DatabaseError | ErrorCode::InternalError => {
@@ -153,6 +158,32 @@ impl ErrorCode {
             ErrorCode::RedisUnavailable | ErrorCode::DatabaseBusy => Some(3),
             _ => None,
         }
+    }
+
+    /// Whether a refusal with this code stays true for the same request, so
+    /// an idempotency key may keep it: bad input, someone else's order, a
+    /// sale that ended, a user who has their order, an order that ended.
+    /// The others can change (the sale opens, stock comes back, a voucher
+    /// is created, a lock is freed) and are not kept.
+    pub fn stays_true(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::BadRequest
+                | ErrorCode::BadUserId
+                | ErrorCode::Forbidden
+                | ErrorCode::Ended
+                | ErrorCode::AlreadyOrdered
+                | ErrorCode::NotPending
+                | ErrorCode::PayloadTooLarge
+                | ErrorCode::UnsupportedMediaType
+        )
+    }
+
+    /// The code answered as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == text)
     }
 
     /// Whether `POST /vouchers/{id}/orders` can refuse an order with it,

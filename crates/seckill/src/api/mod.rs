@@ -2,7 +2,7 @@
 //!
 //! | method and path | success | errors |
 //! |---|---|---|
-//! | `POST /vouchers` | 201 `{"id"}` | 400, 401 (with `--admin-token`) |
+//! | `POST /vouchers` (JSON) | 201 `{"id"}` | 400, 401 (the admin check), 403 (another site), 415 |
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
 //! | `POST /vouchers/{id}/orders` + the user ([`auth`]) | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 401, 403, 404, 409, 410, 429, 503, 500 |
@@ -25,10 +25,11 @@
 //! `POST /vouchers` and `/admin/*` are guarded by one check (`admin.rs`
 //! module): with `--admin-token T` they need `Authorization: Bearer T` (401
 //! `unauthorized` and `WWW-Authenticate: Bearer` otherwise); without a token
-//! `POST /vouchers` is open and `/admin/*` answers only on a loopback listen
-//! address (401 on any other).
+//! they answer only on a loopback listen address (401 on any other). Every
+//! POST a browser marks as sent from another origin is refused 403
+//! `forbidden` (`same_origin.rs`).
 //!
-//! Around the handlers: [`idempotency`] on every POST with `Idempotency-Key`
+//! Around the handlers: [`idempotency`] on the routes' POSTs with `Idempotency-Key`
 //! (400 `bad_idempotency_key`, 409 `in_progress`, 422
 //! `idempotency_key_reused`, 503 `redis_unavailable`; a replay carries
 //! `Idempotent-Replayed: true`); [`rate_limit`] on the routes that act for a
@@ -47,6 +48,7 @@ mod order_actions;
 mod orders;
 mod path_id;
 pub mod rate_limit;
+mod same_origin;
 pub mod sold_out;
 mod user_id;
 mod vouchers;
@@ -90,6 +92,8 @@ pub struct AppState {
     pub rate_limits: RateLimits,
     /// Vouchers this instance saw sell out (`--sold-out-recheck`).
     pub sold_out: SoldOutFlags,
+    /// `--payment-timeout`: a payment after it expires the order instead.
+    pub payment_timeout: std::time::Duration,
     /// `reserve`: whether the consumer is consuming (for `/health/ready`).
     pub consumer_health: Option<Arc<ConsumerHealth>>,
 }
@@ -151,10 +155,13 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(order_actions::cancel).route_layer(limited()),
         )
         .merge(admin_routes)
+        // Around the routes only (not the fallback: no records for made-up
+        // paths), outside the rate limit: a replayed answer costs no
+        // rate-limit budget, and a 429 is never kept as a key's answer.
+        .route_layer(from_fn_with_state(state.clone(), idempotency::guard))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
-        // Outermost: a replayed answer costs no rate-limit budget, and a 429
-        // is never kept as a key's answer.
-        .layer(from_fn_with_state(state.clone(), idempotency::guard))
+        // Outermost: another site's page changes nothing.
+        .layer(axum::middleware::from_fn(same_origin::guard))
         .with_state(state)
 }

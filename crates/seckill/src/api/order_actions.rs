@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::path_id::PathId;
 use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
-use crate::lifecycle::{End, end_order};
+use crate::lifecycle::{End, TransitionError, end_order};
 
 /// `GET /orders/{id}` → the order; 404 when there is none (a `reserve`
 /// order appears once its consumer has written it, usually within
@@ -56,11 +56,24 @@ async fn end(
     AuthUser(buyer): AuthUser,
     end: End,
 ) -> Result<Json<Value>, ApiError> {
-    let order = end_order(&state.ctx.db, &state.ctx.redis, order_id, end, Some(buyer)).await?;
-    if order.status.returns_stock() {
+    let ended = end_order(
+        &state.ctx.db,
+        &state.ctx.redis,
+        order_id,
+        end,
+        Some(buyer),
+        state.payment_timeout,
+    )
+    .await;
+    // An overdue payment expires the order: its unit is back on sale too.
+    let now = match &ended {
+        Ok(order) | Err(TransitionError::NotPending(order)) => Some(order),
+        Err(_) => None,
+    };
+    if let Some(order) = now.filter(|order| order.status.returns_stock()) {
         state.stock_returned(order.order.voucher_id);
     }
-    Ok(Json(order_json(&order)))
+    Ok(Json(order_json(&ended?)))
 }
 
 /// `{"order_id","voucher_id","user_id","status","created_at"}`.

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,8 +35,17 @@ struct CreateVoucher {
 /// `POST /vouchers` `{"title","stock","begin_at","end_at"}` → 201 `{"id"}`.
 pub async fn create(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // JSON only: a browser sends a cross-site form or text/plain body
+    // without asking first, but never application/json.
+    if !is_json(&headers) {
+        return Err(ApiError::with_message(
+            ErrorCode::UnsupportedMediaType,
+            "POST /vouchers takes Content-Type: application/json",
+        ));
+    }
     // A body that cannot be read (too large, cut off) still gets a JSON answer.
     let body = body.map_err(|rejection| {
         let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -58,6 +67,15 @@ pub async fn create(
         tracing::warn!(voucher_id = id, %error, "seckill: voucher created, Redis stock not set");
     }
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+}
+
+/// Whether the body is declared `application/json` (parameters allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// `GET /vouchers/{id}` → the voucher, stock as the database has it.

@@ -1,6 +1,8 @@
 //! Ending a pending order: pay, cancel, expire.
 
-use chrono::Utc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use super::OrderStatus;
 use super::redis_stock::{self, GivenBack};
@@ -50,6 +52,11 @@ pub enum TransitionError {
 /// now. A cancelled or expired order's unit goes back to the database's
 /// stock in the same transaction, then to the Redis stock.
 ///
+/// A payment comes too late once `payment_timeout` has passed since the
+/// order was placed, whether or not the sweeper has got to it yet: the order
+/// expires then and there (its unit goes back) and the payment is refused
+/// as [`TransitionError::NotPending`], the order now `expired`.
+///
 /// # Errors
 /// See [`TransitionError`].
 pub async fn end_order(
@@ -58,13 +65,19 @@ pub async fn end_order(
     order_id: i64,
     end: End,
     buyer: Option<i64>,
+    payment_timeout: Duration,
 ) -> Result<StoredOrder, TransitionError> {
-    let status = end.status();
     let mut tx = db.begin_write().await?;
     let mut order = tx.order(order_id).await?.ok_or(TransitionError::NotFound)?;
     if buyer.is_some_and(|buyer| buyer != order.order.user_id) {
         return Err(TransitionError::Forbidden);
     }
+    let overdue = end == End::Pay && is_overdue(&order, payment_timeout, Utc::now());
+    let status = if overdue {
+        OrderStatus::Expired
+    } else {
+        end.status()
+    };
     if !tx.end_pending(order_id, status, Utc::now()).await? {
         return Err(TransitionError::NotPending(order));
     }
@@ -79,7 +92,20 @@ pub async fn end_order(
         finish_give_back(db, redis, order.order.voucher_id, order_id).await;
     }
     crate::metrics::order_ended(status.as_str());
+    if overdue {
+        return Err(TransitionError::NotPending(order));
+    }
     Ok(order)
+}
+
+/// Whether `order`'s payment deadline has passed at `now`.
+fn is_overdue(order: &StoredOrder, payment_timeout: Duration, now: DateTime<Utc>) -> bool {
+    let timeout = chrono::Duration::from_std(payment_timeout).unwrap_or(chrono::Duration::MAX);
+    order
+        .order
+        .created_at
+        .checked_add_signed(timeout)
+        .is_some_and(|deadline| now >= deadline)
 }
 
 /// Gives an ended order's unit back to the Redis stock and records it;

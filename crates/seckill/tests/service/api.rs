@@ -110,6 +110,7 @@ async fn http_contract(database: TestDatabase) {
     // and a pooled client could pick that connection for the next request.
     let too_big = reqwest::Client::new()
         .post(format!("{base}/vouchers"))
+        .header("Content-Type", "application/json")
         .body(vec![b' '; 3 * 1024 * 1024])
         .send()
         .await

@@ -1,0 +1,286 @@
+//! What strangers can do: nothing they send without signing in is kept in
+//! Redis, other sites' pages change nothing, and an idempotency key keeps
+//! only answers that stay true.
+
+use reqwest::StatusCode;
+use seckill::api::auth::AuthConfig;
+use seckill::serve::Tuning;
+use seckill::strategy::StrategyKind;
+use serde_json::{Value, json};
+
+use crate::support::{
+    Backend, TestDatabase, click, client, config, create_voucher, open_window, start_instances,
+};
+
+const SECRET: &str = "a secret for the tests";
+
+async fn sqlite() -> TestDatabase {
+    TestDatabase::create(Backend::Sqlite, "exposure")
+        .await
+        .expect("SQLite")
+}
+
+/// How many idempotency records Redis holds.
+async fn idempotency_records(redis: &testkit::RedisServer) -> usize {
+    let mut conn = redis
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin connection");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("{seckill}:idem:*")
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    keys.len()
+}
+
+fn user_token(user: i64) -> String {
+    let claims = json!({"sub": user.to_string(), "exp": chrono::Utc::now().timestamp() + 3600});
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("token")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_of_strangers_leave_nothing_in_redis() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    // As deployed: users by JWT, on every interface, with an admin token.
+    let mut exposed = config(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        false,
+    );
+    exposed.listen = "0.0.0.0:0".parse().expect("address");
+    let service = seckill::serve::start_tuned(
+        exposed,
+        Tuning {
+            auth: AuthConfig::Jwt {
+                secret: SECRET.to_owned(),
+            },
+            admin_token: Some("the admin token".to_owned()),
+            ..Tuning::default()
+        },
+    )
+    .await
+    .expect("instance starts");
+    let base = format!("http://127.0.0.1:{}", service.addr().port());
+    let long_path = format!("/{}", "x".repeat(60_000));
+    let strangers = [
+        ("a made-up path", format!("{base}/no/such/path"), None),
+        ("a made-up long path", format!("{base}{long_path}"), None),
+        (
+            "an order without a token",
+            format!("{base}/vouchers/1/orders"),
+            None,
+        ),
+        (
+            "an order with a forged token",
+            format!("{base}/vouchers/1/orders"),
+            Some("Bearer a.b.c"),
+        ),
+        (
+            "a voucher with a wrong admin token",
+            format!("{base}/vouchers"),
+            Some("Bearer guessed"),
+        ),
+        (
+            "a dead-letter replay without a token",
+            format!("{base}/admin/dead-letters/replay"),
+            None,
+        ),
+    ];
+    for round in 0..20 {
+        for (case, url, authorization) in &strangers {
+            let mut request = http
+                .post(url)
+                .header("Idempotency-Key", format!("stranger-{round}"));
+            if let Some(authorization) = authorization {
+                request = request.header("Authorization", *authorization);
+            }
+            let status = request.send().await.expect("an answer").status();
+            assert!(status.is_client_error(), "{case}: {status}");
+        }
+    }
+    assert_eq!(
+        idempotency_records(&redis).await,
+        0,
+        "records of unidentified callers"
+    );
+
+    // A signed-in user's key is kept, as before.
+    let voucher = {
+        let created = http
+            .post(format!("{base}/vouchers"))
+            .bearer_auth("the admin token")
+            .json(&json!({"title": "t", "stock": 5,
+                "begin_at": open_window().0.to_rfc3339(), "end_at": open_window().1.to_rfc3339()}))
+            .send()
+            .await
+            .expect("POST /vouchers");
+        assert_eq!(created.status(), StatusCode::CREATED);
+        created.json::<Value>().await.expect("JSON")["id"]
+            .as_i64()
+            .expect("id")
+    };
+    let placed = http
+        .post(format!("{base}/vouchers/{voucher}/orders"))
+        .bearer_auth(user_token(7))
+        .header("Idempotency-Key", "mine")
+        .send()
+        .await
+        .expect("order");
+    assert_eq!(placed.status(), StatusCode::CREATED);
+    assert_eq!(idempotency_records(&redis).await, 1);
+    service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_sites_pages_cannot_create_vouchers_or_replay_dead_letters() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    // On loopback with no token: the local admin may, other sites may not.
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::Reserve,
+        1,
+        Tuning::default(),
+    )
+    .await
+    .remove(0);
+    let base = service.url();
+    let (begin_at, end_at) = open_window();
+    let voucher = json!({"title": "t", "stock": 9_223_372_036_854_775_807_i64,
+        "begin_at": begin_at.to_rfc3339(), "end_at": end_at.to_rfc3339()})
+    .to_string();
+    let post = |path: &str, content_type: Option<&str>, origin: Option<&str>| {
+        let mut request = http.post(format!("{base}{path}")).body(voucher.clone());
+        if let Some(content_type) = content_type {
+            request = request.header("Content-Type", content_type);
+        }
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        async move {
+            let response = request.send().await.expect("an answer");
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let refusals = [
+        (
+            "a text/plain form",
+            "/vouchers",
+            Some("text/plain"),
+            None,
+            415,
+        ),
+        (
+            "a urlencoded form",
+            "/vouchers",
+            Some("application/x-www-form-urlencoded"),
+            None,
+            415,
+        ),
+        ("no Content-Type", "/vouchers", None, None, 415),
+        (
+            "JSON from another site",
+            "/vouchers",
+            Some("application/json"),
+            Some("http://evil.example"),
+            403,
+        ),
+        (
+            "a replay from another site",
+            "/admin/dead-letters/replay",
+            Some("text/plain"),
+            Some("http://evil.example"),
+            403,
+        ),
+        (
+            "a replay from a sandboxed page",
+            "/admin/dead-letters/replay",
+            None,
+            Some("null"),
+            403,
+        ),
+    ];
+    for (case, path, content_type, origin, expected) in refusals {
+        let (status, body) = post(path, content_type, origin).await;
+        assert_eq!(status.as_u16(), expected, "{case}: {body}");
+        assert!(body["error"].is_string(), "{case}: {body}");
+    }
+    let listed: Value = http
+        .get(format!("{base}/vouchers"))
+        .send()
+        .await
+        .expect("GET /vouchers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(listed["vouchers"], json!([]), "nothing was created");
+    // The shop's own page (same origin) still works.
+    let own = format!("http://{}", service.addr());
+    let (status, body) = post("/vouchers", Some("application/json"), Some(&own)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_does_not_keep_a_sold_out_that_stopped_being_true() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await
+    .remove(0);
+    let base = service.url();
+    let voucher = create_voucher(&http, &base, 1, open_window()).await;
+    let bought = click(&http, &base, voucher, 1).await;
+    let order = bought.order_id().expect("user 1 bought the last unit");
+    let keyed = || {
+        http.post(format!("{base}/vouchers/{voucher}/orders"))
+            .header("X-User-Id", "2")
+            .header("Idempotency-Key", "grab-1")
+            .send()
+    };
+    let first = keyed().await.expect("click");
+    assert_eq!(first.status(), StatusCode::GONE);
+    // The unit comes back: the same click with the same key now buys it.
+    let cancelled = http
+        .post(format!("{base}/orders/{order}/cancel"))
+        .header("X-User-Id", "1")
+        .send()
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let again = keyed().await.expect("click");
+    assert!(
+        again.headers().get("idempotent-replayed").is_none(),
+        "the earlier sold_out was replayed"
+    );
+    assert_eq!(again.status(), StatusCode::CREATED);
+    // That answer stays true, and is kept.
+    let replayed = keyed().await.expect("click");
+    assert_eq!(replayed.status(), StatusCode::CREATED);
+    assert_eq!(replayed.headers()["idempotent-replayed"], "true");
+    service.shutdown().await;
+}
