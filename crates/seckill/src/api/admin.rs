@@ -101,6 +101,14 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 #[derive(Debug)]
 pub(crate) struct Unauthorized(&'static str);
 
+impl Unauthorized {
+    /// As an [`ApiError`] (401 `unauthorized`, which carries
+    /// `WWW-Authenticate: Bearer` too).
+    pub(crate) fn into_api_error(self) -> ApiError {
+        ApiError::with_message(ErrorCode::Unauthorized, self.0.to_owned())
+    }
+}
+
 impl IntoResponse for Unauthorized {
     fn into_response(self) -> Response {
         let mut response =

@@ -6,8 +6,8 @@
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
 //! | `POST /vouchers/{id}/orders` + the user ([`auth`]) | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 401, 403, 404, 409, 410, 429, 503, 500 |
-//! | `GET /vouchers/{id}/orders` | 200 `{"count","orders"}` | 404 |
-//! | `GET /orders/{id}` | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 404 |
+//! | `GET /vouchers/{id}/orders[?after&limit]`, the admin | 200 `{"count","orders","next"}`, a page | 400, 401, 404 |
+//! | `GET /orders/{id}`, its buyer or the admin | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 401, 404 (also another user's) |
 //! | `POST /orders/{id}/pay`, `/cancel` + the user ([`auth`]) | 200 the order | 400, 401, 403 `forbidden`, 404, 409 `not_pending`, 429, 503, 500 |
 //! | `GET /health` | 200 `{"status","instance","strategy"}` | |
 //! | `GET /health/live` | 200 `{"status":"ok"}`: the process answers | |

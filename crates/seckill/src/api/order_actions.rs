@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::admin::{Guarded, authorize};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
@@ -15,18 +17,28 @@ use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
 use crate::lifecycle::{End, TransitionError, end_order};
 
-/// `GET /orders/{id}` → the order; 404 when there is none (a `reserve`
-/// order appears once its consumer has written it, usually within
-/// milliseconds of the 202).
+/// `GET /orders/{id}` by its buyer or the admin → the order; 404 when there
+/// is none (a `reserve` order appears once its consumer has written it,
+/// usually within milliseconds of the 202) or it is someone else's (ids are
+/// sequential: another user learns nothing, not even that it exists).
 pub async fn show(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     PathId(order_id): PathId,
+    user: Result<AuthUser, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
+    let admin = authorize(&state.admin, &headers, Guarded::Admin).is_ok();
+    let reader = match user {
+        Ok(AuthUser(user)) => Some(user),
+        Err(_) if admin => None,
+        Err(refused) => return Err(refused),
+    };
     let order = state
         .ctx
         .db
         .order(order_id)
         .await?
+        .filter(|order| admin || reader == Some(order.order.user_id))
         .ok_or_else(ApiError::not_found)?;
     Ok(Json(order_json(&order)))
 }

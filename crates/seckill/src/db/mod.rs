@@ -203,6 +203,9 @@ mod sql {
         "INSERT INTO voucher_order (id, user_id, voucher_id, created_at) VALUES (?, ?, ?, ?)";
     pub const LIST_ORDERS: &str = "SELECT id, user_id, voucher_id, created_at FROM voucher_order \
          WHERE voucher_id = ? ORDER BY id";
+    pub const LIST_ORDERS_AFTER: &str = "SELECT id, user_id, voucher_id, created_at \
+         FROM voucher_order WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
+    pub const COUNT_ORDERS: &str = "SELECT COUNT(*) FROM voucher_order WHERE voucher_id = ?";
     pub const LIST_BUYERS: &str = "SELECT user_id FROM voucher_order WHERE voucher_id = ?";
     // The demo's optimistic-lock strategies (seed 004 §2).
     pub const SELECT_STOCK_VERSION: &str = "SELECT stock, version FROM voucher WHERE id = ?";
@@ -334,6 +337,33 @@ impl Db {
             .await
             .map_err(DbError::classify)?;
         rows.iter().map(order_of_row).collect()
+    }
+
+    /// Up to `limit` orders of `voucher_id` with ids above `after`, by id.
+    pub(crate) async fn list_orders_after(
+        &self,
+        voucher_id: i64,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Order>, DbError> {
+        let rows = sqlx::query(self.sql(sql::LIST_ORDERS_AFTER))
+            .bind(voucher_id)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        rows.iter().map(order_of_row).collect()
+    }
+
+    /// How many orders `voucher_id` has.
+    pub(crate) async fn count_orders(&self, voucher_id: i64) -> Result<i64, DbError> {
+        Ok(sqlx::query(self.sql(sql::COUNT_ORDERS))
+            .bind(voucher_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(DbError::classify)?
+            .try_get(0)?)
     }
 
     /// Stores a new voucher and returns its id.

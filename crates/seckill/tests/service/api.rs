@@ -164,7 +164,7 @@ async fn http_contract(database: TestDatabase) {
         json!({"count": 2, "orders": [
             {"order_id": order_id, "user_id": 1001},
             {"order_id": second_order_id, "user_id": 1002},
-        ]})
+        ], "next": null})
     );
     let (_, shown) = get_json(&http, &format!("{base}/vouchers/{voucher}")).await;
     assert_eq!(shown["stock"], 0);

@@ -284,3 +284,164 @@ async fn an_idempotency_key_does_not_keep_a_sold_out_that_stopped_being_true() {
     assert_eq!(replayed.headers()["idempotent-replayed"], "true");
     service.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_are_read_by_their_buyer_and_the_admin_only() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    let mut exposed = config(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        false,
+    );
+    exposed.listen = "0.0.0.0:0".parse().expect("address");
+    let service = seckill::serve::start_tuned(
+        exposed,
+        Tuning {
+            auth: AuthConfig::Jwt {
+                secret: SECRET.to_owned(),
+            },
+            admin_token: Some("the admin token".to_owned()),
+            ..Tuning::default()
+        },
+    )
+    .await
+    .expect("instance starts");
+    let base = format!("http://127.0.0.1:{}", service.addr().port());
+    let (begin_at, end_at) = open_window();
+    let created = http
+        .post(format!("{base}/vouchers"))
+        .bearer_auth("the admin token")
+        .json(&json!({"title": "t", "stock": 5,
+            "begin_at": begin_at.to_rfc3339(), "end_at": end_at.to_rfc3339()}))
+        .send()
+        .await
+        .expect("POST /vouchers");
+    let voucher = created.json::<Value>().await.expect("JSON")["id"]
+        .as_i64()
+        .expect("id");
+    let placed: Value = http
+        .post(format!("{base}/vouchers/{voucher}/orders"))
+        .bearer_auth(user_token(7))
+        .send()
+        .await
+        .expect("order")
+        .json()
+        .await
+        .expect("JSON");
+    let order = placed["order_id"].as_i64().expect("order id");
+    let read = |url: String, bearer: Option<String>| {
+        let mut request = http.get(url);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        async move { request.send().await.expect("an answer").status().as_u16() }
+    };
+    let order_url = format!("{base}/orders/{order}");
+    let list_url = format!("{base}/vouchers/{voucher}/orders");
+    let admin = Some("the admin token".to_owned());
+    let cases = [
+        ("the order, anonymous", order_url.clone(), None, 401),
+        (
+            "the order, another user",
+            order_url.clone(),
+            Some(user_token(8)),
+            404,
+        ),
+        (
+            "the order, its buyer",
+            order_url.clone(),
+            Some(user_token(7)),
+            200,
+        ),
+        ("the order, the admin", order_url, admin.clone(), 200),
+        ("the buyers, anonymous", list_url.clone(), None, 401),
+        (
+            "the buyers, a user",
+            list_url.clone(),
+            Some(user_token(7)),
+            401,
+        ),
+        ("the buyers, the admin", list_url, admin, 200),
+    ];
+    for (case, url, bearer, expected) in cases {
+        assert_eq!(read(url, bearer).await, expected, "{case}");
+    }
+    service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_lists_come_in_pages() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await
+    .remove(0);
+    let base = service.url();
+    let voucher = create_voucher(&http, &base, 5, open_window()).await;
+    let mut placed = Vec::new();
+    for user in 1..=5 {
+        placed.push(
+            click(&http, &base, voucher, user)
+                .await
+                .order_id()
+                .expect("order"),
+        );
+    }
+    let page = |query: String| {
+        let url = format!("{base}/vouchers/{voucher}/orders{query}");
+        let http = http.clone();
+        async move {
+            let response = http.get(url).send().await.expect("an answer");
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let mut listed = Vec::new();
+    let mut query = "?limit=2".to_owned();
+    loop {
+        let (status, body) = page(query.clone()).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["count"], 5, "{body}");
+        let orders = body["orders"].as_array().expect("orders");
+        assert!(orders.len() <= 2, "{body}");
+        listed.extend(
+            orders
+                .iter()
+                .map(|order| order["order_id"].as_i64().expect("id")),
+        );
+        match body["next"].as_i64() {
+            Some(next) => query = format!("?limit=2&after={next}"),
+            None => break,
+        }
+    }
+    placed.sort_unstable();
+    assert_eq!(listed, placed, "every order once, by id");
+    let (status, body) = page("?limit=0".to_owned()).await;
+    assert_eq!(
+        (status, body["count"].clone(), body["orders"].clone()),
+        (200, json!(5), json!([]))
+    );
+    for bad in ["?limit=1001", "?limit=-1", "?after=x"] {
+        let (status, body) = page(bad.to_owned()).await;
+        assert_eq!(
+            (status, body["error"].clone()),
+            (400, json!("bad_request")),
+            "{bad}"
+        );
+    }
+    service.shutdown().await;
+}
