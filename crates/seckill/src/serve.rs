@@ -21,6 +21,7 @@ use crate::api::rate_limit::{self, RateLimit, RateLimits};
 use crate::api::sold_out::SoldOutFlags;
 use crate::api::{self, AdminAccess, AppState};
 use crate::db::Db;
+use crate::http_server;
 use crate::id_worker::IdWorker;
 use crate::lifecycle::expiry;
 use crate::reserve_consumer::{self, ConsumerSettings};
@@ -187,6 +188,9 @@ pub struct Tuning {
     /// How long a sold-out voucher is answered from memory before one
     /// click looks again (1 s; zero: never from memory).
     pub sold_out_recheck: Duration,
+    /// A connection that takes longer to send a request's headers (from
+    /// opening, or idle after an answer) is closed (10 s).
+    pub header_timeout: Duration,
 }
 
 impl Default for Tuning {
@@ -207,6 +211,7 @@ impl Default for Tuning {
             auth: AuthConfig::Header,
             rate_limit: None,
             sold_out_recheck: Duration::from_secs(1),
+            header_timeout: http_server::HEADER_TIMEOUT,
         }
     }
 }
@@ -376,6 +381,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         },
         rate_limit: args.rate_limit,
         sold_out_recheck: args.sold_out_recheck,
+        header_timeout: http_server::HEADER_TIMEOUT,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -453,16 +459,15 @@ async fn instance_main(
     let drain = tuning.drain;
     let draining_state = state.clone();
     let stop_accepting = shutdown.clone();
-    let server = axum::serve(listener, api::router(state)).with_graceful_shutdown(async move {
+    let header_timeout = tuning.header_timeout;
+    let server = http_server::serve(listener, api::router(state), header_timeout, async move {
         stop_accepting.cancelled().await;
         // Not ready first, so a load balancer moves away; then close.
         draining_state.start_draining();
         tokio::time::sleep(drain).await;
     });
     let _ = ready.send(Ok(addr));
-    if let Err(error) = server.await {
-        tracing::error!(%error, "seckill: the HTTP server stopped");
-    }
+    server.await;
     if let Some(consumer) = consumer {
         let _ = consumer.await;
     }
@@ -596,10 +601,14 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
 }
 
 /// The instance's Redis settings: each call bounded by `response_timeout`
-/// (a stalled Redis gives 503s rather than hung requests), 5 s to connect.
+/// (a stalled Redis gives 503s rather than hung requests; the connection
+/// lent to the shop follows it too), 5 s to connect, and one retry: a click
+/// is better answered 503 with `Retry-After` at once than held through
+/// three retries of an outage (the client retries, the page says so).
 fn redis_settings(response_timeout: Duration) -> redlatch::Settings {
     let mut settings = redlatch::Settings::default();
     settings.connect_timeout = Duration::from_secs(5);
     settings.response_timeout = response_timeout;
+    settings.retry.attempts = 1;
     settings
 }

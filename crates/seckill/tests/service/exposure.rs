@@ -445,3 +445,56 @@ async fn order_lists_come_in_pages() {
     }
     service.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_header_and_idle_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning {
+            header_timeout: std::time::Duration::from_secs(1),
+            ..Tuning::default()
+        },
+    )
+    .await
+    .remove(0);
+    // Half of them start a request and never finish its headers; the
+    // others connect and say nothing.
+    let mut held = Vec::new();
+    for n in 0..20 {
+        let mut stream = tokio::net::TcpStream::connect(service.addr())
+            .await
+            .expect("connect");
+        if n % 2 == 0 {
+            stream
+                .write_all(b"GET /health HTTP/1.1\r\nHost: shop\r\nX-Slow: ")
+                .await
+                .expect("a partial request");
+        }
+        held.push(stream);
+    }
+    // The server must hang up on each (EOF, or a 408 then EOF, or a reset),
+    // well before this generous bound.
+    for (n, mut stream) in held.into_iter().enumerate() {
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            let mut sink = Vec::new();
+            let _ = stream.read_to_end(&mut sink).await;
+        })
+        .await;
+        assert!(closed.is_ok(), "connection {n} still open after 20 s");
+    }
+    // A normal client is served as ever.
+    let health = client()
+        .get(format!("{}/health", service.url()))
+        .send()
+        .await
+        .expect("GET /health");
+    assert_eq!(health.status(), StatusCode::OK);
+    service.shutdown().await;
+}

@@ -39,6 +39,17 @@ async fn redis_down_answers_503_for_every_strategy() {
                 "{strategy}: {answer:?}"
             );
             assert!(answer.body["message"].is_string(), "{strategy}");
+            let retry_after = http
+                .post(format!("{}/vouchers/{voucher}/orders", service.url()))
+                .header("X-User-Id", "8")
+                .send()
+                .await
+                .expect("an answer");
+            assert_eq!(retry_after.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(
+                retry_after.headers().contains_key("retry-after"),
+                "{strategy}: a 503 without Retry-After"
+            );
         }
         for (_, service, _) in running {
             service.shutdown().await;
