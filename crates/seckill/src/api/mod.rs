@@ -49,6 +49,7 @@ mod orders;
 mod path_id;
 pub mod rate_limit;
 mod same_origin;
+mod security_headers;
 pub mod sold_out;
 mod user_id;
 mod vouchers;
@@ -163,5 +164,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(ops::method_not_allowed)
         // Outermost: another site's page changes nothing.
         .layer(axum::middleware::from_fn(same_origin::guard))
+        .layer(axum::middleware::from_fn(security_headers::add))
         .with_state(state)
 }

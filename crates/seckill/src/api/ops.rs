@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::error_code::ErrorCode;
 
 /// The single-page UI (written alongside the load generator and the demo).
-const PAGE: &str = include_str!("../web/index.html");
+pub(crate) const PAGE: &str = include_str!("../web/index.html");
 
 /// `GET /`
 pub async fn page() -> Html<&'static str> {

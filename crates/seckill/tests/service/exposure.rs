@@ -498,3 +498,76 @@ async fn slow_header_and_idle_connections_are_closed() {
     assert_eq!(health.status(), StatusCode::OK);
     service.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_may_not_be_framed_sniffed_or_run_other_scripts() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await
+    .remove(0);
+    let page = client()
+        .get(format!("{}/", service.url()))
+        .send()
+        .await
+        .expect("GET /");
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("x-frame-options"), "DENY");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    let policy = header("content-security-policy");
+    for directive in [
+        "default-src 'none'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(
+            policy.contains(directive),
+            "{directive} missing: {policy:?}"
+        );
+    }
+    // The page's own inline script is the one script allowed, by its hash.
+    let html = page.text().await.expect("the page");
+    let script = html
+        .split_once("<script>")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(inside, _)| inside)
+        .expect("an inline script");
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(script.as_bytes());
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    let named = policy
+        .split("script-src 'sha256-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_default();
+    assert_eq!(hex_of_base64(named), hex, "script hash in {policy:?}");
+    service.shutdown().await;
+}
+
+/// Decodes standard base64 to hex (test-side, independent of the server's encoder).
+fn hex_of_base64(text: &str) -> String {
+    let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = String::new();
+    for c in text.chars().filter(|c| *c != '=') {
+        bits = (bits << 6) | alphabet.find(c).expect("base64") as u32;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push_str(&format!("{:02x}", (bits >> count) & 0xff));
+        }
+    }
+    out
+}
