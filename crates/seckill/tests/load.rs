@@ -369,7 +369,7 @@ async fn a_mix_that_does_not_sum_to_100_is_refused() -> TestResult {
 /// secret every click is refused, the `X-User-Id` header is not trusted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_jwt_secret_the_load_buys_and_pays_as_signed_users() -> TestResult {
-    const SECRET: &str = "load-test-secret";
+    const SECRET: &str = "load-test-secret, 32 bytes or more";
     let dir = tempfile::tempdir()?;
     let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
     let tuning = Tuning {

@@ -66,8 +66,13 @@ impl From<DbError> for ApiError {
                 ApiError::with_message(ErrorCode::DatabaseBusy, message)
             }
             other => {
+                // The details are for the log: they name tables, columns,
+                // constraints and sometimes values.
                 tracing::error!(error = %other, "seckill: database failure");
-                ApiError::with_message(ErrorCode::DatabaseError, other.to_string())
+                ApiError::with_message(
+                    ErrorCode::DatabaseError,
+                    "the database failed; the details are in the service's log",
+                )
             }
         }
     }

@@ -123,6 +123,13 @@ fn parse_new_voucher(body: &[u8]) -> Result<NewVoucher, ApiError> {
     if title.is_empty() {
         return Err(ApiError::bad_request("title must not be empty"));
     }
+    if title.chars().any(char::is_control) {
+        // NUL is refused by PostgreSQL; escape codes would reach the
+        // terminals and logs that show titles.
+        return Err(ApiError::bad_request(
+            "title must not contain control characters (NUL, escape codes, line breaks)",
+        ));
+    }
     if title.chars().count() > MAX_TITLE_CHARS {
         return Err(ApiError::bad_request(format!(
             "title must be at most {MAX_TITLE_CHARS} characters"
@@ -191,6 +198,10 @@ mod tests {
         assert!(refusal(r#"{"title":"x","stock":1}"#).contains("missing field"));
         assert!(refusal(&format!(r#"{{"title":"x","stock":-1,{WINDOW}}}"#)).contains("negative"));
         assert!(refusal(&format!(r#"{{"title":"","stock":1,{WINDOW}}}"#)).contains("empty"));
+        for control in [r"\u0000", r"\u001b[31m", r"a\nb"] {
+            let body = format!(r#"{{"title":"x{control}","stock":1,{WINDOW}}}"#);
+            assert!(refusal(&body).contains("control"), "{control}");
+        }
         assert!(
             refusal(&format!(r#"{{"title":"x","stock":"1",{WINDOW}}}"#)).contains("invalid JSON")
         );

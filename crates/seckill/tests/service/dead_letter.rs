@@ -628,7 +628,7 @@ async fn the_admin_token_guards_voucher_creation_and_admin_routes(database: Test
         config,
         Tuning {
             auth: seckill::api::auth::AuthConfig::Jwt {
-                secret: "a secret for the tests".to_owned(),
+                secret: "a secret for the tests, 32 bytes or more".to_owned(),
             },
             ..Tuning::default()
         },

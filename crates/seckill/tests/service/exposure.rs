@@ -8,11 +8,12 @@ use seckill::serve::Tuning;
 use seckill::strategy::StrategyKind;
 use serde_json::{Value, json};
 
+use crate::on_every_backend;
 use crate::support::{
     Backend, TestDatabase, click, client, config, create_voucher, open_window, start_instances,
 };
 
-const SECRET: &str = "a secret for the tests";
+const SECRET: &str = "a secret for the tests, 32 bytes or more";
 
 async fn sqlite() -> TestDatabase {
     TestDatabase::create(Backend::Sqlite, "exposure")
@@ -570,4 +571,70 @@ fn hex_of_base64(text: &str) -> String {
         }
     }
     out
+}
+
+on_every_backend!(titles_with_control_characters_are_refused);
+
+/// A NUL (which PostgreSQL refuses), an escape sequence (which colours a
+/// terminal showing it), a line break: 400 with a message, on every backend.
+async fn titles_with_control_characters_are_refused(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await
+    .remove(0);
+    let http = client();
+    let (begin_at, end_at) = open_window();
+    for title in ["nul\u{0}here", "\u{1b}[31mred\u{1b}[0m", "two\nlines"] {
+        let answer = http
+            .post(format!("{}/vouchers", service.url()))
+            .json(&json!({"title": title, "stock": 1,
+                "begin_at": begin_at.to_rfc3339(), "end_at": end_at.to_rfc3339()}))
+            .send()
+            .await
+            .expect("an answer");
+        let status = answer.status();
+        let body: Value = answer.json().await.expect("JSON");
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{title:?}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("control"),
+            "{title:?}: {body}"
+        );
+    }
+    service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessable_jwt_secret_is_refused_at_start() {
+    let database = sqlite().await;
+    let mut exposed = config(
+        "redis://127.0.0.1:1",
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        false,
+    );
+    exposed.listen = "0.0.0.0:0".parse().expect("address");
+    let refused = seckill::serve::start_tuned(
+        exposed,
+        Tuning {
+            auth: AuthConfig::Jwt {
+                secret: "x".to_owned(),
+            },
+            ..Tuning::default()
+        },
+    )
+    .await;
+    let Err(error) = refused else {
+        panic!("a 1-byte secret must stop the start");
+    };
+    assert!(error.to_string().contains("at least 32"), "{error}");
 }

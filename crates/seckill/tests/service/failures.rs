@@ -83,6 +83,12 @@ async fn a_broken_database_answers_500() {
         let answer = click(&http, &service.url(), voucher, 7).await;
         assert_eq!(answer.status, Some(500), "{answer:?}");
         assert_eq!(answer.body["error"], "database_error", "{answer:?}");
+        // The database's own words (table names, SQL) stay in the log.
+        let message = answer.body["message"].as_str().unwrap_or_default();
+        assert!(
+            !message.contains("voucher_order") && !message.contains("no such table"),
+            "the database's message reached the client: {message}"
+        );
         let listing = http
             .get(format!("{}/vouchers/{voucher}/orders", service.url()))
             .send()
