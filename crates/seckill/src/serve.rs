@@ -128,6 +128,11 @@ pub struct ServeArgs {
     /// one click goes through to look again (0s: never from memory).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     pub sold_out_recheck: Duration,
+    /// At most N requests worked on at once; beyond, 503 `overloaded` with
+    /// Retry-After (health checks and metrics always answer).
+    #[arg(long, value_name = "N", default_value_t = api::in_flight::DEFAULT_MAX_IN_FLIGHT as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: u32,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -191,6 +196,8 @@ pub struct Tuning {
     /// A connection that takes longer to send a request's headers (from
     /// opening, or idle after an answer) is closed (10 s).
     pub header_timeout: Duration,
+    /// Requests worked on at once, beyond which 503 `overloaded` (1024).
+    pub max_in_flight: usize,
 }
 
 impl Default for Tuning {
@@ -212,6 +219,7 @@ impl Default for Tuning {
             rate_limit: None,
             sold_out_recheck: Duration::from_secs(1),
             header_timeout: http_server::HEADER_TIMEOUT,
+            max_in_flight: api::in_flight::DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -382,6 +390,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         rate_limit: args.rate_limit,
         sold_out_recheck: args.sold_out_recheck,
         header_timeout: http_server::HEADER_TIMEOUT,
+        max_in_flight: args.max_in_flight as usize,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -589,6 +598,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         rate_limits: RateLimits::new(tuning.rate_limit),
         sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
         payment_timeout: tuning.payment_timeout,
+        in_flight: api::in_flight::InFlight::new(tuning.max_in_flight),
         consumer_health: consumer.as_ref().map(|_| Default::default()),
     });
     rate_limit::spawn_upkeep(&state);

@@ -56,11 +56,13 @@ pub enum ErrorCode {
     RedisUnavailable,
     /// 503: the database is busy (no connection, lock timeout, deadlock).
     DatabaseBusy,
+    /// 503: the instance works on `--max-in-flight` requests already.
+    Overloaded,
 }
 
 impl ErrorCode {
     /// Every code, by status.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::BadUserId,
         ErrorCode::BadIdempotencyKey,
@@ -85,6 +87,7 @@ impl ErrorCode {
         ErrorCode::LockLost,
         ErrorCode::RedisUnavailable,
         ErrorCode::DatabaseBusy,
+        ErrorCode::Overloaded,
     ];
 
     /// The code as answered: `sold_out`, `not_found`...
@@ -114,6 +117,7 @@ impl ErrorCode {
             ErrorCode::LockLost => "lock_lost",
             ErrorCode::RedisUnavailable => "redis_unavailable",
             ErrorCode::DatabaseBusy => "database_busy",
+            ErrorCode::Overloaded => "overloaded",
         }
     }
 
@@ -144,7 +148,8 @@ impl ErrorCode {
             ErrorCode::Busy
             | ErrorCode::LockLost
             | ErrorCode::RedisUnavailable
-            | ErrorCode::DatabaseBusy => StatusCode::SERVICE_UNAVAILABLE,
+            | ErrorCode::DatabaseBusy
+            | ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -154,7 +159,7 @@ impl ErrorCode {
     /// rather than piling retries onto it.
     pub fn retry_after_seconds(self) -> Option<u64> {
         match self {
-            ErrorCode::Busy | ErrorCode::LockLost => Some(1),
+            ErrorCode::Busy | ErrorCode::LockLost | ErrorCode::Overloaded => Some(1),
             ErrorCode::RedisUnavailable | ErrorCode::DatabaseBusy => Some(3),
             _ => None,
         }

@@ -43,6 +43,7 @@ pub mod auth;
 pub mod error;
 pub mod error_code;
 pub mod idempotency;
+pub mod in_flight;
 mod ops;
 mod order_actions;
 mod orders;
@@ -95,6 +96,8 @@ pub struct AppState {
     pub sold_out: SoldOutFlags,
     /// `--payment-timeout`: a payment after it expires the order instead.
     pub payment_timeout: std::time::Duration,
+    /// The requests being worked on (`--max-in-flight`).
+    pub in_flight: in_flight::InFlight,
     /// `reserve`: whether the consumer is consuming (for `/health/ready`).
     pub consumer_health: Option<Arc<ConsumerHealth>>,
 }
@@ -162,6 +165,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route_layer(from_fn_with_state(state.clone(), idempotency::guard))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        // Before any work: a stalled dependency must not let requests pile up.
+        .layer(from_fn_with_state(state.clone(), in_flight::limit))
         // Outermost: another site's page changes nothing.
         .layer(axum::middleware::from_fn(same_origin::guard))
         .layer(axum::middleware::from_fn(security_headers::add))

@@ -414,3 +414,64 @@ async fn ready_names_a_reserve_consumer_that_cannot_consume() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
+    on_backend(Backend::Sqlite, "in_flight_cap", |database| async move {
+        let redis = testkit::RedisServer::start().expect("redis-server");
+        let http = client();
+        let service = start_instances(
+            &redis.url(),
+            &database.url,
+            StrategyKind::Reserve,
+            1,
+            Tuning {
+                max_in_flight: 2,
+                ..Tuning::default()
+            },
+        )
+        .await
+        .remove(0);
+        let base = service.url();
+        let voucher = create_voucher(&http, &base, 10, open_window()).await;
+        redis.pause().expect("pause redis-server");
+        // Two clicks hold the two places while Redis stalls...
+        let stuck: Vec<_> = (1..=2)
+            .map(|user| {
+                let (http, base) = (http.clone(), base.clone());
+                tokio::spawn(async move { click(&http, &base, voucher, user).await })
+            })
+            .collect();
+        // ...so, while both are in, every other click is refused at once
+        // (one that got in first waits for Redis like them: not counted).
+        let mut refused = 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while refused < 5 && Instant::now() < deadline {
+            let response = http
+                .post(format!("{base}/vouchers/{voucher}/orders"))
+                .header("X-User-Id", "9")
+                .send()
+                .await
+                .expect("an answer");
+            let status = response.status();
+            let retry_after = response.headers().get("retry-after").cloned();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            if body["error"] == "overloaded" {
+                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+                assert_eq!(retry_after.as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]));
+                refused += 1;
+            }
+        }
+        // Health still answers (ready says Redis fails, as it does).
+        let ready = get(&http, &format!("{base}/health/live")).await;
+        assert_eq!(ready.map(|(status, _)| status), Some(200));
+        redis.resume().expect("resume redis-server");
+        assert_eq!(refused, 5, "clicks beyond the cap were not refused at once");
+        for click in stuck {
+            let answer = click.await.expect("click");
+            assert!(matches!(answer.status, Some(202 | 503)), "{answer:?}");
+        }
+        service.shutdown().await;
+    })
+    .await;
+}
