@@ -457,9 +457,11 @@ async fn instance_main(
     let sweeper = {
         let sweeper_state = state.clone();
         let stop = shutdown.clone();
+        // Only `reserve` keeps a Redis stock to give units back to.
+        let redis_stock = (state.kind == StrategyKind::Reserve).then(|| state.ctx.redis.clone());
         tokio::spawn(expiry::run(
             db.clone(),
-            state.ctx.redis.clone(),
+            redis_stock,
             tuning.payment_timeout,
             stop,
             move |voucher_id| sweeper_state.stock_returned(voucher_id),

@@ -16,6 +16,7 @@ use super::path_id::PathId;
 use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
 use crate::lifecycle::{End, TransitionError, end_order};
+use crate::strategy::StrategyKind;
 
 /// `GET /orders/{id}` by its buyer or the admin → the order; 404 when there
 /// is none (a `reserve` order appears once its consumer has written it,
@@ -68,9 +69,11 @@ async fn end(
     AuthUser(buyer): AuthUser,
     end: End,
 ) -> Result<Json<Value>, ApiError> {
+    // Only `reserve` keeps a Redis stock: the others never wait on Redis here.
+    let redis_stock = (state.kind == StrategyKind::Reserve).then_some(&state.ctx.redis);
     let ended = end_order(
         &state.ctx.db,
-        &state.ctx.redis,
+        redis_stock,
         order_id,
         end,
         Some(buyer),

@@ -34,7 +34,7 @@ pub fn sweep_every(payment_timeout: Duration) -> Duration {
 /// back (the instance's sold-out flag listens).
 pub async fn run(
     db: Db,
-    redis: redlatch::RedisConnection,
+    redis: Option<redlatch::RedisConnection>,
     payment_timeout: Duration,
     shutdown: CancellationToken,
     returned: impl Fn(i64) + Send,
@@ -45,7 +45,7 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(error) = sweep(&db, &redis, payment_timeout, &returned).await {
+        if let Err(error) = sweep(&db, redis.as_ref(), payment_timeout, &returned).await {
             tracing::warn!(%error, "seckill: expiry sweep failed; trying again");
         }
     }
@@ -59,7 +59,7 @@ pub async fn run(
 /// and retried on the next pass).
 pub async fn sweep(
     db: &Db,
-    redis: &redlatch::RedisConnection,
+    redis: Option<&redlatch::RedisConnection>,
     payment_timeout: Duration,
     returned: &(impl Fn(i64) + Send),
 ) -> Result<usize, crate::db::DbError> {

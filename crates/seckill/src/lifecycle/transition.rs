@@ -50,7 +50,8 @@ pub enum TransitionError {
 /// Ends pending order `order_id` as `end` says, on behalf of `buyer` (the
 /// user who must own it; `None` for the sweeper), and returns it as it is
 /// now. A cancelled or expired order's unit goes back to the database's
-/// stock in the same transaction, then to the Redis stock.
+/// stock in the same transaction, then to the Redis stock (`redis`: the
+/// `reserve` strategy's; `None` for the others, which keep none).
 ///
 /// A payment comes too late once `payment_timeout` has passed since the
 /// order was placed, whether or not the sweeper has got to it yet: the order
@@ -61,7 +62,7 @@ pub enum TransitionError {
 /// See [`TransitionError`].
 pub async fn end_order(
     db: &Db,
-    redis: &redlatch::RedisConnection,
+    redis: Option<&redlatch::RedisConnection>,
     order_id: i64,
     end: End,
     buyer: Option<i64>,
@@ -110,13 +111,24 @@ fn is_overdue(order: &StoredOrder, payment_timeout: Duration, now: DateTime<Utc>
 
 /// Gives an ended order's unit back to the Redis stock and records it;
 /// logs (and leaves to the sweeper) what fails. Returns whether the
-/// order's unit is now back everywhere.
+/// order's unit is now back everywhere. `redis` is `None` when the
+/// instance's strategy keeps no Redis stock (only `reserve` does): the unit
+/// is back once the database has it, and Redis, up or down, is not asked.
 pub(crate) async fn finish_give_back(
     db: &Db,
-    redis: &redlatch::RedisConnection,
+    redis: Option<&redlatch::RedisConnection>,
     voucher_id: i64,
     order_id: i64,
 ) -> bool {
+    let Some(redis) = redis else {
+        return match db.mark_stock_back(order_id).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(order_id, %error, "seckill: cannot record the unit back; the sweeper will");
+                false
+            }
+        };
+    };
     match redis_stock::give_back(&mut redis.clone(), voucher_id, order_id).await {
         Ok(given) => {
             if given == GivenBack::Before {

@@ -404,7 +404,7 @@ async fn a_backlog_of_unpaid_orders_expires_in_one_pass(database: TestDatabase) 
         .expect("redis");
     let expired = seckill::lifecycle::expiry::sweep(
         &db,
-        &locks.redis_connection(),
+        Some(&locks.redis_connection()),
         Duration::from_secs(60),
         &|_| {},
     )
@@ -455,6 +455,48 @@ async fn a_payment_after_the_deadline_expires_the_order(database: TestDatabase) 
     assert_eq!(body["error"], "not_pending", "{body}");
     let (_, order) = get_order(&http, &base, id).await;
     assert_eq!(order["status"], "expired", "{order}");
+    assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
+    for instance in instances {
+        instance.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_without_a_redis_stock_does_not_wait_for_a_stalled_redis() {
+    let database = TestDatabase::create(crate::support::Backend::Sqlite, "cancel_stalled")
+        .await
+        .expect("SQLite");
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let instances = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await;
+    let base = instances[0].url();
+    let http = client();
+    let voucher = create_voucher(&http, &base, 3, open_window()).await;
+    let id = click(&http, &base, voucher, 1)
+        .await
+        .order_id()
+        .expect("order placed");
+    redis.pause().expect("pause redis-server");
+    // redis-lock keeps its stock in the database only: cancelling is a
+    // database write, whatever Redis is doing.
+    let cancelled = tokio::time::timeout(
+        Duration::from_secs(10),
+        order_action(&http, &base, id, "cancel", 1),
+    )
+    .await;
+    redis.resume().expect("resume redis-server");
+    let (status, body) = cancelled.expect("the cancel waited on the stalled Redis");
+    assert_eq!(
+        (status, body["status"].clone()),
+        (200, "cancelled".into()),
+        "{body}"
+    );
     assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
     for instance in instances {
         instance.shutdown().await;
