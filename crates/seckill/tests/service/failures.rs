@@ -28,7 +28,14 @@ async fn redis_down_answers_503_for_every_strategy() {
         for (strategy, service, voucher) in &running {
             let asked = std::time::Instant::now();
             let answer = click(&http, &service.url(), *voucher, 7).await;
-            eprintln!("{strategy}: answered in {:?}", asked.elapsed());
+            let waited = asked.elapsed();
+            eprintln!("{strategy}: answered in {waited:?}");
+            // Redis refuses connections: no strategy may spend longer than
+            // one response timeout (3 s) finding that out.
+            assert!(
+                waited < std::time::Duration::from_secs(3),
+                "{strategy}: answered after {waited:?}"
+            );
             assert_eq!(
                 answer.status,
                 Some(StatusCode::SERVICE_UNAVAILABLE.as_u16()),
