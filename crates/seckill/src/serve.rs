@@ -133,6 +133,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = api::in_flight::DEFAULT_MAX_IN_FLIGHT as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_in_flight: u32,
+    /// New Idempotency-Keys one caller (a user, the admin) may claim a day;
+    /// beyond, 429 `rate_limited` until its day is over.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_keys_per_day: u64,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -198,6 +203,8 @@ pub struct Tuning {
     pub header_timeout: Duration,
     /// Requests worked on at once, beyond which 503 `overloaded` (1024).
     pub max_in_flight: usize,
+    /// New idempotency keys one caller may claim a day (1000).
+    pub idempotency_keys_per_day: u64,
 }
 
 impl Default for Tuning {
@@ -220,6 +227,7 @@ impl Default for Tuning {
             sold_out_recheck: Duration::from_secs(1),
             header_timeout: http_server::HEADER_TIMEOUT,
             max_in_flight: api::in_flight::DEFAULT_MAX_IN_FLIGHT,
+            idempotency_keys_per_day: 1000,
         }
     }
 }
@@ -391,6 +399,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         sold_out_recheck: args.sold_out_recheck,
         header_timeout: http_server::HEADER_TIMEOUT,
         max_in_flight: args.max_in_flight as usize,
+        idempotency_keys_per_day: args.idempotency_keys_per_day,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -601,6 +610,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
         payment_timeout: tuning.payment_timeout,
         in_flight: api::in_flight::InFlight::new(tuning.max_in_flight),
+        idempotency_keys_per_day: tuning.idempotency_keys_per_day,
         consumer_health: consumer.as_ref().map(|_| Default::default()),
     });
     rate_limit::spawn_upkeep(&state);

@@ -21,6 +21,7 @@
 //! | the first request with the key is still running | 409 `in_progress` |
 //! | the key was used for another method or path | 422 `idempotency_key_reused` |
 //! | Redis cannot be reached | 503 `redis_unavailable` (the handler does not run) |
+//! | the caller claimed `--idempotency-keys-per-day` new keys (1000) since its first of the day | 429 `rate_limited` + `Retry-After` (nothing runs) |
 //! | first answer was 2xx, or a refusal that stays true (400 `bad_request` / `bad_user_id`, 403 `forbidden` / `ended`, 409 `already_ordered` / `not_pending`, 413) | kept, replayed |
 //! | any other answer (`not_started`, `sold_out`, `not_found`, `in_progress`, 401, 429, 5xx...: it may change) | not kept: a retry runs again |
 //! | the answer could not be stored with the key | 500 `internal_error` |
@@ -121,6 +122,17 @@ pub async fn guard(
         Ok(None) => {}
         Ok(Some(earlier)) => return earlier_answer(earlier, &claim),
         Err(error) => return redis_unavailable(error),
+    }
+    match count_new_key(&mut conn, &caller, state.idempotency_keys_per_day).await {
+        Ok(None) => {}
+        Ok(Some(retry_after)) => {
+            release(&mut conn, &redis_key).await;
+            return over_the_daily_keys(state.idempotency_keys_per_day, retry_after);
+        }
+        Err(error) => {
+            release(&mut conn, &redis_key).await;
+            return redis_unavailable(error);
+        }
     }
     let response = next.run(request).await;
     settle(&mut conn, &redis_key, claim, response).await
@@ -285,6 +297,44 @@ async fn settle(
         tracing::warn!(%error, "seckill: could not keep an answer for its idempotency key");
     }
     Response::from_parts(parts, Body::from(body))
+}
+
+/// Counts a key newly claimed by `caller` against its `per_day`: `None`
+/// while within it, else the seconds until the count starts again.
+async fn count_new_key(
+    conn: &mut redlatch::RedisConnection,
+    caller: &str,
+    per_day: u64,
+) -> Result<Option<u64>, redis::RedisError> {
+    let counter = format!("{{seckill}}:idem-count:{caller}");
+    // The day starts at the caller's first key: EXPIRE NX keeps it.
+    let (count, ttl): (u64, i64) = redis::pipe()
+        .atomic()
+        .incr(&counter, 1)
+        .cmd("EXPIRE")
+        .arg(&counter)
+        .arg(TTL_SECONDS)
+        .arg("NX")
+        .ignore()
+        .ttl(&counter)
+        .query_async(conn)
+        .await?;
+    Ok((count > per_day).then(|| ttl.max(1).unsigned_abs()))
+}
+
+/// 429 `rate_limited`: the caller used its keys of the day.
+fn over_the_daily_keys(per_day: u64, retry_after: u64) -> Response {
+    let mut response = ApiError::with_message(
+        ErrorCode::RateLimited,
+        format!(
+            "at most {per_day} new Idempotency-Keys a day per caller; try again in {retry_after} s"
+        ),
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
 }
 
 /// Whether a 4xx answer's `error` code is one that stays true.

@@ -96,6 +96,8 @@ pub struct AppState {
     pub sold_out: SoldOutFlags,
     /// `--payment-timeout`: a payment after it expires the order instead.
     pub payment_timeout: std::time::Duration,
+    /// New idempotency keys a caller may claim a day.
+    pub idempotency_keys_per_day: u64,
     /// The requests being worked on (`--max-in-flight`).
     pub in_flight: in_flight::InFlight,
     /// `reserve`: whether the consumer is consuming (for `/health/ready`).

@@ -638,3 +638,61 @@ async fn a_guessable_jwt_secret_is_refused_at_start() {
     };
     assert!(error.to_string().contains("at least 32"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_gets_a_bounded_number_of_idempotency_keys_a_day() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    let service = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning {
+            idempotency_keys_per_day: 3,
+            ..Tuning::default()
+        },
+    )
+    .await
+    .remove(0);
+    let base = service.url();
+    let voucher = create_voucher(&http, &base, 10, open_window()).await;
+    let keyed = |user: i64, key: &str| {
+        let request = http
+            .post(format!("{base}/vouchers/{voucher}/orders"))
+            .header("X-User-Id", user.to_string())
+            .header("Idempotency-Key", key);
+        async move {
+            let response = request.send().await.expect("an answer");
+            let status = response.status();
+            let replayed = response.headers().contains_key("idempotent-replayed");
+            let retry_after = response.headers().contains_key("retry-after");
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, replayed, retry_after, body)
+        }
+    };
+    for key in ["k1", "k2", "k3"] {
+        let (status, _, _, body) = keyed(1, key).await;
+        assert!(
+            status == StatusCode::CREATED || status == StatusCode::CONFLICT,
+            "{body}"
+        );
+    }
+    let (status, _, retry_after, body) = keyed(1, "k4").await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a fourth key: {body}"
+    );
+    assert_eq!(body["error"], "rate_limited");
+    assert!(retry_after, "429 without Retry-After");
+    // Replays of its keys still answer; another user has keys of their own.
+    let (status, replayed, _, _) = keyed(1, "k1").await;
+    assert_eq!((status, replayed), (StatusCode::CREATED, true));
+    let (status, _, _, body) = keyed(2, "k4").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // User 1's three records and user 2's one: nothing kept for the refused key.
+    assert_eq!(idempotency_records(&redis).await, 4);
+    service.shutdown().await;
+}
