@@ -141,6 +141,46 @@ async fn paused_redis_gives_typed_errors_then_recovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lent_connection_is_bounded_by_the_response_timeout() {
+    let server = common::server();
+    let client = common::client(&server).await; // 500 ms response timeout
+    let mut conn = client.redis_connection();
+    let () = redis::cmd("SET")
+        .arg("lent")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    server.pause().unwrap();
+    let asked = Instant::now();
+    let during = tokio::time::timeout(
+        Duration::from_secs(10),
+        redis::cmd("GET").arg("lent").query_async::<i64>(&mut conn),
+    )
+    .await;
+    let waited = asked.elapsed();
+    server.resume().unwrap();
+    let answer = during.expect("a command on the lent connection hung on a paused server");
+    let error = answer.expect_err("answered by a paused server");
+    assert_eq!(error.kind(), redis::ErrorKind::Io, "{error:?}");
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+
+    let recovered = common::eventually(Duration::from_secs(5), || {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("GET")
+                .arg("lent")
+                .query_async::<i64>(&mut conn)
+                .await
+                .is_ok_and(|value| value == 1)
+        }
+    })
+    .await;
+    assert!(recovered, "the lent connection did not recover");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_is_lost_when_redis_stays_unreachable_past_the_lease() {
     let server = common::server();
     let lease = Duration::from_millis(600);

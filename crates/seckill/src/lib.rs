@@ -9,6 +9,7 @@
 pub mod api;
 pub mod db;
 pub mod demo;
+pub mod http_server;
 pub mod id_worker;
 pub mod lifecycle;
 pub mod load;

@@ -35,6 +35,7 @@ mod fire;
 mod follow_up;
 mod identity;
 mod mix;
+mod outage;
 mod report;
 mod source;
 mod verdict;
@@ -46,6 +47,7 @@ use crate::BoxError;
 
 pub use identity::Identity;
 pub use mix::{Mix, MixError};
+pub use outage::{Outage, OutageError};
 pub use report::{LatencySummary, LoadReport};
 
 /// Arguments of `seckill load`.
@@ -105,6 +107,18 @@ pub struct LoadArgs {
         value_parser = clap::builder::NonEmptyStringValueParser::new()
     )]
     pub jwt_secret: Option<String>,
+    /// A Redis fault during the run: `pause=D` (stalled for D, `DEBUG
+    /// SLEEP`), `restart` (emptied and its connections dropped), `after=A`
+    /// (when, after the first click); needs --outage-redis.
+    #[arg(
+        long,
+        value_name = "pause=D,restart,after=A",
+        requires = "outage_redis"
+    )]
+    pub outage: Option<Outage>,
+    /// The shop's Redis, for --outage.
+    #[arg(long, value_name = "URL", requires = "outage")]
+    pub outage_redis: Option<String>,
 }
 
 /// What [`run_load`] does: the targets, the voucher, the shape of the load.
@@ -134,6 +148,8 @@ pub struct LoadConfig {
     pub expect_expiry_within: Option<Duration>,
     /// How the users name themselves (`X-User-Id` unless a JWT secret is given).
     pub identity: Identity,
+    /// A Redis fault during the run, and the shop's Redis URL; `None`: none.
+    pub outage: Option<(Outage, String)>,
 }
 
 impl LoadConfig {
@@ -152,6 +168,7 @@ impl LoadConfig {
             mix: None,
             expect_expiry_within: None,
             identity: Identity::Header,
+            outage: None,
         }
     }
 }
@@ -174,6 +191,7 @@ impl From<&LoadArgs> for LoadConfig {
                 .jwt_secret
                 .as_deref()
                 .map_or(Identity::Header, Identity::jwt),
+            outage: args.outage.zip(args.outage_redis.clone()),
         }
     }
 }
@@ -233,7 +251,18 @@ async fn load_and_verify(
         mix: config.mix.unwrap_or_default(),
         visible_within: config.drain_timeout,
     };
+    let injected = match &config.outage {
+        Some((outage, url)) => {
+            let conn = outage::connect(url).await?;
+            Some(tokio::spawn(outage::inject(conn, *outage, Instant::now())))
+        }
+        None => None,
+    };
     let fired = fire::fire(client, targets, &shape, &config.identity, &progress).await?;
+    let outage = match injected {
+        Some(injected) => Some(injected.await.map_err(|error| error.to_string())??),
+        None => None,
+    };
     let load_ended = Instant::now();
     progress.set_message("waiting for the orders to drain");
 
@@ -262,7 +291,7 @@ async fn load_and_verify(
         fired.accepted_without_id,
         config.expect_expiry_within.is_some(),
     );
-    Ok(LoadReport::new(
+    let mut report = LoadReport::new(
         config,
         targets,
         source.kind(),
@@ -270,5 +299,7 @@ async fn load_and_verify(
         (&before, &after),
         (drain, expiry_wait),
         verdict,
-    ))
+    );
+    report.outage = outage;
+    Ok(report)
 }

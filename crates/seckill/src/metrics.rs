@@ -13,8 +13,9 @@
 //! | `seckill_reserve_entries_total` | counter | `consumer`, `outcome` = `written` / `already_there` / `dead_lettered` / `failed` | stream entries the reserve consumer handled (`failed`: a try the database refused; the entry stays pending and is retried) |
 //! | `seckill_reserve_claimed_total` | counter | `consumer` | pending entries taken over from another consumer |
 //! | `seckill_orders_ended_total` | counter | `status` = `paid` / `cancelled` / `expired` | pending orders that ended (lifecycle) |
-//! | `seckill_reserve_dead_letters_total` | counter | `reason` = `malformed` / `voucher_gone` / `no_stock` / `duplicate_user` / `max_tries` | order entries moved to the dead-letter stream `{seckill}:orders:dead` |
+//! | `seckill_reserve_dead_letters_total` | counter | `reason` = `malformed` / `voucher_gone` / `no_stock` / `duplicate_user` / `max_tries` / `id_collision` | order entries moved to the dead-letter stream `{seckill}:orders:dead` |
 //! | `seckill_reserve_trimmed_total` | counter | `consumer` | acknowledged entries trimmed from the order stream |
+//! | `seckill_reserve_group_created_total` | counter | `consumer` | the order stream's consumer group created again after Redis lost it (`NOGROUP`) |
 //! | `seckill_sold_out_flag_answers_total` | counter | `instance` | clicks answered 410 `sold_out` from the local sold-out flag, without Redis or the database (also counted in `seckill_order_rejections_total`) |
 //! | `seckill_rate_limited_total` | counter | `instance` | requests answered 429 `rate_limited` |
 
@@ -37,6 +38,8 @@ pub const RESERVE_CLAIMED: &str = "seckill_reserve_claimed_total";
 pub const RESERVE_DEAD_LETTERS: &str = "seckill_reserve_dead_letters_total";
 /// Acknowledged entries trimmed from the order stream.
 pub const RESERVE_TRIMMED: &str = "seckill_reserve_trimmed_total";
+/// The consumer group created again after Redis lost it.
+pub const RESERVE_GROUP_CREATED: &str = "seckill_reserve_group_created_total";
 
 /// Pending orders that ended, by the status they ended in.
 pub const ORDERS_ENDED: &str = "seckill_orders_ended_total";
@@ -46,7 +49,7 @@ pub const SOLD_OUT_FLAG_ANSWERS: &str = "seckill_sold_out_flag_answers_total";
 pub const RATE_LIMITED: &str = "seckill_rate_limited_total";
 
 /// Every series name above.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     ORDERS_CREATED,
     ORDER_REJECTIONS,
     ORDER_SECONDS,
@@ -55,6 +58,7 @@ pub const ALL: [&str; 10] = [
     ORDERS_ENDED,
     RESERVE_DEAD_LETTERS,
     RESERVE_TRIMMED,
+    RESERVE_GROUP_CREATED,
     SOLD_OUT_FLAG_ANSWERS,
     RATE_LIMITED,
 ];
@@ -112,6 +116,10 @@ fn describe() {
         "Acknowledged entries trimmed from the order stream"
     );
     metrics::describe_counter!(
+        RESERVE_GROUP_CREATED,
+        "The order stream's consumer group created again after Redis lost it"
+    );
+    metrics::describe_counter!(
         SOLD_OUT_FLAG_ANSWERS,
         "Clicks answered sold_out from the local sold-out flag"
     );
@@ -166,6 +174,11 @@ pub fn reserve_dead_letter(reason: &'static str) {
 /// Records entries trimmed from the order stream by `consumer`.
 pub fn reserve_trimmed(consumer: &str, count: u64) {
     metrics::counter!(RESERVE_TRIMMED, "consumer" => consumer.to_owned()).increment(count);
+}
+
+/// Records the consumer group created again by `consumer`.
+pub fn reserve_group_created(consumer: &str) {
+    metrics::counter!(RESERVE_GROUP_CREATED, "consumer" => consumer.to_owned()).increment(1);
 }
 
 /// Records a click answered from instance `instance`'s sold-out flag.

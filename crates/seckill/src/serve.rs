@@ -21,6 +21,7 @@ use crate::api::rate_limit::{self, RateLimit, RateLimits};
 use crate::api::sold_out::SoldOutFlags;
 use crate::api::{self, AdminAccess, AppState};
 use crate::db::Db;
+use crate::http_server;
 use crate::id_worker::IdWorker;
 use crate::lifecycle::expiry;
 use crate::reserve_consumer::{self, ConsumerSettings};
@@ -127,6 +128,16 @@ pub struct ServeArgs {
     /// one click goes through to look again (0s: never from memory).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     pub sold_out_recheck: Duration,
+    /// At most N requests worked on at once; beyond, 503 `overloaded` with
+    /// Retry-After (health checks and metrics always answer).
+    #[arg(long, value_name = "N", default_value_t = api::in_flight::DEFAULT_MAX_IN_FLIGHT as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: u32,
+    /// New Idempotency-Keys one caller (a user, the admin) may claim a day;
+    /// beyond, 429 `rate_limited` until its day is over.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_keys_per_day: u64,
 }
 
 /// What an instance is: where it listens and what it talks to.
@@ -187,6 +198,13 @@ pub struct Tuning {
     /// How long a sold-out voucher is answered from memory before one
     /// click looks again (1 s; zero: never from memory).
     pub sold_out_recheck: Duration,
+    /// A connection that takes longer to send a request's headers (from
+    /// opening, or idle after an answer) is closed (10 s).
+    pub header_timeout: Duration,
+    /// Requests worked on at once, beyond which 503 `overloaded` (1024).
+    pub max_in_flight: usize,
+    /// New idempotency keys one caller may claim a day (1000).
+    pub idempotency_keys_per_day: u64,
 }
 
 impl Default for Tuning {
@@ -207,6 +225,9 @@ impl Default for Tuning {
             auth: AuthConfig::Header,
             rate_limit: None,
             sold_out_recheck: Duration::from_secs(1),
+            header_timeout: http_server::HEADER_TIMEOUT,
+            max_in_flight: api::in_flight::DEFAULT_MAX_IN_FLIGHT,
+            idempotency_keys_per_day: 1000,
         }
     }
 }
@@ -376,6 +397,9 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         },
         rate_limit: args.rate_limit,
         sold_out_recheck: args.sold_out_recheck,
+        header_timeout: http_server::HEADER_TIMEOUT,
+        max_in_flight: args.max_in_flight as usize,
+        idempotency_keys_per_day: args.idempotency_keys_per_day,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -433,17 +457,20 @@ async fn instance_main(
     let consumer = consumer.map(|(conn, settings, client)| {
         let shutdown = shutdown.clone();
         let db = db.clone();
+        let health = state.consumer_health.clone().unwrap_or_default();
         tokio::spawn(async move {
-            reserve_consumer::run(db, conn, settings, shutdown).await;
+            reserve_consumer::run(db, conn, settings, health, shutdown).await;
             drop(client);
         })
     });
     let sweeper = {
         let sweeper_state = state.clone();
         let stop = shutdown.clone();
+        // Only `reserve` keeps a Redis stock to give units back to.
+        let redis_stock = (state.kind == StrategyKind::Reserve).then(|| state.ctx.redis.clone());
         tokio::spawn(expiry::run(
             db.clone(),
-            state.ctx.redis.clone(),
+            redis_stock,
             tuning.payment_timeout,
             stop,
             move |voucher_id| sweeper_state.stock_returned(voucher_id),
@@ -452,16 +479,15 @@ async fn instance_main(
     let drain = tuning.drain;
     let draining_state = state.clone();
     let stop_accepting = shutdown.clone();
-    let server = axum::serve(listener, api::router(state)).with_graceful_shutdown(async move {
+    let header_timeout = tuning.header_timeout;
+    let server = http_server::serve(listener, api::router(state), header_timeout, async move {
         stop_accepting.cancelled().await;
         // Not ready first, so a load balancer moves away; then close.
         draining_state.start_draining();
         tokio::time::sleep(drain).await;
     });
     let _ = ready.send(Ok(addr));
-    if let Err(error) = server.await {
-        tracing::error!(%error, "seckill: the HTTP server stopped");
-    }
+    server.await;
     if let Some(consumer) = consumer {
         let _ = consumer.await;
     }
@@ -582,6 +608,10 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         auth,
         rate_limits: RateLimits::new(tuning.rate_limit),
         sold_out: SoldOutFlags::new(tuning.sold_out_recheck),
+        payment_timeout: tuning.payment_timeout,
+        in_flight: api::in_flight::InFlight::new(tuning.max_in_flight),
+        idempotency_keys_per_day: tuning.idempotency_keys_per_day,
+        consumer_health: consumer.as_ref().map(|_| Default::default()),
     });
     rate_limit::spawn_upkeep(&state);
     Ok(Booted {
@@ -593,10 +623,14 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
 }
 
 /// The instance's Redis settings: each call bounded by `response_timeout`
-/// (a stalled Redis gives 503s rather than hung requests), 5 s to connect.
+/// (a stalled Redis gives 503s rather than hung requests; the connection
+/// lent to the shop follows it too), 5 s to connect, and one retry: a click
+/// is better answered 503 with `Retry-After` at once than held through
+/// three retries of an outage (the client retries, the page says so).
 fn redis_settings(response_timeout: Duration) -> redlatch::Settings {
     let mut settings = redlatch::Settings::default();
     settings.connect_timeout = Duration::from_secs(5);
     settings.response_timeout = response_timeout;
+    settings.retry.attempts = 1;
     settings
 }

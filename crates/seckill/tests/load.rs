@@ -99,6 +99,42 @@ async fn redis_lock_sale_over_two_instances_is_clean_and_exits_0() -> TestResult
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_run_reports_every_answer_and_the_longest_wait() -> TestResult {
+    let shop = Shop::start(StrategyKind::Reserve, 1, false).await?;
+    let voucher = shop.create_voucher("outage", 100).await?;
+    let mut args = load_args(&shop.targets(), voucher, 300, 1);
+    args.extend([
+        "--database".to_owned(),
+        shop.database_url.clone(),
+        "--outage".to_owned(),
+        "pause=6s".to_owned(),
+        "--outage-redis".to_owned(),
+        shop.redis_url(),
+    ]);
+    let output = seckill_load(args).await?;
+    let report = report_of(&output)?;
+    shop.stop().await;
+
+    let outage = report.outage.clone().unwrap_or_default();
+    assert!(outage.starts_with("pause=6s"), "{report:#?}");
+    assert_eq!(report.statuses.values().sum::<u64>(), 300);
+    // Redis stalled longer than the shop's 3 s response timeout: the
+    // clicks caught in it are answered 503, none waits for the stall's end.
+    assert!(report.statuses.contains_key("503"), "{:?}", report.statuses);
+    assert_eq!(
+        report.errors.get("redis_unavailable"),
+        report.statuses.get("503")
+    );
+    assert!(
+        report.latency_us.max < 6_000_000,
+        "longest wait {} µs: past the stall",
+        report.latency_us.max
+    );
+    assert_eq!((report.oversold, report.duplicate_users), (0, 0));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_database_the_check_reads_the_http_api() -> TestResult {
     let shop = Shop::start(StrategyKind::RedisLock, 2, true).await?;
     let voucher = shop.create_voucher("http check", 10).await?;
@@ -333,7 +369,7 @@ async fn a_mix_that_does_not_sum_to_100_is_refused() -> TestResult {
 /// secret every click is refused, the `X-User-Id` header is not trusted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_jwt_secret_the_load_buys_and_pays_as_signed_users() -> TestResult {
-    const SECRET: &str = "load-test-secret";
+    const SECRET: &str = "load-test-secret, 32 bytes or more";
     let dir = tempfile::tempdir()?;
     let database_url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
     let tuning = Tuning {

@@ -18,6 +18,8 @@ mod dead_letter;
 mod deployments;
 #[path = "service/docs.rs"]
 mod docs;
+#[path = "service/exposure.rs"]
+mod exposure;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/fencing.rs"]
@@ -30,6 +32,8 @@ mod health;
 mod ids;
 #[path = "service/lifecycle.rs"]
 mod lifecycle;
+#[path = "service/outage.rs"]
+mod outage;
 #[path = "service/protection.rs"]
 mod protection;
 #[path = "service/reserve_crash.rs"]

@@ -115,7 +115,7 @@ async fn page_buys_and_pays_as_a_signed_in_user() -> TestResult {
     if !browser_available()? {
         return Ok(());
     }
-    const SECRET: &str = "page-jwt-secret";
+    const SECRET: &str = "page-jwt-secret, 32 bytes or more";
     let shop = guarded::GuardedShop::start_tuned(seckill::serve::Tuning {
         auth: seckill::api::auth::AuthConfig::Jwt {
             secret: SECRET.to_owned(),

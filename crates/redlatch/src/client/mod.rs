@@ -101,7 +101,7 @@ impl Client {
     /// The client's command connection, for the application's own commands
     /// on the same deployment (see [`RedisConnection`]).
     pub fn redis_connection(&self) -> RedisConnection {
-        RedisConnection(self.inner.conn.clone())
+        RedisConnection::new(self.inner.conn.clone(), self.inner.settings.clone())
     }
 
     /// This client's id, the first half of every owner it writes.

@@ -7,11 +7,15 @@
 //!   `Authorization: Bearer T`; otherwise 401 `unauthorized` with
 //!   `WWW-Authenticate: Bearer`. The token is compared in constant time
 //!   (the time depends on the configured token's length only).
-//! - No token: `POST /vouchers` is open (as before), and `/admin/*` answers
-//!   only when the instance listens on a loopback address (127.0.0.1, ::1),
-//!   where only local processes reach it; on any other address it answers
-//!   401, so an instance exposed to a network never has open admin routes by
-//!   default.
+//! - No token: `POST /vouchers` and `/admin/*` answer only when the instance
+//!   listens on a loopback address (127.0.0.1, ::1), where only local
+//!   processes reach them; on any other address they answer 401, so an
+//!   instance exposed to a network (`--auth jwt` on 0.0.0.0) never lets
+//!   anyone create vouchers or replay dead letters by default.
+//!
+//! Browsers on other sites are kept out of these routes (and every POST) by
+//! the same-origin check (`same_origin.rs`), and `POST /vouchers` takes
+//! JSON only, so a cross-site form cannot post one.
 
 use std::sync::Arc;
 
@@ -42,7 +46,8 @@ pub struct AdminAccess {
 /// What a request asks for, for [`authorize`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Guarded {
-    /// `POST /vouchers`: needs the token when one is set.
+    /// `POST /vouchers`: needs the token when one is set, a loopback
+    /// listen address when none is.
     Write,
     /// `/admin/*`: needs the token when one is set, a loopback listen
     /// address when none is.
@@ -61,8 +66,10 @@ pub(crate) fn authorize(
             Some(_) => Err(Unauthorized("the bearer token is not the admin token")),
             None => Err(Unauthorized("needs Authorization: Bearer <admin token>")),
         },
-        (None, Guarded::Write) => Ok(()),
-        (None, Guarded::Admin) if access.loopback => Ok(()),
+        (None, _) if access.loopback => Ok(()),
+        (None, Guarded::Write) => Err(Unauthorized(
+            "creating vouchers needs --admin-token on a non-loopback listen address",
+        )),
         (None, Guarded::Admin) => Err(Unauthorized(
             "admin routes need --admin-token on a non-loopback listen address",
         )),
@@ -93,6 +100,14 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 /// 401 `unauthorized`, with `WWW-Authenticate: Bearer`.
 #[derive(Debug)]
 pub(crate) struct Unauthorized(&'static str);
+
+impl Unauthorized {
+    /// As an [`ApiError`] (401 `unauthorized`, which carries
+    /// `WWW-Authenticate: Bearer` too).
+    pub(crate) fn into_api_error(self) -> ApiError {
+        ApiError::with_message(ErrorCode::Unauthorized, self.0.to_owned())
+    }
+}
 
 impl IntoResponse for Unauthorized {
     fn into_response(self) -> Response {
@@ -257,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_token_admin_is_loopback_only() {
+    fn without_a_token_writes_and_admin_are_loopback_only() {
         let local = AdminAccess {
             token: None,
             loopback: true,
@@ -266,8 +281,9 @@ mod tests {
             token: None,
             loopback: false,
         };
-        assert!(authorize(&local, &headers(None), Guarded::Admin).is_ok());
-        assert!(authorize(&exposed, &headers(None), Guarded::Admin).is_err());
-        assert!(authorize(&exposed, &headers(None), Guarded::Write).is_ok());
+        for guarded in [Guarded::Write, Guarded::Admin] {
+            assert!(authorize(&local, &headers(None), guarded).is_ok());
+            assert!(authorize(&exposed, &headers(None), guarded).is_err());
+        }
     }
 }

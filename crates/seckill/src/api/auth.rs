@@ -25,6 +25,9 @@ use super::error::ApiError;
 use super::error_code::ErrorCode;
 use super::user_id::user_id;
 
+/// The shortest `--jwt-secret` accepted: HS256's own key size, 256 bits.
+pub const MIN_SECRET_BYTES: usize = 32;
+
 /// `--auth`: how requests say who the user is.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AuthKind {
@@ -77,7 +80,7 @@ impl Auth {
     ///
     /// # Errors
     /// Header mode on a non-loopback address (anyone could claim any user),
-    /// or an empty JWT secret.
+    /// or a JWT secret shorter than [`MIN_SECRET_BYTES`].
     pub fn new(config: &AuthConfig, listen: SocketAddr) -> Result<Auth, String> {
         match config {
             AuthConfig::Header if !listen.ip().is_loopback() => Err(format!(
@@ -86,9 +89,11 @@ impl Auth {
                  (or listen on 127.0.0.1)"
             )),
             AuthConfig::Header => Ok(Auth::Header),
-            AuthConfig::Jwt { secret } if secret.is_empty() => {
-                Err("--auth jwt needs a non-empty --jwt-secret".to_owned())
-            }
+            AuthConfig::Jwt { secret } if secret.len() < MIN_SECRET_BYTES => Err(format!(
+                "--jwt-secret is {} bytes long; HS256 needs at least {MIN_SECRET_BYTES} \
+                 (a shorter one can be guessed offline from any token)",
+                secret.len()
+            )),
             AuthConfig::Jwt { secret } => {
                 let mut validation = Validation::new(Algorithm::HS256);
                 // exp is required (the library's default) and checked with
@@ -199,9 +204,15 @@ fn jwt_user(
 }
 
 /// `sub` as a user id: a decimal string or a JSON integer, 1 to 2^63 - 1.
+/// The string must be the id's one spelling (no leading zeros): "007" and
+/// "7" would otherwise be two subjects of the issuer and one user here.
 fn subject_user(sub: &Value) -> Option<i64> {
     let id = match sub {
-        Value::String(text) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+        Value::String(text)
+            if !text.starts_with('0')
+                && !text.is_empty()
+                && text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
             text.parse::<i64>().ok()?
         }
         Value::Number(number) => number.as_i64()?,
@@ -217,7 +228,7 @@ mod tests {
     use jsonwebtoken::{EncodingKey, Header};
     use serde_json::json;
 
-    const SECRET: &str = "test secret";
+    const SECRET: &str = "test secret of 32 bytes or more..";
 
     fn jwt() -> Auth {
         let config = AuthConfig::Jwt {
@@ -253,6 +264,8 @@ mod tests {
         assert_eq!(subject_user(&json!(i64::MAX)), Some(i64::MAX));
         for bad in [
             json!("0"),
+            json!("007"),
+            json!("07"),
             json!(0),
             json!(-1),
             json!("-1"),
@@ -366,8 +379,16 @@ mod tests {
             secret: String::new(),
         };
         assert!(Auth::new(&empty, "0.0.0.0:8080".parse().unwrap()).is_err());
+        let short = AuthConfig::Jwt {
+            secret: "s".repeat(MIN_SECRET_BYTES - 1),
+        };
+        let refusal = Auth::new(&short, "0.0.0.0:8080".parse().unwrap())
+            .err()
+            .unwrap();
+        assert!(refusal.contains("at least 32"), "{refusal}");
+        let secret = format!("hunter2{}", "2".repeat(MIN_SECRET_BYTES));
         let jwt = AuthConfig::Jwt {
-            secret: "hunter2".to_owned(),
+            secret: secret.clone(),
         };
         assert!(Auth::new(&jwt, "0.0.0.0:8080".parse().unwrap()).is_ok());
         assert!(!format!("{jwt:?}").contains("hunter2"));

@@ -66,8 +66,13 @@ impl From<DbError> for ApiError {
                 ApiError::with_message(ErrorCode::DatabaseBusy, message)
             }
             other => {
+                // The details are for the log: they name tables, columns,
+                // constraints and sometimes values.
                 tracing::error!(error = %other, "seckill: database failure");
-                ApiError::with_message(ErrorCode::DatabaseError, other.to_string())
+                ApiError::with_message(
+                    ErrorCode::DatabaseError,
+                    "the database failed; the details are in the service's log",
+                )
             }
         }
     }
@@ -121,6 +126,12 @@ impl IntoResponse for ApiError {
             None => json!({ "error": self.code.as_str() }),
         };
         let mut response = (status, Json(body)).into_response();
+        if let Some(seconds) = self.code.retry_after_seconds() {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             // RFC 9110: a 401 names the scheme that would be accepted.
             response.headers_mut().insert(
@@ -135,6 +146,17 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_503_says_when_to_retry() {
+        for code in ErrorCode::ALL {
+            let response = ApiError::new(code).into_response();
+            let retry_after = response.headers().get(axum::http::header::RETRY_AFTER);
+            if code.status() == StatusCode::SERVICE_UNAVAILABLE {
+                assert!(retry_after.is_some(), "{code} has no Retry-After");
+            }
+        }
+    }
 
     /// Every way an order can be refused answers with a code counted as a
     /// rejection reason (the docs test holds the docs to that list).

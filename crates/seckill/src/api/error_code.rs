@@ -15,7 +15,7 @@ pub enum ErrorCode {
     BadIdempotencyKey,
     /// 401: no valid credential (JWT, admin token).
     Unauthorized,
-    /// 403: someone else's order.
+    /// 403: someone else's order, or a browser request from another site.
     Forbidden,
     /// 403: the sale has not started.
     NotStarted,
@@ -38,6 +38,8 @@ pub enum ErrorCode {
     SoldOut,
     /// 413: the body is over the size limit.
     PayloadTooLarge,
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
     /// 422: an idempotency key reused for another request.
     IdempotencyKeyReused,
     /// 429: over the user's rate limit.
@@ -54,11 +56,13 @@ pub enum ErrorCode {
     RedisUnavailable,
     /// 503: the database is busy (no connection, lock timeout, deadlock).
     DatabaseBusy,
+    /// 503: the instance works on `--max-in-flight` requests already.
+    Overloaded,
 }
 
 impl ErrorCode {
     /// Every code, by status.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::BadUserId,
         ErrorCode::BadIdempotencyKey,
@@ -74,6 +78,7 @@ impl ErrorCode {
         ErrorCode::NotPending,
         ErrorCode::SoldOut,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::RateLimited,
         ErrorCode::DatabaseError,
@@ -82,6 +87,7 @@ impl ErrorCode {
         ErrorCode::LockLost,
         ErrorCode::RedisUnavailable,
         ErrorCode::DatabaseBusy,
+        ErrorCode::Overloaded,
     ];
 
     /// The code as answered: `sold_out`, `not_found`...
@@ -102,6 +108,7 @@ impl ErrorCode {
             ErrorCode::NotPending => "not_pending",
             ErrorCode::SoldOut => "sold_out",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::DatabaseError => "database_error",
@@ -110,6 +117,7 @@ impl ErrorCode {
             ErrorCode::LockLost => "lock_lost",
             ErrorCode::RedisUnavailable => "redis_unavailable",
             ErrorCode::DatabaseBusy => "database_busy",
+            ErrorCode::Overloaded => "overloaded",
         }
     }
 
@@ -131,6 +139,7 @@ impl ErrorCode {
             | ErrorCode::NotPending => StatusCode::CONFLICT,
             ErrorCode::SoldOut => StatusCode::GONE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::DatabaseError | ErrorCode::InternalError => {
@@ -139,8 +148,47 @@ impl ErrorCode {
             ErrorCode::Busy
             | ErrorCode::LockLost
             | ErrorCode::RedisUnavailable
-            | ErrorCode::DatabaseBusy => StatusCode::SERVICE_UNAVAILABLE,
+            | ErrorCode::DatabaseBusy
+            | ErrorCode::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
+    }
+
+    /// The `Retry-After` of a 503, in seconds: a lock held or lost clears
+    /// within about a second; an unavailable Redis or database is an outage,
+    /// so clients wait about one response timeout (3 s) before trying again
+    /// rather than piling retries onto it.
+    pub fn retry_after_seconds(self) -> Option<u64> {
+        match self {
+            ErrorCode::Busy | ErrorCode::LockLost | ErrorCode::Overloaded => Some(1),
+            ErrorCode::RedisUnavailable | ErrorCode::DatabaseBusy => Some(3),
+            _ => None,
+        }
+    }
+
+    /// Whether a refusal with this code stays true for the same request, so
+    /// an idempotency key may keep it: bad input, someone else's order, a
+    /// sale that ended, a user who has their order, an order that ended.
+    /// The others can change (the sale opens, stock comes back, a voucher
+    /// is created, a lock is freed) and are not kept.
+    pub fn stays_true(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::BadRequest
+                | ErrorCode::BadUserId
+                | ErrorCode::Forbidden
+                | ErrorCode::Ended
+                | ErrorCode::AlreadyOrdered
+                | ErrorCode::NotPending
+                | ErrorCode::PayloadTooLarge
+                | ErrorCode::UnsupportedMediaType
+        )
+    }
+
+    /// The code answered as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == text)
     }
 
     /// Whether `POST /vouchers/{id}/orders` can refuse an order with it,

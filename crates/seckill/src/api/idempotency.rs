@@ -5,8 +5,15 @@
 //! The record lives in Redis, so every instance sees it:
 //! `{seckill}:idem:{caller}:{sha256(K)}` is claimed with `SET NX EX 300`
 //! before the handler runs, and holds the answer for 24 h afterwards.
-//! The caller is `user:{id}` when the request names a user, else a hash of
-//! its `Authorization` header (the admin token), else `anonymous`.
+//!
+//! Only identified callers get records, and only on the API's routes: the
+//! caller is `user:{id}` when the request names a user (a valid JWT, or
+//! `X-User-Id` in header mode), else, on `POST /vouchers` and `/admin/*`,
+//! `admin` when it passes the admin check (the admin token, or a loopback
+//! instance without one). A key sent by
+//! anyone else, to an unknown path, or with a path over 256 bytes is
+//! ignored: the request runs as without it, so nobody can fill Redis
+//! without signing in.
 //!
 //! | case | answer |
 //! |---|---|
@@ -14,8 +21,9 @@
 //! | the first request with the key is still running | 409 `in_progress` |
 //! | the key was used for another method or path | 422 `idempotency_key_reused` |
 //! | Redis cannot be reached | 503 `redis_unavailable` (the handler does not run) |
-//! | first answer was 2xx or 4xx (but 429) | kept, replayed |
-//! | first answer was 5xx or 429 (nothing was done) | not kept: a retry runs again |
+//! | the caller claimed `--idempotency-keys-per-day` new keys (1000) since its first of the day | 429 `rate_limited` + `Retry-After` (nothing runs) |
+//! | first answer was 2xx, or a refusal that stays true (400 `bad_request` / `bad_user_id`, 403 `forbidden` / `ended`, 409 `already_ordered` / `not_pending`, 413) | kept, replayed |
+//! | any other answer (`not_started`, `sold_out`, `not_found`, `in_progress`, 401, 429, 5xx...: it may change) | not kept: a retry runs again |
 //! | the answer could not be stored with the key | 500 `internal_error` |
 //!
 //! An instance that dies while running the handler leaves the key claimed:
@@ -36,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
+use super::admin::{Guarded, authorize};
 use super::auth::known_user;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
@@ -54,6 +63,8 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// that dies mid-request blocks the key this long, not for 24 h. A handler
 /// is bounded well below it (database and Redis timeouts of seconds).
 pub const CLAIM_TTL_SECONDS: u64 = 5 * 60;
+/// Longest path a record is kept for: the API's own paths are far shorter.
+const MAX_PATH_BYTES: usize = 256;
 /// Tries at claiming a key that vanishes (expires) between SET and GET.
 const CLAIM_TRIES: usize = 3;
 
@@ -89,7 +100,14 @@ pub async fn guard(
         Ok(Some(key)) => key,
         Err(error) => return error.into_response(),
     };
-    let caller = caller(&state, &mut request);
+    if request.uri().path().len() > MAX_PATH_BYTES {
+        return next.run(request).await;
+    }
+    let Some(caller) = caller(&state, &mut request) else {
+        // Unidentified: no record, so strangers cannot fill Redis; the
+        // handler refuses them (401, 400) or does what anyone may.
+        return next.run(request).await;
+    };
     let redis_key = format!(
         "{{seckill}}:idem:{caller}:{}",
         hex(&Sha256::digest(key.as_bytes()))
@@ -104,6 +122,17 @@ pub async fn guard(
         Ok(None) => {}
         Ok(Some(earlier)) => return earlier_answer(earlier, &claim),
         Err(error) => return redis_unavailable(error),
+    }
+    match count_new_key(&mut conn, &caller, state.idempotency_keys_per_day).await {
+        Ok(None) => {}
+        Ok(Some(retry_after)) => {
+            release(&mut conn, &redis_key).await;
+            return over_the_daily_keys(state.idempotency_keys_per_day, retry_after);
+        }
+        Err(error) => {
+            release(&mut conn, &redis_key).await;
+            return redis_unavailable(error);
+        }
     }
     let response = next.run(request).await;
     settle(&mut conn, &redis_key, claim, response).await
@@ -129,19 +158,17 @@ fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
 }
 
-/// Whose key it is: keys of different callers never meet.
-fn caller(state: &AppState, request: &mut Request) -> String {
+/// Whose key it is (keys of different callers never meet); `None` for a
+/// caller neither a user nor the admin.
+fn caller(state: &AppState, request: &mut Request) -> Option<String> {
     if let Some(user) = known_user(state, request) {
-        return format!("user:{user}");
+        return Some(format!("user:{user}"));
     }
-    match request.headers().get(header::AUTHORIZATION) {
-        // Only the holder of the same credentials can replay the answer.
-        Some(credentials) => {
-            let digest = Sha256::digest(credentials.as_bytes());
-            format!("bearer:{}", &hex(&digest)[..32])
-        }
-        None => "anonymous".to_owned(),
-    }
+    // The admin is known on the admin's routes only.
+    let path = request.uri().path();
+    let admin_route = path == "/vouchers" || path.starts_with("/admin/");
+    (admin_route && authorize(&state.admin, request.headers(), Guarded::Admin).is_ok())
+        .then(|| "admin".to_owned())
 }
 
 /// Claims `key` for `claim`: `None` when it is ours now, else what an
@@ -222,11 +249,8 @@ async fn settle(
     response: Response,
 ) -> Response {
     let status = response.status();
-    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-        if let Err(error) = redis::cmd("DEL").arg(key).query_async::<i64>(conn).await {
-            // The key stays claimed: retries get 409 in_progress until it expires.
-            tracing::warn!(%error, "seckill: could not release an idempotency key");
-        }
+    if !status.is_success() && !status.is_client_error() {
+        release(conn, key).await;
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -242,6 +266,10 @@ async fn settle(
             .into_response();
         }
     };
+    if status.is_client_error() && !stays_true(&body) {
+        release(conn, key).await;
+        return Response::from_parts(parts, Body::from(body));
+    }
     let record = Record {
         answer: Some(Answer {
             status: status.as_u16(),
@@ -269,6 +297,60 @@ async fn settle(
         tracing::warn!(%error, "seckill: could not keep an answer for its idempotency key");
     }
     Response::from_parts(parts, Body::from(body))
+}
+
+/// Counts a key newly claimed by `caller` against its `per_day`: `None`
+/// while within it, else the seconds until the count starts again.
+async fn count_new_key(
+    conn: &mut redlatch::RedisConnection,
+    caller: &str,
+    per_day: u64,
+) -> Result<Option<u64>, redis::RedisError> {
+    let counter = format!("{{seckill}}:idem-count:{caller}");
+    // The day starts at the caller's first key: EXPIRE NX keeps it.
+    let (count, ttl): (u64, i64) = redis::pipe()
+        .atomic()
+        .incr(&counter, 1)
+        .cmd("EXPIRE")
+        .arg(&counter)
+        .arg(TTL_SECONDS)
+        .arg("NX")
+        .ignore()
+        .ttl(&counter)
+        .query_async(conn)
+        .await?;
+    Ok((count > per_day).then(|| ttl.max(1).unsigned_abs()))
+}
+
+/// 429 `rate_limited`: the caller used its keys of the day.
+fn over_the_daily_keys(per_day: u64, retry_after: u64) -> Response {
+    let mut response = ApiError::with_message(
+        ErrorCode::RateLimited,
+        format!(
+            "at most {per_day} new Idempotency-Keys a day per caller; try again in {retry_after} s"
+        ),
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
+}
+
+/// Whether a 4xx answer's `error` code is one that stays true.
+fn stays_true(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|answer| answer["error"].as_str().and_then(ErrorCode::parse))
+        .is_some_and(ErrorCode::stays_true)
+}
+
+/// Frees the key: the answer may change, so a retry runs again.
+async fn release(conn: &mut redlatch::RedisConnection, key: &str) {
+    if let Err(error) = redis::cmd("DEL").arg(key).query_async::<i64>(conn).await {
+        // The key stays claimed: retries get 409 in_progress until it expires.
+        tracing::warn!(%error, "seckill: could not release an idempotency key");
+    }
 }
 
 fn redis_unavailable(error: redis::RedisError) -> Response {
@@ -316,6 +398,24 @@ mod tests {
             client_key(&twice).unwrap_err().code.as_str(),
             "bad_idempotency_key"
         );
+    }
+
+    #[test]
+    fn only_refusals_that_stay_true_are_kept() {
+        let body = |code: &str| format!(r#"{{"error":"{code}"}}"#).into_bytes();
+        for kept in ["already_ordered", "not_pending", "bad_request", "ended"] {
+            assert!(stays_true(&body(kept)), "{kept}");
+        }
+        for changes in [
+            "not_started",
+            "sold_out",
+            "not_found",
+            "in_progress",
+            "unauthorized",
+        ] {
+            assert!(!stays_true(&body(changes)), "{changes}");
+        }
+        assert!(!stays_true(b"not json"));
     }
 
     #[test]

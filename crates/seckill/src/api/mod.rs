@@ -2,16 +2,16 @@
 //!
 //! | method and path | success | errors |
 //! |---|---|---|
-//! | `POST /vouchers` | 201 `{"id"}` | 400, 401 (with `--admin-token`) |
+//! | `POST /vouchers` (JSON) | 201 `{"id"}` | 400, 401 (the admin check), 403 (another site), 415 |
 //! | `GET /vouchers` | 200 `{"vouchers"}`: the newest 100, by id | |
 //! | `GET /vouchers/{id}` | 200 voucher | 404 |
 //! | `POST /vouchers/{id}/orders` + the user ([`auth`]) | 201 `{"order_id","status":"pending"}` (202 with `reserve`) | 400, 401, 403, 404, 409, 410, 429, 503, 500 |
-//! | `GET /vouchers/{id}/orders` | 200 `{"count","orders"}` | 404 |
-//! | `GET /orders/{id}` | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 404 |
+//! | `GET /vouchers/{id}/orders[?after&limit]`, the admin | 200 `{"count","orders","next"}`, a page | 400, 401, 404 |
+//! | `GET /orders/{id}`, its buyer or the admin | 200 `{"order_id","voucher_id","user_id","status","created_at"}` | 401, 404 (also another user's) |
 //! | `POST /orders/{id}/pay`, `/cancel` + the user ([`auth`]) | 200 the order | 400, 401, 403 `forbidden`, 404, 409 `not_pending`, 429, 503, 500 |
 //! | `GET /health` | 200 `{"status","instance","strategy"}` | |
 //! | `GET /health/live` | 200 `{"status":"ok"}`: the process answers | |
-//! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `draining`) |
+//! | `GET /health/ready` | 200 `{"status":"ready"}`: Redis and the database answer (and the `reserve` consumer consumes) | 503 `{"status":"unavailable","failing":[...]}` (`redis`, `database`, `consumer`, `draining`) |
 //! | `GET /metrics` | 200 Prometheus text | |
 //! | `GET /` | the web page | |
 //! | `GET /admin/dead-letters[?after=ID]` | 200 `{"count","entries":[{"id","order_id","user_id","voucher_id","created_at","reason","tries","source_id","error"}]}`, oldest first, at most 100 | 400, 401, 503 |
@@ -25,10 +25,11 @@
 //! `POST /vouchers` and `/admin/*` are guarded by one check (`admin.rs`
 //! module): with `--admin-token T` they need `Authorization: Bearer T` (401
 //! `unauthorized` and `WWW-Authenticate: Bearer` otherwise); without a token
-//! `POST /vouchers` is open and `/admin/*` answers only on a loopback listen
-//! address (401 on any other).
+//! they answer only on a loopback listen address (401 on any other). Every
+//! POST a browser marks as sent from another origin is refused 403
+//! `forbidden` (`same_origin.rs`).
 //!
-//! Around the handlers: [`idempotency`] on every POST with `Idempotency-Key`
+//! Around the handlers: [`idempotency`] on the routes' POSTs with `Idempotency-Key`
 //! (400 `bad_idempotency_key`, 409 `in_progress`, 422
 //! `idempotency_key_reused`, 503 `redis_unavailable`; a replay carries
 //! `Idempotent-Replayed: true`); [`rate_limit`] on the routes that act for a
@@ -42,11 +43,14 @@ pub mod auth;
 pub mod error;
 pub mod error_code;
 pub mod idempotency;
+pub mod in_flight;
 mod ops;
 mod order_actions;
 mod orders;
 mod path_id;
 pub mod rate_limit;
+mod same_origin;
+mod security_headers;
 pub mod sold_out;
 mod user_id;
 mod vouchers;
@@ -65,6 +69,7 @@ use self::auth::Auth;
 use self::rate_limit::RateLimits;
 use self::sold_out::SoldOutFlags;
 
+use crate::reserve_consumer::health::ConsumerHealth;
 use crate::strategy::{OrderContext, Strategy, StrategyKind};
 
 /// What every handler of one instance shares.
@@ -89,6 +94,14 @@ pub struct AppState {
     pub rate_limits: RateLimits,
     /// Vouchers this instance saw sell out (`--sold-out-recheck`).
     pub sold_out: SoldOutFlags,
+    /// `--payment-timeout`: a payment after it expires the order instead.
+    pub payment_timeout: std::time::Duration,
+    /// New idempotency keys a caller may claim a day.
+    pub idempotency_keys_per_day: u64,
+    /// The requests being worked on (`--max-in-flight`).
+    pub in_flight: in_flight::InFlight,
+    /// `reserve`: whether the consumer is consuming (for `/health/ready`).
+    pub consumer_health: Option<Arc<ConsumerHealth>>,
 }
 
 impl AppState {
@@ -148,10 +161,16 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(order_actions::cancel).route_layer(limited()),
         )
         .merge(admin_routes)
+        // Around the routes only (not the fallback: no records for made-up
+        // paths), outside the rate limit: a replayed answer costs no
+        // rate-limit budget, and a 429 is never kept as a key's answer.
+        .route_layer(from_fn_with_state(state.clone(), idempotency::guard))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
-        // Outermost: a replayed answer costs no rate-limit budget, and a 429
-        // is never kept as a key's answer.
-        .layer(from_fn_with_state(state.clone(), idempotency::guard))
+        // Before any work: a stalled dependency must not let requests pile up.
+        .layer(from_fn_with_state(state.clone(), in_flight::limit))
+        // Outermost: another site's page changes nothing.
+        .layer(axum::middleware::from_fn(same_origin::guard))
+        .layer(axum::middleware::from_fn(security_headers::add))
         .with_state(state)
 }

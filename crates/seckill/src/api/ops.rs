@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::error_code::ErrorCode;
 
 /// The single-page UI (written alongside the load generator and the demo).
-const PAGE: &str = include_str!("../web/index.html");
+pub(crate) const PAGE: &str = include_str!("../web/index.html");
 
 /// `GET /`
 pub async fn page() -> Html<&'static str> {
@@ -39,8 +39,9 @@ pub async fn live() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// `GET /health/ready`: Redis and the database answer, and no shutdown has
-/// started (send it traffic); 503 naming what fails otherwise.
+/// `GET /health/ready`: Redis and the database answer, the `reserve`
+/// consumer is consuming, and no shutdown has started (send it traffic);
+/// 503 naming what fails otherwise.
 pub async fn ready(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     let redis = async {
         let mut conn = state.ctx.redis.clone();
@@ -60,6 +61,10 @@ pub async fn ready(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Valu
     }
     if !matches!(database_ok, Ok(Ok(()))) {
         failing.push("database");
+    }
+    if let Some(error) = state.consumer_health.as_ref().and_then(|h| h.stuck()) {
+        tracing::warn!(%error, "seckill: not ready: the reserve consumer keeps failing");
+        failing.push("consumer");
     }
     if state.is_draining() {
         failing.push("draining");

@@ -5,28 +5,41 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::admin::{Guarded, authorize};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
 use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
-use crate::lifecycle::{End, end_order};
+use crate::lifecycle::{End, TransitionError, end_order};
+use crate::strategy::StrategyKind;
 
-/// `GET /orders/{id}` → the order; 404 when there is none (a `reserve`
-/// order appears once its consumer has written it, usually within
-/// milliseconds of the 202).
+/// `GET /orders/{id}` by its buyer or the admin → the order; 404 when there
+/// is none (a `reserve` order appears once its consumer has written it,
+/// usually within milliseconds of the 202) or it is someone else's (ids are
+/// sequential: another user learns nothing, not even that it exists).
 pub async fn show(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     PathId(order_id): PathId,
+    user: Result<AuthUser, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
+    let admin = authorize(&state.admin, &headers, Guarded::Admin).is_ok();
+    let reader = match user {
+        Ok(AuthUser(user)) => Some(user),
+        Err(_) if admin => None,
+        Err(refused) => return Err(refused),
+    };
     let order = state
         .ctx
         .db
         .order(order_id)
         .await?
+        .filter(|order| admin || reader == Some(order.order.user_id))
         .ok_or_else(ApiError::not_found)?;
     Ok(Json(order_json(&order)))
 }
@@ -56,11 +69,26 @@ async fn end(
     AuthUser(buyer): AuthUser,
     end: End,
 ) -> Result<Json<Value>, ApiError> {
-    let order = end_order(&state.ctx.db, &state.ctx.redis, order_id, end, Some(buyer)).await?;
-    if order.status.returns_stock() {
+    // Only `reserve` keeps a Redis stock: the others never wait on Redis here.
+    let redis_stock = (state.kind == StrategyKind::Reserve).then_some(&state.ctx.redis);
+    let ended = end_order(
+        &state.ctx.db,
+        redis_stock,
+        order_id,
+        end,
+        Some(buyer),
+        state.payment_timeout,
+    )
+    .await;
+    // An overdue payment expires the order: its unit is back on sale too.
+    let now = match &ended {
+        Ok(order) | Err(TransitionError::NotPending(order)) => Some(order),
+        Err(_) => None,
+    };
+    if let Some(order) = now.filter(|order| order.status.returns_stock()) {
         state.stock_returned(order.order.voucher_id);
     }
-    Ok(Json(order_json(&order)))
+    Ok(Json(order_json(&ended?)))
 }
 
 /// `{"order_id","voucher_id","user_id","status","created_at"}`.

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,8 +35,17 @@ struct CreateVoucher {
 /// `POST /vouchers` `{"title","stock","begin_at","end_at"}` → 201 `{"id"}`.
 pub async fn create(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // JSON only: a browser sends a cross-site form or text/plain body
+    // without asking first, but never application/json.
+    if !is_json(&headers) {
+        return Err(ApiError::with_message(
+            ErrorCode::UnsupportedMediaType,
+            "POST /vouchers takes Content-Type: application/json",
+        ));
+    }
     // A body that cannot be read (too large, cut off) still gets a JSON answer.
     let body = body.map_err(|rejection| {
         let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -58,6 +67,15 @@ pub async fn create(
         tracing::warn!(voucher_id = id, %error, "seckill: voucher created, Redis stock not set");
     }
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+}
+
+/// Whether the body is declared `application/json` (parameters allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// `GET /vouchers/{id}` → the voucher, stock as the database has it.
@@ -104,6 +122,13 @@ fn parse_new_voucher(body: &[u8]) -> Result<NewVoucher, ApiError> {
     let title = request.title.trim().to_owned();
     if title.is_empty() {
         return Err(ApiError::bad_request("title must not be empty"));
+    }
+    if title.chars().any(char::is_control) {
+        // NUL is refused by PostgreSQL; escape codes would reach the
+        // terminals and logs that show titles.
+        return Err(ApiError::bad_request(
+            "title must not contain control characters (NUL, escape codes, line breaks)",
+        ));
     }
     if title.chars().count() > MAX_TITLE_CHARS {
         return Err(ApiError::bad_request(format!(
@@ -173,6 +198,10 @@ mod tests {
         assert!(refusal(r#"{"title":"x","stock":1}"#).contains("missing field"));
         assert!(refusal(&format!(r#"{{"title":"x","stock":-1,{WINDOW}}}"#)).contains("negative"));
         assert!(refusal(&format!(r#"{{"title":"","stock":1,{WINDOW}}}"#)).contains("empty"));
+        for control in [r"\u0000", r"\u001b[31m", r"a\nb"] {
+            let body = format!(r#"{{"title":"x{control}","stock":1,{WINDOW}}}"#);
+            assert!(refusal(&body).contains("control"), "{control}");
+        }
         assert!(
             refusal(&format!(r#"{{"title":"x","stock":"1",{WINDOW}}}"#)).contains("invalid JSON")
         );

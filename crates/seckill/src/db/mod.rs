@@ -195,7 +195,7 @@ mod sql {
     pub const SELECT_STOCK: &str = "SELECT stock FROM voucher WHERE id = ?";
     pub const COUNT_USER_ORDERS: &str =
         "SELECT COUNT(*) FROM voucher_order WHERE voucher_id = ? AND user_id = ?";
-    pub const COUNT_ORDER_ID: &str = "SELECT COUNT(*) FROM voucher_order WHERE id = ?";
+    pub const ORDER_OWNER: &str = "SELECT user_id, voucher_id FROM voucher_order WHERE id = ?";
     pub const DECREMENT: &str = "UPDATE voucher SET stock = stock - 1 WHERE id = ?";
     pub const DECREMENT_IF_LEFT: &str =
         "UPDATE voucher SET stock = stock - 1 WHERE id = ? AND stock > 0";
@@ -203,6 +203,9 @@ mod sql {
         "INSERT INTO voucher_order (id, user_id, voucher_id, created_at) VALUES (?, ?, ?, ?)";
     pub const LIST_ORDERS: &str = "SELECT id, user_id, voucher_id, created_at FROM voucher_order \
          WHERE voucher_id = ? ORDER BY id";
+    pub const LIST_ORDERS_AFTER: &str = "SELECT id, user_id, voucher_id, created_at \
+         FROM voucher_order WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?";
+    pub const COUNT_ORDERS: &str = "SELECT COUNT(*) FROM voucher_order WHERE voucher_id = ?";
     pub const LIST_BUYERS: &str = "SELECT user_id FROM voucher_order WHERE voucher_id = ?";
     // The demo's optimistic-lock strategies (seed 004 §2).
     pub const SELECT_STOCK_VERSION: &str = "SELECT stock, version FROM voucher WHERE id = ?";
@@ -336,6 +339,33 @@ impl Db {
         rows.iter().map(order_of_row).collect()
     }
 
+    /// Up to `limit` orders of `voucher_id` with ids above `after`, by id.
+    pub(crate) async fn list_orders_after(
+        &self,
+        voucher_id: i64,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Order>, DbError> {
+        let rows = sqlx::query(self.sql(sql::LIST_ORDERS_AFTER))
+            .bind(voucher_id)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        rows.iter().map(order_of_row).collect()
+    }
+
+    /// How many orders `voucher_id` has.
+    pub(crate) async fn count_orders(&self, voucher_id: i64) -> Result<i64, DbError> {
+        Ok(sqlx::query(self.sql(sql::COUNT_ORDERS))
+            .bind(voucher_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(DbError::classify)?
+            .try_get(0)?)
+    }
+
     /// Stores a new voucher and returns its id.
     pub(crate) async fn insert_voucher(&self, voucher: &NewVoucher) -> Result<i64, DbError> {
         let query = |sql: SqlStr| {
@@ -397,15 +427,16 @@ impl Db {
         Ok(count > 0)
     }
 
-    /// Whether an order with this id exists, read outside any transaction.
-    pub(crate) async fn has_order_id(&self, order_id: i64) -> Result<bool, DbError> {
-        let count: i64 = sqlx::query(self.sql(sql::COUNT_ORDER_ID))
+    /// The user and voucher of the order with this id, if there is one,
+    /// read outside any transaction.
+    pub(crate) async fn order_owner(&self, order_id: i64) -> Result<Option<(i64, i64)>, DbError> {
+        let row = sqlx::query(self.sql(sql::ORDER_OWNER))
             .bind(order_id)
-            .fetch_one(&self.pool)
+            .fetch_optional(&self.pool)
             .await
-            .map_err(DbError::classify)?
-            .try_get(0)?;
-        Ok(count > 0)
+            .map_err(DbError::classify)?;
+        row.map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .transpose()
     }
 
     /// The users who have an order of `voucher_id`.
@@ -471,16 +502,20 @@ pub(crate) struct WriteTx {
 }
 
 impl WriteTx {
-    /// Whether an order with this id exists (the reserve consumer's
-    /// idempotency check).
-    pub(crate) async fn order_exists(&mut self, order_id: i64) -> Result<bool, DbError> {
-        let count: i64 = sqlx::query(render(self.backend, sql::COUNT_ORDER_ID))
+    /// The user and voucher of the order with this id, if there is one (the
+    /// reserve consumer's idempotency check, which must tell the same order
+    /// from another one that drew the same id).
+    pub(crate) async fn order_owner(
+        &mut self,
+        order_id: i64,
+    ) -> Result<Option<(i64, i64)>, DbError> {
+        let row = sqlx::query(render(self.backend, sql::ORDER_OWNER))
             .bind(order_id)
-            .fetch_one(&mut *self.tx)
+            .fetch_optional(&mut *self.tx)
             .await
-            .map_err(DbError::classify)?
-            .try_get(0)?;
-        Ok(count > 0)
+            .map_err(DbError::classify)?;
+        row.map(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?)))
+            .transpose()
     }
 
     /// `stock = stock - 1`, whatever the stock: the naive strategy's write.

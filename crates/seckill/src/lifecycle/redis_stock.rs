@@ -35,10 +35,34 @@ pub async fn give_back(
     voucher_id: i64,
     order_id: i64,
 ) -> redis::RedisResult<GivenBack> {
+    give_back_once(conn, voucher_id, &order_id.to_string()).await
+}
+
+/// Adds back the unit of user `user_id`'s reservation that drew the id of
+/// another order, `order_id` (dead-lettered `id_collision`): at most once,
+/// however often its entry is replayed and dead-lettered again.
+///
+/// # Errors
+/// Redis failures.
+pub async fn give_back_collided(
+    conn: &mut redlatch::RedisConnection,
+    voucher_id: i64,
+    order_id: i64,
+    user_id: i64,
+) -> redis::RedisResult<GivenBack> {
+    // Not a bare number: never taken for the order that kept the id.
+    give_back_once(conn, voucher_id, &format!("collided:{order_id}:{user_id}")).await
+}
+
+async fn give_back_once(
+    conn: &mut redlatch::RedisConnection,
+    voucher_id: i64,
+    member: &str,
+) -> redis::RedisResult<GivenBack> {
     let reply: i64 = GIVE_BACK
         .key(stock_key(voucher_id))
         .key(returned_key(voucher_id))
-        .arg(order_id)
+        .arg(member)
         .invoke_async(conn)
         .await?;
     Ok(match reply {

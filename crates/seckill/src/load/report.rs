@@ -120,6 +120,9 @@ pub struct LoadReport {
     pub violations: Vec<String>,
     /// No violation: exit status 0.
     pub ok: bool,
+    /// The Redis fault injected (`--outage`) and when; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage: Option<String>,
 }
 
 impl LoadReport {
@@ -204,6 +207,7 @@ impl LoadReport {
             expect_expiry_within_ms: config.expect_expiry_within.map(millis),
             expiry_wait_ms: millis(expiry_wait),
             ok: verdict.violations.is_empty(),
+            outage: None,
             violations: verdict.violations,
         }
     }
@@ -258,6 +262,9 @@ impl fmt::Display for LoadReport {
             ms(self.latency_us.p99),
             ms(self.latency_us.max)
         )?;
+        if let Some(outage) = &self.outage {
+            writeln!(f, "outage: {outage}")?;
+        }
         let statuses: Vec<String> = self
             .statuses
             .iter()

@@ -273,10 +273,12 @@ struct VoucherBody {
     stock: i64,
 }
 
-/// `GET /vouchers/{id}/orders`.
+/// One page of `GET /vouchers/{id}/orders`.
 #[derive(Deserialize)]
 struct OrdersBody {
     orders: Vec<OrderBody>,
+    #[serde(default)]
+    next: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -292,9 +294,23 @@ async fn http_snapshot(
 ) -> Result<Snapshot, BoxError> {
     let voucher_url = format!("{base}/vouchers/{voucher}");
     let found: VoucherBody = get_json(client, &voucher_url).await?;
-    let orders: OrdersBody = get_json(client, &format!("{voucher_url}/orders")).await?;
-    let mut rows = Vec::with_capacity(orders.orders.len());
-    for order in orders.orders {
+    // The list comes a page at a time.
+    let mut listed = Vec::new();
+    let mut after: Option<i64> = None;
+    loop {
+        let url = match after {
+            Some(after) => format!("{voucher_url}/orders?limit=1000&after={after}"),
+            None => format!("{voucher_url}/orders?limit=1000"),
+        };
+        let page: OrdersBody = get_json(client, &url).await?;
+        listed.extend(page.orders);
+        match page.next {
+            Some(next) if Some(next) != after => after = Some(next),
+            _ => break,
+        }
+    }
+    let mut rows = Vec::with_capacity(listed.len());
+    for order in listed {
         let (Some(order_id), Some(user)) = (id_text(&order.order_id), id_text(&order.user_id))
         else {
             return Err(format!(

@@ -7,7 +7,7 @@
 -- ARGV[1]  the consumer group
 -- ARGV[2]  the consumer that holds the entry
 -- ARGV[3]  the entry's id
--- ARGV[4]  reason: malformed, voucher_gone, no_stock, duplicate_user, max_tries
+-- ARGV[4]  reason: malformed, voucher_gone, no_stock, duplicate_user, max_tries, id_collision
 -- ARGV[5]  fewest deliveries before moving it (0: move it now)
 -- ARGV[6]  what went wrong, for people
 --

@@ -44,6 +44,8 @@ pub enum DeadReason {
     DuplicateUser,
     /// The database refused it `--consumer-max-tries` times.
     MaxTries,
+    /// Another order already has its id (Redis lost the id counter).
+    IdCollision,
 }
 
 impl DeadReason {
@@ -55,6 +57,7 @@ impl DeadReason {
             DeadReason::NoStock => "no_stock",
             DeadReason::DuplicateUser => "duplicate_user",
             DeadReason::MaxTries => "max_tries",
+            DeadReason::IdCollision => "id_collision",
         }
     }
 }

@@ -38,17 +38,27 @@
 //!   `voucher_gone` (no such voucher in the database), `no_stock` (no stock
 //!   left in the database: the Redis stock was set wrong) or
 //!   `duplicate_user` (the user already has an order of the voucher: Redis
-//!   lost its buyers set).
+//!   lost its buyers set) or `id_collision` (another order has its id:
+//!   Redis lost the day's id counter, and the id was drawn again; its unit
+//!   goes back on the Redis stock, once, and the user may order again).
 //! - **Redis fails**: the step is retried after 50 ms, doubling up to 2 s;
 //!   replies may have been lost, so its own pending entries are re-read.
+//! - **Redis lost the group** (a restart without persistence, a failover to
+//!   a replica that never had it: `NOGROUP`): the consumer creates the
+//!   stream and the group again at once, from id 0, so orders accepted
+//!   since are read; counted in `seckill_reserve_group_created_total`.
+//! - **Steps keep failing** for 2 s or more: `/health/ready` answers 503
+//!   naming `consumer` ([`health`]) until a step goes through.
 //!
 //! A dead-lettered entry ([`dead_letter`]) is acknowledged on the order
 //! stream and counted in `seckill_reserve_dead_letters_total{reason}`; it
 //! keeps its fields, plus `reason`, `tries`, `source_id` and `error`.
 
 pub mod dead_letter;
+pub mod health;
 pub mod trim;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
@@ -58,9 +68,11 @@ use redlatch::RedisConnection;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, DbError, Order};
+use crate::lifecycle::redis_stock;
 use crate::metrics;
-use crate::strategy::reserve::{CONSUMER_GROUP, ORDERS_STREAM};
+use crate::strategy::reserve::{CONSUMER_GROUP, ORDERS_STREAM, buyers_key};
 use dead_letter::{DeadReason, Moved};
+use health::ConsumerHealth;
 
 /// The longest backoff after database failures.
 const MAX_DATABASE_BACKOFF: Duration = Duration::from_secs(10);
@@ -158,8 +170,8 @@ pub async fn ensure_group(conn: &mut RedisConnection) -> redis::RedisResult<()> 
 /// Database failures that may pass (the entry stays pending and is retried).
 pub async fn persist(db: &Db, order: &Order) -> Result<Persisted, DbError> {
     let mut tx = db.begin_write().await?;
-    if tx.order_exists(order.id).await? {
-        return Ok(Persisted::AlreadyThere);
+    if let Some(owner) = tx.order_owner(order.id).await? {
+        return Ok(same_or_collision(order, owner));
     }
     if !tx.decrement_if_left(order.voucher_id).await? {
         drop(tx);
@@ -177,16 +189,26 @@ pub async fn persist(db: &Db, order: &Order) -> Result<Persisted, DbError> {
             // concurrent consumer wrote this very order (primary key), or the
             // user already had one (Redis lost the buyers set).
             drop(tx);
-            return Ok(if db.has_order_id(order.id).await? {
-                Persisted::AlreadyThere
-            } else {
-                Persisted::Unwritable(DeadReason::DuplicateUser)
+            return Ok(match db.order_owner(order.id).await? {
+                Some(owner) => same_or_collision(order, owner),
+                None => Persisted::Unwritable(DeadReason::DuplicateUser),
             });
         }
         Err(other) => return Err(other),
     }
     tx.commit().await?;
     Ok(Persisted::Written)
+}
+
+/// An order with `order`'s id is there, of (user, voucher) `owner`: this
+/// very order written before, or another one that drew the same id (Redis
+/// lost the day's id counter: a restart without persistence, a failover).
+fn same_or_collision(order: &Order, owner: (i64, i64)) -> Persisted {
+    if owner == (order.user_id, order.voucher_id) {
+        Persisted::AlreadyThere
+    } else {
+        Persisted::Unwritable(DeadReason::IdCollision)
+    }
 }
 
 /// Runs the consumer until `shutdown` is cancelled. Finishes the batch in
@@ -199,6 +221,7 @@ pub async fn run(
     db: Db,
     conn: RedisConnection,
     settings: ConsumerSettings,
+    health: Arc<ConsumerHealth>,
     shutdown: CancellationToken,
 ) {
     let mut consumer = Consumer {
@@ -227,11 +250,33 @@ pub async fn run(
             Err(error) => Err(error),
         };
         consumer.trim_when_due().await;
+        match &outcome {
+            Ok(()) => health.step_succeeded(),
+            Err(error) => health.step_failed(&error.to_string()),
+        }
         let sleep = match outcome {
             Ok(()) => {
                 redis_backoff = redis_backoff_start;
                 database_backoff = consumer.settings.backoff;
                 continue;
+            }
+            Err(StepError::Redis(error)) if error.code() == Some("NOGROUP") => {
+                // Redis lost its data: without the group every order
+                // accepted from now on would sit unread in the stream.
+                match ensure_group(&mut consumer.connection()).await {
+                    Ok(()) => {
+                        metrics::reserve_group_created(&consumer.settings.consumer);
+                        tracing::warn!(consumer = %consumer.settings.consumer,
+                            "seckill: the order stream's consumer group was gone (Redis lost its data?); created it again");
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "seckill: could not create the consumer group again; retrying");
+                        let sleep = redis_backoff;
+                        redis_backoff = (redis_backoff * 2).min(Duration::from_secs(2));
+                        sleep
+                    }
+                }
             }
             Err(StepError::Redis(error)) => {
                 tracing::warn!(%error, "seckill: reserve consumer step failed on Redis; retrying");
@@ -367,9 +412,10 @@ impl Consumer {
         let mut done = Vec::with_capacity(entries.len());
         let mut failure = None;
         for entry in entries {
-            let outcome = match order_of_entry(&entry) {
+            let order = order_of_entry(&entry);
+            let outcome = match &order {
                 Some(order) => {
-                    let outcome = persist(&self.db, &order).await;
+                    let outcome = persist(&self.db, order).await;
                     if !self.settings.write_delay.is_zero() {
                         tokio::time::sleep(self.settings.write_delay).await;
                     }
@@ -379,6 +425,11 @@ impl Consumer {
             };
             match outcome {
                 Ok(Persisted::Unwritable(reason)) => {
+                    if let (DeadReason::IdCollision, Some(order)) = (reason, &order) {
+                        // First, so a failure leaves the entry pending and
+                        // this runs again (it is idempotent).
+                        self.release_reservation(conn, order).await?;
+                    }
                     self.dead_letter(conn, &entry.id, reason, 0, describe(reason))
                         .await?;
                 }
@@ -447,6 +498,26 @@ impl Consumer {
         Ok(moved)
     }
 
+    /// Undoes in Redis the reservation of an entry that can never be
+    /// written under its id: its unit goes back on sale (once however often
+    /// it is replayed),
+    /// and its user may click again unless they have an order after all.
+    async fn release_reservation(
+        &self,
+        conn: &mut RedisConnection,
+        order: &Order,
+    ) -> Result<(), StepError> {
+        redis_stock::give_back_collided(conn, order.voucher_id, order.id, order.user_id).await?;
+        if !self.db.has_order(order.voucher_id, order.user_id).await? {
+            let _: i64 = redis::cmd("SREM")
+                .arg(buyers_key(order.voucher_id))
+                .arg(order.user_id)
+                .query_async(conn)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Trims acknowledged entries when due; a failure is logged and tried
     /// again at the next turn.
     async fn trim_when_due(&mut self) {
@@ -482,6 +553,9 @@ fn describe(reason: DeadReason) -> &'static str {
             "the user already has an order of this voucher (Redis lost its buyers?)"
         }
         DeadReason::MaxTries => "the database refused it too many times",
+        DeadReason::IdCollision => {
+            "another order has this id (Redis lost its id counter?); its unit went back on sale"
+        }
     }
 }
 

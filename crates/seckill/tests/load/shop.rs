@@ -49,7 +49,13 @@ impl Shop {
         database_url: String,
         tuning: Tuning,
     ) -> TestResult<Shop> {
-        let redis = tokio::task::spawn_blocking(testkit::RedisServer::start).await??;
+        // DEBUG allowed: `seckill load --outage pause=D` stalls it with DEBUG SLEEP.
+        let redis = tokio::task::spawn_blocking(|| {
+            testkit::RedisServer::builder()
+                .arg("enable-debug-command", "yes")
+                .start()
+        })
+        .await??;
         let mut services = Vec::new();
         for instance in 1..=instances {
             let config = ServiceConfig {
@@ -68,6 +74,11 @@ impl Shop {
             _redis: redis,
             _dir: None,
         })
+    }
+
+    /// The URL of the shop's Redis.
+    pub fn redis_url(&self) -> String {
+        self._redis.url()
     }
 
     /// The instances' base URLs.

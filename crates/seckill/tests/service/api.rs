@@ -110,6 +110,7 @@ async fn http_contract(database: TestDatabase) {
     // and a pooled client could pick that connection for the next request.
     let too_big = reqwest::Client::new()
         .post(format!("{base}/vouchers"))
+        .header("Content-Type", "application/json")
         .body(vec![b' '; 3 * 1024 * 1024])
         .send()
         .await
@@ -163,7 +164,7 @@ async fn http_contract(database: TestDatabase) {
         json!({"count": 2, "orders": [
             {"order_id": order_id, "user_id": 1001},
             {"order_id": second_order_id, "user_id": 1002},
-        ]})
+        ], "next": null})
     );
     let (_, shown) = get_json(&http, &format!("{base}/vouchers/{voucher}")).await;
     assert_eq!(shown["stock"], 0);

@@ -28,7 +28,14 @@ async fn redis_down_answers_503_for_every_strategy() {
         for (strategy, service, voucher) in &running {
             let asked = std::time::Instant::now();
             let answer = click(&http, &service.url(), *voucher, 7).await;
-            eprintln!("{strategy}: answered in {:?}", asked.elapsed());
+            let waited = asked.elapsed();
+            eprintln!("{strategy}: answered in {waited:?}");
+            // Redis refuses connections: no strategy may spend longer than
+            // one response timeout (3 s) finding that out.
+            assert!(
+                waited < std::time::Duration::from_secs(3),
+                "{strategy}: answered after {waited:?}"
+            );
             assert_eq!(
                 answer.status,
                 Some(StatusCode::SERVICE_UNAVAILABLE.as_u16()),
@@ -39,6 +46,17 @@ async fn redis_down_answers_503_for_every_strategy() {
                 "{strategy}: {answer:?}"
             );
             assert!(answer.body["message"].is_string(), "{strategy}");
+            let retry_after = http
+                .post(format!("{}/vouchers/{voucher}/orders", service.url()))
+                .header("X-User-Id", "8")
+                .send()
+                .await
+                .expect("an answer");
+            assert_eq!(retry_after.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(
+                retry_after.headers().contains_key("retry-after"),
+                "{strategy}: a 503 without Retry-After"
+            );
         }
         for (_, service, _) in running {
             service.shutdown().await;
@@ -72,6 +90,12 @@ async fn a_broken_database_answers_500() {
         let answer = click(&http, &service.url(), voucher, 7).await;
         assert_eq!(answer.status, Some(500), "{answer:?}");
         assert_eq!(answer.body["error"], "database_error", "{answer:?}");
+        // The database's own words (table names, SQL) stay in the log.
+        let message = answer.body["message"].as_str().unwrap_or_default();
+        assert!(
+            !message.contains("voucher_order") && !message.contains("no such table"),
+            "the database's message reached the client: {message}"
+        );
         let listing = http
             .get(format!("{}/vouchers/{voucher}/orders", service.url()))
             .send()

@@ -370,3 +370,135 @@ async fn a_give_back_cut_short_by_a_crash_is_finished_once(database: TestDatabas
         instance.shutdown().await;
     }
 }
+
+on_every_backend!(a_backlog_of_unpaid_orders_expires_in_one_pass);
+
+/// A sale's worth of unpaid orders all past their deadline at once: one
+/// sweep ends them all, not 100 per sweep period.
+async fn a_backlog_of_unpaid_orders_expires_in_one_pass(database: TestDatabase) {
+    const BACKLOG: i64 = 1_000;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let db = Db::connect(&database.url).await.expect("database");
+    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+        .await
+        .expect("schema");
+    let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
+    pool.execute(
+        "INSERT INTO voucher (id, title, stock, begin_at, end_at) VALUES (1, 't', 0, 0, 1)",
+    )
+    .await
+    .expect("voucher");
+    let placed = chrono::Utc::now().timestamp_millis() - 3_600_000;
+    let rows: Vec<String> = (1..=BACKLOG)
+        .map(|id| format!("({id}, {id}, 1, {placed})"))
+        .collect();
+    let insert = format!(
+        "INSERT INTO voucher_order (id, user_id, voucher_id, created_at) VALUES {}",
+        rows.join(", ")
+    );
+    pool.execute(sqlx::AssertSqlSafe(insert))
+        .await
+        .expect("orders");
+    let locks = redlatch::Client::connect(&redis.url())
+        .await
+        .expect("redis");
+    let expired = seckill::lifecycle::expiry::sweep(
+        &db,
+        Some(&locks.redis_connection()),
+        Duration::from_secs(60),
+        &|_| {},
+    )
+    .await
+    .expect("a sweep");
+    assert_eq!(expired as i64, BACKLOG, "orders expired by one pass");
+    let stock = db.voucher(1).await.expect("voucher").expect("exists").stock;
+    assert_eq!(stock, BACKLOG, "each unit back once");
+    pool.close().await;
+    db.close().await;
+}
+
+on_every_backend!(a_payment_after_the_deadline_expires_the_order);
+
+/// The sweeper has not come by yet, but the deadline has passed: the
+/// payment is refused and the order expires, its unit back on sale.
+async fn a_payment_after_the_deadline_expires_the_order(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    // An hour: the sweeper looks every 5 s, so the payment comes first.
+    let tuning = Tuning {
+        payment_timeout: Duration::from_secs(3600),
+        ..Tuning::default()
+    };
+    let instances = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        tuning,
+    )
+    .await;
+    let base = instances[0].url();
+    let http = client();
+    let voucher = create_voucher(&http, &base, 3, open_window()).await;
+    let id = click(&http, &base, voucher, 1)
+        .await
+        .order_id()
+        .expect("order placed");
+    let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
+    let overdue =
+        format!("UPDATE voucher_order SET created_at = created_at - 3601000 WHERE id = {id}");
+    pool.execute(sqlx::AssertSqlSafe(overdue))
+        .await
+        .expect("an hour and a second ago");
+    pool.close().await;
+    let (status, body) = order_action(&http, &base, id, "pay", 1).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"], "not_pending", "{body}");
+    let (_, order) = get_order(&http, &base, id).await;
+    assert_eq!(order["status"], "expired", "{order}");
+    assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
+    for instance in instances {
+        instance.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_without_a_redis_stock_does_not_wait_for_a_stalled_redis() {
+    let database = TestDatabase::create(crate::support::Backend::Sqlite, "cancel_stalled")
+        .await
+        .expect("SQLite");
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let instances = start_instances(
+        &redis.url(),
+        &database.url,
+        StrategyKind::RedisLock,
+        1,
+        Tuning::default(),
+    )
+    .await;
+    let base = instances[0].url();
+    let http = client();
+    let voucher = create_voucher(&http, &base, 3, open_window()).await;
+    let id = click(&http, &base, voucher, 1)
+        .await
+        .order_id()
+        .expect("order placed");
+    redis.pause().expect("pause redis-server");
+    // redis-lock keeps its stock in the database only: cancelling is a
+    // database write, whatever Redis is doing.
+    let cancelled = tokio::time::timeout(
+        Duration::from_secs(10),
+        order_action(&http, &base, id, "cancel", 1),
+    )
+    .await;
+    redis.resume().expect("resume redis-server");
+    let (status, body) = cancelled.expect("the cancel waited on the stalled Redis");
+    assert_eq!(
+        (status, body["status"].clone()),
+        (200, "cancelled".into()),
+        "{body}"
+    );
+    assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
+    for instance in instances {
+        instance.shutdown().await;
+    }
+}

@@ -18,7 +18,7 @@ use crate::support::{
     Backend, TestDatabase, click, client, config, create_voucher, open_window, start_instances,
 };
 
-const SECRET: &str = "a secret for the tests";
+const SECRET: &str = "a secret for the tests, 32 bytes or more";
 
 /// One instance over `redis` and `database` with `tuning`.
 async fn one(redis: &testkit::RedisServer, database: &TestDatabase, tuning: Tuning) -> Service {
@@ -144,6 +144,13 @@ async fn jwt_mode_knows_users_by_their_token_only() {
             )),
         ),
         ("not a JWT", Some("Bearer abc.def.ghi".to_owned())),
+        (
+            "sub with leading zeros",
+            Some(format!(
+                "Bearer {}",
+                token(SECRET, json!({"sub": "007", "exp": now() + 3600}))
+            )),
+        ),
     ];
     for (case, authorization) in refusals {
         let (status, headers, body) = place(authorization).await;
