@@ -28,7 +28,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "6e10dd08ed6ea803f61f72974c7cb88625a827d8",
+        sha1: "6e748dfc85580408c1b7e95acac04dc7abdbcbaf",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \

@@ -18,18 +18,22 @@
 --        -5, error   the server refused a command on this lock's keys (an ACL
 --                    NOPERM, say); error = its message; nothing is written
 -- One lock's fault is its own: the others of the call get their own outcomes.
--- Check first, write last: the counter and the hold count are read and
--- checked before the lock is written. A busy lock is answered without
+-- Check first, write last: the counter and the hold count are checked
+-- before the lock is written (a fresh acquisition's INCR is the check: it
+-- fails on a counter that is not an integer, and a negative counter's INCR
+-- is undone at once). A busy lock is answered without
 -- looking at the counter. An error of the server itself (READONLY on a
 -- demoted master, OOM) ends the call with that error.
 local function acquire(lock, counter, lease, owner)
   local kind = redis.call('type', lock).ok
   if kind == 'none' then
-    local raw = redis.call('get', counter)
-    if raw and not in_range(raw, true) then
+    -- INCR refuses a counter that is not an integer (or would overflow);
+    -- one that was negative is put back: tokens must only ever grow.
+    local token = redis.call('incr', counter)
+    if token < 1 then
+      redis.call('decr', counter)
       return -1, 0
     end
-    local token = redis.call('incr', counter)
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
     return 1, token
