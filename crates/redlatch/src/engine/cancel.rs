@@ -24,15 +24,17 @@ use crate::sync::Spawner;
 
 /// A call that finishes in the background when its caller goes away (see
 /// the module's documentation).
-struct Finishing<T, C, U, F>
+struct Finishing<T, U, F>
 where
     T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
-    /// The call, until it has answered.
-    call: Option<Pin<Box<C>>>,
+    /// The call, until it has answered. Its type is erased here, so that a
+    /// future that awaits an acquire stays shallow for the compiler's
+    /// auto-trait checks however deep the call's own future is (it is
+    /// boxed anyway).
+    call: Option<Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>>,
     /// What to do with an outcome nobody received; `None` for calls whose
     /// outcome needs no undo (a release).
     undo: Option<U>,
@@ -45,19 +47,17 @@ where
 
 // The call is pinned in its box and `undo` is never pinned: moving the
 // wrapper moves neither in place.
-impl<T, C, U, F> Unpin for Finishing<T, C, U, F>
+impl<T, U, F> Unpin for Finishing<T, U, F>
 where
     T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
 }
 
-impl<T, C, U, F> Future for Finishing<T, C, U, F>
+impl<T, U, F> Future for Finishing<T, U, F>
 where
     T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
@@ -76,10 +76,9 @@ where
     }
 }
 
-impl<T, C, U, F> Drop for Finishing<T, C, U, F>
+impl<T, U, F> Drop for Finishing<T, U, F>
 where
     T: Send + 'static,
-    C: Future<Output = Result<T>> + Send + 'static,
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
@@ -123,7 +122,7 @@ where
 }
 
 /// [`hand_over`] with the rest of a dropped call run by `spawner`.
-fn finishing<T, C, U, F>(spawner: Spawner, call: C, undo: U) -> Finishing<T, C, U, F>
+fn finishing<T, C, U, F>(spawner: Spawner, call: C, undo: U) -> Finishing<T, U, F>
 where
     T: Send + 'static,
     C: Future<Output = Result<T>> + Send + 'static,
