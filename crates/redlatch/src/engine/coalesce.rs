@@ -175,6 +175,10 @@ impl<Req: Send + 'static, Rep: Send + 'static> Coalescer<Req, Rep> {
         if let Some(lone) = lone {
             lone.await;
         }
+        // Let the callers about to call (the lone caller's task, woken by
+        // the same reply) queue first: a batch taken at once is often one
+        // call short.
+        tokio::task::yield_now().await;
         let batch: Vec<_> = {
             let mut pending = self.pending.lock();
             if pending.queue.is_empty() {
