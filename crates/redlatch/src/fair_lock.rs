@@ -467,7 +467,7 @@ impl Attempt {
                 attempt.undo_now(undo_conn, limit, retry, release).await;
             }
         };
-        hand_over(&inner.runtime, call, undo).await
+        hand_over(&inner.background, call, undo).await
     }
 
     fn clone_parts(&self) -> Attempt {
@@ -485,7 +485,7 @@ impl Attempt {
         let conn = inner.conn.clone();
         let settings = inner.current_settings();
         let (limit, retry) = (settings.response_timeout, settings.retry);
-        spawn_undo(&inner.runtime, async move {
+        spawn_undo(&inner.background, async move {
             attempt.undo_now(conn, limit, retry, true).await
         });
     }
@@ -550,7 +550,7 @@ impl Place {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, owner, wait_ms) = (self.keys.clone(), self.owner.clone(), self.wait_ms);
-        let _ = run_to_end(&inner.runtime, async move {
+        let _ = run_to_end(&inner.background, async move {
             fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await
         })
         .await;
@@ -567,7 +567,7 @@ impl Drop for Place {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let (owner, wait_ms) = (self.owner.clone(), self.wait_ms);
-        spawn_undo(&inner.runtime, async move {
+        spawn_undo(&inner.background, async move {
             let _ = fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await;
         });
     }

@@ -31,6 +31,18 @@ pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 pub(crate) struct Spawner {
     #[cfg(not(all(test, feature = "__permutation-checks")))]
     runtime: Handle,
+    /// The tasks it started that have not ended, if it counts them (a
+    /// gauge for callers, outside what the permutation checks explore).
+    running: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+/// Counts one running task down when the task ends or is dropped unrun.
+struct Running(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Spawner {
@@ -40,7 +52,24 @@ impl Spawner {
         Spawner {
             #[cfg(not(all(test, feature = "__permutation-checks")))]
             runtime: runtime.clone(),
+            running: None,
         }
+    }
+
+    /// Spawns on `runtime`, and counts the tasks that have not ended yet
+    /// (see [`running`](Self::running)).
+    pub(crate) fn counted(runtime: &Handle) -> Spawner {
+        let mut spawner = Spawner::new(runtime);
+        spawner.running = Some(Default::default());
+        spawner
+    }
+
+    /// The tasks this spawner (or a clone) started that have not ended;
+    /// zero for a spawner that does not count.
+    pub(crate) fn running(&self) -> usize {
+        self.running
+            .as_ref()
+            .map_or(0, |running| running.load(Ordering::SeqCst))
     }
 
     /// Starts `task`, which nobody joins. If the runtime is shutting down the
@@ -49,6 +78,14 @@ impl Spawner {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        let running = self.running.as_ref().map(|running| {
+            running.fetch_add(1, Ordering::SeqCst);
+            Running(running.clone())
+        });
+        let task = async move {
+            let _running = running;
+            task.await;
+        };
         #[cfg(not(all(test, feature = "__permutation-checks")))]
         drop(self.runtime.spawn(task));
         #[cfg(all(test, feature = "__permutation-checks"))]
@@ -77,7 +114,7 @@ mod checked {
     impl crate::sync::Spawner {
         /// For the permutation checks, which run without a tokio runtime.
         pub(crate) fn for_checks() -> crate::sync::Spawner {
-            crate::sync::Spawner {}
+            crate::sync::Spawner { running: None }
         }
     }
 }

@@ -110,6 +110,9 @@ const RENEWED_PTTL_FLOOR: Duration = Duration::from_secs(10);
 const HORIZON: Duration = Duration::from_millis(150);
 /// How long background work (releases of dropped guards, undone attempts) may take.
 const SETTLE: Duration = Duration::from_secs(1);
+/// Generous bound for the clients' background tasks (the rest of cancelled
+/// calls, their undos, releases of dropped guards) to end.
+const BACKGROUND_ENDS: Duration = Duration::from_secs(10);
 /// Generous bound for operations that must not be held up by another
 /// caller (one started together with them, or one kept unpolled).
 const PROMPT: Duration = Duration::from_secs(3);
@@ -907,14 +910,23 @@ impl<'e> Case<'e> {
     }
 
     /// Lets a cancelled call finish in the background before the next step:
-    /// through the proxy its request and its undo each take a round trip,
-    /// and until both are done Redis may show what the call took (the
-    /// comparison after the step could agree too early, and the next step
-    /// would meet the taken hold or permits). Four one-way latencies and a
-    /// generous margin for scheduling.
-    async fn await_cancelled_call(&self) {
-        if self.latency > 0 {
-            tokio::time::sleep(self.latency() * 4 + Duration::from_millis(100)).await;
+    /// its request (re-sent after a script flush, two round trips later)
+    /// and its undo, until every client says nothing of it runs any more.
+    /// Until then Redis may show what the call took (the comparison after
+    /// the step could agree too early, and the next step would meet the
+    /// taken hold, permits or fencing token).
+    async fn await_cancelled_call(&self) -> Step {
+        let deadline = Instant::now() + BACKGROUND_ENDS;
+        loop {
+            let running: usize = self.clients.iter().map(Client::background_tasks).sum();
+            if running == 0 {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{running} background task(s) of the clients still run after {BACKGROUND_ENDS:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -1205,7 +1217,7 @@ impl<'e> Case<'e> {
                     Some(Err(e)) => return Err(format!("cancelled try_acquire: {e}")),
                 }
                 self.locks[l].token_may_grow = was_free;
-                self.await_cancelled_call().await;
+                self.await_cancelled_call().await?;
                 if lengthens {
                     self.end_hold(l);
                 }
@@ -1215,7 +1227,7 @@ impl<'e> Case<'e> {
                     return Ok(());
                 };
                 let outcome = poll_then_drop(self.guards[i].guard.reenter(), how).await;
-                self.await_cancelled_call().await;
+                self.await_cancelled_call().await?;
                 match outcome {
                     None | Some(Ok(_)) => {}
                     Some(Err(Error::NotHeld { .. })) => {
@@ -1236,7 +1248,7 @@ impl<'e> Case<'e> {
                 tokio::time::sleep(Duration::from_millis(after_ms.into())).await;
                 task.abort();
                 let ended = task.await;
-                self.await_cancelled_call().await;
+                self.await_cancelled_call().await?;
                 match ended {
                     Err(e) if e.is_cancelled() => {}
                     // A slow step: the holder's fixed lease ran out while it waited.
@@ -1309,7 +1321,7 @@ impl<'e> Case<'e> {
                     Some(Ok(Some(permit))) => drop(permit),
                     Some(Err(e)) => return Err(format!("cancelled semaphore try_acquire: {e}")),
                 }
-                self.await_cancelled_call().await;
+                self.await_cancelled_call().await?;
             }
             Op::CorruptCounter {
                 c,
@@ -1559,6 +1571,7 @@ impl<'e> Case<'e> {
         } else {
             drop(kept);
             self.locks[l].token_may_grow |= was_free;
+            self.await_cancelled_call().await?;
         }
         Ok(())
     }

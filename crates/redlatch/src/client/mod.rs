@@ -179,6 +179,28 @@ impl Client {
         self.inner.watchdog.held_count()
     }
 
+    /// Clean-ups of this client still running in the background: calls
+    /// whose callers dropped their futures (they run to their end, and
+    /// whatever they took is given back), and the releases of dropped
+    /// guards. Zero once every call this client started has ended: a
+    /// process that exits right after dropping guards or cancelling
+    /// acquires can wait for it, or leave what they hold to expire with its
+    /// lease.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redlatch::Client) {
+    /// let lock = client.lock("report");
+    /// let guard = lock.acquire().await.unwrap();
+    /// drop(guard); // releases in the background
+    /// while client.background_tasks() > 0 {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    /// }
+    /// # }
+    /// ```
+    pub fn background_tasks(&self) -> usize {
+        self.inner.background.running()
+    }
+
     /// Renewal script calls the watchdog has made since the client started,
     /// for locks and expirable permits alike. With many held this grows by
     /// about one per [`RENEW_BATCH`](crate::RENEW_BATCH) holds of one kind

@@ -31,7 +31,7 @@ pub(crate) fn attempt(
     let settings = inner.current_settings();
     let (limit, retry) = (settings.response_timeout, settings.retry);
     let replica_wait = inner.replica_wait;
-    let runtime = inner.runtime.clone();
+    let background = inner.background.clone();
     let undo_conn = inner.conn.clone();
     let coalesced = inner.lock_calls.as_ref().map(|calls| calls.acquire.clone());
     let call = async move {
@@ -51,7 +51,10 @@ pub(crate) fn attempt(
             // trying in the background until Redis answers or the lease ends.
             debug!(lock = %request.keys.key, "redlatch: undoing an acquire attempt of unknown outcome");
             let deadline = sent_at + Duration::from_millis(request.lease_ms);
-            spawn_undo(&runtime, give_back(conn, request, limit, retry, deadline));
+            spawn_undo(
+                &background,
+                give_back(conn, request, limit, retry, deadline),
+            );
         }
         outcome
     };
@@ -68,7 +71,7 @@ pub(crate) fn attempt(
             }
         }
     };
-    hand_over(&inner.runtime, call, undo)
+    hand_over(&inner.background, call, undo)
 }
 
 /// Releases an anonymous owner's hold, until Redis answers or `deadline`.

@@ -15,8 +15,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use tokio::runtime::Handle;
-
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
@@ -99,7 +97,7 @@ where
 
 /// Runs `call` and returns its outcome. If the caller drops the returned
 /// future before the call has answered, the call runs to its end in the
-/// background on `runtime`, and `undo` gets the outcome nobody took.
+/// background, started by `background`, and `undo` gets the outcome nobody took.
 ///
 /// `undo` sees errors too: an anonymous acquire cut off by a broken
 /// connection may have taken a hold, and giving it back is safe.
@@ -108,7 +106,7 @@ where
 /// nothing and undoes nothing. The call is boxed, so a waiting acquire that
 /// holds this future stays small.
 pub(crate) fn hand_over<T, C, U, F>(
-    runtime: &Handle,
+    background: &Spawner,
     call: C,
     undo: U,
 ) -> impl Future<Output = Result<T>> + Send + 'static
@@ -118,7 +116,7 @@ where
     U: FnOnce(Result<T>) -> F + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
-    finishing(Spawner::new(runtime), call, undo)
+    finishing(background.clone(), call, undo)
 }
 
 /// [`hand_over`] with the rest of a dropped call run by `spawner`.
@@ -139,23 +137,23 @@ where
 
 /// Runs `call` to its end: dropping the returned future stops waiting for
 /// the outcome, not the call (releases, which must not be cut off halfway).
-pub(crate) async fn run_to_end<T, C>(runtime: &Handle, call: C) -> Result<T>
+pub(crate) async fn run_to_end<T, C>(background: &Spawner, call: C) -> Result<T>
 where
     T: Send + 'static,
     C: Future<Output = Result<T>> + Send + 'static,
 {
     let nothing_to_undo = |_: Result<T>| std::future::ready(());
-    hand_over(runtime, call, nothing_to_undo).await
+    hand_over(background, call, nothing_to_undo).await
 }
 
 /// Starts background clean-up (an undo, the release of a dropped guard)
 /// that no caller waits for. If the runtime is shutting down the task never
 /// runs, and what it would have given back expires with its lease.
-pub(crate) fn spawn_undo<F>(runtime: &Handle, undo: F)
+pub(crate) fn spawn_undo<F>(background: &Spawner, undo: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    Spawner::new(runtime).spawn(undo);
+    background.spawn(undo);
 }
 
 /// Runs `give_back` until Redis answers it (anything but a transient
@@ -207,7 +205,7 @@ mod tests {
         let taken = Arc::new(AtomicUsize::new(0));
         let undone = Arc::new(AtomicUsize::new(0));
         let (t, u) = (taken.clone(), undone.clone());
-        let runtime = Handle::current();
+        let background = Spawner::new(&tokio::runtime::Handle::current());
         let caller = tokio::spawn(async move {
             let call = async move {
                 tokio::time::sleep(call_takes).await;
@@ -219,7 +217,7 @@ mod tests {
                     u.fetch_add(1, Ordering::SeqCst);
                 }
             };
-            hand_over(&runtime, call, undo).await
+            hand_over(&background, call, undo).await
         });
         tokio::time::sleep(delay).await;
         caller.abort();

@@ -14,6 +14,7 @@ use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
 use crate::error::Result;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
+use crate::sync::Spawner;
 use crate::transport::connection::{self, Connection};
 use crate::transport::topology::{ReplicaWait, Topology};
 
@@ -29,7 +30,9 @@ pub(crate) struct Core {
     pub(crate) courtesy: Courtesy,
     /// The reentrant lock's acquires and releases, coalesced (not on a cluster).
     pub(crate) lock_calls: Option<LockCalls>,
-    pub(crate) runtime: tokio::runtime::Handle,
+    /// Starts the background rest of calls whose callers went away, and
+    /// undos, on the client's runtime; counts those not yet ended.
+    pub(crate) background: Spawner,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
     shutdown: CancellationToken,
@@ -70,7 +73,7 @@ impl Core {
             watchdog,
             courtesy: Courtesy::default(),
             lock_calls,
-            runtime,
+            background: Spawner::counted(&runtime),
             owner_seq: AtomicU64::new(0),
             shutdown,
         })

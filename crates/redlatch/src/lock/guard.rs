@@ -172,7 +172,7 @@ impl Guard {
                 }
             }
         };
-        let held = hand_over(&inner.runtime, call, undo)
+        let held = hand_over(&inner.background, call, undo)
             .instrument(tracing::debug_span!("redlatch.reenter", lock = %request.keys.key, token = self.hold.token))
             .await?;
         if !held {
@@ -188,7 +188,7 @@ impl Guard {
             // Marked lost meanwhile although Redis still had it: give the hold
             // back, in the background so that cancelling the caller cannot stop it.
             let (mut conn, kind) = (inner.conn.clone(), self.kind.clone());
-            spawn_undo(&inner.runtime, async move {
+            spawn_undo(&inner.background, async move {
                 let _ = kind.release(&mut conn, &request, limit).await;
             });
             return Err(Error::NotHeld {
@@ -222,7 +222,7 @@ impl Guard {
         self.released = true;
         let span = tracing::debug_span!("redlatch.release", lock = %self.keys.key, token = self.hold.token);
         let release = self.stop_and_release();
-        let outcome = run_to_end(&self.core.runtime, release)
+        let outcome = run_to_end(&self.core.background, release)
             .instrument(span)
             .await;
         match outcome {
@@ -303,7 +303,7 @@ impl Drop for Guard {
         if !self.released {
             self.released = true;
             let release = self.stop_and_release();
-            spawn_undo(&self.core.runtime, async move {
+            spawn_undo(&self.core.background, async move {
                 let _ = release.await;
             });
         }

@@ -17,6 +17,7 @@ use crate::redlock::quorum;
 use crate::scripts;
 use crate::scripts::lock::Request;
 use crate::settings::limits;
+use crate::sync::Spawner;
 
 /// What a Redlock acquisition's guards and the renewal engine share.
 pub(crate) struct RedlockHold {
@@ -33,7 +34,8 @@ pub(crate) struct RedlockHold {
     guards: Mutex<usize>,
     /// Cancelled once the last guard is released: stops a renewal in flight.
     pub(crate) stop: CancellationToken,
-    pub(crate) runtime: tokio::runtime::Handle,
+    /// Where the background rest of its calls runs: the runtime it was taken on.
+    pub(crate) background: Spawner,
 }
 
 impl RedlockHold {
@@ -53,7 +55,7 @@ impl RedlockHold {
             node_timeout,
             guards: Mutex::new(1),
             stop,
-            runtime: tokio::runtime::Handle::current(),
+            background: Spawner::new(&tokio::runtime::Handle::current()),
         }
     }
 
@@ -353,7 +355,7 @@ impl RedlockGuard {
         };
         // A guard nobody took releases its hold when dropped.
         let undo = |unclaimed: Result<RedlockGuard>| async move { drop(unclaimed) };
-        hand_over(&self.shared.runtime, call, undo).await
+        hand_over(&self.shared.background, call, undo).await
     }
 
     /// Gives this hold back on every node: the hold count goes down by one,
@@ -373,7 +375,7 @@ impl RedlockGuard {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         let release = self.stop_and_release();
-        run_to_end(&self.shared.runtime, release).await
+        run_to_end(&self.shared.background, release).await
     }
 
     /// As [`release`](Self::release), then waits until the slower nodes
@@ -430,7 +432,7 @@ impl Drop for RedlockGuard {
         if !self.released {
             self.released = true;
             let release = self.stop_and_release();
-            spawn_undo(&self.shared.runtime, async move {
+            spawn_undo(&self.shared.background, async move {
                 let _ = release.await;
             });
         }

@@ -25,6 +25,7 @@ use crate::scripts;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::{RetryPolicy, limits};
+use crate::sync::Spawner;
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -334,7 +335,8 @@ impl RedlockLock {
         let call = async move { this.attempt_on_nodes(lease_ms, renewed).await };
         // An outcome nobody took holds a guard, which releases when dropped.
         let undo = |unclaimed: Result<Outcome>| async move { drop(unclaimed) };
-        hand_over(&tokio::runtime::Handle::current(), call, undo).await
+        let background = Spawner::new(&tokio::runtime::Handle::current());
+        hand_over(&background, call, undo).await
     }
 
     /// Acquires everywhere at once, then decides.
@@ -464,10 +466,10 @@ impl RedlockLock {
             }
         };
         if at_token >= needed {
-            let runtime = tokio::runtime::Handle::current();
+            let background = Spawner::new(&tokio::runtime::Handle::current());
             for i in lagging {
                 let raising = raise(i);
-                spawn_undo(&runtime, async move {
+                spawn_undo(&background, async move {
                     let _ = raising.await;
                 });
             }

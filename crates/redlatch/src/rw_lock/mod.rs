@@ -559,7 +559,7 @@ impl Attempt {
                     .await;
             }
         };
-        hand_over(&inner.runtime, call, undo).await
+        hand_over(&inner.background, call, undo).await
     }
 
     async fn run_script(
@@ -585,7 +585,7 @@ impl Attempt {
         let conn = inner.conn.clone();
         let settings = inner.current_settings();
         let (limit, retry) = (settings.response_timeout, settings.retry);
-        spawn_undo(&inner.runtime, async move {
+        spawn_undo(&inner.background, async move {
             attempt.undo_now(conn, limit, retry, release).await
         });
     }
@@ -649,7 +649,7 @@ impl Claim {
         let mut conn = inner.conn.clone();
         let limit = inner.current_settings().response_timeout;
         let (keys, field) = (self.keys.clone(), self.field.clone());
-        let _ = run_to_end(&inner.runtime, async move {
+        let _ = run_to_end(&inner.background, async move {
             rw::writer_leave(&mut conn, &keys, &field, limit).await
         })
         .await;
@@ -666,7 +666,7 @@ impl Drop for Claim {
         let limit = inner.current_settings().response_timeout;
         let keys = self.keys.clone();
         let field = self.field.clone();
-        spawn_undo(&inner.runtime, async move {
+        spawn_undo(&inner.background, async move {
             let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
         });
     }

@@ -307,7 +307,7 @@ impl Semaphore {
                 let _ = release_permits(&undo_core, &undo_keys, permits).await;
             }
         };
-        hand_over(&self.core.runtime, call_attempt, undo).await
+        hand_over(&self.core.background, call_attempt, undo).await
     }
 }
 
@@ -398,7 +398,7 @@ impl SemaphorePermit {
         let core = self.core.clone();
         let keys = self.keys.clone();
         let permits = self.permits;
-        run_to_end(&self.core.runtime, async move {
+        run_to_end(&self.core.background, async move {
             release_permits(&core, &keys, permits).await
         })
         .await
@@ -419,7 +419,7 @@ impl Drop for SemaphorePermit {
             let core = self.core.clone();
             let keys = self.keys.clone();
             let permits = self.permits;
-            spawn_undo(&self.core.runtime, async move {
+            spawn_undo(&self.core.background, async move {
                 if let Err(error) = release_permits(&core, &keys, permits).await {
                     tracing::warn!(semaphore = %keys.key, %error, "redlatch: releasing dropped permits failed; they are lost");
                 }

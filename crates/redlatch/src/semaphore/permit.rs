@@ -325,7 +325,7 @@ impl PermitSemaphore {
                 let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
             }
         };
-        hand_over(&self.core.runtime, call_attempt, undo).await
+        hand_over(&self.core.background, call_attempt, undo).await
     }
 }
 
@@ -473,7 +473,7 @@ impl ExpirablePermit {
             self.keys.clone(),
             self.hold.owner.clone(),
         );
-        let released = run_to_end(&self.core.runtime, async move {
+        let released = run_to_end(&self.core.background, async move {
             release_permit(&core, &keys, &id).await
         })
         .await
@@ -501,7 +501,7 @@ impl Drop for ExpirablePermit {
                 self.keys.clone(),
                 self.hold.owner.clone(),
             );
-            spawn_undo(&self.core.runtime, async move {
+            spawn_undo(&self.core.background, async move {
                 let _ = release_permit(&core, &keys, &id).await;
             });
         }

@@ -192,3 +192,65 @@ async fn an_acquire_kept_unpolled_behind_another_in_flight_delays_nobody() {
     }
     assert_nothing_left(&admin).await;
 }
+
+/// How long one way takes through the proxy in the background-tasks test:
+/// a cancelled acquire that meets NOSCRIPT needs three round trips (the
+/// call, SCRIPT LOAD, the call again) and its undo a fourth.
+const ONE_WAY: Duration = Duration::from_millis(15);
+
+/// `Client::background_tasks` is the event a caller can wait for: an
+/// acquire cancelled while its call is in flight (and re-sent after a
+/// script flush) counts until the call has run and its undo has given the
+/// hold back, and not a moment less. The model test waits on it after each
+/// cancelled call; judging by a fixed sleep instead, it once compared
+/// Redis before a re-sent acquire had taken its fencing token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_counts_as_background_work_until_it_is_undone() {
+    let server = common::server();
+    let proxy = Proxy::start(server.addr()).expect("start the proxy");
+    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    let mut admin = common::admin(&server).await;
+    let slow = LinkFaults {
+        latency: ONE_WAY,
+        ..LinkFaults::default()
+    };
+    proxy.set(Direction::ToServer, slow);
+    proxy.set(Direction::ToClient, slow);
+    for round in 0..8 {
+        let name = format!("live-background-{round}");
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .expect("SCRIPT FLUSH");
+        let lock = client.lock(name.clone());
+        let caller = tokio::spawn(async move { lock.try_acquire().await });
+        // The call is on its way; no reply can be back before two one-way trips.
+        tokio::time::sleep(ONE_WAY / 3).await;
+        caller.abort();
+        assert!(
+            caller.await.expect_err("aborted").is_cancelled(),
+            "round {round}: the acquire answered before its abort"
+        );
+        assert!(
+            client.background_tasks() > 0,
+            "round {round}: the cancelled acquire's call is in flight, but no background task counts it"
+        );
+        let ended = common::eventually(Duration::from_secs(10), || {
+            std::future::ready(client.background_tasks() == 0)
+        })
+        .await;
+        assert!(ended, "round {round}: background tasks never ended");
+        let counter: Option<u64> = admin
+            .get(format!("redisson_lock_token:{{{name}}}"))
+            .await
+            .expect("GET the fencing counter");
+        let held: bool = admin.exists(&name).await.expect("EXISTS");
+        assert_eq!(
+            (counter, held),
+            (Some(1), false),
+            "round {round}: once no background task runs, the cancelled acquire has taken \
+             its token and given the hold back"
+        );
+    }
+}
