@@ -28,7 +28,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "6e748dfc85580408c1b7e95acac04dc7abdbcbaf",
+        sha1: "60f94c76dcda38038479add5f3dbde0f7c0266e9",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \
@@ -43,7 +43,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "release.lua",
-        sha1: "5dec2f90ce975a6405866ecdebeff921d0e12687",
+        sha1: "3b6a42c56fb42b28634568424575190a2cb71a05",
         step: "server::Server::release",
         recheck: "the last hold deletes the key and publishes; others decrement and only \
                   lengthen the lease; a missing key publishes; another owner's hold is untouched",

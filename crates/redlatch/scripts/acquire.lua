@@ -56,18 +56,12 @@ end
 -- An error raised for one lock fails that lock alone: a data fault is a
 -- wrong type, a refusal is handed back with the server's message, and any
 -- other error (the server's own) ends the call.
-local function outcome(lock, counter, lease, owner)
-  local ok, code, value = pcall(acquire, lock, counter, lease, owner)
-  if ok then return code, value end
-  local fault, message = lock_fault(code)
-  if fault == 'data' then return -1, 0 end
-  if fault == 'refused' then return -5, message end
-  raise_again(code)
+local function fault(err)
+  local kind, message = lock_fault(err)
+  if kind == 'data' then return -1, 0 end
+  if kind == 'refused' then return -5, message end
+  raise_again(err)
 end
-local out = {}
-for i = 1, math.floor(#KEYS / 2) do
-  local code, value = outcome(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
-  out[#out + 1] = code
-  out[#out + 1] = value
-end
-return out
+return each_lock(math.floor(#KEYS / 2), function(i)
+  return acquire(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
+end, fault)

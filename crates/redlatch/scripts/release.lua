@@ -30,7 +30,8 @@ local function release(lock, channel, lease, owner)
     end
     return -1, 0
   end
-  local holds = integer(count)
+  -- The common case, the last hold, needs no parsing.
+  local holds = count == '1' and 1 or integer(count)
   if not holds then
     -- Kept, the field would hold the lock with no guard to give it back.
     redis.call('hdel', lock, owner)
@@ -48,18 +49,12 @@ local function release(lock, channel, lease, owner)
   return 1, redis.call(publish, channel, '0')
 end
 -- An error raised for one lock fails that lock alone (as in acquire.lua).
-local function outcome(lock, channel, lease, owner)
-  local ok, code, value = pcall(release, lock, channel, lease, owner)
-  if ok then return code, value end
-  local fault, message = lock_fault(code)
-  if fault == 'data' then return -2, 0 end
-  if fault == 'refused' then return -5, message end
-  raise_again(code)
+local function fault(err)
+  local kind, message = lock_fault(err)
+  if kind == 'data' then return -2, 0 end
+  if kind == 'refused' then return -5, message end
+  raise_again(err)
 end
-local out = {}
-for i = 1, #KEYS do
-  local code, value = outcome(KEYS[i], ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
-  out[#out + 1] = code
-  out[#out + 1] = value
-end
-return out
+return each_lock(#KEYS, function(i)
+  return release(KEYS[i], ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
+end, fault)

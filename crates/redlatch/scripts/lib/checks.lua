@@ -76,3 +76,27 @@ local function raise_again(err)
   message = string.gsub(message, '^user_script:%d+: ', '')
   error({err = message})
 end
+
+-- The outcomes of locks 1..n of a batch, two entries per lock: `one(i)`
+-- gives lock i's, and an error raised for lock i gives `fault(err)` for it
+-- alone (`fault` raises the server's own errors again). A lock writes only
+-- after its checks, so an error leaves nothing of it written and the batch
+-- goes on with lock i + 1: the same as a pcall per lock, at one pcall per
+-- batch when no lock fails.
+local function each_lock(n, one, fault)
+  local out, i = {}, 1
+  local function run()
+    while i <= n do
+      out[2 * i - 1], out[2 * i] = one(i)
+      i = i + 1
+    end
+  end
+  while i <= n do
+    local ok, err = pcall(run)
+    if not ok then
+      out[2 * i - 1], out[2 * i] = fault(err)
+      i = i + 1
+    end
+  end
+  return out
+end

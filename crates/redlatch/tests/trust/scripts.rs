@@ -368,3 +368,177 @@ async fn a_shorter_lease_never_shortens_the_read_write_lock() {
     assert!(reader.is_held());
     reader.release().await.unwrap();
 }
+
+/// What a lock's keys hold before a batch: sound, or one of the faults a
+/// script meets in the wild (another owner, a corrupt hold count, keys of
+/// another type, counters `INCR` refuses or must not raise).
+const SETUPS: &[&[&[&str]]] = &[
+    &[],
+    &[&["HSET", "L", "other", "1"], &["PEXPIRE", "L", "60000"]],
+    &[
+        &["HSET", "L", "me", "1"],
+        &["PEXPIRE", "L", "60000"],
+        &["SET", "C", "5"],
+    ],
+    &[
+        &["HSET", "L", "me", "3"],
+        &["PEXPIRE", "L", "60000"],
+        &["SET", "C", "5"],
+    ],
+    &[&["HSET", "L", "me", "banana"], &["PEXPIRE", "L", "60000"]],
+    &[&["SET", "L", "x"]],
+    &[&["SET", "C", "x"]],
+    &[&["SET", "C", "-3"]],
+    &[&["SET", "C", "9223372036854775807"]],
+    &[&["HSET", "C", "a", "1"]],
+    &[
+        &["HSET", "L", "me", "1"],
+        &["PEXPIRE", "L", "60000"],
+        &["HSET", "C", "a", "1"],
+    ],
+];
+
+/// Writes setup `setup` into lock key `lock` and counter key `counter`.
+async fn set_up(admin: &mut MultiplexedConnection, setup: usize, lock: &str, counter: &str) {
+    for command in SETUPS[setup] {
+        let args: Vec<&str> = command
+            .iter()
+            .map(|arg| match *arg {
+                "L" => lock,
+                "C" => counter,
+                other => other,
+            })
+            .collect();
+        let _: redis::Value = cmd(admin, &args).await;
+    }
+}
+
+/// What a key holds, comparable across names: its type, its value, and
+/// whether it expires.
+async fn contents(admin: &mut MultiplexedConnection, key: &str) -> (String, Vec<String>, bool) {
+    let kind: String = redis::cmd("TYPE")
+        .arg(key)
+        .query_async(admin)
+        .await
+        .unwrap();
+    let mut value: Vec<String> = match kind.as_str() {
+        "hash" => cmd(admin, &["HGETALL", key]).await,
+        "string" => vec![cmd(admin, &["GET", key]).await],
+        _ => Vec::new(),
+    };
+    value.sort();
+    let pttl: i64 = cmd(admin, &["PTTL", key]).await;
+    (kind, value, pttl > 0)
+}
+
+/// A lock's outcome, comparable across names: the code, and the value
+/// where it does not depend on timing (not a busy lock's PTTL).
+fn comparable(outcome: &[redis::Value]) -> (i64, Option<redis::Value>) {
+    let code = match &outcome[0] {
+        redis::Value::Int(code) => *code,
+        other => panic!("a lock's code is {other:?}"),
+    };
+    (code, (code != 0).then(|| outcome[1].clone()))
+}
+
+/// Runs `script` over the locks `locks` (each `(lock key, counter key)`)
+/// in one call; `args` gives each lock's keys and arguments.
+async fn run_script(
+    admin: &mut MultiplexedConnection,
+    script: &redis::Script,
+    locks: &[(String, String)],
+    args: impl Fn(&(String, String)) -> (Vec<String>, Vec<String>),
+    tail: &[&str],
+) -> Vec<(i64, Option<redis::Value>)> {
+    let mut invocation = script.prepare_invoke();
+    for lock in locks {
+        let (keys, argv) = args(lock);
+        for key in keys {
+            invocation.key(key);
+        }
+        for arg in argv {
+            invocation.arg(arg);
+        }
+    }
+    for arg in tail {
+        invocation.arg(*arg);
+    }
+    let out: Vec<redis::Value> = invocation.invoke_async(admin).await.unwrap();
+    out.chunks(2).map(comparable).collect()
+}
+
+/// One pcall covers a run of a batch's locks (`each_lock` in
+/// scripts/lib/checks.lua), so a batch must answer and write, lock by lock,
+/// exactly what each lock sent alone would: random batches of locks with
+/// random faults (errors raised mid-batch included), acquired and then
+/// released, against the same locks one call each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let (acquire, release) = redlatch::lock_script_sources();
+    let (acquire, release) = (redis::Script::new(acquire), redis::Script::new(release));
+    let mut rng = common::Rng::from_env();
+    let acquire_args = |(lock, counter): &(String, String)| {
+        (
+            vec![lock.clone(), counter.clone()],
+            vec!["30000".to_owned(), "me".to_owned()],
+        )
+    };
+    let release_args = |(lock, _): &(String, String)| {
+        (
+            vec![lock.clone()],
+            vec![format!("ch:{lock}"), "30000".to_owned(), "me".to_owned()],
+        )
+    };
+    for case in 0..ROUNDS {
+        let size = 1 + rng.below(10) as usize;
+        let setups: Vec<usize> = (0..size)
+            .map(|_| rng.below(SETUPS.len() as u64) as usize)
+            .collect();
+        let names = |side: &str| -> Vec<(String, String)> {
+            (0..size)
+                .map(|i| {
+                    let lock = format!("batch:{case}:{side}:{i}");
+                    let counter = format!("redisson_lock_token:{{{lock}}}");
+                    (lock, counter)
+                })
+                .collect()
+        };
+        let (batch, alone) = (names("batch"), names("alone"));
+        for ((setup, b), a) in setups.iter().zip(&batch).zip(&alone) {
+            set_up(&mut admin, *setup, &b.0, &b.1).await;
+            set_up(&mut admin, *setup, &a.0, &a.1).await;
+        }
+        for (what, script, args, tail) in [
+            (
+                "acquire",
+                &acquire,
+                &acquire_args as &dyn Fn(&_) -> _,
+                &[][..],
+            ),
+            ("release", &release, &release_args, &["publish"][..]),
+        ] {
+            let together = run_script(&mut admin, script, &batch, args, tail).await;
+            let mut one_by_one = Vec::new();
+            for lock in &alone {
+                let mut outcome =
+                    run_script(&mut admin, script, std::slice::from_ref(lock), args, tail).await;
+                one_by_one.push(outcome.remove(0));
+            }
+            assert_eq!(
+                together, one_by_one,
+                "case {case}, {what} of setups {setups:?}: a batch answered otherwise than its locks alone"
+            );
+            for (b, a) in batch.iter().zip(&alone) {
+                for (key_b, key_a) in [(&b.0, &a.0), (&b.1, &a.1)] {
+                    assert_eq!(
+                        contents(&mut admin, key_b).await,
+                        contents(&mut admin, key_a).await,
+                        "case {case}, {what} of setups {setups:?}: {key_b} differs from {key_a}"
+                    );
+                }
+            }
+        }
+    }
+}
