@@ -121,8 +121,11 @@ async fn lock_life_cycle_is_counted() {
 
 /// A release racing a renewal: the renewal runs after the release and
 /// finds the hold gone, but the guard was released with `Ok`, so no lock
-/// was lost. Operators alert on the lost-locks counter: it must not move.
-/// (Before the fix: 1-5 lost per 8,000 releases at a 30 ms lease.)
+/// was lost. Operators alert on the lost-locks counter: it must count only
+/// locks that were lost. (Before the fix: 1-5 lost per 8,000 releases, all
+/// `Ok`, at a 30 ms lease.) A machine that stalls longer than the 30 ms
+/// lease does lose a hold now and then; its release says `NotHeld`, and
+/// that loss may be counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_racing_a_renewal_counts_no_lost_lock() {
     let _alone = ALONE.lock().await;
@@ -135,32 +138,43 @@ async fn a_release_racing_a_renewal_counts_no_lost_lock() {
     for task in 0..16u64 {
         let client = client.clone();
         tasks.push(tokio::spawn(async move {
-            let mut released = 0u64;
+            let (mut released, mut really_lost) = (0u64, 0u64);
             let mut rng = common::Rng::new(task);
             let until = std::time::Instant::now() + Duration::from_secs(3);
             while std::time::Instant::now() < until {
                 let guard = client.lock(format!("race:{task}")).acquire().await.unwrap();
                 // Held across a renewal now and then: the renewal period is 10 ms.
                 tokio::time::sleep(Duration::from_micros(5_000 + rng.below(10_000))).await;
-                guard.release().await.expect("released while held");
-                released += 1;
+                match guard.release().await {
+                    Ok(()) => released += 1,
+                    Err(redlatch::Error::NotHeld { .. }) => really_lost += 1,
+                    Err(error) => panic!("release: {error}"),
+                }
             }
-            released
+            (released, really_lost)
         }));
     }
-    let mut released = 0;
+    let (mut released, mut really_lost) = (0, 0);
     for task in tasks {
-        released += task.await.unwrap();
+        let (ok, not_held) = task.await.unwrap();
+        released += ok;
+        really_lost += not_held;
     }
     assert!(
         counter(redlatch::metrics::RENEWALS) > renewals,
         "no renewal raced"
     );
+    assert!(
+        released > really_lost,
+        "{really_lost} holds ran out before their release, {released} released: \
+         the machine stalled too long for this test to say anything"
+    );
     // Renewals still in flight settle within their response timeout.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(
-        counter(redlatch::metrics::LOCKS_LOST) - lost,
-        0,
-        "locks counted lost among {released} releases that all succeeded"
+    let counted = counter(redlatch::metrics::LOCKS_LOST) - lost;
+    assert!(
+        counted <= really_lost,
+        "{counted} locks counted lost among {released} releases that succeeded and \
+         {really_lost} that found the hold gone"
     );
 }
