@@ -930,6 +930,21 @@ impl<'e> Case<'e> {
         }
     }
 
+    /// Whether an acquire of lock `l` by client `c`'s `owner` (watchdog
+    /// lease), undone because its caller dropped it, leaves the hold with a
+    /// lease the model cannot predict: a named owner's re-entry of a
+    /// fixed-lease hold it has sets the watchdog lease, and the undo's
+    /// release keeps it (no script shortens a lease), so the hold no longer
+    /// runs out when the model says.
+    fn undone_reentry_lengthens(&self, c: usize, l: usize, owner: Owner) -> bool {
+        let named_field = self.named_field(c);
+        owner == Owner::Named
+            && self.locks[l]
+                .hold
+                .as_ref()
+                .is_some_and(|hold| hold.field == named_field && hold.fixed.is_some())
+    }
+
     /// Ends the hold of lock `l` by dropping its guards (each releases in
     /// the background), for a hold whose lease the model can no longer
     /// predict.
@@ -1200,16 +1215,7 @@ impl<'e> Case<'e> {
             Op::CancelAcquire { c, l, owner, how } => {
                 let lock = self.lock(c, l, owner);
                 let was_free = self.locks[l].hold.is_none();
-                // A named owner's cancelled acquire of a fixed-lease hold it
-                // has may have re-entered with the watchdog lease before it
-                // was undone: the lease it set stays (no script shortens a
-                // lease), so the hold no longer runs out when the model says.
-                let named_field = self.named_field(c);
-                let lengthens = owner == Owner::Named
-                    && self.locks[l]
-                        .hold
-                        .as_ref()
-                        .is_some_and(|hold| hold.field == named_field && hold.fixed.is_some());
+                let lengthens = self.undone_reentry_lengthens(c, l, owner);
                 let outcome = cancel(async move { lock.try_acquire().await }, how).await;
                 match outcome {
                     None | Some(Ok(None)) => {}
@@ -1220,6 +1226,7 @@ impl<'e> Case<'e> {
                 self.await_cancelled_call().await?;
                 if lengthens {
                     self.end_hold(l);
+                    self.await_cancelled_call().await?;
                 }
             }
             Op::CancelReenter { g, how } => {
@@ -1571,7 +1578,12 @@ impl<'e> Case<'e> {
         } else {
             drop(kept);
             self.locks[l].token_may_grow |= was_free;
+            let lengthens = self.undone_reentry_lengthens(c, l, owner);
             self.await_cancelled_call().await?;
+            if lengthens {
+                self.end_hold(l);
+                self.await_cancelled_call().await?;
+            }
         }
         Ok(())
     }
