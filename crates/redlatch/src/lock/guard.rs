@@ -153,6 +153,13 @@ impl Guard {
     /// # Cancel safety
     /// Dropping the future gives back a hold it may have taken.
     pub async fn reenter(&self) -> Result<Guard> {
+        if self.hold.is_marked_lost() {
+            // Sent anyway, it could re-enter a newer hold of the same named
+            // owner and lengthen that hold's lease to this guard's.
+            return Err(Error::NotHeld {
+                name: self.keys.name().to_owned(),
+            });
+        }
         let inner = &self.core;
         let request = self.request();
         let limit = inner.current_settings().response_timeout;
