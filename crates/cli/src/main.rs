@@ -6,6 +6,7 @@ mod check;
 mod connect;
 mod exit;
 mod held;
+mod job;
 mod list;
 mod output;
 mod run;
