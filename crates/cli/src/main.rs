@@ -10,6 +10,7 @@ mod job;
 mod list;
 mod output;
 mod run;
+mod secrets;
 mod signals;
 mod status;
 mod top;
@@ -67,6 +68,13 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Redis password, read from the first line of FILE, for every server
+    /// URL that has none (a Sentinel group: its master's password). Else
+    /// REDLATCH_REDIS_PASSWORD applies. Prefer either to a password in
+    /// --redis: the command line is visible to every user in `ps`
+    #[arg(long = "redis-password-file", global = true, value_name = "FILE")]
+    pub redis_password_file: Option<PathBuf>,
+
     /// Print data as JSON (status, list, unlock, check, top)
     #[arg(long, global = true)]
     pub json: bool,
@@ -74,17 +82,40 @@ pub struct Global {
 
 impl Global {
     /// The deployment the flags, the `--config` file's `[redis]` and `[tls]`,
-    /// `REDIS_URL` or the default name: exit 78 for a bad file, 64 for bad flags.
+    /// `REDIS_URL` or the default name, with the password of
+    /// `--redis-password-file` or `REDLATCH_REDIS_PASSWORD` in its URLs: exit
+    /// 78 for a bad file, 64 for bad flags.
     pub fn deployment(&self) -> Result<Deployment, Failure> {
+        // First, so that any message about a bad URL below masks them.
+        let env_url = std::env::var("REDIS_URL").ok();
+        let args = &self.deployment;
+        secrets::remember_urls(
+            (args
+                .redis
+                .iter()
+                .chain(&args.redis_cluster)
+                .chain(&args.sentinel))
+            .map(String::as_str)
+            .chain(env_url.as_deref()),
+        );
+        let password = self.redis_password()?;
         let from_file = match &self.config {
             Some(path) => {
                 Deployment::load(path).map_err(|error| connect::config_failure(path, &error))?
             }
             None => None,
         };
-        self.deployment
+        let mut deployment = self
+            .deployment
             .deployment(from_file)
-            .map_err(|error| Failure::new(exit::USAGE, error.to_string()))
+            .map_err(|error| Failure::new(exit::USAGE, error.to_string()))?;
+        secrets::apply(&mut deployment, password.as_deref());
+        Ok(deployment)
+    }
+
+    /// The password of `--redis-password-file`, else `REDLATCH_REDIS_PASSWORD`.
+    pub fn redis_password(&self) -> Result<Option<String>, Failure> {
+        secrets::password(self.redis_password_file.as_deref())
     }
 }
 
@@ -176,7 +207,7 @@ fn init_logging() {
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(secrets::RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

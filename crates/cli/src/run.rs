@@ -19,6 +19,7 @@ use crate::connect;
 use crate::exit::{self, Failure};
 use crate::held::HeldGuard;
 use crate::job;
+use crate::secrets;
 use crate::signals::Signals;
 
 /// Arguments of `redlatch run`.
@@ -240,6 +241,10 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
         .args(&args.command[1..])
         .env("REDLATCH_LOCK", name)
         .env("REDLATCH_TOKEN", guard.token().to_string());
+    // The command gets the lock, not the credentials to Redis.
+    for variable in secrets::CHILD_ENV_REMOVED {
+        command.env_remove(variable);
+    }
     let starting = job::configure(&mut command);
     // Created before the spawn so that no stop of the job goes unseen.
     let mut stops = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
@@ -287,10 +292,10 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
                 let reason = guard
                     .lost_reason()
                     .map_or_else(|| "expired, deleted or taken over".to_owned(), |reason| reason.to_string());
-                eprintln!(
+                eprintln!("{}", secrets::redact(&format!(
                     "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command and its process group (SIGTERM, then SIGKILL after {})",
                     humantime::format_duration(args.kill_after)
-                );
+                )));
                 job::signal(job.as_ref(), Signal::SIGTERM);
                 kill_at = Some(Instant::now() + args.kill_after);
             }
@@ -348,7 +353,10 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
         )),
         Err(error) => {
             eprintln!(
-                "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
+                "{}",
+                secrets::redact(&format!(
+                    "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
+                ))
             );
             Ok(code)
         }
