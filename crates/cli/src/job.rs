@@ -2,6 +2,14 @@
 //! redlatch signals as a whole, that dies with redlatch, and that owns the
 //! terminal while it runs in the foreground.
 //!
+//! Dying with redlatch takes two pieces: the kernel kills the command itself
+//! (`PR_SET_PDEATHSIG`, set before exec, so with no window once it runs);
+//! the rest of the group, which no death signal covers (it is not
+//! inherited), is killed by a reaper: a small `redlatch __job-reaper`
+//! process in a group of its own that waits for EOF on a pipe only
+//! redlatch holds, and SIGKILLs the job's group when it comes. redlatch
+//! kills the reaper when it is done with the job.
+//!
 //! Why a group: on a lost lock, a script's long step (a grandchild) must stop
 //! too, not just the script. `kill(-pgid)` reaches every process that stayed
 //! in the group; one that leaves it (`setsid`, a daemon's double fork) is out
@@ -40,6 +48,9 @@ pub const GONE_POLL: Duration = Duration::from_millis(20);
 pub struct Job {
     group: Pid,
     terminal: Option<Terminal>,
+    /// Killed (`kill_on_drop`) with the job, so that it never fires on a
+    /// group redlatch is done with.
+    _reaper: Option<tokio::process::Child>,
 }
 
 impl Job {
@@ -143,11 +154,12 @@ pub struct Starting {
 }
 
 impl Starting {
-    /// The job whose leader (and group id) is `pid`.
+    /// The job whose leader (and group id) is `pid`, with its reaper.
     pub fn started(mut self, pid: i32) -> Job {
         Job {
             group: Pid::from_raw(pid),
             terminal: self.terminal.take(),
+            _reaper: spawn_reaper(pid),
         }
     }
 }
@@ -163,6 +175,55 @@ impl Drop for Starting {
             terminal.set_foreground(getpgrp());
         }
     }
+}
+
+/// Arguments of `redlatch __job-reaper`.
+#[derive(Debug, clap::Args)]
+pub struct ReaperArgs {
+    /// The job's process group (never 1 or less: kill(-1) is everyone)
+    #[arg(value_parser = clap::value_parser!(i32).range(2..))]
+    group: i32,
+}
+
+/// Starts the reaper of group `group`; `None` (the command alone then dies
+/// with redlatch) if it cannot start.
+fn spawn_reaper(group: i32) -> Option<tokio::process::Child> {
+    // /proc/self/exe: this very binary, even if replaced on disk meanwhile.
+    let reaper = tokio::process::Command::new("/proc/self/exe")
+        .arg("__job-reaper")
+        .arg(group.to_string())
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        // Out of reach of the terminal's signals to redlatch's group.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    reaper
+        .inspect_err(|error| {
+            tracing::warn!(%error, "no reaper: if redlatch dies, the command's children may run on");
+        })
+        .ok()
+}
+
+/// `redlatch __job-reaper GROUP`: waits for EOF on stdin (a pipe whose
+/// other end only `run` holds), then SIGKILLs the group. `run` kills this
+/// process first when it ends normally.
+pub fn reaper(args: &ReaperArgs) -> u8 {
+    use std::io::Read;
+    let mut byte = [0u8; 1];
+    loop {
+        match std::io::stdin().read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    // A pid that is a live group's id is not reused, so this is the job's.
+    let _ = kill(Pid::from_raw(-args.group), Signal::SIGKILL);
+    0
 }
 
 /// Sends `signal` to the whole job; a job already gone is not an error.

@@ -140,6 +140,9 @@ enum Command {
     /// One worker process of `check` (started by `check` itself)
     #[command(name = "__check-worker", hide = true)]
     CheckWorker(check::WorkerArgs),
+    /// Kills a `run` job's process group when `run` dies (started by `run`)
+    #[command(name = "__job-reaper", hide = true)]
+    JobReaper(job::ReaperArgs),
 }
 
 fn main() -> ExitCode {
@@ -151,6 +154,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if error.use_stderr() { exit::USAGE } else { 0 });
         }
     };
+    if let Command::JobReaper(args) = &cli.command {
+        // No runtime, no logging: it only waits for `run` to go.
+        return ExitCode::from(job::reaper(args));
+    }
     init_logging();
     std::panic::set_hook(Box::new(|info| {
         let text = info.to_string().replace('\n', " ");
@@ -194,6 +201,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 .map_err(|error| Failure::new(exit::SOFTWARE, format!("check: {error}")))?
         }
         Command::CheckWorker(args) => check::worker(args).await,
+        Command::JobReaper(args) => Ok(job::reaper(&args)),
     }
 }
 

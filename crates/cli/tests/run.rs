@@ -353,21 +353,32 @@ fn lost_lock_stops_the_commands_grandchildren_too() {
     );
 }
 
-/// redlatch killed -9: the command it ran dies with it, promptly.
+/// redlatch killed -9: the command it ran and the command's own children
+/// die with it, promptly.
 #[test]
-fn killed_redlatch_takes_its_command_with_it() {
+fn killed_redlatch_takes_its_whole_job_with_it() {
     let world = World::new();
     let child_file = world.path("child.pid");
-    let _orphan = Orphan(child_file.clone());
-    let script = format!("echo $$ > {}; exec sleep 300", q(&child_file));
-    let mut run = world.spawn(&["run", "crash", "--", "sh", "-c", &script]);
+    let grandchild_file = world.path("grandchild.pid");
+    let _orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
+    let script = format!(
+        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
+        g = q(&grandchild_file),
+        c = q(&child_file)
+    );
+    let mut run = world.spawn(&["run", "crash", "--", "bash", "-c", &script]);
     world.wait_held("crash", Duration::from_secs(5));
     let child = pid_in(&child_file);
+    let grandchild = pid_in(&grandchild_file);
     run.signal(libc::SIGKILL);
     run.wait(Duration::from_secs(5));
     assert!(
         common::eventually(Duration::from_secs(5), || !alive(child)),
         "the command still runs 5 s after redlatch was killed"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || !alive(grandchild)),
+        "the command's grandchild (sleep 300) still runs 5 s after redlatch was killed"
     );
 }
 
