@@ -184,3 +184,35 @@ fn the_command_gets_no_redis_credentials_in_its_environment() {
         assert!(!shows_password(&seen), "{env:?}: the password passed on");
     }
 }
+
+/// A Sentinel group whose master wants a password: `REDLATCH_REDIS_PASSWORD`
+/// is the master's (the Sentinels need none), and a lock runs there.
+#[test]
+fn password_variable_reaches_a_sentinel_groups_master() {
+    let group = testkit::SentinelGroup::start_with(1, &RedisServer::builder().password(PASSWORD))
+        .expect("sentinel group");
+    let mut args: Vec<String> = Vec::new();
+    for url in group.sentinel_urls() {
+        args.extend(["--sentinel".to_owned(), url]);
+    }
+    args.extend(
+        [
+            "--sentinel-master",
+            testkit::MASTER_NAME,
+            "run",
+            "x",
+            "--",
+            "true",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = redlatch(&args, &[("REDLATCH_REDIS_PASSWORD", PASSWORD)]);
+    assert_eq!(code(output.status), 0);
+    let without = redlatch(&args, &[]);
+    assert_eq!(
+        code(without.status),
+        69,
+        "the master let us in without a password"
+    );
+}
