@@ -83,8 +83,55 @@ impl Job {
         if let Some(terminal) = &self.terminal {
             terminal.give_if_ours(self.group);
         }
+        // Stopped for a terminal it still cannot have, and no shell can
+        // continue redlatch (say, `(redlatch run ... &)`): continued alone, it
+        // would stop again at once, over and over. Do what the kernel does to
+        // an orphaned group with a stopped member: SIGHUP, then SIGCONT.
+        let has_terminal = self
+            .terminal
+            .as_ref()
+            .is_some_and(|terminal| terminal.is_foreground(self.group));
+        if stop != Signal::SIGTSTP && !has_terminal && own_group_orphaned() {
+            signal(Some(self), Signal::SIGHUP);
+        }
         signal(Some(self), Signal::SIGCONT);
     }
+}
+
+/// Whether redlatch's process group is orphaned (POSIX): no member has a
+/// parent in another group of the same session, so no shell can continue it
+/// and the kernel does not stop it. Read from /proc; unreadable: not orphaned.
+fn own_group_orphaned() -> bool {
+    // (pid, parent, group, session) of every process we can see.
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let processes: Vec<[i32; 4]> = entries
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the parenthesised name: state, ppid, pgrp, session.
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
+            let mut next = || fields.next()?.parse::<i32>().ok();
+            Some([pid, next()?, next()?, next()?])
+        })
+        .collect();
+    let group = getpgrp().as_raw();
+    let Some(session) = processes
+        .iter()
+        .find(|process| process[0] == nix::unistd::getpid().as_raw())
+        .map(|process| process[3])
+    else {
+        return false;
+    };
+    !processes
+        .iter()
+        .filter(|member| member[2] == group)
+        .any(|member| {
+            processes
+                .iter()
+                .any(|parent| parent[0] == member[1] && parent[2] != group && parent[3] == session)
+        })
 }
 
 impl Drop for Job {

@@ -527,3 +527,71 @@ fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
     assert!(resumed, "fg did not continue both");
     assert!(read, "the command never read the line typed after fg");
 }
+
+/// A job that wants the terminal while redlatch is detached from the shell
+/// (`(redlatch run ... &)`: nobody can continue redlatch, so it cannot stop
+/// with the job) gets what an orphaned stopped group gets from the kernel,
+/// SIGHUP: it ends, and so does redlatch, instead of stopping and being
+/// continued over and over. Runs on a pseudo-terminal made by util-linux
+/// `script`; skipped without it.
+#[test]
+fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let world = World::new();
+    let pids = world.path("pids");
+    let child_script = world.path("child.sh");
+    fs::write(
+        &child_script,
+        format!(
+            "echo \"$PPID $$\" > {p}.tmp; mv {p}.tmp {p}\nread line < /dev/tty\n",
+            p = q(&pids)
+        ),
+    )
+    .unwrap();
+    let mut terminal = Command::new("script")
+        .args(["-qec", "bash --norc --noprofile -i", "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let mut keys = terminal.stdin.take().unwrap();
+    keys.write_all(
+        format!(
+            "({} --redis {} run orphan -- sh {} &)\r",
+            q(std::path::Path::new(common::BIN)),
+            world.server.url(),
+            q(&child_script)
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    keys.flush().unwrap();
+    wait_file(&pids, Duration::from_secs(10));
+    let text = fs::read_to_string(&pids).unwrap();
+    let (redlatch, child) = text.trim().split_once(' ').unwrap();
+    let (redlatch, child): (i32, i32) = (redlatch.parse().unwrap(), child.parse().unwrap());
+    let ended = common::eventually(Duration::from_secs(10), || {
+        !alive(child) && !alive(redlatch)
+    });
+    let states = (state(redlatch), state(child));
+    // SAFETY: kill(2) on processes this test started; at worst already gone.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::kill(redlatch, libc::SIGKILL);
+    }
+    let _ = keys.write_all(b"exit\r");
+    drop(keys);
+    let _ = terminal.wait();
+    assert!(
+        ended,
+        "still there 10 s on: (redlatch, command) states {states:?}"
+    );
+}
