@@ -2,6 +2,11 @@
 //! redlatch signals as a whole, that dies with redlatch, and that owns the
 //! terminal while it runs in the foreground.
 //!
+//! Why a group: on a lost lock, a script's long step (a grandchild) must stop
+//! too, not just the script. `kill(-pgid)` reaches every process that stayed
+//! in the group; one that leaves it (`setsid`, a daemon's double fork) is out
+//! of reach, which the README says.
+//!
 //! Dying with redlatch takes two pieces: the kernel kills the command itself
 //! (`PR_SET_PDEATHSIG`, set before exec, so with no window once it runs);
 //! the rest of the group, which no death signal covers (it is not
@@ -9,11 +14,6 @@
 //! process in a group of its own that waits for EOF on a pipe only
 //! redlatch holds, and SIGKILLs the job's group when it comes. redlatch
 //! kills the reaper when it is done with the job.
-//!
-//! Why a group: on a lost lock, a script's long step (a grandchild) must stop
-//! too, not just the script. `kill(-pgid)` reaches every process that stayed
-//! in the group; one that leaves it (`setsid`, a daemon's double fork) is out
-//! of reach, which the README says.
 //!
 //! What the group changes, and how each is handled:
 //! - Signals: the job is not in redlatch's group, so nothing sent to
@@ -27,7 +27,8 @@
 //! - Job control: a job stopped by Ctrl-Z (or by reading the terminal from
 //!   the background) stops redlatch the same way, so the shell sees a
 //!   stopped job; `fg`/`bg` continue redlatch, which continues the job (and
-//!   gives it the terminal again if redlatch got it back).
+//!   gives it the terminal again if redlatch got it back). When no shell can
+//!   continue redlatch, a job stopped for the terminal gets SIGHUP instead.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
@@ -268,7 +269,8 @@ pub fn reaper(args: &ReaperArgs) -> u8 {
             Err(_) => break,
         }
     }
-    // A pid that is a live group's id is not reused, so this is the job's.
+    // The group's id cannot go to another group while any of the job lives;
+    // once none does, this finds nobody.
     let _ = kill(Pid::from_raw(-args.group), Signal::SIGKILL);
     0
 }
