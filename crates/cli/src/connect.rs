@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use redlatch::{Client, Deployment, Redlock, Settings};
+use redlatch::{Client, Deployment, Redlock, Servers, Settings};
 
 use crate::Global;
 
@@ -51,6 +51,12 @@ pub async fn client(
     let mut builder = deployment
         .builder(settings)
         .map_err(|error| Failure::lib("cannot connect", &error))?;
+    // A Sentinel group's URLs are the Sentinels'; the master's password goes here.
+    if matches!(deployment.servers, Servers::Sentinel { .. })
+        && let Some(password) = global.redis_password()?
+    {
+        builder = builder.master_auth(None, &password);
+    }
     if let Some(lease) = lease {
         builder = builder.default_lease(lease);
     }

@@ -35,7 +35,8 @@ Exit status:
   69      Redis unreachable or refusing the connection
   70      internal error (please report it)
   75      run: lock not acquired within --wait; the command did not run
-  78      the --config file is missing, unreadable or invalid
+  78      the --config or --redis-password-file file is missing, unreadable
+          or invalid
   79      run: the lock was lost while the command ran; the command was stopped
   126/127 run: the command could not be executed / was not found
   128+N   run: the command was killed by signal N (or redlatch was, while waiting)
@@ -51,9 +52,10 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure with exit status `code`; the message is kept to one line.
+    /// A failure with exit status `code`; the message is kept to one line,
+    /// passwords masked.
     pub fn new(code: u8, message: impl Into<String>) -> Failure {
-        let message: String = message.into();
+        let message = crate::secrets::redact(&message.into());
         Failure {
             code,
             message: message

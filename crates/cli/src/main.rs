@@ -6,9 +6,11 @@ mod check;
 mod connect;
 mod exit;
 mod held;
+mod job;
 mod list;
 mod output;
 mod run;
+mod secrets;
 mod signals;
 mod status;
 mod top;
@@ -66,6 +68,13 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Redis password, read from the first line of FILE, for every server
+    /// URL that has none (a Sentinel group: its master's password). Else
+    /// REDLATCH_REDIS_PASSWORD applies. Prefer either to a password in
+    /// --redis: the command line is visible to every user in `ps`
+    #[arg(long = "redis-password-file", global = true, value_name = "FILE")]
+    pub redis_password_file: Option<PathBuf>,
+
     /// Print data as JSON (status, list, unlock, check, top)
     #[arg(long, global = true)]
     pub json: bool,
@@ -73,17 +82,40 @@ pub struct Global {
 
 impl Global {
     /// The deployment the flags, the `--config` file's `[redis]` and `[tls]`,
-    /// `REDIS_URL` or the default name: exit 78 for a bad file, 64 for bad flags.
+    /// `REDIS_URL` or the default name, with the password of
+    /// `--redis-password-file` or `REDLATCH_REDIS_PASSWORD` in its URLs: exit
+    /// 78 for a bad file, 64 for bad flags.
     pub fn deployment(&self) -> Result<Deployment, Failure> {
+        // First, so that any message about a bad URL below masks them.
+        let env_url = std::env::var("REDIS_URL").ok();
+        let args = &self.deployment;
+        secrets::remember_urls(
+            (args
+                .redis
+                .iter()
+                .chain(&args.redis_cluster)
+                .chain(&args.sentinel))
+            .map(String::as_str)
+            .chain(env_url.as_deref()),
+        );
+        let password = self.redis_password()?;
         let from_file = match &self.config {
             Some(path) => {
                 Deployment::load(path).map_err(|error| connect::config_failure(path, &error))?
             }
             None => None,
         };
-        self.deployment
+        let mut deployment = self
+            .deployment
             .deployment(from_file)
-            .map_err(|error| Failure::new(exit::USAGE, error.to_string()))
+            .map_err(|error| Failure::new(exit::USAGE, error.to_string()))?;
+        secrets::apply(&mut deployment, password.as_deref());
+        Ok(deployment)
+    }
+
+    /// The password of `--redis-password-file`, else `REDLATCH_REDIS_PASSWORD`.
+    pub fn redis_password(&self) -> Result<Option<String>, Failure> {
+        secrets::password(self.redis_password_file.as_deref())
     }
 }
 
@@ -108,6 +140,9 @@ enum Command {
     /// One worker process of `check` (started by `check` itself)
     #[command(name = "__check-worker", hide = true)]
     CheckWorker(check::WorkerArgs),
+    /// Kills a `run` job's process group when `run` dies (started by `run`)
+    #[command(name = "__job-reaper", hide = true)]
+    JobReaper(job::ReaperArgs),
 }
 
 fn main() -> ExitCode {
@@ -119,6 +154,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if error.use_stderr() { exit::USAGE } else { 0 });
         }
     };
+    if let Command::JobReaper(args) = &cli.command {
+        // No runtime, no logging: it only waits for `run` to go.
+        return ExitCode::from(job::reaper(args));
+    }
     init_logging();
     std::panic::set_hook(Box::new(|info| {
         let text = info.to_string().replace('\n', " ");
@@ -162,6 +201,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 .map_err(|error| Failure::new(exit::SOFTWARE, format!("check: {error}")))?
         }
         Command::CheckWorker(args) => check::worker(args).await,
+        Command::JobReaper(args) => Ok(job::reaper(&args)),
     }
 }
 
@@ -175,7 +215,7 @@ fn init_logging() {
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(secrets::RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

@@ -2,14 +2,15 @@
 //!
 //! Order of events: signal handlers, settings, connection, settings watch,
 //! acquire (bounded by `--wait`), spawn, then wait for whichever comes first:
-//! the command's exit (release, exit with its status), a lost lock (SIGTERM,
-//! SIGKILL after `--kill-after`, exit 79), or a signal (forwarded).
+//! the command's exit (release, exit with its status), a lost lock (SIGTERM
+//! to the command's process group, SIGKILL after `--kill-after`, exit 79
+//! once the group is empty), or a signal (forwarded to the group). The
+//! command runs as a job: see `job`.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
 use tokio::time::Instant;
 
@@ -17,6 +18,8 @@ use crate::Global;
 use crate::connect;
 use crate::exit::{self, Failure};
 use crate::held::HeldGuard;
+use crate::job;
+use crate::secrets;
 use crate::signals::Signals;
 
 /// Arguments of `redlatch run`.
@@ -41,7 +44,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
 
-    /// When the lock is lost: time between SIGTERM and SIGKILL to the command
+    /// When the lock is lost: time between SIGTERM and SIGKILL to the
+    /// command's process group (the command runs in a group of its own)
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = humantime::parse_duration)]
     pub kill_after: Duration,
 
@@ -78,8 +82,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         received = signals.recv() => {
             // Dropping an acquire leaves nothing behind in Redis.
             return Err(Failure::new(
-                exit::SIGNAL_BASE + received.signal as u8,
-                format!("{} while waiting for lock {}; the command did not run", received.signal, args.name),
+                exit::SIGNAL_BASE + received as u8,
+                format!("{received} while waiting for lock {}; the command did not run", args.name),
             ));
         }
     };
@@ -232,12 +236,21 @@ async fn acquire_redlock(
 async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let name = &args.name;
     let program = &args.command[0];
-    let mut child = match tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(&args.command[1..])
         .env("REDLATCH_LOCK", name)
-        .env("REDLATCH_TOKEN", guard.token().to_string())
-        .spawn()
-    {
+        .env("REDLATCH_TOKEN", guard.token().to_string());
+    // The command gets the lock, not the credentials to Redis.
+    for variable in secrets::CHILD_ENV_REMOVED {
+        command.env_remove(variable);
+    }
+    let starting = job::configure(&mut command);
+    // Created before the spawn so that no stop of the job goes unseen.
+    let mut stops = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+        .inspect_err(|error| tracing::debug!(%error, "job control not relayed"))
+        .ok();
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
             release_quietly(guard, name).await;
@@ -252,42 +265,65 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
             ));
         }
     };
-    // Some until the child is reaped, which only `wait` below does.
-    let pid = child
+    // The command leads a process group of its own (its pid is the group's id):
+    // every signal below goes to the whole job, grandchildren included.
+    let job = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
+        .map(|pid| starting.started(pid));
 
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut kill_at: Option<Instant> = None; // set once the lock is lost
     let mut killed = false;
+    // The command's status, once reaped; after a loss we go on until the rest
+    // of its group is gone too (or SIGKILLed).
+    let mut status: Option<std::io::Result<std::process::ExitStatus>> = None;
     let waited = loop {
         tokio::select! {
             biased;
-            waited = child.wait() => break waited,
+            waited = child.wait(), if status.is_none() => {
+                if kill_at.is_none() || killed || job.as_ref().is_none_or(job::Job::is_gone) {
+                    break waited;
+                }
+                status = Some(waited);
+            }
             () = &mut lost, if kill_at.is_none() => {
                 let reason = guard
                     .lost_reason()
                     .map_or_else(|| "expired, deleted or taken over".to_owned(), |reason| reason.to_string());
-                eprintln!(
-                    "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command (SIGTERM, then SIGKILL after {})",
+                eprintln!("{}", secrets::redact(&format!(
+                    "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command and its process group (SIGTERM, then SIGKILL after {})",
                     humantime::format_duration(args.kill_after)
-                );
-                send(pid, Signal::SIGTERM);
+                )));
+                job::signal(job.as_ref(), Signal::SIGTERM);
                 kill_at = Some(Instant::now() + args.kill_after);
             }
             () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
-                send(pid, Signal::SIGKILL);
+                job::signal(job.as_ref(), Signal::SIGKILL);
                 killed = true;
+                if let Some(waited) = status.take() {
+                    break waited;
+                }
+            }
+            // The command is gone but not all of its group: look again soon
+            // (no event tells when the last member of a group exits).
+            () = tokio::time::sleep(job::GONE_POLL), if status.is_some() => {
+                if job.as_ref().is_none_or(job::Job::is_gone)
+                    && let Some(waited) = status.take()
+                {
+                    break waited;
+                }
+            }
+            Some(()) = next_stop(stops.as_mut()), if status.is_none() => {
+                if let Some(job) = &job {
+                    job.relay_stop();
+                }
             }
             received = signals.recv() => {
-                if received.from_kernel {
-                    // A terminal signalled our whole process group: the command has it already.
-                    tracing::debug!(signal = %received.signal, "not forwarded: sent to the process group");
-                } else {
-                    send(pid, received.signal);
-                }
+                // The job is in a process group of its own, so nothing sent to
+                // ours (a terminal's Ctrl-C included) reaches it but through us.
+                job::signal(job.as_ref(), received);
             }
         }
     };
@@ -317,19 +353,21 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
         )),
         Err(error) => {
             eprintln!(
-                "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
+                "{}",
+                secrets::redact(&format!(
+                    "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
+                ))
             );
             Ok(code)
         }
     }
 }
 
-/// Signals the command by pid, never its process group: it is ours too.
-fn send(pid: Option<Pid>, signal: Signal) {
-    if let Some(pid) = pid
-        && let Err(error) = kill(pid, signal)
-    {
-        tracing::debug!(%signal, %error, "could not signal the command");
+/// The next SIGCHLD, if they can be watched.
+async fn next_stop(stops: Option<&mut tokio::signal::unix::Signal>) -> Option<()> {
+    match stops {
+        Some(stops) => stops.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,13 +1,12 @@
-//! SIGINT, SIGTERM and SIGHUP for `run`, with whether the kernel sent them.
+//! SIGINT, SIGTERM and SIGHUP for `run`.
 //!
-//! The command runs in redlatch's process group, so a signal the kernel sends
-//! to the group (Ctrl-C, or a hang-up of the terminal) reaches it
-//! directly; forwarding that one too would deliver it twice, and many programs
-//! treat a second Ctrl-C as "quit now, skip the cleanup". Only the signal's
-//! `si_code` tells a terminal's signal from a `kill(2)`, and
-//! `tokio::signal::unix` does not pass it on, so this module installs its own
-//! handler: it writes one byte per signal (number, plus a kernel flag) to a
-//! pipe that an async task reads, the classic self-pipe.
+//! The command runs in a process group of its own (see `job`), so whoever
+//! sent a signal (a terminal's Ctrl-C or hang-up, `kill`, a supervisor),
+//! the job gets it only when redlatch forwards it: every one is forwarded.
+//! This module installs its own handler rather than `tokio::signal::unix`'s
+//! so that a signal ignored when redlatch started (`nohup`) stays ignored,
+//! and is not forwarded: the handler writes one byte per signal (its number)
+//! to a pipe that an async task reads, the classic self-pipe.
 
 use std::io;
 use std::os::fd::IntoRawFd;
@@ -20,21 +19,9 @@ use tokio::net::unix::pipe;
 
 /// The signals `run` forwards to the command.
 const HANDLED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
-/// Set in a pipe byte when the kernel (a terminal) sent the signal.
-const FROM_KERNEL: u8 = 0x80;
 
 /// The pipe's write end, for the handler; -1 until installed. Never closed.
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
-
-/// One signal received.
-#[derive(Clone, Copy, Debug)]
-pub struct Received {
-    /// Which one.
-    pub signal: Signal,
-    /// Sent by the kernel to the whole foreground process group (a terminal),
-    /// so the command got it as well.
-    pub from_kernel: bool,
-}
 
 /// The stream of handled signals.
 pub struct Signals {
@@ -50,7 +37,7 @@ impl Signals {
         WRITE_FD.store(write.into_raw_fd(), Ordering::SeqCst);
         let pipe = pipe::Receiver::from_owned_fd(read)?;
         let action = SigAction::new(
-            SigHandler::SigAction(on_signal),
+            SigHandler::Handler(on_signal),
             SaFlags::SA_RESTART,
             SigSet::empty(),
         );
@@ -66,17 +53,13 @@ impl Signals {
     }
 
     /// The next signal. Cancel safe: a signal is consumed only when returned.
-    pub async fn recv(&mut self) -> Received {
+    pub async fn recv(&mut self) -> Signal {
         loop {
             let mut byte = [0u8; 1];
             match self.pipe.try_read(&mut byte) {
                 Ok(1) => {
-                    let number = i32::from(byte[0] & !FROM_KERNEL);
-                    if let Ok(signal) = Signal::try_from(number) {
-                        return Received {
-                            signal,
-                            from_kernel: byte[0] & FROM_KERNEL != 0,
-                        };
+                    if let Ok(signal) = Signal::try_from(i32::from(byte[0])) {
+                        return signal;
                     }
                 }
                 Ok(_) => std::future::pending::<()>().await, // cannot happen: we never close the write end
@@ -97,17 +80,10 @@ impl Signals {
 }
 
 /// The handler: one `write(2)` of one byte, errno preserved.
-extern "C" fn on_signal(
-    signo: libc::c_int,
-    info: *mut libc::siginfo_t,
-    _context: *mut libc::c_void,
-) {
+extern "C" fn on_signal(signo: libc::c_int) {
     let saved = Errno::last_raw();
-    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
-    // si_code > 0 (SI_KERNEL) means the kernel sent it; kill(2) gives SI_USER (0),
-    // sigqueue(3) and tgkill(2) negative codes.
-    let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
-    let byte = [(signo as u8 & !FROM_KERNEL) | if from_kernel { FROM_KERNEL } else { 0 }];
+    // The handled signals' numbers (1, 2, 15) fit a byte.
+    let byte = [signo as u8];
     let fd = WRITE_FD.load(Ordering::SeqCst);
     if fd >= 0 {
         // SAFETY: write(2) is async-signal-safe; the fd stays open for good and

@@ -252,12 +252,12 @@ fn signal_while_waiting_gives_up_without_running() {
     );
 }
 
-/// Ctrl-C on a terminal reaches the command once: the kernel signals the
-/// whole foreground process group, so redlatch must not forward it again.
-/// Runs redlatch on a pseudo-terminal made by util-linux `script`; skipped
-/// without it. (A duplicate that arrived while the first was still pending
-/// would coalesce with it, so in theory a regression could slip through;
-/// forwarding every signal failed this test 6 times out of 6.)
+/// Ctrl-C on a terminal reaches the command once. The command runs in a
+/// process group of its own, so the terminal's SIGINT reaches it only
+/// through redlatch; a regression either way shows here: not forwarded (the
+/// trap never runs) or delivered twice. Runs redlatch on a pseudo-terminal
+/// made by util-linux `script`; skipped without it. (A duplicate that
+/// arrived while the first was still pending would coalesce with it.)
 #[test]
 fn terminal_ctrl_c_reaches_the_command_once() {
     use std::io::Write;
@@ -304,4 +304,294 @@ fn terminal_ctrl_c_reaches_the_command_once() {
     drop(keys);
     assert_eq!(code(status), 5, "script's status is the command's");
     assert_eq!(fs::read_to_string(&count).unwrap(), "int\n", "SIGINT count");
+}
+
+/// Reads the pid a job wrote to `path` (waiting for the file).
+fn pid_in(path: &std::path::Path) -> i32 {
+    wait_file(path, Duration::from_secs(5));
+    assert!(
+        common::eventually(Duration::from_secs(5), || fs::read_to_string(path)
+            .is_ok_and(|text| text.ends_with('\n'))),
+        "{} never got a whole line",
+        path.display()
+    );
+    fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// A lost lock stops the whole job: the script and its long-running
+/// grandchild are both gone when redlatch exits 79.
+#[test]
+fn lost_lock_stops_the_commands_grandchildren_too() {
+    let world = World::new();
+    let child_file = world.path("child.pid");
+    let grandchild_file = world.path("grandchild.pid");
+    let _orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
+    let script = format!(
+        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
+        g = q(&grandchild_file),
+        c = q(&child_file)
+    );
+    let mut run = world.spawn(&["run", "job", "--lease", "1s", "--", "bash", "-c", &script]);
+    world.wait_held("job", Duration::from_secs(5));
+    let child = pid_in(&child_file);
+    let grandchild = pid_in(&grandchild_file);
+    assert!(alive(grandchild), "the grandchild did not start");
+    let _: i64 = redis::cmd("DEL")
+        .arg("job")
+        .query(&mut world.redis())
+        .unwrap();
+    assert_eq!(
+        code(run.wait(Duration::from_secs(10))),
+        79,
+        "{}",
+        run.stderr()
+    );
+    assert!(!alive(child), "the command outlived redlatch");
+    assert!(
+        !alive(grandchild),
+        "the command's grandchild (sleep 300) outlived redlatch"
+    );
+}
+
+/// redlatch killed -9: the command it ran and the command's own children
+/// die with it, promptly.
+#[test]
+fn killed_redlatch_takes_its_whole_job_with_it() {
+    let world = World::new();
+    let child_file = world.path("child.pid");
+    let grandchild_file = world.path("grandchild.pid");
+    let _orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
+    let script = format!(
+        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
+        g = q(&grandchild_file),
+        c = q(&child_file)
+    );
+    let mut run = world.spawn(&["run", "crash", "--", "bash", "-c", &script]);
+    world.wait_held("crash", Duration::from_secs(5));
+    let child = pid_in(&child_file);
+    let grandchild = pid_in(&grandchild_file);
+    run.signal(libc::SIGKILL);
+    run.wait(Duration::from_secs(5));
+    assert!(
+        common::eventually(Duration::from_secs(5), || !alive(child)),
+        "the command still runs 5 s after redlatch was killed"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || !alive(grandchild)),
+        "the command's grandchild (sleep 300) still runs 5 s after redlatch was killed"
+    );
+}
+
+/// A command that reads the terminal gets what is typed: though it runs in
+/// a process group of its own, redlatch makes it the terminal's foreground
+/// (a background group that reads the terminal is stopped by SIGTTIN).
+/// Runs on a pseudo-terminal made by util-linux `script`; skipped without it.
+#[test]
+fn command_reads_the_terminal_in_the_foreground() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let world = World::new();
+    let answer = world.path("answer");
+    let ready = world.path("ready");
+    let child_script = world.path("child.sh");
+    fs::write(
+        &child_script,
+        format!(
+            "touch {r}\nread line\necho \"got $line\" > {a}\n",
+            r = q(&ready),
+            a = q(&answer)
+        ),
+    )
+    .unwrap();
+    let inner = format!(
+        "exec {} --redis {} run tty -- sh {}",
+        q(std::path::Path::new(common::BIN)),
+        world.server.url(),
+        q(&child_script)
+    );
+    let mut terminal = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let mut keys = terminal.stdin.take().unwrap();
+    wait_file(&ready, Duration::from_secs(5));
+    keys.write_all(b"yes\r").unwrap();
+    keys.flush().unwrap();
+    let read = common::eventually(Duration::from_secs(10), || {
+        fs::read_to_string(&answer).is_ok_and(|text| text == "got yes\n")
+    });
+    if !read {
+        let _ = terminal.kill();
+    }
+    let status = terminal.wait().unwrap();
+    drop(keys);
+    assert!(
+        read,
+        "the command never read the line typed on the terminal"
+    );
+    assert_eq!(code(status), 0, "script's status is the command's");
+}
+
+/// The state letter of process `pid` (`T` stopped), from /proc.
+fn state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Ctrl-Z in an interactive shell stops the command and redlatch together
+/// (the shell sees a stopped job), and `fg` continues both with the terminal:
+/// the command, which was reading it, then gets the line typed. The command
+/// runs in a process group of its own, so redlatch relays the stop.
+/// Runs on a pseudo-terminal made by util-linux `script`; skipped without it.
+#[test]
+fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let world = World::new();
+    let answer = world.path("answer");
+    let pids = world.path("pids");
+    let child_script = world.path("child.sh");
+    fs::write(
+        &child_script,
+        format!(
+            "echo \"$PPID $$\" > {p}.tmp; mv {p}.tmp {p}\nread line\necho \"got $line\" > {a}\n",
+            p = q(&pids),
+            a = q(&answer)
+        ),
+    )
+    .unwrap();
+    let mut terminal = Command::new("script")
+        .args(["-qec", "bash --norc --noprofile -i", "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let mut keys = terminal.stdin.take().unwrap();
+    let mut type_keys = |text: String| {
+        keys.write_all(text.as_bytes()).unwrap();
+        keys.flush().unwrap();
+    };
+    type_keys(format!(
+        "{} --redis {} run tty -- sh {}\r",
+        q(std::path::Path::new(common::BIN)),
+        world.server.url(),
+        q(&child_script)
+    ));
+    wait_file(&pids, Duration::from_secs(10));
+    let text = fs::read_to_string(&pids).unwrap();
+    let (redlatch, child) = text.trim().split_once(' ').unwrap();
+    let (redlatch, child): (i32, i32) = (redlatch.parse().unwrap(), child.parse().unwrap());
+    type_keys("\x1a".to_owned()); // Ctrl-Z
+    let stopped = common::eventually(Duration::from_secs(10), || {
+        state(redlatch) == Some('T') && state(child) == Some('T')
+    });
+    let states = (state(redlatch), state(child));
+    type_keys("fg\r".to_owned());
+    let resumed = common::eventually(Duration::from_secs(10), || {
+        state(redlatch).is_some_and(|s| s != 'T') && state(child).is_some_and(|s| s != 'T')
+    });
+    type_keys("yes\r".to_owned());
+    let read = common::eventually(Duration::from_secs(10), || {
+        fs::read_to_string(&answer).is_ok_and(|text| text == "got yes\n")
+    });
+    type_keys("exit\r".to_owned());
+    if !(stopped && resumed && read) {
+        // SAFETY: kill(2) on processes this test started.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::kill(redlatch, libc::SIGKILL);
+        }
+        let _ = terminal.kill();
+    }
+    let _ = terminal.wait();
+    assert!(
+        stopped,
+        "Ctrl-Z: (redlatch, command) states {states:?}, want both T"
+    );
+    assert!(resumed, "fg did not continue both");
+    assert!(read, "the command never read the line typed after fg");
+}
+
+/// A job that wants the terminal while redlatch is detached from the shell
+/// (`(redlatch run ... &)`: nobody can continue redlatch, so it cannot stop
+/// with the job) gets what an orphaned stopped group gets from the kernel,
+/// SIGHUP: it ends, and so does redlatch, instead of stopping and being
+/// continued over and over. Runs on a pseudo-terminal made by util-linux
+/// `script`; skipped without it.
+#[test]
+fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let world = World::new();
+    let pids = world.path("pids");
+    let child_script = world.path("child.sh");
+    fs::write(
+        &child_script,
+        format!(
+            "echo \"$PPID $$\" > {p}.tmp; mv {p}.tmp {p}\nread line < /dev/tty\n",
+            p = q(&pids)
+        ),
+    )
+    .unwrap();
+    let mut terminal = Command::new("script")
+        .args(["-qec", "bash --norc --noprofile -i", "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let mut keys = terminal.stdin.take().unwrap();
+    keys.write_all(
+        format!(
+            "({} --redis {} run orphan -- sh {} &)\r",
+            q(std::path::Path::new(common::BIN)),
+            world.server.url(),
+            q(&child_script)
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    keys.flush().unwrap();
+    wait_file(&pids, Duration::from_secs(10));
+    let text = fs::read_to_string(&pids).unwrap();
+    let (redlatch, child) = text.trim().split_once(' ').unwrap();
+    let (redlatch, child): (i32, i32) = (redlatch.parse().unwrap(), child.parse().unwrap());
+    let ended = common::eventually(Duration::from_secs(10), || {
+        !alive(child) && !alive(redlatch)
+    });
+    let states = (state(redlatch), state(child));
+    // SAFETY: kill(2) on processes this test started; at worst already gone.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::kill(redlatch, libc::SIGKILL);
+    }
+    let _ = keys.write_all(b"exit\r");
+    drop(keys);
+    let _ = terminal.wait();
+    assert!(
+        ended,
+        "still there 10 s on: (redlatch, command) states {states:?}"
+    );
 }

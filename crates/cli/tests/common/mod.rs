@@ -108,8 +108,9 @@ impl World {
     }
 }
 
-/// A `redlatch` process; dropping it SIGKILLs its whole process group (the
-/// command it ran included) and reaps it.
+/// A `redlatch` process; dropping it SIGKILLs its whole process group and
+/// reaps it. The command `run` started is in a group of its own, and dies
+/// with redlatch (its death signal and reaper).
 pub struct Running {
     pub child: Child,
     stdout: PathBuf,
