@@ -249,3 +249,39 @@ async fn acquire_timeout_behind_a_local_waiter_keeps_one_deadline() {
     }
     waiter.abort();
 }
+
+/// A guard whose hold was force-unlocked, after the same named owner took
+/// the lock afresh with a short fixed lease: the stale guard's `reenter()`
+/// answers `NotHeld` and leaves the new hold's lease alone. (Before: the
+/// re-entry was sent, re-entered the new hold, was given back, and left the
+/// stale guard's 30 s lease on a hold its guard believes runs out in
+/// 400 ms; the model's long run found it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_guard_never_reenters_a_newer_hold_of_its_owner() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_secs(30)).await;
+    for round in 0..10 {
+        let name = format!("stale-reentry-{round}");
+        let lock = client.lock(&name).with_owner("worker");
+        let stale = lock.acquire().await.unwrap();
+        assert!(lock.force_unlock().await.unwrap());
+        let fresh = lock
+            .acquire_with_lease(Duration::from_millis(400))
+            .await
+            .unwrap();
+        assert!(fresh.token() > stale.token());
+        match stale.reenter().await {
+            Err(Error::NotHeld { .. }) => {}
+            other => panic!(
+                "round {round}: a stale guard's reenter gave {:?}",
+                other.map(|guard| guard.token())
+            ),
+        }
+        let pttl = pttl(&server, &name).await;
+        assert!(
+            (0..=400).contains(&pttl),
+            "round {round}: the new 400 ms hold has PTTL {pttl} ms after a stale guard's re-entry"
+        );
+        fresh.release().await.unwrap();
+    }
+}
