@@ -234,12 +234,15 @@ fn master_serving(nodes: &str, slot: u16) -> Option<u16> {
     })
 }
 
-/// `redis-cli` beside `redis-server`, or on `PATH`.
+/// The server's own command-line client (`redis-cli`, or `valkey-cli`
+/// beside a `valkey-server`), else `redis-cli` on `PATH`.
 fn redis_cli_path() -> io::Result<PathBuf> {
     let server = crate::redis_server_path()?;
-    let beside = server.with_file_name("redis-cli");
-    if beside.is_file() {
-        return Ok(beside);
+    for name in ["redis-cli", "valkey-cli"] {
+        let beside = server.with_file_name(name);
+        if beside.is_file() {
+            return Ok(beside);
+        }
     }
     std::env::var_os("PATH")
         .iter()
