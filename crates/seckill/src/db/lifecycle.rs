@@ -52,6 +52,11 @@ mod sql {
     pub const STOCK_NOT_BACK: &str = "SELECT id, voucher_id FROM voucher_order \
          WHERE status IN ('cancelled', 'expired') AND stock_back = 0 LIMIT ?";
     pub const MARK_STOCK_BACK: &str = "UPDATE voucher_order SET stock_back = 1 WHERE id = ?";
+    /// One statement, so stock and statuses are of one moment on every
+    /// backend (a voucher without orders gives one row of NULLs).
+    pub const STOCK_AND_ORDERS: &str = "SELECT v.stock, o.id, o.user_id, o.voucher_id, \
+         o.created_at, o.status FROM voucher v LEFT JOIN voucher_order o ON o.voucher_id = v.id \
+         WHERE v.id = ? ORDER BY o.id";
     pub const COUNT_BY_STATUS: &str =
         "SELECT status, COUNT(*) FROM voucher_order WHERE voucher_id = ? GROUP BY status";
 }
@@ -68,6 +73,43 @@ impl Db {
             .await
             .map_err(DbError::classify)?;
         row.map(|row| stored_order_of_row(&row)).transpose()
+    }
+
+    /// The voucher's stock and every order of it with its status, read at
+    /// one moment (orders may expire meanwhile: both sides of such a change
+    /// are seen together or not at all); `None` when there is no voucher.
+    ///
+    /// # Errors
+    /// Database failures, or a status seckill does not know.
+    pub async fn stock_and_orders(
+        &self,
+        voucher_id: i64,
+    ) -> Result<Option<(i64, Vec<StoredOrder>)>, DbError> {
+        let rows = sqlx::query(self.sql(sql::STOCK_AND_ORDERS))
+            .bind(voucher_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let stock = first.try_get(0)?;
+        let mut orders = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>(1)?.is_none() {
+                continue;
+            }
+            orders.push(StoredOrder {
+                order: Order {
+                    id: row.try_get(1)?,
+                    user_id: row.try_get(2)?,
+                    voucher_id: row.try_get(3)?,
+                    created_at: time_of_millis(row.try_get(4)?)?,
+                },
+                status: status_of(row.try_get(5)?)?,
+            });
+        }
+        Ok(Some((stock, orders)))
     }
 
     /// How many orders of `voucher_id` are in each status (absent: none).
