@@ -1,6 +1,7 @@
 //! The expiry sweeper: every instance looks for pending orders older than
-//! the payment timeout and ends them as expired, and finishes giving units
-//! back to the Redis stock where an instance died half way.
+//! the payment timeout and ends them as expired, finishes giving units
+//! back to the Redis stock where an instance died half way, and deletes
+//! the fencing rows whose sale is long over.
 //!
 //! Several instances sweeping at once share the work: each batch is
 //! claimed and expired in one transaction, and a batch another instance
@@ -58,7 +59,8 @@ pub async fn run(
     }
 }
 
-/// One pass: expire what is due, then finish interrupted give-backs.
+/// One pass: expire what is due, finish interrupted give-backs, and delete
+/// the fencing rows of sales long over.
 /// Returns how many orders it expired.
 ///
 /// # Errors
@@ -98,6 +100,8 @@ pub async fn sweep(
             returned(voucher_id);
         }
     }
+    // Fencing rows of sales long over (db/fencing.rs).
+    db.forget_fences(Utc::now()).await?;
     Ok(expired)
 }
 
