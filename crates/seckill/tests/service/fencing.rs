@@ -264,3 +264,50 @@ async fn fencing_state_goes_with_the_sale(database: TestDatabase) {
     pool.close().await;
     instance.shutdown().await;
 }
+
+on_every_backend!(a_write_stalled_past_half_the_keep_after_the_sale_is_refused);
+
+/// A click that passed the sale-window check just before the end stalls
+/// between its check and its write until after half of `fence_keep` (2 s
+/// here) past the end: its write is refused `ended` and nothing is written,
+/// so the fencing state, gone at the full `fence_keep`, is never needed.
+async fn a_write_stalled_past_half_the_keep_after_the_sale_is_refused(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let tuning = Tuning {
+        fence_keep: Duration::from_secs(2),
+        // Past the end (3 s away at most) plus half the keep (1 s).
+        stall_before_write: Some(Duration::from_secs(5)),
+        ..Tuning::default()
+    };
+    let instance = start_tuned(
+        config(
+            &redis.url(),
+            &database.url,
+            StrategyKind::RedisLock,
+            1,
+            false,
+        ),
+        tuning,
+    )
+    .await
+    .expect("instance");
+    let http = client();
+    let now = chrono::Utc::now();
+    let voucher = create_voucher(
+        &http,
+        &instance.url(),
+        10,
+        (
+            now - chrono::Duration::minutes(1),
+            now + chrono::Duration::seconds(3),
+        ),
+    )
+    .await;
+    let late = click(&http, &instance.url(), voucher, USER).await;
+    assert_eq!(late.status, Some(403), "{late:?}");
+    assert_eq!(late.body["error"], "ended", "{late:?}");
+    let db = seckill::db::Db::connect(&database.url).await.expect("db");
+    assert!(db.orders(voucher).await.expect("orders").is_empty());
+    db.close().await;
+    instance.shutdown().await;
+}
