@@ -17,6 +17,10 @@ on_every_backend!(a_sweep_passes_over_orders_another_instance_has_claimed);
 
 /// Longest wait for a sweep that should end (generous: a slow CI machine).
 const DEADLINE: Duration = Duration::from_secs(60);
+/// Longest wait for a sweep to reach the gate: generous, and shorter than
+/// MariaDB's 50 s lock wait timeout, after which a sweep stuck behind
+/// another's order would move on and get there too.
+const GATE_WAIT: Duration = Duration::from_secs(30);
 
 /// A database with voucher 1 (stock 0) and `backlog` pending orders
 /// (ids and users 1..=backlog) placed an hour ago: all due under any
@@ -110,8 +114,10 @@ async fn a_backlog_of_unpaid_orders_expires_in_one_pass(database: TestDatabase) 
 /// back once; the two counts add up to the backlog. Where rows can be
 /// claimed (PostgreSQL, MariaDB), each sweep is made to wait with its first
 /// batch claimed until the other has claimed one too: both do part of the
-/// work, and neither touches the other's orders. On SQLite the sweeps take
-/// turns at the one write lock; which does how much is up to the lock.
+/// work, and neither waits on the other's orders (before, both started
+/// from the same oldest orders, and the second waited on the first one's
+/// until it gave up). On SQLite the sweeps take turns at the one write
+/// lock; which does how much is up to the lock.
 async fn two_instances_sweeping_at_once_expire_each_order_once(database: TestDatabase) {
     const BACKLOG: i64 = 3_000;
     let (a, pool) = backlog(&database, BACKLOG).await;
@@ -225,24 +231,26 @@ impl VoucherGate {
         })
     }
 
-    /// Waits (up to [`DEADLINE`]) until `n` transactions wait for a lock
-    /// in this database (on MariaDB: until `n` sweeps are at the voucher
-    /// update, which cannot finish while the gate holds the row).
+    /// Waits until `n` sweeps wait at the voucher's update, which cannot
+    /// finish while the gate holds the row (PostgreSQL: waiting on a lock
+    /// with that statement; MariaDB, whose innodb_trx did not always list
+    /// the waiter: the process list shows the statement). Up to
+    /// [`GATE_WAIT`]: a sweep gets there in milliseconds unless it waits on
+    /// orders the other one holds.
     async fn wait_for_waiters(&self, n: i64) {
         let sql = match self.backend {
             Backend::Postgres => {
                 "SELECT COUNT(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                 AND query LIKE 'UPDATE voucher SET stock%'"
             }
             Backend::MySql => {
-                // MariaDB's innodb_trx did not always list the waiting
-                // transaction; the process list shows its statement.
                 "SELECT COUNT(*) FROM information_schema.processlist \
                  WHERE db = DATABASE() AND info LIKE 'UPDATE voucher SET stock%'"
             }
             Backend::Sqlite => unreachable!("no gate on SQLite"),
         };
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let deadline = tokio::time::Instant::now() + GATE_WAIT;
         loop {
             let waiting: i64 = self.pool.fetch_one(sql).await.expect("lock waiters").get(0);
             if waiting >= n {
