@@ -316,10 +316,10 @@ async fn mixed_run_on_reserve(database: TestDatabase) {
 on_every_backend!(mixed_run_on_reserve);
 
 /// A payment timeout far shorter than the run and no wait for the
-/// expiries: the sweepers are still ending orders while the check reads
-/// them, and the load still ends in a clean report, exit 0 (before, the
-/// check could give up on a stock that kept changing and exit 1 with no
-/// report).
+/// expiries: the sweepers may still be ending orders while the check reads
+/// them, and the load ends in a clean report, exit 0. (The check under
+/// changes that never pause, which made it exit 1 without a report, is
+/// `load::source`'s unit test; this run is the command end to end.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_expiring_while_the_check_reads_still_give_a_report() -> TestResult {
     let dir = tempfile::tempdir()?;
