@@ -22,6 +22,15 @@ impl Db {
     /// Deletes the fencing rows whose sale is long over (`expires_at` at or
     /// before `now`); how many went.
     pub(crate) async fn forget_fences(&self, now: DateTime<Utc>) -> Result<u64, DbError> {
+        // Read first: an idle pass does not take SQLite's write lock.
+        let any = sqlx::query(self.sql(sql::ANY_TO_FORGET))
+            .bind(now.timestamp_millis())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        if any.is_none() {
+            return Ok(0);
+        }
         let _gate = self.write_gate().await;
         let done = sqlx::query(self.sql(sql::FORGET))
             .bind(now.timestamp_millis())
@@ -39,6 +48,8 @@ mod sql {
          VALUES (?, 0, ?) ON CONFLICT DO NOTHING";
     pub const SEED_MYSQL: &str =
         "INSERT IGNORE INTO seckill_fence (resource, token, expires_at) VALUES (?, 0, ?)";
+    pub const ANY_TO_FORGET: &str =
+        "SELECT resource FROM seckill_fence WHERE expires_at <= ? LIMIT 1";
     pub const FORGET: &str = "DELETE FROM seckill_fence WHERE expires_at <= ?";
     /// Strictly newer tokens only: MySQL counts changed rows, not matched
     /// ones, so "the same token again" is read back separately.

@@ -46,6 +46,10 @@ mod sql {
     pub const CLAIM_DUE_LOCKING: &str = "SELECT id, voucher_id FROM voucher_order \
          WHERE status = 'pending' AND created_at < ? ORDER BY created_at LIMIT ? \
          FOR UPDATE SKIP LOCKED";
+    /// Whether anything is due, read without a lock: an idle pass does not
+    /// take SQLite's write lock.
+    pub const ANY_DUE: &str = "SELECT id FROM voucher_order \
+         WHERE status = 'pending' AND created_at < ? LIMIT 1";
     /// MySQL: no gap locks for the claim (see the module docs).
     pub const BEGIN_CLAIM_MYSQL: &str =
         "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
@@ -156,6 +160,16 @@ impl Db {
 }
 
 impl Db {
+    /// Whether any pending order was created before `before`.
+    pub(crate) async fn any_due(&self, before: DateTime<Utc>) -> Result<bool, DbError> {
+        let row = sqlx::query(self.sql(sql::ANY_DUE))
+            .bind(before.timestamp_millis())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(DbError::classify)?;
+        Ok(row.is_some())
+    }
+
     /// Starts the transaction in which a sweep claims due orders and
     /// expires them (see the module docs).
     pub(crate) async fn begin_claim(&self) -> Result<WriteTx, DbError> {
