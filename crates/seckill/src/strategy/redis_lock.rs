@@ -38,9 +38,13 @@ pub fn lock_name(voucher_id: i64, user_id: i64) -> String {
     format!("seckill:order:{voucher_id}:{user_id}")
 }
 
-/// When the fencing state of a sale ending at `end_at` goes.
+/// When the fencing state of a sale ending at `end_at` goes (never, for a
+/// sale that ends at the end of time).
 pub fn fence_expires_at(end_at: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
-    end_at + chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)
+    chrono::Duration::from_std(keep)
+        .ok()
+        .and_then(|keep| end_at.checked_add_signed(keep))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// From when writes under a user's lock of a sale ending at `end_at` are
@@ -108,5 +112,27 @@ impl Strategy for RedisLock {
             }
             placed
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sale_ending_at_the_end_of_time_keeps_its_fencing_state() {
+        let keep = Duration::from_secs(600);
+        assert_eq!(
+            fence_expires_at(DateTime::<Utc>::MAX_UTC, keep),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            fence_expires_at(DateTime::<Utc>::UNIX_EPOCH, Duration::MAX),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            writes_refused_from(DateTime::<Utc>::UNIX_EPOCH, keep).timestamp(),
+            300
+        );
     }
 }
