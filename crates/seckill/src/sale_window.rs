@@ -52,16 +52,38 @@ impl SaleWindows {
         }
     }
 
+    /// When voucher `voucher_id`'s sale ends (`None`: no such voucher).
+    ///
+    /// # Errors
+    /// Database failures on a cache miss.
+    pub async fn end_at(&self, voucher_id: i64) -> Result<Option<DateTime<Utc>>, DbError> {
+        Ok(self.window(voucher_id).await?.map(|window| window.end_at))
+    }
+
     /// The state of voucher `voucher_id`'s sale at `now`.
     ///
     /// # Errors
     /// Database failures on a cache miss.
     pub async fn state(&self, voucher_id: i64, now: DateTime<Utc>) -> Result<SaleState, DbError> {
+        let Some(window) = self.window(voucher_id).await? else {
+            return Ok(SaleState::Unknown);
+        };
+        Ok(if now < window.begin_at {
+            SaleState::NotStarted
+        } else if now >= window.end_at {
+            SaleState::Ended
+        } else {
+            SaleState::Open
+        })
+    }
+
+    /// The voucher's window, from the cache or read once.
+    async fn window(&self, voucher_id: i64) -> Result<Option<Window>, DbError> {
         let cached = self.cache.read().get(&voucher_id).copied();
         let window = match cached {
             Some(window) => window,
             None => match self.db.find_voucher(voucher_id).await? {
-                None => return Ok(SaleState::Unknown),
+                None => return Ok(None),
                 Some(voucher) => {
                     let window = Window {
                         begin_at: voucher.begin_at,
@@ -76,12 +98,6 @@ impl SaleWindows {
                 }
             },
         };
-        Ok(if now < window.begin_at {
-            SaleState::NotStarted
-        } else if now >= window.end_at {
-            SaleState::Ended
-        } else {
-            SaleState::Open
-        })
+        Ok(Some(window))
     }
 }

@@ -150,8 +150,12 @@ async fn create_tables(
     }
 }
 
+/// The fencing rows' expiry column; rows of a seckill before it never go.
+const FENCE_EXPIRES_AT: &str = "expires_at BIGINT NOT NULL DEFAULT 9223372036854775807";
+
 /// Refuses tables made by an older seckill, before orders had a status:
-/// their rows cannot be paid, cancelled or expired.
+/// their rows cannot be paid, cancelled or expired. Adds the fencing rows'
+/// expiry where it is missing (its rows then stay, as they did).
 async fn check_current(conn: &mut AnyConnection) -> Result<(), BoxError> {
     if conn
         .execute("SELECT status, status_at, stock_back FROM voucher_order WHERE 1 = 0")
@@ -167,6 +171,18 @@ async fn check_current(conn: &mut AnyConnection) -> Result<(), BoxError> {
                     no fencing table); use another database"
                 .into(),
         );
+    }
+    if conn
+        .execute("SELECT expires_at FROM seckill_fence WHERE 1 = 0")
+        .await
+        .is_err()
+    {
+        conn.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE seckill_fence ADD COLUMN {FENCE_EXPIRES_AT}"
+        )))
+        .await?;
+        conn.execute("CREATE INDEX seckill_fence_by_expiry ON seckill_fence (expires_at)")
+            .await?;
     }
     Ok(())
 }
@@ -216,11 +232,13 @@ fn table_ddl(backend: Backend, kind: SchemaKind) -> Vec<String> {
              status_at BIGINT NOT NULL DEFAULT 0, stock_back SMALLINT NOT NULL DEFAULT 0\
              {order_key}){table_options}"
         ),
-        // The newest fencing token seen per locked resource (fencing.rs).
+        // The newest fencing token seen per locked resource, and when the
+        // row may go (fencing.rs).
         format!(
             "CREATE TABLE IF NOT EXISTS seckill_fence (resource VARCHAR(200) NOT NULL PRIMARY KEY, \
-             token BIGINT NOT NULL){table_options}"
+             token BIGINT NOT NULL, {FENCE_EXPIRES_AT}){table_options}"
         ),
+        "CREATE INDEX seckill_fence_by_expiry ON seckill_fence (expires_at)".to_owned(),
     ];
     statements.push(match backend {
         Backend::MySql => {

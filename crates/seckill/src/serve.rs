@@ -33,6 +33,10 @@ use crate::strategy::{self, OrderContext, StrategyKind};
 /// consumer's batch before dropping what is left.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
+/// How long a sale's per-user fencing state outlives it: writes under a
+/// user's lock are refused from 5 min after the end, the state goes at 10.
+const FENCE_KEEP: Duration = Duration::from_secs(10 * 60);
+
 /// `seckill serve`: run one instance of the HTTP service.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -205,6 +209,9 @@ pub struct Tuning {
     pub max_in_flight: usize,
     /// New idempotency keys one caller may claim a day (1000).
     pub idempotency_keys_per_day: u64,
+    /// How long after a sale's end its per-user fencing state is kept
+    /// (10 min; see `strategy/redis_lock.rs`).
+    pub fence_keep: Duration,
 }
 
 impl Default for Tuning {
@@ -228,6 +235,7 @@ impl Default for Tuning {
             header_timeout: http_server::HEADER_TIMEOUT,
             max_in_flight: api::in_flight::DEFAULT_MAX_IN_FLIGHT,
             idempotency_keys_per_day: 1000,
+            fence_keep: FENCE_KEEP,
         }
     }
 }
@@ -400,6 +408,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, BoxError> {
         header_timeout: http_server::HEADER_TIMEOUT,
         max_in_flight: args.max_in_flight as usize,
         idempotency_keys_per_day: args.idempotency_keys_per_day,
+        fence_keep: FENCE_KEEP,
     };
     let schema = if config.lab_schema { "lab" } else { "normal" };
     let strategy = config.strategy;
@@ -593,6 +602,7 @@ async fn boot(config: &ServiceConfig, tuning: &Tuning) -> Result<Booted, BoxErro
         lock_wait: tuning.lock_wait,
         fencing: tuning.fencing,
         stall_before_write: tuning.stall_before_write,
+        fence_keep: tuning.fence_keep,
     };
     let state = Arc::new(AppState {
         ctx,

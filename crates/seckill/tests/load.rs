@@ -315,6 +315,50 @@ async fn mixed_run_on_reserve(database: TestDatabase) {
 }
 on_every_backend!(mixed_run_on_reserve);
 
+/// A payment timeout far shorter than the run and no wait for the
+/// expiries: the sweepers may still be ending orders while the check reads
+/// them, and the load ends in a clean report, exit 0. (The check under
+/// changes that never pause, which made it exit 1 without a report, is
+/// `load::source`'s unit test; this run is the command end to end.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_expiring_while_the_check_reads_still_give_a_report() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
+    let tuning = Tuning {
+        payment_timeout: Duration::from_millis(200),
+        ..Tuning::default()
+    };
+    let shop = Shop::start_with(StrategyKind::RedisLock, 2, false, url.clone(), tuning).await?;
+    let voucher = shop.create_voucher("short timeout", 100).await?;
+    let mut args = load_args(&shop.targets(), voucher, 600, 1);
+    args.extend(
+        [
+            "--database",
+            &url,
+            "--mix",
+            "pay=10,cancel=0,expire=90",
+            "--concurrency",
+            "4",
+        ]
+        .map(str::to_owned),
+    );
+
+    let output = seckill_load(args).await?;
+    let report = report_of(&output)?;
+    shop.stop().await;
+
+    assert_eq!(output.status.code(), Some(0), "{report:#?}");
+    assert!(report.ok && report.violations.is_empty(), "{report:#?}");
+    // Units came back during the run and were sold again.
+    assert!(report.accepted > 100, "{report:#?}");
+    assert_eq!(
+        report.remaining_stock + report.holding,
+        100,
+        "stock + held units of one moment: {report:#?}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_waiting_for_expiry_left_orders_are_still_pending_over_http() -> TestResult {
     let shop = Shop::start(StrategyKind::Reserve, 2, false).await?;

@@ -18,6 +18,8 @@ mod dead_letter;
 mod deployments;
 #[path = "service/docs.rs"]
 mod docs;
+#[path = "service/expiry.rs"]
+mod expiry;
 #[path = "service/exposure.rs"]
 mod exposure;
 #[path = "service/failures.rs"]

@@ -4,7 +4,10 @@
 //! other, and reads what the page says each time; the other (`web/sale.rs`)
 //! creates a voucher through the page's form (on an instance with an admin
 //! token, `web/guarded.rs`), buys, pays and cancels, and
-//! reads the live figures; a third follows a `reserve` order from its 202.
+//! reads the live figures; a third follows a `reserve` order from its 202;
+//! another measures the page at 390 px wide with a 200-character unbroken
+//! title (nothing sideways, stock and grab in view, the sale before the
+//! admin's form; it failed on 331205c's page).
 //!
 //! Needs /usr/bin/chromium and /usr/bin/chromedriver (`scripts/ensure-chromium`
 //! installs them). Without them the test fails and says so, unless
@@ -135,6 +138,84 @@ async fn page_buys_and_pays_as_a_signed_in_user() -> TestResult {
     shop.stop().await;
     outcome?;
     closed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_stays_usable_at_390_px_with_a_hostile_title() -> TestResult {
+    if !browser_available()? {
+        return Ok(());
+    }
+    let shop = Shop::start(StrategyKind::RedisLock, 1, false).await?;
+    let cake = shop.create_voucher(CAKE, 3).await?.to_string();
+    // The longest title there may be, one unbroken word.
+    let hostile = shop.create_voucher(&"W".repeat(200), 3).await?.to_string();
+    let page = format!("{}/", shop.targets()[0]);
+
+    let (_driver, _profile, session) = open_browser().await?;
+    let outcome = usable_on_a_phone(&session, &page, &cake, &hostile).await;
+    let closed = session.quit().await;
+    shop.stop().await;
+    outcome?;
+    closed
+}
+
+/// At 390 x 844 CSS pixels: nothing scrolls sideways; every voucher's
+/// stock and grab button lie inside the width, the hostile title's too;
+/// the sale comes before the admin's form, and the first voucher's grab
+/// button is on the first screen. Then a grab of the hostile voucher works.
+async fn usable_on_a_phone(session: &Session, page: &str, cake: &str, hostile: &str) -> TestResult {
+    session.set_window_size(390, 844).await?;
+    session.goto(page).await?;
+    for voucher in [cake, hostile] {
+        session
+            .wait_for_text(&format!("#stock-{voucher}"), PATIENCE, |text| text == "3")
+            .await?;
+    }
+    let layout = session
+        .execute(&format!(
+            "const box = id => {{ const r = document.getElementById(id).getBoundingClientRect(); \
+               return {{ left: r.left, right: r.right, top: r.top, bottom: r.bottom }}; }}; \
+             return {{ width: window.innerWidth, height: window.innerHeight, \
+               scroll: document.documentElement.scrollWidth, \
+               form: box('create-form'), \
+               items: ['stock-{cake}', 'grab-{cake}', 'stock-{hostile}', 'grab-{hostile}'] \
+                 .map(id => [id, box(id)]) }};"
+        ))
+        .await?;
+    let number = |value: &serde_json::Value| value.as_f64().unwrap_or(f64::NAN);
+    let width = number(&layout["width"]);
+    ensure((300.0..=400.0).contains(&width), || {
+        format!("the viewport is a phone's: {layout}")
+    })?;
+    ensure(number(&layout["scroll"]) <= width, || {
+        format!("nothing scrolls sideways: {layout}")
+    })?;
+    let items = layout["items"].as_array().cloned().unwrap_or_default();
+    ensure(items.len() == 4, || {
+        format!("four elements measured: {layout}")
+    })?;
+    for item in &items {
+        let (id, rect) = (&item[0], &item[1]);
+        ensure(
+            number(&rect["left"]) >= 0.0
+                && number(&rect["right"]) <= width
+                && number(&rect["right"]) > number(&rect["left"]),
+            || format!("{id} lies inside the width {width}: {rect}"),
+        )?;
+        ensure(
+            number(&rect["bottom"]) <= number(&layout["form"]["top"]),
+            || format!("{id} comes before the admin's form: {layout}"),
+        )?;
+    }
+    let first_grab = &items[1][1];
+    ensure(
+        number(&first_grab["bottom"]) <= number(&layout["height"]),
+        || format!("the first grab button is on the first screen: {layout}"),
+    )?;
+    let answer = grab_as(session, hostile, "5").await?;
+    ensure(answer.starts_with("ordered: order id "), || {
+        format!("a grab of the hostile voucher places an order: {answer:?}")
+    })
 }
 
 /// chromedriver, a throwaway profile directory and a headless browser;

@@ -83,7 +83,7 @@ pub async fn end_order(
         return Err(TransitionError::NotPending(order));
     }
     if status.returns_stock() {
-        tx.return_unit(order.order.voucher_id).await?;
+        tx.return_units(order.order.voucher_id, 1).await?;
     }
     tx.commit().await?;
     order.status = status;

@@ -1,11 +1,14 @@
 //! Where the verification reads the truth: the database itself, or the
 //! service's HTTP API when no database URL is given.
 //!
-//! The order list carries no status, so a full [`Snapshot`] reads each
-//! order's status on its own (`Db::order`, or `GET /orders/{id}`). Orders
-//! may expire meanwhile; a snapshot is kept only when the stock and the
-//! order count read before and after the statuses agree (an expiry or a
-//! new order moves one of them), so stock and statuses are of one moment.
+//! Orders may expire while a [`Snapshot`] is read (a `--payment-timeout`
+//! shorter than the run leaves the sweepers busy after the last answer), so
+//! stock and statuses must be of one moment. The database gives both in one
+//! statement. Over HTTP the order list carries no status, so each order's
+//! status is read on its own (`GET /orders/{id}`), and a snapshot is kept
+//! only when the stock and the order count read before and after the
+//! statuses agree (an expiry or a new order moves one of them); it tries
+//! again until the sweepers leave a still moment, for up to a minute.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -28,9 +31,10 @@ const SETTLED_AFTER: Duration = Duration::from_secs(3);
 /// Status reads in flight at once.
 const STATUS_READS: usize = 16;
 
-/// Attempts at a snapshot whose stock and order count stay still while the
-/// statuses are read.
-const STABLE_ATTEMPTS: u32 = 20;
+/// How long to try for an HTTP snapshot whose stock and order count stay
+/// still while the statuses are read (expiries come in bursts, one per
+/// sweep, so a still moment comes; a sale still going on never gives one).
+const STILL_WITHIN: Duration = Duration::from_secs(60);
 
 /// The voucher's stock and its orders at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,9 +137,14 @@ impl Source {
 
     /// The voucher's stock and orders with their statuses, of one moment
     /// (see the module doc). Errors when the voucher does not exist, an
-    /// order cannot be read, or the stock never stays still long enough.
+    /// order cannot be read, or (over HTTP) the stock never stays still
+    /// long enough.
     pub(crate) async fn snapshot(&self, voucher: u64) -> Result<Snapshot, BoxError> {
-        for _ in 0..STABLE_ATTEMPTS {
+        if let Self::Database(db) = self {
+            return database_full_snapshot(db, voucher).await;
+        }
+        let started = Instant::now();
+        loop {
             let mut snapshot = self.quick_snapshot(voucher).await?;
             let ids: Vec<String> = snapshot
                 .orders
@@ -144,19 +153,22 @@ impl Source {
                 .collect();
             let statuses = self.statuses(&ids).await?;
             let after = self.quick_snapshot(voucher).await?;
-            if after.stock != snapshot.stock || after.orders.len() != snapshot.orders.len() {
-                tokio::time::sleep(POLL_EVERY).await;
-                continue;
+            if after.stock == snapshot.stock && after.orders.len() == snapshot.orders.len() {
+                for order in &mut snapshot.orders {
+                    order.status = statuses.get(&order.order_id).copied().flatten();
+                }
+                return Ok(snapshot);
             }
-            for order in &mut snapshot.orders {
-                order.status = statuses.get(&order.order_id).copied().flatten();
+            if started.elapsed() >= STILL_WITHIN {
+                return Err(format!(
+                    "the stock of voucher {voucher} kept changing while its orders were read \
+                     for {}s; is something else selling it?",
+                    STILL_WITHIN.as_secs()
+                )
+                .into());
             }
-            return Ok(snapshot);
+            tokio::time::sleep(POLL_EVERY).await;
         }
-        Err(format!(
-            "the stock of voucher {voucher} kept changing while its orders were read; is something else selling it?"
-        )
-        .into())
     }
 
     /// The status of each order in `ids` (`None`: no such order, yet).
@@ -237,6 +249,31 @@ impl Source {
         }
         Ok((last, started.elapsed()))
     }
+}
+
+/// Stock and statuses from one statement.
+async fn database_full_snapshot(db: &crate::db::Db, voucher: u64) -> Result<Snapshot, BoxError> {
+    let id = voucher
+        .try_into()
+        .map_err(|_| format!("voucher id {voucher} is out of the database's range"))?;
+    let found = db
+        .stock_and_orders(id)
+        .await
+        .map_err(|error| format!("reading voucher {voucher} and its orders: {error}"))?;
+    let Some((stock, orders)) = found else {
+        return Err(format!("voucher {voucher} does not exist in the database").into());
+    };
+    Ok(Snapshot {
+        stock,
+        orders: orders
+            .into_iter()
+            .map(|stored| OrderRow {
+                order_id: stored.order.id.to_string(),
+                user: stored.order.user_id.to_string(),
+                status: Some(stored.status),
+            })
+            .collect(),
+    })
 }
 
 async fn database_snapshot(db: &crate::db::Db, voucher: u64) -> Result<Snapshot, BoxError> {
@@ -388,4 +425,100 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .map_err(|error| format!("GET {url}: {error}"))?;
     serde_json::from_slice(&body)
         .map_err(|error| format!("GET {url}: unexpected body: {error}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+    use chrono::Utc;
+
+    use super::*;
+    use crate::db::{Db, NewVoucher, Order};
+    use crate::lifecycle::{End, end_order};
+
+    /// While the check reads, sweepers expire orders and buyers take the
+    /// units again, without pause (a `--payment-timeout` shorter than the
+    /// run): the snapshot is still of one moment, stock plus units held
+    /// equal to what there was. Before, the check wanted the stock to stay
+    /// still while it read, and gave up with an error after 20 tries: the
+    /// load exited 1 without a report.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_while_orders_expire_and_sell_again_is_of_one_moment() {
+        const UNITS: i64 = 300;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
+        let db = Db::connect(&url).await.expect("database");
+        db.prepare_schema(crate::schema::SchemaKind::Normal)
+            .await
+            .expect("schema");
+        let now = Utc::now();
+        let voucher = db
+            .insert_voucher(&NewVoucher {
+                title: "t".to_owned(),
+                stock: UNITS,
+                begin_at: now - chrono::Duration::hours(1),
+                end_at: now + chrono::Duration::hours(1),
+            })
+            .await
+            .expect("voucher");
+        let next_user = Arc::new(AtomicI64::new(1));
+        for _ in 0..UNITS {
+            place(&db, voucher, &next_user).await;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let churn = tokio::spawn({
+            let (db, stop, next_user) = (db.clone(), stop.clone(), next_user.clone());
+            async move {
+                let mut oldest = 0;
+                let mut changes = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let pending = db
+                        .list_orders_after(voucher, oldest, 1)
+                        .await
+                        .expect("list");
+                    let Some(order) = pending.first() else { break };
+                    oldest = order.id;
+                    end_order(&db, None, order.id, End::Expire, None, Duration::ZERO)
+                        .await
+                        .expect("expired");
+                    place(&db, voucher, &next_user).await;
+                    changes += 1;
+                }
+                changes
+            }
+        });
+        let source = Source::Database(db.clone());
+        let snapshot = source.snapshot(voucher as u64).await;
+        stop.store(true, Ordering::Relaxed);
+        let changes = churn.await.expect("churn");
+        let snapshot = snapshot.expect("a snapshot while the orders change");
+        assert!(changes > 0, "the orders changed meanwhile");
+        assert_eq!(
+            snapshot.stock + snapshot.holding(),
+            UNITS,
+            "stock {} + held {} of one moment",
+            snapshot.stock,
+            snapshot.holding()
+        );
+        assert!(snapshot.orders.iter().all(|order| order.status.is_some()));
+        db.close().await;
+    }
+
+    /// One order of `voucher` for the next user, its unit taken.
+    async fn place(db: &Db, voucher: i64, next_user: &AtomicI64) {
+        let user = next_user.fetch_add(1, Ordering::Relaxed);
+        let mut tx = db.begin_write().await.expect("transaction");
+        assert!(tx.decrement_if_left(voucher).await.expect("decrement"));
+        tx.insert_order(&Order {
+            id: user,
+            user_id: user,
+            voucher_id: voucher,
+            created_at: Utc::now(),
+        })
+        .await
+        .expect("order");
+        tx.commit().await.expect("commit");
+    }
 }

@@ -31,7 +31,7 @@ mod user_lock;
 use std::fmt;
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use crate::db::{Db, DbError, Order};
@@ -186,13 +186,22 @@ pub struct OrderContext {
     /// write, after printing `seckill: stalled before write` on stderr, so
     /// a test can pause the process there (SIGSTOP) past the lock's lease.
     pub stall_before_write: Option<Duration>,
+    /// How long after a sale's end its per-user fencing state (the
+    /// `seckill_fence` rows, the lock's token counters) is kept; writes
+    /// under a user's lock are refused from half of it on, so none can
+    /// still need the state when it goes (see `strategy/redis_lock.rs`).
+    pub fence_keep: Duration,
 }
 
 impl OrderContext {
-    /// Seed §1's first check: is the sale open now?
-    pub async fn check_sale_open(&self, voucher_id: i64) -> Result<(), OrderError> {
+    /// Seed §1's first check: is the sale open now? Returns when it ends.
+    pub async fn check_sale_open(&self, voucher_id: i64) -> Result<DateTime<Utc>, OrderError> {
         match self.windows.state(voucher_id, Utc::now()).await? {
-            SaleState::Open => Ok(()),
+            SaleState::Open => self
+                .windows
+                .end_at(voucher_id)
+                .await?
+                .ok_or(OrderError::NotFound),
             SaleState::Unknown => Err(OrderError::NotFound),
             SaleState::NotStarted => Err(OrderError::NotStarted),
             SaleState::Ended => Err(OrderError::Ended),

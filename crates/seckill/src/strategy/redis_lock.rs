@@ -15,7 +15,17 @@
 //! does a token the database refuses, which rolls the transaction back: the
 //! holder stalled between its check and its write while another request of
 //! the user took the lock and wrote. Nothing is written without exclusion.
+//!
+//! The fencing state of a user's lock (its `seckill_fence` row and its
+//! token counter in Redis) goes with the sale, [`OrderContext::fence_keep`]
+//! (10 min) after its end: the row by the expiry sweeper, the counter by a
+//! Redis expiry. A write under the lock is refused as `ended` from half of
+//! that on, however long its holder stalled, so no write can still need
+//! the state when it goes; the other half is room for clocks that disagree.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use super::{OrderContext, OrderError, OrderId, Strategy, user_lock};
@@ -26,6 +36,21 @@ pub struct RedisLock;
 /// The lock name of a user's orders of a voucher (also the fenced resource).
 pub fn lock_name(voucher_id: i64, user_id: i64) -> String {
     format!("seckill:order:{voucher_id}:{user_id}")
+}
+
+/// When the fencing state of a sale ending at `end_at` goes (never, for a
+/// sale that ends at the end of time).
+pub fn fence_expires_at(end_at: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(keep)
+        .ok()
+        .and_then(|keep| end_at.checked_add_signed(keep))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// From when writes under a user's lock of a sale ending at `end_at` are
+/// refused: half of `keep` after the end.
+fn writes_refused_from(end_at: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
+    fence_expires_at(end_at, keep / 2)
 }
 
 /// What `seckill serve --lab-stall-before-write` prints when it stalls.
@@ -39,10 +64,11 @@ impl Strategy for RedisLock {
         user_id: i64,
     ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
+            let end_at = ctx.check_sale_open(voucher_id).await?;
             ctx.check_stock_left(voucher_id).await?;
             let name = lock_name(voucher_id, user_id);
-            let guard = user_lock::acquire(ctx, &name, ctx.lock_wait).await?;
+            let forget_at = fence_expires_at(end_at, ctx.fence_keep);
+            let guard = user_lock::acquire(ctx, &name, ctx.lock_wait, forget_at).await?;
             let placed = async {
                 // The seed's order: check under the lock, then write.
                 if ctx.db.has_order(voucher_id, user_id).await? {
@@ -61,7 +87,11 @@ impl Strategy for RedisLock {
                 }
                 let order = ctx.new_order(voucher_id, user_id).await?;
                 let mut tx = ctx.db.begin_write().await?;
-                if ctx.fencing && !tx.fence(&name, guard.token()).await? {
+                // After a long stall the fencing state may be gone: too late.
+                if Utc::now() >= writes_refused_from(end_at, ctx.fence_keep) {
+                    return Err(OrderError::Ended);
+                }
+                if ctx.fencing && !tx.fence(&name, guard.token(), forget_at).await? {
                     return Err(OrderError::LockLost(format!(
                         "the database has seen a newer holder of the user's lock than token {}",
                         guard.token()
@@ -82,5 +112,27 @@ impl Strategy for RedisLock {
             }
             placed
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sale_ending_at_the_end_of_time_keeps_its_fencing_state() {
+        let keep = Duration::from_secs(600);
+        assert_eq!(
+            fence_expires_at(DateTime::<Utc>::MAX_UTC, keep),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            fence_expires_at(DateTime::<Utc>::UNIX_EPOCH, Duration::MAX),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            writes_refused_from(DateTime::<Utc>::UNIX_EPOCH, keep).timestamp(),
+            300
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use redlatch::Guard;
 
 use super::{OrderContext, OrderError};
@@ -13,12 +14,41 @@ use super::{OrderContext, OrderError};
 /// The lock `name`: with a zero `wait`, at once or not at all (the seed's
 /// `tryLock()`: in progress, 409, when another request of the user holds
 /// it); otherwise within `wait` (busy, 503, when it stayed held). Redis
-/// failures answer 503 too.
+/// failures answer 503 too. The lock's fencing counter expires at
+/// `forget_at` (see [`expire_counter`]).
 pub(super) async fn acquire(
     ctx: &OrderContext,
     name: &str,
     wait: Duration,
+    forget_at: DateTime<Utc>,
 ) -> Result<Guard, OrderError> {
+    let guard = take(ctx, name, wait).await?;
+    if guard.token() == 1 {
+        expire_counter(ctx, name, forget_at).await;
+    }
+    Ok(guard)
+}
+
+/// The lock's fencing counter, `redisson_lock_token:{PREFIX+NAME}` (the
+/// key redlatch documents), goes with the sale: its expiry is set when an
+/// acquisition created it (token 1), and the INCRs of later ones keep it.
+/// A failure is logged: the counter then stays, as it did before.
+async fn expire_counter(ctx: &OrderContext, name: &str, at: DateTime<Utc>) {
+    let key = format!(
+        "redisson_lock_token:{{{}{name}}}",
+        ctx.locks.settings().key_prefix
+    );
+    let set: redis::RedisResult<i64> = redis::cmd("PEXPIREAT")
+        .arg(&key)
+        .arg(at.timestamp_millis())
+        .query_async(&mut ctx.redis.clone())
+        .await;
+    if let Err(error) = set {
+        tracing::warn!(%key, %error, "seckill: cannot set the fencing counter's expiry");
+    }
+}
+
+async fn take(ctx: &OrderContext, name: &str, wait: Duration) -> Result<Guard, OrderError> {
     let lock = ctx.locks.lock(name);
     if wait.is_zero() {
         return match lock.try_acquire().await {

@@ -154,3 +154,160 @@ async fn pause_a_writer_past_its_lease(database: &TestDatabase, fencing: bool) -
     b.shutdown().await;
     (late, orders)
 }
+
+on_every_backend!(fencing_state_goes_with_the_sale);
+
+/// Three buyers of a sale that ends in a few seconds and one of a sale
+/// that goes on: once the short sale is over and its `fence_keep` (2 s
+/// here) has passed, its `seckill_fence` rows are gone and so are its
+/// users' token counters in Redis; the sale still on keeps both. Before,
+/// both stayed for good.
+async fn fencing_state_goes_with_the_sale(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let tuning = Tuning {
+        fence_keep: Duration::from_secs(2),
+        // A sweep every 100 ms.
+        payment_timeout: Duration::from_secs(1),
+        ..Tuning::default()
+    };
+    let instance = start_tuned(
+        config(
+            &redis.url(),
+            &database.url,
+            StrategyKind::RedisLock,
+            1,
+            false,
+        ),
+        tuning,
+    )
+    .await
+    .expect("instance");
+    let http = client();
+    let now = chrono::Utc::now();
+    let short = create_voucher(
+        &http,
+        &instance.url(),
+        10,
+        (
+            now - chrono::Duration::minutes(1),
+            now + chrono::Duration::seconds(3),
+        ),
+    )
+    .await;
+    let long = create_voucher(&http, &instance.url(), 10, open_window()).await;
+    for (voucher, user) in [(short, 1), (short, 2), (short, 3), (long, 1)] {
+        let placed = click(&http, &instance.url(), voucher, user).await;
+        assert_eq!(placed.status, Some(201), "{placed:?}");
+    }
+    let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
+    let mut redis_conn = redis::Client::open(redis.url())
+        .expect("redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let counter =
+        |voucher: i64, user: i64| format!("redisson_lock_token:{{seckill:order:{voucher}:{user}}}");
+    let state = async |pool: &sqlx::AnyPool,
+                       conn: &mut redis::aio::MultiplexedConnection,
+                       voucher: i64,
+                       users: &[i64]| {
+        let rows: i64 = sqlx::Row::get(
+            &sqlx::Executor::fetch_one(
+                pool,
+                sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM seckill_fence WHERE resource LIKE 'seckill:order:{voucher}:%'"
+                )),
+            )
+            .await
+            .expect("fence rows"),
+            0,
+        );
+        let mut counters = 0;
+        for &user in users {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(counter(voucher, user))
+                .query_async(conn)
+                .await
+                .expect("EXISTS");
+            counters += i64::from(exists);
+        }
+        (rows, counters)
+    };
+    assert_eq!(
+        state(&pool, &mut redis_conn, short, &[1, 2, 3]).await,
+        (3, 3),
+        "(fence rows, token counters) of the short sale while it is on"
+    );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(counter(short, 1))
+        .query_async(&mut redis_conn)
+        .await
+        .expect("PTTL");
+    assert!(ttl > 0, "the counter expires: PTTL {ttl}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = state(&pool, &mut redis_conn, short, &[1, 2, 3]).await;
+        if left == (0, 0) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the short sale's fencing state stayed: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        state(&pool, &mut redis_conn, long, &[1]).await,
+        (1, 1),
+        "the sale still on keeps its state"
+    );
+    pool.close().await;
+    instance.shutdown().await;
+}
+
+on_every_backend!(a_write_stalled_past_half_the_keep_after_the_sale_is_refused);
+
+/// A click that passed the sale-window check just before the end stalls
+/// between its check and its write until after half of `fence_keep` (2 s
+/// here) past the end: its write is refused `ended` and nothing is written,
+/// so the fencing state, gone at the full `fence_keep`, is never needed.
+async fn a_write_stalled_past_half_the_keep_after_the_sale_is_refused(database: TestDatabase) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let tuning = Tuning {
+        fence_keep: Duration::from_secs(2),
+        // Past the end (3 s away at most) plus half the keep (1 s).
+        stall_before_write: Some(Duration::from_secs(5)),
+        ..Tuning::default()
+    };
+    let instance = start_tuned(
+        config(
+            &redis.url(),
+            &database.url,
+            StrategyKind::RedisLock,
+            1,
+            false,
+        ),
+        tuning,
+    )
+    .await
+    .expect("instance");
+    let http = client();
+    let now = chrono::Utc::now();
+    let voucher = create_voucher(
+        &http,
+        &instance.url(),
+        10,
+        (
+            now - chrono::Duration::minutes(1),
+            now + chrono::Duration::seconds(3),
+        ),
+    )
+    .await;
+    let late = click(&http, &instance.url(), voucher, USER).await;
+    assert_eq!(late.status, Some(403), "{late:?}");
+    assert_eq!(late.body["error"], "ended", "{late:?}");
+    let db = seckill::db::Db::connect(&database.url).await.expect("db");
+    assert!(db.orders(voucher).await.expect("orders").is_empty());
+    db.close().await;
+    instance.shutdown().await;
+}

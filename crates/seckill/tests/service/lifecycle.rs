@@ -371,52 +371,6 @@ async fn a_give_back_cut_short_by_a_crash_is_finished_once(database: TestDatabas
     }
 }
 
-on_every_backend!(a_backlog_of_unpaid_orders_expires_in_one_pass);
-
-/// A sale's worth of unpaid orders all past their deadline at once: one
-/// sweep ends them all, not 100 per sweep period.
-async fn a_backlog_of_unpaid_orders_expires_in_one_pass(database: TestDatabase) {
-    const BACKLOG: i64 = 1_000;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let db = Db::connect(&database.url).await.expect("database");
-    db.prepare_schema(seckill::schema::SchemaKind::Normal)
-        .await
-        .expect("schema");
-    let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
-    pool.execute(
-        "INSERT INTO voucher (id, title, stock, begin_at, end_at) VALUES (1, 't', 0, 0, 1)",
-    )
-    .await
-    .expect("voucher");
-    let placed = chrono::Utc::now().timestamp_millis() - 3_600_000;
-    let rows: Vec<String> = (1..=BACKLOG)
-        .map(|id| format!("({id}, {id}, 1, {placed})"))
-        .collect();
-    let insert = format!(
-        "INSERT INTO voucher_order (id, user_id, voucher_id, created_at) VALUES {}",
-        rows.join(", ")
-    );
-    pool.execute(sqlx::AssertSqlSafe(insert))
-        .await
-        .expect("orders");
-    let locks = redlatch::Client::connect(&redis.url())
-        .await
-        .expect("redis");
-    let expired = seckill::lifecycle::expiry::sweep(
-        &db,
-        Some(&locks.redis_connection()),
-        Duration::from_secs(60),
-        &|_| {},
-    )
-    .await
-    .expect("a sweep");
-    assert_eq!(expired as i64, BACKLOG, "orders expired by one pass");
-    let stock = db.voucher(1).await.expect("voucher").expect("exists").stock;
-    assert_eq!(stock, BACKLOG, "each unit back once");
-    pool.close().await;
-    db.close().await;
-}
-
 on_every_backend!(a_payment_after_the_deadline_expires_the_order);
 
 /// The sweeper has not come by yet, but the deadline has passed: the

@@ -90,3 +90,44 @@ async fn constraints_keep_the_naive_strategy_from_corrupting_data(database: Test
         service.shutdown().await;
     }
 }
+
+on_every_backend!(a_fencing_table_without_expiry_gains_it_and_keeps_its_rows);
+
+/// A database made before fencing rows could expire: starting on it adds
+/// the column, and its rows stay (their sale is unknown, so they never go).
+async fn a_fencing_table_without_expiry_gains_it_and_keeps_its_rows(database: TestDatabase) {
+    use sqlx::{Executor, Row};
+
+    use crate::support::Backend;
+
+    let db = Db::connect(&database.url).await.expect("database");
+    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+        .await
+        .expect("schema");
+    let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
+    let drop_index = match database.backend {
+        Backend::MySql => "DROP INDEX seckill_fence_by_expiry ON seckill_fence",
+        Backend::Sqlite | Backend::Postgres => "DROP INDEX seckill_fence_by_expiry",
+    };
+    pool.execute(drop_index).await.expect("drop the index");
+    pool.execute("ALTER TABLE seckill_fence DROP COLUMN expires_at")
+        .await
+        .expect("the table as it was");
+    pool.execute("INSERT INTO seckill_fence (resource, token) VALUES ('seckill:order:1:1', 4)")
+        .await
+        .expect("an old row");
+    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+        .await
+        .expect("the schema again");
+    let row = pool
+        .fetch_one("SELECT token, expires_at FROM seckill_fence")
+        .await
+        .expect("the old row, with an expiry");
+    assert_eq!(
+        (row.get::<i64, _>(0), row.get::<i64, _>(1)),
+        (4, i64::MAX),
+        "(token, expires_at)"
+    );
+    pool.close().await;
+    db.close().await;
+}

@@ -191,6 +191,20 @@ impl Session {
         }
     }
 
+    /// Resizes the browser window (headless: the viewport) to `width` x
+    /// `height` CSS pixels.
+    pub async fn set_window_size(&self, width: u32, height: u32) -> Result<(), Error> {
+        self.post("/window/rect", json!({ "width": width, "height": height }))
+            .await
+            .map(drop)
+    }
+
+    /// Runs `script` (a function body) in the page; what it returns.
+    pub async fn execute(&self, script: &str) -> Result<Value, Error> {
+        self.post("/execute/sync", json!({ "script": script, "args": [] }))
+            .await
+    }
+
     /// Ends the session and closes the browser.
     pub async fn quit(self) -> Result<(), Error> {
         call(&self.http, reqwest::Method::DELETE, &self.url, None)
