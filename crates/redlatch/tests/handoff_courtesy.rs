@@ -39,8 +39,13 @@ async fn turns_taken(server: &testkit::RedisServer, lock_name: &str, grace: Dura
     order.windows(2).filter(|pair| pair[0] != pair[1]).count()
 }
 
-/// `HANDOFF_GRACE` scaled for an unoptimised build.
-const TEST_BUILD_GRACE: Duration = Duration::from_millis(20);
+/// `HANDOFF_GRACE` scaled for an unoptimised build and a loaded machine:
+/// the courtesy ends once the lock has stayed free for a tenth of it, so
+/// this gives the woken waiter of the other client 5 ms to take the lock.
+/// At 20 ms (a 2 ms window) a CI run on an idle machine saw 141 of 199,
+/// and 331205c measured 145..160 here the same day: the window, not the
+/// courtesy, decided.
+const TEST_BUILD_GRACE: Duration = Duration::from_millis(50);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releasing_client_steps_aside_for_waiters_of_other_clients() {
@@ -51,8 +56,9 @@ async fn releasing_client_steps_aside_for_waiters_of_other_clients() {
     // grace; a test build hands off several times slower than a release
     // build, so it gets a grace of that many more hand-offs.
     let courteous = turns_taken(&server, "turns-courteous", TEST_BUILD_GRACE).await;
-    // Strict alternation is 199. Measured here: 159..181 with the courtesy;
-    // without it 102..178 — the control is printed, not compared: on a busy
+    // Strict alternation is 199. Measured here (2026-11-27): 169..195 with
+    // the courtesy on Redis 7.0, 177..193 on Valkey 8.0 and 8.1; without it
+    // 102..178 — the control is printed, not compared: on a busy
     // machine the barging run alternates well now and then by chance (a CI
     // run saw 178 against 170), so only the courtesy's own floor is judged.
     eprintln!("hand-offs to the other client: {courteous} with the courtesy, {barging} without");
