@@ -63,9 +63,9 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
 
 /// `status` for people: one `field  value` line each.
 pub fn status_text(status: &LockStatus) -> String {
-    let mut lines = vec![format!("lock     {}", status.name)];
+    let mut lines = vec![format!("lock     {}", shown(&status.name))];
     if status.key != status.name {
-        lines.push(format!("key      {}", status.key));
+        lines.push(format!("key      {}", shown(&status.key)));
     }
     lines.push(if status.held {
         format!("held     yes, by {}", holders(status))
@@ -79,7 +79,8 @@ pub fn status_text(status: &LockStatus) -> String {
     }
     lines.push(format!("waiting  {} client(s)", status.waiting_clients));
     if !status.line.is_empty() {
-        lines.push(format!("line     {}", status.line.join(", ")));
+        let line: Vec<String> = status.line.iter().map(|owner| shown(owner)).collect();
+        lines.push(format!("line     {}", line.join(", ")));
     }
     lines.join("\n")
 }
@@ -94,7 +95,7 @@ pub fn list_line(status: &LockStatus) -> String {
     };
     format!(
         "{}  {state}  ttl {}  token {}",
-        status.name,
+        shown(&status.name),
         ttl(status),
         token(status)
     )
@@ -104,7 +105,7 @@ fn holders(status: &LockStatus) -> String {
     status
         .holders
         .iter()
-        .map(|holder| format!("{} x{}", holder.owner, holder.count))
+        .map(|holder| format!("{} x{}", shown(&holder.owner), holder.count))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -128,6 +129,37 @@ fn seconds(duration: Duration) -> String {
     format!("{:.1}s", duration.as_secs_f64())
 }
 
+/// Longest name or owner shown whole in human output and messages.
+const SHOWN_MAX: usize = 200;
+
+/// A name or owner as people see it: control characters escaped (a newline
+/// in a name must not print a line of its own, such as a fake `held no`),
+/// and a name longer than [`SHOWN_MAX`] characters cut in the middle with its
+/// length (a 120 KB name must not make a 120 KB line). JSON output keeps the
+/// name exact.
+pub fn shown(text: &str) -> String {
+    let escaped: String = text
+        .chars()
+        .flat_map(|c| {
+            let escape = c.is_control();
+            let (plain, escaped) = if escape {
+                (None, Some(c.escape_default()))
+            } else {
+                (Some(c), None)
+            };
+            plain.into_iter().chain(escaped.into_iter().flatten())
+        })
+        .collect();
+    let length = escaped.chars().count();
+    if length <= SHOWN_MAX {
+        return escaped;
+    }
+    let keep = SHOWN_MAX / 2;
+    let head: String = escaped.chars().take(keep).collect();
+    let tail: String = escaped.chars().skip(length - keep).collect();
+    format!("{head}…{tail} ({} bytes)", text.len())
+}
+
 /// Writes `text` and a newline to stdout. A closed pipe (`| head`) is not an error.
 pub fn emit(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
@@ -143,8 +175,21 @@ pub fn emit(text: &str) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
-    use super::seconds;
+    use super::{SHOWN_MAX, seconds, shown};
     use std::time::Duration;
+
+    #[test]
+    fn names_are_shown_on_one_line_and_shortened() {
+        assert_eq!(shown("orders"), "orders");
+        assert_eq!(
+            shown("a\nheld     no\u{1b}[2J"),
+            "a\\nheld     no\\u{1b}[2J"
+        );
+        let long = "x".repeat(120_000);
+        let short = shown(&long);
+        assert!(short.chars().count() < SHOWN_MAX + 20, "{short}");
+        assert!(short.ends_with("(120000 bytes)"), "{short}");
+    }
 
     #[test]
     fn ttl_shows_tenths_of_seconds() {

@@ -19,6 +19,7 @@ use crate::connect;
 use crate::exit::{self, Failure};
 use crate::held::HeldGuard;
 use crate::job;
+use crate::output;
 use crate::secrets;
 use crate::signals::Signals;
 
@@ -83,7 +84,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             // Dropping an acquire leaves nothing behind in Redis.
             return Err(Failure::new(
                 exit::SIGNAL_BASE + received as u8,
-                format!("{received} while waiting for lock {}; the command did not run", args.name),
+                format!("{received} while waiting for lock {}; the command did not run", output::shown(&args.name)),
             ));
         }
     };
@@ -195,11 +196,14 @@ fn held(
                 exit::NOT_ACQUIRED,
                 format!(
                     "lock {} is held by another owner; gave up after {waited}",
-                    args.name
+                    output::shown(&args.name)
                 ),
             ))
         }
-        Err(error) => Err(Failure::lib(&format!("lock {}", args.name), &error)),
+        Err(error) => Err(Failure::lib(
+            &format!("lock {}", output::shown(&args.name)),
+            &error,
+        )),
     }
 }
 
@@ -234,7 +238,7 @@ async fn acquire_redlock(
 
 /// Spawns the command and waits for it, stopping it if the lock is lost.
 async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
-    let name = &args.name;
+    let name = &output::shown(&args.name);
     let program = &args.command[0];
     let mut command = tokio::process::Command::new(program);
     command

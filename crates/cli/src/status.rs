@@ -27,7 +27,12 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         .lock(args.name.as_str())
         .status()
         .await
-        .map_err(|error| Failure::lib(&format!("status of lock {}", args.name), &error))?;
+        .map_err(|error| {
+            Failure::lib(
+                &format!("status of lock {}", output::shown(&args.name)),
+                &error,
+            )
+        })?;
     let text = if global.json {
         output::json(&StatusJson::from(&status))?
     } else {
@@ -48,7 +53,12 @@ async fn redlock_status(
         .lock(args.name.as_str())
         .status()
         .await
-        .map_err(|error| Failure::lib(&format!("status of lock {}", args.name), &error))?;
+        .map_err(|error| {
+            Failure::lib(
+                &format!("status of lock {}", output::shown(&args.name)),
+                &error,
+            )
+        })?;
     let text = if global.json {
         output::json(&RedlockJson::from(&status))?
     } else {

@@ -23,7 +23,7 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
             exit::USAGE,
             format!(
                 "refusing to unlock {}: force-unlocking breaks the current holder's mutual exclusion; pass --force if you are sure",
-                args.name
+                output::shown(&args.name)
             ),
         ));
     }
@@ -33,13 +33,16 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
         .lock(args.name.as_str())
         .force_unlock()
         .await
-        .map_err(|error| Failure::lib(&format!("unlock {}", args.name), &error))?;
+        .map_err(|error| Failure::lib(&format!("unlock {}", output::shown(&args.name)), &error))?;
     let text = if global.json {
         output::json(&serde_json::json!({ "name": args.name, "deleted": deleted }))?
     } else if deleted {
-        format!("lock {} deleted", args.name)
+        format!("lock {} deleted", output::shown(&args.name))
     } else {
-        format!("lock {} was not held; nothing deleted", args.name)
+        format!(
+            "lock {} was not held; nothing deleted",
+            output::shown(&args.name)
+        )
     };
     output::emit(&text)?;
     Ok(0)

@@ -63,3 +63,48 @@ fn status_and_list_show_the_mode_of_a_read_write_lock() {
     let list = String::from_utf8_lossy(&list.stdout);
     assert!(list.contains("docs:a  held (read) by"), "{list}");
 }
+
+/// Names and owners are shown on one line each: a held lock whose name and
+/// owner carry a newline and a fake `held     no` line still prints one
+/// `held` line, saying yes; a 120 KB name makes a short error line.
+#[test]
+fn hostile_names_are_escaped_and_long_ones_shortened() {
+    let world = World::new();
+    let mut conn = world.redis();
+    let name = "evil\nheld     no";
+    let owner = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:x\nheld     no";
+    let () = redis::pipe()
+        .cmd("HSET")
+        .arg(name)
+        .arg(owner)
+        .arg(1)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(name)
+        .arg(60_000)
+        .ignore()
+        .query(&mut conn)
+        .unwrap();
+    let output = world.output(&["status", name]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let held: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("held"))
+        .collect();
+    assert_eq!(held.len(), 1, "{text}");
+    assert!(held[0].starts_with("held     yes"), "{text}");
+    assert!(text.contains("evil\\nheld"), "{text}");
+    let listed = world.output(&["list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+
+    let long = "n".repeat(120_000);
+    let output = world.output(&["status", &long]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(code(output.status), 0);
+    assert!(
+        stderr.len() < 2_000,
+        "a 120 KB name made a {} byte error",
+        stderr.len()
+    );
+}

@@ -140,7 +140,7 @@ impl Reloader {
         if !touched {
             return;
         }
-        let text = match std::fs::read_to_string(&self.path) {
+        let text = match self.read_settled() {
             Ok(text) => text,
             Err(error) => {
                 // Mid-rename, or deleted: keep what is in force, and read it
@@ -169,6 +169,19 @@ impl Reloader {
             }
             Err(error) => self.refuse(error.to_string()),
         }
+    }
+
+    /// The file's text. An empty file is read again after another
+    /// [`DEBOUNCE`]: a save that truncates and then writes can be caught in
+    /// between (a loaded machine delays the write past the debounce), and
+    /// applying that moment would put every default in force.
+    fn read_settled(&self) -> std::io::Result<String> {
+        let text = std::fs::read_to_string(&self.path)?;
+        if !text.trim().is_empty() {
+            return Ok(text);
+        }
+        std::thread::sleep(DEBOUNCE);
+        std::fs::read_to_string(&self.path)
     }
 
     fn refuse(&self, reason: String) {
