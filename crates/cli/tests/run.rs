@@ -261,10 +261,8 @@ fn signal_while_waiting_gives_up_without_running() {
 #[test]
 fn terminal_ctrl_c_reaches_the_command_once() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
 
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !has_script() {
         return;
     }
     let world = World::new();
@@ -288,14 +286,7 @@ fn terminal_ctrl_c_reaches_the_command_once() {
         world.server.url(),
         q(&child_script)
     );
-    let mut terminal = Command::new("script")
-        .args(["-qec", &inner, "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn script");
+    let mut terminal = on_terminal(&inner);
     let mut keys = terminal.stdin.take().unwrap();
     wait_file(&ready, Duration::from_secs(5));
     keys.write_all(b"\x03").unwrap(); // Ctrl-C, typed on the terminal
@@ -389,10 +380,8 @@ fn killed_redlatch_takes_its_whole_job_with_it() {
 #[test]
 fn command_reads_the_terminal_in_the_foreground() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
 
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !has_script() {
         return;
     }
     let world = World::new();
@@ -414,14 +403,7 @@ fn command_reads_the_terminal_in_the_foreground() {
         world.server.url(),
         q(&child_script)
     );
-    let mut terminal = Command::new("script")
-        .args(["-qec", &inner, "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn script");
+    let mut terminal = on_terminal(&inner);
     let mut keys = terminal.stdin.take().unwrap();
     wait_file(&ready, Duration::from_secs(5));
     keys.write_all(b"yes\r").unwrap();
@@ -455,10 +437,8 @@ fn state(pid: i32) -> Option<char> {
 #[test]
 fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
 
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !has_script() {
         return;
     }
     let world = World::new();
@@ -474,14 +454,7 @@ fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
         ),
     )
     .unwrap();
-    let mut terminal = Command::new("script")
-        .args(["-qec", "bash --norc --noprofile -i", "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn script");
+    let mut terminal = on_terminal("bash --norc --noprofile -i");
     let mut keys = terminal.stdin.take().unwrap();
     let mut type_keys = |text: String| {
         keys.write_all(text.as_bytes()).unwrap();
@@ -537,10 +510,8 @@ fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
 #[test]
 fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
 
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !has_script() {
         return;
     }
     let world = World::new();
@@ -554,14 +525,7 @@ fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
         ),
     )
     .unwrap();
-    let mut terminal = Command::new("script")
-        .args(["-qec", "bash --norc --noprofile -i", "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn script");
+    let mut terminal = on_terminal("bash --norc --noprofile -i");
     let mut keys = terminal.stdin.take().unwrap();
     keys.write_all(
         format!(
@@ -594,4 +558,31 @@ fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
         ended,
         "still there 10 s on: (redlatch, command) states {states:?}"
     );
+}
+
+/// Whether util-linux `script` (a pseudo-terminal for the terminal tests) is
+/// installed; says the test is skipped when not.
+fn has_script() -> bool {
+    let found = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found {
+        eprintln!("skipped: util-linux `script` is not installed");
+    }
+    found
+}
+
+/// Runs `command` with `sh` on a pseudo-terminal made by `script`; the
+/// returned child's stdin is what is typed.
+fn on_terminal(command: &str) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new("script")
+        .args(["-qec", command, "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn script")
 }
