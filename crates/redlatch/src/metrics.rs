@@ -14,7 +14,7 @@
 //! | `redlatch_wakeups_total` | counter | `reason` = `message` / `lease_end` / `resubscribed` | parked waiters woken |
 //! | `redlatch_renewals_total` | counter | | locks renewed by the watchdog |
 //! | `redlatch_renewal_failures_total` | counter | | lock renewals that failed (Redis unreachable or slow) |
-//! | `redlatch_locks_lost_total` | counter | | holds marked lost (gone from Redis, or lease ran out) |
+//! | `redlatch_locks_lost_total` | counter | `reason` = `gone` / `force_unlocked` / `not_renewed` / `lease_ran_out` | holds marked lost (gone from Redis, or lease ran out) |
 //! | `redlatch_releases_not_held_total` | counter | | releases of a lock the owner no longer held |
 //! | `redlatch_held_locks` | gauge | | holds this process tracks now |
 
@@ -103,8 +103,14 @@ pub(crate) fn renewal_failed(locks: u64) {
     ::metrics::counter!(RENEWAL_FAILURES).increment(locks);
 }
 
-pub(crate) fn lock_lost() {
-    ::metrics::counter!(LOCKS_LOST).increment(1);
+pub(crate) fn lock_lost(reason: &crate::LostReason) {
+    let reason = match reason {
+        crate::LostReason::Gone => "gone",
+        crate::LostReason::ForceUnlocked => "force_unlocked",
+        crate::LostReason::NotRenewed => "not_renewed",
+        crate::LostReason::LeaseRanOut => "lease_ran_out",
+    };
+    ::metrics::counter!(LOCKS_LOST, "reason" => reason).increment(1);
 }
 
 pub(crate) fn release_not_held() {

@@ -33,16 +33,17 @@ fn recorded() -> &'static Recorded {
     })
 }
 
-/// Total so far of a counter (all labels), or of a histogram's samples with
+/// Total so far of a counter (all labels; with `label`, those whose
+/// `outcome` or `reason` label is `label`), or of a histogram's samples with
 /// the given `outcome` label.
-fn total(kind: MetricKind, name: &str, outcome: &str) -> u64 {
+fn total(kind: MetricKind, name: &str, label: &str) -> u64 {
     let recorded = recorded();
     let mut totals = recorded.totals.lock().unwrap();
     for (key, _, _, value) in recorded.snapshotter.snapshot().into_vec() {
         let label = key
             .key()
             .labels()
-            .find(|label| label.key() == "outcome")
+            .find(|label| matches!(label.key(), "outcome" | "reason"))
             .map(|label| label.value().to_owned())
             .unwrap_or_default();
         let amount = match value {
@@ -55,8 +56,10 @@ fn total(kind: MetricKind, name: &str, outcome: &str) -> u64 {
     }
     totals
         .iter()
-        .filter(|((k, n, label), _)| {
-            *k == kind && n == name && (kind == MetricKind::Counter || label == outcome)
+        .filter(|((k, n, labelled), _)| {
+            *k == kind
+                && n == name
+                && ((kind == MetricKind::Counter && label.is_empty()) || labelled == label)
         })
         .map(|(_, amount)| *amount)
         .sum()
@@ -67,6 +70,11 @@ static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn counter(name: &str) -> u64 {
     total(MetricKind::Counter, name, "")
+}
+
+/// Total so far of a counter whose `outcome` or `reason` label is `label`.
+fn counter_labelled(name: &str, label: &str) -> u64 {
+    total(MetricKind::Counter, name, label)
 }
 
 fn histogram_samples(name: &str, outcome: &str) -> usize {
@@ -123,16 +131,21 @@ async fn lock_life_cycle_is_counted() {
 /// finds the hold gone, but the guard was released with `Ok`, so no lock
 /// was lost. Operators alert on the lost-locks counter: it must count only
 /// locks that were lost. (Before the fix: 1-5 lost per 8,000 releases, all
-/// `Ok`, at a 30 ms lease.) A machine that stalls longer than the 30 ms
-/// lease does lose a hold now and then; its release says `NotHeld`, and
-/// that loss may be counted.
+/// `Ok`, at a 30 ms lease; every one of them counted as `gone`.) A machine
+/// that stalls longer than the 30 ms lease does lose holds now and then,
+/// and honestly: a renewal that does not answer in time lets the guard's
+/// belief run out (`not_renewed`, whether or not Redis kept the key), and a
+/// hold that Redis dropped makes its release say `NotHeld`. So the check:
+/// holds counted lost as `gone` are at most the releases that found theirs
+/// gone. (Judged by the count of all losses instead, a loaded CI machine
+/// once saw 2 counted against 1 `NotHeld`: belief lapses, not the race.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_racing_a_renewal_counts_no_lost_lock() {
     let _alone = ALONE.lock().await;
     recorded();
     let server = common::server();
     let client = common::client_with_lease(&server, Duration::from_millis(30)).await;
-    let lost = counter(redlatch::metrics::LOCKS_LOST);
+    let gone = counter_labelled(redlatch::metrics::LOCKS_LOST, "gone");
     let renewals = counter(redlatch::metrics::RENEWALS);
     let mut tasks = Vec::new();
     for task in 0..16u64 {
@@ -171,10 +184,10 @@ async fn a_release_racing_a_renewal_counts_no_lost_lock() {
     );
     // Renewals still in flight settle within their response timeout.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let counted = counter(redlatch::metrics::LOCKS_LOST) - lost;
+    let counted = counter_labelled(redlatch::metrics::LOCKS_LOST, "gone") - gone;
     assert!(
         counted <= really_lost,
-        "{counted} locks counted lost among {released} releases that succeeded and \
+        "{counted} locks counted gone among {released} releases that succeeded and \
          {really_lost} that found the hold gone"
     );
 }

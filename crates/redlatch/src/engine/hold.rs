@@ -273,7 +273,7 @@ impl Hold {
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
         if self.lost_reason.set(reason).is_ok() && !matches!(self.kind, HoldKind::Permit) {
-            crate::metrics::lock_lost();
+            crate::metrics::lock_lost(&reason);
         }
         self.lost.notify_waiters();
     }
