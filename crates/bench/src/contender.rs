@@ -43,6 +43,10 @@ pub enum Kind {
     /// redlatch's default lock, one `Client` (one multiplexed connection plus
     /// a subscription connection).
     Redlatch,
+    /// redlatch's default lock with its scripts sent by EVALSHA rather than
+    /// as functions of its library (`ClientBuilder::script_functions(false)`),
+    /// to show what functions cost or save.
+    RedlatchEvalsha,
     /// rslock 0.10: async, one multiplexed connection per master, fan-out in
     /// parallel, 3 tries with a random 0–200 ms pause between them.
     Rslock,
@@ -63,6 +67,7 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::Redlatch => "redlatch",
+            Kind::RedlatchEvalsha => "redlatch by EVALSHA",
             Kind::Rslock => "rslock 0.10",
             Kind::Redlock => "redlock 2.0",
             Kind::Raw => "raw SET NX PX + Lua del",
@@ -102,6 +107,12 @@ impl Locker {
                 .map(Locker::Quorum)
                 .map_err(|error| format!("redlatch Redlock connect: {error}")),
             Kind::Redlatch => redlatch::Client::connect(first)
+                .await
+                .map(Locker::Redlatch)
+                .map_err(|error| format!("redlatch connect: {error}")),
+            Kind::RedlatchEvalsha => redlatch::Client::builder(first)
+                .script_functions(false)
+                .connect()
                 .await
                 .map(Locker::Redlatch)
                 .map_err(|error| format!("redlatch connect: {error}")),

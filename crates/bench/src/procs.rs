@@ -177,6 +177,7 @@ async fn read_line(stdout: &mut BufReader<tokio::process::ChildStdout>) -> Resul
 fn kind_arg(kind: Kind) -> &'static str {
     match kind {
         Kind::Redlatch => "redlatch",
+        Kind::RedlatchEvalsha => "redlatch-evalsha",
         Kind::Rslock => "rslock",
         Kind::Redlock => "redlock",
         Kind::Raw => "raw",

@@ -12,7 +12,13 @@ use crate::report::{Section, Table};
 use crate::stats::Summary;
 
 const TASKS: [u32; 3] = [1, 16, 64];
-const KINDS: [Kind; 4] = [Kind::Redlatch, Kind::Rslock, Kind::Redlock, Kind::Raw];
+const KINDS: [Kind; 5] = [
+    Kind::Redlatch,
+    Kind::RedlatchEvalsha,
+    Kind::Rslock,
+    Kind::Redlock,
+    Kind::Raw,
+];
 /// Goal: redlatch at least this share of the limit at 64 tasks.
 const GOAL_SHARE_OF_LIMIT: f64 = 0.6;
 

@@ -14,6 +14,10 @@ use crate::output::{self, StatusJson};
 pub struct StatusArgs {
     /// Lock name (the Redis key, after the config file's key_prefix)
     pub name: String,
+    /// Also say what the server offered at connect: its version, whether the
+    /// scripts run as a function library, WAITAOF
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
@@ -33,13 +37,30 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
                 &error,
             )
         })?;
+    let server = args.verbose.then(|| client.capabilities().summary());
     let text = if global.json {
-        output::json(&StatusJson::from(&status))?
+        let status = StatusJson::from(&status);
+        match &server {
+            Some(server) => output::json(&Verbose { status, server })?,
+            None => output::json(&status)?,
+        }
     } else {
-        output::status_text(&status)
+        let mut text = output::status_text(&status);
+        if let Some(server) = &server {
+            text = format!("{}\nserver   {server}\n", text.trim_end_matches('\n'));
+        }
+        text
     };
     output::emit(&text)?;
     Ok(0)
+}
+
+/// `status --json --verbose`: the status, and what the server offered.
+#[derive(Debug, Serialize)]
+struct Verbose<'a> {
+    #[serde(flatten)]
+    status: StatusJson<'a>,
+    server: &'a str,
 }
 
 /// `status` over several masters: each node's view, then the verdict.

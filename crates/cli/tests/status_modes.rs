@@ -108,3 +108,24 @@ fn hostile_names_are_escaped_and_long_ones_shortened() {
         stderr.len()
     );
 }
+
+#[test]
+fn status_verbose_says_what_the_server_offered() {
+    let world = World::new();
+    let text = world.output(&["status", "docs:c", "--verbose"]);
+    assert_eq!(code(text.status), 0);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let server = text
+        .lines()
+        .find_map(|line| line.strip_prefix("server   "))
+        .unwrap_or_else(|| panic!("no server line in {text}"));
+    // e.g. "redis 7.0.15: functions available, WAITAOF absent"
+    assert!(server.contains("functions"), "{server}");
+    assert!(server.contains("WAITAOF"), "{server}");
+    let json = stdout_json(&world.output(&["status", "docs:c", "--json", "-v"]));
+    assert_eq!(json["held"], false);
+    assert_eq!(json["server"], server);
+    // Without --verbose nothing changes.
+    let plain = stdout_json(&world.output(&["status", "docs:c", "--json"]));
+    assert!(plain.get("server").is_none(), "{plain}");
+}

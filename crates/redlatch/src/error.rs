@@ -202,9 +202,11 @@ pub enum Error {
     ReplicasNotConfirmed {
         /// The lock name.
         name: String,
-        /// Replicas that confirmed.
+        /// Replicas that confirmed (with
+        /// [`wait_for_fsync`](crate::ClientBuilder::wait_for_fsync): copies
+        /// fsynced, the master's own counted as one).
         acknowledged: u32,
-        /// Replicas asked for.
+        /// Replicas asked for (with `wait_for_fsync`: replicas + 1, the master's copy).
         wanted: u32,
         /// How long the master waited for them.
         timeout: Duration,

@@ -4,7 +4,9 @@
 //! with the parts a production lock needs and most recipes leave out:
 //!
 //! - **Owner tokens and atomic release.** Only the owner can release; release
-//!   and re-entry run as Lua scripts (EVALSHA, reloaded after NOSCRIPT).
+//!   and re-entry run as Lua scripts: one function library where the server
+//!   has functions (nothing to reload after a restart or failover), EVALSHA
+//!   elsewhere ([`Client::capabilities`] says which).
 //! - **A watchdog.** One task per client renews every held lock (and
 //!   expirable permit) at a third of its lease, up to [`RENEW_BATCH`] per
 //!   round trip, and tells the guard when its lock is gone ([`Guard::lost`],
@@ -142,6 +144,7 @@ pub use settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
 };
+pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
 pub use transport::tls::TlsFiles;
 pub use transport::topology::ClusterPubSub;

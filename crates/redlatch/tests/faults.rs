@@ -16,13 +16,22 @@ use redlatch::Error;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_is_reloaded_transparently() {
     let server = common::server();
-    let client = common::client_with_lease(&server, Duration::from_millis(300)).await;
+    let lease = Duration::from_millis(300);
+    // One client runs its scripts as functions, the other by EVALSHA: each
+    // flush below takes both the function library and the script cache.
+    let client = common::client_with_lease(&server, lease).await;
+    let evalsha = common::evalsha_client_at(&server.url(), lease).await;
     let mut admin = common::admin(&server).await;
     let renewed = client.lock("flush-renewed").acquire().await.unwrap();
+    let renewed_by_evalsha = evalsha
+        .lock("flush-renewed-evalsha")
+        .acquire()
+        .await
+        .unwrap();
     let done = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
-    for _ in 0..4 {
-        let lock = client.lock("flushed");
+    for worker in 0..4 {
+        let lock = if worker % 2 == 0 { &client } else { &evalsha }.lock("flushed");
         let done = done.clone();
         workers.push(tokio::spawn(async move {
             for _ in 0..100 {
@@ -33,20 +42,26 @@ async fn script_flush_mid_run_is_reloaded_transparently() {
         }));
     }
     for _ in 0..5 {
-        let () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        for flush in ["SCRIPT", "FUNCTION"] {
+            let () = redis::cmd(flush)
+                .arg("FLUSH")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
         tokio::time::sleep(Duration::from_millis(60)).await;
     }
     for worker in workers {
         worker.await.unwrap();
     }
     assert_eq!(done.load(Ordering::Relaxed), 400);
-    // The watchdog reloads its script too: the 300 ms lease survived.
-    assert!(renewed.is_held());
+    // The watchdogs load their scripts again too: the 300 ms leases survived.
+    assert!(renewed.is_held() && renewed_by_evalsha.is_held());
     renewed
+        .release()
+        .await
+        .expect("renewed across SCRIPT FLUSH");
+    renewed_by_evalsha
         .release()
         .await
         .expect("renewed across SCRIPT FLUSH");

@@ -33,7 +33,9 @@
 //!   `WrongType`, calls coalesced with it do not), a non-integer or negative
 //!   fencing counter (`WrongType`, nothing written); an ACL-forbidden name
 //!   (`Error::Redis` with `NOPERM` for it alone);
-//! - `ScriptFlush`: SCRIPT FLUSH, then SCRIPT LOAD of some lock scripts.
+//! - `ScriptFlush`: SCRIPT FLUSH and FUNCTION FLUSH, then SCRIPT LOAD of
+//!   some lock scripts (the proxied client runs its scripts by EVALSHA, the
+//!   others as functions, loaded again on their next call).
 //!
 //! Three properties run by default: `model_all_operations` (every step),
 //! `model_plain_operations` (one call at a time: the plain operations get the
@@ -632,10 +634,14 @@ impl<'e> Case<'e> {
                 ),
                 _ => env.server.url(),
             };
+            // The proxied client runs its scripts by EVALSHA (a flush then
+            // empties its cache script by script), the others as functions
+            // (a flush takes the whole library away).
             let client = Client::builder(&url)
                 .connect_timeout(Duration::from_secs(2))
                 .response_timeout(Duration::from_secs(2))
                 .key_prefix(prefix.clone())
+                .script_functions(c != PROXIED)
                 .connect()
                 .await
                 .expect("connect to the test server");
@@ -1383,6 +1389,7 @@ impl<'e> Case<'e> {
             Op::WaitBehindLocal { c, l, reenter } => self.wait_behind_local(c, l, reenter).await?,
             Op::ScriptFlush { load } => {
                 self.admin_cmd(redis::cmd("SCRIPT").arg("FLUSH")).await?;
+                self.admin_cmd(redis::cmd("FUNCTION").arg("FLUSH")).await?;
                 for (i, script) in SCRIPTS.iter().enumerate() {
                     if load & (1 << i) != 0 {
                         self.admin_cmd(redis::cmd("SCRIPT").arg("LOAD").arg(*script))

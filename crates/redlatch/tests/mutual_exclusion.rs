@@ -89,26 +89,6 @@ async fn second_acquire_waits_until_first_guard_releases() {
     assert!(second_token > first_token);
 }
 
-/// Script calls the server has run so far (EVALSHA and EVAL).
-async fn script_calls(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_unlock_wakes_one_waiter_not_all() {
     const WAITERS: usize = 10;
@@ -131,7 +111,7 @@ async fn one_unlock_wakes_one_waiter_not_all() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await; // all parked
-    let before = script_calls(&mut admin).await;
+    let before = common::script_calls(&mut admin).await;
     guard.release().await.unwrap();
     assert!(
         common::eventually(Duration::from_secs(2), || {
@@ -141,7 +121,7 @@ async fn one_unlock_wakes_one_waiter_not_all() {
         .await
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let calls = script_calls(&mut admin).await - before;
+    let calls = common::script_calls(&mut admin).await - before;
     // The release, the woken waiter's attempt, and a little slack; a stampede
     // would be one attempt per waiter (10+).
     assert!(
@@ -170,7 +150,7 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
     let () = admin.set("batch:odd", "a string").await.unwrap();
     let held = other.lock("batch:held").acquire().await.unwrap();
 
-    let before = script_calls(&mut admin).await;
+    let before = common::script_calls(&mut admin).await;
     let names: Vec<String> = (0..LOCKS).map(|i| format!("batch:{i}")).collect();
     let acquires = names.iter().map(|name| {
         let lock = client.lock(name.as_str());
@@ -183,7 +163,7 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
         busy.try_acquire(),
         odd.try_acquire(),
     );
-    let calls = script_calls(&mut admin).await - before;
+    let calls = common::script_calls(&mut admin).await - before;
     let guards: Vec<_> = guards
         .into_iter()
         .map(|outcome| outcome.expect("no error").expect("a free lock is granted"))
@@ -204,12 +184,12 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
         LOCKS + 2
     );
 
-    let before = script_calls(&mut admin).await;
+    let before = common::script_calls(&mut admin).await;
     let releases = guards.into_iter().map(|guard| guard.release());
     for outcome in futures_util::future::join_all(releases).await {
         outcome.expect("released");
     }
-    let calls = script_calls(&mut admin).await - before;
+    let calls = common::script_calls(&mut admin).await - before;
     assert!(
         calls < (LOCKS as u64) / 2,
         "{calls} script calls for {LOCKS} releases"

@@ -267,23 +267,7 @@ async fn many_permits_of_one_client_are_renewed_in_batches() {
         .unwrap();
     // Ten renewal periods of 100 ms: unbatched, that would be 1,500 script calls.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let calls: u64 = info
-        .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum();
+    let calls = common::script_calls(&mut admin).await;
     assert!(permits.iter().all(|permit| permit.is_held()));
     assert!(calls >= 10, "renewals did not run: {calls} script calls");
     assert!(

@@ -262,6 +262,25 @@ impl RedisServer {
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill()?;
         self.clear_data()?;
+        self.start_again()
+    }
+
+    /// Kill the server if it runs (`SIGKILL`), then start it again on the
+    /// same port with the same settings and the files it left in its
+    /// [`dir`](Self::dir), and wait until it answers `PING`. Models a crash
+    /// and restart with persistence: what it kept depends on its settings
+    /// (e.g. `.arg("appendonly", "yes").arg("appendfsync", "always")` keeps
+    /// every write, functions included).
+    ///
+    /// # Errors
+    ///
+    /// As [`restart`](Self::restart).
+    pub fn restart_keeping_data(&mut self) -> io::Result<()> {
+        self.kill()?;
+        self.start_again()
+    }
+
+    fn start_again(&mut self) -> io::Result<()> {
         let deadline = Instant::now() + RESTART_TIMEOUT;
         loop {
             wait_until_bindable(self.port, deadline)?;

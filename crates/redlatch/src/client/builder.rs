@@ -42,6 +42,8 @@ pub struct ClientBuilder {
     pub(crate) settings: Settings,
     pub(crate) topology: Topology,
     pub(crate) replica_wait: Option<ReplicaWait>,
+    /// Scripts as a function library where the server allows it.
+    script_functions: bool,
     /// `master_auth` was called on a builder that does not use Sentinel.
     misplaced_master_auth: bool,
 }
@@ -57,6 +59,7 @@ impl ClientBuilder {
                 cluster_pubsub: ClusterPubSub::default(),
             },
             replica_wait: None,
+            script_functions: true,
             misplaced_master_auth: false,
         }
     }
@@ -205,7 +208,54 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replica_wait = Some(ReplicaWait { replicas, timeout });
+        self.replica_wait = Some(ReplicaWait {
+            replicas,
+            timeout,
+            fsync: false,
+        });
+        self
+    }
+
+    /// Counts a fresh acquisition only once it is on disk: the master's
+    /// append-only file and those of at least `replicas` replicas fsynced
+    /// within `timeout` (`WAITAOF 1 replicas timeout`, pipelined with the
+    /// acquire script as for [`wait_for_replicas`](Self::wait_for_replicas),
+    /// which it replaces). An acquisition not confirmed in time is undone
+    /// and fails with [`Error::ReplicasNotConfirmed`] (the master's own
+    /// fsync counted as one of the copies wanted). Needs `WAITAOF`
+    /// (Redis or Valkey 7.2 and later) and `appendonly yes` on the master:
+    /// [`connect`](Self::connect) fails with [`Error::InvalidConfig`] where
+    /// either is missing. `replicas` may be 0 (the master's own fsync only).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let client = redlatch::Client::builder("redis://127.0.0.1:6379")
+    ///     .wait_for_fsync(1, Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn wait_for_fsync(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_wait = Some(ReplicaWait {
+            replicas,
+            timeout,
+            fsync: true,
+        });
+        self
+    }
+
+    /// Whether scripts run as redlatch's function library where the server
+    /// offers functions (default `true`): loaded once at connect with
+    /// `FUNCTION LOAD`, they survive a restart with persistence, a failover
+    /// and `SCRIPT FLUSH`, so no request meets NOSCRIPT. With `false`, or
+    /// where the server lacks or refuses functions, scripts run by EVALSHA
+    /// and are loaded again on NOSCRIPT. [`Client::capabilities`] says which.
+    ///
+    /// [`Client::capabilities`]: crate::Client::capabilities
+    pub fn script_functions(mut self, on: bool) -> Self {
+        self.script_functions = on;
         self
     }
 
@@ -297,10 +347,11 @@ impl ClientBuilder {
             settings,
             topology,
             replica_wait,
+            script_functions,
             ..
         } = self;
         // Straight to the core: one async layer less keeps callers' futures shallow.
-        let core = Core::open(&url, settings, &topology, replica_wait).await?;
+        let core = Core::open(&url, settings, &topology, replica_wait, script_functions).await?;
         Ok(Client {
             inner: Arc::new(core),
         })
@@ -336,7 +387,7 @@ impl ClientBuilder {
             Servers::Cluster(_) | Servers::Sentinel { .. } => {}
         }
         if let Some(wait) = self.replica_wait {
-            if wait.replicas == 0 {
+            if wait.replicas == 0 && !wait.fsync {
                 return Err(Error::InvalidConfig(
                     "wait_for_replicas needs at least one replica".to_owned(),
                 ));

@@ -18,6 +18,7 @@ use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
 use crate::settings::{ApplySettings, Settings, SettingsWatcher};
+use crate::transport::capabilities::Capabilities;
 use crate::transport::shared::RedisConnection;
 
 /// A connection to Redis (one server, a cluster, or a Sentinel-monitored
@@ -102,6 +103,26 @@ impl Client {
     /// on the same deployment (see [`RedisConnection`]).
     pub fn redis_connection(&self) -> RedisConnection {
         RedisConnection::new(self.inner.conn.clone(), self.inner.settings.clone())
+    }
+
+    /// What the server offered when this client connected: its version,
+    /// and for each feature redlatch can use whether it is available, absent
+    /// or refused to this client (the fallback used then is named on each
+    /// field of [`Capabilities`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let url = server.url();
+    /// let client = redlatch::Client::connect(&url).await?;
+    /// println!("{}", client.capabilities().summary());
+    /// // e.g. "redis 7.0.15: functions available, WAITAOF absent"
+    /// # assert!(client.capabilities().server.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.inner.capabilities
     }
 
     /// This client's id, the first half of every owner it writes.

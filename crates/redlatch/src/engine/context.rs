@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
@@ -12,9 +13,11 @@ use crate::engine::coalesce::LockCalls;
 use crate::engine::courtesy::Courtesy;
 use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::scripts::library;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
+use crate::transport::capabilities::{self, Capabilities, Support};
 use crate::transport::connection::{self, Connection};
 use crate::transport::topology::{ReplicaWait, Topology};
 
@@ -22,6 +25,8 @@ use crate::transport::topology::{ReplicaWait, Topology};
 pub(crate) struct Core {
     pub(crate) id: Uuid,
     pub(crate) conn: Connection,
+    /// What the server offered at connect.
+    pub(crate) capabilities: Capabilities,
     /// Replicas that must confirm each acquisition, if any.
     pub(crate) replica_wait: Option<ReplicaWait>,
     pub(crate) settings: SharedSettings,
@@ -55,10 +60,17 @@ impl Core {
         settings: Settings,
         topology: &Topology,
         replica_wait: Option<ReplicaWait>,
+        script_functions: bool,
     ) -> Result<Core> {
+        let limit = settings.response_timeout;
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions) =
             connection::open(url, topology, &settings, replica_wait).await?;
+        let capabilities = learn_capabilities(&conn, script_functions, limit).await;
+        if let Some(wait) = replica_wait {
+            replica_wait_usable(&conn, &capabilities, wait, limit).await?;
+        }
+        tracing::debug!(capabilities = %capabilities.summary(), "redlatch: connected");
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
@@ -67,6 +79,7 @@ impl Core {
         Ok(Core {
             id: Uuid::new_v4(),
             conn,
+            capabilities,
             replica_wait,
             settings,
             wakeups,
@@ -77,6 +90,69 @@ impl Core {
             owner_seq: AtomicU64::new(0),
             shutdown,
         })
+    }
+}
+
+/// Asks the server what it offers (each question bounded by `limit`; one
+/// unanswered counts as absent) and loads the function library if wanted.
+async fn learn_capabilities(
+    conn: &Connection,
+    wants_functions: bool,
+    limit: Duration,
+) -> Capabilities {
+    let mut conn = conn.clone();
+    let server = tokio::time::timeout(limit, capabilities::server_version(&mut conn))
+        .await
+        .ok()
+        .flatten();
+    let has_functions = server.as_ref().is_none_or(|server| server.version.0 >= 7);
+    let functions = if wants_functions {
+        tokio::time::timeout(limit, library::install(&mut conn, has_functions))
+            .await
+            .unwrap_or(Support::Absent)
+    } else {
+        Support::Off
+    };
+    let wait_aof = tokio::time::timeout(limit, capabilities::wait_aof(&mut conn, server.as_ref()))
+        .await
+        .unwrap_or(Support::Absent);
+    Capabilities::new(server, functions, wait_aof)
+}
+
+/// A client that waits for replicas needs WAIT, and one that waits for
+/// fsync WAITAOF and an append-only master: checked now, not at the first
+/// acquisition (`WAIT 0 1` and `WAITAOF 1 0 1`, with nothing to wait for,
+/// answer at once).
+async fn replica_wait_usable(
+    conn: &Connection,
+    capabilities: &Capabilities,
+    wait: ReplicaWait,
+    limit: Duration,
+) -> Result<()> {
+    let (what, command) = if wait.fsync {
+        if let Support::Absent = capabilities.wait_aof {
+            return Err(Error::InvalidConfig(
+                "wait_for_fsync needs WAITAOF (Redis or Valkey 7.2 and later), which this server lacks"
+                    .to_owned(),
+            ));
+        }
+        let mut command = redis::cmd("WAITAOF");
+        command.arg(1).arg(0).arg(1);
+        ("wait_for_fsync", command)
+    } else {
+        let mut command = redis::cmd("WAIT");
+        command.arg(0).arg(1);
+        ("wait_for_replicas", command)
+    };
+    let mut conn = conn.clone();
+    let probe = command.query_async::<redis::Value>(&mut conn);
+    match tokio::time::timeout(limit, probe).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(Error::InvalidConfig(format!(
+            "{what}: the server refused {}: {error}",
+            if wait.fsync { "WAITAOF" } else { "WAIT" }
+        ))),
+        Err(_) => Err(Error::ResponseTimeout { op: "connect" }),
     }
 }
 

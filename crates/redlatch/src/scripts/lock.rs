@@ -196,29 +196,43 @@ pub(crate) async fn acquire_replicated(
     let call = async {
         // On a cluster the re-send-safe form, for redis-rs's own re-sends.
         let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
-        let mut pipeline = redis::pipe();
-        let evalsha = pipeline
-            .cmd("EVALSHA")
-            .arg(form.script.get_hash())
-            .arg(2 + usize::from(form.record.is_some()))
-            .arg(&*request.keys.key)
-            .arg(request.keys.token());
+        let mut invocation = form.script.key(&*request.keys.key);
+        invocation.key(request.keys.token());
         if let Some((record, _)) = &form.record {
-            evalsha.arg(record);
+            invocation.key(record);
         }
-        evalsha.arg(request.lease_ms).arg(&*request.owner);
+        invocation.arg(request.lease_ms).arg(&*request.owner);
         if let Some((_, keep_ms)) = &form.record {
-            evalsha.arg(keep_ms);
+            invocation.arg(keep_ms);
         }
-        pipeline.cmd("WAIT").arg(wait.replicas).arg(wait_ms);
-        match pipeline.query_async::<(Vec<Value>, i64)>(conn).await {
-            Err(error) if error.code() == Some("NOSCRIPT") => {
-                // The server lost its script cache (restart, failover): load, then again.
-                form.script
-                    .load_async(conn)
+        let pipeline = |conn: &Connection| {
+            let mut pipeline = redis::pipe();
+            pipeline.add_command(invocation.command(conn));
+            if wait.fsync {
+                pipeline
+                    .cmd("WAITAOF")
+                    .arg(1)
+                    .arg(wait.replicas)
+                    .arg(wait_ms);
+            } else {
+                pipeline.cmd("WAIT").arg(wait.replicas).arg(wait_ms);
+            }
+            pipeline
+        };
+        match pipeline(conn)
+            .query_async::<(Vec<Value>, Value)>(conn)
+            .await
+        {
+            // The server lost the script or the library (restart, failover): load, then again.
+            Err(error)
+                if invocation
+                    .load_missing(conn, &error)
                     .await
-                    .map_err(|error| Error::from_redis("acquire", error))?;
-                pipeline.query_async::<(Vec<Value>, i64)>(conn).await
+                    .map_err(|error| Error::from_redis("acquire", error))? =>
+            {
+                pipeline(conn)
+                    .query_async::<(Vec<Value>, Value)>(conn)
+                    .await
             }
             other => other,
         }
@@ -226,8 +240,8 @@ pub(crate) async fn acquire_replicated(
     };
     let (reply, acknowledged) = bounded("acquire", limit + wait.timeout, call).await?;
     let attempt = parse_acquire(request, &reply, sent_at)?;
-    let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
-    if matches!(attempt, Attempt::Acquired { .. }) && acknowledged < wait.replicas {
+    let (acknowledged, wanted) = copies_confirmed(&acknowledged, wait);
+    if matches!(attempt, Attempt::Acquired { .. }) && acknowledged < wanted {
         // Not confirmed is not held: give it back now rather than at lease end.
         if let Err(error) = release(conn, request, limit).await {
             debug!(lock = %request.keys.key, %error, "redlatch: undoing an unconfirmed acquire failed");
@@ -235,11 +249,28 @@ pub(crate) async fn acquire_replicated(
         return Err(Error::ReplicasNotConfirmed {
             name: request.keys.key.to_string(),
             acknowledged,
-            wanted: wait.replicas,
+            wanted,
             timeout: wait.timeout,
         });
     }
     Ok(attempt)
+}
+
+/// Copies confirmed, and copies wanted, from the reply of `WAIT` (replicas
+/// that received the writes) or `WAITAOF` (`[local, replicas]` fsynced; the
+/// master's own fsync counts as one copy).
+fn copies_confirmed(reply: &Value, wait: ReplicaWait) -> (u32, u32) {
+    let count = |value: &Value| match value {
+        Value::Int(n) => u32::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+    match reply {
+        Value::Array(counts) if wait.fsync => (
+            counts.iter().take(2).map(count).sum(),
+            wait.replicas.saturating_add(1),
+        ),
+        other => (count(other), wait.replicas),
+    }
 }
 
 fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> Result<Attempt> {

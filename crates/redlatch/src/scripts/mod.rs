@@ -1,8 +1,10 @@
 //! The Lua scripts, loaded from `scripts/*.lua` of the crate, and the typed
 //! calls that run them (one file per family).
 //!
-//! They run by EVALSHA; `redis::Script` falls back to loading the script when
-//! the server answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). Every
+//! They run as functions of redlatch's library where the server has
+//! functions ([`library`]: FCALL, the library loaded again if the server lost
+//! it), and by EVALSHA elsewhere, the script loaded when the server answers
+//! NOSCRIPT (after a restart or `SCRIPT FLUSH`). Every
 //! script that publishes takes the publish command last (`publish`, or
 //! `spublish` on a Redis Cluster).
 //!
@@ -84,28 +86,42 @@
 
 pub(crate) mod fair;
 pub(crate) mod keys;
+pub(crate) mod library;
 pub(crate) mod lock;
+pub(crate) mod lua;
 pub(crate) mod rw;
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{FromRedisValue, Script, ScriptInvocation, ToRedisArgs};
+use redis::{FromRedisValue, ToRedisArgs};
 
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::transport::{Connection, bounded};
 
+pub(crate) use lua::{Invocation, Lua};
+
+/// Function flags of scripts that only give back, extend or read: they must
+/// run even when the server is out of memory, as their EVALSHA forms do
+/// (their commands are not refused under OOM).
+const GIVES_BACK: &[&str] = &["allow-oom"];
+
+/// The file's name without `.lua`: the script's name in the function library.
+fn file_stem(file: &str) -> String {
+    file.trim_end_matches(".lua").to_owned()
+}
+
 /// A script that only reads, or that can run twice harmlessly; the shared
 /// parts named after it (`scripts/lib/NAME.lua`) come first, as for
 /// [`mutating!`].
 macro_rules! script {
-    ($name:ident, $file:literal $(, $lib:ident)*) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
+    ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+            Lua::new(file_stem($file), concat!(
                 $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
                 include_str!(concat!("../../scripts/", $file))
-            ))
+            ).to_owned(), $flags)
         });
     };
 }
@@ -115,52 +131,116 @@ macro_rules! script {
 /// validity checks; `fair_line`, the fair lock's line; `lease`, the rule
 /// that never shortens a lease) come first.
 macro_rules! mutating {
-    ($name:ident, $file:literal $(, $lib:ident)*) => {
+    ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
-            Mutating::new(concat!(
+            Mutating::new(file_stem($file), concat!(
                 $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
                 include_str!(concat!("../../scripts/", $file))
-            ))
+            ), $flags)
         });
     };
 }
 
-mutating!(ACQUIRE, "acquire.lua", checks, lease);
-mutating!(REENTER, "reenter.lua", checks, lease);
-mutating!(RELEASE, "release.lua", checks, lease);
-script!(RENEW, "renew.lua", lease);
-mutating!(FORCE_UNLOCK, "force_unlock.lua");
-script!(STATUS, "status.lua");
-script!(RAISE_TOKEN, "raise_token.lua");
+mutating!(ACQUIRE, "acquire.lua", &[], checks, lease);
+mutating!(REENTER, "reenter.lua", &[], checks, lease);
+mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease);
+script!(RENEW, "renew.lua", GIVES_BACK, lease);
+mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
+script!(STATUS, "status.lua", GIVES_BACK);
+script!(RAISE_TOKEN, "raise_token.lua", &[]);
 
-mutating!(FAIR_ACQUIRE, "fair_acquire.lua", checks, fair_line, lease);
-mutating!(FAIR_RELEASE, "fair_release.lua", checks, fair_line, lease);
-mutating!(FAIR_LEAVE, "fair_leave.lua", fair_line);
+mutating!(
+    FAIR_ACQUIRE,
+    "fair_acquire.lua",
+    &[],
+    checks,
+    fair_line,
+    lease
+);
+mutating!(
+    FAIR_RELEASE,
+    "fair_release.lua",
+    GIVES_BACK,
+    checks,
+    fair_line,
+    lease
+);
+mutating!(FAIR_LEAVE, "fair_leave.lua", GIVES_BACK, fair_line);
 
-mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", checks, lease);
-mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", checks, lease);
-mutating!(RW_READ_RELEASE, "rw_read_release.lua", checks, lease);
-mutating!(RW_WRITE_RELEASE, "rw_write_release.lua", checks, lease);
-mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua");
-script!(RW_READ_RENEW, "rw_read_renew.lua", lease);
+mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", &[], checks, lease);
+mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", &[], checks, lease);
+mutating!(
+    RW_READ_RELEASE,
+    "rw_read_release.lua",
+    GIVES_BACK,
+    checks,
+    lease
+);
+mutating!(
+    RW_WRITE_RELEASE,
+    "rw_write_release.lua",
+    GIVES_BACK,
+    checks,
+    lease
+);
+mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua", GIVES_BACK);
+script!(RW_READ_RENEW, "rw_read_renew.lua", GIVES_BACK, lease);
 
-mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua");
-mutating!(SEMAPHORE_ADD, "semaphore_add.lua");
-mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua", checks);
-mutating!(SEMAPHORE_RELEASE, "semaphore_release.lua");
-script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua");
+mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua", &[]);
+mutating!(SEMAPHORE_ADD, "semaphore_add.lua", &[]);
+mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua", &[], checks);
+mutating!(SEMAPHORE_RELEASE, "semaphore_release.lua", GIVES_BACK);
+script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua", GIVES_BACK);
 
-mutating!(PERMIT_ACQUIRE, "permit_acquire.lua", checks);
-mutating!(PERMIT_RELEASE, "permit_release.lua");
-script!(PERMIT_AVAILABLE, "permit_available.lua");
-script!(PERMIT_RENEW, "permit_renew.lua");
+mutating!(PERMIT_ACQUIRE, "permit_acquire.lua", &[], checks);
+mutating!(PERMIT_RELEASE, "permit_release.lua", GIVES_BACK);
+script!(PERMIT_AVAILABLE, "permit_available.lua", GIVES_BACK);
+script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK);
+
+/// Every script, each form once: the function library's content.
+pub(crate) fn every_script() -> Vec<&'static Lua> {
+    let mutating: [&'static Mutating; 18] = [
+        &ACQUIRE,
+        &REENTER,
+        &RELEASE,
+        &FORCE_UNLOCK,
+        &FAIR_ACQUIRE,
+        &FAIR_RELEASE,
+        &FAIR_LEAVE,
+        &RW_READ_ACQUIRE,
+        &RW_WRITE_ACQUIRE,
+        &RW_READ_RELEASE,
+        &RW_WRITE_RELEASE,
+        &RW_WRITER_LEAVE,
+        &SEMAPHORE_TRY_SET,
+        &SEMAPHORE_ADD,
+        &SEMAPHORE_ACQUIRE,
+        &SEMAPHORE_RELEASE,
+        &PERMIT_ACQUIRE,
+        &PERMIT_RELEASE,
+    ];
+    let plain: [&'static Lua; 7] = [
+        &RENEW,
+        &STATUS,
+        &RAISE_TOKEN,
+        &RW_READ_RENEW,
+        &SEMAPHORE_AVAILABLE,
+        &PERMIT_AVAILABLE,
+        &PERMIT_RENEW,
+    ];
+    mutating
+        .iter()
+        .flat_map(|script| [&script.plain, &script.resendable])
+        .chain(plain)
+        .collect()
+}
 
 /// The reentrant lock's acquire and release scripts exactly as the library
 /// loads them on one server (shared parts in front): for tools that send
 /// them by themselves, such as the benchmark harness's `redis-benchmark`
 /// limit. Not a stable interface.
 pub fn lock_script_sources() -> (&'static str, &'static str) {
-    (ACQUIRE.source, RELEASE.source)
+    (&ACQUIRE.plain.source, &RELEASE.plain.source)
 }
 
 /// The shortest time a request record is kept.
@@ -169,18 +249,15 @@ const MIN_RECORD_KEEP: Duration = Duration::from_secs(5);
 /// A script that changes data: the plain form, and the re-send-safe form
 /// generated from the same source (see the module docs).
 pub(crate) struct Mutating {
-    /// The plain form's source, as loaded (shared parts in front).
-    source: &'static str,
-    plain: Script,
-    resendable: Script,
+    plain: Lua,
+    resendable: Lua,
 }
 
 impl Mutating {
-    fn new(source: &'static str) -> Mutating {
+    fn new(name: String, source: &'static str, flags: &'static [&'static str]) -> Mutating {
         Mutating {
-            source,
-            plain: Script::new(source),
-            resendable: Script::new(&resendable(source)),
+            resendable: Lua::new(format!("{name}_resendable"), resendable(source), flags),
+            plain: Lua::new(name, source.to_owned(), flags),
         }
     }
 
@@ -188,7 +265,7 @@ impl Mutating {
     /// key is `first_key`: on a cluster the re-send-safe form, with the
     /// record key and its lifetime (ms) to pass last among KEYS and ARGV.
     /// Nothing sends it again but redis-rs.
-    pub(crate) fn pipelined(&self, conn: &Connection, first_key: &str) -> Pipelined<'_> {
+    pub(crate) fn pipelined(&'static self, conn: &Connection, first_key: &str) -> Pipelined {
         match conn.resend_policy() {
             Some(settings) => Pipelined {
                 script: &self.resendable,
@@ -221,8 +298,8 @@ impl Mutating {
 }
 
 /// A [`Mutating`] script's form for a pipeline.
-pub(crate) struct Pipelined<'a> {
-    pub(crate) script: &'a Script,
+pub(crate) struct Pipelined {
+    pub(crate) script: &'static Lua,
     /// The request record key and how long to keep it (ms), on a cluster.
     pub(crate) record: Option<(String, u64)>,
 }
@@ -264,7 +341,7 @@ pub(crate) fn record_keep(settings: &Settings) -> Duration {
 /// One request of a [`Mutating`] script: its keys and arguments, and on a
 /// cluster its request record, kept across re-sends.
 pub(crate) struct Call {
-    invocation: ScriptInvocation<'static>,
+    invocation: Invocation,
     /// The record key once the first key is known (cluster only).
     record: Option<String>,
     /// The settings re-sends follow (cluster only).
@@ -334,7 +411,7 @@ impl Call {
 }
 
 async fn send<T: FromRedisValue>(
-    invocation: &ScriptInvocation<'static>,
+    invocation: &Invocation,
     conn: &mut Connection,
     op: &'static str,
     limit: Duration,

@@ -461,7 +461,7 @@ pub(crate) async fn send<T: redis::FromRedisValue>(
 pub(crate) async fn call<T: redis::FromRedisValue>(
     core: &Arc<Core>,
     op: &'static str,
-    invocation: &redis::ScriptInvocation<'_>,
+    invocation: &scripts::Invocation,
 ) -> Result<T> {
     let inner = &core;
     let mut conn = inner.conn.clone();

@@ -21,6 +21,7 @@ use redis::{
 
 use crate::error::{Error, Result};
 use crate::settings::{Settings, SharedSettings};
+use crate::transport::script_routes::ScriptRoutes;
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
@@ -109,7 +110,7 @@ async fn open_single(
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
-        Connection::Single(conn),
+        Connection::new(Link::Single(conn)),
         SubscriptionSource::Single(redis_client),
     ))
 }
@@ -144,7 +145,7 @@ async fn open_cluster(
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
-        Connection::Cluster(conn, shared.clone(), pubsub),
+        Connection::new(Link::Cluster(conn, shared.clone(), pubsub)),
         SubscriptionSource::Cluster {
             nodes,
             connect_timeout: settings.connect_timeout,
@@ -189,14 +190,45 @@ async fn open_sentinel(
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
-        Connection::Sentinel(conn.clone()),
+        Connection::new(Link::Sentinel(conn.clone())),
         SubscriptionSource::Sentinel(conn),
     ))
 }
 
-/// Where the client's commands go.
+/// Where the client's commands go, and how scripts reach that server.
+/// Clones share both.
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub(crate) struct Connection {
+    link: Link,
+    routes: Arc<ScriptRoutes>,
+}
+
+impl Connection {
+    fn new(link: Link) -> Connection {
+        Connection {
+            link,
+            routes: Arc::new(ScriptRoutes::default()),
+        }
+    }
+
+    /// How scripts reach the server (shared by the connection's clones).
+    pub(crate) fn script_routes(&self) -> &ScriptRoutes {
+        &self.routes
+    }
+
+    /// The kind of connection, for debug output.
+    pub(crate) fn kind(&self) -> &'static str {
+        match &self.link {
+            Link::Single(_) => "single",
+            Link::Cluster(..) => "cluster",
+            Link::Sentinel(_) => "sentinel",
+        }
+    }
+}
+
+/// The connection underneath a [`Connection`].
+#[derive(Clone)]
+enum Link {
     /// One server (or a fixed address), reconnected by redis-rs.
     Single(ConnectionManager),
     /// A Redis Cluster: commands are routed by key slot; MOVED, ASK and
@@ -214,7 +246,7 @@ pub(crate) enum Connection {
 impl Connection {
     /// True on a Redis Cluster: keys of one call must share a slot.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(..))
+        matches!(self.link, Link::Cluster(..))
     }
 
     /// How requests whose outcome is unknown are sent again: on a cluster
@@ -222,15 +254,15 @@ impl Connection {
     /// single-server and Sentinel connections never re-send by themselves,
     /// so they run the plain scripts and skip the request records).
     pub(crate) fn resend_policy(&self) -> Option<Arc<Settings>> {
-        match self {
-            Connection::Cluster(_, shared, _) => Some(shared.read().clone()),
-            Connection::Single(_) | Connection::Sentinel(_) => None,
+        match &self.link {
+            Link::Cluster(_, shared, _) => Some(shared.read().clone()),
+            Link::Single(_) | Link::Sentinel(_) => None,
         }
     }
 
     /// True when wake-ups use sharded pub/sub: on a cluster, unless set to plain.
     fn sharded_pubsub(&self) -> bool {
-        matches!(self, Connection::Cluster(_, _, ClusterPubSub::Sharded))
+        matches!(self.link, Link::Cluster(_, _, ClusterPubSub::Sharded))
     }
 
     /// The command scripts publish unlock messages with: `spublish` (sharded,
@@ -268,7 +300,7 @@ impl Connection {
     /// The servers a walk over the whole keyspace must visit: the server
     /// itself, or every master of a cluster (asked with `CLUSTER NODES`).
     pub(crate) async fn keyspace_nodes(&mut self) -> RedisResult<Vec<Node>> {
-        let Connection::Cluster(cluster, ..) = self else {
+        let Link::Cluster(cluster, ..) = &mut self.link else {
             return Ok(vec![Node::Default]);
         };
         let nodes: String = redis::cmd("CLUSTER")
@@ -284,19 +316,17 @@ impl Connection {
         node: &Node,
         command: &Cmd,
     ) -> RedisResult<T> {
-        match (self, node) {
-            (Connection::Cluster(cluster, ..), Node::At { host, port }) => {
-                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
-                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
-                        host: host.clone(),
-                        port: *port,
-                    },
-                );
-                let value = cluster.route_command(command.clone(), routing).await?;
-                Ok(redis::from_redis_value(value)?)
-            }
-            (conn, _) => command.query_async(conn).await,
+        if let (Link::Cluster(cluster, ..), Node::At { host, port }) = (&mut self.link, node) {
+            let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                },
+            );
+            let value = cluster.route_command(command.clone(), routing).await?;
+            return Ok(redis::from_redis_value(value)?);
         }
+        command.query_async(self).await
     }
 }
 
@@ -325,10 +355,10 @@ fn cluster_masters(nodes: &str) -> Vec<Node> {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn, ..) => conn.req_packed_command(cmd),
-            Connection::Sentinel(conn) => conn.req_packed_command(cmd),
+        match &mut self.link {
+            Link::Single(conn) => conn.req_packed_command(cmd),
+            Link::Cluster(conn, ..) => conn.req_packed_command(cmd),
+            Link::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -338,18 +368,18 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn, ..) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
+        match &mut self.link {
+            Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(conn, ..) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(conn) => conn.get_db(),
-            Connection::Cluster(conn, ..) => conn.get_db(),
-            Connection::Sentinel(conn) => conn.get_db(),
+        match &self.link {
+            Link::Single(conn) => conn.get_db(),
+            Link::Cluster(conn, ..) => conn.get_db(),
+            Link::Sentinel(conn) => conn.get_db(),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Talking to Redis: where it is, the command and subscription connections,
 //! and the time limit on each call.
 
+pub(crate) mod capabilities;
 pub(crate) mod connection;
+pub(crate) mod script_routes;
 pub(crate) mod sentinel;
 pub(crate) mod shared;
 pub(crate) mod subscription;

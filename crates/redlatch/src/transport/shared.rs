@@ -71,11 +71,7 @@ fn boxed<'a, T: Send + 'a>(
 
 impl std::fmt::Debug for RedisConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match &self.conn {
-            Connection::Single(_) => "single",
-            Connection::Cluster(..) => "cluster",
-            Connection::Sentinel(_) => "sentinel",
-        };
+        let kind = self.conn.kind();
         f.debug_tuple("RedisConnection").field(&kind).finish()
     }
 }

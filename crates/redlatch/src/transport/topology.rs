@@ -69,4 +69,7 @@ impl std::fmt::Debug for MasterAuth {
 pub(crate) struct ReplicaWait {
     pub(crate) replicas: u32,
     pub(crate) timeout: Duration,
+    /// Waited for by `WAITAOF 1 replicas timeout` (the master's and the
+    /// replicas' append-only files fsynced) rather than `WAIT` (received).
+    pub(crate) fsync: bool,
 }

@@ -35,6 +35,20 @@ pub async fn client_at(url: &str, lease: Duration) -> Client {
         .expect("connect to the test server")
 }
 
+/// As [`client_at`], with scripts run by EVALSHA rather than as functions:
+/// for tests of what a flushed script cache does.
+pub async fn evalsha_client_at(url: &str, lease: Duration) -> Client {
+    Client::builder(url)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(20))
+        .default_lease(lease)
+        .script_functions(false)
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
 /// An admin connection for looking at what the library wrote.
 pub async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     server
@@ -166,4 +180,29 @@ where
             return last;
         }
     }
+}
+
+/// Script calls the server has run so far: FCALL (the function library),
+/// EVALSHA and EVAL.
+pub async fn script_calls(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| {
+            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                .iter()
+                .any(|command| line.starts_with(command))
+        })
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }

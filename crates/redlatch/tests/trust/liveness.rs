@@ -208,7 +208,8 @@ const ONE_WAY: Duration = Duration::from_millis(15);
 async fn a_cancelled_acquire_counts_as_background_work_until_it_is_undone() {
     let server = common::server();
     let proxy = Proxy::start(server.addr()).expect("start the proxy");
-    let client = common::client_at(&proxy.url(), Duration::from_secs(30)).await;
+    // Scripts by EVALSHA, so that a flushed script cache sends them again.
+    let client = common::evalsha_client_at(&proxy.url(), Duration::from_secs(30)).await;
     let mut admin = common::admin(&server).await;
     let slow = LinkFaults {
         latency: ONE_WAY,

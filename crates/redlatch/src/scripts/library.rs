@@ -1,0 +1,143 @@
+//! redlatch's scripts as one Redis function library (`FUNCTION LOAD`,
+//! Redis 7 and Valkey), so that a restart with persistence, a failover or a
+//! `SCRIPT FLUSH` leaves nothing to load again: functions are kept in the
+//! RDB and AOF files and replicated, where the script cache is neither.
+//!
+//! The library is named after its content (`redlatch_<12 hex>`), and so are
+//! its functions (`redlatch_<12 hex>_acquire`): clients of different
+//! redlatch versions each load and call their own, side by side. A server
+//! that does not offer functions, or refuses them to this client (an ACL,
+//! a renamed command, a proxy), gets the same scripts by EVALSHA.
+
+use std::sync::LazyLock;
+
+use redis::{RedisError, RedisResult, Script};
+
+use crate::scripts::lua::Lua;
+use crate::transport::Connection;
+use crate::transport::capabilities::Support;
+
+/// The library's name and source.
+struct Library {
+    name: String,
+    source: String,
+}
+
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let scripts = super::every_script();
+    // Named after what it holds: the SHA-1 of every script's SHA-1, name and flags.
+    let content: String = scripts
+        .iter()
+        .map(|lua| format!("{} {} {:?}\n", lua.name, lua.hash(), lua.flags))
+        .collect();
+    let name = format!("redlatch_{}", &Script::new(&content).get_hash()[..12]);
+    let mut source = format!("#!lua name={name}\n");
+    for (n, lua) in scripts.iter().enumerate() {
+        let flags: Vec<String> = lua.flags.iter().map(|flag| format!("'{flag}'")).collect();
+        source.push_str(&format!(
+            "local function redlatch_script_{n}(KEYS, ARGV)\n{}\nend\n\
+             redis.register_function{{function_name='{name}_{}', callback=redlatch_script_{n}, flags={{{}}}}}\n",
+            lua.source,
+            lua.name,
+            flags.join(", "),
+        ));
+    }
+    Library { name, source }
+});
+
+/// The library's name, e.g. `redlatch_0123456789ab`.
+#[cfg(test)]
+fn name() -> &'static str {
+    &LIBRARY.name
+}
+
+/// The name `lua` has in the library.
+pub(crate) fn function_name(lua: &Lua) -> String {
+    format!("{}_{}", LIBRARY.name, lua.name)
+}
+
+/// Loads the library on the server (every master of a cluster). `replace`
+/// loads it over a copy already there; without it, a copy already there
+/// counts as loaded (no compile on the server).
+pub(crate) async fn load(conn: &mut Connection, replace: bool) -> RedisResult<()> {
+    let mut cmd = redis::cmd("FUNCTION");
+    cmd.arg("LOAD");
+    // A cluster client sends the load to every master and needs all to succeed.
+    if replace || conn.is_cluster() {
+        cmd.arg("REPLACE");
+    }
+    cmd.arg(&LIBRARY.source);
+    match cmd.query_async::<String>(conn).await {
+        Ok(_) => Ok(()),
+        Err(error) if already_loaded(&error) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// Loads the library at connect and says whether scripts run as its
+/// functions from now on. `server_has_functions` is what the server's
+/// version says (Redis and Valkey 7 and later).
+pub(crate) async fn install(conn: &mut Connection, server_has_functions: bool) -> Support {
+    let support = match load(conn, false).await {
+        Ok(()) => Support::Available,
+        Err(error) if refused(&error) && !server_has_functions => Support::Absent,
+        Err(error) => Support::Denied(error.to_string()),
+    };
+    conn.script_routes()
+        .set_functions(matches!(support, Support::Available));
+    support
+}
+
+/// The server answered that the function is not there: it lost the library
+/// (a restart without persistence, `FUNCTION FLUSH`, a new cluster node).
+pub(crate) fn lost(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.contains("Function not found"))
+}
+
+/// The server refuses functions to this client: FCALL or FUNCTION unknown
+/// (an old server, a renamed or disabled command) or denied by an ACL. A
+/// key an ACL forbids is not this: that refusal is the key's own.
+pub(crate) fn refused(error: &RedisError) -> bool {
+    let detail = error.detail().unwrap_or_default().to_ascii_lowercase();
+    let names_functions = detail.contains("'fcall'") || detail.contains("'function");
+    match error.code() {
+        Some("ERR") => detail.starts_with("unknown command") && names_functions,
+        Some("NOPERM") => names_functions,
+        _ => false,
+    }
+}
+
+fn already_loaded(error: &RedisError) -> bool {
+    error
+        .detail()
+        .is_some_and(|detail| detail.contains("already exists"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_holds_every_script_under_a_name_of_its_content() {
+        let scripts = super::super::every_script();
+        assert!(name().starts_with("redlatch_") && name().len() == "redlatch_".len() + 12);
+        for lua in &scripts {
+            let registered = format!("function_name='{}'", function_name(lua));
+            assert!(
+                LIBRARY.source.contains(&registered),
+                "{} is not in the library",
+                lua.name
+            );
+            assert!(
+                lua.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{:?} is not a valid function name",
+                lua.name
+            );
+        }
+    }
+}

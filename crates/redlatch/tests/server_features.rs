@@ -1,0 +1,471 @@
+//! What the server offers, learned at connect and used: the function
+//! library, WAITAOF, and the shapes of managed services that refuse
+//! commands (an ACL or `rename-command` in the test server's config).
+//! Runs on every server of the matrix (scripts/test-servers); a feature a
+//! server lacks is checked for its fallback there.
+
+#![recursion_limit = "256"]
+
+mod common;
+
+use std::time::Duration;
+
+use redlatch::{Client, Error, Support};
+use testkit::RedisServer;
+
+/// `INFO commandstats` and `INFO errorstats` as `name -> calls` (commands)
+/// and `name -> count` (errors); FCALLs the server refused or that failed
+/// as `fcall_refused`.
+async fn stats(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, u64)> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let fcall = info
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_fcall:"))
+        .unwrap_or_default();
+    let refused: u64 = fcall
+        .split(',')
+        .filter_map(|field| {
+            let (name, n) = field.trim().split_once('=')?;
+            matches!(name, "rejected_calls" | "failed_calls").then(|| n.parse::<u64>().ok())?
+        })
+        .sum();
+    info.lines()
+        .chain(errors.lines())
+        .filter_map(|line| {
+            let (name, fields) = line.trim().split_once(':')?;
+            let count = fields.split(',').find_map(|field| {
+                field
+                    .strip_prefix("calls=")
+                    .or(field.strip_prefix("count="))
+            })?;
+            Some((name.to_owned(), count.parse().ok()?))
+        })
+        .chain([("fcall_refused".to_owned(), refused)])
+        .collect()
+}
+
+fn count(stats: &[(String, u64)], name: &str) -> u64 {
+    stats
+        .iter()
+        .find(|(stat, _)| stat == name)
+        .map_or(0, |(_, n)| *n)
+}
+
+fn server_has_functions(client: &Client) -> bool {
+    client
+        .capabilities()
+        .server
+        .as_ref()
+        .is_some_and(|server| server.version.0 >= 7)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_run_as_functions_of_one_library_loaded_at_connect() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    if !server_has_functions(&client) {
+        assert_eq!(client.capabilities().functions, Support::Absent);
+        return;
+    }
+    assert_eq!(client.capabilities().functions, Support::Available);
+    let libraries: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("redlatch_*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let redis::Value::Array(libraries) = libraries else {
+        panic!("FUNCTION LIST answered {libraries:?}");
+    };
+    assert_eq!(libraries.len(), 1, "one library per redlatch version");
+
+    // A second client of the same version finds it there.
+    let other = common::client(&server).await;
+    assert_eq!(other.capabilities().functions, Support::Available);
+
+    let before = stats(&mut admin).await;
+    for primitive in 0..3 {
+        let name = format!("as-functions:{primitive}");
+        match primitive {
+            0 => {
+                let guard = client.lock(&name).acquire().await.unwrap();
+                let again = guard.reenter().await.unwrap();
+                again.release().await.unwrap();
+                guard.release().await.unwrap();
+            }
+            1 => {
+                let lock = client.read_write_lock(&name);
+                lock.read().await.unwrap().release().await.unwrap();
+                lock.write().await.unwrap().release().await.unwrap();
+            }
+            _ => {
+                let semaphore = client.semaphore(&name);
+                assert!(semaphore.try_set_permits(2).await.unwrap());
+                semaphore.acquire(1).await.unwrap().release().await.unwrap();
+            }
+        }
+    }
+    let after = stats(&mut admin).await;
+    assert!(
+        count(&after, "cmdstat_fcall") > count(&before, "cmdstat_fcall"),
+        "{after:?}"
+    );
+    assert_eq!(
+        count(&after, "cmdstat_evalsha"),
+        count(&before, "cmdstat_evalsha"),
+        "nothing ran by EVALSHA"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_persistence_between_acquire_and_release_meets_no_missing_script() {
+    let mut server = RedisServer::builder()
+        .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
+        .start()
+        .unwrap();
+    let client = common::client_with_lease(&server, Duration::from_secs(20)).await;
+    if !server_has_functions(&client) {
+        return;
+    }
+    for round in 0..3 {
+        let guard = client.lock("restarted").acquire().await.unwrap();
+        server.restart_keeping_data().unwrap();
+        // The hold came back from the append-only file, and so did the library.
+        let again = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match guard.reenter().await {
+                    Ok(again) => return again,
+                    // The client's connection is being made again.
+                    Err(error) if error.is_transient() => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Err(error) => panic!("round {round}: reenter after restart: {error}"),
+                }
+            }
+        })
+        .await
+        .expect("reconnected within 20 s");
+        again.release().await.unwrap();
+        guard.release().await.unwrap();
+        let mut admin = common::admin(&server).await;
+        let stats = stats(&mut admin).await;
+        assert_eq!(count(&stats, "errorstat_NOSCRIPT"), 0, "{stats:?}");
+        assert_eq!(count(&stats, "cmdstat_script|load"), 0, "{stats:?}");
+        assert_eq!(count(&stats, "cmdstat_evalsha"), 0, "{stats:?}");
+        // No 'Function not found' either, and no library loaded again.
+        assert_eq!(count(&stats, "fcall_refused"), 0, "{stats:?}");
+        assert_eq!(count(&stats, "cmdstat_function|load"), 0, "{stats:?}");
+        assert!(count(&stats, "cmdstat_fcall") >= 3, "{stats:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_library_is_loaded_again_on_first_use() {
+    let server = common::server();
+    let client = common::client_with_lease(&server, Duration::from_millis(600)).await;
+    if !server_has_functions(&client) {
+        return;
+    }
+    let mut admin = common::admin(&server).await;
+    let renewed = client
+        .lock("flushed-library:renewed")
+        .acquire()
+        .await
+        .unwrap();
+    for round in 0..5 {
+        let () = redis::cmd("FUNCTION")
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let guard = client
+            .lock(format!("flushed-library:{round}"))
+            .acquire()
+            .await
+            .expect("acquire after FUNCTION FLUSH");
+        guard.release().await.expect("release after FUNCTION FLUSH");
+    }
+    // The watchdog's renewals found the library again too.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(renewed.is_held());
+    renewed.release().await.unwrap();
+    assert_eq!(client.capabilities().functions, Support::Available);
+    let stats = stats(&mut admin).await;
+    assert_eq!(count(&stats, "cmdstat_evalsha"), 0, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_turned_off_run_every_script_by_evalsha() {
+    let server = common::server();
+    let client = Client::builder(&server.url())
+        .script_functions(false)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.capabilities().functions, Support::Off);
+    let guard = client.lock("by-evalsha").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    let mut admin = common::admin(&server).await;
+    let stats = stats(&mut admin).await;
+    assert!(count(&stats, "cmdstat_evalsha") >= 2, "{stats:?}");
+    assert_eq!(count(&stats, "cmdstat_fcall"), 0, "{stats:?}");
+}
+
+/// A user of a managed service: every command but `denied`.
+fn managed(denied: &str) -> RedisServer {
+    RedisServer::builder()
+        .arg("user", &format!("app on >app-secret ~* &* +@all {denied}"))
+        .arg("user", "default on nopass ~* &* +@all")
+        .start()
+        .unwrap()
+}
+
+fn as_app(server: &RedisServer) -> String {
+    format!("redis://app:app-secret@127.0.0.1:{}", server.port())
+}
+
+async fn every_primitive_works(client: &Client, prefix: &str) {
+    let guard = client
+        .lock(format!("{prefix}:lock"))
+        .acquire()
+        .await
+        .unwrap();
+    guard.reenter().await.unwrap().release().await.unwrap();
+    guard.release().await.unwrap();
+    let fair = client.fair_lock(format!("{prefix}:fair"));
+    fair.acquire().await.unwrap().release().await.unwrap();
+    let rw = client.read_write_lock(format!("{prefix}:rw"));
+    rw.read().await.unwrap().release().await.unwrap();
+    rw.write().await.unwrap().release().await.unwrap();
+    let semaphore = client.semaphore(format!("{prefix}:semaphore"));
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    let status = client
+        .lock(format!("{prefix}:lock"))
+        .status()
+        .await
+        .unwrap();
+    assert!(status.holders.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_denies_functions_gets_every_script_by_evalsha() {
+    let server = managed("-function -fcall -fcall_ro");
+    let client = Client::connect(&as_app(&server)).await.unwrap();
+    if server_has_functions(&client) {
+        let Support::Denied(why) = &client.capabilities().functions else {
+            panic!("functions: {}", client.capabilities().functions);
+        };
+        assert!(
+            why.contains("NOPERM") || why.contains("permission"),
+            "{why}"
+        );
+    } else {
+        assert_eq!(client.capabilities().functions, Support::Absent);
+    }
+    every_primitive_works(&client, "no-functions").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_function_command_is_reported_and_scripts_run_by_evalsha() {
+    let server = RedisServer::builder()
+        .arg("rename-command", "FUNCTION \"\"")
+        .start()
+        .unwrap();
+    let client = common::client(&server).await;
+    if server_has_functions(&client) {
+        assert!(
+            matches!(client.capabilities().functions, Support::Denied(_)),
+            "{}",
+            client.capabilities().functions
+        );
+    }
+    every_primitive_works(&client, "renamed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_config_client_or_info_serves_every_primitive() {
+    let server = managed("-config -client -info -command");
+    let client = Client::connect(&as_app(&server)).await.unwrap();
+    // Nothing to learn the version from: reported unknown, nothing fails.
+    assert_eq!(client.capabilities().server, None);
+    every_primitive_works(&client, "no-admin").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_wait_fails_at_connect_naming_the_command() {
+    let server = managed("-wait");
+    let refused = Client::builder(&as_app(&server))
+        .wait_for_replicas(1, Duration::from_millis(100))
+        .connect()
+        .await
+        .expect_err("WAIT is denied");
+    let Error::InvalidConfig(message) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert!(message.contains("WAIT"), "{message}");
+    // Without the wait the same service serves locks.
+    let client = Client::connect(&as_app(&server)).await.unwrap();
+    every_primitive_works(&client, "no-wait").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
+    let plain = common::server();
+    let probe = common::client(&plain).await;
+    let refused = Client::builder(&plain.url())
+        .wait_for_fsync(0, Duration::from_millis(200))
+        .connect()
+        .await
+        .expect_err("no append-only file to fsync");
+    let Error::InvalidConfig(message) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert!(message.contains("WAITAOF"), "{message}");
+    if !probe.capabilities().wait_aof.is_available() {
+        assert_eq!(probe.capabilities().wait_aof, Support::Absent);
+        return;
+    }
+    let durable = RedisServer::builder()
+        .arg("appendonly", "yes")
+        .start()
+        .unwrap();
+    let client = Client::builder(&durable.url())
+        .wait_for_fsync(0, Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock("fsynced").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    // One replica asked for, none there: the acquisition is undone.
+    let client = Client::builder(&durable.url())
+        .wait_for_fsync(1, Duration::from_millis(50))
+        .connect()
+        .await
+        .unwrap();
+    let refused = client.lock("fsynced").try_acquire().await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::ReplicasNotConfirmed {
+                acknowledged: 1,
+                wanted: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let mut admin = common::admin(&durable).await;
+    assert_eq!(common::holds_left(&mut admin, "fsynced").await, 0);
+}
+
+/// One row of the compatibility table in docs/DEPLOYMENT.md, from what
+/// this server does with redlatch: written to the file named by
+/// `REDLATCH_COMPAT_ROW` (scripts/test-servers collects the rows of every
+/// flavour into the table), printed otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compatibility_row() {
+    let plain = common::server();
+    let client = common::client(&plain).await;
+    let server = client
+        .capabilities()
+        .server
+        .clone()
+        .expect("INFO answers on the test server");
+    let (major, minor, _) = server.version;
+    let flavour = match server.name.as_str() {
+        "valkey" => "Valkey",
+        "redis" => "Redis",
+        other => other,
+    };
+    let scripts = match &client.capabilities().functions {
+        Support::Available => "functions (FCALL)",
+        _ => "EVALSHA",
+    };
+    let restart = if client.capabilities().functions.is_available() {
+        "nothing to load"
+    } else {
+        "scripts loaded again (NOSCRIPT)"
+    };
+    let denied = |support: &Support| match support {
+        Support::Denied(_) => "EVALSHA (reported denied)",
+        Support::Absent => "EVALSHA (absent)",
+        Support::Available => "functions used (not denied?)",
+        _ => "off",
+    };
+    let acl_denied = {
+        let server = managed("-function -fcall -fcall_ro");
+        let client = Client::connect(&as_app(&server)).await.unwrap();
+        every_primitive_works(&client, "row-acl").await;
+        denied(&client.capabilities().functions)
+    };
+    let renamed = {
+        let server = RedisServer::builder()
+            .arg("rename-command", "FUNCTION \"\"")
+            .start()
+            .unwrap();
+        let client = common::client(&server).await;
+        every_primitive_works(&client, "row-renamed").await;
+        denied(&client.capabilities().functions)
+    };
+    let fsync = if client.capabilities().wait_aof.is_available() {
+        let durable = RedisServer::builder()
+            .arg("appendonly", "yes")
+            .start()
+            .unwrap();
+        let client = Client::builder(&durable.url())
+            .wait_for_fsync(0, Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap();
+        client
+            .lock("row-fsync")
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        "works (WAITAOF)"
+    } else {
+        "refused at connect (no WAITAOF)"
+    };
+    let wait_denied = {
+        let server = managed("-wait");
+        let refused = Client::builder(&as_app(&server))
+            .wait_for_replicas(1, Duration::from_millis(50))
+            .connect()
+            .await;
+        assert!(
+            matches!(refused, Err(Error::InvalidConfig(_))),
+            "{refused:?}"
+        );
+        "refused at connect"
+    };
+    let admin_denied = {
+        let server = managed("-config -client -info -command");
+        let client = Client::connect(&as_app(&server)).await.unwrap();
+        every_primitive_works(&client, "row-admin").await;
+        "works (version unknown)"
+    };
+    let row = format!(
+        "| {flavour} {major}.{minor} | {scripts} | {restart} | {fsync} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
+    );
+    match std::env::var_os("REDLATCH_COMPAT_ROW") {
+        Some(path) => std::fs::write(path, row).expect("write the row"),
+        None => print!("{row}"),
+    }
+}
