@@ -268,3 +268,48 @@ async fn release_everywhere_waits_for_the_slow_master_release_does_not() {
         }
     }
 }
+
+/// Contention is not an outage: with one master of five dead and two slow
+/// (60 ms each way through a proxy), the two fast masters say "held" while
+/// the slow ones are still on their way. An attempt decided then has seen
+/// only two answers, yet a majority was still possible; the contender must
+/// wait for the holder, not fail with `QuorumFailed`. (Before the fix it
+/// failed so whenever the fast refusals came first: the cause of a flaky
+/// `redlock_exclusion` run on a loaded machine.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_and_slow_ones_make_contention_a_wait_not_a_quorum_failure() {
+    let mut masters = masters(5);
+    let slow = testkit::LinkFaults {
+        latency: Duration::from_millis(60),
+        ..testkit::LinkFaults::default()
+    };
+    let proxies: Vec<testkit::Proxy> = [3, 4]
+        .iter()
+        .map(|&i| {
+            let proxy = testkit::Proxy::start(masters[i].addr()).unwrap();
+            proxy.set_both(slow);
+            proxy
+        })
+        .collect();
+    let urls: Vec<String> = (0..3)
+        .map(|i| masters[i].url())
+        .chain(proxies.iter().map(testkit::Proxy::url))
+        .collect();
+    let holder = redlatch::Redlock::connect(&urls).await.unwrap();
+    let guard = holder.lock("rl:contended-outage").acquire().await.unwrap();
+    masters[0].kill().unwrap();
+    let contender = redlatch::Redlock::connect(&urls).await.unwrap();
+    let lock = contender.lock("rl:contended-outage");
+    let waiting = tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the contender gave up: {:?}",
+        waiting.await
+    );
+    guard.release().await.unwrap();
+    let acquired = waiting.await.unwrap();
+    let acquired = acquired.expect("acquired once the holder released");
+    assert!(acquired.is_held());
+    acquired.release().await.unwrap();
+}

@@ -76,8 +76,6 @@ enum Outcome {
 struct Refusal {
     /// Nodes that granted it (given back since).
     acquired: usize,
-    /// Nodes that answered at all (granted or held by another owner).
-    answered: usize,
     /// The soonest lease end among the nodes held by another owner.
     soonest_free: Option<Duration>,
     failures: Vec<NodeFailure>,
@@ -392,7 +390,6 @@ impl RedlockLock {
             })
             .collect();
         let acquired = tokens.iter().flatten().count();
-        let answered = answers.iter().flatten().count();
         let soonest_free = answers
             .iter()
             .filter_map(|answer| match answer {
@@ -427,7 +424,6 @@ impl RedlockLock {
         self.give_back(&requests, &answers, &pending).await;
         Ok(Outcome::Refused(Refusal {
             acquired,
-            answered,
             soonest_free,
             failures,
         }))
@@ -641,7 +637,11 @@ impl Acquisition for RedlockAcquisition<'_> {
             Outcome::Refused(refusal) => refusal,
         };
         let nodes = lock.redlock.inner.nodes.len();
-        if refusal.answered < quorum::majority(nodes) {
+        // An outage only when too many nodes failed for any majority. An
+        // attempt decided early (no majority possible for this owner) leaves
+        // slow nodes unanswered: they may still serve the next attempt, so
+        // they count as live, not as failed.
+        if nodes - refusal.failures.len().min(nodes) < quorum::majority(nodes) {
             // Too few nodes answer for any majority: an outage, not contention.
             return Err(quorum::failed(
                 "acquire",
