@@ -75,7 +75,9 @@ impl Failure {
             E::InvalidName { .. }
             | E::InvalidOwner { .. }
             | E::InvalidDuration { .. }
-            | E::InvalidConfig(_) => USAGE,
+            | E::InvalidConfig(_)
+            | E::ClusterNode { .. } => USAGE,
+            E::TlsFile { .. } => CONFIG,
             E::Timeout { .. } => NOT_ACQUIRED,
             E::NotHeld { .. } => LOST,
             E::WrongType { .. } => DATA,
@@ -83,6 +85,8 @@ impl Failure {
             | E::ResponseTimeout { .. }
             | E::OutcomeUnknown { .. }
             | E::Redis { .. }
+            | E::ConnectTimeout { .. }
+            | E::TlsCertificate { .. }
             | E::QuorumFailed { .. } => UNAVAILABLE,
             _ => SOFTWARE,
         };

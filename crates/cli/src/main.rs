@@ -113,6 +113,20 @@ impl Global {
         Ok(deployment)
     }
 
+    /// True when the servers come from the `--config` file's `[redis]`: no
+    /// server flag, no `REDIS_URL`. A mistake in them is the file's (exit 78).
+    pub fn servers_from_file(&self) -> bool {
+        let args = &self.deployment;
+        let flagged =
+            !(args.redis.is_empty() && args.redis_cluster.is_empty() && args.sentinel.is_empty())
+                || std::env::var("REDIS_URL").is_ok_and(|url| !url.is_empty());
+        !flagged
+            && self
+                .config
+                .as_deref()
+                .is_some_and(|path| matches!(Deployment::load(path), Ok(Some(_))))
+    }
+
     /// The password of `--redis-password-file`, else `REDLATCH_REDIS_PASSWORD`.
     pub fn redis_password(&self) -> Result<Option<String>, Failure> {
         secrets::password(self.redis_password_file.as_deref())

@@ -2,7 +2,9 @@
 
 mod common;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::{BIN, World, code};
 
@@ -91,4 +93,116 @@ fn stdio_and_status_pass_through() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(code(output.status), 42);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "HELLO\n");
+}
+
+/// Runs `redlatch ARGS...` (no `--redis` added) and collects its exit
+/// status and stderr; fails the test if it is still running after `limit`.
+fn finishes_within(limit: Duration, args: &[&str]) -> (i32, String) {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let stderr_path = dir.path().join("stderr");
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            // SAFETY: kill(2) on the process group we created at spawn.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!(
+                "redlatch {args:?} still running after {limit:?}; stderr: {}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    eprintln!(
+        "redlatch {args:?} -> {status:?} after {:?}: {stderr}",
+        started.elapsed()
+    );
+    (code(status), stderr)
+}
+
+/// Writes `text` to `name` in `dir`; the path as a string.
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A server that accepts connections and never answers (SIGSTOP): every
+/// command gives up within `--wait` (run) or the connect timeout, exit 69,
+/// naming the limit that ran out.
+#[test]
+fn a_frozen_server_fails_within_the_limit_it_names() {
+    let world = World::new();
+    world.server.pause().unwrap();
+    let url = world.server.url();
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(5),
+        &["--redis", &url, "run", "x", "--wait", "1s", "--", "true"],
+    );
+    assert_eq!(status, 69, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "redlatch: could not connect to {url} within 1s (--wait)"
+        )),
+        "{stderr}"
+    );
+
+    // Without --wait: the connect timeout, from the settings file.
+    let config = write(
+        world.dir.path(),
+        "fast.toml",
+        "[connection]\nconnect_timeout = \"1s\"\n",
+    );
+    for command in [
+        &["status", "x"][..],
+        &["list"],
+        &["unlock", "x", "--force"],
+        &["run", "x", "--", "true"],
+    ] {
+        let mut args = vec!["--redis", &url, "--config", &config];
+        args.extend(command);
+        let (status, stderr) = finishes_within(Duration::from_secs(5), &args);
+        assert_eq!(status, 69, "{command:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "could not connect to {url} within 1s (connect timeout 1s)"
+            )),
+            "{command:?}: {stderr}"
+        );
+    }
+    world.server.resume().unwrap();
+}
+
+/// `rediss://` to a port without TLS: the handshake is never answered;
+/// the wait runs out with a hint about TLS.
+#[test]
+fn rediss_to_a_plain_port_fails_within_the_wait() {
+    let world = World::new();
+    let url = format!("rediss://127.0.0.1:{}", world.server.port());
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(5),
+        &["--redis", &url, "run", "x", "--wait", "1s", "--", "true"],
+    );
+    assert_eq!(status, 69, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{url} within 1s (--wait)")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("does that port speak TLS?"), "{stderr}");
 }

@@ -103,6 +103,68 @@ pub enum Error {
         op: &'static str,
     },
 
+    /// Opening the connection took longer than `limit`: the server accepts
+    /// connections but does not answer (it is paused, frozen or overloaded),
+    /// or the port speaks another protocol (a `rediss://` URL for a port
+    /// without TLS). One server gets the
+    /// [connect timeout](crate::Settings::connect_timeout) in all, retries
+    /// included; a cluster or a Sentinel group, which may try several
+    /// nodes, gets the connect timeout for each attempt and its retries.
+    /// Nothing was sent that changes data; safe to retry once the server
+    /// answers again.
+    #[error("could not connect within {limit:?}{}", tls_hint(*tls))]
+    ConnectTimeout {
+        /// The time allowed, which ran out.
+        limit: Duration,
+        /// The URL asked for TLS (`rediss://`): a port without TLS never
+        /// answers a TLS handshake, which looks like this timeout.
+        tls: bool,
+    },
+
+    /// A TLS file ([`TlsFiles`](crate::TlsFiles)) cannot be used: it is
+    /// missing or unreadable, holds no PEM certificate or key, the private
+    /// key does not belong to the certificate, or the certificate is one
+    /// the TLS stack refuses (X.509 v1). Fix the file; retrying cannot help.
+    #[error("{field} = {}: {reason}", path.display())]
+    TlsFile {
+        /// The setting that names the file: `tls.ca`, `tls.cert` or `tls.key`.
+        field: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it, and how to fix it where that is known.
+        reason: String,
+    },
+
+    /// The TLS handshake failed because of a certificate: the server's,
+    /// which this client refuses (unknown CA, wrong name, expired, X.509
+    /// v1...), or this client's, which the server refused. `whose` says
+    /// which; the message says how to fix it where that is known. Fix the
+    /// certificates; retrying cannot help.
+    #[error("TLS: {whose} certificate was refused: {detail}")]
+    TlsCertificate {
+        /// `"the server's"` or `"our client"`.
+        whose: &'static str,
+        /// What the TLS stack said, and the fix where it is known.
+        detail: String,
+    },
+
+    /// The server answered with a Redis Cluster redirection (`MOVED`,
+    /// `ASK`) on a connection that is not a cluster one: the URL names one
+    /// node of a Redis Cluster, which serves only the keys of its slots.
+    /// Connect to it as a cluster ([`ClientBuilder::cluster`](crate::ClientBuilder::cluster),
+    /// or `mode = "cluster"` in a [`Deployment`](crate::Deployment) file).
+    #[error(
+        "the server is a Redis Cluster node and redirected {op} elsewhere ({source}); \
+         connect to it as a cluster"
+    )]
+    ClusterNode {
+        /// What the library was doing.
+        op: &'static str,
+        /// The redirection the server answered with.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// A call that changes data (a release, a force-unlock) was sent, and
     /// neither its reply nor the reply to sending the same request again came
     /// back: the connection broke or Redis did not answer in time. It may or
@@ -253,6 +315,14 @@ pub struct NodeFailure {
     pub error: Box<Error>,
 }
 
+fn tls_hint(tls: bool) -> &'static str {
+    if tls {
+        " (a rediss:// URL: does that port speak TLS?)"
+    } else {
+        ""
+    }
+}
+
 fn quorum_message(
     op: &str,
     name: &str,
@@ -293,6 +363,10 @@ impl Error {
                 source: source.clone(),
             },
             Error::RuntimeGone { op } => Error::RuntimeGone { op },
+            Error::ClusterNode { op, source } => Error::ClusterNode {
+                op,
+                source: source.clone(),
+            },
             other => Error::Protocol {
                 op: "coalesced call",
                 detail: other.to_string(),
@@ -303,6 +377,10 @@ impl Error {
     pub(crate) fn from_redis(op: &'static str, source: redis::RedisError) -> Error {
         if source.is_timeout() {
             Error::ResponseTimeout { op }
+        } else if matches!(source.code(), Some("MOVED" | "ASK")) {
+            // Only a plain connection passes these on: the cluster client
+            // follows them.
+            Error::ClusterNode { op, source }
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
@@ -357,7 +435,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Unavailable { .. } | Error::ResponseTimeout { .. } | Error::QuorumFailed { .. }
+            Error::Unavailable { .. }
+                | Error::ResponseTimeout { .. }
+                | Error::ConnectTimeout { .. }
+                | Error::QuorumFailed { .. }
         )
     }
 }
