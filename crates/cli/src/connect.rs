@@ -207,8 +207,13 @@ pub fn cluster_advice(global: &Global, deployment: &Deployment, error: &redlatch
     } else {
         "use --redis-cluster URL instead of --redis"
     };
+    let redirect = match error {
+        redlatch::Error::ClusterNode { op, source } => format!("it redirected {op}: {source}"),
+        other => other.to_string(),
+    };
     format!(
-        "{} is a Redis Cluster node, which serves only the names of its own slots; {how} ({error})",
+        "{} is a Redis Cluster node, which serves only the names of its own slots; \
+         {how} ({redirect})",
         deployment.describe()
     )
 }

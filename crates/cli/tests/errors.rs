@@ -206,3 +206,234 @@ fn rediss_to_a_plain_port_fails_within_the_wait() {
     );
     assert!(stderr.contains("does that port speak TLS?"), "{stderr}");
 }
+
+/// Mistakes in the settings file's `[redis]` and `[tls]` are the file's:
+/// exit 78, one line naming what to fix. The same DB index in a flag is a
+/// usage error (64).
+#[test]
+fn config_file_mistakes_exit_78() {
+    let world = World::new();
+    let certs = testkit::TlsCertificates::generate().unwrap();
+    let tls_server = testkit::RedisServer::builder()
+        .tls(&certs, true)
+        .start()
+        .unwrap();
+    let tls_url = tls_server.tls_url().unwrap();
+    let dir = world.dir.path();
+    let url = world.server.url();
+    let cases = [
+        (
+            "missing CA",
+            format!("[redis]\nurls = [{tls_url:?}]\n[tls]\nca = \"/nonexistent/ca.crt\"\n"),
+            "tls.ca = /nonexistent/ca.crt",
+        ),
+        (
+            "a key that is not the certificate's",
+            format!(
+                "[redis]\nurls = [{tls_url:?}]\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+                certs.ca(),
+                certs.client_cert(),
+                certs.server_key()
+            ),
+            "does not belong to the certificate",
+        ),
+        (
+            "DB index out of range",
+            format!("[redis]\nurls = [\"{url}/99\"]\n"),
+            "no database 99",
+        ),
+    ];
+    for (what, text, expected) in cases {
+        let config = write(dir, "deployment.toml", &text);
+        for command in [&["status", "x"][..], &["run", "x", "--", "true"]] {
+            let mut args = vec!["--config", &config];
+            args.extend(command);
+            let (status, stderr) = finishes_within(Duration::from_secs(20), &args);
+            assert_eq!(status, 78, "{what}, {command:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+            assert!(stderr.contains(expected), "{what}: {stderr}");
+        }
+    }
+    let db_flag = format!("{url}/99");
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(20),
+        &["--redis", &db_flag, "status", "x"],
+    );
+    assert_eq!(status, 64, "{stderr}");
+    assert!(stderr.contains("no database 99"), "{stderr}");
+}
+
+/// `openssl ARGS...` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl (is it installed?)");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// An openssl CA (`v1ca.crt`, `v1ca.key`) in `dir`, and an X.509 v1
+/// certificate `NAME.crt` (`x509 -req` without `-extfile`) it signed for
+/// 127.0.0.1, with its key `NAME.key`.
+fn v1_certificate(dir: &Path, name: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    if !dir.join("v1ca.crt").exists() {
+        let mut args = vec!["req", "-x509"];
+        args.extend(ec);
+        args.extend([
+            "-keyout",
+            "v1ca.key",
+            "-out",
+            "v1ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test CA",
+        ]);
+        openssl(dir, &args);
+    }
+    let (key, csr, crt) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+    );
+    let mut args = vec!["req"];
+    args.extend(ec);
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"]);
+    openssl(dir, &args);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "v1ca.crt",
+            "-CAkey",
+            "v1ca.key",
+            "-CAcreateserial",
+            "-out",
+            &crt,
+            "-days",
+            "2",
+        ],
+    );
+}
+
+/// Certificates the TLS stack refuses are named with whose they are and
+/// the fix; a CA file that holds no certificate is refused when loaded.
+#[test]
+fn tls_certificate_errors_are_named() {
+    let certs = testkit::TlsCertificates::generate().unwrap();
+    let dir = certs.dir();
+    // Our client certificate, X.509 v1: refused when loaded, exit 78.
+    v1_certificate(dir, "v1client");
+    let server = testkit::RedisServer::builder()
+        .tls(&certs, false)
+        .start()
+        .unwrap();
+    let url = server.tls_url().unwrap();
+    let ca = certs.ca().to_string_lossy().into_owned();
+    let v1_cert = dir.join("v1client.crt").to_string_lossy().into_owned();
+    let v1_key = dir.join("v1client.key").to_string_lossy().into_owned();
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(20),
+        &[
+            "--redis",
+            &url,
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &v1_cert,
+            "--tls-key",
+            &v1_key,
+            "status",
+            "x",
+        ],
+    );
+    assert_eq!(status, 78, "{stderr}");
+    assert!(
+        stderr.contains(&format!("tls.cert = {v1_cert}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("X.509 v1"), "{stderr}");
+    assert!(stderr.contains("re-issue it as X.509 v3"), "{stderr}");
+
+    // A CA file that is not PEM: refused when loaded, naming it.
+    let garbage = write(dir, "garbage.crt", "this is not a certificate\n");
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(20),
+        &["--redis", &url, "--tls-ca", &garbage, "status", "x"],
+    );
+    assert_eq!(status, 78, "{stderr}");
+    assert!(stderr.contains(&format!("tls.ca = {garbage}")), "{stderr}");
+    assert!(stderr.contains("no PEM certificate"), "{stderr}");
+
+    // The server's certificate, X.509 v1 (which OpenSSL's redis-cli
+    // accepts): named as the server's, with the fix; exit 69.
+    let v1_certs = testkit::TlsCertificates::generate().unwrap();
+    let v1_dir = v1_certs.dir();
+    v1_certificate(v1_dir, "server");
+    std::fs::copy(v1_dir.join("v1ca.crt"), v1_certs.ca()).unwrap();
+    let v1_server = testkit::RedisServer::builder()
+        .tls(&v1_certs, false)
+        .start()
+        .unwrap();
+    let v1_url = v1_server.tls_url().unwrap();
+    let v1_ca = v1_certs.ca().to_string_lossy().into_owned();
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(20),
+        &["--redis", &v1_url, "--tls-ca", &v1_ca, "status", "x"],
+    );
+    assert_eq!(status, 69, "{stderr}");
+    assert!(
+        stderr.contains("the server's certificate was refused"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("X.509 v1"), "{stderr}");
+    assert!(stderr.contains("re-issue it as X.509 v3"), "{stderr}");
+}
+
+/// `--redis` naming one node of a Redis Cluster: a name served by another
+/// node fails with advice to use --redis-cluster (exit 64), not a raw MOVED.
+#[test]
+fn a_cluster_node_behind_redis_gets_advice() {
+    let cluster = testkit::Cluster::start(3, 0).unwrap();
+    let node = &cluster.nodes()[0];
+    let name = (0..100)
+        .map(|i| format!("elsewhere-{i}"))
+        .find(|name| cluster.master_of(name).unwrap() != node.port())
+        .unwrap();
+    let url = node.url();
+    for command in [
+        &["status", name.as_str()][..],
+        &["run", name.as_str(), "--wait", "5s", "--", "true"],
+        &["unlock", name.as_str(), "--force"],
+    ] {
+        let mut args = vec!["--redis", &url];
+        args.extend(command);
+        let (status, stderr) = finishes_within(Duration::from_secs(20), &args);
+        assert_eq!(status, 64, "{command:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("is a Redis Cluster node"),
+            "{command:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("use --redis-cluster URL"),
+            "{command:?}: {stderr}"
+        );
+    }
+}

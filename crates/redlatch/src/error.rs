@@ -483,6 +483,38 @@ mod tests {
     }
 
     #[test]
+    fn cluster_redirections_on_a_plain_connection_name_the_cluster() {
+        let moved = Error::from_redis("acquire", server_error(b"-MOVED 8958 127.0.0.1:7001\r\n"));
+        assert!(
+            matches!(moved, Error::ClusterNode { op: "acquire", .. }),
+            "{moved:?}"
+        );
+        assert!(moved.to_string().contains("Redis Cluster node"), "{moved}");
+        assert!(!moved.is_transient());
+        assert!(!moved.may_have_run());
+        let ask = Error::from_redis("status", server_error(b"-ASK 8958 127.0.0.1:7001\r\n"));
+        assert!(matches!(ask, Error::ClusterNode { .. }), "{ask:?}");
+    }
+
+    #[test]
+    fn connect_timeouts_name_the_limit_and_are_transient() {
+        let plain = Error::ConnectTimeout {
+            limit: Duration::from_secs(2),
+            tls: false,
+        };
+        assert_eq!(plain.to_string(), "could not connect within 2s");
+        assert!(plain.is_transient());
+        let tls = Error::ConnectTimeout {
+            limit: Duration::from_millis(500),
+            tls: true,
+        };
+        assert!(
+            tls.to_string().contains("does that port speak TLS?"),
+            "{tls}"
+        );
+    }
+
+    #[test]
     fn only_calls_that_may_have_run_have_an_unknown_outcome() {
         let down = Error::from_redis("release", server_error(b"-CLUSTERDOWN down\r\n"));
         assert!(matches!(

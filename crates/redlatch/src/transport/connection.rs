@@ -102,7 +102,7 @@ fn connect_error(error: Error, url: &str) -> Error {
             .map(|info| info.redis_settings().db())
             .unwrap_or_default();
         return Error::InvalidConfig(format!(
-            "redis URL {}: the server has no database {db} (it answered: {text}); \
+            "redis URL {}: the server has no database {db} (DB index is out of range); \
              pick a database below its `databases` setting (16 by default)",
             crate::settings::deployment::redact_url(url)
         ));

@@ -146,8 +146,7 @@ fn load_enabled(files: Option<&TlsFiles>) -> Result<Certificates> {
 
 /// How to re-issue an X.509 v1 certificate, which rustls refuses.
 const V1_FIX: &str = "re-issue it as X.509 v3, e.g. `openssl x509 -req ... \
-     -extfile <(printf 'basicConstraints=CA:FALSE')` (a server's certificate also \
-     needs its names: `subjectAltName=DNS:host,IP:addr`)";
+     -extfile <(printf 'basicConstraints=CA:FALSE')`";
 
 #[cfg(feature = "tls")]
 fn file_error(field: &'static str, path: &Path, reason: impl Into<String>) -> Error {
@@ -197,7 +196,7 @@ fn read_ca(path: &Path) -> Result<Vec<u8>> {
                 path,
                 format!(
                     "not a usable CA certificate: {}",
-                    explain(&error.to_string())
+                    explain(&error.to_string(), "")
                 ),
             )
         })?;
@@ -232,7 +231,7 @@ fn read_client_pair(cert: &Path, key: &Path) -> Result<redis::ClientTlsConfig> {
             other => file_error(
                 "tls.cert",
                 cert,
-                format!("cannot be presented: {}", explain(&other.to_string())),
+                format!("cannot be presented: {}", explain(&other.to_string(), "")),
             ),
         })?;
     Ok(redis::ClientTlsConfig {
@@ -241,12 +240,13 @@ fn read_client_pair(cert: &Path, key: &Path) -> Result<redis::ClientTlsConfig> {
     })
 }
 
-/// A TLS stack's complaint about a certificate, with the fix where it is known.
-fn explain(text: &str) -> String {
+/// A TLS stack's complaint about a certificate, with the fix where it is
+/// known; `names` is added to the fix of an X.509 v1 certificate.
+fn explain(text: &str, names: &str) -> String {
     if text.contains("UnsupportedCertVersion") {
         format!(
             "an X.509 v1 certificate (made without v3 extensions), which rustls refuses \
-             though OpenSSL accepts it; {V1_FIX} ({text})"
+             though OpenSSL accepts it; {V1_FIX}{names} (rustls: UnsupportedCertVersion)"
         )
     } else {
         text.to_owned()
@@ -266,9 +266,13 @@ pub(crate) fn certificate_error(text: &str) -> Option<Error> {
         } else if detail.contains("Expired") || detail.contains("NotValidYet") {
             "it is outside its validity period".to_owned()
         } else {
-            explain(detail)
+            explain(
+                detail,
+                "; a server's certificate also needs its names: \
+                 `subjectAltName=DNS:host,IP:address`",
+            )
         };
-        let detail = if hint == detail {
+        let detail = if hint == detail || hint.contains("(rustls: ") {
             hint
         } else {
             format!("{hint} ({detail})")
@@ -305,4 +309,41 @@ fn load_enabled(_files: Option<&TlsFiles>) -> Result<Certificates> {
         "TLS (rediss:// or certificate files) needs redlatch built with the `tls` feature"
             .to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_errors_say_whose_certificate() {
+        let server = certificate_error(
+            "io error: invalid peer certificate: Other(OtherError(UnsupportedCertVersion))",
+        );
+        match server {
+            Some(Error::TlsCertificate { whose, detail }) => {
+                assert_eq!(whose, "the server's");
+                assert!(detail.contains("X.509 v1"), "{detail}");
+                assert!(detail.contains("subjectAltName"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let unknown = certificate_error("invalid peer certificate: UnknownIssuer");
+        assert!(
+            matches!(&unknown, Some(Error::TlsCertificate { detail, .. }) if detail.contains("tls.ca")),
+            "{unknown:?}"
+        );
+        let ours = certificate_error("received fatal alert: CertificateRequired");
+        assert!(
+            matches!(
+                ours,
+                Some(Error::TlsCertificate {
+                    whose: "our client",
+                    ..
+                })
+            ),
+            "{ours:?}"
+        );
+        assert!(certificate_error("Connection refused (os error 111)").is_none());
+    }
 }
