@@ -35,8 +35,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_lease)]
     pub lease: Option<Duration>,
 
-    /// Longest wait for the lock; 0 tries once [default: the config file's
-    /// wait_timeout, else forever]
+    /// Longest wait for the lock; 0 tries once. Connecting gets no longer
+    /// than this either, nor than the connect timeout [default: the config
+    /// file's wait_timeout, else forever]
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub wait: Option<Duration>,
 
