@@ -208,7 +208,7 @@ pub fn cluster_advice(global: &Global, deployment: &Deployment, error: &redlatch
         "use --redis-cluster URL instead of --redis"
     };
     let redirect = match error {
-        redlatch::Error::ClusterNode { op, source } => format!("it redirected {op}: {source}"),
+        redlatch::Error::ClusterNode { detail, .. } => detail.clone(),
         other => other.to_string(),
     };
     format!(

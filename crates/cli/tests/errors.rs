@@ -407,7 +407,8 @@ fn tls_certificate_errors_are_named() {
 }
 
 /// `--redis` naming one node of a Redis Cluster: a name served by another
-/// node fails with advice to use --redis-cluster (exit 64), not a raw MOVED.
+/// node fails with advice to use --redis-cluster (exit 64), not a raw
+/// MOVED; so does `list`, which would list only that node's locks.
 #[test]
 fn a_cluster_node_behind_redis_gets_advice() {
     let cluster = testkit::Cluster::start(3, 0).unwrap();
@@ -421,6 +422,7 @@ fn a_cluster_node_behind_redis_gets_advice() {
         &["status", name.as_str()][..],
         &["run", name.as_str(), "--wait", "5s", "--", "true"],
         &["unlock", name.as_str(), "--force"],
+        &["list"],
     ] {
         let mut args = vec!["--redis", &url];
         args.extend(command);
@@ -436,4 +438,17 @@ fn a_cluster_node_behind_redis_gets_advice() {
             "{command:?}: {stderr}"
         );
     }
+    // Named by the config file: the file's mistake (78), and its fix.
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "node.toml",
+        &format!("[redis]\nurls = [{url:?}]\n"),
+    );
+    let (status, stderr) = finishes_within(
+        Duration::from_secs(20),
+        &["--config", &config, "status", name.as_str()],
+    );
+    assert_eq!(status, 78, "{stderr}");
+    assert!(stderr.contains("set mode = \"cluster\""), "{stderr}");
 }

@@ -148,21 +148,19 @@ pub enum Error {
         detail: String,
     },
 
-    /// The server answered with a Redis Cluster redirection (`MOVED`,
-    /// `ASK`) on a connection that is not a cluster one: the URL names one
-    /// node of a Redis Cluster, which serves only the keys of its slots.
-    /// Connect to it as a cluster ([`ClientBuilder::cluster`](crate::ClientBuilder::cluster),
+    /// The URL names one node of a Redis Cluster, which serves only the
+    /// keys of its own slots, on a connection that is not a cluster one:
+    /// the server answered with a redirection (`MOVED`, `ASK`), or
+    /// [`Client::locks`](crate::Client::locks) found `cluster_enabled:1`
+    /// (its walk would miss the other nodes' locks). Connect to it as a
+    /// cluster ([`ClientBuilder::cluster`](crate::ClientBuilder::cluster),
     /// or `mode = "cluster"` in a [`Deployment`](crate::Deployment) file).
-    #[error(
-        "the server is a Redis Cluster node and redirected {op} elsewhere ({source}); \
-         connect to it as a cluster"
-    )]
+    #[error("the server is a Redis Cluster node ({detail}); connect to it as a cluster")]
     ClusterNode {
         /// What the library was doing.
         op: &'static str,
-        /// The redirection the server answered with.
-        #[source]
-        source: redis::RedisError,
+        /// What showed it: the redirection, or the server's `INFO`.
+        detail: String,
     },
 
     /// A call that changes data (a release, a force-unlock) was sent, and
@@ -363,9 +361,9 @@ impl Error {
                 source: source.clone(),
             },
             Error::RuntimeGone { op } => Error::RuntimeGone { op },
-            Error::ClusterNode { op, source } => Error::ClusterNode {
+            Error::ClusterNode { op, detail } => Error::ClusterNode {
                 op,
-                source: source.clone(),
+                detail: detail.clone(),
             },
             other => Error::Protocol {
                 op: "coalesced call",
@@ -380,7 +378,10 @@ impl Error {
         } else if matches!(source.code(), Some("MOVED" | "ASK")) {
             // Only a plain connection passes these on: the cluster client
             // follows them.
-            Error::ClusterNode { op, source }
+            Error::ClusterNode {
+                op,
+                detail: format!("it redirected {op}: {source}"),
+            }
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
