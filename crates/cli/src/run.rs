@@ -72,6 +72,13 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 
 /// Runs the command under the lock; the exit status to leave with.
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
+    if global.json {
+        return Err(Failure::new(
+            exit::USAGE,
+            "run has no JSON output (the command's own output passes through); \
+             --json applies to status, list, unlock, top and check",
+        ));
+    }
     // First, so that a Ctrl-C while we connect or wait is ours to handle.
     let mut signals = Signals::install().map_err(|error| {
         Failure::new(

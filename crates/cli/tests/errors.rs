@@ -58,6 +58,61 @@ fn usage_errors_exit_64() {
     }
 }
 
+/// `run NAME COMMAND` without `--`: the usage error says where the command goes.
+#[test]
+fn run_without_dashes_gets_a_tip() {
+    let output = Command::new(BIN)
+        .args(["run", "x", "echo", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(code(output.status), 64);
+    let stderr = stderr_of(&output);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("tip: the command goes after `--`"),
+        "{stderr}"
+    );
+    // An unknown option keeps clap's own advice.
+    let option = Command::new(BIN)
+        .args(["run", "x", "--bogus", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(option.status), 64);
+    assert!(
+        !stderr_of(&option).contains("goes after"),
+        "{}",
+        stderr_of(&option)
+    );
+}
+
+/// `--json` on `run` is refused rather than ignored: run prints no data.
+#[test]
+fn json_on_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("marker");
+    let output = Command::new(BIN)
+        .args([
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--json",
+            "run",
+            "x",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(code(output.status), 64);
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.starts_with("redlatch: run has no JSON output"),
+        "{stderr}"
+    );
+    assert!(!marker.exists());
+}
+
 /// `--help` documents the exit statuses and exits 0.
 #[test]
 fn help_lists_exit_statuses() {
