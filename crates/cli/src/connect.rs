@@ -79,8 +79,12 @@ pub async fn client(
         .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))
 }
 
-/// Connects every master of a Redlock deployment (several `--redis`),
-/// within `wait` when given.
+/// Connects every master of a Redlock deployment (several `--redis`).
+///
+/// A `wait` shorter than the connect timeout bounds each master's connect
+/// rather than the whole (a frozen minority of masters must not keep the
+/// majority from running): the masters connect with it as their connect
+/// timeout, which is then put back for their reconnects.
 pub async fn redlock(
     global: &Global,
     settings: Settings,
@@ -88,9 +92,25 @@ pub async fn redlock(
 ) -> Result<Redlock, Failure> {
     let deployment = global.deployment()?;
     let connect_timeout = settings.connect_timeout;
-    within(wait, &deployment, deployment.connect_redlock(settings))
-        .await?
-        .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))
+    let lowered = wait.filter(|wait| !wait.limit.is_zero() && wait.limit < connect_timeout);
+    let mut connect_settings = settings;
+    if let Some(wait) = lowered {
+        connect_settings.connect_timeout = wait.limit;
+    }
+    let redlock = deployment
+        .connect_redlock(connect_settings)
+        .await
+        .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))?;
+    if lowered.is_some() {
+        for client in redlock.clients() {
+            let mut restored = client.settings();
+            restored.connect_timeout = connect_timeout;
+            client
+                .update_settings(restored)
+                .map_err(|error| Failure::lib("settings", &error))?;
+        }
+    }
+    Ok(redlock)
 }
 
 /// Runs `connect`, bounded by `wait` unless it is absent or zero: exit 69
