@@ -1,5 +1,6 @@
 //! Settings file and connection, shared by every command.
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,15 +29,27 @@ pub fn config_failure(path: &Path, error: &redlatch::Error) -> Failure {
     }
 }
 
+/// A time limit on connecting besides the connect timeout: `run`'s wait
+/// for the lock, and where it was set (`--wait`, `lock.wait_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct WaitLimit {
+    /// The wait; zero (try the lock once) leaves the connect timeout alone.
+    pub limit: Duration,
+    /// Where it was set, for messages.
+    pub name: &'static str,
+}
+
 /// Connects to the deployment `global` names with `settings`, `lease` (from
-/// `--lease`) overriding the file's default lease. A Redlock deployment
-/// (several `--redis`): exit 64, `command` works on one deployment.
-/// Unreachable Redis: exit 69.
+/// `--lease`) overriding the file's default lease, within `wait` when
+/// given, else within the connect timeout. A Redlock deployment (several
+/// `--redis`): exit 64, `command` works on one deployment. Unreachable
+/// Redis, or no answer in time: exit 69.
 pub async fn client(
     global: &Global,
     command: &str,
     settings: Settings,
     lease: Option<Duration>,
+    wait: Option<WaitLimit>,
 ) -> Result<Client, Failure> {
     let deployment = global.deployment()?;
     if deployment.is_redlock() {
@@ -48,6 +61,7 @@ pub async fn client(
             ),
         ));
     }
+    let connect_timeout = settings.connect_timeout;
     let mut builder = deployment
         .builder(settings)
         .map_err(|error| Failure::lib("cannot connect", &error))?;
@@ -60,29 +74,166 @@ pub async fn client(
     if let Some(lease) = lease {
         builder = builder.default_lease(lease);
     }
-    builder
-        .connect()
-        .await
-        .map_err(|error| connect_failure(&deployment, &error))
+    within(wait, &deployment, builder.connect())
+        .await?
+        .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))
 }
 
 /// Connects every master of a Redlock deployment (several `--redis`).
-pub async fn redlock(global: &Global, settings: Settings) -> Result<Redlock, Failure> {
+///
+/// A `wait` shorter than the connect timeout bounds each master's connect
+/// rather than the whole (a frozen minority of masters must not keep the
+/// majority from running): the masters connect with it as their connect
+/// timeout, which is then put back for their reconnects.
+pub async fn redlock(
+    global: &Global,
+    settings: Settings,
+    wait: Option<WaitLimit>,
+) -> Result<Redlock, Failure> {
     let deployment = global.deployment()?;
-    deployment
-        .connect_redlock(settings)
+    let connect_timeout = settings.connect_timeout;
+    let lowered = wait.filter(|wait| !wait.limit.is_zero() && wait.limit < connect_timeout);
+    let mut connect_settings = settings;
+    if let Some(wait) = lowered {
+        connect_settings.connect_timeout = wait.limit;
+    }
+    let redlock = deployment
+        .connect_redlock(connect_settings)
         .await
-        .map_err(|error| connect_failure(&deployment, &error))
+        .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))?;
+    if lowered.is_some() {
+        for client in redlock.clients() {
+            let mut restored = client.settings();
+            restored.connect_timeout = connect_timeout;
+            client
+                .update_settings(restored)
+                .map_err(|error| Failure::lib("settings", &error))?;
+        }
+    }
+    Ok(redlock)
 }
 
-/// Unreachable or refusing Redis (exit 69), or bad TLS files and URLs.
-fn connect_failure(deployment: &Deployment, error: &redlatch::Error) -> Failure {
-    if error.is_transient() || matches!(error, redlatch::Error::Redis { .. }) {
-        Failure::new(
-            exit::UNAVAILABLE,
-            format!("cannot reach Redis at {}: {error}", deployment.describe()),
-        )
+/// Runs `connect`, bounded by `wait` unless it is absent or zero: exit 69
+/// naming the limit when it runs out (dropping a connect leaves nothing behind).
+async fn within<T>(
+    wait: Option<WaitLimit>,
+    deployment: &Deployment,
+    connect: impl Future<Output = T>,
+) -> Result<T, Failure> {
+    let Some(wait) = wait.filter(|wait| !wait.limit.is_zero()) else {
+        return Ok(connect.await);
+    };
+    tokio::time::timeout(wait.limit, connect)
+        .await
+        .map_err(|_| {
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "could not connect to {} within {} ({}){}",
+                    deployment.describe(),
+                    humantime::format_duration(wait.limit),
+                    wait.name,
+                    tls_hint(deployment)
+                ),
+            )
+        })
+}
+
+/// A hint for a connect that timed out on a `rediss://` URL.
+fn tls_hint(deployment: &Deployment) -> &'static str {
+    if deployment.describe().contains("rediss://") {
+        "; a rediss:// URL: does that port speak TLS?"
     } else {
-        Failure::lib("cannot connect", error)
+        ""
     }
+}
+
+/// Why a connect failed, and its exit status: a mistake in a file (a TLS
+/// file, the `--config` file's servers) exit 78, in a flag exit 64; Redis
+/// unreachable, refusing us or not answering in time exit 69.
+fn connect_failure(
+    global: &Global,
+    deployment: &Deployment,
+    connect_timeout: Duration,
+    error: &redlatch::Error,
+) -> Failure {
+    use redlatch::Error as E;
+    let misplaced = if global.servers_from_file() {
+        exit::CONFIG
+    } else {
+        exit::USAGE
+    };
+    match error {
+        E::ConnectTimeout { limit, .. } => {
+            let limit_name = if *limit == connect_timeout {
+                format!(
+                    "connect timeout {}",
+                    humantime::format_duration(connect_timeout)
+                )
+            } else {
+                format!(
+                    "connect timeout {} per attempt, with retries",
+                    humantime::format_duration(connect_timeout)
+                )
+            };
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "could not connect to {} within {} ({limit_name}){}",
+                    deployment.describe(),
+                    humantime::format_duration(*limit),
+                    tls_hint(deployment)
+                ),
+            )
+        }
+        E::TlsFile { .. } => Failure::new(exit::CONFIG, format!("TLS file {error}")),
+        E::ClusterNode { .. } => Failure::new(misplaced, cluster_advice(global, deployment, error)),
+        E::InvalidConfig(_) => Failure::new(misplaced, format!("cannot connect: {error}")),
+        _ if error.is_transient()
+            || matches!(error, E::Redis { .. } | E::TlsCertificate { .. }) =>
+        {
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!("cannot reach Redis at {}: {error}", deployment.describe()),
+            )
+        }
+        _ => Failure::lib("cannot connect", error),
+    }
+}
+
+/// A failed call on a connected client: as [`Failure::lib`], except that a
+/// Redis Cluster node named as one server gets advice (exit 64, or 78 when
+/// the `--config` file names it).
+pub fn call_failure(global: &Global, context: &str, error: &redlatch::Error) -> Failure {
+    if !matches!(error, redlatch::Error::ClusterNode { .. }) {
+        return Failure::lib(context, error);
+    }
+    let code = if global.servers_from_file() {
+        exit::CONFIG
+    } else {
+        exit::USAGE
+    };
+    let advice = match global.deployment() {
+        Ok(deployment) => cluster_advice(global, &deployment, error),
+        Err(_) => error.to_string(),
+    };
+    Failure::new(code, format!("{context}: {advice}"))
+}
+
+/// What to do about a Redis Cluster node named as one server.
+pub fn cluster_advice(global: &Global, deployment: &Deployment, error: &redlatch::Error) -> String {
+    let how = if global.servers_from_file() {
+        "set mode = \"cluster\" in the config file's [redis]"
+    } else {
+        "use --redis-cluster URL instead of --redis"
+    };
+    let redirect = match error {
+        redlatch::Error::ClusterNode { detail, .. } => detail.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "{} is a Redis Cluster node, which serves only the names of its own slots; \
+         {how} ({redirect})",
+        deployment.describe()
+    )
 }

@@ -9,13 +9,16 @@ use std::fmt;
 pub const USAGE: u8 = 64;
 /// The key exists but is not a lock (`WRONGTYPE`).
 pub const DATA: u8 = 65;
-/// Redis cannot be reached or refuses us (credentials, ACL).
+/// Redis cannot be reached, refuses us (credentials, ACL, a certificate), or
+/// did not answer the connect in time.
 pub const UNAVAILABLE: u8 = 69;
 /// A bug: an answer the library did not understand, a panic.
 pub const SOFTWARE: u8 = 70;
 /// The lock was not acquired within `--wait`.
 pub const NOT_ACQUIRED: u8 = 75;
-/// The `--config` file cannot be read, parsed or watched.
+/// A file named by a flag or the `--config` file cannot be read or used
+/// (`--config` itself, `--redis-password-file`, TLS files), or the
+/// `--config` file names servers wrongly.
 pub const CONFIG: u8 = 78;
 /// The lock was lost while the command ran.
 pub const LOST: u8 = 79;
@@ -30,13 +33,15 @@ pub const SIGNAL_BASE: u8 = 128;
 pub const TABLE: &str = "\
 Exit status:
   0..255  run: the command's own exit status
-  64      usage error; unlock without --force
+  64      usage error; unlock without --force; --redis names a Redis
+          Cluster node (use --redis-cluster)
   65      the key exists but is not a lock
-  69      Redis unreachable or refusing the connection
+  69      Redis unreachable, refusing the connection, or not answering
+          within run's --wait or the connect timeout
   70      internal error (please report it)
   75      run: lock not acquired within --wait; the command did not run
-  78      the --config or --redis-password-file file is missing, unreadable
-          or invalid
+  78      the --config, --redis-password-file or a TLS file is missing,
+          unreadable or invalid; the --config file's servers are wrong
   79      run: the lock was lost while the command ran; the command was stopped
   126/127 run: the command could not be executed / was not found
   128+N   run: the command was killed by signal N (or redlatch was, while waiting)
@@ -75,7 +80,9 @@ impl Failure {
             E::InvalidName { .. }
             | E::InvalidOwner { .. }
             | E::InvalidDuration { .. }
-            | E::InvalidConfig(_) => USAGE,
+            | E::InvalidConfig(_)
+            | E::ClusterNode { .. } => USAGE,
+            E::TlsFile { .. } => CONFIG,
             E::Timeout { .. } => NOT_ACQUIRED,
             E::NotHeld { .. } => LOST,
             E::WrongType { .. } => DATA,
@@ -83,6 +90,8 @@ impl Failure {
             | E::ResponseTimeout { .. }
             | E::OutcomeUnknown { .. }
             | E::Redis { .. }
+            | E::ConnectTimeout { .. }
+            | E::TlsCertificate { .. }
             | E::QuorumFailed { .. } => UNAVAILABLE,
             _ => SOFTWARE,
         };

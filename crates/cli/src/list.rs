@@ -16,11 +16,11 @@ pub struct ListArgs {
 /// Prints one line (or one JSON object) per held lock, sorted by name.
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "list", settings, None).await?;
+    let client = connect::client(global, "list", settings, None, None).await?;
     let locks = client
         .locks(&args.prefix)
         .await
-        .map_err(|error| Failure::lib("list", &error))?;
+        .map_err(|error| connect::call_failure(global, "list", &error))?;
     if global.json {
         let all: Vec<StatusJson<'_>> = locks.iter().map(StatusJson::from).collect();
         output::emit(&output::json(&all)?)?;

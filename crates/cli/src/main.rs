@@ -75,7 +75,8 @@ pub struct Global {
     #[arg(long = "redis-password-file", global = true, value_name = "FILE")]
     pub redis_password_file: Option<PathBuf>,
 
-    /// Print data as JSON (status, list, unlock, check, top)
+    /// Print data as JSON (status, list, unlock, check, top; refused by run,
+    /// which prints no data of its own)
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -111,6 +112,20 @@ impl Global {
             .map_err(|error| Failure::new(exit::USAGE, error.to_string()))?;
         secrets::apply(&mut deployment, password.as_deref());
         Ok(deployment)
+    }
+
+    /// True when the servers come from the `--config` file's `[redis]`: no
+    /// server flag, no `REDIS_URL`. A mistake in them is the file's (exit 78).
+    pub fn servers_from_file(&self) -> bool {
+        let args = &self.deployment;
+        let flagged =
+            !(args.redis.is_empty() && args.redis_cluster.is_empty() && args.sentinel.is_empty())
+                || std::env::var("REDIS_URL").is_ok_and(|url| !url.is_empty());
+        !flagged
+            && self
+                .config
+                .as_deref()
+                .is_some_and(|path| matches!(Deployment::load(path), Ok(Some(_))))
     }
 
     /// The password of `--redis-password-file`, else `REDLATCH_REDIS_PASSWORD`.
@@ -149,7 +164,16 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let _ = error.print();
+            if let Some(tip) = command_without_dashes(&error) {
+                let text = error.render().to_string();
+                // After the error line, where clap puts its own tips.
+                match text.split_once('\n') {
+                    Some((first, rest)) => eprint!("{first}\n\n  tip: {tip}\n{rest}"),
+                    None => eprintln!("{text}\n  tip: {tip}"),
+                }
+            } else {
+                let _ = error.print();
+            }
             // --help and --version are "errors" printed to stdout.
             return ExitCode::from(if error.use_stderr() { exit::USAGE } else { 0 });
         }
@@ -185,6 +209,25 @@ fn main() -> ExitCode {
     // Leave without tearing the runtime down: the library's background tasks
     // and the settings watcher's thread have nothing left worth waiting for.
     std::process::exit(i32::from(code));
+}
+
+/// `run NAME COMMAND...` without `--`: clap sees COMMAND as an unexpected
+/// argument. The tip to give then.
+fn command_without_dashes(error: &clap::Error) -> Option<&'static str> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|arg| arg == "run") || args.iter().any(|arg| arg == "--") {
+        return None;
+    }
+    match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if !arg.starts_with('-') => {
+            Some("the command goes after `--`: redlatch run NAME [OPTIONS] -- COMMAND [ARGS...]")
+        }
+        _ => None,
+    }
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {

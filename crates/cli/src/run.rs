@@ -15,7 +15,7 @@ use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher
 use tokio::time::Instant;
 
 use crate::Global;
-use crate::connect;
+use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
 use crate::held::HeldGuard;
 use crate::job;
@@ -35,8 +35,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_lease)]
     pub lease: Option<Duration>,
 
-    /// Longest wait for the lock; 0 tries once [default: the config file's
-    /// wait_timeout, else forever]
+    /// Longest wait for the lock; 0 tries once. Connecting gets no longer
+    /// than this either, nor than the connect timeout [default: the config
+    /// file's wait_timeout, else forever]
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub wait: Option<Duration>,
 
@@ -71,6 +72,13 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 
 /// Runs the command under the lock; the exit status to leave with.
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
+    if global.json {
+        return Err(Failure::new(
+            exit::USAGE,
+            "run has no JSON output (the command's own output passes through); \
+             --json applies to status, list, unlock, top and check",
+        ));
+    }
     // First, so that a Ctrl-C while we connect or wait is ours to handle.
     let mut signals = Signals::install().map_err(|error| {
         Failure::new(
@@ -107,7 +115,8 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     if global.deployment()?.is_redlock() {
         return take_redlock(global, args, settings).await;
     }
-    let client = connect::client(global, "run", settings, args.lease).await?;
+    let limit = wait_limit(args, &settings);
+    let client = connect::client(global, "run", settings, args.lease, limit).await?;
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let mut lock = client.lock(args.name.as_str());
@@ -116,6 +125,7 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     }
     let acquired = acquire(&lock, wait).await;
     held(
+        global,
         args,
         wait,
         acquired.map(|guard| guard.map(HeldGuard::Single)),
@@ -138,7 +148,8 @@ async fn take_redlock(
     if let Some(lease) = args.lease {
         settings.default_lease = lease;
     }
-    let redlock = connect::redlock(global, settings).await?;
+    let limit = wait_limit(args, &settings);
+    let redlock = connect::redlock(global, settings, limit).await?;
     let watchers = watch(global, args, &redlock.clients())?;
     let wait = args.wait.or(redlock
         .clients()
@@ -147,11 +158,27 @@ async fn take_redlock(
     let lock = redlock.lock(args.name.as_str());
     let acquired = acquire_redlock(&lock, wait).await;
     held(
+        global,
         args,
         wait,
         acquired.map(|guard| guard.map(HeldGuard::Redlock)),
         watchers,
     )
+}
+
+/// The wait that also bounds connecting: `--wait`, else the file's `lock.wait_timeout`.
+fn wait_limit(args: &RunArgs, settings: &Settings) -> Option<WaitLimit> {
+    match (args.wait, settings.wait_timeout) {
+        (Some(limit), _) => Some(WaitLimit {
+            limit,
+            name: "--wait",
+        }),
+        (None, Some(limit)) => Some(WaitLimit {
+            limit,
+            name: "lock.wait_timeout",
+        }),
+        (None, None) => None,
+    }
 }
 
 /// Follows `--config` on every client; `--lease` wins over the file at every reload.
@@ -180,6 +207,7 @@ fn watch(
 
 /// The outcome of an acquire, as `run` reports it.
 fn held(
+    global: &Global,
     args: &RunArgs,
     wait: Option<Duration>,
     acquired: redlatch::Result<Option<HeldGuard>>,
@@ -200,7 +228,8 @@ fn held(
                 ),
             ))
         }
-        Err(error) => Err(Failure::lib(
+        Err(error) => Err(connect::call_failure(
+            global,
             &format!("lock {}", output::shown(&args.name)),
             &error,
         )),

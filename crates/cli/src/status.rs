@@ -26,13 +26,14 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     if global.deployment()?.is_redlock() {
         return redlock_status(global, args, settings).await;
     }
-    let client = connect::client(global, "status", settings, None).await?;
+    let client = connect::client(global, "status", settings, None, None).await?;
     let status = client
         .lock(args.name.as_str())
         .status()
         .await
         .map_err(|error| {
-            Failure::lib(
+            connect::call_failure(
+                global,
                 &format!("status of lock {}", output::shown(&args.name)),
                 &error,
             )
@@ -69,13 +70,14 @@ async fn redlock_status(
     args: StatusArgs,
     settings: redlatch::Settings,
 ) -> Result<u8, Failure> {
-    let redlock = connect::redlock(global, settings).await?;
+    let redlock = connect::redlock(global, settings, None).await?;
     let status = redlock
         .lock(args.name.as_str())
         .status()
         .await
         .map_err(|error| {
-            Failure::lib(
+            connect::call_failure(
+                global,
                 &format!("status of lock {}", output::shown(&args.name)),
                 &error,
             )

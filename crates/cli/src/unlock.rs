@@ -28,12 +28,18 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
         ));
     }
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "unlock", settings, None).await?;
+    let client = connect::client(global, "unlock", settings, None, None).await?;
     let deleted = client
         .lock(args.name.as_str())
         .force_unlock()
         .await
-        .map_err(|error| Failure::lib(&format!("unlock {}", output::shown(&args.name)), &error))?;
+        .map_err(|error| {
+            connect::call_failure(
+                global,
+                &format!("unlock {}", output::shown(&args.name)),
+                &error,
+            )
+        })?;
     let text = if global.json {
         output::json(&serde_json::json!({ "name": args.name, "deleted": deleted }))?
     } else if deleted {

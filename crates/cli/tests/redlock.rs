@@ -173,3 +173,33 @@ fn run_over_three_masters_stops_the_command_when_the_majority_is_gone() {
         run.stderr()
     );
 }
+
+/// One master of three frozen (SIGSTOP): `run --wait 1s` gives up on that
+/// master after the wait and runs the command on the majority, instead of
+/// waiting out the connect timeout and its retries (~41 s).
+#[test]
+fn a_frozen_minority_master_does_not_hold_up_the_run() {
+    let world = World::new();
+    let extra = Servers::start(2).expect("two more masters");
+    extra.iter().next().unwrap().pause().unwrap();
+    let args = redis_args(&extra);
+    let marker = world.path("ran");
+    let touch = format!("touch {}", q(&marker));
+    let mut running = world.spawn(&with(
+        &args,
+        &[
+            "run",
+            "frozen-minority",
+            "--wait",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+    ));
+    let status = running.wait(Duration::from_secs(8));
+    assert_eq!(code(status), 0, "stderr: {}", running.stderr());
+    assert!(marker.exists(), "the command did not run");
+    extra.iter().next().unwrap().resume().unwrap();
+}

@@ -47,6 +47,30 @@ fn wait_zero_on_a_held_lock_exits_75_without_running() {
 }
 
 /// `REDLATCH_TOKEN` strictly increases across sequential runs.
+/// Renewals are logged at debug level, one line per round with how many
+/// holds it renewed (quiet by default).
+#[test]
+fn renewal_rounds_are_logged_at_debug_level() {
+    let world = World::new();
+    let output = world
+        .command(&["run", "renewed", "--lease", "300ms", "--", "sleep", "1"])
+        .env("RUST_LOG", "redlatch::engine::renewal=debug")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(code(output.status), 0, "{stderr}");
+    assert!(
+        stderr.contains("renewal round: 1 of 1 hold(s) renewed"),
+        "{stderr}"
+    );
+    let quiet = world.output(&["run", "renewed", "--lease", "300ms", "--", "sleep", "1"]);
+    assert_eq!(code(quiet.status), 0);
+    assert!(
+        !String::from_utf8_lossy(&quiet.stderr).contains("renewal round"),
+        "renewals logged by default"
+    );
+}
+
 #[test]
 fn fencing_tokens_increase_across_runs() {
     let world = World::new();

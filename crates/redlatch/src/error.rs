@@ -103,6 +103,66 @@ pub enum Error {
         op: &'static str,
     },
 
+    /// Opening the connection took longer than `limit`: the server accepts
+    /// connections but does not answer (it is paused, frozen or overloaded),
+    /// or the port speaks another protocol (a `rediss://` URL for a port
+    /// without TLS). One server gets the
+    /// [connect timeout](crate::Settings::connect_timeout) in all, retries
+    /// included; a cluster or a Sentinel group, which may try several
+    /// nodes, gets the connect timeout for each attempt and its retries.
+    /// Nothing was sent that changes data; safe to retry once the server
+    /// answers again.
+    #[error("could not connect within {limit:?}{}", tls_hint(*tls))]
+    ConnectTimeout {
+        /// The time allowed, which ran out.
+        limit: Duration,
+        /// The URL asked for TLS (`rediss://`): a port without TLS never
+        /// answers a TLS handshake, which looks like this timeout.
+        tls: bool,
+    },
+
+    /// A TLS file ([`TlsFiles`](crate::TlsFiles)) cannot be used: it is
+    /// missing or unreadable, holds no PEM certificate or key, the private
+    /// key does not belong to the certificate, or the certificate is one
+    /// the TLS stack refuses (X.509 v1). Fix the file; retrying cannot help.
+    #[error("{field} = {}: {reason}", path.display())]
+    TlsFile {
+        /// The setting that names the file: `tls.ca`, `tls.cert` or `tls.key`.
+        field: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it, and how to fix it where that is known.
+        reason: String,
+    },
+
+    /// The TLS handshake failed because of a certificate: the server's,
+    /// which this client refuses (unknown CA, wrong name, expired, X.509
+    /// v1...), or this client's, which the server refused. `whose` says
+    /// which; the message says how to fix it where that is known. Fix the
+    /// certificates; retrying cannot help.
+    #[error("TLS: {whose} certificate was refused: {detail}")]
+    TlsCertificate {
+        /// `"the server's"` or `"our client"`.
+        whose: &'static str,
+        /// What the TLS stack said, and the fix where it is known.
+        detail: String,
+    },
+
+    /// The URL names one node of a Redis Cluster, which serves only the
+    /// keys of its own slots, on a connection that is not a cluster one:
+    /// the server answered with a redirection (`MOVED`, `ASK`), or
+    /// [`Client::locks`](crate::Client::locks) found `cluster_enabled:1`
+    /// (its walk would miss the other nodes' locks). Connect to it as a
+    /// cluster ([`ClientBuilder::cluster`](crate::ClientBuilder::cluster),
+    /// or `mode = "cluster"` in a [`Deployment`](crate::Deployment) file).
+    #[error("the server is a Redis Cluster node ({detail}); connect to it as a cluster")]
+    ClusterNode {
+        /// What the library was doing.
+        op: &'static str,
+        /// What showed it: the redirection, or the server's `INFO`.
+        detail: String,
+    },
+
     /// A call that changes data (a release, a force-unlock) was sent, and
     /// neither its reply nor the reply to sending the same request again came
     /// back: the connection broke or Redis did not answer in time. It may or
@@ -255,6 +315,14 @@ pub struct NodeFailure {
     pub error: Box<Error>,
 }
 
+fn tls_hint(tls: bool) -> &'static str {
+    if tls {
+        " (a rediss:// URL: does that port speak TLS?)"
+    } else {
+        ""
+    }
+}
+
 fn quorum_message(
     op: &str,
     name: &str,
@@ -295,6 +363,10 @@ impl Error {
                 source: source.clone(),
             },
             Error::RuntimeGone { op } => Error::RuntimeGone { op },
+            Error::ClusterNode { op, detail } => Error::ClusterNode {
+                op,
+                detail: detail.clone(),
+            },
             other => Error::Protocol {
                 op: "coalesced call",
                 detail: other.to_string(),
@@ -305,6 +377,13 @@ impl Error {
     pub(crate) fn from_redis(op: &'static str, source: redis::RedisError) -> Error {
         if source.is_timeout() {
             Error::ResponseTimeout { op }
+        } else if matches!(source.code(), Some("MOVED" | "ASK")) {
+            // Only a plain connection passes these on: the cluster client
+            // follows them.
+            Error::ClusterNode {
+                op,
+                detail: format!("it redirected {op}: {source}"),
+            }
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
@@ -359,7 +438,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Unavailable { .. } | Error::ResponseTimeout { .. } | Error::QuorumFailed { .. }
+            Error::Unavailable { .. }
+                | Error::ResponseTimeout { .. }
+                | Error::ConnectTimeout { .. }
+                | Error::QuorumFailed { .. }
         )
     }
 }
@@ -401,6 +483,38 @@ mod tests {
         }
         let refused = Error::from_redis("acquire", server_error(b"-NOPERM no permission\r\n"));
         assert!(matches!(refused, Error::Redis { .. }));
+    }
+
+    #[test]
+    fn cluster_redirections_on_a_plain_connection_name_the_cluster() {
+        let moved = Error::from_redis("acquire", server_error(b"-MOVED 8958 127.0.0.1:7001\r\n"));
+        assert!(
+            matches!(moved, Error::ClusterNode { op: "acquire", .. }),
+            "{moved:?}"
+        );
+        assert!(moved.to_string().contains("Redis Cluster node"), "{moved}");
+        assert!(!moved.is_transient());
+        assert!(!moved.may_have_run());
+        let ask = Error::from_redis("status", server_error(b"-ASK 8958 127.0.0.1:7001\r\n"));
+        assert!(matches!(ask, Error::ClusterNode { .. }), "{ask:?}");
+    }
+
+    #[test]
+    fn connect_timeouts_name_the_limit_and_are_transient() {
+        let plain = Error::ConnectTimeout {
+            limit: Duration::from_secs(2),
+            tls: false,
+        };
+        assert_eq!(plain.to_string(), "could not connect within 2s");
+        assert!(plain.is_transient());
+        let tls = Error::ConnectTimeout {
+            limit: Duration::from_millis(500),
+            tls: true,
+        };
+        assert!(
+            tls.to_string().contains("does that port speak TLS?"),
+            "{tls}"
+        );
     }
 
     #[test]

@@ -114,7 +114,7 @@ async fn unreachable_server_and_bad_url_are_typed_errors() {
     assert!(
         matches!(
             refused,
-            Err(Error::Unavailable { .. }) | Err(Error::ResponseTimeout { .. })
+            Err(Error::Unavailable { .. }) | Err(Error::ConnectTimeout { .. })
         ),
         "{refused:?}"
     );

@@ -128,6 +128,38 @@ async fn killed_subscription_leaves_no_waiter_stuck_past_the_lease() {
     assert!(woke.elapsed() < Duration::from_secs(2));
 }
 
+/// A server that accepts connections and never answers: connecting gives
+/// up after the connect timeout, retries included (it took four connect
+/// timeouts and the retry delays), with an error naming the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_a_paused_server_gives_up_after_the_connect_timeout() {
+    let server = common::server();
+    server.pause().unwrap();
+    let limit = Duration::from_secs(1);
+    let started = Instant::now();
+    let connected = tokio::time::timeout(
+        Duration::from_secs(10),
+        redlatch::Client::builder(&server.url())
+            .connect_timeout(limit)
+            .connect(),
+    )
+    .await
+    .expect("connecting to a paused server hung past 10 s");
+    let gave_up = started.elapsed();
+    server.resume().unwrap();
+    let error = connected.expect_err("connected to a paused server");
+    assert!(
+        matches!(error, Error::ConnectTimeout { limit: l, tls: false } if l == limit),
+        "{error:?}"
+    );
+    assert!(error.is_transient());
+    assert!(error.to_string().contains("within 1s"), "{error}");
+    assert!(
+        gave_up < Duration::from_secs(4),
+        "gave up after {gave_up:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_redis_gives_typed_errors_then_recovers() {
     let server = common::server();

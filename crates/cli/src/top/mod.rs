@@ -42,7 +42,7 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
 /// terminal, else one JSON object (`--json`) or one table per refresh.
 pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
     let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "top", settings, None).await?;
+    let client = connect::client(global, "top", settings, None, None).await?;
     let mut sampler = Sampler::new(client, args.prefix.clone());
     let interactive =
         !global.json && !args.once && std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -333,10 +333,14 @@ impl ClientBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] or
-    /// [`Error::InvalidDuration`] for bad settings,
-    /// [`Error::Unavailable`] /
-    /// [`Error::ResponseTimeout`] when Redis cannot be
-    /// reached, [`Error::Redis`] when it refuses the credentials.
+    /// [`Error::InvalidDuration`] for bad settings (also: a server that
+    /// refuses the `WAIT` or `WAITAOF` that `wait_for_replicas` or
+    /// `wait_for_fsync` need), [`Error::TlsFile`] for a TLS file that
+    /// cannot be used, [`Error::Unavailable`] when Redis cannot be reached,
+    /// [`Error::ConnectTimeout`] when one server did not answer within the
+    /// connect timeout, [`Error::TlsCertificate`] when a certificate is
+    /// refused in the handshake, [`Error::Redis`] when the server refuses
+    /// the credentials.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the connection attempt; nothing is left behind.

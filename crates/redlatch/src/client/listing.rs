@@ -11,6 +11,32 @@ use crate::transport::bounded;
 /// to block the server.
 const SCAN_COUNT: usize = 1000;
 
+/// A walk over one node of a Redis Cluster would miss the other nodes'
+/// locks: [`Error::ClusterNode`] when the server says `cluster_enabled:1`.
+/// A server that refuses `INFO` (an ACL without it) is walked as it is.
+async fn refuse_cluster_node(
+    conn: &mut crate::transport::Connection,
+    limit: std::time::Duration,
+) -> Result<()> {
+    let info = bounded("scan", limit, async {
+        Ok(redis::cmd("INFO")
+            .arg("cluster")
+            .query_async::<String>(conn)
+            .await)
+    })
+    .await?;
+    match info {
+        Ok(info) if info.lines().any(|line| line.trim() == "cluster_enabled:1") => {
+            Err(Error::ClusterNode {
+                op: "scan",
+                detail: "cluster_enabled:1: a walk over it would miss the other nodes' locks"
+                    .to_owned(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Client {
     /// The locks held now whose names start with `name_prefix` (under this
     /// client's key prefix), sorted by name.
@@ -21,10 +47,13 @@ impl Client {
     /// them), and reads each with [`Lock::status`](crate::Lock::status).
     /// Costs one round trip per 1000 keys scanned plus two per lock found
     /// (on a cluster, one more to list the masters, and the walk visits each
-    /// master). A lock taken or released during the walk may or may not be listed.
+    /// master; elsewhere, one `INFO cluster`). A lock taken or released
+    /// during the walk may or may not be listed.
     ///
     /// # Errors
-    /// Connection errors; a key that changes type during the walk is skipped.
+    /// Connection errors; [`Error::ClusterNode`] when a client connected to
+    /// one server finds a Redis Cluster node (it would list only that
+    /// node's locks); a key that changes type during the walk is skipped.
     ///
     /// # Cancel safety
     /// Safe: it only reads.
@@ -44,6 +73,9 @@ impl Client {
                 .map_err(|error| Error::from_redis("scan", error))
         })
         .await?;
+        if !conn.is_cluster() {
+            refuse_cluster_node(&mut conn, settings.response_timeout).await?;
+        }
         for node in &nodes {
             let mut cursor: u64 = 0;
             loop {

@@ -404,7 +404,14 @@ impl Shared {
         let mut entries = self.entries.lock();
         match &outcome {
             Ok(renewed) => {
-                crate::metrics::renewed(renewed.iter().filter(|flag| **flag == 1).count() as u64)
+                let count = renewed.iter().filter(|flag| **flag == 1).count();
+                crate::metrics::renewed(count as u64);
+                debug!(
+                    renewed = count,
+                    holds = batch.len(),
+                    "redlatch: renewal round: {count} of {} hold(s) renewed",
+                    batch.len()
+                );
             }
             Err(_) => crate::metrics::renewal_failed(batch.len() as u64),
         }

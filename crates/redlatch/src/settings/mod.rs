@@ -108,7 +108,11 @@ pub struct Settings {
     pub retry: RetryPolicy,
     /// Time allowed to open a connection (default 10 s). The command
     /// connection reads it when the client connects; the subscription
-    /// connection at each reconnect.
+    /// connection at each reconnect. Connecting to one server gets it in
+    /// all, retries included, then fails with
+    /// [`Error::ConnectTimeout`](crate::Error::ConnectTimeout); a cluster or
+    /// a Sentinel group, which may try several nodes, gets it for each
+    /// attempt and its retries.
     pub connect_timeout: Duration,
     /// Time allowed for Redis to answer one call (default 3 s); read at each call.
     pub response_timeout: Duration,

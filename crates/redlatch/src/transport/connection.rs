@@ -27,8 +27,14 @@ use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
 use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
 
-/// Opens the command connection for `topology` (now, bounded by the connect
-/// timeout and retries), and says where subscription connections come from.
+/// Opens the command connection for `topology` (now), and says where
+/// subscription connections come from.
+///
+/// One server gets the connect timeout in all, retries included: a server
+/// that accepts connections and never answers fails after it, with
+/// [`Error::ConnectTimeout`]. A cluster or a Sentinel group, which may have
+/// to try several nodes, gets the connect timeout for each attempt and its
+/// retries.
 pub(crate) async fn open(
     url: &str,
     topology: &Topology,
@@ -37,15 +43,18 @@ pub(crate) async fn open(
 ) -> Result<(Connection, SubscriptionSource)> {
     let settings: Arc<Settings> = shared.read().clone();
     let settings = settings.as_ref();
-    let connect_limit = settings
-        .connect_timeout
-        .saturating_mul(settings.retry.attempts + 1)
-        .saturating_add(
-            settings
-                .retry
-                .max_delay
-                .saturating_mul(settings.retry.attempts),
-        );
+    let connect_limit = match topology.servers {
+        Servers::Single => settings.connect_timeout,
+        Servers::Cluster(_) | Servers::Sentinel { .. } => settings
+            .connect_timeout
+            .saturating_mul(settings.retry.attempts + 1)
+            .saturating_add(
+                settings
+                    .retry
+                    .max_delay
+                    .saturating_mul(settings.retry.attempts),
+            ),
+    };
     let urls: Vec<&str> = match &topology.servers {
         Servers::Single => vec![url],
         Servers::Cluster(nodes) => nodes.iter().map(String::as_str).collect(),
@@ -69,9 +78,37 @@ pub(crate) async fn open(
             }
         }
     };
-    tokio::time::timeout(connect_limit, opened)
-        .await
-        .map_err(|_| Error::ResponseTimeout { op: "connect" })?
+    let tls = urls.iter().any(|url| url.starts_with("rediss://"));
+    match tokio::time::timeout(connect_limit, opened).await {
+        Ok(Ok(opened)) => Ok(opened),
+        Ok(Err(error)) => Err(connect_error(error, url)),
+        Err(_) => Err(Error::ConnectTimeout {
+            limit: connect_limit,
+            tls,
+        }),
+    }
+}
+
+/// Names the causes of a failed connect a caller can fix: a database the
+/// server does not have, a certificate refused during the TLS handshake.
+fn connect_error(error: Error, url: &str) -> Error {
+    let source = match &error {
+        Error::Unavailable { source, .. } | Error::Redis { source, .. } => source,
+        _ => return error,
+    };
+    let text = source.to_string();
+    if text.contains("DB index is out of range") {
+        let db = url
+            .into_connection_info()
+            .map(|info| info.redis_settings().db())
+            .unwrap_or_default();
+        return Error::InvalidConfig(format!(
+            "redis URL {}: the server has no database {db} (DB index is out of range); \
+             pick a database below its `databases` setting (16 by default)",
+            crate::settings::deployment::redact_url(url)
+        ));
+    }
+    crate::transport::tls::certificate_error(&text).unwrap_or(error)
 }
 
 fn tcp_settings() -> TcpSettings {
