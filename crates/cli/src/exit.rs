@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+/// `status --held`: the lock is free.
+pub const FREE: u8 = 1;
 /// Usage error, or a request refused (`unlock` without `--force`).
 pub const USAGE: u8 = 64;
 /// The key exists but is not a lock (`WRONGTYPE`).
@@ -33,6 +35,8 @@ pub const SIGNAL_BASE: u8 = 128;
 pub const TABLE: &str = "\
 Exit status:
   0..255  run: the command's own exit status
+  1       check: a recipe broke a promise it documents;
+          status --held: the lock is free (0: held)
   64      usage error; unlock without --force; --redis names a Redis
           Cluster node (use --redis-cluster)
   65      the key exists but is not a lock

@@ -48,7 +48,8 @@ Durations are written like 500ms, 30s, 2m, 1h 30m.";
     propagate_version = true
 )]
 struct Cli {
-    #[command(flatten)]
+    // Under a heading of their own, after each command's own options.
+    #[command(flatten, next_help_heading = "Connection and output")]
     global: Global,
 
     #[command(subcommand)]

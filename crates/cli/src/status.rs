@@ -18,6 +18,11 @@ pub struct StatusArgs {
     /// scripts run as a function library, WAITAOF
     #[arg(short, long)]
     pub verbose: bool,
+    /// Exit 0 when the lock is held and 1 when it is free, for scripts
+    /// (`if redlatch status --held NAME; then ...`); without it, status exits
+    /// 0 either way
+    #[arg(long)]
+    pub held: bool,
 }
 
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
@@ -53,7 +58,11 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         text
     };
     output::emit(&text)?;
-    Ok(0)
+    Ok(if args.held && !status.held {
+        crate::exit::FREE
+    } else {
+        0
+    })
 }
 
 /// `status --json --verbose`: the status, and what the server offered.
@@ -88,7 +97,11 @@ async fn redlock_status(
         redlock_text(&status)
     };
     output::emit(&text)?;
-    Ok(0)
+    Ok(if args.held && status.majority_holder().is_none() {
+        crate::exit::FREE
+    } else {
+        0
+    })
 }
 
 /// `status --json` over several masters.

@@ -129,3 +129,25 @@ fn status_verbose_says_what_the_server_offered() {
     let plain = stdout_json(&world.output(&["status", "docs:c", "--json"]));
     assert!(plain.get("server").is_none(), "{plain}");
 }
+
+#[test]
+fn status_held_exits_0_for_a_held_lock_and_1_for_a_free_one() {
+    let world = World::new();
+    let mut conn = world.redis();
+    let () = redis::cmd("HSET")
+        .arg("docs:held")
+        .arg(READER)
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        code(world.output(&["status", "--held", "docs:held"]).status),
+        0
+    );
+    assert_eq!(
+        code(world.output(&["status", "--held", "docs:free"]).status),
+        1
+    );
+    // Without --held, free is not a failure.
+    assert_eq!(code(world.output(&["status", "docs:free"]).status), 0);
+}
