@@ -9,6 +9,7 @@ mod contention;
 mod growth;
 mod handoff;
 mod limit;
+mod loss;
 mod machine;
 mod point;
 mod procs;
@@ -45,8 +46,8 @@ struct Cli {
     /// Short windows and one run: checks the harness, not the figures.
     #[arg(long)]
     quick: bool,
-    /// Measures to run (1-6, repeatable); all by default.
-    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=6))]
+    /// Measures to run (1-7, repeatable); all by default.
+    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=7))]
     measures: Vec<u8>,
     /// Runs per figure (medians across runs) [default: 3, --quick: 1].
     #[arg(long)]
@@ -136,7 +137,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         quick: cli.quick,
     };
     let measures: Vec<u8> = if cli.measures.is_empty() {
-        (1..=6).collect()
+        (1..=7).collect()
     } else {
         cli.measures.clone()
     };
@@ -153,7 +154,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             3 => contention::measure_processes(&bench).await?,
             4 => redlock_latency::measure(&bench).await?,
             5 => scale::measure(&bench).await?,
-            _ => growth::measure(&bench).await?,
+            6 => growth::measure(&bench).await?,
+            _ => loss::measure(&bench).await?,
         };
         section.notes.push(format!(
             "Measured in {:.0} s; load average after: {}.",

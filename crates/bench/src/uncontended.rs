@@ -69,7 +69,8 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
         "1. Uncontended: acquire+release cycles/s, distinct keys, T tasks on one client",
         format!(
             "Each task loops acquire → release on a key of its own for {:.1} s. redlatch: one \
-             `Client`; rslock: one `LockManager` (one multiplexed connection); redlock: one \
+             `Client`, its scripts called as functions of its library (FCALL); redlatch by \
+             EVALSHA: the same with `script_functions(false)`; rslock: one `LockManager` (one multiplexed connection); redlock: one \
              `RedLock` (a new connection per command), each call under `spawn_blocking`; raw: \
              `SET NX PX` + Lua compare-and-delete on one redis-rs multiplexed connection. The \
              limit: redis-benchmark sends redlatch's acquire and release scripts by EVALSHA, T \

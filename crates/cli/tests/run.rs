@@ -161,21 +161,32 @@ fn long_command_keeps_the_lock_throughout() {
     );
 }
 
-/// The key deleted under a running command: command stopped, exit 79.
-#[test]
-fn lock_deleted_under_the_command_stops_it_with_79() {
-    let world = World::new();
+/// `redlatch run ARGS -- sh -c 'sleep 30'` (ARGS: the lock name first),
+/// once the lock is held and the command started: the run, the command's
+/// pid, and the guard that kills the command if the test ends first.
+fn sleeper_under(world: &World, args: &[&str]) -> (common::Running, i32, Orphan) {
     let pid_file = world.path("child.pid");
-    let _orphan = Orphan(pid_file.clone());
+    let orphan = Orphan(pid_file.clone());
     let script = format!("echo $$ > {}; exec sleep 30", q(&pid_file));
-    let mut run = world.spawn(&["run", "doomed", "--lease", "1s", "--", "sh", "-c", &script]);
-    world.wait_held("doomed", Duration::from_secs(5));
+    let mut command = vec!["run"];
+    command.extend_from_slice(args);
+    command.extend(["--", "sh", "-c", &script]);
+    let run = world.spawn(&command);
+    world.wait_held(args[0], Duration::from_secs(5));
     wait_file(&pid_file, Duration::from_secs(5));
     let child: i32 = fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
+    (run, child, orphan)
+}
+
+/// The key deleted under a running command: command stopped, exit 79.
+#[test]
+fn lock_deleted_under_the_command_stops_it_with_79() {
+    let world = World::new();
+    let (mut run, child, _orphan) = sleeper_under(&world, &["doomed", "--lease", "1s"]);
     let _: i64 = redis::cmd("DEL")
         .arg("doomed")
         .query(&mut world.redis())
@@ -191,6 +202,25 @@ fn lock_deleted_under_the_command_stops_it_with_79() {
         stderr.contains("lock doomed was lost while the command ran"),
         "{stderr}"
     );
+}
+
+/// `redlatch unlock --force` from another shell, with the default 30 s
+/// lease: the running command is stopped at once (the watch sees the key
+/// go), not at the next renewal 10 s later while a second holder may
+/// already run beside it.
+#[test]
+fn a_force_unlock_stops_the_command_at_once_not_at_the_next_renewal() {
+    let world = World::new();
+    let (mut run, child, _orphan) = sleeper_under(&world, &["broken"]);
+    let unlocked = world.output(&["unlock", "broken", "--force"]);
+    assert_eq!(code(unlocked.status), 0);
+    let forced = Instant::now();
+    let status = run.wait(Duration::from_secs(5));
+    let took = forced.elapsed();
+    eprintln!("redlatch exited {took:?} after unlock --force");
+    assert_eq!(code(status), 79);
+    assert!(!alive(child), "the command is still running");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
 }
 
 /// SIGTERM to redlatch reaches the command; its status is redlatch's; the lock is freed.

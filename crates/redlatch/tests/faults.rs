@@ -304,3 +304,149 @@ async fn waiter_recovers_when_redis_restarts_under_it() {
         "the fencing counter restarted with the empty server"
     );
 }
+
+/// How long a guard may take to learn its hold is gone: far below the
+/// renewal period of the 30 s default lease (10 s), which is what finding
+/// it took before the watch; the promise is 50 ms on loopback, the bound
+/// is generous for loaded machines.
+const NOTICED_WITHIN: Duration = Duration::from_secs(2);
+
+/// Holds a fresh lock `name` (watched once settled), does `cause` to it,
+/// and returns how long the guard took to learn it lost the lock.
+async fn time_to_notice<F, Fut>(server: &testkit::RedisServer, name: &str, cause: F) -> Duration
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let client = common::client(server).await;
+    let guard = client.lock(name).acquire().await.unwrap();
+    // Past the watch's settling time: the key is tracked.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(guard.is_held());
+    let lost = guard.lost();
+    let started = Instant::now();
+    cause().await;
+    tokio::time::timeout(NOTICED_WITHIN, lost)
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the guard did not learn within {NOTICED_WITHIN:?}"));
+    let took = started.elapsed();
+    assert!(!guard.is_held(), "{name}");
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redlatch::LostReason::Gone),
+        "{name}"
+    );
+    eprintln!("{name}: lost noticed after {took:?}");
+    took
+}
+
+/// Sends one command, its words as given, on an admin connection.
+async fn admin_cmd(server: &testkit::RedisServer, words: &[&str]) {
+    let mut admin = common::admin(server).await;
+    let mut cmd = redis::cmd(words[0]);
+    for word in &words[1..] {
+        cmd.arg(*word);
+    }
+    let _: redis::Value = cmd.query_async(&mut admin).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_key_is_noticed_at_once() {
+    let server = common::server();
+    time_to_notice(&server, "noticed:del", || {
+        admin_cmd(&server, &["DEL", "noticed:del"])
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_by_another_client_is_noticed_at_once() {
+    let server = common::server();
+    let other = common::client(&server).await;
+    time_to_notice(&server, "noticed:force", || async {
+        assert!(other.lock("noticed:force").force_unlock().await.unwrap());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_is_noticed_at_once() {
+    let server = common::server();
+    time_to_notice(&server, "noticed:flush", || {
+        admin_cmd(&server, &["FLUSHALL"])
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_key_is_noticed_at_once() {
+    let server = common::server();
+    // Someone shortens the lease by hand; the key expires 30 ms later.
+    time_to_notice(&server, "noticed:expired", || {
+        admin_cmd(&server, &["PEXPIRE", "noticed:expired", "30"])
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_lost_the_data_is_noticed_at_once() {
+    let mut server = common::server();
+    let port = server.port();
+    let client = common::client(&server).await;
+    let guard = client.lock("noticed:restart").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lost = guard.lost();
+    tokio::task::block_in_place(|| server.restart()).expect("restart the server");
+    tokio::time::timeout(NOTICED_WITHIN, lost)
+        .await
+        .unwrap_or_else(|_| panic!("the restart on {port} went unnoticed"));
+    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::Gone));
+}
+
+/// The watch never marks a hold that is still there, nor one released by
+/// its own guard: many short and settled holds, each released by its
+/// guard, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_holds_released_by_their_guards_are_never_lost() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = common::Rng::new(task);
+            for round in 0..40 {
+                let guard = client
+                    .lock(format!("watched:{}", round % 3))
+                    .acquire()
+                    .await
+                    .unwrap();
+                // Around the watch's settling time: some read, some not.
+                tokio::time::sleep(Duration::from_millis(rng.below(25))).await;
+                assert!(
+                    guard.is_held(),
+                    "task {task} round {round}: lost while held"
+                );
+                guard.release().await.expect("released by its guard");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_watch_a_deleted_key_waits_for_the_renewal() {
+    let server = common::server();
+    let client = redlatch::Client::builder(&server.url())
+        .watch_holds(false)
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock("unwatched").acquire().await.unwrap();
+    admin_cmd(&server, &["DEL", "unwatched"]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Still believed: the next renewal (10 s away) is what finds it gone.
+    assert!(guard.is_held());
+}

@@ -372,6 +372,23 @@ async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
     assert_eq!(common::holds_left(&mut admin, "fsynced").await, 0);
 }
 
+/// Whether a hold of `client` learns within a second that its key was
+/// deleted (the renewals of the default lease would take 10 s).
+async fn loss_noticed(server: &RedisServer, client: &Client) -> bool {
+    let guard = client.lock("row-watched").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut admin = common::admin(server).await;
+    let () = redis::cmd("DEL")
+        .arg("row-watched")
+        .query_async::<i64>(&mut admin)
+        .await
+        .map(drop)
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(1), guard.lost())
+        .await
+        .is_ok()
+}
+
 /// One row of the compatibility table in docs/DEPLOYMENT.md, from what
 /// this server does with redlatch: written to the file named by
 /// `REDLATCH_COMPAT_ROW` (scripts/test-servers collects the rows of every
@@ -459,10 +476,17 @@ async fn compatibility_row() {
         let server = managed("-config -client -info -command");
         let client = Client::connect(&as_app(&server)).await.unwrap();
         every_primitive_works(&client, "row-admin").await;
-        "works (version unknown)"
+        match loss_noticed(&server, &client).await {
+            true => "works (version unknown)",
+            false => "works (version unknown; a lost hold found by the renewals)",
+        }
+    };
+    let watch = match loss_noticed(&plain, &client).await {
+        true => "at once (CLIENT TRACKING)",
+        false => "at the next renewal",
     };
     let row = format!(
-        "| {flavour} {major}.{minor} | {scripts} | {restart} | {fsync} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
+        "| {flavour} {major}.{minor} | {scripts} | {restart} | {watch} | {fsync} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
     );
     match std::env::var_os("REDLATCH_COMPAT_ROW") {
         Some(path) => std::fs::write(path, row).expect("write the row"),

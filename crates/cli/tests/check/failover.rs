@@ -5,9 +5,13 @@ use crate::harness::{cell, check, figure, violations};
 use crate::network::first_fault;
 
 #[test]
-fn a_failover_grants_the_plain_lock_twice_and_replica_wait_prevents_it() {
+fn a_failover_may_grant_the_plain_lock_twice_and_replica_wait_prevents_it() {
     // The cell runs with a 10 s lease and for 6 s whatever the options
-    // say: the old holder must still believe it holds after the failover.
+    // say. Before the loss watch the old holder believed it held until its
+    // next renewal (3.3 s), and the double grant showed in every run; now
+    // its watch reconnects to the promoted replica and finds the lock gone
+    // within milliseconds, so a double grant needs a new holder to get in
+    // before that: the cell may show one, and when it does, it says so.
     let (code, report) = check(&[
         "--recipe",
         "redlatch",
@@ -19,11 +23,15 @@ fn a_failover_grants_the_plain_lock_twice_and_replica_wait_prevents_it() {
     let plain = cell(&report, "redlatch", "failover");
     first_fault(plain);
     assert_eq!(plain["lease_ms"], 10_000, "{plain}");
-    assert!(figure(plain, "overlaps") > 0, "no double grant: {plain}");
-    assert!(violations(plain).contains(&"overlap".to_owned()), "{plain}");
-    assert_eq!(plain["status"], "expected", "not promised against: {plain}");
-    let timeline = plain["counter_examples"][0]["timeline"].to_string();
-    assert!(timeline.contains("Sentinel promoted"), "{timeline}");
+    assert_eq!(plain["promised"]["exclusive"], false, "{plain}");
+    if figure(plain, "overlaps") > 0 {
+        assert!(violations(plain).contains(&"overlap".to_owned()), "{plain}");
+        assert_eq!(plain["status"], "expected", "not promised against: {plain}");
+        let timeline = plain["counter_examples"][0]["timeline"].to_string();
+        assert!(timeline.contains("Sentinel promoted"), "{timeline}");
+    } else {
+        eprintln!("this run's failover granted no lock twice: {plain}");
+    }
 
     let waited = cell(&report, "redlatch-wait", "failover");
     first_fault(waited);

@@ -44,6 +44,8 @@ pub struct ClientBuilder {
     pub(crate) replica_wait: Option<ReplicaWait>,
     /// Scripts as a function library where the server allows it.
     script_functions: bool,
+    /// Held keys watched for a prompt loss signal.
+    watch_holds: bool,
     /// `master_auth` was called on a builder that does not use Sentinel.
     misplaced_master_auth: bool,
 }
@@ -60,6 +62,7 @@ impl ClientBuilder {
             },
             replica_wait: None,
             script_functions: true,
+            watch_holds: true,
             misplaced_master_auth: false,
         }
     }
@@ -259,6 +262,25 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether held locks learn at once that their key no longer carries
+    /// them (default `true`): deleted, force-unlocked (by redlatch or
+    /// Redisson), flushed, expired, or lost in a restart or failover. A
+    /// connection of its own per client watches the held keys by
+    /// client-side caching (RESP3 `CLIENT TRACKING`) and marks such a hold
+    /// lost within milliseconds ([`Guard::lost`] resolves), where the
+    /// renewals alone find it within a third of the lease. Each hold that
+    /// lives longer than 10 ms costs the server one read, and each change
+    /// of its key (renewals included) one push and one read. One server and
+    /// Sentinel; a cluster, and servers that refuse RESP3 or `CLIENT
+    /// TRACKING` (Redis before 6, an ACL without `client`), keep the renewals
+    /// alone.
+    ///
+    /// [`Guard::lost`]: crate::Guard::lost
+    pub fn watch_holds(mut self, on: bool) -> Self {
+        self.watch_holds = on;
+        self
+    }
+
     /// Certificates for `rediss://` URLs: a CA to trust instead of the
     /// system's store, and a client certificate for servers that ask for one
     /// (`tls-auth-clients yes`). Needs the `tls` feature; without it
@@ -352,10 +374,19 @@ impl ClientBuilder {
             topology,
             replica_wait,
             script_functions,
+            watch_holds,
             ..
         } = self;
         // Straight to the core: one async layer less keeps callers' futures shallow.
-        let core = Core::open(&url, settings, &topology, replica_wait, script_functions).await?;
+        let core = Core::open(
+            &url,
+            settings,
+            &topology,
+            replica_wait,
+            script_functions,
+            watch_holds,
+        )
+        .await?;
         Ok(Client {
             inner: Arc::new(core),
         })

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::engine::coalesce::LockCalls;
 use crate::engine::courtesy::Courtesy;
+use crate::engine::loss_watch::LossWatch;
 use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
 use crate::error::{Error, Result};
@@ -61,10 +62,11 @@ impl Core {
         topology: &Topology,
         replica_wait: Option<ReplicaWait>,
         script_functions: bool,
+        watch_holds: bool,
     ) -> Result<Core> {
         let limit = settings.response_timeout;
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
-        let (conn, subscriptions) =
+        let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
         let capabilities = learn_capabilities(&conn, script_functions, limit).await;
         if let Some(wait) = replica_wait {
@@ -75,6 +77,15 @@ impl Core {
         let shutdown = CancellationToken::new();
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
+        if watch_holds {
+            watchdog.set_loss_watch(LossWatch::start(
+                watch_source,
+                watchdog.holds_for_watch(),
+                settings.clone(),
+                &runtime,
+                shutdown.clone(),
+            ));
+        }
         let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait, &runtime);
         Ok(Core {
             id: Uuid::new_v4(),

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
+use crate::engine::loss_watch::{Holds, LossWatch, Watched};
 use crate::scripts;
 use crate::scripts::keys::{permit_member, read_timeout_prefix};
 use crate::settings::SharedSettings;
@@ -121,6 +122,8 @@ struct Shared {
     /// When the task plans to wake next, in ns after `base`.
     next_wake_ns: AtomicU64,
     renewal_round_trips: AtomicU64,
+    /// Where newly held lock keys go to be watched, once the watch started.
+    loss_watch: std::sync::OnceLock<LossWatch>,
 }
 
 /// Handle to the client's watchdog task.
@@ -142,9 +145,20 @@ impl Watchdog {
             base: LeaseInstant::now(),
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
+            loss_watch: std::sync::OnceLock::new(),
         });
         runtime.spawn(run(Arc::downgrade(&shared), conn, shutdown));
         Watchdog { shared }
+    }
+
+    /// What the loss watch may ask about and do to this watchdog's holds.
+    pub(crate) fn holds_for_watch(&self) -> Arc<dyn Holds> {
+        Arc::new(WatchedHolds(Arc::downgrade(&self.shared)))
+    }
+
+    /// From now on, every lock hold is also watched by `watch`.
+    pub(crate) fn set_loss_watch(&self, watch: LossWatch) {
+        let _ = self.shared.loss_watch.set(watch);
     }
 
     /// Registers the guard of an acquisition (fresh, a permit, or a
@@ -227,6 +241,16 @@ impl Watchdog {
     }
 
     fn insert(&self, entries: &mut Entries, key: HoldKey, hold: Arc<Hold>, sent_at: LeaseInstant) {
+        // Locks of this server only: a Redlock hold is lost only on a majority.
+        if hold.kind.is_lock()
+            && let Some(watch) = self.shared.loss_watch.get()
+        {
+            watch.watch(Watched {
+                key: key.0.clone(),
+                field: key.1.clone(),
+                hold: Arc::downgrade(&hold),
+            });
+        }
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
         let due = if hold.renewed() {
             next_renewal.min(hold.valid_until())
@@ -619,6 +643,40 @@ async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
     shared.wake.notify_one();
 }
 
+/// The watchdog's holds as the loss watch sees them.
+struct WatchedHolds(Weak<Shared>);
+
+impl Holds for WatchedHolds {
+    fn is_current(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) -> bool {
+        self.0.upgrade().is_some_and(|shared| {
+            shared
+                .entries
+                .lock()
+                .map
+                .get(&(key.clone(), field.clone()))
+                .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
+        })
+    }
+
+    fn mark_gone(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let mut entries = shared.entries.lock();
+        let entry_key: HoldKey = (key.clone(), field.clone());
+        // Released or replaced meanwhile: nothing was lost.
+        if entries
+            .map
+            .get(&entry_key)
+            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
+        {
+            warn!(key = %key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
+            hold.mark_lost(LostReason::Gone);
+            entries.remove(&entry_key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -743,6 +801,7 @@ mod permutation_checks {
                 base: LeaseInstant::now(),
                 next_wake_ns: AtomicU64::new(u64::MAX),
                 renewal_round_trips: AtomicU64::new(0),
+                loss_watch: std::sync::OnceLock::new(),
             }),
         })
     }

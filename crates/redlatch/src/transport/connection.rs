@@ -26,6 +26,7 @@ use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
 use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
+use crate::transport::watch::WatchSource;
 
 /// Opens the command connection for `topology` (now), and says where
 /// subscription connections come from.
@@ -40,7 +41,7 @@ pub(crate) async fn open(
     topology: &Topology,
     shared: &SharedSettings,
     replica_wait: Option<ReplicaWait>,
-) -> Result<(Connection, SubscriptionSource)> {
+) -> Result<(Connection, SubscriptionSource, WatchSource)> {
     let settings: Arc<Settings> = shared.read().clone();
     let settings = settings.as_ref();
     let connect_limit = match topology.servers {
@@ -133,8 +134,9 @@ async fn open_single(
     url: &str,
     settings: &Settings,
     certs: &Certificates,
-) -> Result<(Connection, SubscriptionSource)> {
+) -> Result<(Connection, SubscriptionSource, WatchSource)> {
     let redis_client = certs.client(connection_info(url)?)?;
+    let watch_client = certs.client(WatchSource::resp3(connection_info(url)?))?;
     // Response timeouts are applied per call from the live settings, so
     // the connection itself has none.
     let manager_config = ConnectionManagerConfig::new()
@@ -149,6 +151,7 @@ async fn open_single(
     Ok((
         Connection::new(Link::Single(conn)),
         SubscriptionSource::Single(redis_client),
+        WatchSource::Single(Box::new(watch_client)),
     ))
 }
 
@@ -158,7 +161,7 @@ async fn open_cluster(
     replica_wait: Duration,
     certs: Certificates,
     pubsub: ClusterPubSub,
-) -> Result<(Connection, SubscriptionSource)> {
+) -> Result<(Connection, SubscriptionSource, WatchSource)> {
     let settings: Arc<Settings> = shared.read().clone();
     let nodes = urls
         .iter()
@@ -189,6 +192,7 @@ async fn open_cluster(
             certs,
             pubsub,
         },
+        WatchSource::Unsupported("a cluster's keys live on many nodes"),
     ))
 }
 
@@ -197,7 +201,7 @@ async fn open_sentinel(
     master: &str,
     auth: Option<&MasterAuth>,
     shared: &SharedSettings,
-) -> Result<(Connection, SubscriptionSource)> {
+) -> Result<(Connection, SubscriptionSource, WatchSource)> {
     let settings = shared.read().clone();
     let sentinels = urls
         .iter()
@@ -228,7 +232,8 @@ async fn open_sentinel(
         .map_err(|error| Error::from_redis("connect", error))?;
     Ok((
         Connection::new(Link::Sentinel(conn.clone())),
-        SubscriptionSource::Sentinel(conn),
+        SubscriptionSource::Sentinel(conn.clone()),
+        WatchSource::Sentinel(conn),
     ))
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod shared;
 pub(crate) mod subscription;
 pub(crate) mod tls;
 pub(crate) mod topology;
+pub(crate) mod watch;
 
 use std::future::Future;
 use std::time::Duration;

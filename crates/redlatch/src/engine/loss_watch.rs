@@ -1,0 +1,291 @@
+//! Loss known at once: a task per client that watches the keys of its held
+//! locks through client-side caching and marks a hold lost the moment its
+//! key no longer carries it, instead of at the next renewal.
+//!
+//! The watch connection (RESP3, `CLIENT TRACKING ON`) reads each held key's
+//! owner field once (`HEXISTS`), [`SETTLE`] after the hold began (a hold
+//! released sooner costs nothing here; one lost sooner is found then); from
+//! then on the server pushes an
+//! invalidation when that key is changed, deleted, expired, or flushed, and
+//! the task reads the field again (which also tracks the key again). A field
+//! that is gone marks its hold lost (`LostReason::Gone`), unless the hold
+//! was released or replaced meanwhile. A lost watch connection (a restart,
+//! a failover) is opened again and every held key read again. Our own
+//! renewals change the key too: each costs one push and one read here, off
+//! the callers' path.
+//!
+//! Where the server refuses tracking (Redis before 6, an ACL without
+//! `CLIENT`, a proxy) or on a cluster, the watch stays off and the renewals
+//! find a lost hold, within a third of its lease.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::engine::hold::Hold;
+use crate::settings::SharedSettings;
+use crate::transport::watch::WatchSource;
+
+/// How long a new hold waits before its first read: the short holds of a
+/// busy client never cost the server a read, and a hold lost before is
+/// found by that read, well within the 50 ms the watch promises.
+pub(crate) const SETTLE: Duration = Duration::from_millis(10);
+
+/// A held key and the hold to mark lost when its field goes.
+pub(crate) struct Watched {
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) hold: Weak<Hold>,
+}
+
+/// What the watch asks of the watchdog, which owns the holds.
+pub(crate) trait Holds: Send + Sync + 'static {
+    /// True while `hold` is the current hold of `(key, field)`: not released,
+    /// not replaced by a newer acquisition.
+    fn is_current(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) -> bool;
+    /// Marks `hold` lost (gone from Redis) if it is still current.
+    fn mark_gone(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>);
+}
+
+/// The handle the watchdog sends newly held keys to.
+#[derive(Clone)]
+pub(crate) struct LossWatch {
+    held: UnboundedSender<Watched>,
+}
+
+impl LossWatch {
+    /// Starts the watch task (it ends with `shutdown`).
+    pub(crate) fn start(
+        source: WatchSource,
+        holds: Arc<dyn Holds>,
+        settings: SharedSettings,
+        runtime: &tokio::runtime::Handle,
+        shutdown: CancellationToken,
+    ) -> LossWatch {
+        let (held, incoming) = mpsc::unbounded_channel();
+        runtime.spawn(run(source, holds, settings, incoming, shutdown));
+        LossWatch { held }
+    }
+
+    /// Watches one more held key.
+    pub(crate) fn watch(&self, watched: Watched) {
+        // The task is gone only when the client is: nothing left to watch.
+        let _ = self.held.send(watched);
+    }
+}
+
+/// Holds watched per key.
+type Keys = HashMap<Arc<str>, Vec<(Arc<str>, Weak<Hold>)>>;
+
+async fn run(
+    source: WatchSource,
+    holds: Arc<dyn Holds>,
+    settings: SharedSettings,
+    mut incoming: UnboundedReceiver<Watched>,
+    shutdown: CancellationToken,
+) {
+    if let WatchSource::Unsupported(why) = &source {
+        debug!(why, "redlatch: no loss watch; renewals find lost holds");
+        drain(&mut incoming, &shutdown).await;
+        return;
+    }
+    let mut keys: Keys = HashMap::new();
+    // New holds, each with the time of its first read.
+    let mut settling: VecDeque<(tokio::time::Instant, Watched)> = VecDeque::new();
+    let mut failures = 0u32;
+    loop {
+        let timeout = settings.read().response_timeout;
+        let (pushes_to, mut pushes) = mpsc::unbounded_channel();
+        let opened = tokio::select! {
+            () = shutdown.cancelled() => return,
+            opened = open(&source, pushes_to, timeout) => opened,
+        };
+        let mut conn = match opened {
+            Ok(conn) => conn,
+            Err(Refusal::ForGood(error)) => {
+                info!(%error, "redlatch: the server refuses client-side caching; lost holds are found by the renewals");
+                drain(&mut incoming, &shutdown).await;
+                return;
+            }
+            Err(Refusal::ForNow(error)) => {
+                failures += 1;
+                debug!(%error, "redlatch: loss watch cannot connect; trying again");
+                let pause = Duration::from_millis(50 * u64::from(failures.min(20)));
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(pause) => continue,
+                }
+            }
+        };
+        failures = 0;
+        // Whatever happened while no connection watched: read every key again.
+        let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
+        if check(&mut conn, &holds, &mut keys, everything)
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        loop {
+            let next_settled = settling.front().map(|(at, _)| *at);
+            let due = tokio::select! {
+                () = shutdown.cancelled() => return,
+                Some(watched) = incoming.recv() => {
+                    settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
+                    continue;
+                }
+                () = sleep_until(next_settled) => {
+                    // Settled together: read them in one pipeline.
+                    let now = tokio::time::Instant::now();
+                    let mut due = Vec::new();
+                    while settling.front().is_some_and(|(at, _)| *at <= now) {
+                        if let Some((_, watched)) = settling.pop_front() {
+                            due.push(add(&mut keys, watched));
+                        }
+                    }
+                    due
+                }
+                push = pushes.recv() => match push {
+                    Some(push) => match invalidated(push, &keys) {
+                        Some(due) => due,
+                        None => break,
+                    },
+                    None => break,
+                },
+            };
+            if check(&mut conn, &holds, &mut keys, due).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`; forever when there is nothing to wait for.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why a watch connection could not be set up.
+enum Refusal {
+    /// The server refuses tracking: no use trying again.
+    ForGood(redis::RedisError),
+    /// The server is unreachable now.
+    ForNow(redis::RedisError),
+}
+
+async fn open(
+    source: &WatchSource,
+    pushes: UnboundedSender<PushInfo>,
+    timeout: Duration,
+) -> Result<MultiplexedConnection, Refusal> {
+    let mut conn = source.open(pushes, timeout).await.map_err(refusal)?;
+    match redis::cmd("CLIENT")
+        .arg("TRACKING")
+        .arg("ON")
+        .query_async::<()>(&mut conn)
+        .await
+    {
+        Ok(()) => Ok(conn),
+        Err(error) => Err(refusal(error)),
+    }
+}
+
+/// A server's answer refuses for good (RESP3 or tracking unknown, denied);
+/// a broken connection or a server busy starting refuses for now.
+fn refusal(error: redis::RedisError) -> Refusal {
+    match error.code() {
+        None | Some("LOADING" | "MASTERDOWN" | "TRYAGAIN" | "BUSY") => Refusal::ForNow(error),
+        Some(_) => Refusal::ForGood(error),
+    }
+}
+
+/// Keeps the task's queue empty when there is no watch.
+async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            watched = incoming.recv() => if watched.is_none() { return },
+        }
+    }
+}
+
+fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
+    keys.entry(watched.key.clone())
+        .or_default()
+        .push((watched.field, watched.hold));
+    watched.key
+}
+
+/// The watched keys an invalidation names (all of them for a flush);
+/// `None` when the connection is gone.
+fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
+    match push.kind {
+        PushKind::Invalidate => {
+            let named: Vec<Arc<str>> = match push.data.first() {
+                Some(Value::Array(names)) => names
+                    .iter()
+                    .filter_map(|name| match name {
+                        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+                        Value::SimpleString(text) => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .filter_map(|name| keys.get_key_value(name).map(|(key, _)| key.clone()))
+                    .collect(),
+                // A flush: every key.
+                _ => keys.keys().cloned().collect(),
+            };
+            Some(named)
+        }
+        PushKind::Disconnection => None,
+        _ => Some(Vec::new()),
+    }
+}
+
+/// Reads the owner field of every current hold on `due` keys (which tracks
+/// the keys again) and marks the holds whose field is gone. Holds no longer
+/// current are forgotten. An error means the connection failed.
+async fn check(
+    conn: &mut MultiplexedConnection,
+    holds: &Arc<dyn Holds>,
+    keys: &mut Keys,
+    due: Vec<Arc<str>>,
+) -> redis::RedisResult<()> {
+    let mut asked: Vec<(Arc<str>, Arc<str>, Arc<Hold>)> = Vec::new();
+    for key in due {
+        let Some(watched) = keys.get_mut(&key) else {
+            continue;
+        };
+        watched.retain(|(field, hold)| {
+            hold.upgrade()
+                .filter(|hold| holds.is_current(&key, field, hold))
+                .map(|hold| asked.push((key.clone(), field.clone(), hold)))
+                .is_some()
+        });
+        if watched.is_empty() {
+            keys.remove(&key);
+        }
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let mut pipeline = redis::pipe();
+    for (key, field, _) in &asked {
+        pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
+    }
+    let present: Vec<bool> = pipeline.query_async(conn).await?;
+    for ((key, field, hold), present) in asked.iter().zip(present) {
+        if !present {
+            holds.mark_gone(key, field, hold);
+        }
+    }
+    Ok(())
+}
