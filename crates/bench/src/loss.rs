@@ -77,10 +77,11 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
              {trials} times per cause and mode. With the watch (the default): one connection per \
              client reads each settled hold and is told by the server (RESP3 `CLIENT TRACKING`) \
              when its key changes. Renewals only (`watch_holds(false)`, and every cluster): \
-             the next renewal finds it, every lease/3; the lease here is {} s, so about 0.5 s \
-             at the median. With the default 30 s lease that is 10 s at worst, 5 s at the \
-             median. Expiry is timed from the key's end ({} ms after the PEXPIRE), so it \
-             includes Redis's expiry cycle.",
+             the next renewal finds it, lease/3 after the acquisition; the lease here is {} s, \
+             so about 1 s less the 30 ms held. With the default 30 s lease a loss waits up to \
+             10 s. Expiry is timed from the key's end ({} ms after the PEXPIRE): Redis \
+             deletes an expired key (and tells the watch) in its expiry cycle, 10 times a \
+             second by default.",
             HELD_FOR.as_millis(),
             LEASE.as_secs(),
             EXPIRES_IN.as_millis()
