@@ -223,6 +223,37 @@ async fn functions_turned_off_run_every_script_by_evalsha() {
     assert_eq!(count(&stats, "cmdstat_fcall"), 0, "{stats:?}");
 }
 
+/// The library lost (FUNCTION FLUSH) and its reload refused (an ACL
+/// changed meanwhile): the client turns to EVALSHA for good, and every
+/// primitive keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_refused_after_it_was_lost_turns_the_client_to_evalsha() {
+    let server = managed("");
+    let client = Client::connect(&as_app(&server)).await.unwrap();
+    if !server_has_functions(&client) {
+        return;
+    }
+    assert_eq!(client.capabilities().functions, Support::Available);
+    let mut admin = common::admin(&server).await;
+    for command in [
+        &["ACL", "SETUSER", "app", "-function"][..],
+        &["FUNCTION", "FLUSH"],
+    ] {
+        let mut cmd = redis::cmd(command[0]);
+        for word in &command[1..] {
+            cmd.arg(*word);
+        }
+        let () = cmd.query_async(&mut admin).await.unwrap();
+    }
+    let before = stats(&mut admin).await;
+    every_primitive_works(&client, "refused-reload").await;
+    let after = stats(&mut admin).await;
+    assert!(
+        count(&after, "cmdstat_evalsha") > count(&before, "cmdstat_evalsha"),
+        "{after:?}"
+    );
+}
+
 /// A user of a managed service: every command but `denied`.
 fn managed(denied: &str) -> RedisServer {
     RedisServer::builder()
@@ -339,8 +370,12 @@ async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
         assert_eq!(probe.capabilities().wait_aof, Support::Absent);
         return;
     }
+    // Every write fsynced before its reply: the master's own copy is
+    // confirmed at once (with `everysec` it may take a second, and a CI run
+    // saw 0 of 2 copies within 50 ms).
     let durable = RedisServer::builder()
         .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
         .start()
         .unwrap();
     let client = Client::builder(&durable.url())
@@ -441,6 +476,7 @@ async fn compatibility_row() {
     let fsync = if client.capabilities().wait_aof.is_available() {
         let durable = RedisServer::builder()
             .arg("appendonly", "yes")
+            .arg("appendfsync", "always")
             .start()
             .unwrap();
         let client = Client::builder(&durable.url())

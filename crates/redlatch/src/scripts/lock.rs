@@ -219,24 +219,28 @@ pub(crate) async fn acquire_replicated(
             }
             pipeline
         };
-        match pipeline(conn)
-            .query_async::<(Vec<Value>, Value)>(conn)
-            .await
-        {
-            // The server lost the script or the library (restart, failover): load, then again.
-            Err(error)
-                if invocation
-                    .load_missing(conn, &error)
-                    .await
-                    .map_err(|error| Error::from_redis("acquire", error))? =>
+        // The server may have lost the script or the library (restart,
+        // failover): load it and send again. Twice at most: a library the
+        // server now refuses turns the client to EVALSHA, whose script may
+        // be missing too.
+        let mut loads = 0;
+        loop {
+            match pipeline(conn)
+                .query_async::<(Vec<Value>, Value)>(conn)
+                .await
             {
-                pipeline(conn)
-                    .query_async::<(Vec<Value>, Value)>(conn)
-                    .await
+                Err(error)
+                    if loads < 2
+                        && invocation
+                            .load_missing(conn, &error)
+                            .await
+                            .map_err(|error| Error::from_redis("acquire", error))? =>
+                {
+                    loads += 1;
+                }
+                done => break done.map_err(|error| Error::from_redis("acquire", error)),
             }
-            other => other,
         }
-        .map_err(|error| Error::from_redis("acquire", error))
     };
     let (reply, acknowledged) = bounded("acquire", limit + wait.timeout, call).await?;
     let attempt = parse_acquire(request, &reply, sent_at)?;

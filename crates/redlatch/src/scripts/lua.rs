@@ -102,7 +102,9 @@ impl Invocation {
         if conn.script_routes().functions() {
             match self.command(conn).query_async(conn).await {
                 Err(error) if library::lost(&error) => {
-                    if self.load_missing(conn, &error).await? {
+                    // Loaded again, unless the server refused the library
+                    // (then EVALSHA, below).
+                    if self.load_missing(conn, &error).await? && conn.script_routes().functions() {
                         match self.command(conn).query_async(conn).await {
                             // Still missing: the library lacks this script.
                             Err(error) if library::lost(&error) => {}
