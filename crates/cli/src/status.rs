@@ -36,13 +36,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         .lock(args.name.as_str())
         .status()
         .await
-        .map_err(|error| {
-            connect::call_failure(
-                global,
-                &format!("status of lock {}", output::shown(&args.name)),
-                &error,
-            )
-        })?;
+        .map_err(|error| status_failure(global, &args.name, &error))?;
     let server = args.verbose.then(|| client.capabilities().summary());
     let text = if global.json {
         let status = StatusJson::from(&status);
@@ -58,11 +52,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         text
     };
     output::emit(&text)?;
-    Ok(if args.held && !status.held {
-        crate::exit::FREE
-    } else {
-        0
-    })
+    Ok(exit_status(&args, status.held))
 }
 
 /// `status --json --verbose`: the status, and what the server offered.
@@ -84,24 +74,32 @@ async fn redlock_status(
         .lock(args.name.as_str())
         .status()
         .await
-        .map_err(|error| {
-            connect::call_failure(
-                global,
-                &format!("status of lock {}", output::shown(&args.name)),
-                &error,
-            )
-        })?;
+        .map_err(|error| status_failure(global, &args.name, &error))?;
     let text = if global.json {
         output::json(&RedlockJson::from(&status))?
     } else {
         redlock_text(&status)
     };
     output::emit(&text)?;
-    Ok(if args.held && status.majority_holder().is_none() {
+    Ok(exit_status(&args, status.majority_holder().is_some()))
+}
+
+/// The failure of a status call on lock `name`.
+fn status_failure(global: &Global, name: &str, error: &redlatch::Error) -> Failure {
+    connect::call_failure(
+        global,
+        &format!("status of lock {}", output::shown(name)),
+        error,
+    )
+}
+
+/// 0, or with `--held` 1 for a free lock.
+fn exit_status(args: &StatusArgs, held: bool) -> u8 {
+    if args.held && !held {
         crate::exit::FREE
     } else {
         0
-    })
+    }
 }
 
 /// `status --json` over several masters.

@@ -353,6 +353,24 @@ async fn a_refused_wait_fails_at_connect_naming_the_command() {
     every_primitive_works(&client, "no-wait").await;
 }
 
+/// An append-only server and a client that waits for its master's fsync.
+/// Every write is fsynced before its reply, so the master's own copy is
+/// confirmed at once (with `everysec` it may take a second, and a CI run
+/// saw 0 of 2 copies within 50 ms).
+async fn fsynced() -> (RedisServer, Client) {
+    let durable = RedisServer::builder()
+        .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
+        .start()
+        .unwrap();
+    let client = Client::builder(&durable.url())
+        .wait_for_fsync(0, Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    (durable, client)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
     let plain = common::server();
@@ -370,19 +388,7 @@ async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
         assert_eq!(probe.capabilities().wait_aof, Support::Absent);
         return;
     }
-    // Every write fsynced before its reply: the master's own copy is
-    // confirmed at once (with `everysec` it may take a second, and a CI run
-    // saw 0 of 2 copies within 50 ms).
-    let durable = RedisServer::builder()
-        .arg("appendonly", "yes")
-        .arg("appendfsync", "always")
-        .start()
-        .unwrap();
-    let client = Client::builder(&durable.url())
-        .wait_for_fsync(0, Duration::from_millis(500))
-        .connect()
-        .await
-        .unwrap();
+    let (durable, client) = fsynced().await;
     let guard = client.lock("fsynced").acquire().await.unwrap();
     guard.release().await.unwrap();
     // One replica asked for, none there: the acquisition is undone.
@@ -474,16 +480,7 @@ async fn compatibility_row() {
         denied(&client.capabilities().functions)
     };
     let fsync = if client.capabilities().wait_aof.is_available() {
-        let durable = RedisServer::builder()
-            .arg("appendonly", "yes")
-            .arg("appendfsync", "always")
-            .start()
-            .unwrap();
-        let client = Client::builder(&durable.url())
-            .wait_for_fsync(0, Duration::from_millis(500))
-            .connect()
-            .await
-            .unwrap();
+        let (_durable, client) = fsynced().await;
         client
             .lock("row-fsync")
             .acquire()
