@@ -12,24 +12,28 @@ fn stderr_of(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Nothing listens on the URL: exit 69, one line naming it (password hidden).
-#[test]
-fn unreachable_redis_exits_69() {
+/// `redlatch FLAGS run x -- touch MARKER`: its output, the marker (which
+/// exists only if the command ran), and the directory that holds it.
+fn run_touching_a_marker(
+    flags: &[&str],
+) -> (std::process::Output, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("marker");
     let output = Command::new(BIN)
-        .args([
-            "--redis",
-            "redis://app:s3cret@127.0.0.1:1",
-            "run",
-            "x",
-            "--",
-            "touch",
-        ])
+        .args(flags)
+        .args(["run", "x", "--", "touch"])
         .arg(&marker)
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
+    (output, marker, dir)
+}
+
+/// Nothing listens on the URL: exit 69, one line naming it (password hidden).
+#[test]
+fn unreachable_redis_exits_69() {
+    let (output, marker, _dir) =
+        run_touching_a_marker(&["--redis", "redis://app:s3cret@127.0.0.1:1"]);
     assert_eq!(code(output.status), 69);
     let stderr = stderr_of(&output);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -88,22 +92,8 @@ fn run_without_dashes_gets_a_tip() {
 /// `--json` on `run` is refused rather than ignored: run prints no data.
 #[test]
 fn json_on_run_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("marker");
-    let output = Command::new(BIN)
-        .args([
-            "--redis",
-            "redis://127.0.0.1:1",
-            "--json",
-            "run",
-            "x",
-            "--",
-            "touch",
-        ])
-        .arg(&marker)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let (output, marker, _dir) =
+        run_touching_a_marker(&["--redis", "redis://127.0.0.1:1", "--json"]);
     assert_eq!(code(output.status), 64);
     let stderr = stderr_of(&output);
     assert!(

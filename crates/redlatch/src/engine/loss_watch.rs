@@ -114,9 +114,10 @@ async fn run(
                 return;
             }
             Err(Refusal::ForNow(error)) => {
-                failures += 1;
                 debug!(%error, "redlatch: loss watch cannot connect; trying again");
-                let pause = Duration::from_millis(50 * u64::from(failures.min(20)));
+                // The client's retry policy, as for its other connections.
+                let pause = settings.read().retry.delay(failures);
+                failures = failures.saturating_add(1);
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     () = tokio::time::sleep(pause) => continue,
