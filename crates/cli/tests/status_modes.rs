@@ -119,9 +119,10 @@ fn status_verbose_says_what_the_server_offered() {
         .lines()
         .find_map(|line| line.strip_prefix("server   "))
         .unwrap_or_else(|| panic!("no server line in {text}"));
-    // e.g. "redis 7.0.15: functions available, WAITAOF absent"
+    // e.g. "redis 7.0.15: functions available, WAITAOF absent, NO-EVICT available"
     assert!(server.contains("functions"), "{server}");
     assert!(server.contains("WAITAOF"), "{server}");
+    assert!(server.contains("NO-EVICT"), "{server}");
     let json = stdout_json(&world.output(&["status", "docs:c", "--json", "-v"]));
     assert_eq!(json["held"], false);
     assert_eq!(json["server"], server);

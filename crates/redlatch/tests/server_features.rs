@@ -1,5 +1,5 @@
 //! What the server offers, learned at connect and used: the function
-//! library, WAITAOF, and the shapes of managed services that refuse
+//! library, WAITAOF, `CLIENT NO-EVICT`, and the shapes of managed services that refuse
 //! commands (an ACL or `rename-command` in the test server's config).
 //! Runs on every server of the matrix (scripts/test-servers); a feature a
 //! server lacks is checked for its fallback there.
@@ -333,6 +333,11 @@ async fn a_service_without_config_client_or_info_serves_every_primitive() {
     let client = Client::connect(&as_app(&server)).await.unwrap();
     // Nothing to learn the version from: reported unknown, nothing fails.
     assert_eq!(client.capabilities().server, None);
+    assert!(
+        matches!(client.capabilities().no_evict, Support::Denied(_)),
+        "NO-EVICT: {}",
+        client.capabilities().no_evict
+    );
     every_primitive_works(&client, "no-admin").await;
 }
 
@@ -411,6 +416,185 @@ async fn waiting_for_fsync_needs_waitaof_and_an_append_only_master() {
     );
     let mut admin = common::admin(&durable).await;
     assert_eq!(common::holds_left(&mut admin, "fsynced").await, 0);
+}
+
+/// This server's clients as `(id, resp, flags)`, from `CLIENT LIST`.
+async fn clients(admin: &mut redis::aio::MultiplexedConnection) -> Vec<(u64, String, String)> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(admin)
+        .await
+        .unwrap();
+    list.lines()
+        .map(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (
+                field("id").parse().unwrap_or(0),
+                field("resp"),
+                field("flags"),
+            )
+        })
+        .collect()
+}
+
+/// The ids of the unevictable clients (`e` among their flags) but
+/// `except`, in order, each with its protocol.
+async fn unevictable(
+    admin: &mut redis::aio::MultiplexedConnection,
+    except: u64,
+) -> Vec<(u64, String)> {
+    let mut ids: Vec<(u64, String)> = clients(admin)
+        .await
+        .into_iter()
+        .filter(|(id, _, flags)| *id != except && flags.contains('e'))
+        .map(|(id, resp, _)| (id, resp))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// An admin connection the server will not evict, and its id.
+async fn unevictable_admin(server: &RedisServer) -> (redis::aio::MultiplexedConnection, u64) {
+    let mut admin = common::admin(server).await;
+    let () = redis::cmd("CLIENT")
+        .arg("NO-EVICT")
+        .arg("ON")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let id: u64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    (admin, id)
+}
+
+async fn evicted_clients(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix("evicted_clients:"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Under `maxmemory-clients` pressure the server closes every client it
+/// may: the lock client's command connection (which carries its renewals)
+/// and its watch connection stay, its hold is renewed throughout, while a
+/// client that did not ask is closed again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_renewing_and_watching_connections_survive_client_eviction() {
+    let server = common::server();
+    let client = Client::builder(&server.url())
+        .default_lease(Duration::from_millis(600))
+        .connect()
+        .await
+        .unwrap();
+    if !server_has_functions(&client) {
+        assert_eq!(client.capabilities().no_evict, Support::Absent);
+        return;
+    }
+    assert_eq!(client.capabilities().no_evict, Support::Available);
+    let evictable = Client::builder(&server.url())
+        .no_evict(false)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(evictable.capabilities().no_evict, Support::Off);
+    let (mut admin, admin_id) = unevictable_admin(&server).await;
+    let guard = client.lock("kept").acquire().await.unwrap();
+    // The command connection (RESP2) and the watch connection (RESP3).
+    let protected = unevictable(&mut admin, admin_id).await;
+    assert_eq!(protected.len(), 2, "{protected:?}");
+
+    let evicted_before = evicted_clients(&mut admin).await;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-clients")
+        .arg("1kb")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Two seconds of pressure: about ten renewals of the 600 ms lease.
+    let mut others_failed = 0;
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    while tokio::time::Instant::now() < until {
+        if evictable.lock("other").try_acquire().await.is_err() {
+            others_failed += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let evicted = evicted_clients(&mut admin).await - evicted_before;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-clients")
+        .arg("0")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+
+    assert!(evicted > 0, "no client was evicted: no pressure");
+    assert_eq!(
+        unevictable(&mut admin, admin_id).await,
+        protected,
+        "a protected connection was closed ({evicted} evictions, {others_failed} failed calls of the other client)"
+    );
+    assert!(guard.is_held(), "the hold lapsed under eviction pressure");
+    guard.release().await.unwrap();
+}
+
+/// The flag belongs to a connection: after a reconnection the watchdog
+/// sets it again on the new one while it has holds to renew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnected_command_connection_is_made_unevictable_again() {
+    let server = common::server();
+    let client = Client::builder(&server.url())
+        .default_lease(Duration::from_millis(600))
+        .connect()
+        .await
+        .unwrap();
+    if !client.capabilities().no_evict.is_available() {
+        return;
+    }
+    let (mut admin, admin_id) = unevictable_admin(&server).await;
+    let guard = client.lock("held").acquire().await.unwrap();
+    let command: Vec<u64> = unevictable(&mut admin, admin_id)
+        .await
+        .into_iter()
+        .filter(|(_, resp)| resp == "2")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(command.len(), 1, "{command:?}");
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(command[0])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let killed = command[0];
+    let again = common::eventually(Duration::from_secs(10), || {
+        let server = &server;
+        async move {
+            let mut admin = common::admin(server).await;
+            clients(&mut admin).await.iter().any(|(id, resp, flags)| {
+                *id != admin_id && *id != killed && resp == "2" && flags.contains('e')
+            })
+        }
+    })
+    .await;
+    assert!(again, "the new command connection was not made unevictable");
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
 }
 
 /// Whether a hold of `client` learns within a second that its key was
@@ -518,8 +702,14 @@ async fn compatibility_row() {
         true => "at once (CLIENT TRACKING)",
         false => "at the next renewal",
     };
+    let no_evict = match &client.capabilities().no_evict {
+        Support::Available => "set (command and watch connections)",
+        Support::Absent => "absent (evictable)",
+        Support::Denied(_) => "refused (evictable)",
+        _ => "off",
+    };
     let row = format!(
-        "| {flavour} {major}.{minor} | {scripts} | {restart} | {watch} | {fsync} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
+        "| {flavour} {major}.{minor} | {scripts} | {restart} | {watch} | {fsync} | {no_evict} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
     );
     match std::env::var_os("REDLATCH_COMPAT_ROW") {
         Some(path) => std::fs::write(path, row).expect("write the row"),

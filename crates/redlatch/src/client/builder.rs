@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::engine::Core;
+use crate::engine::context::Features;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::transport::tls::TlsFiles;
@@ -42,10 +43,8 @@ pub struct ClientBuilder {
     pub(crate) settings: Settings,
     pub(crate) topology: Topology,
     pub(crate) replica_wait: Option<ReplicaWait>,
-    /// Scripts as a function library where the server allows it.
-    script_functions: bool,
-    /// Held keys watched for a prompt loss signal.
-    watch_holds: bool,
+    /// Which server features to use where the server offers them.
+    features: Features,
     /// `master_auth` was called on a builder that does not use Sentinel.
     misplaced_master_auth: bool,
 }
@@ -61,8 +60,7 @@ impl ClientBuilder {
                 cluster_pubsub: ClusterPubSub::default(),
             },
             replica_wait: None,
-            script_functions: true,
-            watch_holds: true,
+            features: Features::default(),
             misplaced_master_auth: false,
         }
     }
@@ -258,7 +256,7 @@ impl ClientBuilder {
     ///
     /// [`Client::capabilities`]: crate::Client::capabilities
     pub fn script_functions(mut self, on: bool) -> Self {
-        self.script_functions = on;
+        self.features.script_functions = on;
         self
     }
 
@@ -277,7 +275,21 @@ impl ClientBuilder {
     ///
     /// [`Guard::lost`]: crate::Guard::lost
     pub fn watch_holds(mut self, on: bool) -> Self {
-        self.watch_holds = on;
+        self.features.watch_holds = on;
+        self
+    }
+
+    /// Whether the client asks the server not to evict its command and
+    /// watch connections (`CLIENT NO-EVICT ON`, default `true`) when the
+    /// server bounds its clients' memory (`maxmemory-clients`): the
+    /// renewals and the loss watch then keep their connections when other
+    /// clients are closed. Where the server lacks it (before 7) or refuses
+    /// it (an ACL without `client`, a managed service), the client works as
+    /// before; [`Client::capabilities`] says which.
+    ///
+    /// [`Client::capabilities`]: crate::Client::capabilities
+    pub fn no_evict(mut self, on: bool) -> Self {
+        self.features.no_evict = on;
         self
     }
 
@@ -373,20 +385,11 @@ impl ClientBuilder {
             settings,
             topology,
             replica_wait,
-            script_functions,
-            watch_holds,
+            features,
             ..
         } = self;
         // Straight to the core: one async layer less keeps callers' futures shallow.
-        let core = Core::open(
-            &url,
-            settings,
-            &topology,
-            replica_wait,
-            script_functions,
-            watch_holds,
-        )
-        .await?;
+        let core = Core::open(&url, settings, &topology, replica_wait, features).await?;
         Ok(Client {
             inner: Arc::new(core),
         })

@@ -117,7 +117,7 @@ impl Client {
     /// # let url = server.url();
     /// let client = redlatch::Client::connect(&url).await?;
     /// println!("{}", client.capabilities().summary());
-    /// // e.g. "redis 7.0.15: functions available, WAITAOF absent"
+    /// // e.g. "redis 7.0.15: functions available, WAITAOF absent, NO-EVICT available"
     /// # assert!(client.capabilities().server.is_some());
     /// # Ok(()) }
     /// ```

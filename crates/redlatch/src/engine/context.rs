@@ -20,7 +20,27 @@ use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
 use crate::transport::capabilities::{self, Capabilities, Support};
 use crate::transport::connection::{self, Connection};
+use crate::transport::no_evict;
 use crate::transport::topology::{ReplicaWait, Topology};
+
+/// Which server features a client uses where the server offers them
+/// (`ClientBuilder::script_functions`, `watch_holds`, `no_evict`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Features {
+    pub(crate) script_functions: bool,
+    pub(crate) watch_holds: bool,
+    pub(crate) no_evict: bool,
+}
+
+impl Default for Features {
+    fn default() -> Features {
+        Features {
+            script_functions: true,
+            watch_holds: true,
+            no_evict: true,
+        }
+    }
+}
 
 /// What a `Client` and its clones share; every lock and guard holds it.
 pub(crate) struct Core {
@@ -61,14 +81,13 @@ impl Core {
         settings: Settings,
         topology: &Topology,
         replica_wait: Option<ReplicaWait>,
-        script_functions: bool,
-        watch_holds: bool,
+        features: Features,
     ) -> Result<Core> {
         let limit = settings.response_timeout;
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
-        let capabilities = learn_capabilities(&conn, script_functions, limit).await;
+        let capabilities = learn_capabilities(&conn, features, limit).await;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
         }
@@ -76,10 +95,18 @@ impl Core {
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
-        let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
-        if watch_holds {
+        let protect = capabilities.no_evict.is_available();
+        let watchdog = Watchdog::start(
+            conn.clone(),
+            settings.clone(),
+            protect,
+            &runtime,
+            shutdown.clone(),
+        );
+        if features.watch_holds {
             watchdog.set_loss_watch(LossWatch::start(
                 watch_source,
+                protect,
                 watchdog.holds_for_watch(),
                 settings.clone(),
                 &runtime,
@@ -108,7 +135,7 @@ impl Core {
 /// unanswered counts as absent) and loads the function library if wanted.
 async fn learn_capabilities(
     conn: &Connection,
-    wants_functions: bool,
+    features: Features,
     limit: Duration,
 ) -> Capabilities {
     let mut conn = conn.clone();
@@ -117,7 +144,7 @@ async fn learn_capabilities(
         .ok()
         .flatten();
     let has_functions = server.as_ref().is_none_or(|server| server.version.0 >= 7);
-    let functions = if wants_functions {
+    let functions = if features.script_functions {
         tokio::time::timeout(limit, library::install(&mut conn, has_functions))
             .await
             .unwrap_or(Support::Absent)
@@ -127,7 +154,16 @@ async fn learn_capabilities(
     let wait_aof = tokio::time::timeout(limit, capabilities::wait_aof(&mut conn, server.as_ref()))
         .await
         .unwrap_or(Support::Absent);
-    Capabilities::new(server, functions, wait_aof)
+    let no_evict = if !features.no_evict {
+        Support::Off
+    } else if conn.is_cluster() {
+        Support::Absent
+    } else {
+        tokio::time::timeout(limit, no_evict::protect(&mut conn))
+            .await
+            .unwrap_or(Support::Absent)
+    };
+    Capabilities::new(server, functions, wait_aof, no_evict)
 }
 
 /// A client that waits for replicas needs WAIT, and one that waits for

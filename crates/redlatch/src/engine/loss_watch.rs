@@ -30,6 +30,7 @@ use tracing::{debug, info};
 
 use crate::engine::hold::Hold;
 use crate::settings::SharedSettings;
+use crate::transport::no_evict;
 use crate::transport::watch::WatchSource;
 
 /// How long a new hold waits before its first read: the short holds of a
@@ -60,16 +61,18 @@ pub(crate) struct LossWatch {
 }
 
 impl LossWatch {
-    /// Starts the watch task (it ends with `shutdown`).
+    /// Starts the watch task (it ends with `shutdown`). With `protect`,
+    /// each watch connection is made unevictable (`CLIENT NO-EVICT ON`).
     pub(crate) fn start(
         source: WatchSource,
+        protect: bool,
         holds: Arc<dyn Holds>,
         settings: SharedSettings,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> LossWatch {
         let (held, incoming) = mpsc::unbounded_channel();
-        runtime.spawn(run(source, holds, settings, incoming, shutdown));
+        runtime.spawn(run(source, protect, holds, settings, incoming, shutdown));
         LossWatch { held }
     }
 
@@ -85,6 +88,7 @@ type Keys = HashMap<Arc<str>, Vec<(Arc<str>, Weak<Hold>)>>;
 
 async fn run(
     source: WatchSource,
+    protect: bool,
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Watched>,
@@ -104,7 +108,7 @@ async fn run(
         let (pushes_to, mut pushes) = mpsc::unbounded_channel();
         let opened = tokio::select! {
             () = shutdown.cancelled() => return,
-            opened = open(&source, pushes_to, timeout) => opened,
+            opened = open(&source, protect, pushes_to, timeout) => opened,
         };
         let mut conn = match opened {
             Ok(conn) => conn,
@@ -185,6 +189,7 @@ enum Refusal {
 
 async fn open(
     source: &WatchSource,
+    protect: bool,
     pushes: UnboundedSender<PushInfo>,
     timeout: Duration,
 ) -> Result<MultiplexedConnection, Refusal> {
@@ -195,7 +200,14 @@ async fn open(
         .query_async::<()>(&mut conn)
         .await
     {
-        Ok(()) => Ok(conn),
+        Ok(()) => {
+            if protect {
+                // Granted at connect on the command connection: a refusal
+                // here changes nothing but the flag.
+                let _ = no_evict::protect(&mut conn).await;
+            }
+            Ok(conn)
+        }
         Err(error) => Err(refusal(error)),
     }
 }

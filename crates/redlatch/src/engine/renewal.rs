@@ -36,9 +36,13 @@ use crate::scripts;
 use crate::scripts::keys::{permit_member, read_timeout_prefix};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
+use crate::transport::no_evict;
 
 /// Most holds renewed by one script call.
 pub const RENEW_BATCH: usize = 100;
+
+/// How often, at most, the watchdog sets `CLIENT NO-EVICT ON` again.
+const PROTECT_EVERY: Duration = Duration::from_secs(1);
 
 /// How long after a confirmed acquire or renewal a hold is renewed: a third
 /// of its lease, so two renewals can fail before the lease runs out.
@@ -132,9 +136,13 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
+    /// Starts the task. With `protect`, it sets `CLIENT NO-EVICT ON` again
+    /// on the connection it renews through (at most once a second, while it
+    /// has holds to renew): a reconnection loses the flag.
     pub(crate) fn start(
         conn: Connection,
         settings: SharedSettings,
+        protect: bool,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Watchdog {
@@ -147,7 +155,7 @@ impl Watchdog {
             renewal_round_trips: AtomicU64::new(0),
             loss_watch: std::sync::OnceLock::new(),
         });
-        runtime.spawn(run(Arc::downgrade(&shared), conn, shutdown));
+        runtime.spawn(run(Arc::downgrade(&shared), conn, protect, shutdown));
         Watchdog { shared }
     }
 
@@ -483,7 +491,8 @@ impl Shared {
     }
 }
 
-async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken) {
+async fn run(shared: Weak<Shared>, conn: Connection, protect: bool, shutdown: CancellationToken) {
+    let mut protected_at: Option<LeaseInstant> = None;
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -508,7 +517,19 @@ async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken
                 _ = tokio::time::sleep(sleep_for) => {}
             }
         }
-        let due = strong.sweep(LeaseInstant::now());
+        let now = LeaseInstant::now();
+        let due = strong.sweep(now);
+        if protect
+            && !due.is_empty()
+            && protected_at.is_none_or(|at| now.saturating_duration_since(at) >= PROTECT_EVERY)
+        {
+            protected_at = Some(now);
+            let mut conn = conn.clone();
+            let limit = strong.settings.read().response_timeout;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(limit, no_evict::protect(&mut conn)).await;
+            });
+        }
         let (batched, callbacks) = plan(due, conn.is_cluster());
         for batch in batched {
             let shared = Arc::downgrade(&strong);

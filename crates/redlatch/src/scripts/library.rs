@@ -23,21 +23,40 @@ struct Library {
     source: String,
 }
 
+/// The lease rule as the scripts carry it, and in the form functions use:
+/// every server with functions has `PEXPIRE GT`, which lengthens a lease in
+/// one call where the portable form reads the TTL first.
+const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
+const LEASE_GT: &str = include_str!("../../scripts/lib/lease_gt.lua");
+
+/// What `lua` runs as a function.
+fn function_body(lua: &Lua) -> String {
+    lua.source.replacen(LEASE, LEASE_GT, 1)
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let scripts = super::every_script();
-    // Named after what it holds: the SHA-1 of every script's SHA-1, name and flags.
+    let bodies: Vec<String> = scripts.iter().map(|lua| function_body(lua)).collect();
+    // Named after what it holds: the SHA-1 of every function's name, body and flags.
     let content: String = scripts
         .iter()
-        .map(|lua| format!("{} {} {:?}\n", lua.name, lua.hash(), lua.flags))
+        .zip(&bodies)
+        .map(|(lua, body)| {
+            format!(
+                "{} {} {:?}\n",
+                lua.name,
+                Script::new(body).get_hash(),
+                lua.flags
+            )
+        })
         .collect();
     let name = format!("redlatch_{}", &Script::new(&content).get_hash()[..12]);
     let mut source = format!("#!lua name={name}\n");
-    for (n, lua) in scripts.iter().enumerate() {
+    for (n, (lua, body)) in scripts.iter().zip(&bodies).enumerate() {
         let flags: Vec<String> = lua.flags.iter().map(|flag| format!("'{flag}'")).collect();
         source.push_str(&format!(
-            "local function redlatch_script_{n}(KEYS, ARGV)\n{}\nend\n\
+            "local function redlatch_script_{n}(KEYS, ARGV)\n{body}\nend\n\
              redis.register_function{{function_name='{name}_{}', callback=redlatch_script_{n}, flags={{{}}}}}\n",
-            lua.source,
             lua.name,
             flags.join(", "),
         ));
@@ -123,6 +142,10 @@ mod tests {
     #[test]
     fn the_library_holds_every_script_under_a_name_of_its_content() {
         let scripts = super::super::every_script();
+        assert!(
+            scripts.iter().any(|lua| lua.source.contains(LEASE)),
+            "no script carries the lease rule"
+        );
         assert!(name().starts_with("redlatch_") && name().len() == "redlatch_".len() + 12);
         for lua in &scripts {
             let registered = format!("function_name='{}'", function_name(lua));
@@ -131,6 +154,13 @@ mod tests {
                 "{} is not in the library",
                 lua.name
             );
+            if lua.source.contains(LEASE) {
+                assert!(
+                    function_body(lua).contains("'GT'") && !function_body(lua).contains(LEASE),
+                    "{} keeps the portable lease rule in the library",
+                    lua.name
+                );
+            }
             assert!(
                 lua.name
                     .chars()

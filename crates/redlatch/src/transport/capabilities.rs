@@ -77,6 +77,17 @@ pub struct Capabilities {
     /// needs. No fallback: a client that asks for it where it is missing
     /// fails to connect.
     pub wait_aof: Support,
+    /// `CLIENT NO-EVICT ON` (Redis and Valkey 7 and later) on the command
+    /// connection, which carries the renewals, and on the loss watch's: a
+    /// server short of client memory (`maxmemory-clients`) closes other
+    /// clients first. Set again once per renewal round while holds are
+    /// renewed, so a reconnection gets it back within a renewal period.
+    /// Subscription connections do not get it (a RESP2 subscriber cannot
+    /// send it); an evicted one resubscribes and its waiters look at their
+    /// locks again. Absent on a cluster (the client cannot address its
+    /// node connections one by one). Fallback: none needed, the client works
+    /// as before, evictable.
+    pub no_evict: Support,
 }
 
 impl Capabilities {
@@ -84,24 +95,26 @@ impl Capabilities {
         server: Option<ServerVersion>,
         functions: Support,
         wait_aof: Support,
+        no_evict: Support,
     ) -> Capabilities {
         Capabilities {
             server,
             functions,
             wait_aof,
+            no_evict,
         }
     }
 
     /// One line for logs and `redlatch status --verbose`, e.g.
-    /// `valkey 8.1.8: functions available, WAITAOF available`.
+    /// `valkey 8.1.8: functions available, WAITAOF available, NO-EVICT available`.
     pub fn summary(&self) -> String {
         let server = self.server.as_ref().map_or_else(
             || "server of unknown version".to_owned(),
             ToString::to_string,
         );
         format!(
-            "{server}: functions {}, WAITAOF {}",
-            self.functions, self.wait_aof
+            "{server}: functions {}, WAITAOF {}, NO-EVICT {}",
+            self.functions, self.wait_aof, self.no_evict
         )
     }
 }

@@ -261,6 +261,65 @@ async fn kept(server: &testkit::RedisServer, key: &str, what: &str) {
     assert!(left > 45_000, "{what} shortened the lease to {left} ms");
 }
 
+/// The lease rule has two forms (functions use `PEXPIRE GT`, EVALSHA
+/// reads the TTL first): both lengthen, neither shortens, and both give a
+/// key with no expiry the lease (where `GT` alone would leave it forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_forms_of_the_lease_rule_lengthen_never_shorten_and_bound_a_key_without_expiry() {
+    let server = common::server();
+    let functions = common::client_at(&server.url(), Duration::from_secs(3)).await;
+    let evalsha = common::evalsha_client_at(&server.url(), Duration::from_secs(3)).await;
+    let mut admin = common::admin(&server).await;
+    for (route, client) in [("functions", &functions), ("EVALSHA", &evalsha)] {
+        let key = format!("lease-{route}");
+        let lock = client.lock(key.as_str()).with_owner("me");
+        let outer = lock
+            .acquire_with_lease(Duration::from_secs(1))
+            .await
+            .unwrap();
+        // Lengthened by a re-entry with a longer lease.
+        let longer = lock
+            .acquire_with_lease(Duration::from_secs(20))
+            .await
+            .unwrap();
+        let left = support::pttl(&server, &key).await;
+        assert!(
+            (15_000..=20_000).contains(&left),
+            "{route}: lengthened to {left} ms"
+        );
+        // Never shortened by one with a shorter lease.
+        let shorter = lock
+            .acquire_with_lease(Duration::from_secs(1))
+            .await
+            .unwrap();
+        let left = support::pttl(&server, &key).await;
+        assert!(left > 15_000, "{route}: shortened to {left} ms");
+        // A key with no expiry (PERSIST by hand) gets the lease back.
+        let _: i64 = cmd(&mut admin, &["PERSIST", &key]).await;
+        let bounded = lock
+            .acquire_with_lease(Duration::from_secs(2))
+            .await
+            .unwrap();
+        let left = support::pttl(&server, &key).await;
+        assert!(
+            (1..=2_000).contains(&left),
+            "{route}: a key without expiry kept {left} ms"
+        );
+        for guard in [bounded, shorter, longer, outer] {
+            guard.release().await.unwrap();
+        }
+    }
+    assert!(functions.capabilities().functions.is_available() || !server_has_functions(&functions));
+}
+
+fn server_has_functions(client: &Client) -> bool {
+    client
+        .capabilities()
+        .server
+        .as_ref()
+        .is_some_and(|server| server.version.0 >= 7)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_lease_never_shortens_the_plain_lock() {
     let server = common::server();
