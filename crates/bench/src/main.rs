@@ -6,6 +6,7 @@ mod alloc;
 mod clock;
 mod contender;
 mod contention;
+mod eviction;
 mod growth;
 mod handoff;
 mod limit;
@@ -46,8 +47,8 @@ struct Cli {
     /// Short windows and one run: checks the harness, not the figures.
     #[arg(long)]
     quick: bool,
-    /// Measures to run (1-7, repeatable); all by default.
-    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=7))]
+    /// Measures to run (1-8, repeatable); all by default.
+    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=8))]
     measures: Vec<u8>,
     /// Runs per figure (medians across runs) [default: 3, --quick: 1].
     #[arg(long)]
@@ -137,7 +138,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         quick: cli.quick,
     };
     let measures: Vec<u8> = if cli.measures.is_empty() {
-        (1..=7).collect()
+        (1..=8).collect()
     } else {
         cli.measures.clone()
     };
@@ -155,7 +156,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             4 => redlock_latency::measure(&bench).await?,
             5 => scale::measure(&bench).await?,
             6 => growth::measure(&bench).await?,
-            _ => loss::measure(&bench).await?,
+            7 => loss::measure(&bench).await?,
+            _ => eviction::measure(&bench).await?,
         };
         section.notes.push(format!(
             "Measured in {:.0} s; load average after: {}.",

@@ -124,6 +124,7 @@ pub use error::{Error, NodeFailure, Result};
 pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
 pub use lock::Lock;
 pub use lock::guard::Guard;
+pub use lock::holder_identity::HolderIdentity;
 pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use redlock::{

@@ -114,3 +114,107 @@ async fn key_prefix_applies_to_key_channel_and_counter() {
     let counter: u64 = admin.get("redisson_lock_token:{shop:order}").await.unwrap();
     assert_eq!(counter, guard.token());
 }
+
+/// Every hold's client names itself beside the lock (host, pid, program,
+/// since when, purpose), for every lock kind; the name goes within a
+/// refresh after the hold ends; the lock hash keeps Redisson's layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_the_holder_and_the_name_goes_with_the_hold() {
+    let server = common::server();
+    let holder = redlatch::Client::builder(&server.url())
+        .key_prefix("app:")
+        .holder_purpose("nightly report")
+        .connect()
+        .await
+        .unwrap();
+    let reader = redlatch::Client::builder(&server.url())
+        .key_prefix("app:")
+        .connect()
+        .await
+        .unwrap();
+    let before = std::time::SystemTime::now();
+    let plain = holder.lock("report").acquire().await.unwrap();
+    let fair = holder.fair_lock("report-fair").acquire().await.unwrap();
+    let read = holder.read_write_lock("report-rw").read().await.unwrap();
+
+    for name in ["report", "report-fair", "report-rw"] {
+        let named = common::eventually(Duration::from_secs(5), || {
+            let lock = reader.lock(name);
+            async move {
+                let status = lock.status().await.unwrap();
+                status
+                    .holders
+                    .iter()
+                    .all(|holder| holder.identity.is_some())
+            }
+        })
+        .await;
+        assert!(named, "{name}: the holder was not named within 5 s");
+        let status = reader.lock(name).status().await.unwrap();
+        let identity = status.holders[0].identity.clone().unwrap();
+        assert_eq!(identity.pid, std::process::id(), "{name}");
+        assert_eq!(identity.purpose.as_deref(), Some("nightly report"));
+        let program = std::env::current_exe().unwrap();
+        assert_eq!(
+            identity.program,
+            program.file_name().unwrap().to_string_lossy(),
+            "{name}"
+        );
+        assert!(!identity.host.is_empty());
+        // The server's clock and this machine's are the same here.
+        let since = identity.since.expect("since");
+        let slack = Duration::from_secs(1);
+        assert!(
+            since + slack >= before,
+            "{name}: since {since:?} before {before:?}"
+        );
+        assert!(since <= std::time::SystemTime::now() + slack, "{name}");
+    }
+    // The listing names them too.
+    let listed = reader.locks("report").await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .all(|lock| lock.holders.iter().all(|holder| holder.identity.is_some())),
+        "{listed:?}"
+    );
+
+    // Redisson's layout: the lock hash holds the owner field alone.
+    let mut admin = common::admin(&server).await;
+    let fields: Vec<String> = admin.hkeys("app:report").await.unwrap();
+    assert_eq!(fields, vec![plain.owner().to_owned()]);
+
+    let record = format!("app:redlatch_holder:{{{}}}", &plain.owner()[..36]);
+    plain.release().await.unwrap();
+    fair.release().await.unwrap();
+    read.release().await.unwrap();
+    let gone = common::eventually(Duration::from_secs(5), || {
+        let server = &server;
+        let record = record.clone();
+        async move {
+            let mut admin = common::admin(server).await;
+            let fields: Vec<String> = admin.hkeys(&record).await.unwrap();
+            !fields.iter().any(|field| field.starts_with("hold:"))
+        }
+    })
+    .await;
+    assert!(gone, "the holds stayed named after their release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_name_itself_writes_no_record() {
+    let server = common::server();
+    let quiet = redlatch::Client::builder(&server.url())
+        .holder_identity(false)
+        .connect()
+        .await
+        .unwrap();
+    let guard = quiet.lock("quiet").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = quiet.lock("quiet").status().await.unwrap();
+    assert_eq!(status.holders[0].identity, None);
+    let mut admin = common::admin(&server).await;
+    let records: Vec<String> = admin.keys("*redlatch_holder*").await.unwrap();
+    assert!(records.is_empty(), "{records:?}");
+    guard.release().await.unwrap();
+}

@@ -293,6 +293,29 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether this client names itself as the holder of its locks
+    /// (default `true`): host, process id, program, since when, and the
+    /// [`holder_purpose`](Self::holder_purpose), read back by
+    /// [`Lock::status`](crate::Lock::status) and [`Client::locks`] as
+    /// [`Holder::identity`](crate::Holder::identity). A hold is named once
+    /// it has lasted about 50 ms, in one hash per client beside the locks
+    /// (`<key prefix>redlatch_holder:{<client id>}`, docs/REDIS-DATA.md),
+    /// and taken out within a second after it ends. Where the server
+    /// refuses the write (an ACL without that key), holders go unnamed.
+    ///
+    /// [`Client::locks`]: crate::Client::locks
+    pub fn holder_identity(mut self, on: bool) -> Self {
+        self.features.holder_identity = on;
+        self
+    }
+
+    /// What this client holds its locks for, shown beside its identity
+    /// (e.g. `"nightly report"`); none by default.
+    pub fn holder_purpose(mut self, purpose: impl Into<String>) -> Self {
+        self.features.holder_purpose = Some(purpose.into());
+        self
+    }
+
     /// Certificates for `rediss://` URLs: a CA to trust instead of the
     /// system's store, and a client certificate for servers that ask for one
     /// (`tls-auth-clients yes`). Needs the `tls` feature; without it

@@ -11,10 +11,12 @@ use uuid::Uuid;
 
 use crate::engine::coalesce::LockCalls;
 use crate::engine::courtesy::Courtesy;
+use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
 use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
 use crate::error::{Error, Result};
+use crate::lock::holder_identity::record_key;
 use crate::scripts::library;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
@@ -24,12 +26,15 @@ use crate::transport::no_evict;
 use crate::transport::topology::{ReplicaWait, Topology};
 
 /// Which server features a client uses where the server offers them
-/// (`ClientBuilder::script_functions`, `watch_holds`, `no_evict`).
-#[derive(Debug, Clone, Copy)]
+/// (`ClientBuilder::script_functions`, `watch_holds`, `no_evict`,
+/// `holder_identity`, `holder_purpose`).
+#[derive(Debug, Clone)]
 pub(crate) struct Features {
     pub(crate) script_functions: bool,
     pub(crate) watch_holds: bool,
     pub(crate) no_evict: bool,
+    pub(crate) holder_identity: bool,
+    pub(crate) holder_purpose: Option<String>,
 }
 
 impl Default for Features {
@@ -38,6 +43,8 @@ impl Default for Features {
             script_functions: true,
             watch_holds: true,
             no_evict: true,
+            holder_identity: true,
+            holder_purpose: None,
         }
     }
 }
@@ -87,7 +94,7 @@ impl Core {
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
-        let capabilities = learn_capabilities(&conn, features, limit).await;
+        let capabilities = learn_capabilities(&conn, &features, limit).await;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
         }
@@ -113,9 +120,21 @@ impl Core {
                 shutdown.clone(),
             ));
         }
+        let id = Uuid::new_v4();
+        if features.holder_identity {
+            let prefix = settings.read().key_prefix.clone();
+            watchdog.set_identity(IdentityPublisher::start(
+                conn.clone(),
+                record_key(&prefix, &id.to_string()),
+                features.holder_purpose.clone(),
+                settings.clone(),
+                &runtime,
+                shutdown.clone(),
+            ));
+        }
         let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait, &runtime);
         Ok(Core {
-            id: Uuid::new_v4(),
+            id,
             conn,
             capabilities,
             replica_wait,
@@ -135,7 +154,7 @@ impl Core {
 /// unanswered counts as absent) and loads the function library if wanted.
 async fn learn_capabilities(
     conn: &Connection,
-    features: Features,
+    features: &Features,
     limit: Duration,
 ) -> Capabilities {
     let mut conn = conn.clone();

@@ -172,7 +172,7 @@ async fn run(
 }
 
 /// Sleeps until `at`; forever when there is nothing to wait for.
-async fn sleep_until(at: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

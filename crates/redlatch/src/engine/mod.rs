@@ -8,6 +8,7 @@ pub(crate) mod coalesce;
 pub(crate) mod context;
 pub(crate) mod courtesy;
 pub(crate) mod hold;
+pub(crate) mod identity;
 pub(crate) mod loss_watch;
 pub(crate) mod renewal;
 pub(crate) mod wait;

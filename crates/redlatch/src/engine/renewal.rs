@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
+use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch, Watched};
 use crate::scripts;
 use crate::scripts::keys::{permit_member, read_timeout_prefix};
@@ -128,6 +129,8 @@ struct Shared {
     renewal_round_trips: AtomicU64,
     /// Where newly held lock keys go to be watched, once the watch started.
     loss_watch: std::sync::OnceLock<LossWatch>,
+    /// Where new holds go to be named, once the publisher started.
+    identity: std::sync::OnceLock<IdentityPublisher>,
 }
 
 /// Handle to the client's watchdog task.
@@ -154,6 +157,7 @@ impl Watchdog {
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
             loss_watch: std::sync::OnceLock::new(),
+            identity: std::sync::OnceLock::new(),
         });
         runtime.spawn(run(Arc::downgrade(&shared), conn, protect, shutdown));
         Watchdog { shared }
@@ -162,6 +166,11 @@ impl Watchdog {
     /// What the loss watch may ask about and do to this watchdog's holds.
     pub(crate) fn holds_for_watch(&self) -> Arc<dyn Holds> {
         Arc::new(WatchedHolds(Arc::downgrade(&self.shared)))
+    }
+
+    /// Names every hold from now on (`engine/identity.rs`).
+    pub(crate) fn set_identity(&self, publisher: IdentityPublisher) {
+        let _ = self.shared.identity.set(publisher);
     }
 
     /// From now on, every lock hold is also watched by `watch`.
@@ -254,6 +263,16 @@ impl Watchdog {
             && let Some(watch) = self.shared.loss_watch.get()
         {
             watch.watch(Watched {
+                key: key.0.clone(),
+                field: key.1.clone(),
+                hold: Arc::downgrade(&hold),
+            });
+        }
+        // Holds of this server only: a Redlock hold's keys are elsewhere.
+        if !matches!(hold.kind, HoldKind::Callback(_))
+            && let Some(identity) = self.shared.identity.get()
+        {
+            identity.publish(Watched {
                 key: key.0.clone(),
                 field: key.1.clone(),
                 hold: Arc::downgrade(&hold),

@@ -1,6 +1,7 @@
 //! The reentrant lock handle and its acquire loop.
 
 pub(crate) mod guard;
+pub(crate) mod holder_identity;
 pub(crate) mod status;
 
 use std::sync::Arc;

@@ -6,9 +6,10 @@ use redis::Value;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
+use crate::lock::holder_identity::{self, HolderIdentity};
 use crate::scripts;
 use crate::scripts::keys::{FairKeys, RwKeys};
-use crate::transport::bounded;
+use crate::transport::{Connection, bounded};
 
 /// One owner holding the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,12 @@ pub struct Holder {
     pub owner: String,
     /// How many times it holds the lock (re-entries included).
     pub count: u64,
+    /// Who the owner is (host, process, program, since when, purpose),
+    /// where its client published it
+    /// ([`ClientBuilder::holder_identity`](crate::ClientBuilder::holder_identity));
+    /// `None` for a Redisson holder, a hold younger than about 50 ms, or a
+    /// client that does not publish.
+    pub identity: Option<HolderIdentity>,
 }
 
 /// Which side of a [`ReadWriteLock`](crate::ReadWriteLock) is held.
@@ -137,6 +144,7 @@ impl LockStatus {
             holders.push(Holder {
                 owner: text(&pair[0])?,
                 count: count.max(0) as u64,
+                identity: None,
             });
         }
         Ok(LockStatus {
@@ -186,9 +194,30 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
         } else {
             plain
         };
+        name_holders(&mut conn, &settings.key_prefix, &mut status).await;
         Ok(status)
     };
     bounded("status", settings.response_timeout, call).await
+}
+
+/// Fills in each holder's identity from its client's record (one `HMGET`
+/// per holder). Names are a courtesy: a record that cannot be read (an ACL,
+/// a cluster node down) leaves the holder unnamed.
+async fn name_holders(conn: &mut Connection, prefix: &str, status: &mut LockStatus) {
+    for holder in &mut status.holders {
+        let Some(client) = holder_identity::client_id(&holder.owner) else {
+            continue;
+        };
+        let fields: redis::RedisResult<Vec<Option<String>>> = redis::cmd("HMGET")
+            .arg(holder_identity::record_key(prefix, client))
+            .arg(&["host", "pid", "program", "purpose"][..])
+            .arg(holder_identity::hold_field(&status.key, &holder.owner))
+            .query_async(conn)
+            .await;
+        holder.identity = fields
+            .ok()
+            .and_then(|fields| holder_identity::from_fields(&fields));
+    }
 }
 
 /// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as

@@ -1,0 +1,223 @@
+//! Publishes who holds this client's locks (`lock/holder_identity.rs`): a
+//! task per client that writes each hold into the client's record once the
+//! hold has lasted [`SETTLE`], and takes it out within [`REFRESH`] after it
+//! ends. Off the callers' path: the short holds of a busy client cost
+//! nothing, a long one a field write and a field delete, and the record
+//! one refresh per [`REFRESH`] while anything is held.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::engine::loss_watch::Watched;
+use crate::lock::holder_identity::{hold_field, this_process};
+use crate::settings::SharedSettings;
+use crate::transport::Connection;
+
+/// How long a hold lasts before it is published.
+pub(crate) const SETTLE: Duration = Duration::from_millis(50);
+/// How often the record is refreshed and ended holds taken out.
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
+/// The record outlives its last refresh by this much: a holder that died
+/// stays named while its locks' leases run out.
+const RECORD_TTL: Duration = Duration::from_secs(60);
+
+/// The handle the watchdog sends new holds to.
+#[derive(Clone)]
+pub(crate) struct IdentityPublisher {
+    held: UnboundedSender<(Watched, SystemTime)>,
+}
+
+impl IdentityPublisher {
+    /// Starts the task (it ends with `shutdown`), writing to `record`.
+    pub(crate) fn start(
+        conn: Connection,
+        record: String,
+        purpose: Option<String>,
+        settings: SharedSettings,
+        runtime: &tokio::runtime::Handle,
+        shutdown: CancellationToken,
+    ) -> IdentityPublisher {
+        let (held, incoming) = mpsc::unbounded_channel();
+        let task = Task {
+            conn,
+            record,
+            purpose,
+            settings,
+            clock_offset: None,
+            published: HashMap::new(),
+        };
+        runtime.spawn(task.run(incoming, shutdown));
+        IdentityPublisher { held }
+    }
+
+    /// Publishes one more hold, acquired now, once it has lasted [`SETTLE`].
+    pub(crate) fn publish(&self, watched: Watched) {
+        // The task is gone only when the client is.
+        let _ = self.held.send((watched, SystemTime::now()));
+    }
+}
+
+struct Task {
+    conn: Connection,
+    record: String,
+    purpose: Option<String>,
+    settings: SharedSettings,
+    /// Server time minus this machine's, in ms, once learned (`TIME`).
+    clock_offset: Option<i64>,
+    /// Published holds by field.
+    published: HashMap<String, Watched>,
+}
+
+impl Task {
+    async fn run(
+        mut self,
+        mut incoming: UnboundedReceiver<(Watched, SystemTime)>,
+        shutdown: CancellationToken,
+    ) {
+        let mut settling: VecDeque<(Instant, Watched, SystemTime)> = VecDeque::new();
+        let mut refresh = tokio::time::interval(REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let next_settled = settling.front().map(|(at, _, _)| *at);
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                Some((watched, since)) = incoming.recv() => {
+                    settling.push_back((Instant::now() + SETTLE, watched, since));
+                }
+                () = crate::engine::loss_watch::sleep_until(next_settled) => {
+                    let now = Instant::now();
+                    let mut due = Vec::new();
+                    while settling.front().is_some_and(|(at, _, _)| *at <= now) {
+                        if let Some((_, watched, since)) = settling.pop_front()
+                            && still_held(&watched)
+                        {
+                            due.push((watched, since));
+                        }
+                    }
+                    if !due.is_empty() {
+                        self.write(due).await;
+                    }
+                }
+                _ = refresh.tick() => self.refresh().await,
+            }
+        }
+    }
+
+    /// Writes `due` holds (and the process's own fields) into the record.
+    async fn write(&mut self, due: Vec<(Watched, SystemTime)>) {
+        let offset = self.clock_offset().await;
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&self.record);
+        self.describe_process(&mut hset);
+        for (watched, since) in due {
+            let field = hold_field(&watched.key, &watched.field);
+            hset.arg(&field).arg(server_ms(since, offset));
+            self.published.insert(field, watched);
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(hset).ignore();
+        pipe.cmd("PEXPIRE")
+            .arg(&self.record)
+            .arg(RECORD_TTL.as_millis() as u64)
+            .ignore();
+        self.send(pipe).await;
+    }
+
+    /// Takes ended holds out and keeps the record alive while any is held.
+    async fn refresh(&mut self) {
+        let ended: Vec<String> = self
+            .published
+            .iter()
+            .filter(|(_, watched)| !still_held(watched))
+            .map(|(field, _)| field.clone())
+            .collect();
+        if ended.is_empty() && self.published.is_empty() {
+            return;
+        }
+        for field in &ended {
+            self.published.remove(field);
+        }
+        let mut pipe = redis::pipe();
+        if !ended.is_empty() {
+            pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
+        }
+        if !self.published.is_empty() {
+            // Written again in case the record was flushed or expired.
+            let mut hset = redis::cmd("HSET");
+            hset.arg(&self.record);
+            self.describe_process(&mut hset);
+            pipe.add_command(hset).ignore();
+            pipe.cmd("PEXPIRE")
+                .arg(&self.record)
+                .arg(RECORD_TTL.as_millis() as u64)
+                .ignore();
+        }
+        self.send(pipe).await;
+    }
+
+    fn describe_process(&self, hset: &mut redis::Cmd) {
+        let (host, pid, program) = this_process();
+        hset.arg("host")
+            .arg(host)
+            .arg("pid")
+            .arg(pid)
+            .arg("program")
+            .arg(program);
+        hset.arg("purpose")
+            .arg(self.purpose.as_deref().unwrap_or_default());
+    }
+
+    async fn send(&mut self, pipe: redis::Pipeline) {
+        let limit = self.settings.read().response_timeout;
+        let sent = tokio::time::timeout(limit, pipe.query_async::<()>(&mut self.conn)).await;
+        // Naming holders is a courtesy: a refusal (an ACL that leaves the
+        // record's key out) or an outage costs the names, nothing else.
+        match sent {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => debug!(%error, "redlatch: holder identity not written"),
+            Err(_) => debug!("redlatch: holder identity not written in time"),
+        }
+    }
+
+    /// Server time minus local time in ms, learned once with `TIME`; zero
+    /// (this machine's clock) where the server will not say.
+    async fn clock_offset(&mut self) -> i64 {
+        if let Some(offset) = self.clock_offset {
+            return offset;
+        }
+        let limit = self.settings.read().response_timeout;
+        let asked = SystemTime::now();
+        let time = tokio::time::timeout(
+            limit,
+            redis::cmd("TIME").query_async::<(u64, u64)>(&mut self.conn),
+        )
+        .await;
+        let offset = match time {
+            Ok(Ok((secs, micros))) => {
+                let server = secs as i64 * 1000 + micros as i64 / 1000;
+                server - millis(asked)
+            }
+            _ => 0,
+        };
+        self.clock_offset = Some(offset);
+        offset
+    }
+}
+
+fn still_held(watched: &Watched) -> bool {
+    watched.hold.upgrade().is_some_and(|hold| hold.is_held())
+}
+
+fn millis(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
+}
+
+fn server_ms(at: SystemTime, offset: i64) -> i64 {
+    millis(at) + offset
+}
