@@ -18,10 +18,57 @@ use crate::exit::{self, Failure};
 
 /// Runs the view until `q`, Esc or Ctrl-C.
 pub async fn run(sampler: &mut Sampler<'_>, interval: Duration) -> Result<u8, Failure> {
+    let quiet = QuietStderr::new();
     let mut terminal = ratatui::init();
     let outcome = refresh_loop(sampler, interval, &mut terminal).await;
     ratatui::restore();
+    drop(quiet);
     outcome
+}
+
+/// Silences stderr while the view is up when it is the view's terminal: a
+/// log line (the client's "connection lost, reconnecting") would scroll the
+/// screen under the view. The status line says what went wrong instead.
+/// Redirected elsewhere (`2>top.log`), stderr is left alone.
+struct QuietStderr {
+    saved: Option<std::os::fd::OwnedFd>,
+}
+
+impl QuietStderr {
+    fn new() -> QuietStderr {
+        use std::io::IsTerminal;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        if !std::io::stderr().is_terminal() {
+            return QuietStderr { saved: None };
+        }
+        let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+            return QuietStderr { saved: None };
+        };
+        // SAFETY: dup(2) and dup2(2) on descriptors this process owns; the
+        // duplicate is owned by the OwnedFd from then on.
+        let saved = unsafe {
+            let saved = libc::dup(libc::STDERR_FILENO);
+            if saved < 0 {
+                return QuietStderr { saved: None };
+            }
+            if libc::dup2(null.as_raw_fd(), libc::STDERR_FILENO) < 0 {
+                libc::close(saved);
+                return QuietStderr { saved: None };
+            }
+            std::os::fd::OwnedFd::from_raw_fd(saved)
+        };
+        QuietStderr { saved: Some(saved) }
+    }
+}
+
+impl Drop for QuietStderr {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        if let Some(saved) = &self.saved {
+            // SAFETY: dup2(2) back onto stderr from the descriptor saved above.
+            unsafe { libc::dup2(saved.as_raw_fd(), libc::STDERR_FILENO) };
+        }
+    }
 }
 
 /// What the view shows between refreshes.
