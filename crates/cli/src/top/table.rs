@@ -110,7 +110,8 @@ fn split_digits(text: &str) -> (&str, &str) {
 /// `3d04h`. Never more than one decimal, never cut.
 pub fn human_duration(duration: Duration) -> String {
     let ms = duration.as_millis();
-    let secs = duration.as_secs();
+    // Whole seconds rounded, so that 59.99 s is 1m00s, not 0m59s.
+    let secs = u64::try_from(ms.saturating_add(500) / 1000).unwrap_or(u64::MAX);
     if ms < 1000 {
         format!("{ms}ms")
     } else if ms < 59_950 {
@@ -383,6 +384,7 @@ mod tests {
         assert_eq!(human_duration(ms(18_470)), "18.5s");
         assert_eq!(human_duration(ms(59_990)), "1m00s");
         assert_eq!(human_duration(ms(123_000)), "2m03s");
+        assert_eq!(human_duration(ms(3_599_700)), "1h00m");
         assert_eq!(human_duration(ms(3_720_000)), "1h02m");
         assert_eq!(human_duration(ms(3 * 86_400_000 + 4 * 3_600_000)), "3d04h");
         assert_eq!(human_rate(0.5), "0.5");
