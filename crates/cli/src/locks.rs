@@ -55,18 +55,35 @@ pub struct HolderView {
     pub owner: String,
     /// Hold count (re-entries included).
     pub count: u64,
+    /// Who the holder is (host, process, program), where known: the
+    /// library does not record it yet, so always `None` for now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 impl HolderView {
-    /// The owner as people read it: what the holder said about itself
-    /// first (the `<owner>` part; a holder identity goes in front of it once
-    /// the library records one), then the client id it writes with.
+    fn new(holder: &redlatch::Holder) -> HolderView {
+        HolderView {
+            owner: holder.owner.clone(),
+            count: holder.count,
+            identity: None,
+        }
+    }
+
+    /// The owner as people read it: its identity where known, then what
+    /// the holder called itself (the `<owner>` part, `--owner`), then the
+    /// client id it writes with; the part that tells holders apart comes
+    /// first, where a narrow column still shows it.
     pub fn label(&self) -> String {
-        match self.owner.split_once(':') {
+        let owner = match self.owner.split_once(':') {
             Some((client, owner)) if !owner.is_empty() => {
                 format!("{} {}", shown(owner), shown(client))
             }
             _ => shown(&self.owner),
+        };
+        match &self.identity {
+            Some(identity) => format!("{} {owner}", shown(identity)),
+            None => owner,
         }
     }
 }
@@ -110,14 +127,7 @@ impl LockView {
         LockView {
             name: status.name.clone(),
             held: status.held,
-            holders: status
-                .holders
-                .iter()
-                .map(|holder| HolderView {
-                    owner: holder.owner.clone(),
-                    count: holder.count,
-                })
-                .collect(),
+            holders: status.holders.iter().map(HolderView::new).collect(),
             ttl: status.ttl,
             token: status.last_token,
             waiting: status.waiting_clients,
@@ -165,10 +175,7 @@ impl LockView {
                     .holders
                     .iter()
                     .filter(|holder| Some(holder.owner.as_str()) == majority)
-                    .map(|holder| HolderView {
-                        owner: holder.owner.clone(),
-                        count: holder.count,
-                    })
+                    .map(HolderView::new)
                     .collect()
             }),
             // The hold is valid only while a majority keeps it: the shortest lease counts.

@@ -4,6 +4,7 @@
 //! prefix; `q`, Esc or Ctrl-C leaves. Redis errors show as "disconnected,
 //! retrying" above the last rows seen, until a refresh succeeds again.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -57,14 +58,29 @@ impl QuietStderr {
             }
             std::os::fd::OwnedFd::from_raw_fd(saved)
         };
+        SAVED_STDERR.store(saved.as_raw_fd(), Ordering::SeqCst);
+        // A panic's message must reach the terminal: stderr back first.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let saved = SAVED_STDERR.load(Ordering::SeqCst);
+            if saved >= 0 {
+                // SAFETY: dup2(2) from the descriptor saved above, still open.
+                unsafe { libc::dup2(saved, libc::STDERR_FILENO) };
+            }
+            previous(info);
+        }));
         QuietStderr { saved: Some(saved) }
     }
 }
+
+/// The terminal's stderr while [`QuietStderr`] holds it, for the panic hook; -1 otherwise.
+static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
 
 impl Drop for QuietStderr {
     fn drop(&mut self) {
         use std::os::fd::AsRawFd;
         if let Some(saved) = &self.saved {
+            SAVED_STDERR.store(-1, Ordering::SeqCst);
             // SAFETY: dup2(2) back onto stderr from the descriptor saved above.
             unsafe { libc::dup2(saved.as_raw_fd(), libc::STDERR_FILENO) };
         }
