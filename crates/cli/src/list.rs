@@ -1,9 +1,11 @@
-//! `redlatch list`: the locks held now, found with SCAN (never KEYS).
+//! `redlatch list`: the locks held now, found with SCAN (never KEYS); over
+//! Redlock masters (several `--redis`), every lock held on any master with
+//! the majority's verdict.
 
 use crate::Global;
-use crate::connect;
 use crate::exit::Failure;
-use crate::output::{self, StatusJson};
+use crate::locks;
+use crate::output;
 
 /// Arguments of `redlatch list`.
 #[derive(Debug, clap::Args)]
@@ -13,19 +15,16 @@ pub struct ListArgs {
     pub prefix: String,
 }
 
-/// Prints one line (or one JSON object) per held lock, sorted by name.
+/// Prints one line (or one JSON object, as `status --json`'s) per held
+/// lock, sorted by name (numbers in names as numbers: `a:2` before `a:10`).
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "list", settings, None, None).await?;
-    let locks = client
-        .locks(&args.prefix)
-        .await
-        .map_err(|error| connect::call_failure(global, "list", &error))?;
+    let source = locks::connect_source(global, "list").await?;
+    let mut locks = source.locks(global, "list", &args.prefix).await?;
+    locks.sort_by(|a, b| crate::top::natural(&a.name, &b.name));
     if global.json {
-        let all: Vec<StatusJson<'_>> = locks.iter().map(StatusJson::from).collect();
-        output::emit(&output::json(&all)?)?;
+        output::emit(&output::json(&locks)?)?;
     } else if !locks.is_empty() {
-        let lines: Vec<String> = locks.iter().map(output::list_line).collect();
+        let lines: Vec<String> = locks.iter().map(locks::LockView::list_line).collect();
         output::emit(&lines.join("\n"))?;
     }
     Ok(0)

@@ -8,6 +8,7 @@ mod exit;
 mod held;
 mod job;
 mod list;
+mod locks;
 mod output;
 mod run;
 mod secrets;
@@ -146,8 +147,9 @@ enum Command {
     List(list::ListArgs),
     /// Delete a lock whoever holds it (needs --force)
     Unlock(unlock::UnlockArgs),
-    /// Watch the locks live: holders, TTL, token, waiters, acquisitions/s
-    /// (--json: one object per refresh; --once: one refresh)
+    /// Watch the locks live: holders, TTL, token, waiters, acquisitions/s;
+    /// keeps retrying while Redis is away (--json: one object per refresh,
+    /// TTL in ms as status --json; --once: one refresh)
     Top(top::TopArgs),
     /// Safety lab: run lock recipes under faults and report which hold
     /// (starts its own throwaway redis-servers; --redis is not used)

@@ -1,59 +1,13 @@
-//! What `status`, `list` and `unlock` print: text for people, JSON for scripts.
+//! What `status`, `list` and `unlock` print: text for people, JSON for scripts
+//! (the lock objects themselves: `crate::locks`).
 
 use std::io::Write;
 use std::time::Duration;
 
-use redlatch::{LockMode, LockStatus};
+use redlatch::LockStatus;
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
-
-/// A lock as `status --json` prints it, and each element of `list --json`.
-#[derive(Debug, Serialize)]
-pub struct StatusJson<'a> {
-    name: &'a str,
-    held: bool,
-    holders: Vec<HolderJson<'a>>,
-    ttl_ms: Option<u64>,
-    token: Option<u64>,
-    waiting: u64,
-    /// `read` or `write` for a held read-write lock; absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mode: Option<&'static str>,
-    /// A fair lock's waiting line, oldest first; absent when nobody is in line.
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    line: &'a [String],
-}
-
-#[derive(Debug, Serialize)]
-struct HolderJson<'a> {
-    owner: &'a str,
-    count: u64,
-}
-
-impl<'a> From<&'a LockStatus> for StatusJson<'a> {
-    fn from(status: &'a LockStatus) -> Self {
-        StatusJson {
-            name: &status.name,
-            held: status.held,
-            holders: status
-                .holders
-                .iter()
-                .map(|holder| HolderJson {
-                    owner: &holder.owner,
-                    count: holder.count,
-                })
-                .collect(),
-            ttl_ms: status
-                .ttl
-                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
-            token: status.last_token,
-            waiting: status.waiting_clients,
-            mode: status.mode.map(LockMode::as_str),
-            line: &status.line,
-        }
-    }
-}
 
 /// `value` as one line of JSON.
 pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
@@ -83,22 +37,6 @@ pub fn status_text(status: &LockStatus) -> String {
         lines.push(format!("line     {}", line.join(", ")));
     }
     lines.join("\n")
-}
-
-/// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`
-/// (`held (read) by ...` for a read-write lock).
-pub fn list_line(status: &LockStatus) -> String {
-    let state = match status.mode {
-        Some(mode) if status.held => format!("held ({mode}) by {}", holders(status)),
-        _ if status.held => format!("held by {}", holders(status)),
-        _ => "free".to_owned(),
-    };
-    format!(
-        "{}  {state}  ttl {}  token {}",
-        shown(&status.name),
-        ttl(status),
-        token(status)
-    )
 }
 
 fn holders(status: &LockStatus) -> String {

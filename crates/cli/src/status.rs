@@ -7,7 +7,8 @@ use serde::Serialize;
 use crate::Global;
 use crate::connect;
 use crate::exit::Failure;
-use crate::output::{self, StatusJson};
+use crate::locks::LockView;
+use crate::output;
 
 /// Arguments of `redlatch status`.
 #[derive(Debug, clap::Args)]
@@ -39,7 +40,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         .map_err(|error| status_failure(global, &args.name, &error))?;
     let server = args.verbose.then(|| client.capabilities().summary());
     let text = if global.json {
-        let status = StatusJson::from(&status);
+        let status = LockView::single(&status);
         match &server {
             Some(server) => output::json(&Verbose { status, server })?,
             None => output::json(&status)?,
@@ -59,7 +60,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
 #[derive(Debug, Serialize)]
 struct Verbose<'a> {
     #[serde(flatten)]
-    status: StatusJson<'a>,
+    status: LockView,
     server: &'a str,
 }
 
@@ -76,7 +77,7 @@ async fn redlock_status(
         .await
         .map_err(|error| status_failure(global, &args.name, &error))?;
     let text = if global.json {
-        output::json(&RedlockJson::from(&status))?
+        output::json(&LockView::from_redlock(&status))?
     } else {
         redlock_text(&status)
     };
@@ -99,51 +100,6 @@ fn exit_status(args: &StatusArgs, held: bool) -> u8 {
         crate::exit::FREE
     } else {
         0
-    }
-}
-
-/// `status --json` over several masters.
-#[derive(Debug, Serialize)]
-struct RedlockJson<'a> {
-    name: &'a str,
-    /// True when one owner holds it on a majority of the masters.
-    held: bool,
-    holder: Option<&'a str>,
-    quorum: usize,
-    answered: usize,
-    /// The highest fencing token any master handed out.
-    token: Option<u64>,
-    nodes: Vec<NodeJson<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct NodeJson<'a> {
-    node: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<StatusJson<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-impl<'a> From<&'a RedlockStatus> for RedlockJson<'a> {
-    fn from(status: &'a RedlockStatus) -> Self {
-        RedlockJson {
-            name: &status.name,
-            held: status.majority_holder().is_some(),
-            holder: status.majority_holder(),
-            quorum: status.quorum,
-            answered: status.answered(),
-            token: status.last_token(),
-            nodes: status
-                .nodes
-                .iter()
-                .map(|node| NodeJson {
-                    node: &node.node,
-                    status: node.status.as_ref().ok().map(StatusJson::from),
-                    error: node.status.as_ref().err().map(ToString::to_string),
-                })
-                .collect(),
-        }
     }
 }
 

@@ -1,8 +1,12 @@
-//! `redlatch unlock NAME --force`: delete a lock whoever holds it.
+//! `redlatch unlock NAME --force`: delete a lock whoever holds it; over
+//! Redlock masters (several `--redis`), on every master.
+
+use serde::Serialize;
 
 use crate::Global;
 use crate::connect;
 use crate::exit::{self, Failure};
+use crate::locks::{self, Source};
 use crate::output;
 
 /// Arguments of `redlatch unlock`.
@@ -27,29 +31,116 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
             ),
         ));
     }
-    let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "unlock", settings, None, None).await?;
-    let deleted = client
-        .lock(args.name.as_str())
-        .force_unlock()
-        .await
-        .map_err(|error| {
-            connect::call_failure(
-                global,
-                &format!("unlock {}", output::shown(&args.name)),
-                &error,
-            )
-        })?;
+    let context = format!("unlock {}", output::shown(&args.name));
+    let masters = match locks::connect_source(global, "unlock").await? {
+        Source::One(client) => {
+            let deleted = client
+                .lock(args.name.as_str())
+                .force_unlock()
+                .await
+                .map_err(|error| connect::call_failure(global, &context, &error))?;
+            let text = if global.json {
+                output::json(&serde_json::json!({ "name": args.name, "deleted": deleted }))?
+            } else if deleted {
+                format!("lock {} deleted", output::shown(&args.name))
+            } else {
+                format!(
+                    "lock {} was not held; nothing deleted",
+                    output::shown(&args.name)
+                )
+            };
+            output::emit(&text)?;
+            return Ok(0);
+        }
+        Source::Masters(masters) => masters,
+    };
+    // Every master, failed ones included, so that the report names them all.
+    let mut nodes = Vec::with_capacity(masters.len());
+    for master in &masters {
+        let outcome = match &master.client {
+            Ok(client) => client
+                .lock(args.name.as_str())
+                .force_unlock()
+                .await
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.clone()),
+        };
+        nodes.push(NodeUnlock {
+            node: master.label.clone(),
+            deleted: outcome.as_ref().ok().copied(),
+            error: outcome.err(),
+        });
+    }
+    let answered = nodes.iter().filter(|node| node.error.is_none()).count();
+    let quorum = nodes.len() / 2 + 1;
+    let report = RedlockUnlock {
+        name: &args.name,
+        deleted: nodes.iter().any(|node| node.deleted == Some(true)),
+        answered,
+        quorum,
+        nodes,
+    };
     let text = if global.json {
-        output::json(&serde_json::json!({ "name": args.name, "deleted": deleted }))?
-    } else if deleted {
-        format!("lock {} deleted", output::shown(&args.name))
+        output::json(&report)?
     } else {
-        format!(
-            "lock {} was not held; nothing deleted",
-            output::shown(&args.name)
-        )
+        report.text()
     };
     output::emit(&text)?;
+    if answered < quorum {
+        // The lock may still be held on a majority: say so in the status.
+        return Err(Failure::new(
+            exit::UNAVAILABLE,
+            format!(
+                "{context}: only {answered} of {} masters answered ({quorum} needed); the lock may still be held",
+                report.nodes.len()
+            ),
+        ));
+    }
     Ok(0)
+}
+
+/// `unlock --json` over Redlock masters.
+#[derive(Debug, Serialize)]
+struct RedlockUnlock<'a> {
+    name: &'a str,
+    /// True when some master had it and deleted it.
+    deleted: bool,
+    answered: usize,
+    quorum: usize,
+    nodes: Vec<NodeUnlock>,
+}
+
+/// What one master did.
+#[derive(Debug, Serialize)]
+struct NodeUnlock {
+    node: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deleted: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl RedlockUnlock<'_> {
+    /// One line per master, then the verdict.
+    fn text(&self) -> String {
+        let mut lines: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| match (node.deleted, &node.error) {
+                (Some(true), _) => format!("master {}: deleted", node.node),
+                (Some(false), _) => format!("master {}: not held there", node.node),
+                (None, Some(error)) => format!("master {}: error: {error}", node.node),
+                (None, None) => format!("master {}: ?", node.node),
+            })
+            .collect();
+        lines.push(if self.deleted {
+            format!("lock {} deleted", output::shown(self.name))
+        } else {
+            format!(
+                "lock {} was not held; nothing deleted",
+                output::shown(self.name)
+            )
+        });
+        lines.join("\n")
+    }
 }

@@ -1,7 +1,8 @@
 //! `redlatch top`: the locks under a prefix, refreshed live: who holds
 //! each, for how much longer, how many wait, how often it changes hands.
 //! A terminal view by default, `--json` one object per refresh for scripts,
-//! `--once` a single refresh.
+//! `--once` a single refresh. Redis going away does not end it: it says
+//! "disconnected, retrying" and goes on refreshing until Redis is back.
 
 mod sample;
 mod table;
@@ -10,14 +11,15 @@ mod view;
 use std::time::Duration;
 
 use crate::Global;
-use crate::connect;
-use crate::exit::Failure;
-use sample::Sampler;
+use crate::exit::{self, Failure};
+use sample::{Sampler, Snapshot};
+pub use table::{SortKey, natural};
 
 /// Arguments of `redlatch top`.
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
-    /// Only locks whose names start with this
+    /// Only locks whose names start with this (in the terminal view, `/`
+    /// narrows further)
     #[arg(long, value_name = "P", default_value = "")]
     pub prefix: String,
 
@@ -25,9 +27,16 @@ pub struct TopArgs {
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
-    /// Print one refresh and exit (with --json: one JSON object)
+    /// Print one refresh and exit (with --json: one JSON object); an error
+    /// reaching Redis then fails (exit 69) instead of being retried
     #[arg(long)]
     pub once: bool,
+
+    /// Order of the locks: name (numbers in names compared as numbers:
+    /// a:2 before a:10), ttl (shortest lease first), waiters (most first),
+    /// rate (acquisitions per second, most first); the `s` key cycles
+    #[arg(long, value_enum, value_name = "KEY", default_value = "name")]
+    pub sort: SortKey,
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -40,21 +49,33 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
 
 /// Runs until interrupted (or once): the terminal view when stdout is a
 /// terminal, else one JSON object (`--json`) or one table per refresh.
+///
+/// Each lock in `--json` is `status --json`'s object (TTL as `ttl_ms`, in
+/// milliseconds) with `kind`, `waiters`, `acquisitions_per_s` and
+/// `longest_wait_ms` added; a refresh that cannot reach Redis is
+/// `{"at":..,"disconnected":true,"error":"..","locks":[]}`.
 pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
-    let client = connect::client(global, "top", settings, None, None).await?;
-    let mut sampler = Sampler::new(client, args.prefix.clone());
+    let mut sampler = Sampler::new(global, args.prefix.clone(), args.sort);
     let interactive =
         !global.json && !args.once && std::io::IsTerminal::is_terminal(&std::io::stdout());
     if interactive {
         return view::run(&mut sampler, args.interval).await;
     }
     loop {
-        let snapshot = sampler.sample().await?;
+        let snapshot = match sampler.sample().await {
+            Ok(snapshot) => snapshot,
+            Err(failure) if retried(&failure, args.once) => Snapshot::disconnected(&failure),
+            Err(failure) => return Err(failure),
+        };
         let text = if global.json {
             crate::output::json(&snapshot)?
+        } else if let Some(error) = &snapshot.error {
+            format!(
+                "disconnected, retrying every {}: {error}",
+                humantime::format_duration(args.interval)
+            )
         } else {
-            table::render(&snapshot)
+            table::render(&snapshot.locks)
         };
         crate::output::emit(&text)?;
         if args.once {
@@ -66,4 +87,11 @@ pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
             _ = tokio::signal::ctrl_c() => return Ok(0),
         }
     }
+}
+
+/// Whether a failed refresh is shown and retried rather than the end: Redis
+/// unreachable or not answering, except for `--once`. A mistake of ours (a
+/// bad flag or file) ends `top` at once.
+fn retried(failure: &Failure, once: bool) -> bool {
+    !once && failure.code == exit::UNAVAILABLE
 }

@@ -1,47 +1,81 @@
-//! One refresh of `top`: the locks Redis holds now (the library's
-//! SCAN-based listing, every master of a cluster), with what only a
-//! watcher can tell: how fast each lock changes hands and how long its
-//! waiters have been waiting.
+//! One refresh of `top`: the locks held now (as `list` finds them, on one
+//! server or over Redlock masters), with what only a watcher can tell: how
+//! fast each lock changes hands and how long its waiters have been waiting.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redlatch::{Client, LockStatus};
 use serde::Serialize;
 
+use super::table::{self, SortKey};
+use crate::Global;
 use crate::exit::Failure;
+use crate::locks::{self, LockView, Source};
 
 /// One refresh, as `--json` prints it.
 #[derive(Debug, Serialize)]
 pub struct Snapshot {
     /// When it was taken, Unix milliseconds.
     pub at: u64,
-    /// The locks, most contended first.
-    pub locks: Vec<Row>,
+    /// False for a refresh that reached Redis.
+    pub disconnected: bool,
+    /// Why Redis could not be read (only when disconnected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The locks, in the order of `--sort` (empty when disconnected).
+    pub locks: Vec<TopLock>,
 }
 
-/// One lock in a refresh.
+impl Snapshot {
+    /// A refresh that could not reach Redis.
+    pub fn disconnected(error: &Failure) -> Snapshot {
+        Snapshot {
+            at: unix_millis(),
+            disconnected: true,
+            error: Some(
+                error
+                    .to_string()
+                    .trim_start_matches("redlatch: ")
+                    .to_owned(),
+            ),
+            locks: Vec::new(),
+        }
+    }
+}
+
+/// One lock in a refresh: `status --json`'s object, and what `top` adds.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub name: String,
+pub struct TopLock {
+    /// The lock as `status --json` shows it.
+    #[serde(flatten)]
+    pub lock: LockView,
     /// `lock`, `read-write` or `fair` (a fair lock shows as such while
     /// someone is in its line).
     pub kind: &'static str,
-    /// `owner xCOUNT` for each holder.
-    pub holders: Vec<String>,
-    /// Waiting clients: processes with a waiter on the lock, or the fair
-    /// lock's places in line.
+    /// Waiting clients, or the fair lock's places in line.
     pub waiters: u64,
-    /// Remaining lease; `null` when the key has no expiry.
-    pub ttl_ms: Option<u64>,
-    /// The last fencing token handed out.
-    pub token: Option<u64>,
     /// Fresh acquisitions per second since the previous refresh (from the
     /// fencing token's growth); `null` on the first refresh of a lock.
     pub acquisitions_per_s: Option<f64>,
     /// How long the lock has had waiters without a break, as seen by this
     /// watcher (to within one interval); 0 when nobody waits.
     pub longest_wait_ms: u64,
+}
+
+impl TopLock {
+    /// The holders for people, each with what it says about itself first.
+    pub fn holders_text(&self) -> String {
+        let text = self.lock.holders_text();
+        match &self.lock.masters {
+            Some(masters) if self.lock.held => format!(
+                "{text} ({}/{} masters)",
+                self.lock.holding_masters(),
+                masters.nodes.len()
+            ),
+            Some(masters) => format!("no majority ({} needed)", masters.quorum),
+            None => text,
+        }
+    }
 }
 
 /// What the previous refreshes saw of one lock.
@@ -51,59 +85,62 @@ struct Seen {
     waited_since: Option<Instant>,
 }
 
-/// Takes refreshes and remembers what it needs from the last ones.
-pub struct Sampler {
-    client: Client,
+/// Takes refreshes and remembers what it needs from the last ones. It
+/// connects on its first refresh, and again after a failed connect.
+pub struct Sampler<'a> {
+    global: &'a Global,
+    source: Option<Source>,
     prefix: String,
+    /// How the locks are ordered.
+    pub sort: SortKey,
     seen: HashMap<String, Seen>,
 }
 
-impl Sampler {
-    pub fn new(client: Client, prefix: String) -> Sampler {
+impl<'a> Sampler<'a> {
+    /// A sampler of the locks under `prefix`, not connected yet.
+    pub fn new(global: &'a Global, prefix: String, sort: SortKey) -> Sampler<'a> {
         Sampler {
-            client,
+            global,
+            source: None,
             prefix,
+            sort,
             seen: HashMap::new(),
         }
     }
 
     /// Lists the locks now and derives the rates from the last refresh.
     pub async fn sample(&mut self) -> Result<Snapshot, Failure> {
-        let locks = self
-            .client
-            .locks(&self.prefix)
-            .await
-            .map_err(|error| Failure::lib("top", &error))?;
+        let source = match &mut self.source {
+            Some(source) => source,
+            slot => slot.insert(locks::connect_source(self.global, "top").await?),
+        };
+        source.reconnect_failed().await;
+        let locks = source.locks(self.global, "top", &self.prefix).await?;
         let now = Instant::now();
-        let mut rows: Vec<Row> = locks.iter().map(|lock| self.row(lock, now)).collect();
+        let mut rows: Vec<TopLock> = locks.into_iter().map(|lock| self.row(lock, now)).collect();
         // Locks gone from the listing keep their memory for a while: a lock
         // free at this refresh may be taken again at the next.
         self.seen
             .retain(|_, seen| now.duration_since(seen.at) < Duration::from_secs(60));
-        rows.sort_by(|a, b| {
-            b.waiters
-                .cmp(&a.waiters)
-                .then(rate(b).total_cmp(&rate(a)))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        let at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
-        Ok(Snapshot { at, locks: rows })
+        table::sort(&mut rows, self.sort);
+        Ok(Snapshot {
+            at: unix_millis(),
+            disconnected: false,
+            error: None,
+            locks: rows,
+        })
     }
 
-    fn row(&mut self, lock: &LockStatus, now: Instant) -> Row {
+    fn row(&mut self, lock: LockView, now: Instant) -> TopLock {
         let waiters = if lock.line.is_empty() {
-            lock.waiting_clients
+            lock.waiting
         } else {
             lock.line.len() as u64
         };
         let previous = self.seen.get(&lock.name);
         let acquisitions_per_s = previous.and_then(|seen| {
             let elapsed = now.duration_since(seen.at).as_secs_f64();
-            let grown = lock.last_token?.saturating_sub(seen.token?);
+            let grown = lock.token?.saturating_sub(seen.token?);
             (elapsed > 0.0).then(|| grown as f64 / elapsed)
         });
         let waited_since = match (waiters, previous.and_then(|seen| seen.waited_since)) {
@@ -114,30 +151,22 @@ impl Sampler {
         self.seen.insert(
             lock.name.clone(),
             Seen {
-                token: lock.last_token,
+                token: lock.token,
                 at: now,
                 waited_since,
             },
         );
-        Row {
-            name: lock.name.clone(),
-            kind: if lock.mode.is_some() {
-                "read-write"
-            } else if !lock.line.is_empty() {
-                "fair"
-            } else {
-                "lock"
-            },
-            holders: lock
-                .holders
-                .iter()
-                .map(|holder| format!("{} x{}", holder.owner, holder.count))
-                .collect(),
+        let kind = if lock.mode.is_some() {
+            "read-write"
+        } else if !lock.line.is_empty() {
+            "fair"
+        } else {
+            "lock"
+        };
+        TopLock {
+            lock,
+            kind,
             waiters,
-            ttl_ms: lock
-                .ttl
-                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
-            token: lock.last_token,
             acquisitions_per_s,
             longest_wait_ms: waited_since.map_or(0, |since| {
                 u64::try_from(now.duration_since(since).as_millis()).unwrap_or(u64::MAX)
@@ -146,6 +175,10 @@ impl Sampler {
     }
 }
 
-fn rate(row: &Row) -> f64 {
-    row.acquisitions_per_s.unwrap_or(0.0)
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }

@@ -133,7 +133,7 @@ fn on_a_cluster_every_master_is_scanned_and_waiters_are_counted() {
     let _waiter = deployment.spawn(&["run", &names[0], "--wait", "60s", "--", "true"]);
     let mut last = Value::Null;
     let seen = eventually(Duration::from_secs(20), || {
-        last = deployment.json(&["top", "--once", "--prefix", "spread-"]);
+        last = deployment.json(&["top", "--once", "--sort", "waiters", "--prefix", "spread-"]);
         names.iter().all(|name| row(&last, name).is_some())
             && row(&last, &names[0]).is_some_and(|lock| lock["waiters"] == 1)
     });
@@ -141,7 +141,7 @@ fn on_a_cluster_every_master_is_scanned_and_waiters_are_counted() {
         seen,
         "expected {names:?} with one waiter on the first: {last}"
     );
-    // Most contended first.
+    // Most waiters first.
     assert_eq!(last["locks"][0]["name"], names[0].as_str(), "{last}");
     drop(cluster);
 }

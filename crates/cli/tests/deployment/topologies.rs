@@ -92,21 +92,10 @@ fn a_sentinel_group_by_its_sentinels_and_master_name() {
 }
 
 #[test]
-fn redlock_masters_run_and_show_status_and_refuse_list_and_unlock() {
+fn redlock_masters_by_several_redis() {
     let masters = Servers::start(3).expect("three masters");
     let deployment = Deployment::new(repeated("redis", &masters.urls()), masters);
-    let holder = deployment.spawn(&["run", "quorum", "--", "sleep", "60"]);
-    let status = deployment.wait_held("quorum");
-    assert!(status["token"].as_u64().is_some(), "{status}");
-    let refused = deployment.output(&["run", "quorum", "--wait", "300ms", "--", "true"]);
-    assert_eq!(code(refused.status), NOT_ACQUIRED);
-    for command in [&["list"][..], &["unlock", "quorum", "--force"]] {
-        let output = deployment.output(command);
-        assert_eq!(code(output.status), 64, "{command:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("Redlock"), "{stderr}");
-    }
-    drop(holder);
+    every_command_works(&deployment, "quorum");
 }
 
 #[test]

@@ -1,0 +1,499 @@
+//! One lock as `status`, `list` and `top` show it, on one server or over
+//! Redlock masters, with one JSON shape for both; and the servers `list`,
+//! `top` and `unlock` read: one client, or one client per Redlock master.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use redlatch::{Client, Deployment, LockMode, LockStatus, RedlockStatus, Servers, Settings};
+use serde::{Serialize, Serializer};
+
+use crate::Global;
+use crate::connect;
+use crate::exit::{self, Failure};
+use crate::output::shown;
+
+/// One lock: its JSON is `status --json`'s object, each element of
+/// `list --json` and each lock of `top --json`.
+///
+/// On one server the fields are that server's. Over Redlock masters, `held`
+/// means "held by one owner on a majority of the masters", `holders` is that
+/// owner, `ttl_ms` the shortest lease it has left on those masters, `token`
+/// the highest any master handed out, `waiting` the most waiters any master
+/// counts; `quorum`, `answered` and `nodes` give each master's own view.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockView {
+    /// The lock's name, without the key prefix.
+    pub name: String,
+    /// Held (over Redlock: by one owner on a majority of the masters).
+    pub held: bool,
+    /// The owners holding it, with their hold counts.
+    pub holders: Vec<HolderView>,
+    /// Remaining lease; `null` when free or without expiry. Milliseconds in
+    /// JSON, for `status`, `list` and `top` alike.
+    #[serde(rename = "ttl_ms", serialize_with = "millis")]
+    pub ttl: Option<Duration>,
+    /// The last fencing token handed out.
+    pub token: Option<u64>,
+    /// Client connections waiting on it.
+    pub waiting: u64,
+    /// `read` or `write` for a held read-write lock; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "mode_name")]
+    pub mode: Option<LockMode>,
+    /// A fair lock's waiting line, oldest first; absent when nobody is in line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub line: Vec<String>,
+    /// Redlock only: each master's view.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub masters: Option<Masters>,
+}
+
+/// One owner holding a lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HolderView {
+    /// The owner field, `<client-id>:<owner>`.
+    pub owner: String,
+    /// Hold count (re-entries included).
+    pub count: u64,
+    /// Who the holder is (host, process, program), where known: the
+    /// library does not record it yet, so always `None` for now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+}
+
+impl HolderView {
+    fn new(holder: &redlatch::Holder) -> HolderView {
+        HolderView {
+            owner: holder.owner.clone(),
+            count: holder.count,
+            identity: None,
+        }
+    }
+
+    /// The owner as people read it: its identity where known, then what
+    /// the holder called itself (the `<owner>` part, `--owner`), then the
+    /// client id it writes with; the part that tells holders apart comes
+    /// first, where a narrow column still shows it.
+    pub fn label(&self) -> String {
+        let owner = match self.owner.split_once(':') {
+            Some((client, owner)) if !owner.is_empty() => {
+                format!("{} {}", shown(owner), shown(client))
+            }
+            _ => shown(&self.owner),
+        };
+        match &self.identity {
+            Some(identity) => format!("{} {owner}", shown(identity)),
+            None => owner,
+        }
+    }
+}
+
+/// A Redlock lock's view on each master.
+#[derive(Debug, Clone, Serialize)]
+pub struct Masters {
+    /// How many masters make a majority.
+    pub quorum: usize,
+    /// How many masters answered.
+    pub answered: usize,
+    /// Each master, in the order of `--redis`.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One master's view of a Redlock lock.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    /// The master's URL, password hidden.
+    pub node: String,
+    /// What it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<LockView>,
+    /// Why it could not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn millis<S: Serializer>(ttl: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    ttl.map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+        .serialize(serializer)
+}
+
+fn mode_name<S: Serializer>(mode: &Option<LockMode>, serializer: S) -> Result<S::Ok, S::Error> {
+    mode.map(LockMode::as_str).serialize(serializer)
+}
+
+impl LockView {
+    /// The lock as one server holds it.
+    pub fn single(status: &LockStatus) -> LockView {
+        LockView {
+            name: status.name.clone(),
+            held: status.held,
+            holders: status.holders.iter().map(HolderView::new).collect(),
+            ttl: status.ttl,
+            token: status.last_token,
+            waiting: status.waiting_clients,
+            mode: status.mode,
+            line: status.line.clone(),
+            masters: None,
+        }
+    }
+
+    /// The lock over Redlock masters: each master's status (or why it gave
+    /// none), and the verdict of the majority.
+    pub fn redlock(
+        name: &str,
+        quorum: usize,
+        nodes: Vec<(String, Result<LockStatus, String>)>,
+    ) -> LockView {
+        let answered: Vec<&LockStatus> = nodes
+            .iter()
+            .filter_map(|(_, status)| status.as_ref().ok())
+            .collect();
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for holder in answered.iter().flat_map(|status| &status.holders) {
+            match counts.iter_mut().find(|(owner, _)| *owner == holder.owner) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((&holder.owner, 1)),
+            }
+        }
+        let majority = counts
+            .iter()
+            .find(|(_, count)| *count >= quorum)
+            .map(|(owner, _)| *owner);
+        let holding: Vec<&LockStatus> = answered
+            .iter()
+            .copied()
+            .filter(|status| {
+                majority.is_some_and(|owner| status.holders.iter().any(|h| h.owner == owner))
+            })
+            .collect();
+        let first = holding.first();
+        let view = LockView {
+            name: name.to_owned(),
+            held: majority.is_some(),
+            holders: first.map_or_else(Vec::new, |status| {
+                status
+                    .holders
+                    .iter()
+                    .filter(|holder| Some(holder.owner.as_str()) == majority)
+                    .map(HolderView::new)
+                    .collect()
+            }),
+            // The hold is valid only while a majority keeps it: the shortest lease counts.
+            ttl: holding.iter().filter_map(|status| status.ttl).min(),
+            token: answered.iter().filter_map(|status| status.last_token).max(),
+            waiting: answered
+                .iter()
+                .map(|status| status.waiting_clients)
+                .max()
+                .unwrap_or(0),
+            mode: first.and_then(|status| status.mode),
+            line: first.map_or_else(Vec::new, |status| status.line.clone()),
+            masters: None,
+        };
+        let answered = answered.len();
+        LockView {
+            masters: Some(Masters {
+                quorum,
+                answered,
+                nodes: nodes
+                    .into_iter()
+                    .map(|(node, status)| match status {
+                        Ok(status) => NodeView {
+                            node,
+                            status: Some(LockView::single(&status)),
+                            error: None,
+                        },
+                        Err(error) => NodeView {
+                            node,
+                            status: None,
+                            error: Some(error),
+                        },
+                    })
+                    .collect(),
+            }),
+            ..view
+        }
+    }
+
+    /// `status` over Redlock masters, as the library reads it.
+    pub fn from_redlock(status: &RedlockStatus) -> LockView {
+        LockView::redlock(
+            &status.name,
+            status.quorum,
+            status
+                .nodes
+                .iter()
+                .map(|node| {
+                    (
+                        node.node.clone(),
+                        node.status
+                            .as_ref()
+                            .map(Clone::clone)
+                            .map_err(ToString::to_string),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The holders for people: `OWNER CLIENT-ID xCOUNT, ...`.
+    pub fn holders_text(&self) -> String {
+        self.holders
+            .iter()
+            .map(|holder| format!("{} x{}", holder.label(), holder.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`
+    /// (`held (read) by ...` for a read-write lock; over Redlock, on how
+    /// many masters).
+    pub fn list_line(&self) -> String {
+        let holders: Vec<String> = self
+            .holders
+            .iter()
+            .map(|holder| format!("{} x{}", shown(&holder.owner), holder.count))
+            .collect();
+        let mut state = match self.mode {
+            Some(mode) if self.held => format!("held ({mode}) by {}", holders.join(", ")),
+            _ if self.held => format!("held by {}", holders.join(", ")),
+            _ => "free".to_owned(),
+        };
+        if let Some(masters) = &self.masters {
+            let holding = self.holding_masters();
+            let nodes = masters.nodes.len();
+            state = if self.held {
+                format!("{state} on {holding} of {nodes} masters")
+            } else {
+                format!(
+                    "no majority ({} needed, {} of {nodes} masters answered)",
+                    masters.quorum, masters.answered
+                )
+            };
+        }
+        format!(
+            "{}  {state}  ttl {}  token {}",
+            shown(&self.name),
+            self.ttl.map_or_else(
+                || if self.held { "none" } else { "-" }.to_owned(),
+                |ttl| format!("{:.1}s", ttl.as_secs_f64())
+            ),
+            self.token
+                .map_or_else(|| "-".to_owned(), |token| token.to_string())
+        )
+    }
+
+    /// Over Redlock: how many masters the majority owner holds it on.
+    pub fn holding_masters(&self) -> usize {
+        let Some(masters) = &self.masters else {
+            return usize::from(self.held);
+        };
+        masters
+            .nodes
+            .iter()
+            .filter_map(|node| node.status.as_ref())
+            .filter(|status| {
+                self.holders
+                    .iter()
+                    .any(|holder| status.holders.iter().any(|h| h.owner == holder.owner))
+            })
+            .count()
+    }
+}
+
+/// The servers `list`, `top` and `unlock` work on.
+pub enum Source {
+    /// One server, cluster or Sentinel group.
+    One(Client),
+    /// Redlock masters (several `--redis`), each connected on its own.
+    Masters(Vec<Master>),
+}
+
+/// One Redlock master.
+pub struct Master {
+    /// Its URL, password hidden.
+    pub label: String,
+    /// Its client, or why it could not connect.
+    pub client: Result<Client, String>,
+    /// How to connect it again.
+    deployment: Deployment,
+    settings: Settings,
+}
+
+impl Master {
+    async fn connect(deployment: Deployment, settings: Settings) -> Master {
+        let label = deployment.servers.label();
+        let client = match deployment.builder(settings.clone()) {
+            Ok(builder) => builder.connect().await.map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        Master {
+            label,
+            client,
+            deployment,
+            settings,
+        }
+    }
+}
+
+/// How long `top` waits for a failed Redlock master to connect again, per refresh.
+const RECONNECT_LIMIT: Duration = Duration::from_secs(1);
+
+/// Connects to what `global` names for `command`: one client, or each
+/// Redlock master (a master that cannot connect is kept as failed; fewer
+/// than a majority connected is exit 69).
+pub async fn connect_source(global: &Global, command: &str) -> Result<Source, Failure> {
+    let settings = connect::load_settings(global.config.as_deref())?;
+    let deployment = global.deployment()?;
+    let Servers::Redlock(masters) = &deployment.servers else {
+        return Ok(Source::One(
+            connect::client(global, command, settings, None, None).await?,
+        ));
+    };
+    let connecting: Vec<_> = masters
+        .iter()
+        .map(|master| {
+            // The flags' TLS files and replica waits, for this master alone.
+            let mut one = deployment.clone();
+            one.servers = master.clone();
+            tokio::spawn(Master::connect(one, settings.clone()))
+        })
+        .collect();
+    let mut connected = Vec::with_capacity(connecting.len());
+    for task in connecting {
+        connected.push(
+            task.await
+                .map_err(|error| Failure::new(exit::SOFTWARE, format!("{command}: {error}")))?,
+        );
+    }
+    let up = connected
+        .iter()
+        .filter(|master| master.client.is_ok())
+        .count();
+    let quorum = connected.len() / 2 + 1;
+    if up < quorum {
+        return Err(Failure::new(
+            exit::UNAVAILABLE,
+            format!(
+                "{command}: {up} of {} Redlock masters connected, {quorum} needed: {}",
+                connected.len(),
+                failures(&connected)
+            ),
+        ));
+    }
+    Ok(Source::Masters(connected))
+}
+
+/// `URL: error; ...` for the masters that failed.
+fn failures(masters: &[Master]) -> String {
+    masters
+        .iter()
+        .filter_map(|master| {
+            let error = master.client.as_ref().err()?;
+            Some(format!("{}: {error}", master.label))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Source {
+    /// Tries again to connect the Redlock masters that failed to, each for
+    /// at most [`RECONNECT_LIMIT`] (`top` must keep refreshing meanwhile).
+    pub async fn reconnect_failed(&mut self) {
+        let Source::Masters(masters) = self else {
+            return;
+        };
+        for master in masters.iter_mut().filter(|master| master.client.is_err()) {
+            let again = Master::connect(master.deployment.clone(), master.settings.clone());
+            if let Ok(connected) = tokio::time::timeout(RECONNECT_LIMIT, again).await {
+                *master = connected;
+            }
+        }
+    }
+
+    /// The locks held now whose names start with `prefix`, sorted by name.
+    /// Over Redlock: every lock held on any master, with each master's
+    /// view; fewer than a majority of masters answering is an error.
+    /// `command` names the caller in messages.
+    pub async fn locks(
+        &self,
+        global: &Global,
+        command: &str,
+        prefix: &str,
+    ) -> Result<Vec<LockView>, Failure> {
+        let masters = match self {
+            Source::One(client) => {
+                let locks = client
+                    .locks(prefix)
+                    .await
+                    .map_err(|error| connect::call_failure(global, command, &error))?;
+                return Ok(locks.iter().map(LockView::single).collect());
+            }
+            Source::Masters(masters) => masters,
+        };
+        // Every master at once: a frozen one must not hold up the others.
+        let listing: Vec<_> = masters
+            .iter()
+            .map(|master| {
+                let client = master.client.clone();
+                let prefix = prefix.to_owned();
+                tokio::spawn(async move {
+                    match client {
+                        Ok(client) => client.locks(&prefix).await.map_err(|e| e.to_string()),
+                        Err(error) => Err(error),
+                    }
+                })
+            })
+            .collect();
+        let mut listed: Vec<Result<Vec<LockStatus>, String>> = Vec::new();
+        for task in listing {
+            listed.push(task.await.unwrap_or_else(|error| Err(error.to_string())));
+        }
+        let quorum = masters.len() / 2 + 1;
+        let answered = listed.iter().filter(|one| one.is_ok()).count();
+        if answered < quorum {
+            let errors: Vec<String> = masters
+                .iter()
+                .zip(&listed)
+                .filter_map(|(master, one)| {
+                    Some(format!("{}: {}", master.label, one.as_ref().err()?))
+                })
+                .collect();
+            return Err(Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "{command}: {answered} of {} Redlock masters answered, {quorum} needed: {}",
+                    masters.len(),
+                    errors.join("; ")
+                ),
+            ));
+        }
+        let names: BTreeSet<&str> = listed
+            .iter()
+            .filter_map(|one| one.as_ref().ok())
+            .flatten()
+            .map(|status| status.name.as_str())
+            .collect();
+        let mut views = Vec::with_capacity(names.len());
+        for name in names {
+            let mut nodes = Vec::with_capacity(masters.len());
+            for (master, one) in masters.iter().zip(&listed) {
+                let status = match (one, &master.client) {
+                    (Ok(locks), Ok(client)) => match locks.iter().find(|s| s.name == name) {
+                        Some(status) => Ok(status.clone()),
+                        // Not held there: ask for its token and waiters all the same.
+                        None => client
+                            .lock(name)
+                            .status()
+                            .await
+                            .map_err(|error| error.to_string()),
+                    },
+                    (Err(error), _) | (_, Err(error)) => Err(error.clone()),
+                };
+                nodes.push((master.label.clone(), status));
+            }
+            views.push(LockView::redlock(name, quorum, nodes));
+        }
+        Ok(views)
+    }
+}
