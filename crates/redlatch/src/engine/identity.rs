@@ -1,7 +1,7 @@
 //! Publishes who holds this client's locks (`lock/holder_identity.rs`): a
 //! task per client that writes each hold into the client's record once the
 //! hold has lasted [`SETTLE`], and takes it out within [`REFRESH`] after it
-//! ends. Off the callers' path: the short holds of a busy client cost
+//! ends (the whole record with the last hold). Off the callers' path: the short holds of a busy client cost
 //! nothing, a long one a field write and a field delete, and the record
 //! one refresh per [`REFRESH`] while anything is held.
 
@@ -143,10 +143,13 @@ impl Task {
             self.published.remove(field);
         }
         let mut pipe = redis::pipe();
-        if !ended.is_empty() {
-            pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
-        }
-        if !self.published.is_empty() {
+        if self.published.is_empty() {
+            // Nothing held any more: the record goes with the last hold.
+            pipe.cmd("DEL").arg(&self.record).ignore();
+        } else {
+            if !ended.is_empty() {
+                pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
+            }
             // Written again in case the record was flushed or expired.
             let mut hset = redis::cmd("HSET");
             hset.arg(&self.record);
