@@ -6,6 +6,7 @@
 //! one refresh per [`REFRESH`] while anything is held.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::engine::hold::Hold;
 use crate::engine::loss_watch::Watched;
 use crate::lock::holder_identity::{hold_field, this_process};
 use crate::settings::SharedSettings;
@@ -69,8 +71,9 @@ struct Task {
     settings: SharedSettings,
     /// Server time minus this machine's, in ms, once learned (`TIME`).
     clock_offset: Option<i64>,
-    /// Published holds by field.
-    published: HashMap<String, Watched>,
+    /// Published holds by (key, owner): the hold's own strings, shared,
+    /// so a published hold costs the client about 50 bytes here.
+    published: HashMap<(Arc<str>, Arc<str>), Weak<Hold>>,
 }
 
 impl Task {
@@ -115,9 +118,10 @@ impl Task {
         hset.arg(&self.record);
         self.describe_process(&mut hset);
         for (watched, since) in due {
-            let field = hold_field(&watched.key, &watched.field);
-            hset.arg(&field).arg(server_ms(since, offset));
-            self.published.insert(field, watched);
+            hset.arg(hold_field(&watched.key, &watched.field))
+                .arg(server_ms(since, offset));
+            self.published
+                .insert((watched.key, watched.field), watched.hold);
         }
         let mut pipe = redis::pipe();
         pipe.add_command(hset).ignore();
@@ -130,18 +134,22 @@ impl Task {
 
     /// Takes ended holds out and keeps the record alive while any is held.
     async fn refresh(&mut self) {
-        let ended: Vec<String> = self
+        let ended: Vec<(Arc<str>, Arc<str>)> = self
             .published
             .iter()
-            .filter(|(_, watched)| !still_held(watched))
-            .map(|(field, _)| field.clone())
+            .filter(|(_, hold)| !is_held(hold))
+            .map(|(names, _)| names.clone())
             .collect();
         if ended.is_empty() && self.published.is_empty() {
             return;
         }
-        for field in &ended {
-            self.published.remove(field);
+        for names in &ended {
+            self.published.remove(names);
         }
+        let ended: Vec<String> = ended
+            .iter()
+            .map(|(key, owner)| hold_field(key, owner))
+            .collect();
         let mut pipe = redis::pipe();
         if self.published.is_empty() {
             // Nothing held any more: the record goes with the last hold.
@@ -213,7 +221,11 @@ impl Task {
 }
 
 fn still_held(watched: &Watched) -> bool {
-    watched.hold.upgrade().is_some_and(|hold| hold.is_held())
+    is_held(&watched.hold)
+}
+
+fn is_held(hold: &Weak<Hold>) -> bool {
+    hold.upgrade().is_some_and(|hold| hold.is_held())
 }
 
 fn millis(at: SystemTime) -> i64 {
