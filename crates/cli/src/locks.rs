@@ -609,3 +609,69 @@ impl Source {
         Ok(views)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn named(purpose: Option<&str>) -> HolderView {
+        HolderView {
+            owner: "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11:#0".to_owned(),
+            count: 1,
+            identity: Some(IdentityView {
+                host: "db-1".to_owned(),
+                pid: 4242,
+                program: "redlatch".to_owned(),
+                purpose: purpose.map(str::to_owned),
+                since: Some(UNIX_EPOCH + Duration::from_millis(1_000_049)),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_named_holder_is_labelled_by_process_and_serialised_with_rfc3339() {
+        let holder = named(Some("nightly\nreport"));
+        assert_eq!(
+            holder.label(),
+            "db-1 pid 4242 (redlatch) #0 0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11"
+        );
+        let json = serde_json::to_value(&holder).unwrap();
+        assert_eq!(json["identity"]["since"], "1970-01-01T00:16:40.049Z");
+        assert_eq!(json["identity"]["purpose"], "nightly\nreport");
+        let unnamed = serde_json::to_value(HolderView {
+            identity: None,
+            ..holder
+        })
+        .unwrap();
+        assert_eq!(unnamed.get("identity"), None, "{unnamed}");
+    }
+
+    #[test]
+    fn the_busy_text_says_who_and_for_how_much_longer() {
+        let mut view = LockView {
+            name: "report".to_owned(),
+            held: true,
+            holders: vec![named(Some("nightly\nreport"))],
+            ttl: Some(Duration::from_millis(26_600)),
+            token: Some(1),
+            waiting: 0,
+            mode: None,
+            line: Vec::new(),
+            masters: None,
+        };
+        let now = UNIX_EPOCH + Duration::from_millis(1_003_100);
+        assert_eq!(
+            view.busy_text(now).unwrap(),
+            "db-1 pid 4242 (redlatch) since 3s: nightly\\nreport, for 27s more"
+        );
+        view.holders[0].identity = None;
+        view.ttl = None;
+        assert_eq!(
+            view.busy_text(now).unwrap(),
+            "#0 0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11, with no expiry"
+        );
+        view.held = false;
+        assert_eq!(view.busy_text(now), None);
+    }
+}
