@@ -47,9 +47,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
 
-    /// What the lock is held for, shown to others by status, list, top and
-    /// their "busy" messages [default: `run: PROGRAM`, the command's file
-    /// name without its arguments, which may carry secrets]
+    /// What the lock is held for, shown with this holder by status, the JSON
+    /// of list and top, and a run that finds the lock busy [default: `run:
+    /// PROGRAM`, the command's file name without its arguments, which may
+    /// carry secrets]
     #[arg(long, value_name = "TEXT")]
     pub purpose: Option<String>,
 
