@@ -40,8 +40,8 @@ pub struct WaitLimit {
 }
 
 /// Connects to the deployment `global` names with `settings`, `lease` (from
-/// `--lease`) overriding the file's default lease, within `wait` when
-/// given, else within the connect timeout. A Redlock deployment (several
+/// `--lease`) overriding the file's default lease and `purpose` published
+/// beside its holds, within `wait` when given, else within the connect timeout. A Redlock deployment (several
 /// `--redis`): exit 64, `command` works on one deployment. Unreachable
 /// Redis, or no answer in time: exit 69.
 pub async fn client(
@@ -49,6 +49,7 @@ pub async fn client(
     command: &str,
     settings: Settings,
     lease: Option<Duration>,
+    purpose: Option<&str>,
     wait: Option<WaitLimit>,
 ) -> Result<Client, Failure> {
     let deployment = global.deployment()?;
@@ -73,6 +74,9 @@ pub async fn client(
     }
     if let Some(lease) = lease {
         builder = builder.default_lease(lease);
+    }
+    if let Some(purpose) = purpose {
+        builder = builder.holder_purpose(purpose);
     }
     within(wait, &deployment, builder.connect())
         .await?

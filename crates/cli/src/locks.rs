@@ -3,7 +3,7 @@
 //! `top` and `unlock` read: one client, or one client per Redlock master.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use redlatch::{Client, Deployment, LockMode, LockStatus, RedlockStatus, Servers, Settings};
 use serde::{Serialize, Serializer};
@@ -55,10 +55,82 @@ pub struct HolderView {
     pub owner: String,
     /// Hold count (re-entries included).
     pub count: u64,
-    /// Who the holder is (host, process, program), where known: the
-    /// library does not record it yet, so always `None` for now.
+    /// Who the holder is, where its client published it; absent for a
+    /// Redisson holder, a hold younger than about 50 ms, or a client that
+    /// does not publish.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub identity: Option<String>,
+    pub identity: Option<IdentityView>,
+}
+
+/// The client behind a holder, as it described itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdentityView {
+    /// Host name of its machine.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its program's file name (`redlatch` for `redlatch run`).
+    pub program: String,
+    /// What it holds locks for; `null` when it did not say.
+    pub purpose: Option<String>,
+    /// When it acquired the lock, by the server's clock: RFC 3339 UTC text
+    /// with milliseconds (`2026-11-27T11:30:00.123Z`); `null` when unknown.
+    #[serde(serialize_with = "rfc3339")]
+    pub since: Option<SystemTime>,
+}
+
+fn rfc3339<S: Serializer>(at: &Option<SystemTime>, serializer: S) -> Result<S::Ok, S::Error> {
+    at.map(|at| humantime::format_rfc3339_millis(at).to_string())
+        .serialize(serializer)
+}
+
+impl IdentityView {
+    /// As the library read it from the holder's record.
+    pub fn new(identity: &redlatch::HolderIdentity) -> IdentityView {
+        IdentityView {
+            host: identity.host.clone(),
+            pid: identity.pid,
+            program: identity.program.clone(),
+            purpose: identity.purpose.clone(),
+            since: identity.since,
+        }
+    }
+
+    /// `host pid N (program)`, escaped: what tells processes apart.
+    pub fn process(&self) -> String {
+        format!(
+            "{} pid {} ({})",
+            shown(&self.host),
+            self.pid,
+            shown(&self.program)
+        )
+    }
+
+    /// How long it has held the lock at `now` (this machine's clock against
+    /// the server's: a skew shows as an error of that size, never below 0).
+    pub fn held_for(&self, now: SystemTime) -> Option<Duration> {
+        self.since
+            .map(|since| now.duration_since(since).unwrap_or_default())
+    }
+
+    /// `host pid N (program) since 3s: purpose`, for messages.
+    pub fn describe(&self, now: SystemTime) -> String {
+        let mut text = self.process();
+        if let Some(held) = self.held_for(now) {
+            text.push_str(&format!(" since {}", whole_seconds(held)));
+        }
+        if let Some(purpose) = &self.purpose {
+            text.push_str(&format!(": {}", shown(purpose)));
+        }
+        text
+    }
+}
+
+/// `27s`, `1m 1s`: whole seconds (rounded), as messages give durations.
+pub fn whole_seconds(duration: Duration) -> String {
+    let secs = (duration.as_millis() + 500) / 1000;
+    humantime::format_duration(Duration::from_secs(u64::try_from(secs).unwrap_or(u64::MAX)))
+        .to_string()
 }
 
 impl HolderView {
@@ -66,14 +138,14 @@ impl HolderView {
         HolderView {
             owner: holder.owner.clone(),
             count: holder.count,
-            identity: None,
+            identity: holder.identity.as_ref().map(IdentityView::new),
         }
     }
 
-    /// The owner as people read it: its identity where known, then what
-    /// the holder called itself (the `<owner>` part, `--owner`), then the
-    /// client id it writes with; the part that tells holders apart comes
-    /// first, where a narrow column still shows it.
+    /// The owner as people read it: its process where known (host, pid,
+    /// program), then what the holder called itself (the `<owner>` part,
+    /// `--owner`), then the client id it writes with; the part that tells
+    /// holders apart comes first, where a narrow column still shows it.
     pub fn label(&self) -> String {
         let owner = match self.owner.split_once(':') {
             Some((client, owner)) if !owner.is_empty() => {
@@ -82,7 +154,7 @@ impl HolderView {
             _ => shown(&self.owner),
         };
         match &self.identity {
-            Some(identity) => format!("{} {owner}", shown(identity)),
+            Some(identity) => format!("{} {owner}", identity.process()),
             None => owner,
         }
     }
@@ -167,17 +239,27 @@ impl LockView {
             })
             .collect();
         let first = holding.first();
+        let mut holders: Vec<HolderView> = first.map_or_else(Vec::new, |status| {
+            status
+                .holders
+                .iter()
+                .filter(|holder| Some(holder.owner.as_str()) == majority)
+                .map(HolderView::new)
+                .collect()
+        });
+        // Any master that names the holder will do: its record may be
+        // missing on some (written late, or lost with a restart).
+        for holder in holders.iter_mut().filter(|h| h.identity.is_none()) {
+            holder.identity = holding
+                .iter()
+                .flat_map(|status| &status.holders)
+                .filter(|h| h.owner == holder.owner)
+                .find_map(|h| h.identity.as_ref().map(IdentityView::new));
+        }
         let view = LockView {
             name: name.to_owned(),
             held: majority.is_some(),
-            holders: first.map_or_else(Vec::new, |status| {
-                status
-                    .holders
-                    .iter()
-                    .filter(|holder| Some(holder.owner.as_str()) == majority)
-                    .map(HolderView::new)
-                    .collect()
-            }),
+            holders,
             // The hold is valid only while a majority keeps it: the shortest lease counts.
             ttl: holding.iter().filter_map(|status| status.ttl).min(),
             token: answered.iter().filter_map(|status| status.last_token).max(),
@@ -245,14 +327,22 @@ impl LockView {
             .join(", ")
     }
 
-    /// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`
-    /// (`held (read) by ...` for a read-write lock; over Redlock, on how
-    /// many masters).
+    /// One line of `list`: `NAME  held by OWNER xCOUNT  ttl 12.3s  token 7`,
+    /// the holder's `host pid N (program)` before OWNER where known (`held
+    /// (read) by ...` for a read-write lock; over Redlock, on how many masters).
     pub fn list_line(&self) -> String {
         let holders: Vec<String> = self
             .holders
             .iter()
-            .map(|holder| format!("{} x{}", shown(&holder.owner), holder.count))
+            .map(|holder| match &holder.identity {
+                Some(identity) => format!(
+                    "{} {} x{}",
+                    identity.process(),
+                    shown(&holder.owner),
+                    holder.count
+                ),
+                None => format!("{} x{}", shown(&holder.owner), holder.count),
+            })
             .collect();
         let mut state = match self.mode {
             Some(mode) if self.held => format!("held ({mode}) by {}", holders.join(", ")),
@@ -281,6 +371,28 @@ impl LockView {
             self.token
                 .map_or_else(|| "-".to_owned(), |token| token.to_string())
         )
+    }
+
+    /// Who holds the lock and for how much longer, for a "busy" message:
+    /// `db-1 pid 4242 (redlatch) since 3s: nightly report, for 27s more`
+    /// (the owner where the holder is not named); `None` when free.
+    pub fn busy_text(&self, now: SystemTime) -> Option<String> {
+        if !self.held || self.holders.is_empty() {
+            return None;
+        }
+        let holders: Vec<String> = self
+            .holders
+            .iter()
+            .map(|holder| match &holder.identity {
+                Some(identity) => identity.describe(now),
+                None => holder.label(),
+            })
+            .collect();
+        let left = match self.ttl {
+            Some(ttl) => format!("for {} more", whole_seconds(ttl)),
+            None => "with no expiry".to_owned(),
+        };
+        Some(format!("{}, {left}", holders.join(" and ")))
     }
 
     /// Over Redlock: how many masters the majority owner holds it on.
@@ -347,7 +459,7 @@ pub async fn connect_source(global: &Global, command: &str) -> Result<Source, Fa
     let deployment = global.deployment()?;
     let Servers::Redlock(masters) = &deployment.servers else {
         return Ok(Source::One(
-            connect::client(global, command, settings, None, None).await?,
+            connect::client(global, command, settings, None, None, None).await?,
         ));
     };
     let connecting: Vec<_> = masters
@@ -495,5 +607,71 @@ impl Source {
             views.push(LockView::redlock(name, quorum, nodes));
         }
         Ok(views)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn named(purpose: Option<&str>) -> HolderView {
+        HolderView {
+            owner: "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11:#0".to_owned(),
+            count: 1,
+            identity: Some(IdentityView {
+                host: "db-1".to_owned(),
+                pid: 4242,
+                program: "redlatch".to_owned(),
+                purpose: purpose.map(str::to_owned),
+                since: Some(UNIX_EPOCH + Duration::from_millis(1_000_049)),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_named_holder_is_labelled_by_process_and_serialised_with_rfc3339() {
+        let holder = named(Some("nightly\nreport"));
+        assert_eq!(
+            holder.label(),
+            "db-1 pid 4242 (redlatch) #0 0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11"
+        );
+        let json = serde_json::to_value(&holder).unwrap();
+        assert_eq!(json["identity"]["since"], "1970-01-01T00:16:40.049Z");
+        assert_eq!(json["identity"]["purpose"], "nightly\nreport");
+        let unnamed = serde_json::to_value(HolderView {
+            identity: None,
+            ..holder
+        })
+        .unwrap();
+        assert_eq!(unnamed.get("identity"), None, "{unnamed}");
+    }
+
+    #[test]
+    fn the_busy_text_says_who_and_for_how_much_longer() {
+        let mut view = LockView {
+            name: "report".to_owned(),
+            held: true,
+            holders: vec![named(Some("nightly\nreport"))],
+            ttl: Some(Duration::from_millis(26_600)),
+            token: Some(1),
+            waiting: 0,
+            mode: None,
+            line: Vec::new(),
+            masters: None,
+        };
+        let now = UNIX_EPOCH + Duration::from_millis(1_003_100);
+        assert_eq!(
+            view.busy_text(now).unwrap(),
+            "db-1 pid 4242 (redlatch) since 3s: nightly\\nreport, for 27s more"
+        );
+        view.holders[0].identity = None;
+        view.ttl = None;
+        assert_eq!(
+            view.busy_text(now).unwrap(),
+            "#0 0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11, with no expiry"
+        );
+        view.held = false;
+        assert_eq!(view.busy_text(now), None);
     }
 }

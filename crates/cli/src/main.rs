@@ -141,7 +141,8 @@ enum Command {
     /// Run a command while holding a lock (flock(1) across machines)
     #[command(after_long_help = exit::TABLE)]
     Run(run::RunArgs),
-    /// Show a lock: holders and hold counts, TTL, last fencing token, waiting clients
+    /// Show a lock: holders (host, pid, program, purpose, since when) and hold
+    /// counts, TTL, last fencing token, waiting clients
     Status(status::StatusArgs),
     /// List the locks held now (SCAN, never KEYS)
     List(list::ListArgs),

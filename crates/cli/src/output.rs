@@ -2,12 +2,13 @@
 //! (the lock objects themselves: `crate::locks`).
 
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use redlatch::LockStatus;
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
+use crate::locks::{IdentityView, whole_seconds};
 
 /// `value` as one line of JSON.
 pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
@@ -26,6 +27,7 @@ pub fn status_text(status: &LockStatus) -> String {
     } else {
         "held     no".to_owned()
     });
+    lines.extend(identities(status, SystemTime::now()));
     lines.push(format!("ttl      {}", ttl(status)));
     lines.push(format!("token    {}", token(status)));
     if let Some(mode) = status.mode {
@@ -46,6 +48,34 @@ fn holders(status: &LockStatus) -> String {
         .map(|holder| format!("{} x{}", shown(&holder.owner), holder.count))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Per named holder: `holder`, `since` and `purpose` lines (the owner
+/// field again when several hold it, to say which is which).
+fn identities(status: &LockStatus, now: SystemTime) -> Vec<String> {
+    let several = status.holders.len() > 1;
+    let mut lines = Vec::new();
+    for holder in &status.holders {
+        let Some(identity) = holder.identity.as_ref().map(IdentityView::new) else {
+            continue;
+        };
+        let mut line = format!("holder   {}", identity.process());
+        if several {
+            line.push_str(&format!(" as {}", shown(&holder.owner)));
+        }
+        lines.push(line);
+        if let (Some(since), Some(held)) = (identity.since, identity.held_for(now)) {
+            lines.push(format!(
+                "since    {} ({} ago)",
+                humantime::format_rfc3339_seconds(since),
+                whole_seconds(held)
+            ));
+        }
+        if let Some(purpose) = &identity.purpose {
+            lines.push(format!("purpose  {}", shown(purpose)));
+        }
+    }
+    lines
 }
 
 fn ttl(status: &LockStatus) -> String {

@@ -8,7 +8,7 @@
 //! command runs as a job: see `job`.
 
 use std::ffi::OsString;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
 use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
@@ -19,6 +19,7 @@ use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
 use crate::held::HeldGuard;
 use crate::job;
+use crate::locks::LockView;
 use crate::output;
 use crate::secrets;
 use crate::signals::Signals;
@@ -45,6 +46,13 @@ pub struct RunArgs {
     /// [default: anonymous]
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
+
+    /// What the lock is held for, shown with this holder by status, the JSON
+    /// of list and top, and a run that finds the lock busy [default: `run:
+    /// PROGRAM`, the command's file name without its arguments, which may
+    /// carry secrets]
+    #[arg(long, value_name = "TEXT")]
+    pub purpose: Option<String>,
 
     /// When the lock is lost: time between SIGTERM and SIGKILL to the
     /// command's process group (the command runs in a group of its own)
@@ -116,7 +124,9 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
         return take_redlock(global, args, settings).await;
     }
     let limit = wait_limit(args, &settings);
-    let client = connect::client(global, "run", settings, args.lease, limit).await?;
+    let purpose = purpose(args);
+    let client =
+        connect::client(global, "run", settings, args.lease, Some(&purpose), limit).await?;
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let mut lock = client.lock(args.name.as_str());
@@ -124,13 +134,48 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
         lock = lock.with_owner(owner.as_str());
     }
     let acquired = acquire(&lock, wait).await;
+    let busy = match acquired {
+        Ok(None) => busy(lock.status(), LockView::single).await,
+        _ => None,
+    };
     held(
         global,
         args,
         wait,
         acquired.map(|guard| guard.map(HeldGuard::Single)),
+        busy,
         watchers,
     )
+}
+
+/// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
+/// name alone: arguments and directories may name secrets).
+fn purpose(args: &RunArgs) -> String {
+    if let Some(purpose) = &args.purpose {
+        return purpose.clone();
+    }
+    let program = std::path::Path::new(&args.command[0])
+        .file_name()
+        .unwrap_or(args.command[0].as_os_str())
+        .to_string_lossy()
+        .into_owned();
+    format!("run: {program}")
+}
+
+/// How long a "busy" message may wait to say who holds the lock.
+const BUSY_STATUS_LIMIT: Duration = Duration::from_millis(500);
+
+/// Who holds the lock and for how much longer, read once `run` gives up;
+/// `None` if the status cannot be read at once (the message then says less).
+async fn busy<S, E>(
+    status: impl std::future::Future<Output = Result<S, E>>,
+    view: impl FnOnce(&S) -> LockView,
+) -> Option<String> {
+    let status = tokio::time::timeout(BUSY_STATUS_LIMIT, status)
+        .await
+        .ok()?
+        .ok()?;
+    view(&status).busy_text(SystemTime::now())
 }
 
 /// As `take_lock`, with Redlock over every `--redis` master.
@@ -157,11 +202,16 @@ async fn take_redlock(
         .and_then(|client| client.settings().wait_timeout));
     let lock = redlock.lock(args.name.as_str());
     let acquired = acquire_redlock(&lock, wait).await;
+    let busy = match acquired {
+        Ok(None) => busy(lock.status(), LockView::from_redlock).await,
+        _ => None,
+    };
     held(
         global,
         args,
         wait,
         acquired.map(|guard| guard.map(HeldGuard::Redlock)),
+        busy,
         watchers,
     )
 }
@@ -205,12 +255,14 @@ fn watch(
         .collect()
 }
 
-/// The outcome of an acquire, as `run` reports it.
+/// The outcome of an acquire, as `run` reports it; `busy` says who holds
+/// the lock when another owner kept it.
 fn held(
     global: &Global,
     args: &RunArgs,
     wait: Option<Duration>,
     acquired: redlatch::Result<Option<HeldGuard>>,
+    busy: Option<String>,
     watchers: Vec<SettingsWatcher>,
 ) -> Result<Held, Failure> {
     match acquired {
@@ -223,8 +275,9 @@ fn held(
             Err(Failure::new(
                 exit::NOT_ACQUIRED,
                 format!(
-                    "lock {} is held by another owner; gave up after {waited}",
-                    output::shown(&args.name)
+                    "lock {} is held by {}; gave up after {waited}",
+                    output::shown(&args.name),
+                    busy.as_deref().unwrap_or("another owner")
                 ),
             ))
         }

@@ -32,7 +32,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     if global.deployment()?.is_redlock() {
         return redlock_status(global, args, settings).await;
     }
-    let client = connect::client(global, "status", settings, None, None).await?;
+    let client = connect::client(global, "status", settings, None, None, None).await?;
     let status = client
         .lock(args.name.as_str())
         .status()

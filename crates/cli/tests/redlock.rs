@@ -239,6 +239,23 @@ fn status_list_and_top_give_one_json_shape_over_five_masters() {
         "{text}"
     );
     assert!(text.contains("rl:stray  no majority"), "{text}");
+
+    // A run that gives up names the majority's holder (its owner: Redlock
+    // holds publish no identity) and the lease it has left.
+    let busy = world.output(&with(
+        &redis,
+        &["run", "rl:shape", "--wait", "0", "--", "true"],
+    ));
+    assert_eq!(code(busy.status), 75);
+    let message = String::from_utf8_lossy(&busy.stderr);
+    let owner = status["holders"][0]["owner"].as_str().unwrap();
+    let (client, own) = owner.split_once(':').unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "redlatch: lock rl:shape is held by {own} {client}, for "
+        )) && message.ends_with(" more; gave up after 0s\n"),
+        "{message}"
+    );
 }
 
 /// `unlock --force` over five masters deletes the lock on every master that

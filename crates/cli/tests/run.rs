@@ -5,9 +5,10 @@
 mod common;
 
 use std::fs;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Orphan, World, alive, code, q, wait_file};
+use serde_json::Value;
 
 /// Twenty processes doing a non-atomic read-sleep-write on one file lose no update.
 #[test]
@@ -40,10 +41,150 @@ fn wait_zero_on_a_held_lock_exits_75_without_running() {
     let output = world.output(&["run", "busy", "--wait", "0", "--", "touch", marker_arg]);
     assert_eq!(code(output.status), 75);
     assert!(!marker.exists(), "the command ran");
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr),
-        "redlatch: lock busy is held by another owner; gave up after 0s\n"
+    // One line naming the holder (who it is: see the test on holders).
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.starts_with("redlatch: lock busy is held by ")
+            && message.ends_with(" more; gave up after 0s\n")
+            && message.lines().count() == 1,
+        "{message}"
     );
+}
+
+/// The server's clock now (`TIME`), as `since` is given by it.
+fn server_now(conn: &mut redis::Connection) -> SystemTime {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+    UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros)
+}
+
+/// `--json` output of a command that must succeed.
+fn json_out(world: &World, args: &[&str]) -> Value {
+    let output = world.output(args);
+    assert_eq!(code(output.status), 0, "{args:?}");
+    serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+}
+
+/// Who holds it: the holder of `run --purpose` is named, by host, the
+/// holder process's pid, program, purpose and since when, in `status`
+/// (people and JSON), `list` and `top`; a second run that gives up says
+/// who holds the lock and for how much longer.
+#[test]
+fn the_holder_is_named_by_status_list_top_and_the_busy_message() {
+    let world = World::new();
+    let mut conn = world.redis();
+    let before = server_now(&mut conn);
+    let holder = world.spawn(&[
+        "run",
+        "report",
+        "--purpose",
+        "nightly report",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    // Published about 50 ms into the hold: wait for it, generously.
+    let mut status = Value::Null;
+    assert!(
+        common::eventually(Duration::from_secs(20), || {
+            status = json_out(&world, &["--json", "status", "report"]);
+            status["holders"][0]["identity"].is_object()
+        }),
+        "no identity: {status}; holder: {}",
+        holder.stderr()
+    );
+    let after = server_now(&mut conn);
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+    let identity = &status["holders"][0]["identity"];
+    assert_eq!(identity["host"], host, "{identity}");
+    assert_eq!(identity["pid"], holder.pid(), "{identity}");
+    assert_eq!(identity["program"], "redlatch", "{identity}");
+    assert_eq!(identity["purpose"], "nightly report", "{identity}");
+    let since = humantime::parse_rfc3339(identity["since"].as_str().expect("since as text"))
+        .expect("since in RFC 3339");
+    let slack = Duration::from_secs(1);
+    assert!(
+        since + slack >= before && since <= after + slack,
+        "since {since:?} not between {before:?} and {after:?}"
+    );
+
+    let listed = json_out(&world, &["--json", "list"]);
+    assert_eq!(listed[0]["holders"][0]["identity"], *identity, "{listed}");
+    let top = json_out(&world, &["--json", "top", "--once"]);
+    assert_eq!(
+        top["locks"][0]["holders"][0]["identity"], *identity,
+        "{top}"
+    );
+
+    let process = format!("{host} pid {} (redlatch)", holder.pid());
+    let text = String::from_utf8(world.output(&["status", "report"]).stdout).unwrap();
+    assert!(text.contains(&format!("\nholder   {process}\n")), "{text}");
+    assert!(text.contains("\npurpose  nightly report\n"), "{text}");
+    let since_line = text
+        .lines()
+        .find(|line| line.starts_with("since    "))
+        .unwrap_or_else(|| panic!("no since line: {text}"));
+    assert!(since_line.ends_with(" ago)"), "{since_line}");
+    let text = String::from_utf8(world.output(&["list"]).stdout).unwrap();
+    assert!(
+        text.starts_with(&format!("report  held by {process} ")),
+        "{text}"
+    );
+    let text = String::from_utf8(world.output(&["top", "--once"]).stdout).unwrap();
+    assert!(text.contains(&process), "{text}");
+
+    let busy = world.output(&["run", "report", "--wait", "1s", "--", "true"]);
+    assert_eq!(code(busy.status), 75);
+    let message = String::from_utf8(busy.stderr).unwrap();
+    let prefix = format!("redlatch: lock report is held by {process} since ");
+    assert!(message.starts_with(&prefix), "{message}");
+    assert!(message.ends_with(" more; gave up after 1s\n"), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    let (_, rest) = message
+        .split_once(": nightly report, for ")
+        .expect("purpose, then TTL");
+    let left = humantime::parse_duration(rest.trim_end_matches(" more; gave up after 1s\n"))
+        .expect("the TTL left");
+    assert!(
+        left > Duration::ZERO && left <= Duration::from_secs(30),
+        "{left:?}"
+    );
+}
+
+/// Without `--purpose`, `run` says which program it runs, and nothing of
+/// its arguments (nor its directory): they may carry secrets.
+#[test]
+fn the_default_purpose_names_the_program_alone() {
+    let world = World::new();
+    let _holder = world.spawn(&[
+        "run",
+        "secretive",
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 30",
+        "password=hunter2",
+    ]);
+    let mut status = Value::Null;
+    assert!(
+        common::eventually(Duration::from_secs(20), || {
+            status = json_out(&world, &["--json", "status", "secretive"]);
+            status["holders"][0]["identity"].is_object()
+        }),
+        "no identity: {status}"
+    );
+    assert_eq!(status["holders"][0]["identity"]["purpose"], "run: sh");
+    let text = String::from_utf8(world.output(&["status", "secretive"]).stdout).unwrap();
+    assert!(text.contains("\npurpose  run: sh\n"), "{text}");
+    let busy = world.output(&["run", "secretive", "--wait", "0", "--", "true"]);
+    let message = String::from_utf8(busy.stderr).unwrap();
+    assert!(message.contains(": run: sh, for "), "{message}");
+    for shown in [status.to_string(), text, message] {
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("sleep 30"),
+            "{shown}"
+        );
+    }
 }
 
 /// `REDLATCH_TOKEN` strictly increases across sequential runs.
