@@ -3,7 +3,8 @@
 //! every broken recipe under its fault while redlatch's lock keeps what it
 //! promises. Runs are short (2–6 s); longer ones belong to the command.
 //! The tests take turns: runs side by side would stall each other's workers.
-//! The network faults, the failover, the soak and the drawings are in `check/`.
+//! The network faults, the failover, the soak, the drawings and the
+//! reports (text, and HTML in headless Chromium) are in `check/`.
 
 #[path = "check/failover.rs"]
 mod failover;
@@ -11,6 +12,8 @@ mod failover;
 mod harness;
 #[path = "check/network.rs"]
 mod network;
+#[path = "check/report.rs"]
+mod report;
 #[path = "check/soak.rs"]
 mod soak;
 

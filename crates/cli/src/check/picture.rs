@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::checker::{Hold, describe};
-use super::event::What;
+use super::event::{What, describe};
+use super::holds::Hold;
 use super::workload::cell::Run;
 
 /// A stretch of a run as drawn by `--svg`: who believed they held the

@@ -30,6 +30,38 @@ pub fn check(args: &[&str]) -> (i32, Value) {
     (output.status.code().unwrap_or(-1), report)
 }
 
+/// Runs `redlatch check ARGS` for its text report; returns the exit status
+/// and what it printed.
+pub fn check_text(args: &[&str]) -> (i32, String) {
+    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let output = Command::new(BIN)
+        .arg("check")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run redlatch check");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!(
+        "redlatch check {args:?} -> {:?}\n{stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), stdout)
+}
+
+/// The counter-examples of every cell with the same timeline counted once.
+pub fn distinct_timelines(report: &Value) -> usize {
+    let mut seen: Vec<&Value> = Vec::new();
+    for cell in report["cells"].as_array().expect("cells") {
+        for example in cell["counter_examples"].as_array().into_iter().flatten() {
+            if !seen.contains(&&example["timeline"]) {
+                seen.push(&example["timeline"]);
+            }
+        }
+    }
+    seen.len()
+}
+
 /// The cell for `recipe` under `fault`.
 pub fn cell<'a>(report: &'a Value, recipe: &str, fault: &str) -> &'a Value {
     report["cells"]
