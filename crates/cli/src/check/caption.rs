@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::event::{Event, What};
-use super::holds::Hold;
+use super::holds::{Hold, key_owner_at_release};
 
 /// The events of a run, to tell a stretch of it.
 pub struct Story<'a> {
@@ -146,6 +146,37 @@ impl Story<'_> {
         ];
         fragments.extend(self.stopped(a.worker, a.from, a.from, b.from));
         fragments.extend(self.lab(a.from, b.from));
+        // A third worker's release that deleted `a`'s lock let `b` in.
+        for release in self.events.iter().filter(|event| {
+            event.t >= a.from
+                && event.t <= b.from
+                && event.what == (What::Released { ok: true })
+                && event.w.is_some_and(|worker| worker != a.worker)
+        }) {
+            let Some(releaser) = release.w else { continue };
+            if key_owner_at_release(self.events, release) != Some(a.worker) {
+                continue;
+            }
+            let acquired = self
+                .events
+                .iter()
+                .rev()
+                .find(|event| {
+                    event.t < release.t
+                        && event.w == Some(releaser)
+                        && matches!(event.what, What::Acquired { .. })
+                })
+                .map_or(a.from, |event| event.t);
+            fragments.extend(self.stopped(releaser, acquired, acquired, release.t));
+            fragments.push((
+                release.t,
+                format!(
+                    "w{releaser}'s release at {} deleted w{}'s lock",
+                    self.at(release.t),
+                    a.worker
+                ),
+            ));
+        }
         match write.and_then(|write| self.write(write)) {
             Some(write) => fragments.push(write),
             None => fragments.push((

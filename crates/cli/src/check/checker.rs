@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::caption::Story;
 use super::event::{Event, What, describe};
-use super::holds::holds;
+use super::holds::{holds, key_owner_at_release};
 use super::picture::{Picture, picture};
 use super::workload::cell::Run;
 
@@ -404,42 +404,6 @@ impl Timeline<'_> {
         elide(lines.into_iter().map(|(_, line)| line).collect())
     }
 
-    /// Whose lock a worker's successful release deleted, when not its own.
-    /// The DEL ran between when it was sent (the releaser started releasing,
-    /// or ran again after a pause) and its answer: the first worker to
-    /// acquire in that span if any (the lock had expired when it was sent),
-    /// else the last one to acquire before it was sent.
-    fn key_owner_at_release(&self, released: &Event) -> Option<u32> {
-        let releaser = released.w?;
-        let sent = self
-            .events
-            .iter()
-            .filter(|event| {
-                event.t <= released.t
-                    && event.w == Some(releaser)
-                    && matches!(event.what, What::ReleaseStart | What::Continued)
-            })
-            .map(|event| event.t)
-            .max()?;
-        let acquirer = |event: &Event| match event.what {
-            What::Acquired { .. } => event.w,
-            _ => None,
-        };
-        let during = self
-            .events
-            .iter()
-            .filter(|event| event.t > sent && event.t < released.t)
-            .find_map(acquirer);
-        let owner = during.or_else(|| {
-            self.events
-                .iter()
-                .filter(|event| event.t < sent)
-                .filter_map(acquirer)
-                .next_back()
-        })?;
-        (owner != releaser).then_some(owner)
-    }
-
     fn stamp(&self, t: u64) -> String {
         let seconds = (t as f64 - self.start as f64) / 1e9;
         format!("{seconds:>+8.3}s")
@@ -451,7 +415,7 @@ impl Timeline<'_> {
             .map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
         let mut text = describe(&event.what);
         if event.what == (What::Released { ok: true })
-            && let Some(victim) = self.key_owner_at_release(event)
+            && let Some(victim) = key_owner_at_release(self.events, event)
         {
             // A release that deleted someone else's lock is the bug to see.
             let _ = write!(text, ": that was w{victim}'s lock");

@@ -47,3 +47,37 @@ pub fn holds(events: &[Event], last: u64) -> Vec<Hold> {
     holds.sort_by_key(|hold| hold.from);
     holds
 }
+
+/// Whose lock a worker's successful release deleted, when not its own.
+/// The DEL ran between when it was sent (the releaser started releasing,
+/// or ran again after a pause) and its answer: the first worker to
+/// acquire in that span if any (the lock had expired when it was sent),
+/// else the last one to acquire before it was sent.
+pub fn key_owner_at_release(events: &[Event], released: &Event) -> Option<u32> {
+    let releaser = released.w?;
+    let sent = events
+        .iter()
+        .filter(|event| {
+            event.t <= released.t
+                && event.w == Some(releaser)
+                && matches!(event.what, What::ReleaseStart | What::Continued)
+        })
+        .map(|event| event.t)
+        .max()?;
+    let acquirer = |event: &Event| match event.what {
+        What::Acquired { .. } => event.w,
+        _ => None,
+    };
+    let during = events
+        .iter()
+        .filter(|event| event.t > sent && event.t < released.t)
+        .find_map(acquirer);
+    let owner = during.or_else(|| {
+        events
+            .iter()
+            .filter(|event| event.t < sent)
+            .filter_map(acquirer)
+            .next_back()
+    })?;
+    (owner != releaser).then_some(owner)
+}

@@ -1,7 +1,7 @@
 //! Running `redlatch check` and reading its JSON report.
 
 use std::process::Command;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
@@ -10,9 +10,15 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_redlatch");
 /// One lab run at a time.
 static TURN: Mutex<()> = Mutex::new(());
 
+/// A turn of this binary's tests to use the machine alone (a lab run, or a
+/// browser beside one, would stall another run's workers).
+pub fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Runs `redlatch check --json ARGS`; returns the exit status and the report.
 pub fn check(args: &[&str]) -> (i32, Value) {
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let _turn = turn();
     let output = Command::new(BIN)
         .arg("check")
         .arg("--json")
@@ -33,7 +39,7 @@ pub fn check(args: &[&str]) -> (i32, Value) {
 /// Runs `redlatch check ARGS` for its text report; returns the exit status
 /// and what it printed.
 pub fn check_text(args: &[&str]) -> (i32, String) {
-    let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    let _turn = turn();
     let output = Command::new(BIN)
         .arg("check")
         .args(args)

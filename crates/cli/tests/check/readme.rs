@@ -1,6 +1,7 @@
 //! The CLI README against `--help`: every subcommand, every long option
 //! and every recipe and fault of `check` that `--help` lists is in the
-//! README, with the right counts. Everything is read from `--help` when the
+//! README, with the right counts (and the top README counts a full
+//! `check` run's cells right). Everything is read from `--help` when the
 //! test runs, so options added later are held to the README too.
 
 use std::process::Command;
@@ -195,4 +196,25 @@ fn the_readme_names_every_recipe_and_fault_of_check_with_the_right_counts() {
         readme.contains(&claim),
         "the README must say a full run is {claim:?}"
     );
+    // And no README counts them otherwise.
+    let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let top = std::fs::read_to_string(top).expect("README.md");
+    for (name, text) in [("crates/cli/README.md", &readme), ("README.md", &top)] {
+        for (at, _) in text.match_indices(" cells") {
+            let number: String = text[..at]
+                .chars()
+                .rev()
+                .take_while(char::is_ascii_digit)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            if let Ok(number) = number.parse::<usize>() {
+                assert_eq!(
+                    number, cells,
+                    "{name} counts {number} cells where a full run has {claim:?}"
+                );
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{cell, check, check_text, distinct_timelines, figure};
+use crate::harness::{cell, check, check_text, distinct_timelines, figure, turn};
 
 /// The text report's parts: the settings line, the table, each
 /// counter-example (heading, caption, timeline), the closing line.
@@ -353,7 +353,10 @@ fn the_html_report_draws_each_counter_example_once_with_a_caption_and_renders_in
         Err(reason) => panic!("Chromium is missing and could not be installed: {reason}"),
     };
     let (width, height) = (1100, 1400);
-    let png = screenshot(&chromium, &page, width, height);
+    let png = {
+        let _turn = turn();
+        screenshot(&chromium, &page, width, height)
+    };
     let mut reader = png::Decoder::new(Cursor::new(png))
         .read_info()
         .expect("a PNG");
