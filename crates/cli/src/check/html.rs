@@ -1,11 +1,13 @@
 //! `redlatch check --html FILE`: the whole report as one self-contained
 //! page (no script, no style sheet or image fetched): the settings, the
-//! table, then each distinct counter-example drawn as in `--svg`, with a
-//! caption saying in words what happened and its timeline as text.
+//! table, then each distinct drawing of a counter-example as in `--svg`,
+//! with a caption saying in words what happened and its timeline as text
+//! (one drawing may stand for several violations: each distinct caption
+//! and timeline is given, labelled with the violations it tells).
 
 use std::fmt::Write as _;
 
-use super::report::{self, Report, distinct_examples};
+use super::report::{self, Report, distinct_drawings};
 use super::svg::{escape, legend_svg, panel_svg};
 use super::verdict::Status;
 
@@ -21,7 +23,7 @@ pre{font-size:12px;background:#f6f6f6;padding:6px;overflow:auto}";
 
 /// The page.
 pub fn render(report: &Report) -> String {
-    let shown = distinct_examples(report);
+    let shown = distinct_drawings(report);
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
     let _ = writeln!(
@@ -62,17 +64,42 @@ pub fn render(report: &Report) -> String {
             let title = format!("{} under {}", cell.recipe.name(), cell.fault.name());
             out.push_str(&panel_svg(picture, &title, &format!("stopped-{number}")));
         }
-        let _ = writeln!(
+        // One drawing may stand for several violations, told alike or not.
+        let captions = shown.distinct(|example| example.caption.as_str());
+        let _ = write!(
             out,
-            "<figcaption><p class=\"title\">{number}. {}</p><p class=\"what-happened\">{}</p></figcaption>",
-            escape(&heading),
-            escape(&shown.example.caption)
+            "<figcaption><p class=\"title\">{number}. {}</p>",
+            escape(&heading)
         );
-        let _ = writeln!(
-            out,
-            "<details><summary>timeline</summary><pre>{}</pre></details>\n</figure>",
-            escape(&shown.example.timeline.join("\n"))
-        );
+        for (violations, caption) in &captions {
+            let label = if captions.len() > 1 {
+                format!("{violations}: ")
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                out,
+                "<p class=\"what-happened\">{}{}</p>",
+                escape(&label),
+                escape(caption)
+            );
+        }
+        out.push_str("</figcaption>\n");
+        let timelines = shown.distinct(|example| example.timeline.as_slice());
+        for (violations, timeline) in &timelines {
+            let summary = if timelines.len() > 1 {
+                format!("timeline ({violations})")
+            } else {
+                "timeline".to_owned()
+            };
+            let _ = writeln!(
+                out,
+                "<details><summary>{}</summary><pre>{}</pre></details>",
+                escape(&summary),
+                escape(&timeline.join("\n"))
+            );
+        }
+        out.push_str("</figure>\n");
     }
     out.push_str("</body>\n</html>\n");
     out

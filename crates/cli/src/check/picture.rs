@@ -11,7 +11,7 @@ use super::workload::cell::Run;
 
 /// A stretch of a run as drawn by `--svg`: who believed they held the
 /// lock when, their leases, their writes and what the lab did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Picture {
     /// The stretch drawn, ms after the run's start.
     pub from_ms: f64,
@@ -24,7 +24,7 @@ pub struct Picture {
 }
 
 /// One worker in a [`Picture`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lane {
     /// The worker.
     pub worker: u32,

@@ -151,8 +151,10 @@ pub fn fault_at(fault: Fault, figures: &Figures) -> String {
 pub struct Shown<'a> {
     /// The counter-example as first seen.
     pub example: &'a CounterExample,
-    /// Every (cell, violation) with this same timeline, the first included.
+    /// Every (cell, violation) shown by it, the first included.
     pub seen: Vec<(&'a Cell, &'a CounterExample)>,
+    /// What they share: `timeline`, or `stretch of the run` (a drawing).
+    pub same: &'static str,
 }
 
 impl Shown<'_> {
@@ -177,18 +179,54 @@ impl Shown<'_> {
         if self.seen.len() > 1 {
             let _ = write!(
                 heading,
-                " — the same timeline, seen {} times",
+                " — the same {}, seen {} times",
+                self.same,
                 self.seen.len()
             );
         }
         heading
+    }
+
+    /// The distinct values of `part` among the examples shown, each with
+    /// the violations it belongs to (`Overlap, StaleWrite`).
+    pub fn distinct<'b, T: PartialEq + ?Sized>(
+        &'b self,
+        part: impl Fn(&'b CounterExample) -> &'b T,
+    ) -> Vec<(String, &'b T)> {
+        let mut out: Vec<(Vec<String>, &'b T)> = Vec::new();
+        for (_, example) in &self.seen {
+            let name = format!("{:?}", example.violation);
+            match out.iter_mut().find(|(_, value)| *value == part(example)) {
+                Some((names, _)) => names.push(name),
+                None => out.push((vec![name], part(example))),
+            }
+        }
+        out.into_iter()
+            .map(|(names, value)| (names.join(", "), value))
+            .collect()
     }
 }
 
 /// Every distinct counter-example of `report`, in report order: those with
 /// the same timeline as an earlier one are counted there, not repeated.
 pub fn distinct_examples(report: &Report) -> Vec<Shown<'_>> {
-    let mut shown: Vec<Shown<'_>> = Vec::new();
+    group(report, "timeline", |a, b| a.timeline == b.timeline)
+}
+
+/// Every distinct drawing of `report`'s counter-examples: those drawn the
+/// same as an earlier one, or told by the same timeline, are counted there.
+pub fn distinct_drawings(report: &Report) -> Vec<Shown<'_>> {
+    group(report, "stretch of the run", |a, b| {
+        a.timeline == b.timeline || (a.picture.is_some() && a.picture == b.picture)
+    })
+}
+
+fn group<'a>(
+    report: &'a Report,
+    same: &'static str,
+    alike: impl Fn(&CounterExample, &CounterExample) -> bool,
+) -> Vec<Shown<'a>> {
+    let mut shown: Vec<Shown<'a>> = Vec::new();
     for cell in &report.cells {
         let Some(findings) = &cell.findings else {
             continue;
@@ -196,12 +234,13 @@ pub fn distinct_examples(report: &Report) -> Vec<Shown<'_>> {
         for example in &findings.counter_examples {
             match shown
                 .iter_mut()
-                .find(|earlier| earlier.example.timeline == example.timeline)
+                .find(|earlier| alike(earlier.example, example))
             {
                 Some(earlier) => earlier.seen.push((cell, example)),
                 None => shown.push(Shown {
                     example,
                     seen: vec![(cell, example)],
+                    same,
                 }),
             }
         }

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::picture::{Picture, WriteMark};
-use super::report::{Report, distinct_examples};
+use super::report::{Report, distinct_drawings};
 
 const WIDTH: f64 = 1000.0;
 const PLOT_LEFT: f64 = 60.0;
@@ -21,13 +21,13 @@ const NOTE: f64 = 15.0;
 const GAP: f64 = 24.0;
 const LEGEND: f64 = 56.0;
 
-/// The whole document: a legend, then one panel per distinct
-/// counter-example (one timeline that shows several violations is drawn once).
+/// The whole document: a legend, then one panel per distinct drawing (a
+/// stretch of a run that shows several violations is drawn once).
 pub fn render(report: &Report) -> String {
     let mut body = String::new();
     let mut y = LEGEND;
     let mut panels = 0;
-    for shown in distinct_examples(report) {
+    for shown in distinct_drawings(report) {
         let Some(picture) = &shown.example.picture else {
             continue;
         };

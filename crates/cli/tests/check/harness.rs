@@ -68,6 +68,41 @@ pub fn distinct_timelines(report: &Value) -> usize {
     seen.len()
 }
 
+/// Every (recipe, fault, violation) the report's counter-examples show,
+/// the violation named as the text and drawings name it (`LostUpdate`).
+pub fn shown_violations(report: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for cell in report["cells"].as_array().expect("cells") {
+        for example in cell["counter_examples"].as_array().into_iter().flatten() {
+            let kebab = example["violation"].as_str().expect("violation");
+            let camel: String = kebab
+                .split('-')
+                .map(|word| {
+                    let mut chars = word.chars();
+                    chars.next().map_or_else(String::new, |first| {
+                        first.to_ascii_uppercase().to_string() + chars.as_str()
+                    })
+                })
+                .collect();
+            out.push((
+                cell["recipe"].as_str().expect("recipe").to_owned(),
+                cell["fault"].as_str().expect("fault").to_owned(),
+                camel,
+            ));
+        }
+    }
+    out
+}
+
+/// Whether a heading names `violation` of `recipe` under `fault`:
+/// `RECIPE under FAULT: V1 (expected), V2 (expected)[; ...]`.
+pub fn heading_names(heading: &str, recipe: &str, fault: &str, violation: &str) -> bool {
+    heading
+        .split("; ")
+        .filter_map(|part| part.strip_prefix(&format!("{recipe} under {fault}: ")))
+        .any(|violations| violations.contains(&format!("{violation} (")))
+}
+
 /// The cell for `recipe` under `fault`.
 pub fn cell<'a>(report: &'a Value, recipe: &str, fault: &str) -> &'a Value {
     report["cells"]

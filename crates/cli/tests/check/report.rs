@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{cell, check, check_text, distinct_timelines, figure, turn};
+use crate::harness::{
+    cell, check, check_text, distinct_timelines, figure, heading_names, shown_violations, turn,
+};
 
 /// The text report's parts: the settings line, the table, each
 /// counter-example (heading, caption, timeline), the closing line.
@@ -295,7 +297,54 @@ fn the_html_report_draws_each_counter_example_once_with_a_caption_and_renders_in
         .descendants()
         .filter(|node| node.has_tag_name("figure"))
         .collect();
-    assert_eq!(figures.len(), distinct_timelines(&report), "{html}");
+    // One figure per distinct drawing: several violations in one stretch
+    // of a run are drawn once, the figure's title naming them all.
+    assert!(
+        !figures.is_empty() && figures.len() <= distinct_timelines(&report),
+        "{html}"
+    );
+    let drawings: Vec<String> = figures
+        .iter()
+        .filter_map(|figure| figure.children().find(|node| node.has_tag_name("svg")))
+        .map(|svg| {
+            // The same drawing but for its hatching pattern's id.
+            let text = &xml[svg.range()];
+            let id = svg
+                .descendants()
+                .find(|node| node.has_tag_name("pattern"))
+                .and_then(|pattern| pattern.attribute("id"))
+                .unwrap_or_default();
+            text.replace(id, "pattern")
+        })
+        .collect();
+    for (index, drawing) in drawings.iter().enumerate() {
+        assert!(
+            !drawings[index + 1..].contains(drawing),
+            "figure {} is drawn twice",
+            index + 1
+        );
+    }
+    let titles: Vec<String> = figures
+        .iter()
+        .filter_map(|figure| {
+            figure
+                .descendants()
+                .find(|node| node.attribute("class") == Some("title"))
+                .and_then(|node| node.text())
+                // "2. RECIPE under FAULT: ..."
+                .and_then(|title| title.split_once(". "))
+                .map(|(_, heading)| heading.to_owned())
+        })
+        .collect();
+    assert_eq!(titles.len(), figures.len(), "{titles:?}");
+    for (recipe, fault, violation) in shown_violations(&report) {
+        assert!(
+            titles
+                .iter()
+                .any(|title| heading_names(title, &recipe, &fault, &violation)),
+            "{recipe} under {fault}: {violation} has no figure: {titles:?}"
+        );
+    }
     let text = |node: roxmltree::Node| -> String {
         node.descendants()
             .filter_map(|node| node.text())
