@@ -14,7 +14,8 @@ use super::verdict::Status;
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\
 table{border-collapse:collapse;font-size:13px}\
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}\
-th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}\
+th:nth-child(-n+2),td:nth-child(-n+2),th:last-child,td:last-child{text-align:left}\
+td:last-child{white-space:normal;min-width:16em}\
 td.broken{color:#b00000;font-weight:bold}td.expected{color:#8a5a00}td.ok{color:#1d7a2c}\
 figure{margin:24px 0;border:1px solid #ccc;padding:8px;max-width:1000px}\
 figure svg{max-width:100%;height:auto}\
@@ -125,10 +126,17 @@ fn table(out: &mut String, report: &Report) {
     out.push_str("</tr></thead>\n<tbody>\n");
     for cell in &report.cells {
         let figures = cell.findings.as_ref().map(|findings| &findings.figures);
-        let verdict = match &cell.note {
+        let mut verdict = match &cell.note {
             Some(note) => format!("{} ({note})", cell.status.word()),
             None => cell.status.word().to_owned(),
         };
+        if cell.lease_ms != report.lease_ms || cell.duration_ms != report.duration_ms {
+            let _ = write!(
+                verdict,
+                " [lease {} ms, {} ms run]",
+                cell.lease_ms, cell.duration_ms
+            );
+        }
         let class = match cell.status {
             Status::Broken => "broken",
             Status::Expected => "expected",
