@@ -114,8 +114,9 @@ fn panel(out: &mut String, picture: &Picture, title: &str, top: f64, pattern: &s
     };
     let _ = writeln!(
         out,
-        r#"<g><text x="10" y="{}" font-size="14" font-weight="bold">{}</text>"#,
+        r#"<g><text x="10" y="{}" font-size="{:.1}" font-weight="bold">{}</text>"#,
         top + 18.0,
+        title_size(title),
         escape(title)
     );
     let axis_y = top + TITLE;
@@ -216,6 +217,14 @@ fn panel(out: &mut String, picture: &Picture, title: &str, top: f64, pattern: &s
     bottom
 }
 
+/// The title's font size: 14, smaller for a heading that names several
+/// violations, so that it fits the panel's width (a bold sans-serif
+/// character is about 0.62 of its size wide).
+fn title_size(title: &str) -> f64 {
+    let room = WIDTH - 20.0;
+    (room / (0.62 * title.chars().count().max(1) as f64)).clamp(9.0, 14.0)
+}
+
 /// About eight round tick positions (ms) between `from` and `to`.
 fn ticks(from: f64, to: f64) -> Vec<f64> {
     let span = (to - from).max(1.0);
@@ -252,6 +261,19 @@ mod tests {
         assert!(ticks.len() >= 4 && ticks.len() <= 20, "{ticks:?}");
         assert!(ticks.iter().all(|tick| (340.0..=2400.0).contains(tick)));
         assert!(ticks.iter().all(|tick| tick % 100.0 == 0.0), "{ticks:?}");
+    }
+
+    #[test]
+    fn a_long_title_gets_a_smaller_font_to_fit() {
+        assert_eq!(
+            title_size("set-nx-px under pause-client: Overlap (expected)"),
+            14.0
+        );
+        let long = "setnx-getset under partition: Overlap (expected), LostUpdate (expected), \
+                    StaleWrite (expected) — the same stretch of the run, seen 3 times";
+        let size = title_size(long);
+        assert!((9.0..14.0).contains(&size), "{size}");
+        assert!(0.62 * size * long.chars().count() as f64 <= WIDTH - 20.0);
     }
 
     #[test]
