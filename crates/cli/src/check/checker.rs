@@ -229,13 +229,13 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
             picture: draw(from, at),
         });
     }
-    if let Some((since, by, write, involved)) = first_stale {
+    if let Some((since, by_t, write, involved)) = first_stale {
         let at = write.t;
         findings.counter_examples.push(CounterExample {
             violation: Violation::StaleWrite,
-            timeline: timeline.window(at, since, at.max(by), &involved, &[], true),
-            caption: story.stale_write(since, involved[1], by, write),
-            picture: draw(since, at.max(by)),
+            timeline: timeline.window(at, since, at.max(by_t), &involved, &[], true),
+            caption: story.stale_write(since, involved[1], by_t, write),
+            picture: draw(since, at.max(by_t)),
         });
     }
 
