@@ -145,8 +145,10 @@ fn a_fenced_recipes_timeline_ends_with_the_refused_write() {
         "pause-client",
         "--workers",
         "2",
+        // The pause lasts 1.25 s from when it takes effect (0.3 s in, later
+        // on a busy machine): room for the late write inside the run.
         "--duration",
-        "3s",
+        "4s",
     ]);
     assert_eq!(code, 0, "{text}");
     let report = parse(&text);
@@ -254,7 +256,7 @@ fn the_html_report_draws_each_counter_example_once_with_a_caption_and_renders_in
         "--workers",
         "2",
         "--duration",
-        "3s",
+        "4s",
         "--html",
         &page_arg,
     ]);
