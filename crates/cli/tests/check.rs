@@ -3,7 +3,10 @@
 //! every broken recipe under its fault while redlatch's lock keeps what it
 //! promises. Runs are short (2–6 s); longer ones belong to the command.
 //! The tests take turns: runs side by side would stall each other's workers.
-//! The network faults, the failover, the soak and the drawings are in `check/`.
+//! The network faults, the failover, the soak, the drawings and the
+//! reports (text, and HTML in headless Chromium) are in `check/`; so is
+//! the comparison of the CLI README with `--help` (`check/readme.rs`),
+//! here to keep test binaries few.
 
 #[path = "check/failover.rs"]
 mod failover;
@@ -11,6 +14,10 @@ mod failover;
 mod harness;
 #[path = "check/network.rs"]
 mod network;
+#[path = "check/readme.rs"]
+mod readme;
+#[path = "check/report.rs"]
+mod report;
 #[path = "check/soak.rs"]
 mod soak;
 
@@ -158,6 +165,28 @@ fn redlatch_keeps_its_promises_under_the_faults_it_survives() {
         );
     }
     assert_eq!(code, 0);
+}
+
+#[test]
+fn the_recipe_that_needs_replicas_is_not_run_under_script_or_subscriber_faults() {
+    // It runs on a Sentinel group, which only the failover cell has: under
+    // these faults its workers found no server and a full `check` said
+    // BROKEN (and exited 1) for want of anyone acquiring.
+    let (code, report) = check(&[
+        "--recipe",
+        "redlatch-wait",
+        "--fault",
+        "flush-scripts",
+        "--fault",
+        "kill-subscribers",
+        "--duration",
+        "1s",
+    ]);
+    for fault in ["flush-scripts", "kill-subscribers"] {
+        let cell = cell(&report, "redlatch-wait", fault);
+        assert_eq!(cell["status"], "not-applicable", "{fault}: {cell}");
+    }
+    assert_eq!(code, 0, "{report}");
 }
 
 #[test]

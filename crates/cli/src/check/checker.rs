@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::event::{Event, What};
+use super::caption::Story;
+use super::event::{Event, What, describe};
+use super::holds::{holds, key_owner_at_release};
 use super::picture::{Picture, picture};
 use super::workload::cell::Run;
 
@@ -62,7 +64,9 @@ pub struct CounterExample {
     pub violation: Violation,
     /// One line per event, time relative to the start of the run.
     pub timeline: Vec<String>,
-    /// The same stretch of the run, for drawing (`--svg`).
+    /// What happened, in words (the caption under its drawing in `--html`).
+    pub caption: String,
+    /// The same stretch of the run, for drawing (`--svg`, `--html`).
     #[serde(skip)]
     pub picture: Option<Picture>,
 }
@@ -86,17 +90,6 @@ impl Findings {
     }
 }
 
-/// One worker's hold: `[from, to)`, monotonic ns.
-#[derive(Debug, Clone, Copy)]
-pub struct Hold {
-    /// The worker.
-    pub worker: u32,
-    /// When it acquired.
-    pub from: u64,
-    /// When it stopped believing it held (release, loss seen, killed).
-    pub to: u64,
-}
-
 /// Checks a run. `stuck_after` is the longest no-acquire stretch the
 /// recipe and fault explain.
 pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
@@ -117,6 +110,11 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
         start: run.start,
     };
     let draw = |from: u64, to: u64| Some(picture(run, &holds, lease, from, to));
+    let story = Story {
+        events,
+        start: run.start,
+        lease,
+    };
 
     // Overlaps: holds sorted by start; each overlapping later one counts.
     let mut first_overlap = None;
@@ -132,9 +130,28 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
         }
     }
     if let Some((a, b)) = first_overlap {
+        // The overtaken holder's write, if it made one before letting go:
+        // how the store took it ends the story (a fence refuses it).
+        let write = events.iter().find(|event| {
+            event.w == Some(a.worker)
+                && event.t > b.from
+                && event.t <= a.to
+                && matches!(event.what, What::Write { .. })
+        });
+        let refused = write.is_some_and(|write| {
+            matches!(
+                write.what,
+                What::Write {
+                    accepted: false,
+                    ..
+                }
+            )
+        });
+        let to = write.map_or(a.to.min(b.to), |write| write.t);
         findings.counter_examples.push(CounterExample {
             violation: Violation::Overlap,
-            timeline: timeline.window(b.from, a.from, a.to.min(b.to), &[], &[]),
+            timeline: timeline.window(b.from, a.from, to, &[], &[], !refused),
+            caption: story.overlap(a, b, write),
             picture: draw(a.from, a.to.max(b.to)),
         });
     }
@@ -165,7 +182,7 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
                 let since = acquired_at.get(&worker).copied().unwrap_or(0);
                 if found != read {
                     figures.lost_updates += 1;
-                    first_lost.get_or_insert((since, event.t, *found, worker));
+                    first_lost.get_or_insert((since, event, *found, worker));
                 }
                 let overtaken = acquisitions[acquisitions.partition_point(|&(t, _)| t <= since)..]
                     .iter()
@@ -174,13 +191,14 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
                     .find(|&&(_, other)| other != worker);
                 if let Some(&(by_t, by)) = overtaken {
                     figures.stale_accepted += 1;
-                    first_stale.get_or_insert((since, by_t, event.t, [worker, by]));
+                    first_stale.get_or_insert((since, by_t, event, [worker, by]));
                 }
             }
             _ => {}
         }
     }
-    if let Some((since, at, found, writer_of_first_lost)) = first_lost {
+    if let Some((since, write, found, writer_of_first_lost)) = first_lost {
+        let at = write.t;
         let writer_of_first_lost = Some(writer_of_first_lost);
         // Start at the section whose write made the value that got lost.
         let maker = events.iter().rev().find(|event| {
@@ -206,15 +224,18 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
             .map_or(since, |t| t.min(since));
         findings.counter_examples.push(CounterExample {
             violation: Violation::LostUpdate,
-            timeline: timeline.window(at, from, at, &involved, &[]),
+            timeline: timeline.window(at, from, at, &involved, &[], true),
+            caption: story.lost_update(since, write, maker),
             picture: draw(from, at),
         });
     }
-    if let Some((since, by, at, involved)) = first_stale {
+    if let Some((since, by_t, write, involved)) = first_stale {
+        let at = write.t;
         findings.counter_examples.push(CounterExample {
             violation: Violation::StaleWrite,
-            timeline: timeline.window(at, since, at.max(by), &involved, &[]),
-            picture: draw(since, at.max(by)),
+            timeline: timeline.window(at, since, at.max(by_t), &involved, &[], true),
+            caption: story.stale_write(since, involved[1], by_t, write),
+            picture: draw(since, at.max(by_t)),
         });
     }
 
@@ -253,42 +274,19 @@ pub fn check(run: &Run, stuck_after: Duration, lease: Duration) -> Findings {
         );
         findings.counter_examples.push(CounterExample {
             violation: Violation::Stuck,
-            timeline: timeline.window(from + gap, from.saturating_sub(1), from + gap, &[], &[note]),
+            timeline: timeline.window(
+                from + gap,
+                from.saturating_sub(1),
+                from + gap,
+                &[],
+                &[note],
+                true,
+            ),
+            caption: story.stuck(from, gap, to_end),
             picture: draw(from.saturating_sub(1_000_000), from + gap),
         });
     }
     findings
-}
-
-/// Every worker's holds, sorted by start.
-fn holds(events: &[Event], last: u64) -> Vec<Hold> {
-    let mut open: HashMap<u32, u64> = HashMap::new();
-    let mut holds = Vec::new();
-    for event in events {
-        let (worker, opens) = match (&event.what, event.w) {
-            (What::Acquired { .. }, Some(worker)) => (worker, true),
-            (What::Lost | What::ReleaseStart, Some(worker)) => (worker, false),
-            (What::Killed { worker }, None) => (*worker, false),
-            _ => continue,
-        };
-        if let Some(from) = open.remove(&worker) {
-            holds.push(Hold {
-                worker,
-                from,
-                to: event.t,
-            });
-        }
-        if opens {
-            open.insert(worker, event.t);
-        }
-    }
-    holds.extend(open.into_iter().map(|(worker, from)| Hold {
-        worker,
-        from,
-        to: last,
-    }));
-    holds.sort_by_key(|hold| hold.from);
-    holds
 }
 
 /// Renders events as counter-example lines.
@@ -301,9 +299,18 @@ struct Timeline<'a> {
 const MAX_LINES: usize = 16;
 
 impl Timeline<'_> {
-    /// The telling events in `[from, to]`, plus each worker's next event
-    /// after `to`, plus `notes` at `at`.
-    fn window(&self, at: u64, from: u64, to: u64, only: &[u32], notes: &[String]) -> Vec<String> {
+    /// The telling events in `[from, to]`, plus (when `follow`) each
+    /// worker's next event after `to` and the lab's next fault, plus
+    /// `notes` at `at`.
+    fn window(
+        &self,
+        at: u64,
+        from: u64,
+        to: u64,
+        only: &[u32],
+        notes: &[String],
+        follow: bool,
+    ) -> Vec<String> {
         let involved = |event: &Event| {
             only.is_empty() || worker_of(event).is_none_or(|worker| only.contains(&worker))
         };
@@ -370,7 +377,7 @@ impl Timeline<'_> {
         for event in self
             .events
             .iter()
-            .filter(|event| event.t > to && telling(event) && involved(event))
+            .filter(|event| follow && event.t > to && telling(event) && involved(event))
         {
             if let Some(worker) = event.w
                 && !seen.contains(&worker)
@@ -386,7 +393,7 @@ impl Timeline<'_> {
         // The lab's next fault after the window: the lab notices a Sentinel
         // promotion by polling, often after the new holder already got in.
         if let Some(event) = self.events.iter().find(|event| {
-            event.t > to && event.w.is_none() && matches!(event.what, What::Fault { .. })
+            follow && event.t > to && event.w.is_none() && matches!(event.what, What::Fault { .. })
         }) {
             lines.push((event.t, self.line(event)));
         }
@@ -395,42 +402,6 @@ impl Timeline<'_> {
         }
         lines.sort_by_key(|(t, _)| *t);
         elide(lines.into_iter().map(|(_, line)| line).collect())
-    }
-
-    /// Whose lock a worker's successful release deleted, when not its own.
-    /// The DEL ran between when it was sent (the releaser started releasing,
-    /// or ran again after a pause) and its answer: the first worker to
-    /// acquire in that span if any (the lock had expired when it was sent),
-    /// else the last one to acquire before it was sent.
-    fn key_owner_at_release(&self, released: &Event) -> Option<u32> {
-        let releaser = released.w?;
-        let sent = self
-            .events
-            .iter()
-            .filter(|event| {
-                event.t <= released.t
-                    && event.w == Some(releaser)
-                    && matches!(event.what, What::ReleaseStart | What::Continued)
-            })
-            .map(|event| event.t)
-            .max()?;
-        let acquirer = |event: &Event| match event.what {
-            What::Acquired { .. } => event.w,
-            _ => None,
-        };
-        let during = self
-            .events
-            .iter()
-            .filter(|event| event.t > sent && event.t < released.t)
-            .find_map(acquirer);
-        let owner = during.or_else(|| {
-            self.events
-                .iter()
-                .filter(|event| event.t < sent)
-                .filter_map(acquirer)
-                .next_back()
-        })?;
-        (owner != releaser).then_some(owner)
     }
 
     fn stamp(&self, t: u64) -> String {
@@ -444,7 +415,7 @@ impl Timeline<'_> {
             .map_or_else(|| "lab".to_owned(), |worker| format!("w{worker}"));
         let mut text = describe(&event.what);
         if event.what == (What::Released { ok: true })
-            && let Some(victim) = self.key_owner_at_release(event)
+            && let Some(victim) = key_owner_at_release(self.events, event)
         {
             // A release that deleted someone else's lock is the bug to see.
             let _ = write!(text, ": that was w{victim}'s lock");
@@ -485,47 +456,6 @@ fn telling(event: &Event) -> bool {
         event.what,
         What::AcquireStart | What::Ready | What::Error { .. }
     )
-}
-
-/// One event in words.
-pub fn describe(what: &What) -> String {
-    match what {
-        What::Ready => "ready".to_owned(),
-        What::AcquireStart => "tries to acquire".to_owned(),
-        What::Acquired { token: Some(token) } => format!("acquired the lock (token {token})"),
-        What::Acquired { token: None } => "acquired the lock".to_owned(),
-        What::Read { value } => format!("read counter = {value}"),
-        What::Write {
-            token,
-            read,
-            found,
-            accepted,
-            ..
-        } => {
-            let new = read + 1;
-            match (accepted, found == read) {
-                (true, true) => format!("wrote {new}"),
-                (true, false) => format!(
-                    "wrote {new} (read {read}, but the store held {found}): the update that made {found} is lost"
-                ),
-                (false, _) => format!(
-                    "write of {new} REJECTED: token {} is below one the store accepted",
-                    token.map_or_else(|| "-".to_owned(), |token| token.to_string())
-                ),
-            }
-        }
-        What::Lost => "sees the lock lost; skips its write".to_owned(),
-        What::ReleaseStart => "releases".to_owned(),
-        What::Released { ok: true } => "released (deleted the lock key)".to_owned(),
-        What::Released { ok: false } => "release: the lock was no longer its own".to_owned(),
-        What::Error { message } => format!("error: {message}"),
-        What::Stopping { point } => format!("stops itself at {point} (SIGSTOP)"),
-        What::Continued => "runs again".to_owned(),
-        What::Paused { worker } => format!("keeps w{worker} stopped"),
-        What::Resumed { worker } => format!("SIGCONT w{worker}"),
-        What::Killed { worker } => format!("kill -9 w{worker}"),
-        What::Fault { what } => what.clone(),
-    }
 }
 
 /// The worker an event is about: its author, or the one the lab acted on.
@@ -715,5 +645,62 @@ mod tests {
         );
         assert_eq!(findings.figures.stale_rejected, 1);
         assert_eq!(findings.figures.lost_updates, 0);
+    }
+
+    #[test]
+    fn a_fenced_overlap_is_told_up_to_the_refused_write_and_in_words() {
+        // w1 stops before its write past its lease; w2 acquires, writes and
+        // goes on; w1 runs again and the store refuses its old token.
+        let mut events = vec![
+            at(0, 1, What::Acquired { token: Some(1) }),
+            at(1, 1, What::Read { value: 0 }),
+            at(
+                2,
+                1,
+                What::Stopping {
+                    point: "before-write".to_owned(),
+                },
+            ),
+            at(1_600, 1, What::Continued),
+            at(
+                1_601,
+                1,
+                What::Write {
+                    sent: 1_600 * MS,
+                    token: Some(1),
+                    read: 0,
+                    found: 1,
+                    accepted: false,
+                },
+            ),
+            at(1_602, 1, What::ReleaseStart),
+            at(1_700, 2, What::Acquired { token: Some(3) }),
+            at(1_750, 2, What::ReleaseStart),
+        ];
+        events.extend(section(2, 600, 620, 0, 0));
+        let findings = check(
+            &run(events, 2_000),
+            Duration::from_secs(10),
+            Duration::from_millis(500),
+        );
+        assert_eq!(findings.violations(), [Violation::Overlap]);
+        let overlap = &findings.counter_examples[0];
+        let last = overlap.timeline.last().expect("a timeline");
+        assert!(last.contains("w1   write of 1 REJECTED"), "{overlap:#?}");
+        assert!(
+            overlap.caption.contains(
+                "w1 was stopped at 0.00 s for 1.60 s, 1.10 s past the lease it was granted at acquisition; \
+                 w2 acquired at 0.60 s while w1 still believed it held the lock"
+            ),
+            "{}",
+            overlap.caption
+        );
+        assert!(
+            overlap
+                .caption
+                .ends_with("w1's write at 1.60 s was refused by the fence (token 1 is older than one the store accepted)."),
+            "{}",
+            overlap.caption
+        );
     }
 }

@@ -121,3 +121,44 @@ pub fn read_events(path: &Path) -> std::io::Result<Vec<Event>> {
         .filter_map(|line| serde_json::from_str(&line).ok())
         .collect())
 }
+
+/// One event in words.
+pub fn describe(what: &What) -> String {
+    match what {
+        What::Ready => "ready".to_owned(),
+        What::AcquireStart => "tries to acquire".to_owned(),
+        What::Acquired { token: Some(token) } => format!("acquired the lock (token {token})"),
+        What::Acquired { token: None } => "acquired the lock".to_owned(),
+        What::Read { value } => format!("read counter = {value}"),
+        What::Write {
+            token,
+            read,
+            found,
+            accepted,
+            ..
+        } => {
+            let new = read + 1;
+            match (accepted, found == read) {
+                (true, true) => format!("wrote {new}"),
+                (true, false) => format!(
+                    "wrote {new} (read {read}, but the store held {found}): the update that made {found} is lost"
+                ),
+                (false, _) => format!(
+                    "write of {new} REJECTED: token {} is below one the store accepted",
+                    token.map_or_else(|| "-".to_owned(), |token| token.to_string())
+                ),
+            }
+        }
+        What::Lost => "sees the lock lost; skips its write".to_owned(),
+        What::ReleaseStart => "releases".to_owned(),
+        What::Released { ok: true } => "released (deleted the lock key)".to_owned(),
+        What::Released { ok: false } => "release: the lock was no longer its own".to_owned(),
+        What::Error { message } => format!("error: {message}"),
+        What::Stopping { point } => format!("stops itself at {point} (SIGSTOP)"),
+        What::Continued => "runs again".to_owned(),
+        What::Paused { worker } => format!("keeps w{worker} stopped"),
+        What::Resumed { worker } => format!("SIGCONT w{worker}"),
+        What::Killed { worker } => format!("kill -9 w{worker}"),
+        What::Fault { what } => what.clone(),
+    }
+}

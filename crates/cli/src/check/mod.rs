@@ -4,10 +4,13 @@
 //! recipes kept mutual exclusion, lost updates, accepted stale writes or
 //! stopped anyone from acquiring. `docs/SAFETY.md` explains the table.
 
+mod caption;
 mod checker;
 mod clock;
 mod event;
 mod faults;
+mod holds;
+mod html;
 mod picture;
 mod progress;
 mod random;
@@ -68,6 +71,11 @@ pub struct CheckArgs {
     /// Also draw every counter-example's timeline into FILE (SVG)
     #[arg(long, value_name = "FILE")]
     svg: Option<std::path::PathBuf>,
+
+    /// Also write the whole report into FILE as one self-contained HTML
+    /// page: the table, and every counter-example drawn with a caption
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 
     /// Soak instead of the table: run cells of a random fault mix until N
     /// critical sections are done (default recipe: redlatch-fenced; default
@@ -170,12 +178,10 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
         report::text(&report)
     };
     if let Some(path) = &args.svg {
-        std::fs::write(path, svg::render(&report)).map_err(|error| {
-            Failure::new(
-                exit::UNAVAILABLE,
-                format!("cannot write {}: {error}", path.display()),
-            )
-        })?;
+        write_file(path, &svg::render(&report))?;
+    }
+    if let Some(path) = &args.html {
+        write_file(path, &html::render(&report))?;
     }
     crate::output::emit(&text)?;
     Ok(if !promises_kept {
@@ -184,6 +190,15 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
         exit::UNAVAILABLE
     } else {
         0
+    })
+}
+
+fn write_file(path: &std::path::Path, contents: &str) -> Result<(), Failure> {
+    std::fs::write(path, contents).map_err(|error| {
+        Failure::new(
+            exit::UNAVAILABLE,
+            format!("cannot write {}: {error}", path.display()),
+        )
     })
 }
 

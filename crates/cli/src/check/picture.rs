@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::checker::{Hold, describe};
-use super::event::What;
+use super::event::{What, describe};
+use super::holds::Hold;
 use super::workload::cell::Run;
 
 /// A stretch of a run as drawn by `--svg`: who believed they held the
 /// lock when, their leases, their writes and what the lab did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Picture {
     /// The stretch drawn, ms after the run's start.
     pub from_ms: f64,
@@ -24,7 +24,7 @@ pub struct Picture {
 }
 
 /// One worker in a [`Picture`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lane {
     /// The worker.
     pub worker: u32,

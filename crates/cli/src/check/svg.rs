@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::picture::{Picture, WriteMark};
-use super::report::{Report, example_title};
+use super::report::{Report, distinct_drawings};
 
 const WIDTH: f64 = 1000.0;
 const PLOT_LEFT: f64 = 60.0;
@@ -21,23 +21,18 @@ const NOTE: f64 = 15.0;
 const GAP: f64 = 24.0;
 const LEGEND: f64 = 56.0;
 
-/// The whole document: a legend, then one panel per counter-example.
+/// The whole document: a legend, then one panel per distinct drawing (a
+/// stretch of a run that shows several violations is drawn once).
 pub fn render(report: &Report) -> String {
     let mut body = String::new();
     let mut y = LEGEND;
     let mut panels = 0;
-    for cell in &report.cells {
-        let Some(findings) = &cell.findings else {
+    for shown in distinct_drawings(report) {
+        let Some(picture) = &shown.example.picture else {
             continue;
         };
-        for example in &findings.counter_examples {
-            let Some(picture) = &example.picture else {
-                continue;
-            };
-            let title = example_title(cell, example);
-            y = panel(&mut body, picture, &title, y) + GAP;
-            panels += 1;
-        }
+        y = panel(&mut body, picture, &shown.heading(), y, "stopped") + GAP;
+        panels += 1;
     }
     if panels == 0 {
         let _ = writeln!(
@@ -51,23 +46,57 @@ pub fn render(report: &Report) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y}" viewBox="0 0 {WIDTH} {y}" font-family="sans-serif">"#
     );
-    svg.push_str(DEFS);
-    legend(&mut svg);
+    svg.push_str(&defs("stopped"));
+    legend(&mut svg, "stopped");
     svg.push_str(&body);
     svg.push_str("</svg>\n");
     svg
 }
 
-const DEFS: &str = r##"<defs><pattern id="stopped" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#999"/></pattern></defs>
-<rect width="100%" height="100%" fill="white"/>
-"##;
+/// The legend alone, as an `<svg>` element (for `--html`).
+pub fn legend_svg() -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{LEGEND}" viewBox="0 0 {WIDTH} {LEGEND}" font-family="sans-serif" role="img" aria-label="legend">"#
+    );
+    svg.push_str(&defs("stopped-legend"));
+    legend(&mut svg, "stopped-legend");
+    svg.push_str("</svg>\n");
+    svg
+}
 
-fn legend(svg: &mut String) {
+/// One panel alone, as an `<svg>` element (for `--html`); `id` names its
+/// hatching pattern, unique within the page.
+pub fn panel_svg(picture: &Picture, title: &str, id: &str) -> String {
+    let mut body = String::new();
+    let bottom = panel(&mut body, picture, title, 0.0, id) + 8.0;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{bottom}" viewBox="0 0 {WIDTH} {bottom}" font-family="sans-serif" role="img" aria-label="{}">"#,
+        escape(title)
+    );
+    svg.push_str(&defs(id));
+    svg.push_str(&body);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn defs(pattern: &str) -> String {
+    format!(
+        r##"<defs><pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#999"/></pattern></defs>
+<rect width="100%" height="100%" fill="white"/>
+"##
+    )
+}
+
+fn legend(svg: &mut String, pattern: &str) {
     let _ = writeln!(
         svg,
         r##"<g font-size="11"><rect x="10" y="8" width="24" height="10" fill="#4a7fd4"/><text x="40" y="17">believes it holds the lock</text>
 <rect x="200" y="8" width="24" height="10" fill="none" stroke="#4a7fd4" stroke-dasharray="3,2"/><text x="230" y="17">lease granted at acquisition (renewals may extend it)</text>
-<rect x="530" y="8" width="24" height="10" fill="url(#stopped)"/><text x="560" y="17">stopped (SIGSTOP)</text>
+<rect x="530" y="8" width="24" height="10" fill="url(#{pattern})"/><text x="560" y="17">stopped (SIGSTOP)</text>
 <circle cx="16" cy="34" r="4" fill="#2a9d3a"/><text x="26" y="38">write accepted</text>
 <circle cx="136" cy="34" r="5" fill="#f08c00" stroke="black"/><text x="146" y="38">accepted over an update it had not read (lost update)</text>
 <path d="M452,30 l8,8 m0,-8 l-8,8" stroke="#d62828" stroke-width="2"/><text x="466" y="38">refused (old fencing token)</text>
@@ -76,7 +105,7 @@ fn legend(svg: &mut String) {
 }
 
 /// Draws one panel at `top`; returns its bottom.
-fn panel(out: &mut String, picture: &Picture, title: &str, top: f64) -> f64 {
+fn panel(out: &mut String, picture: &Picture, title: &str, top: f64, pattern: &str) -> f64 {
     let span = (picture.to_ms - picture.from_ms).max(1.0);
     let x = |ms: f64| {
         PLOT_LEFT
@@ -85,8 +114,9 @@ fn panel(out: &mut String, picture: &Picture, title: &str, top: f64) -> f64 {
     };
     let _ = writeln!(
         out,
-        r#"<g><text x="10" y="{}" font-size="14" font-weight="bold">{}</text>"#,
+        r#"<g><text x="10" y="{}" font-size="{:.1}" font-weight="bold">{}</text>"#,
         top + 18.0,
+        title_size(title),
         escape(title)
     );
     let axis_y = top + TITLE;
@@ -136,7 +166,7 @@ fn panel(out: &mut String, picture: &Picture, title: &str, top: f64) -> f64 {
         for &(from, to) in &lane.stopped {
             let _ = writeln!(
                 out,
-                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="url(#stopped)"/>"#,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="url(#{pattern})"/>"#,
                 x(from),
                 y + 8.0,
                 (x(to) - x(from)).max(1.0),
@@ -187,6 +217,14 @@ fn panel(out: &mut String, picture: &Picture, title: &str, top: f64) -> f64 {
     bottom
 }
 
+/// The title's font size: 14, smaller for a heading that names several
+/// violations, so that it fits the panel's width (a bold sans-serif
+/// character is about 0.62 of its size wide).
+fn title_size(title: &str) -> f64 {
+    let room = WIDTH - 20.0;
+    (room / (0.62 * title.chars().count().max(1) as f64)).clamp(9.0, 14.0)
+}
+
 /// About eight round tick positions (ms) between `from` and `to`.
 fn ticks(from: f64, to: f64) -> Vec<f64> {
     let span = (to - from).max(1.0);
@@ -206,7 +244,7 @@ fn ticks(from: f64, to: f64) -> Vec<f64> {
     out
 }
 
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -223,6 +261,19 @@ mod tests {
         assert!(ticks.len() >= 4 && ticks.len() <= 20, "{ticks:?}");
         assert!(ticks.iter().all(|tick| (340.0..=2400.0).contains(tick)));
         assert!(ticks.iter().all(|tick| tick % 100.0 == 0.0), "{ticks:?}");
+    }
+
+    #[test]
+    fn a_long_title_gets_a_smaller_font_to_fit() {
+        assert_eq!(
+            title_size("set-nx-px under pause-client: Overlap (expected)"),
+            14.0
+        );
+        let long = "setnx-getset under partition: Overlap (expected), LostUpdate (expected), \
+                    StaleWrite (expected) — the same stretch of the run, seen 3 times";
+        let size = title_size(long);
+        assert!((9.0..14.0).contains(&size), "{size}");
+        assert!(0.62 * size * long.chars().count() as f64 <= WIDTH - 20.0);
     }
 
     #[test]

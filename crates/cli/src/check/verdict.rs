@@ -74,6 +74,7 @@ mod tests {
                 .map(|&violation| CounterExample {
                     violation,
                     timeline: Vec::new(),
+                    caption: String::new(),
                     picture: None,
                 })
                 .collect(),

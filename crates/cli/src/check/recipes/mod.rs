@@ -159,6 +159,10 @@ impl RecipeName {
     /// Whether `fault` means anything for this recipe.
     pub fn applies(self, fault: Fault) -> bool {
         let info = self.info();
+        // Replicas exist only in the failover cell's Sentinel group.
+        if info.replicas_only && fault != Fault::Failover {
+            return false;
+        }
         match fault {
             Fault::CrashBetween => info.has_between,
             Fault::FlushScripts | Fault::KillSubscribers => info.uses_scripts,
@@ -292,4 +296,27 @@ pub fn fresh_token() -> String {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recipe_that_needs_replicas_applies_under_failover_only() {
+        for recipe in RecipeName::DEFAULT {
+            if !recipe.info().replicas_only {
+                continue;
+            }
+            for fault in Fault::ALL {
+                assert_eq!(
+                    recipe.applies(fault),
+                    fault == Fault::Failover,
+                    "{} under {}",
+                    recipe.name(),
+                    fault.name()
+                );
+            }
+        }
+    }
 }
