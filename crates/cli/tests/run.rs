@@ -772,12 +772,13 @@ fn has_script() -> bool {
 /// returned child's stdin is what is typed.
 fn on_terminal(command: &str) -> std::process::Child {
     use std::process::{Command, Stdio};
-    Command::new("script")
+    let mut script = Command::new("script");
+    script
         .args(["-qec", command, "/dev/null"])
         .env("SHELL", "/bin/sh")
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn script")
+        .stdout(Stdio::null());
+    common::default_signals(&mut script);
+    script.spawn().expect("spawn script")
 }

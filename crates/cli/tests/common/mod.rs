@@ -48,6 +48,7 @@ impl World {
             .env_remove("REDIS_URL")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
+        default_signals(&mut command);
         command
     }
 
@@ -227,4 +228,30 @@ impl Drop for Orphan {
 /// Single-quotes a path for `sh -c` scripts.
 pub fn q(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+/// Gives the spawned process the default action for the job-control
+/// signals. A test run started in the background by a non-interactive
+/// shell (or under `nohup`) inherits SIGINT, SIGQUIT or SIGHUP ignored, and
+/// an ignored signal stays ignored across exec, for redlatch as for its
+/// command (`sh` cannot even trap it): the tests of what a signal does
+/// would then test the launcher, not redlatch.
+pub fn default_signals(command: &mut Command) {
+    // SAFETY: `signal` is async-signal-safe, as `pre_exec` requires.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGHUP,
+                libc::SIGTERM,
+                libc::SIGTSTP,
+                libc::SIGTTIN,
+                libc::SIGTTOU,
+            ] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
 }

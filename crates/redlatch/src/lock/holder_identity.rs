@@ -69,7 +69,13 @@ pub(crate) fn hold_field(key: &str, owner: &str) -> String {
 
 /// The client id an owner field starts with, where it has one.
 pub(crate) fn client_id(owner: &str) -> Option<&str> {
-    crate::lock::status::looks_like_owner(owner).then(|| &owner[..36])
+    looks_like_owner(owner).then(|| &owner[..36])
+}
+
+/// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as
+/// redlatch and Redisson write them.
+pub(crate) fn looks_like_owner(field: &str) -> bool {
+    field.len() > 37 && field.as_bytes()[36] == b':' && uuid::Uuid::try_parse(&field[..36]).is_ok()
 }
 
 /// Reads a record's `HMGET host pid program purpose <hold field>` reply.
@@ -136,6 +142,15 @@ mod tests {
         );
         assert_eq!(from_fields(&[None, some("1"), None, None, None]), None);
         assert_eq!(from_fields(&[some("h"), some("x"), None, None, None]), None);
+    }
+
+    #[test]
+    fn owner_fields_are_recognised() {
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57"));
+        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#3"));
+        assert!(!looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:"));
+        assert!(!looks_like_owner("name"));
+        assert!(!looks_like_owner("not-a-uuid-at-all-but-36-chars-long!:1"));
     }
 
     #[test]

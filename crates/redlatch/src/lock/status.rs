@@ -219,23 +219,3 @@ async fn name_holders(conn: &mut Connection, prefix: &str, status: &mut LockStat
             .and_then(|fields| holder_identity::from_fields(&fields));
     }
 }
-
-/// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as
-/// redlatch and Redisson write them.
-pub(crate) fn looks_like_owner(field: &str) -> bool {
-    field.len() > 37 && field.as_bytes()[36] == b':' && uuid::Uuid::try_parse(&field[..36]).is_ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_fields_are_recognised() {
-        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57"));
-        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#3"));
-        assert!(!looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:"));
-        assert!(!looks_like_owner("name"));
-        assert!(!looks_like_owner("not-a-uuid-at-all-but-36-chars-long!:1"));
-    }
-}
