@@ -15,7 +15,7 @@ use super::admin::{Guarded, Unauthorized, authorize};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 use crate::metrics;
 use crate::strategy::OrderError;
 

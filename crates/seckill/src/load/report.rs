@@ -14,7 +14,7 @@ use super::fire::{Fired, Targets};
 use super::mix::Action;
 use super::source::Snapshot;
 use super::verdict::Verdict;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 
 /// Latency percentiles of a kind of request, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

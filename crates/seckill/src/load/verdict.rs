@@ -14,7 +14,7 @@ use super::fire::Accepted;
 use super::follow_up::{Answer, FollowUp};
 use super::mix::Action;
 use super::source::Snapshot;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 
 /// How many missing order ids (and wrongly ended orders) the report lists by name.
 const MISSING_LISTED: usize = 10;
