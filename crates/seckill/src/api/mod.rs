@@ -1,4 +1,4 @@
-//! The HTTP API (axum): routes and the state they share.
+//! The HTTP API (axum): the routes; the state they share is [`AppState`].
 //!
 //! | method and path | success | errors |
 //! |---|---|---|

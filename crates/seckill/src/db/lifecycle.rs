@@ -147,9 +147,7 @@ impl Db {
             .map_err(DbError::classify)?;
         Ok(())
     }
-}
 
-impl Db {
     /// Whether any pending order was created before `before`.
     pub(crate) async fn any_due(&self, before: DateTime<Utc>) -> Result<bool, DbError> {
         let row = sqlx::query(self.sql(sql::ANY_DUE))
