@@ -16,7 +16,6 @@ pub mod load;
 pub mod metrics;
 pub mod reserve_consumer;
 pub mod sale_window;
-pub mod schema;
 pub mod serve;
 pub mod strategy;
 

@@ -21,12 +21,12 @@ use crate::api::rate_limit::{self, RateLimit, RateLimits};
 use crate::api::sold_out::SoldOutFlags;
 use crate::api::{self, AdminAccess, AppState};
 use crate::db::Db;
+use crate::db::schema::SchemaKind;
 use crate::http_server;
 use crate::id_worker::IdWorker;
 use crate::lifecycle::expiry;
 use crate::reserve_consumer::{self, ConsumerSettings};
 use crate::sale_window::SaleWindows;
-use crate::schema::SchemaKind;
 use crate::strategy::{self, OrderContext, StrategyKind};
 
 /// How long a graceful shutdown waits for requests in flight and the

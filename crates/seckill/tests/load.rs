@@ -82,16 +82,28 @@ async fn redis_lock_sale_over_two_instances_is_clean_and_exits_0() -> TestResult
         report.statuses
     );
     assert_eq!(report.accepted, 40);
-    assert_eq!(report.initial_stock, 40);
+    assert_eq!(report.verdict.initial_stock, 40);
     assert_eq!(
-        (report.orders, report.new_orders, report.remaining_stock),
+        (
+            report.verdict.orders,
+            report.verdict.new_orders,
+            report.verdict.remaining_stock
+        ),
         (40, 40, 0)
     );
     assert_eq!(
-        (report.oversold, report.duplicate_users, report.missing),
+        (
+            report.verdict.oversold,
+            report.verdict.duplicate_users,
+            report.verdict.missing
+        ),
         (0, 0, 0)
     );
-    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert!(
+        report.verdict.violations.is_empty(),
+        "{:?}",
+        report.verdict.violations
+    );
     assert!(report.requests_per_sec > 0.0);
     assert!(report.latency_us.p50 > 0 && report.latency_us.p50 <= report.latency_us.p99);
     assert!(report.latency_us.p99 <= report.latency_us.max);
@@ -130,7 +142,10 @@ async fn an_outage_run_reports_every_answer_and_the_longest_wait() -> TestResult
         "longest wait {} µs: past the stall",
         report.latency_us.max
     );
-    assert_eq!((report.oversold, report.duplicate_users), (0, 0));
+    assert_eq!(
+        (report.verdict.oversold, report.verdict.duplicate_users),
+        (0, 0)
+    );
     Ok(())
 }
 
@@ -147,10 +162,10 @@ async fn without_database_the_check_reads_the_http_api() -> TestResult {
     assert_eq!(report.verified_via, "http");
     assert_eq!(
         (
-            report.orders,
-            report.oversold,
-            report.duplicate_users,
-            report.missing
+            report.verdict.orders,
+            report.verdict.oversold,
+            report.verdict.duplicate_users,
+            report.verdict.missing
         ),
         (10, 0, 0, 0)
     );
@@ -172,9 +187,9 @@ async fn naive_sale_is_caught_and_exits_1() -> TestResult {
     assert!(!report.ok);
     // Naive has no per-user check at all: a user's simultaneous clicks
     // become several orders, and the unguarded decrement oversells.
-    assert!(report.duplicate_users > 0, "{report:#?}");
-    assert!(report.oversold > 0, "{report:#?}");
-    assert!(!report.violations.is_empty());
+    assert!(report.verdict.duplicate_users > 0, "{report:#?}");
+    assert!(report.verdict.oversold > 0, "{report:#?}");
+    assert!(!report.verdict.violations.is_empty());
     Ok(())
 }
 
@@ -263,7 +278,10 @@ async fn mixed_run(strategy: StrategyKind, database: TestDatabase) {
     shop.stop().await;
 
     assert_eq!(output.status.code(), Some(0), "{report:#?}");
-    assert!(report.ok && report.violations.is_empty(), "{report:#?}");
+    assert!(
+        report.ok && report.verdict.violations.is_empty(),
+        "{report:#?}"
+    );
     assert_eq!(report.mix, "pay=50,cancel=25,expire=25");
     let (paid, cancelled, expired, pending) = (
         count(&report.final_statuses, "paid"),
@@ -282,20 +300,27 @@ async fn mixed_run(strategy: StrategyKind, database: TestDatabase) {
     assert_eq!(pending, 0, "every order left unpaid expired: {report:#?}");
     assert!(paid > 0 && cancelled > 0 && expired > 0, "{report:#?}");
     // Units given back by cancels went to later users.
-    assert!(report.accepted > report.initial_stock as u64, "{report:#?}");
-    assert_eq!(report.orders, report.accepted);
-    assert_eq!(paid + cancelled + expired, report.orders);
+    assert!(
+        report.accepted > report.verdict.initial_stock as u64,
+        "{report:#?}"
+    );
+    assert_eq!(report.verdict.orders, report.accepted);
+    assert_eq!(paid + cancelled + expired, report.verdict.orders);
     // Stock conserved: what is not paid is back in stock.
-    assert_eq!(report.initial_stock, 20);
-    assert_eq!(report.holding, paid as i64);
-    assert_eq!(report.remaining_stock, 20 - paid as i64, "{report:#?}");
+    assert_eq!(report.verdict.initial_stock, 20);
+    assert_eq!(report.verdict.holding, paid as i64);
+    assert_eq!(
+        report.verdict.remaining_stock,
+        20 - paid as i64,
+        "{report:#?}"
+    );
     assert_eq!(
         (
-            report.oversold,
-            report.duplicate_users,
-            report.missing,
-            report.wrong_status,
-            report.stock_drift
+            report.verdict.oversold,
+            report.verdict.duplicate_users,
+            report.verdict.missing,
+            report.verdict.wrong_status,
+            report.verdict.stock_drift
         ),
         (0, 0, 0, 0, 0)
     );
@@ -348,11 +373,14 @@ async fn orders_expiring_while_the_check_reads_still_give_a_report() -> TestResu
     shop.stop().await;
 
     assert_eq!(output.status.code(), Some(0), "{report:#?}");
-    assert!(report.ok && report.violations.is_empty(), "{report:#?}");
+    assert!(
+        report.ok && report.verdict.violations.is_empty(),
+        "{report:#?}"
+    );
     // Units came back during the run and were sold again.
     assert!(report.accepted > 100, "{report:#?}");
     assert_eq!(
-        report.remaining_stock + report.holding,
+        report.verdict.remaining_stock + report.verdict.holding,
         100,
         "stock + held units of one moment: {report:#?}"
     );
@@ -390,7 +418,7 @@ async fn without_waiting_for_expiry_left_orders_are_still_pending_over_http() ->
     assert_eq!(count(&report.final_statuses, "expired"), 0);
     assert!(count(&report.final_statuses, "pending") >= report.left_to_expire);
     assert_eq!(
-        report.remaining_stock + report.holding,
+        report.verdict.remaining_stock + report.verdict.holding,
         12,
         "stock + held units stay the voucher's 12: {report:#?}"
     );

@@ -1,5 +1,5 @@
-//! The admin routes (dead letters of the `reserve` strategy) and the admin
-//! token check they share with `POST /vouchers`.
+//! The admin check: who may use `POST /vouchers` and the admin routes
+//! (`dead_letters.rs`).
 //!
 //! Access ([`authorize`], the one check):
 //!
@@ -17,21 +17,13 @@
 //! the same-origin check (`same_origin.rs`), and `POST /vouchers` takes
 //! JSON only, so a cross-site form cannot post one.
 
-use std::sync::Arc;
-
-use axum::Json;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
-use crate::reserve_consumer::dead_letter::{self, DeadLetter};
-use crate::strategy::OrderError;
 
 /// Who may use the admin routes.
 #[derive(Clone, Debug, Default)]
@@ -121,13 +113,13 @@ impl IntoResponse for Unauthorized {
     }
 }
 
-/// Middleware of `POST /vouchers`.
+/// Middleware of `POST /vouchers`; its state is the instance's access alone.
 pub(crate) async fn guard_writes(
-    State(state): State<Arc<AppState>>,
+    State(access): State<AdminAccess>,
     request: Request,
     next: Next,
 ) -> Response {
-    match authorize(&state.admin, request.headers(), Guarded::Write) {
+    match authorize(&access, request.headers(), Guarded::Write) {
         Ok(()) => next.run(request).await,
         Err(refused) => refused.into_response(),
     }
@@ -135,104 +127,14 @@ pub(crate) async fn guard_writes(
 
 /// Middleware of `/admin/*`.
 pub(crate) async fn guard_admin(
-    State(state): State<Arc<AppState>>,
+    State(access): State<AdminAccess>,
     request: Request,
     next: Next,
 ) -> Response {
-    match authorize(&state.admin, request.headers(), Guarded::Admin) {
+    match authorize(&access, request.headers(), Guarded::Admin) {
         Ok(()) => next.run(request).await,
         Err(refused) => refused.into_response(),
     }
-}
-
-/// The query of `GET /admin/dead-letters`.
-#[derive(Deserialize)]
-pub(crate) struct Page {
-    after: Option<String>,
-}
-
-/// `GET /admin/dead-letters[?after=ID]` → `{"count","entries"}`: how many
-/// dead letters there are, and up to 100 of them, oldest first, after `ID`.
-pub(crate) async fn list(
-    State(state): State<Arc<AppState>>,
-    Query(page): Query<Page>,
-) -> Result<Json<Value>, ApiError> {
-    if let Some(after) = &page.after
-        && !dead_letter::is_stream_id(after)
-    {
-        return Err(ApiError::bad_request(
-            "after must be a dead letter's id, MILLISECONDS-SEQUENCE",
-        ));
-    }
-    let mut conn = state.ctx.redis.clone();
-    let (count, entries) = dead_letter::list(&mut conn, page.after.as_deref())
-        .await
-        .map_err(redis_error)?;
-    let entries: Vec<Value> = entries.iter().map(entry_json).collect();
-    Ok(Json(json!({ "count": count, "entries": entries })))
-}
-
-/// `POST /admin/dead-letters/{id}/replay` → `{"replayed":1,"stream_id"}`,
-/// the entry back on the order stream; 404 when there is no such dead letter.
-pub(crate) async fn replay_one(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    if !dead_letter::is_stream_id(&id) {
-        return Err(ApiError::not_found());
-    }
-    let mut conn = state.ctx.redis.clone();
-    let requeued = dead_letter::replay(&mut conn, &id)
-        .await
-        .map_err(redis_error)?
-        .ok_or_else(ApiError::not_found)?;
-    tracing::info!(dead_letter = %id, stream_id = %requeued, "seckill: dead letter replayed");
-    Ok(Json(json!({ "replayed": 1, "stream_id": requeued })))
-}
-
-/// `POST /admin/dead-letters/replay` → `{"replayed":n}`: every dead letter
-/// back on the order stream.
-pub(crate) async fn replay_all(
-    State(state): State<Arc<AppState>>,
-) -> Result<Json<Value>, ApiError> {
-    let mut conn = state.ctx.redis.clone();
-    let replayed = dead_letter::replay_all(&mut conn)
-        .await
-        .map_err(redis_error)?;
-    tracing::info!(replayed, "seckill: dead letters replayed");
-    Ok(Json(json!({ "replayed": replayed })))
-}
-
-fn redis_error(error: redis::RedisError) -> ApiError {
-    ApiError::from(OrderError::from(error))
-}
-
-/// A dead letter as JSON: numeric fields as numbers when they are integers,
-/// as the text found otherwise (a malformed entry), `null` when missing.
-fn entry_json(entry: &DeadLetter) -> Value {
-    let number = |name: &str| match entry.fields.get(name) {
-        Some(text) => text
-            .parse::<i64>()
-            .map_or_else(|_| Value::from(text.clone()), Value::from),
-        None => Value::Null,
-    };
-    let text = |name: &str| {
-        entry
-            .fields
-            .get(name)
-            .map_or(Value::Null, |text| Value::from(text.clone()))
-    };
-    json!({
-        "id": entry.id,
-        "order_id": number("order_id"),
-        "user_id": number("user_id"),
-        "voucher_id": number("voucher_id"),
-        "created_at": number("created_at"),
-        "reason": text("reason"),
-        "tries": number("tries"),
-        "source_id": text("source_id"),
-        "error": text("error"),
-    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::AppState;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
 use super::user_id::user_id;
@@ -126,19 +125,18 @@ impl Auth {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthUser(pub i64);
 
-impl FromRequestParts<Arc<AppState>> for AuthUser {
+// Over any state that holds an `Auth` (the instance's `AppState`), so this
+// file need not import the state that holds it.
+impl<S: AsRef<Auth> + Send + Sync> FromRequestParts<Arc<S>> for AuthUser {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<AuthUser, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<S>) -> Result<AuthUser, ApiError> {
         // A middleware that ran first (idempotency, rate limit) may have
         // authenticated the request already.
         if let Some(user) = parts.extensions.get::<AuthUser>() {
             return Ok(*user);
         }
-        let user = AuthUser(state.auth.user(&parts.headers)?);
+        let user = AuthUser((**state).as_ref().user(&parts.headers)?);
         parts.extensions.insert(user);
         Ok(user)
     }
@@ -146,11 +144,11 @@ impl FromRequestParts<Arc<AppState>> for AuthUser {
 
 /// The user of `parts` for a middleware: `None` when the request names none
 /// (the handler then gives the refusal). Remembered in the extensions.
-pub(crate) fn known_user(state: &AppState, request: &mut Request) -> Option<i64> {
+pub(crate) fn known_user(auth: &Auth, request: &mut Request) -> Option<i64> {
     if let Some(AuthUser(user)) = request.extensions().get::<AuthUser>() {
         return Some(*user);
     }
-    let user = state.auth.user(request.headers()).ok()?;
+    let user = auth.user(request.headers()).ok()?;
     request.extensions_mut().insert(AuthUser(user));
     Some(user)
 }

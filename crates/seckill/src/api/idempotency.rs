@@ -43,11 +43,11 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::AppState;
 use super::admin::{Guarded, authorize};
 use super::auth::known_user;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
+use super::state::AppState;
 
 /// The request header carrying the key.
 pub const KEY_HEADER: &str = "idempotency-key";
@@ -161,7 +161,7 @@ fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// Whose key it is (keys of different callers never meet); `None` for a
 /// caller neither a user nor the admin.
 fn caller(state: &AppState, request: &mut Request) -> Option<String> {
-    if let Some(user) = known_user(state, request) {
+    if let Some(user) = known_user(&state.auth, request) {
         return Some(format!("user:{user}"));
     }
     // The admin is known on the admin's routes only.

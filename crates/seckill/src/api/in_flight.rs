@@ -13,7 +13,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
-use super::AppState;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
 
@@ -21,7 +20,7 @@ use super::error_code::ErrorCode;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// The permits: one per request being worked on.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct InFlight {
     permits: Arc<Semaphore>,
     max: usize,
@@ -39,12 +38,12 @@ impl InFlight {
 }
 
 /// The middleware (`axum::middleware::from_fn_with_state`), around every route.
-pub async fn limit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub async fn limit(State(in_flight): State<InFlight>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if path.starts_with("/health") || path == "/metrics" {
         return next.run(request).await;
     }
-    match state.in_flight.permits.clone().try_acquire_owned() {
+    match in_flight.permits.clone().try_acquire_owned() {
         Ok(permit) => {
             let response = next.run(request).await;
             drop(permit);
@@ -54,7 +53,7 @@ pub async fn limit(State(state): State<Arc<AppState>>, request: Request, next: N
             ErrorCode::Overloaded,
             format!(
                 "this instance is working on {} requests already",
-                state.in_flight.max
+                in_flight.max
             ),
         )
         .into_response(),

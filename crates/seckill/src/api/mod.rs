@@ -1,4 +1,4 @@
-//! The HTTP API (axum): routes and the state they share.
+//! The HTTP API (axum): the routes; the state they share is [`AppState`].
 //!
 //! | method and path | success | errors |
 //! |---|---|---|
@@ -40,6 +40,7 @@
 
 mod admin;
 pub mod auth;
+mod dead_letters;
 pub mod error;
 pub mod error_code;
 pub mod idempotency;
@@ -52,87 +53,32 @@ pub mod rate_limit;
 mod same_origin;
 mod security_headers;
 pub mod sold_out;
+mod state;
 mod user_id;
 mod vouchers;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-pub use admin::AdminAccess;
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
-use metrics_exporter_prometheus::PrometheusHandle;
 
-use self::auth::Auth;
-use self::rate_limit::RateLimits;
-use self::sold_out::SoldOutFlags;
-
-use crate::reserve_consumer::health::ConsumerHealth;
-use crate::strategy::{OrderContext, Strategy, StrategyKind};
-
-/// What every handler of one instance shares.
-pub struct AppState {
-    /// Database, Redis, locks, ids.
-    pub ctx: OrderContext,
-    /// How orders are placed.
-    pub strategy: Box<dyn Strategy>,
-    /// Its name, for `/health` and metrics labels.
-    pub kind: StrategyKind,
-    /// This instance's id.
-    pub instance: u16,
-    /// Renders `/metrics`.
-    pub metrics: PrometheusHandle,
-    /// Set when a graceful shutdown starts: `/health/ready` answers 503.
-    pub draining: AtomicBool,
-    /// Who may create vouchers and use `/admin/*`.
-    pub admin: AdminAccess,
-    /// Who the user is (`--auth`); handlers take [`auth::AuthUser`].
-    pub auth: Auth,
-    /// The per-user rate limit (`--rate-limit`), this instance's share.
-    pub rate_limits: RateLimits,
-    /// Vouchers this instance saw sell out (`--sold-out-recheck`).
-    pub sold_out: SoldOutFlags,
-    /// `--payment-timeout`: a payment after it expires the order instead.
-    pub payment_timeout: std::time::Duration,
-    /// New idempotency keys a caller may claim a day.
-    pub idempotency_keys_per_day: u64,
-    /// The requests being worked on (`--max-in-flight`).
-    pub in_flight: in_flight::InFlight,
-    /// `reserve`: whether the consumer is consuming (for `/health/ready`).
-    pub consumer_health: Option<Arc<ConsumerHealth>>,
-}
-
-impl AppState {
-    /// A graceful shutdown has started: report not ready from now on.
-    pub fn start_draining(&self) {
-        self.draining.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether a graceful shutdown has started.
-    pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Relaxed)
-    }
-
-    /// A unit of `voucher_id` went back on sale through this instance
-    /// (a cancel, an expiry).
-    pub fn stock_returned(&self, voucher_id: i64) {
-        tracing::debug!(voucher_id, "seckill: a unit is back on sale");
-        self.sold_out.clear(voucher_id);
-    }
-}
+pub use admin::AdminAccess;
+pub use state::AppState;
 
 /// The routes of one instance.
 pub fn router(state: Arc<AppState>) -> Router {
     let admin_routes = Router::new()
-        .route("/admin/dead-letters", get(admin::list))
-        .route("/admin/dead-letters/replay", post(admin::replay_all))
-        .route("/admin/dead-letters/{id}/replay", post(admin::replay_one))
-        .route_layer(from_fn_with_state(state.clone(), admin::guard_admin));
-    let guard_writes = from_fn_with_state(state.clone(), admin::guard_writes);
+        .route("/admin/dead-letters", get(dead_letters::list))
+        .route("/admin/dead-letters/replay", post(dead_letters::replay_all))
+        .route(
+            "/admin/dead-letters/{id}/replay",
+            post(dead_letters::replay_one),
+        )
+        .route_layer(from_fn_with_state(state.admin.clone(), admin::guard_admin));
+    let guard_writes = from_fn_with_state(state.admin.clone(), admin::guard_writes);
     // The per-user rate limit, for the routes that act for a user.
-    let limited = || from_fn_with_state(state.clone(), rate_limit::limit);
+    let limited = || from_fn_with_state(state.clone(), rate_limit::limit::<AppState>);
     Router::new()
         .route("/", get(ops::page))
         .route("/health", get(ops::health))
@@ -168,7 +114,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         // Before any work: a stalled dependency must not let requests pile up.
-        .layer(from_fn_with_state(state.clone(), in_flight::limit))
+        .layer(from_fn_with_state(
+            state.in_flight.clone(),
+            in_flight::limit,
+        ))
         // Outermost: another site's page changes nothing.
         .layer(axum::middleware::from_fn(same_origin::guard))
         .layer(axum::middleware::from_fn(security_headers::add))

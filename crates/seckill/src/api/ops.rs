@@ -10,9 +10,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
+use super::state::AppState;
 
 /// The single-page UI (written alongside the load generator and the demo).
 pub(crate) const PAGE: &str = include_str!("../web/index.html");

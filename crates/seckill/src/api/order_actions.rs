@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::admin::{Guarded, authorize};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
+use super::state::AppState;
 use super::vouchers::rfc3339;
 use crate::db::StoredOrder;
 use crate::lifecycle::{End, TransitionError, end_order};

@@ -10,12 +10,12 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::admin::{Guarded, Unauthorized, authorize};
 use super::auth::AuthUser;
 use super::error::ApiError;
 use super::path_id::PathId;
-use crate::lifecycle::OrderStatus;
+use super::state::AppState;
+use crate::db::OrderStatus;
 use crate::metrics;
 use crate::strategy::OrderError;
 

@@ -20,8 +20,7 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
-use super::AppState;
-use super::auth::known_user;
+use super::auth::{Auth, known_user};
 use super::error::ApiError;
 use super::error_code::ErrorCode;
 use crate::metrics;
@@ -57,7 +56,7 @@ impl fmt::Display for RateLimit {
     }
 }
 
-/// The per-user limiter of one instance (in [`AppState`]); `None` inside
+/// The per-user limiter of one instance (in `AppState`); `None` inside
 /// when there is no limit.
 pub struct RateLimits {
     limiter: Option<DefaultKeyedRateLimiter<i64>>,
@@ -90,40 +89,51 @@ impl RateLimits {
     }
 }
 
+/// What the middleware and the upkeep read of an instance's state: declared
+/// here and implemented by `AppState`, so that this file does not import the
+/// state that holds its limiter.
+pub trait Limited: AsRef<Auth> + Send + Sync + 'static {
+    /// The instance's limiter.
+    fn rate_limits(&self) -> &RateLimits;
+    /// The instance's id, for the metrics.
+    fn instance(&self) -> u16;
+}
+
 /// Keeps the limiter's memory to the users seen lately, while `state` lives.
-pub fn spawn_upkeep(state: &Arc<AppState>) {
-    if state.rate_limits.limiter.is_none() {
+pub fn spawn_upkeep<S: Limited>(state: &Arc<S>) {
+    if state.rate_limits().limiter.is_none() {
         return;
     }
-    let state: Weak<AppState> = Arc::downgrade(state);
+    let state: Weak<S> = Arc::downgrade(state);
     tokio::spawn(async move {
         let mut every = tokio::time::interval(FORGET_EVERY);
         every.tick().await;
         loop {
             every.tick().await;
             let Some(state) = state.upgrade() else { return };
-            state.rate_limits.forget_idle();
+            state.rate_limits().forget_idle();
         }
     });
 }
 
 /// The middleware (`axum::middleware::from_fn_with_state`), on the routes
 /// that act for a user.
-pub async fn limit(
-    State(state): State<Arc<AppState>>,
+pub async fn limit<S: Limited>(
+    State(state): State<Arc<S>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if state.rate_limits.limiter.is_none() {
+    let limits = state.rate_limits();
+    if limits.limiter.is_none() {
         return next.run(request).await;
     }
-    let Some(user) = known_user(&state, &mut request) else {
+    let Some(user) = known_user((*state).as_ref(), &mut request) else {
         return next.run(request).await;
     };
-    match state.rate_limits.check(user) {
+    match limits.check(user) {
         Ok(()) => next.run(request).await,
         Err(wait) => {
-            metrics::rate_limited(state.instance);
+            metrics::rate_limited(state.instance());
             too_many(wait)
         }
     }

@@ -11,10 +11,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::error_code::ErrorCode;
 use super::path_id::PathId;
+use super::state::AppState;
 use crate::db::{NewVoucher, Voucher};
 
 /// Most vouchers `GET /vouchers` lists: the newest ones.

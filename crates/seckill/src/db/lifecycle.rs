@@ -16,19 +16,9 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
-use super::{Backend, Db, DbError, Order, WriteTx, render, time_of_millis};
-use crate::lifecycle::OrderStatus;
-
-/// An order as stored, with where it is in its life.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredOrder {
-    /// Id, buyer, voucher, creation time.
-    pub order: Order,
-    /// Pending, paid, cancelled or expired.
-    pub status: OrderStatus,
-}
+use super::records::{status_of, stored_order_of_row, time_of_millis};
+use super::{Backend, Db, DbError, Order, OrderStatus, StoredOrder, WriteTx, render};
 
 mod sql {
     pub const SELECT_ORDER: &str =
@@ -157,9 +147,7 @@ impl Db {
             .map_err(DbError::classify)?;
         Ok(())
     }
-}
 
-impl Db {
     /// Whether any pending order was created before `before`.
     pub(crate) async fn any_due(&self, before: DateTime<Utc>) -> Result<bool, DbError> {
         let row = sqlx::query(self.sql(sql::ANY_DUE))
@@ -257,23 +245,4 @@ impl WriteTx {
             .map_err(DbError::classify)?;
         Ok(())
     }
-}
-
-fn stored_order_of_row(row: &AnyRow) -> Result<StoredOrder, DbError> {
-    Ok(StoredOrder {
-        order: Order {
-            id: row.try_get(0)?,
-            user_id: row.try_get(1)?,
-            voucher_id: row.try_get(2)?,
-            created_at: time_of_millis(row.try_get(3)?)?,
-        },
-        status: status_of(row.try_get(4)?)?,
-    })
-}
-
-fn status_of(text: String) -> Result<OrderStatus, DbError> {
-    text.parse()
-        .map_err(|error: crate::lifecycle::status::UnknownStatus| {
-            DbError::Other(sqlx::Error::Protocol(error.to_string()))
-        })
 }

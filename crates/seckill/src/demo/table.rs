@@ -46,17 +46,17 @@ impl DemoRow {
     pub fn new(strategy: StrategyKind, report: &LoadReport) -> Self {
         Self {
             strategy: strategy.to_string(),
-            orders: report.new_orders,
-            stock: report.initial_stock,
+            orders: report.verdict.new_orders,
+            stock: report.verdict.initial_stock,
             requests: report.requests,
             conflicts: report.errors.get("conflict").copied().unwrap_or(0),
-            oversold: report.oversold,
-            duplicate_users: report.duplicate_users,
-            lost: report.missing,
+            oversold: report.verdict.oversold,
+            duplicate_users: report.verdict.duplicate_users,
+            lost: report.verdict.missing,
             requests_per_sec: report.requests_per_sec.round(),
             p99_ms: (report.latency_us.p99 as f64 / 100.0).round() / 10.0,
             accepted: report.accepted,
-            remaining_stock: report.remaining_stock,
+            remaining_stock: report.verdict.remaining_stock,
             statuses: report.statuses.clone(),
             shows: shows(strategy).to_owned(),
         }

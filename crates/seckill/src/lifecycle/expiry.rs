@@ -23,9 +23,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use super::OrderStatus;
 use super::transition::finish_give_back;
-use crate::db::Db;
+use crate::db::{Db, OrderStatus};
 
 /// Orders handled by the first query of a pass.
 const BATCH: u32 = 100;

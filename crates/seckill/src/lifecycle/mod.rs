@@ -25,8 +25,6 @@
 
 pub mod expiry;
 pub mod redis_stock;
-pub mod status;
 pub mod transition;
 
-pub use status::OrderStatus;
 pub use transition::{End, TransitionError, end_order};

@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::OrderStatus;
 use super::redis_stock::{self, GivenBack};
-use crate::db::{Db, DbError, StoredOrder};
+use crate::db::{Db, DbError, OrderStatus, StoredOrder};
 
 /// How a pending order ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

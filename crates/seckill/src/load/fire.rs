@@ -13,14 +13,10 @@ use indicatif::ProgressBar;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::follow_up::{FollowUp, follow_up};
+use super::follow_up::{FollowUp, TRANSPORT_ERROR, follow_up};
 use super::identity::Identity;
 use super::mix::{Action, Mix};
 use crate::BoxError;
-
-/// The status key under which transport failures (refused, reset, timed out)
-/// are counted beside the HTTP status codes.
-pub(crate) const TRANSPORT_ERROR: &str = "error";
 
 /// Longest wait for one answer: a stuck instance must not hang the load.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -14,6 +14,10 @@ use super::mix::Action;
 /// How often `GET /orders/{id}` is asked while a `202` order is not yet written.
 const VISIBLE_POLL: Duration = Duration::from_millis(20);
 
+/// The status key under which transport failures (refused, reset, timed out)
+/// are counted beside the HTTP status codes.
+pub(crate) const TRANSPORT_ERROR: &str = "error";
+
 /// What came of a pay or cancel request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Answer {
@@ -31,7 +35,7 @@ impl Answer {
     pub(crate) fn key(self) -> String {
         match self {
             Answer::Status(status) => status.to_string(),
-            Answer::TransportError => super::fire::TRANSPORT_ERROR.to_owned(),
+            Answer::TransportError => TRANSPORT_ERROR.to_owned(),
             Answer::Unseen => "unseen".to_owned(),
         }
     }

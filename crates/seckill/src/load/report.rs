@@ -9,12 +9,12 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use super::LoadConfig;
+use super::config::LoadConfig;
 use super::fire::{Fired, Targets};
 use super::mix::Action;
 use super::source::Snapshot;
 use super::verdict::Verdict;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 
 /// Latency percentiles of a kind of request, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -78,46 +78,21 @@ pub struct LoadReport {
     pub pay_latency_us: Option<LatencySummary>,
     /// Latency of the cancel requests; absent when none was sent.
     pub cancel_latency_us: Option<LatencySummary>,
-    /// The voucher's stock before the load.
-    pub initial_stock: i64,
     /// Orders of the voucher before the load.
     pub orders_before: u64,
-    /// Orders of the voucher after the load (and the drain).
-    pub orders: u64,
+    /// What the snapshots say: the counts and the violations, in the JSON
+    /// beside the other keys (`orders`, `oversold`, `violations`...).
+    #[serde(flatten)]
+    pub verdict: Verdict,
     /// Orders of the voucher after the load per status: "pending", "paid",
     /// "cancelled", "expired" (all four keys, 0 when none).
     pub final_statuses: BTreeMap<String, u64>,
-    /// Units held by orders after the load (pending + paid).
-    pub holding: i64,
-    /// Orders the load added.
-    pub new_orders: u64,
-    pub remaining_stock: i64,
-    /// Sold beyond the stock (new orders above it, or a negative stock).
-    pub oversold: u64,
-    /// Users holding more than one order of the voucher.
-    pub duplicate_users: u64,
-    /// Orders beyond each user's first.
-    pub duplicate_orders: u64,
-    /// Orders answered `201` that are not in the database.
-    pub missing: u64,
-    /// The first few missing order ids, with their users.
-    pub missing_order_ids: Vec<String>,
-    /// `(initial stock + units held before) − (remaining + units held
-    /// after)`; not 0 is a violation (stock not conserved).
-    pub stock_drift: i64,
-    /// The load's orders whose final status contradicts its pay/cancel answers
-    /// (or, with `--expect-expiry-within`, left orders that did not expire).
-    pub wrong_status: u64,
-    /// The first few of those, in words.
-    pub wrong_status_orders: Vec<String>,
     /// How long the wait for the orders to reach the database took, in ms.
     pub drain_ms: u64,
     /// `--expect-expiry-within`, in ms; absent without it.
     pub expect_expiry_within_ms: Option<u64>,
     /// How long the wait for the load's orders to leave `pending` took, in ms.
     pub expiry_wait_ms: u64,
-    /// One sentence per violated rule.
-    pub violations: Vec<String>,
     /// No violation: exit status 0.
     pub ok: bool,
     /// The Redis fault injected (`--outage`) and when; absent without one.
@@ -184,31 +159,19 @@ impl LoadReport {
             left_to_expire,
             pay_latency_us: LatencySummary::of_any(&fired.pay_latency),
             cancel_latency_us: LatencySummary::of_any(&fired.cancel_latency),
-            initial_stock: verdict.initial_stock,
             orders_before: before.orders.len() as u64,
-            orders: verdict.orders,
             final_statuses: after
                 .count_by_status()
                 .into_iter()
                 .map(|(status, n)| (status.as_str().to_owned(), n))
                 .collect(),
-            holding: verdict.holding,
-            new_orders: verdict.new_orders,
-            remaining_stock: verdict.remaining_stock,
-            oversold: verdict.oversold,
-            duplicate_users: verdict.duplicate_users,
-            duplicate_orders: verdict.duplicate_orders,
-            missing: verdict.missing,
-            missing_order_ids: verdict.missing_order_ids,
-            stock_drift: verdict.stock_drift,
-            wrong_status: verdict.wrong_status,
-            wrong_status_orders: verdict.wrong_status_orders,
             drain_ms: millis(drain),
             expect_expiry_within_ms: config.expect_expiry_within.map(millis),
             expiry_wait_ms: millis(expiry_wait),
+            // Before `verdict` moves into the report.
             ok: verdict.violations.is_empty(),
+            verdict,
             outage: None,
-            violations: verdict.violations,
         }
     }
 }
@@ -251,7 +214,7 @@ impl fmt::Display for LoadReport {
             self.requests,
             self.targets.len(),
             self.voucher,
-            self.initial_stock
+            self.verdict.initial_stock
         )?;
         writeln!(
             f,
@@ -300,11 +263,11 @@ impl fmt::Display for LoadReport {
             f,
             "verified via {}: {} orders ({} new), {} accepted, stock {} -> {} (drained in {} ms)",
             self.verified_via,
-            self.orders,
-            self.new_orders,
+            self.verdict.orders,
+            self.verdict.new_orders,
             self.accepted,
-            self.initial_stock,
-            self.remaining_stock,
+            self.verdict.initial_stock,
+            self.verdict.remaining_stock,
             self.drain_ms
         )?;
         // In the life's order, not the map's alphabetical one.
@@ -323,26 +286,29 @@ impl fmt::Display for LoadReport {
             f,
             "final statuses: {}; units held {}, stock drift {}{expiry}",
             final_statuses.join(", "),
-            self.holding,
-            self.stock_drift
+            self.verdict.holding,
+            self.verdict.stock_drift
         )?;
         writeln!(
             f,
             "oversold {}, duplicate users {}, accepted but missing {}, wrong final status {}",
-            self.oversold, self.duplicate_users, self.missing, self.wrong_status
+            self.verdict.oversold,
+            self.verdict.duplicate_users,
+            self.verdict.missing,
+            self.verdict.wrong_status
         )?;
-        if !self.missing_order_ids.is_empty() {
+        if !self.verdict.missing_order_ids.is_empty() {
             writeln!(
                 f,
                 "missing order ids: {}",
-                self.missing_order_ids.join(", ")
+                self.verdict.missing_order_ids.join(", ")
             )?;
         }
-        if !self.wrong_status_orders.is_empty() {
+        if !self.verdict.wrong_status_orders.is_empty() {
             writeln!(
                 f,
                 "wrong final status: {}",
-                self.wrong_status_orders.join("; ")
+                self.verdict.wrong_status_orders.join("; ")
             )?;
         }
         if self.ok {
@@ -351,7 +317,7 @@ impl fmt::Display for LoadReport {
                 "OK: nothing oversold, no duplicate orders, no lost orders, stock conserved, every order ended as answered"
             )
         } else {
-            for violation in &self.violations {
+            for violation in &self.verdict.violations {
                 writeln!(f, "VIOLATION: {violation}")?;
             }
             Ok(())

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::fire::id_text;
 use crate::BoxError;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 
 /// How often the order count is read while orders drain.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -450,7 +450,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("shop.db").display());
         let db = Db::connect(&url).await.expect("database");
-        db.prepare_schema(crate::schema::SchemaKind::Normal)
+        db.prepare_schema(crate::db::schema::SchemaKind::Normal)
             .await
             .expect("schema");
         let now = Utc::now();

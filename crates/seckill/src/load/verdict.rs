@@ -10,23 +10,28 @@
 
 use std::collections::{HashMap, HashSet};
 
+use serde::{Deserialize, Serialize};
+
 use super::fire::Accepted;
 use super::follow_up::{Answer, FollowUp};
 use super::mix::Action;
 use super::source::Snapshot;
-use crate::lifecycle::OrderStatus;
+use crate::db::OrderStatus;
 
 /// How many missing order ids (and wrongly ended orders) the report lists by name.
 const MISSING_LISTED: usize = 10;
 
-/// The counts of the check, and the violations in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Verdict {
+/// The counts of the check, and the violations in words; the load's report
+/// carries it whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
     /// Orders of the voucher after the load.
     pub orders: u64,
     /// Orders the load added.
     pub new_orders: u64,
+    /// The voucher's stock before the load.
     pub initial_stock: i64,
+    /// The voucher's stock after the load (and the drain).
     pub remaining_stock: i64,
     /// Sold beyond the stock: units held (pending or paid orders) above the
     /// units there were, or the stock's depth below zero, whichever is larger.

@@ -18,7 +18,8 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy, user_lock};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy};
+use super::user_lock;
 
 /// The gap between the release and the commit. Wider than the teaching
 /// strategies' 2 ms race window: the waiting click must be woken by the

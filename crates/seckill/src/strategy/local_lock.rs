@@ -18,7 +18,7 @@ use futures_util::future::BoxFuture;
 use parking_lot::Mutex as SyncMutex;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
 
 /// Which lock a request takes: one per user and voucher.
 type LockKey = (i64, i64);

@@ -7,7 +7,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
 
 /// Check-then-act on the stock, no per-user check.
 pub struct Naive;

@@ -8,7 +8,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
 
 /// Conditional decrement; per-user check without exclusion.
 pub struct Optimistic;

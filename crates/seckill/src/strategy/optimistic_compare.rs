@@ -18,7 +18,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
 
 /// Compare-and-set on the stock value read.
 pub struct OptimisticCompare;

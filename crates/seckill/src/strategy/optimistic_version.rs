@@ -19,8 +19,8 @@
 
 use futures_util::future::BoxFuture;
 
+use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
 use super::optimistic_compare::refused;
-use super::{OrderContext, OrderError, OrderId, Strategy, race_window};
 
 /// Compare-and-set on the version column.
 pub struct OptimisticVersion;

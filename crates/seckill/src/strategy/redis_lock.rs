@@ -28,7 +28,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
-use super::{OrderContext, OrderError, OrderId, Strategy, user_lock};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy};
+use super::user_lock;
 
 /// A redlatch lock per user and voucher around one transaction.
 pub struct RedisLock;

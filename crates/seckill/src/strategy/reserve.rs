@@ -43,7 +43,7 @@ use std::sync::LazyLock;
 
 use chrono::Utc;
 
-use super::{OrderContext, OrderError, OrderId, Strategy};
+use super::contract::{OrderContext, OrderError, OrderId, Strategy};
 use crate::id_worker;
 
 /// The stream of accepted orders.

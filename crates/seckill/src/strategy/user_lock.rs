@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use redlatch::Guard;
 
-use super::{OrderContext, OrderError};
+use super::contract::{OrderContext, OrderError};
 
 /// The lock `name`: with a zero `wait`, at once or not at all (the seed's
 /// `tryLock()`: in progress, 409, when another request of the user holds

@@ -27,7 +27,7 @@ const GATE_WAIT: Duration = Duration::from_secs(30);
 /// payment timeout below an hour.
 async fn backlog(database: &TestDatabase, backlog: i64) -> (Db, AnyPool) {
     let db = Db::connect(&database.url).await.expect("database");
-    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+    db.prepare_schema(seckill::db::schema::SchemaKind::Normal)
         .await
         .expect("schema");
     let pool = AnyPool::connect(&database.url).await.expect("pool");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use seckill::db::Db;
-use seckill::lifecycle::OrderStatus;
+use seckill::db::OrderStatus;
 use seckill::serve::Tuning;
 use seckill::strategy::StrategyKind;
 use serde_json::Value;

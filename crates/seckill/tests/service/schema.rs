@@ -101,7 +101,7 @@ async fn a_fencing_table_without_expiry_gains_it_and_keeps_its_rows(database: Te
     use crate::support::Backend;
 
     let db = Db::connect(&database.url).await.expect("database");
-    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+    db.prepare_schema(seckill::db::schema::SchemaKind::Normal)
         .await
         .expect("schema");
     let pool = sqlx::AnyPool::connect(&database.url).await.expect("pool");
@@ -116,7 +116,7 @@ async fn a_fencing_table_without_expiry_gains_it_and_keeps_its_rows(database: Te
     pool.execute("INSERT INTO seckill_fence (resource, token) VALUES ('seckill:order:1:1', 4)")
         .await
         .expect("an old row");
-    db.prepare_schema(seckill::schema::SchemaKind::Normal)
+    db.prepare_schema(seckill::db::schema::SchemaKind::Normal)
         .await
         .expect("the schema again");
     let row = pool

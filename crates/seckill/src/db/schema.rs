@@ -17,8 +17,8 @@
 
 use sqlx::{AnyConnection, Executor, Row};
 
+use super::{Backend, Db, render};
 use crate::BoxError;
-use crate::db::{Backend, Db, render};
 
 /// Which constraints the tables carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
