@@ -11,7 +11,7 @@ use crate::clock::now_ns;
 
 /// Lease every contender asks for: redlatch's default, so the watchdog-free
 /// peers and the raw recipe hold their keys as long.
-pub const LEASE: Duration = redlatch::DEFAULT_LEASE;
+pub const LEASE: Duration = redlatch::Settings::DEFAULT_LEASE;
 
 /// The raw recipe's compare-and-delete (hashed once, sent by EVALSHA).
 static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {

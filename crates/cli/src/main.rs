@@ -257,9 +257,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
 /// `RUST_LOG=warn` to see the watchdog's reason too).
 fn init_logging() {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,redlatch::engine::renewal=error")
-    });
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,redlatch::renewal=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(secrets::RedactedStderr)

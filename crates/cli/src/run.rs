@@ -68,11 +68,11 @@ pub struct RunArgs {
 /// message names the flag).
 fn parse_lease(text: &str) -> Result<Duration, String> {
     let lease = humantime::parse_duration(text).map_err(|error| error.to_string())?;
-    if lease < redlatch::MIN_WATCHDOG_LEASE || lease > redlatch::MAX_LEASE {
+    if lease < redlatch::Settings::MIN_WATCHDOG_LEASE || lease > redlatch::Settings::MAX_LEASE {
         return Err(format!(
             "must be between {} and {}",
-            humantime::format_duration(redlatch::MIN_WATCHDOG_LEASE),
-            humantime::format_duration(redlatch::MAX_LEASE)
+            humantime::format_duration(redlatch::Settings::MIN_WATCHDOG_LEASE),
+            humantime::format_duration(redlatch::Settings::MAX_LEASE)
         ));
     }
     Ok(lease)

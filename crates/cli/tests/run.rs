@@ -195,7 +195,7 @@ fn renewal_rounds_are_logged_at_debug_level() {
     let world = World::new();
     let output = world
         .command(&["run", "renewed", "--lease", "300ms", "--", "sleep", "1"])
-        .env("RUST_LOG", "redlatch::engine::renewal=debug")
+        .env("RUST_LOG", "redlatch::renewal=debug")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -38,7 +38,7 @@
 //! The "turns" line counts hand-offs to another worker. A worker that asks
 //! again right after its own release (`--pause 0`) would usually get there
 //! before the waiter its release woke; the library's hand-off courtesy
-//! (`redlatch::HANDOFF_GRACE`) makes it step aside, so turns rotate.
+//! (`redlatch::Settings::HANDOFF_GRACE`) makes it step aside, so turns rotate.
 
 use std::error::Error;
 use std::io::{BufRead, BufReader, Read};

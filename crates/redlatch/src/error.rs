@@ -10,7 +10,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
+    /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::Settings::MAX_NAME_LEN)
     /// bytes (after the key prefix). Fix the input; retrying cannot help.
     #[error("invalid lock name {name:?}: {reason}")]
     InvalidName {

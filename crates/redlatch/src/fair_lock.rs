@@ -25,7 +25,7 @@ use crate::settings::{RetryPolicy, limits};
 /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
 /// without a sign of life from it. Live waiters renew theirs every third of
 /// it; a waiter that died is skipped at most about 1⅓ place leases later.
-pub const DEFAULT_PLACE_LEASE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_PLACE_LEASE: Duration = Duration::from_secs(5);
 
 /// How long to wait before re-checking a lock that has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -56,7 +56,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// first waiter is dropped once its deadline passes.
 ///
 /// A redlatch waiter also gives a sign of life at each attempt, kept where
-/// Redisson never looks: its place lease ([`DEFAULT_PLACE_LEASE`], 5 s, see
+/// Redisson never looks: its place lease ([`FairLock::DEFAULT_PLACE_LEASE`](crate::FairLock::DEFAULT_PLACE_LEASE), 5 s, see
 /// [`FairLock::with_place_lease`]), renewed every third of it. A redlatch
 /// waiter that dies (crash, kill -9, lost network) stops renewing, and is
 /// dropped once it is first and its sign of life ran out: it delays the line
@@ -98,6 +98,12 @@ pub struct FairLock {
 }
 
 impl FairLock {
+    /// Default place lease of [`FairLock`] and of waiting writers of a
+    /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
+    /// without a sign of life from it. Live waiters renew theirs every third of
+    /// it; a waiter that died is skipped at most about 1⅓ place leases later.
+    pub const DEFAULT_PLACE_LEASE: Duration = DEFAULT_PLACE_LEASE;
+
     pub(crate) fn new(core: Arc<Core>, name: String) -> FairLock {
         FairLock {
             core,

@@ -8,7 +8,7 @@
 //!   has functions (nothing to reload after a restart or failover), EVALSHA
 //!   elsewhere ([`Client::capabilities`] says which).
 //! - **A watchdog.** One task per client renews every held lock (and
-//!   expirable permit) at a third of its lease, up to [`RENEW_BATCH`] per
+//!   expirable permit) at a third of its lease, up to [`Client::RENEW_BATCH`] per
 //!   round trip, and tells the guard when its lock is gone ([`Guard::lost`],
 //!   [`Guard::is_held`]).
 //! - **Fencing tokens.** Each acquisition gets a number strictly increasing per
@@ -117,35 +117,27 @@ mod settings;
 mod sync;
 mod transport;
 
-pub use client::{Client, ClientBuilder, MAX_REPLICA_WAIT};
+pub use client::{Client, ClientBuilder};
 pub use engine::hold::LostReason;
-pub use engine::renewal::RENEW_BATCH;
 pub use error::{Error, NodeFailure, Result};
-pub use fair_lock::{DEFAULT_PLACE_LEASE, FairLock};
+pub use fair_lock::FairLock;
 pub use lock::Lock;
 pub use lock::guard::Guard;
 pub use lock::holder_identity::HolderIdentity;
 pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
-pub use redlock::{
-    DEFAULT_NODE_TIMEOUT_CAP, DEFAULT_RETRY_JITTER, NodeStatus, Redlock, RedlockGuard, RedlockLock,
-    RedlockStatus,
-};
+pub use redlock::{NodeStatus, Redlock, RedlockGuard, RedlockLock, RedlockStatus};
 pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
 #[doc(hidden)]
 pub use scripts::lock_script_sources;
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
-pub use settings::deployment::{DEFAULT_REPLICA_TIMEOUT, Deployment, Servers, redact_url};
+pub use settings::cluster_pubsub::ClusterPubSub;
+pub use settings::deployment::{Deployment, Servers};
 #[cfg(feature = "clap")]
-pub use settings::flags::{DEFAULT_REDIS_URL, DeploymentArgs};
-pub use settings::limits::{MAX_LEASE, MAX_NAME_LEN, MAX_OWNER_LEN, MIN_LEASE, MIN_WATCHDOG_LEASE};
-pub use settings::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_RETRY_DELAY, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, HANDOFF_GRACE, RetryPolicy, Settings, SettingsWatcher,
-};
+pub use settings::flags::DeploymentArgs;
+pub use settings::tls_files::TlsFiles;
+pub use settings::{RetryPolicy, Settings, SettingsWatcher};
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
-pub use transport::tls::TlsFiles;
-pub use transport::topology::ClusterPubSub;

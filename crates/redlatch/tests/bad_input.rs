@@ -28,7 +28,7 @@ async fn empty_and_oversized_names_are_invalid() {
         client.lock("").acquire().await,
         Err(Error::InvalidName { .. })
     ));
-    let huge = "n".repeat(redlatch::MAX_NAME_LEN + 1);
+    let huge = "n".repeat(redlatch::Settings::MAX_NAME_LEN + 1);
     assert!(matches!(
         client.lock(huge.as_str()).try_acquire().await,
         Err(Error::InvalidName { .. })
@@ -52,7 +52,7 @@ async fn zero_and_absurd_durations_are_invalid() {
         Duration::ZERO,
         Duration::from_micros(10),
         Duration::MAX,
-        redlatch::MAX_LEASE * 2,
+        redlatch::Settings::MAX_LEASE * 2,
     ] {
         assert!(
             matches!(
@@ -76,7 +76,10 @@ async fn zero_and_absurd_durations_are_invalid() {
         client.update_settings(bad_settings),
         Err(Error::InvalidDuration { .. })
     ));
-    assert_eq!(client.settings().default_lease, redlatch::DEFAULT_LEASE);
+    assert_eq!(
+        client.settings().default_lease,
+        redlatch::Settings::DEFAULT_LEASE
+    );
 }
 
 #[tokio::test]

@@ -197,7 +197,7 @@ async fn waiter_wakes_on_release_and_layout_is_redissons() {
         .zscore("{layout}:timeout", raw_id(permit.id()))
         .await
         .unwrap();
-    let lease_ms = redlatch::DEFAULT_LEASE.as_millis() as f64;
+    let lease_ms = redlatch::Settings::DEFAULT_LEASE.as_millis() as f64;
     assert!(
         (expiry - now_ms as f64 - lease_ms).abs() < 5_000.0,
         "expiry {expiry} is not about now ({now_ms}) + the lease"

@@ -8,12 +8,14 @@ use crate::engine::Core;
 use crate::engine::context::Features;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::transport::tls::TlsFiles;
-use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
+use crate::settings::cluster_pubsub::ClusterPubSub;
+use crate::settings::deployment::Servers;
+use crate::settings::tls_files::TlsFiles;
+use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
 
 /// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
 /// the client's connection to that master while it runs.
-pub const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
 
 /// Builds a [`Client`] with settings other than the defaults.
 ///
@@ -50,12 +52,17 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
+    /// the client's connection to that master while it runs.
+    pub const MAX_REPLICA_WAIT: Duration = MAX_REPLICA_WAIT;
+
     pub(crate) fn new(url: &str) -> ClientBuilder {
         ClientBuilder {
             url: url.to_owned(),
             settings: Settings::default(),
             topology: Topology {
-                servers: Servers::Single,
+                servers: Servers::Single(url.to_owned()),
+                master_auth: None,
                 tls: None,
                 cluster_pubsub: ClusterPubSub::default(),
             },
@@ -145,7 +152,6 @@ impl ClientBuilder {
         builder.topology.servers = Servers::Sentinel {
             sentinels,
             master: master_name.to_owned(),
-            auth: None,
         };
         builder
     }
@@ -169,8 +175,8 @@ impl ClientBuilder {
             username: username.map(str::to_owned),
             password: password.to_owned(),
         };
-        match &mut self.topology.servers {
-            Servers::Sentinel { auth, .. } => *auth = Some(wanted),
+        match &self.topology.servers {
+            Servers::Sentinel { .. } => self.topology.master_auth = Some(wanted),
             _ => self.misplaced_master_auth = true,
         }
         self
@@ -428,24 +434,9 @@ impl ClientBuilder {
         if let Some(tls) = &self.topology.tls {
             tls.validate()?;
         }
-        match &self.topology.servers {
-            Servers::Single => {}
-            Servers::Cluster(nodes) if nodes.is_empty() => {
-                return Err(Error::InvalidConfig(
-                    "a cluster needs at least one node URL".to_owned(),
-                ));
-            }
-            Servers::Sentinel { sentinels, .. } if sentinels.is_empty() => {
-                return Err(Error::InvalidConfig(
-                    "sentinel needs at least one Sentinel URL".to_owned(),
-                ));
-            }
-            Servers::Sentinel { master, .. } if master.is_empty() => {
-                return Err(Error::InvalidConfig(
-                    "sentinel needs the master's name".to_owned(),
-                ));
-            }
-            Servers::Cluster(_) | Servers::Sentinel { .. } => {}
+        self.topology.servers.check_shape()?;
+        if let Servers::Redlock(_) = self.topology.servers {
+            return Err(crate::transport::topology::redlock_refused());
         }
         if let Some(wait) = self.replica_wait {
             if wait.replicas == 0 && !wait.fsync {

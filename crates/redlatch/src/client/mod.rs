@@ -2,8 +2,9 @@
 
 mod builder;
 
-pub use builder::{ClientBuilder, MAX_REPLICA_WAIT};
+pub use builder::ClientBuilder;
 
+mod deployment;
 pub(crate) mod listing;
 
 use std::sync::Arc;
@@ -55,6 +56,9 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// Most holds renewed by one script call.
+    pub const RENEW_BATCH: usize = crate::engine::renewal::RENEW_BATCH;
+
     /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
     /// response timeout, 3 retries, no key prefix).
     ///
@@ -224,7 +228,7 @@ impl Client {
 
     /// Renewal script calls the watchdog has made since the client started,
     /// for locks and expirable permits alike. With many held this grows by
-    /// about one per [`RENEW_BATCH`](crate::RENEW_BATCH) holds of one kind
+    /// about one per [`RENEW_BATCH`](crate::Client::RENEW_BATCH) holds of one kind
     /// per renewal period.
     pub fn renewal_round_trips(&self) -> u64 {
         self.inner.watchdog.renewal_round_trips()

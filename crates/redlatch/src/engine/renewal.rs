@@ -40,7 +40,11 @@ use crate::transport::Connection;
 use crate::transport::no_evict;
 
 /// Most holds renewed by one script call.
-pub const RENEW_BATCH: usize = 100;
+pub(crate) const RENEW_BATCH: usize = 100;
+
+/// The tracing target of the renewals' events (renewed, retried, hold
+/// lost): a stable name to filter on, e.g. `RUST_LOG=redlatch::renewal=debug`.
+pub(crate) const LOG_TARGET: &str = "redlatch::renewal";
 
 /// How often, at most, the watchdog sets `CLIENT NO-EVICT ON` again.
 const PROTECT_EVERY: Duration = Duration::from_secs(1);
@@ -406,7 +410,7 @@ impl Shared {
             }
             if now >= hold.valid_until() {
                 let reason = if hold.renewed() {
-                    warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
+                    warn!(target: LOG_TARGET, key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
                     LostReason::NotRenewed
                 } else {
                     LostReason::LeaseRanOut
@@ -458,6 +462,7 @@ impl Shared {
                 let count = renewed.iter().filter(|flag| **flag == 1).count();
                 crate::metrics::renewed(count as u64);
                 debug!(
+                    target: LOG_TARGET,
                     renewed = count,
                     holds = batch.len(),
                     "redlatch: renewal round: {count} of {} hold(s) renewed",
@@ -494,12 +499,12 @@ impl Shared {
                 // came): the renewal ran after the release, and nothing was lost.
                 Ok(_) if current.is_none() => {}
                 Ok(_) => {
-                    warn!(key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
+                    warn!(target: LOG_TARGET, key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
                     hold.mark_lost(LostReason::Gone);
                     entries.remove(key);
                 }
                 Err(error) => {
-                    debug!(key = %key.0, %error, "redlatch: renewal failed, retrying");
+                    debug!(target: LOG_TARGET, key = %key.0, %error, "redlatch: renewal failed, retrying");
                     if let Some(entry) = current {
                         entry.renewing = false;
                         entry.next_renewal = now + retry_delay(hold.lease_ms());
@@ -710,7 +715,7 @@ impl Holds for WatchedHolds {
             .get(&entry_key)
             .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
         {
-            warn!(key = %key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
+            warn!(target: LOG_TARGET, key = %key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
             hold.mark_lost(LostReason::Gone);
             entries.remove(&entry_key);
         }

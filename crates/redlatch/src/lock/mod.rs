@@ -110,7 +110,7 @@ impl Lock {
     /// one client re-enter rather than wait for each other.
     ///
     /// The owner is checked when the lock is used: empty, longer than
-    /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes, starting with `#`
+    /// [`MAX_OWNER_LEN`](crate::Settings::MAX_OWNER_LEN) bytes, starting with `#`
     /// (reserved for anonymous owners) or ending in `:write` (reserved for
     /// read-write locks' write holds) gives [`Error::InvalidOwner`].
     ///

@@ -17,11 +17,11 @@ use crate::settings::deployment::redact_url;
 /// by then is counted as failed for this call. One second leaves room for
 /// slow links (a 100 ms round trip, a TCP retransmission) while a frozen
 /// or cut-off master still costs each call at most that.
-pub const DEFAULT_NODE_TIMEOUT_CAP: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_NODE_TIMEOUT_CAP: Duration = Duration::from_secs(1);
 
 /// Default upper bound of the random delay before retrying after a split
 /// vote (several clients each took some nodes, none a majority).
-pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(20);
+pub(crate) const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(20);
 
 /// A lock service over N independent Redis masters (no replication between
 /// them), following the algorithm of Redis's distributed-lock page: a lock
@@ -91,6 +91,15 @@ impl std::fmt::Debug for Redlock {
 }
 
 impl Redlock {
+    /// Longest per-node timeout chosen by default: a node that has not answered
+    /// by then is counted as failed for this call. One second leaves room for
+    /// slow links (a 100 ms round trip, a TCP retransmission) while a frozen
+    /// or cut-off master still costs each call at most that.
+    pub const DEFAULT_NODE_TIMEOUT_CAP: Duration = DEFAULT_NODE_TIMEOUT_CAP;
+    /// Default upper bound of the random delay before retrying after a split
+    /// vote (several clients each took some nodes, none a majority).
+    pub const DEFAULT_RETRY_JITTER: Duration = DEFAULT_RETRY_JITTER;
+
     /// A Redlock over already connected clients, one per master, named
     /// `node 0`, `node 1`... in errors. Each client's settings (key prefix,
     /// default lease, response timeout) apply to its node; the default lease

@@ -51,7 +51,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// already holding finish, the last one's release wakes the writer, and the
 /// writer gets the lock even under a continuous stream of readers. Re-entries
 /// of readers that already hold never wait (that would deadlock). A claim
-/// has a place lease like a fair lock's waiter ([`DEFAULT_PLACE_LEASE`],
+/// has a place lease like a fair lock's waiter ([`FairLock::DEFAULT_PLACE_LEASE`](crate::FairLock::DEFAULT_PLACE_LEASE),
 /// renewed every third of it while the writer waits), so a writer that dies
 /// stops holding readers back within one place lease. Waiting writers among
 /// themselves are not ordered.

@@ -27,7 +27,7 @@ const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
 ///
 /// Each acquire takes one permit, with an id and a lease. While the
 /// [`ExpirablePermit`] guard lives, its client renews the lease (one task per
-/// client renews every permit it holds, up to [`RENEW_BATCH`](crate::RENEW_BATCH) per round trip,
+/// client renews every permit it holds, up to [`RENEW_BATCH`](crate::Client::RENEW_BATCH) per round trip,
 /// at a third of the lease), so a permit comes back only when it is released,
 /// dropped, or its holder dies: a crashed or partitioned holder stops
 /// renewing, its lease runs out, and the next acquire (or
@@ -152,7 +152,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidDuration`] (the client's
-    /// default lease is below [`MIN_WATCHDOG_LEASE`](crate::MIN_WATCHDOG_LEASE)),
+    /// default lease is below [`MIN_WATCHDOG_LEASE`](crate::Settings::MIN_WATCHDOG_LEASE)),
     /// [`Error::WrongValue`], connection errors (a permit taken by a call cut
     /// off this way expires after one lease).
     ///

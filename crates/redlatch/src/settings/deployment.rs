@@ -8,12 +8,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::client::{Client, ClientBuilder};
 use crate::error::{Error, Result};
-use crate::redlock::Redlock;
-use crate::settings::Settings;
-use crate::transport::tls::TlsFiles;
-use crate::transport::topology::ClusterPubSub;
+use crate::settings::cluster_pubsub::ClusterPubSub;
+use crate::settings::tls_files::TlsFiles;
 
 /// Where the locks live.
 ///
@@ -42,12 +39,12 @@ pub struct Deployment {
     /// Longest replica wait (default 50 ms).
     pub replica_timeout: Duration,
     /// How wake-ups travel on a Redis Cluster (default sharded); see
-    /// [`ClientBuilder::cluster_pubsub`].
+    /// [`ClientBuilder::cluster_pubsub`](crate::ClientBuilder::cluster_pubsub).
     pub cluster_pubsub: ClusterPubSub,
 }
 
 /// Default of [`Deployment::replica_timeout`].
-pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The servers of a [`Deployment`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +61,14 @@ pub enum Servers {
         /// The master's name in Sentinel.
         master: String,
     },
-    /// Independent masters for [`Redlock`]; each may be any of the above.
+    /// Independent masters for [`Redlock`](crate::Redlock); each may be any of the above.
     Redlock(Vec<Servers>),
 }
 
 impl Deployment {
+    /// Default of [`Deployment::replica_timeout`].
+    pub const DEFAULT_REPLICA_TIMEOUT: Duration = DEFAULT_REPLICA_TIMEOUT;
+
     /// A deployment of these servers, without TLS files or replica waits.
     pub fn new(servers: Servers) -> Deployment {
         Deployment {
@@ -82,7 +82,7 @@ impl Deployment {
 
     /// Reads the `[redis]` and `[tls]` sections of a settings file; `None`
     /// when the file has no `[redis]` section. Other sections are left to
-    /// [`Settings::from_toml`].
+    /// [`Settings::from_toml`](crate::Settings::from_toml).
     ///
     /// `[redis]`: `mode = "single" | "cluster" | "sentinel" | "redlock"`
     /// (default `single`, or `redlock` when `urls` has several entries),
@@ -191,91 +191,41 @@ impl Deployment {
         matches!(self.servers, Servers::Redlock(_))
     }
 
-    /// A client builder for this deployment, with `settings`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a Redlock deployment (use
-    /// [`connect_redlock`](Self::connect_redlock)) or a bad shape.
-    pub fn builder(&self, settings: Settings) -> Result<ClientBuilder> {
-        self.validate()?;
-        if self.is_redlock() {
-            return Err(Error::InvalidConfig(
-                "redis.mode: a redlock deployment has several masters; connect it as Redlock"
-                    .to_owned(),
-            ));
-        }
-        Ok(self.builder_for(&self.servers, settings))
-    }
-
-    /// Connects a client (not Redlock; see [`builder`](Self::builder)).
-    ///
-    /// # Errors
-    /// As [`builder`](Self::builder) and [`ClientBuilder::connect`].
-    pub async fn connect(&self, settings: Settings) -> Result<Client> {
-        self.builder(settings)?.connect().await
-    }
-
-    /// Connects every master of a Redlock deployment (any deployment: one
-    /// that is not Redlock becomes Redlock over its one master).
-    ///
-    /// When every master is one server named by URL and no TLS files or
-    /// replica waits are set, masters that cannot be reached now are kept as
-    /// failed nodes, as [`Redlock::connect_with`] does; otherwise every
-    /// master must connect.
-    ///
-    /// # Errors
-    /// As [`ClientBuilder::connect`] for each master, and [`Redlock::new`].
-    pub async fn connect_redlock(&self, settings: Settings) -> Result<Redlock> {
-        self.validate()?;
-        let masters = match &self.servers {
-            Servers::Redlock(masters) => masters.clone(),
-            other => vec![other.clone()],
-        };
-        let urls: Vec<&String> = masters
-            .iter()
-            .filter_map(|master| match master {
-                Servers::Single(url) => Some(url),
-                _ => None,
-            })
-            .collect();
-        if urls.len() == masters.len() && self.tls.is_none() && self.wait_replicas.is_none() {
-            return Redlock::connect_with(&urls, settings).await;
-        }
-        let connecting = masters.iter().map(|master| {
-            let builder = self.builder_for(master, settings.clone());
-            async move { Ok::<_, Error>((master.label(), builder.connect().await?)) }
-        });
-        let clients = futures_util::future::try_join_all(connecting).await?;
-        Redlock::with_labels(clients)
-    }
-
     /// Every URL named, for messages (passwords hidden).
     pub fn describe(&self) -> String {
         self.servers.label()
     }
-
-    fn builder_for(&self, servers: &Servers, settings: Settings) -> ClientBuilder {
-        let mut builder = match servers {
-            Servers::Single(url) => Client::builder(url),
-            Servers::Cluster(seeds) => ClientBuilder::cluster(seeds.clone()),
-            Servers::Sentinel { sentinels, master } => {
-                ClientBuilder::sentinel(sentinels.clone(), master)
-            }
-            // Refused by validate and builder.
-            Servers::Redlock(_) => Client::builder(""),
-        }
-        .settings(settings);
-        if let Some(tls) = &self.tls {
-            builder = builder.tls(tls.clone());
-        }
-        if let Some(replicas) = self.wait_replicas {
-            builder = builder.wait_for_replicas(replicas, self.replica_timeout);
-        }
-        builder.cluster_pubsub(self.cluster_pubsub)
-    }
 }
 
 impl Servers {
+    /// Checks what every way of naming servers needs (a settings file, a
+    /// client builder): URLs present, a master name for Sentinel.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field.
+    pub(crate) fn check_shape(&self) -> Result<()> {
+        match self {
+            Servers::Single(url) if url.is_empty() => Err(Error::InvalidConfig(
+                "redis.urls: at least one URL is needed".to_owned(),
+            )),
+            Servers::Cluster(nodes) if nodes.is_empty() => Err(Error::InvalidConfig(
+                "redis.urls: a cluster needs at least one node URL".to_owned(),
+            )),
+            Servers::Sentinel { sentinels, .. } if sentinels.is_empty() => {
+                Err(Error::InvalidConfig(
+                    "redis.urls: sentinel needs at least one Sentinel URL".to_owned(),
+                ))
+            }
+            Servers::Sentinel { master, .. } if master.is_empty() => Err(Error::InvalidConfig(
+                "redis.master: sentinel needs the master's name".to_owned(),
+            )),
+            Servers::Redlock(masters) if masters.is_empty() => Err(Error::InvalidConfig(
+                "redis.urls: redlock needs at least one master".to_owned(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// True when these servers are, or include, a Redis Cluster.
     fn has_cluster(&self) -> bool {
         match self {
@@ -312,24 +262,13 @@ impl Servers {
 }
 
 fn check_servers(servers: &Servers) -> Result<()> {
+    servers.check_shape()?;
     let urls = match servers {
         Servers::Single(url) => std::slice::from_ref(url),
         Servers::Cluster(seeds) => seeds.as_slice(),
-        Servers::Sentinel { sentinels, master } => {
-            if master.is_empty() {
-                return Err(Error::InvalidConfig(
-                    "redis.master: sentinel needs the master's name".to_owned(),
-                ));
-            }
-            sentinels.as_slice()
-        }
+        Servers::Sentinel { sentinels, .. } => sentinels.as_slice(),
         Servers::Redlock(_) => return Ok(()),
     };
-    if urls.is_empty() {
-        return Err(Error::InvalidConfig(
-            "redis.urls: at least one URL is needed".to_owned(),
-        ));
-    }
     for url in urls {
         if !(url.starts_with("redis://")
             || url.starts_with("rediss://")
@@ -346,7 +285,7 @@ fn check_servers(servers: &Servers) -> Result<()> {
 }
 
 /// The URL with its password replaced by `***`.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

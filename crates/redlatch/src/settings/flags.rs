@@ -76,9 +76,12 @@ pub struct DeploymentArgs {
 }
 
 /// Used when neither flags, the settings file nor `REDIS_URL` name a server.
-pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub(crate) const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 impl DeploymentArgs {
+    /// Used when neither flags, the settings file nor `REDIS_URL` name a server.
+    pub const DEFAULT_REDIS_URL: &str = DEFAULT_REDIS_URL;
+
     /// The deployment these flags name; `from_file` is the settings file's
     /// (from [`Deployment::load`]), used when no server flag was given. TLS
     /// flags replace the file's `[tls]`.

@@ -9,21 +9,21 @@ use crate::error::{Error, Result};
 ///
 /// Redis would take far longer keys, but a name this long is almost always a
 /// bug (a request body used as a name), and every script call carries it.
-pub const MAX_NAME_LEN: usize = 1024;
+pub(crate) const MAX_NAME_LEN: usize = 1024;
 
 /// Longest owner name accepted by [`Lock::with_owner`](crate::Lock::with_owner), in bytes.
-pub const MAX_OWNER_LEN: usize = 256;
+pub(crate) const MAX_OWNER_LEN: usize = 256;
 
 /// Shortest lease accepted: Redis expiries have millisecond resolution.
-pub const MIN_LEASE: Duration = Duration::from_millis(1);
+pub(crate) const MIN_LEASE: Duration = Duration::from_millis(1);
 
 /// Shortest lease the watchdog will renew: it renews at a third of the
 /// lease, and below this the renewals would be more traffic than work.
-pub const MIN_WATCHDOG_LEASE: Duration = Duration::from_millis(30);
+pub(crate) const MIN_WATCHDOG_LEASE: Duration = Duration::from_millis(30);
 
 /// Longest lease accepted (30 days). Longer is a unit mistake, not a lease:
 /// a crashed holder would block everyone for that long.
-pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Checks a lease and converts it to the whole milliseconds sent to Redis.
 pub(crate) fn lease_millis(what: &'static str, lease: Duration) -> Result<u64> {

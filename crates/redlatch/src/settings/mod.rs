@@ -10,10 +10,12 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+pub(crate) mod cluster_pubsub;
 pub(crate) mod deployment;
 #[cfg(feature = "clap")]
 pub(crate) mod flags;
 pub(crate) mod limits;
+pub(crate) mod tls_files;
 mod watch;
 
 pub(crate) use watch::ApplySettings;
@@ -22,23 +24,23 @@ pub use watch::SettingsWatcher;
 /// Default of [`Settings::handoff_grace`]: how
 /// long the releasing client leaves a woken waiter elsewhere to take the lock,
 /// a few loopback or LAN hand-offs (message delivery plus one attempt).
-pub const HANDOFF_GRACE: Duration = Duration::from_millis(5);
+pub(crate) const HANDOFF_GRACE: Duration = Duration::from_millis(5);
 
 /// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default of [`Settings::fair_lock_wait_timeout`]: Redisson's
 /// `fairLockWaitTimeout` (5 minutes).
-pub const FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default time allowed to open a connection (Redisson's `connectTimeout`).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time allowed for an answer (Redisson's `timeout`, Jedis's `soTimeout`).
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default number of retries after a connection error (Redisson's `retryAttempts`).
-pub const DEFAULT_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_RETRIES: u32 = 3;
 /// Default delay before the first retry; it doubles each time, up to [`DEFAULT_MAX_RETRY_DELAY`].
-pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Default longest delay between retries.
-pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 
 /// How calls retry after a connection error.
 ///
@@ -149,6 +151,41 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// Default lease of a lock renewed by the watchdog (Redisson's `lockWatchdogTimeout`).
+    pub const DEFAULT_LEASE: Duration = DEFAULT_LEASE;
+    /// Default of [`Settings::handoff_grace`]: how
+    /// long the releasing client leaves a woken waiter elsewhere to take the lock,
+    /// a few loopback or LAN hand-offs (message delivery plus one attempt).
+    pub const HANDOFF_GRACE: Duration = HANDOFF_GRACE;
+    /// Default of [`Settings::fair_lock_wait_timeout`]: Redisson's
+    /// `fairLockWaitTimeout` (5 minutes).
+    pub const FAIR_LOCK_WAIT_TIMEOUT: Duration = FAIR_LOCK_WAIT_TIMEOUT;
+    /// Default time allowed to open a connection (Redisson's `connectTimeout`).
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
+    /// Default time allowed for an answer (Redisson's `timeout`, Jedis's `soTimeout`).
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = DEFAULT_RESPONSE_TIMEOUT;
+    /// Default number of retries after a connection error (Redisson's `retryAttempts`).
+    pub const DEFAULT_RETRIES: u32 = DEFAULT_RETRIES;
+    /// Default delay before the first retry; it doubles each time, up to [`Settings::DEFAULT_MAX_RETRY_DELAY`].
+    pub const DEFAULT_RETRY_DELAY: Duration = DEFAULT_RETRY_DELAY;
+    /// Default longest delay between retries.
+    pub const DEFAULT_MAX_RETRY_DELAY: Duration = DEFAULT_MAX_RETRY_DELAY;
+    /// Longest lock name accepted, in bytes, key prefix included.
+    ///
+    /// Redis would take far longer keys, but a name this long is almost always a
+    /// bug (a request body used as a name), and every script call carries it.
+    pub const MAX_NAME_LEN: usize = limits::MAX_NAME_LEN;
+    /// Longest owner name accepted by [`Lock::with_owner`](crate::Lock::with_owner), in bytes.
+    pub const MAX_OWNER_LEN: usize = limits::MAX_OWNER_LEN;
+    /// Shortest lease accepted: Redis expiries have millisecond resolution.
+    pub const MIN_LEASE: Duration = limits::MIN_LEASE;
+    /// Shortest lease the watchdog will renew: it renews at a third of the
+    /// lease, and below this the renewals would be more traffic than work.
+    pub const MIN_WATCHDOG_LEASE: Duration = limits::MIN_WATCHDOG_LEASE;
+    /// Longest lease accepted (30 days). Longer is a unit mistake, not a lease:
+    /// a crashed holder would block everyone for that long.
+    pub const MAX_LEASE: Duration = limits::MAX_LEASE;
+
     /// Checks every field; the same check guards every way settings change.
     ///
     /// # Errors

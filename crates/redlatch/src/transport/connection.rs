@@ -20,12 +20,14 @@ use redis::{
 };
 
 use crate::error::{Error, Result};
+use crate::settings::cluster_pubsub::ClusterPubSub;
+use crate::settings::deployment::Servers;
 use crate::settings::{Settings, SharedSettings};
 use crate::transport::script_routes::ScriptRoutes;
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
-use crate::transport::topology::{ClusterPubSub, MasterAuth, ReplicaWait, Servers, Topology};
+use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
 use crate::transport::watch::WatchSource;
 
 /// Opens the command connection for `topology` (now), and says where
@@ -45,7 +47,7 @@ pub(crate) async fn open(
     let settings: Arc<Settings> = shared.read().clone();
     let settings = settings.as_ref();
     let connect_limit = match topology.servers {
-        Servers::Single => settings.connect_timeout,
+        Servers::Single(_) | Servers::Redlock(_) => settings.connect_timeout,
         Servers::Cluster(_) | Servers::Sentinel { .. } => settings
             .connect_timeout
             .saturating_mul(settings.retry.attempts + 1)
@@ -57,25 +59,22 @@ pub(crate) async fn open(
             ),
     };
     let urls: Vec<&str> = match &topology.servers {
-        Servers::Single => vec![url],
+        Servers::Single(_) | Servers::Redlock(_) => vec![url],
         Servers::Cluster(nodes) => nodes.iter().map(String::as_str).collect(),
         Servers::Sentinel { sentinels, .. } => sentinels.iter().map(String::as_str).collect(),
     };
     let certs = Certificates::load(topology.tls.as_ref(), &urls)?;
     let opened = async {
         match &topology.servers {
-            Servers::Single => open_single(url, settings, &certs).await,
+            Servers::Single(_) => open_single(url, settings, &certs).await,
+            Servers::Redlock(_) => Err(crate::transport::topology::redlock_refused()),
             Servers::Cluster(nodes) => {
                 let waits = replica_wait.map_or(Duration::ZERO, |wait| wait.timeout);
                 open_cluster(nodes, shared, waits, certs, topology.cluster_pubsub).await
             }
-            Servers::Sentinel {
-                sentinels,
-                master,
-                auth,
-            } => {
+            Servers::Sentinel { sentinels, master } => {
                 certs.refuse_custom("Sentinel")?;
-                open_sentinel(sentinels, master, auth.as_ref(), shared).await
+                open_sentinel(sentinels, master, topology.master_auth.as_ref(), shared).await
             }
         }
     };

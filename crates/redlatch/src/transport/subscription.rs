@@ -15,9 +15,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::mpsc;
 
+use crate::settings::cluster_pubsub::ClusterPubSub;
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::tls::Certificates;
-use crate::transport::topology::ClusterPubSub;
 
 /// Where subscription connections come from.
 #[derive(Clone)]

@@ -2,50 +2,21 @@
 
 use std::time::Duration;
 
-use crate::transport::tls::TlsFiles;
+use crate::settings::cluster_pubsub::ClusterPubSub;
+use crate::settings::deployment::Servers;
+use crate::settings::tls_files::TlsFiles;
 
 /// Where a client finds Redis, and how it secures the connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Topology {
+    /// The servers; never `Redlock` here (a Redlock is built on clients).
     pub(crate) servers: Servers,
+    /// Through Sentinel: the credentials of the master it names.
+    pub(crate) master_auth: Option<MasterAuth>,
     /// Certificates for `rediss://` URLs; `None` uses the system's trust store.
     pub(crate) tls: Option<TlsFiles>,
     /// How wake-ups travel on a Redis Cluster.
     pub(crate) cluster_pubsub: ClusterPubSub,
-}
-
-/// How lock wake-ups travel on a Redis Cluster
-/// ([`ClientBuilder::cluster_pubsub`](crate::ClientBuilder::cluster_pubsub)).
-///
-/// Redisson's clients on the same locks must do the same: Redisson uses
-/// sharded pub/sub on Redis 7.0 and later by default
-/// (`shardedSubscriptionMode = AUTO`), plain pub/sub when configured with
-/// `shardedSubscriptionMode = OFF` or on older servers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClusterPubSub {
-    /// `SPUBLISH` / `SSUBSCRIBE` (Redis 7.0+): a message goes only to the
-    /// shard that owns the channel's slot. The default.
-    #[default]
-    Sharded,
-    /// `PUBLISH` / `SUBSCRIBE`: every message is broadcast to every node of
-    /// the cluster, for Redisson clients without sharded subscriptions.
-    Plain,
-}
-
-/// The servers a client talks to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Servers {
-    /// One server at a URL.
-    Single,
-    /// A Redis Cluster, discovered from any of these node URLs.
-    Cluster(Vec<String>),
-    /// The master Sentinel knows as `master`, asked from these Sentinel URLs.
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-        auth: Option<MasterAuth>,
-    },
 }
 
 /// Credentials for the master and replicas found through Sentinel.
@@ -72,4 +43,11 @@ pub(crate) struct ReplicaWait {
     /// Waited for by `WAITAOF 1 replicas timeout` (the master's and the
     /// replicas' append-only files fsynced) rather than `WAIT` (received).
     pub(crate) fsync: bool,
+}
+
+/// A client's servers are never a Redlock: that is several clients.
+pub(crate) fn redlock_refused() -> crate::error::Error {
+    crate::error::Error::InvalidConfig(
+        "a client talks to one deployment; Redlock is built on several clients".to_owned(),
+    )
 }

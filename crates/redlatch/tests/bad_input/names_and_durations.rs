@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use redlatch::{Error, MAX_LEASE, MAX_NAME_LEN, MIN_LEASE};
+use redlatch::{Error, Settings};
+
+const MAX_LEASE: Duration = Settings::MAX_LEASE;
+const MAX_NAME_LEN: usize = Settings::MAX_NAME_LEN;
+const MIN_LEASE: Duration = Settings::MIN_LEASE;
 
 use super::budget;
 use crate::common;

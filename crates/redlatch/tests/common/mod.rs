@@ -14,7 +14,7 @@ pub fn server() -> RedisServer {
 
 /// A client with timeouts short enough for fault tests.
 pub async fn client(server: &RedisServer) -> Client {
-    client_with_lease(server, redlatch::DEFAULT_LEASE).await
+    client_with_lease(server, redlatch::Settings::DEFAULT_LEASE).await
 }
 
 /// A client whose watchdog lease is `lease`.

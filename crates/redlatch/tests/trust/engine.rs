@@ -189,7 +189,7 @@ async fn two_acquires_of_one_named_owner_in_one_batch_both_hold() {
         latency: Duration::from_millis(5),
         ..LinkFaults::default()
     });
-    let client = client_at(&proxy.url(), redlatch::DEFAULT_LEASE).await;
+    let client = client_at(&proxy.url(), redlatch::Settings::DEFAULT_LEASE).await;
     let mut admin = common::admin(&server).await;
     let mut lost = 0;
     for round in 0..100 {
