@@ -14,13 +14,15 @@ use nix::sys::signal::Signal;
 use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
 use tokio::time::Instant;
 
-use crate::Global;
+use crate::config_file;
 use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
+use crate::global::Global;
 use crate::held::HeldGuard;
 use crate::job;
 use crate::locks::LockView;
-use crate::output;
+use crate::names;
+use crate::redact;
 use crate::secrets;
 use crate::signals::Signals;
 
@@ -100,7 +102,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             // Dropping an acquire leaves nothing behind in Redis.
             return Err(Failure::new(
                 exit::SIGNAL_BASE + received as u8,
-                format!("{received} while waiting for lock {}; the command did not run", output::shown(&args.name)),
+                format!("{received} while waiting for lock {}; the command did not run", names::shown(&args.name)),
             ));
         }
     };
@@ -119,7 +121,7 @@ struct Held {
 
 /// Settings, connection, settings watch, then the acquire `--wait` allows.
 async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
     if global.deployment()?.is_redlock() {
         return take_redlock(global, args, settings).await;
     }
@@ -250,7 +252,7 @@ fn watch(
                         settings.default_lease = lease;
                     }
                 })
-                .map_err(|error| connect::config_failure(path, &error))
+                .map_err(|error| config_file::config_failure(path, &error))
         })
         .collect()
 }
@@ -276,14 +278,14 @@ fn held(
                 exit::NOT_ACQUIRED,
                 format!(
                     "lock {} is held by {}; gave up after {waited}",
-                    output::shown(&args.name),
+                    names::shown(&args.name),
                     busy.as_deref().unwrap_or("another owner")
                 ),
             ))
         }
         Err(error) => Err(connect::call_failure(
             global,
-            &format!("lock {}", output::shown(&args.name)),
+            &format!("lock {}", names::shown(&args.name)),
             &error,
         )),
     }
@@ -320,7 +322,7 @@ async fn acquire_redlock(
 
 /// Spawns the command and waits for it, stopping it if the lock is lost.
 async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
-    let name = &output::shown(&args.name);
+    let name = &names::shown(&args.name);
     let program = &args.command[0];
     let mut command = tokio::process::Command::new(program);
     command
@@ -378,7 +380,7 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
                 let reason = guard
                     .lost_reason()
                     .map_or_else(|| "expired, deleted or taken over".to_owned(), |reason| reason.to_string());
-                eprintln!("{}", secrets::redact(&format!(
+                eprintln!("{}", redact::redact(&format!(
                     "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command and its process group (SIGTERM, then SIGKILL after {})",
                     humantime::format_duration(args.kill_after)
                 )));
@@ -440,7 +442,7 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
         Err(error) => {
             eprintln!(
                 "{}",
-                secrets::redact(&format!(
+                redact::redact(&format!(
                     "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
                 ))
             );

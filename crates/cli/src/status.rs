@@ -4,10 +4,12 @@
 use redlatch::RedlockStatus;
 use serde::Serialize;
 
-use crate::Global;
+use crate::config_file;
 use crate::connect;
 use crate::exit::Failure;
+use crate::global::Global;
 use crate::locks::LockView;
+use crate::names;
 use crate::output;
 
 /// Arguments of `redlatch status`.
@@ -28,7 +30,7 @@ pub struct StatusArgs {
 
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
     if global.deployment()?.is_redlock() {
         return redlock_status(global, args, settings).await;
     }
@@ -89,7 +91,7 @@ async fn redlock_status(
 fn status_failure(global: &Global, name: &str, error: &redlatch::Error) -> Failure {
     connect::call_failure(
         global,
-        &format!("status of lock {}", output::shown(name)),
+        &format!("status of lock {}", names::shown(name)),
         error,
     )
 }
