@@ -216,8 +216,8 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
         note: None,
         findings: None,
     };
-    if !setup.recipe.applies(setup.fault) {
-        cell.note = Some(not_applicable(setup.recipe, setup.fault).to_owned());
+    if let Err(why) = setup.fault.applies(&info) {
+        cell.note = Some(why.to_owned());
         return cell;
     }
     match cell_run::run(setup, progress) {
@@ -229,7 +229,8 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
             cell.findings = Some(findings);
         }
         Err(reason) => {
-            cell.status = if setup.fault == Fault::ClockJump {
+            // A machine without libfaketime cannot run the cell at all.
+            cell.status = if setup.fault.kind().needs().clock {
                 Status::Unavailable
             } else {
                 Status::Error
@@ -238,18 +239,6 @@ fn run_cell(setup: &Setup, progress: &dyn Fn(f64)) -> Cell {
         }
     }
     cell
-}
-
-fn not_applicable(recipe: RecipeName, fault: Fault) -> &'static str {
-    if recipe.info().replicas_only && fault != Fault::Failover {
-        return "needs replicas: runs under failover only";
-    }
-    match fault {
-        Fault::CrashBetween => "no step of two commands",
-        Fault::RestartMaster | Fault::RestartMasterLate => "one lock server, not a Redlock",
-        Fault::Failover => "needs the library's Sentinel support",
-        _ => "uses no scripts or subscriptions",
-    }
 }
 
 fn millis(duration: Duration) -> u64 {

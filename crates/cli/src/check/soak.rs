@@ -152,7 +152,8 @@ fn mix(args: &CheckArgs) -> Result<Vec<(RecipeName, Fault)>, Failure> {
         let promises = recipe.info().promises;
         let faults: Vec<Fault> = if args.faults.is_empty() {
             Fault::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|&fault| {
                     let promised = promises(fault);
                     promised.exclusive || promised.no_lost_updates || promised.no_stale_writes
@@ -162,7 +163,7 @@ fn mix(args: &CheckArgs) -> Result<Vec<(RecipeName, Fault)>, Failure> {
             args.faults.clone()
         };
         for fault in faults {
-            if recipe.applies(fault) && !mix.contains(&(recipe, fault)) {
+            if fault.applies(&recipe.info()).is_ok() && !mix.contains(&(recipe, fault)) {
                 mix.push((recipe, fault));
             }
         }

@@ -18,7 +18,8 @@ use clap::ValueEnum;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::Serialize;
 
-use super::faults::{Fault, Point};
+use super::faults::fault::Fault;
+use super::faults::point::Point;
 use super::workload::points::Points;
 
 /// The key every recipe locks, on the lock server.
@@ -155,22 +156,6 @@ impl RecipeName {
             RecipeName::Noop => noop::INFO,
         }
     }
-
-    /// Whether `fault` means anything for this recipe.
-    pub fn applies(self, fault: Fault) -> bool {
-        let info = self.info();
-        // Replicas exist only in the failover cell's Sentinel group.
-        if info.replicas_only && fault != Fault::Failover {
-            return false;
-        }
-        match fault {
-            Fault::CrashBetween => info.has_between,
-            Fault::FlushScripts | Fault::KillSubscribers => info.uses_scripts,
-            Fault::RestartMaster | Fault::RestartMasterLate => info.servers > 1,
-            Fault::Failover => info.sentinel,
-            _ => !info.replicas_only,
-        }
-    }
 }
 
 /// A recipe as a worker runs it: one lock, taken and given back in a loop.
@@ -296,27 +281,4 @@ pub fn fresh_token() -> String {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_recipe_that_needs_replicas_applies_under_failover_only() {
-        for recipe in RecipeName::DEFAULT {
-            if !recipe.info().replicas_only {
-                continue;
-            }
-            for fault in Fault::ALL {
-                assert_eq!(
-                    recipe.applies(fault),
-                    fault == Fault::Failover,
-                    "{} under {}",
-                    recipe.name(),
-                    fault.name()
-                );
-            }
-        }
-    }
 }

@@ -2,7 +2,7 @@
 //! claims every guarantee, so a working checker must report it broken.
 
 use super::{Info, Promise, Recipe};
-use crate::check::faults::Point;
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Claims everything, keeps nothing.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use redlatch::{Client, ClientBuilder, Error, Guard};
 
 use super::{Info, LOCK_KEY, LockServers, Promise, Recipe};
-use crate::check::faults::{Fault, Point};
+use crate::check::faults::fault::Fault;
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// What the unfenced lock promises (see `docs/SAFETY.md`).

@@ -8,7 +8,8 @@ use std::time::Duration;
 use redlatch::{Error, Redlock, RedlockGuard, Settings};
 
 use super::{Info, LOCK_KEY, Promise, Recipe};
-use crate::check::faults::{Fault, Point};
+use crate::check::faults::fault::Fault;
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Masters of the Redlock.

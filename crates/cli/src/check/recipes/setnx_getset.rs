@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::aio::ConnectionManager;
 
 use super::{Info, LOCK_KEY, Promise, Recipe, connect, query};
-use crate::check::faults::Point;
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Promises nothing: it is one of the seeds' broken recipes.
