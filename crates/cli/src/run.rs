@@ -11,15 +11,15 @@ use std::ffi::OsString;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
-use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
+use redlatch::{Settings, SettingsWatcher};
 use tokio::time::Instant;
 
 use crate::config_file;
 use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
 use crate::global::Global;
-use crate::held::HeldGuard;
 use crate::job;
+use crate::lock_api::{AnyGuard, AnyLock};
 use crate::locks::LockView;
 use crate::names;
 use crate::redact;
@@ -112,6 +112,9 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     supervise(guard, &args, &mut signals).await
 }
 
+/// A hold of either kind of lock (which one, `--redis` says at run time).
+type HeldGuard = Box<dyn AnyGuard>;
+
 /// A lock taken, with what must live as long as it is held.
 struct Held {
     guard: HeldGuard,
@@ -135,19 +138,7 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     if let Some(owner) = &args.owner {
         lock = lock.with_owner(owner.as_str());
     }
-    let acquired = acquire(&lock, wait).await;
-    let busy = match acquired {
-        Ok(None) => busy(lock.status(), LockView::single).await,
-        _ => None,
-    };
-    held(
-        global,
-        args,
-        wait,
-        acquired.map(|guard| guard.map(HeldGuard::Single)),
-        busy,
-        watchers,
-    )
+    hold(global, args, &lock, wait, LockView::single, watchers).await
 }
 
 /// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
@@ -203,16 +194,29 @@ async fn take_redlock(
         .first()
         .and_then(|client| client.settings().wait_timeout));
     let lock = redlock.lock(args.name.as_str());
-    let acquired = acquire_redlock(&lock, wait).await;
+    hold(global, args, &lock, wait, LockView::from_redlock, watchers).await
+}
+
+/// The acquire `--wait` allows on `lock`, either kind; `view` reads its
+/// status for the "busy" message.
+async fn hold<L: AnyLock>(
+    global: &Global,
+    args: &RunArgs,
+    lock: &L,
+    wait: Option<Duration>,
+    view: fn(&L::Status) -> LockView,
+    watchers: Vec<SettingsWatcher>,
+) -> Result<Held, Failure> {
+    let acquired = acquire(lock, wait).await;
     let busy = match acquired {
-        Ok(None) => busy(lock.status(), LockView::from_redlock).await,
+        Ok(None) => busy(lock.status(), view).await,
         _ => None,
     };
     held(
         global,
         args,
         wait,
-        acquired.map(|guard| guard.map(HeldGuard::Redlock)),
+        acquired.map(|guard| guard.map(|guard| Box::new(guard) as HeldGuard)),
         busy,
         watchers,
     )
@@ -292,23 +296,10 @@ fn held(
 }
 
 /// One acquire as `--wait` asks: `None` when another owner kept the lock.
-async fn acquire(lock: &Lock, wait: Option<Duration>) -> redlatch::Result<Option<Guard>> {
-    match wait {
-        None => lock.acquire().await.map(Some),
-        Some(Duration::ZERO) => lock.try_acquire().await,
-        Some(wait) => match lock.acquire_timeout(wait).await {
-            Ok(guard) => Ok(Some(guard)),
-            Err(redlatch::Error::Timeout { .. }) => Ok(None),
-            Err(error) => Err(error),
-        },
-    }
-}
-
-/// As `acquire`, for Redlock.
-async fn acquire_redlock(
-    lock: &RedlockLock,
+async fn acquire<L: AnyLock>(
+    lock: &L,
     wait: Option<Duration>,
-) -> redlatch::Result<Option<RedlockGuard>> {
+) -> redlatch::Result<Option<L::Guard>> {
     match wait {
         None => lock.acquire().await.map(Some),
         Some(Duration::ZERO) => lock.try_acquire().await,
@@ -428,10 +419,10 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
     let code = exit::of_child(status);
     if kill_at.is_some() {
         // Already reported when it happened; this only stops the bookkeeping.
-        let _ = guard.release().await;
+        let _ = guard.release_before_exit().await;
         return Ok(exit::LOST);
     }
-    match guard.release().await {
+    match guard.release_before_exit().await {
         Ok(()) => Ok(code),
         Err(redlatch::Error::NotHeld { .. }) => Err(Failure::new(
             exit::LOST,
@@ -461,7 +452,7 @@ async fn next_stop(stops: Option<&mut tokio::signal::unix::Signal>) -> Option<()
 
 /// Releases a guard whose command never ran or was lost track of.
 async fn release_quietly(guard: HeldGuard, name: &str) {
-    if let Err(error) = guard.release().await {
+    if let Err(error) = guard.release_before_exit().await {
         tracing::warn!(lock = name, %error, "release failed");
     }
 }

@@ -5,6 +5,7 @@
 //! ([`Recipe`]), and what the recipe promises under each fault ([`Info`]).
 
 mod get_del;
+mod library;
 mod noop;
 mod redlatch_lock;
 mod redlock_lock;
@@ -226,12 +227,11 @@ where
         RecipeName::SetNxPx => body.call(set_nx_px::SetNxPx::new(url, lease).await).await,
         RecipeName::Redlatch | RecipeName::RedlatchFenced | RecipeName::RedlatchWait => {
             let replicas = name == RecipeName::RedlatchWait;
-            body.call(redlatch_lock::RedlatchLock::new(servers, lease, replicas).await)
+            body.call(redlatch_lock::connect(servers, lease, replicas).await)
                 .await
         }
         RecipeName::Redlock | RecipeName::RedlockFenced => {
-            body.call(redlock_lock::RedlockRecipe::new(urls, lease).await)
-                .await
+            body.call(redlock_lock::connect(urls, lease).await).await
         }
         RecipeName::Noop => body.call(Ok(noop::Noop)).await,
     }
