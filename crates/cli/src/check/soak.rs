@@ -8,12 +8,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::args::{CheckArgs, PROMISE_BROKEN};
 use super::faults::Fault;
+use super::judge::{millis, run_cell};
+use super::progress;
 use super::random::Random;
-use super::recipes::{Promise, RecipeName};
+use super::recipes::RecipeName;
+use super::recipes::info::Promise;
 use super::report::{self, Cell, Report};
 use super::verdict::Status;
-use super::{CheckArgs, PROMISE_BROKEN, millis, progress, run_cell};
 use crate::exit::{self, Failure};
 
 /// Cells in a row that may fail to run before the soak gives up.

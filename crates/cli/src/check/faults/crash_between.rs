@@ -3,7 +3,7 @@
 
 use super::kind::FaultKind;
 use super::point::Point;
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
 /// SIGKILL between the two commands; a new worker takes its place.

@@ -2,7 +2,7 @@
 //! failover to a fresh replica would): cached scripts must be reloaded.
 
 use super::kind::FaultKind;
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
 /// `SCRIPT FLUSH`.

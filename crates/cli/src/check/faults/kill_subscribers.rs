@@ -2,7 +2,7 @@
 //! waiter that sleeps on a release message must not sleep forever.
 
 use super::kind::FaultKind;
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
 /// `CLIENT KILL TYPE pubsub`.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::point::Point;
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
 /// What the cell sets up before the workers start.

@@ -31,7 +31,7 @@ use std::time::Duration;
 pub use fault::Fault;
 pub use kind::FaultKind;
 
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 
 impl Fault {
     /// What the fault does: the registry, one arm per fault.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::kind::{FaultKind, Needs};
 use super::point::Point;
 use super::restart_master::{NEEDS, applies, prepare, restart_shared};
-use crate::check::recipes::Info;
+use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
 /// The shared master killed right after a holder took the lock, restarted

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redlatch::Error;
 
-use super::{LOCK_KEY, Recipe};
+use super::recipe::{LOCK_KEY, Recipe};
 use crate::check::workload::points::Points;
 use crate::lock_api::{AnyGuard, AnyLock, LockSource};
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use redlatch::{Client, ClientBuilder};
 
+use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
-use super::{Info, LockServers, Promise};
+use super::recipe::LockServers;
 use crate::check::faults::fault::Fault;
 use crate::check::faults::point::Point;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use redlatch::{Redlock, Settings};
 
+use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
-use super::{Info, Promise};
 use crate::check::faults::fault::Fault;
 use crate::check::faults::point::Point;
 

@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
 
-use super::{Info, LOCK_KEY, Promise, Recipe, connect, query};
+use super::commands::{connect, query};
+use super::info::{Info, Promise};
+use super::recipe::{LOCK_KEY, Recipe};
 use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use testkit::RedisServer;
 
-use crate::check::recipes::LOCK_KEY;
+use crate::check::recipes::recipe::LOCK_KEY;
 
 /// Where Debian's `faketime` package puts the library.
 const LIBFAKETIME: [&str; 2] = [
