@@ -64,7 +64,7 @@ impl Failure {
     /// A failure with exit status `code`; the message is kept to one line,
     /// passwords masked.
     pub fn new(code: u8, message: impl Into<String>) -> Failure {
-        let message = crate::secrets::redact(&message.into());
+        let message = crate::redact::redact(&message.into());
         Failure {
             code,
             message: message

@@ -2,8 +2,8 @@
 //! Redlock masters (several `--redis`), every lock held on any master with
 //! the majority's verdict.
 
-use crate::Global;
 use crate::exit::Failure;
+use crate::global::Global;
 use crate::locks;
 use crate::output;
 

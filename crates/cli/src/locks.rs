@@ -8,10 +8,11 @@ use std::time::{Duration, SystemTime};
 use redlatch::{Client, Deployment, LockMode, LockStatus, RedlockStatus, Servers, Settings};
 use serde::{Serialize, Serializer};
 
-use crate::Global;
+use crate::config_file;
 use crate::connect;
 use crate::exit::{self, Failure};
-use crate::output::shown;
+use crate::global::Global;
+use crate::names::shown;
 
 /// One lock: its JSON is `status --json`'s object, each element of
 /// `list --json` and each lock of `top --json`.
@@ -455,7 +456,7 @@ const RECONNECT_LIMIT: Duration = Duration::from_secs(1);
 /// Redlock master (a master that cannot connect is kept as failed; fewer
 /// than a majority connected is exit 69).
 pub async fn connect_source(global: &Global, command: &str) -> Result<Source, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
     let deployment = global.deployment()?;
     let Servers::Redlock(masters) = &deployment.servers else {
         return Ok(Source::One(

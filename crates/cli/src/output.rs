@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::exit::{self, Failure};
 use crate::locks::{IdentityView, whole_seconds};
+use crate::names::shown;
 
 /// `value` as one line of JSON.
 pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
@@ -97,37 +98,6 @@ fn seconds(duration: Duration) -> String {
     format!("{:.1}s", duration.as_secs_f64())
 }
 
-/// Longest name or owner shown whole in human output and messages.
-const SHOWN_MAX: usize = 200;
-
-/// A name or owner as people see it: control characters escaped (a newline
-/// in a name must not print a line of its own, such as a fake `held no`),
-/// and a name longer than [`SHOWN_MAX`] characters cut in the middle with its
-/// length (a 120 KB name must not make a 120 KB line). JSON output keeps the
-/// name exact.
-pub fn shown(text: &str) -> String {
-    let escaped: String = text
-        .chars()
-        .flat_map(|c| {
-            let escape = c.is_control();
-            let (plain, escaped) = if escape {
-                (None, Some(c.escape_default()))
-            } else {
-                (Some(c), None)
-            };
-            plain.into_iter().chain(escaped.into_iter().flatten())
-        })
-        .collect();
-    let length = escaped.chars().count();
-    if length <= SHOWN_MAX {
-        return escaped;
-    }
-    let keep = SHOWN_MAX / 2;
-    let head: String = escaped.chars().take(keep).collect();
-    let tail: String = escaped.chars().skip(length - keep).collect();
-    format!("{head}…{tail} ({} bytes)", text.len())
-}
-
 /// Writes `text` and a newline to stdout. A closed pipe (`| head`) is not an error.
 pub fn emit(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
@@ -143,21 +113,8 @@ pub fn emit(text: &str) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
-    use super::{SHOWN_MAX, seconds, shown};
+    use super::seconds;
     use std::time::Duration;
-
-    #[test]
-    fn names_are_shown_on_one_line_and_shortened() {
-        assert_eq!(shown("orders"), "orders");
-        assert_eq!(
-            shown("a\nheld     no\u{1b}[2J"),
-            "a\\nheld     no\\u{1b}[2J"
-        );
-        let long = "x".repeat(120_000);
-        let short = shown(&long);
-        assert!(short.chars().count() < SHOWN_MAX + 20, "{short}");
-        assert!(short.ends_with("(120000 bytes)"), "{short}");
-    }
 
     #[test]
     fn ttl_shows_tenths_of_seconds() {

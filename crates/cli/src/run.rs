@@ -11,16 +11,18 @@ use std::ffi::OsString;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
-use redlatch::{Guard, Lock, RedlockGuard, RedlockLock, Settings, SettingsWatcher};
+use redlatch::{Settings, SettingsWatcher};
 use tokio::time::Instant;
 
-use crate::Global;
+use crate::config_file;
 use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
-use crate::held::HeldGuard;
+use crate::global::Global;
 use crate::job;
+use crate::lock_api::{AnyGuard, AnyLock};
 use crate::locks::LockView;
-use crate::output;
+use crate::names;
+use crate::redact;
 use crate::secrets;
 use crate::signals::Signals;
 
@@ -100,7 +102,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             // Dropping an acquire leaves nothing behind in Redis.
             return Err(Failure::new(
                 exit::SIGNAL_BASE + received as u8,
-                format!("{received} while waiting for lock {}; the command did not run", output::shown(&args.name)),
+                format!("{received} while waiting for lock {}; the command did not run", names::shown(&args.name)),
             ));
         }
     };
@@ -109,6 +111,9 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let Held { guard, _watchers } = held;
     supervise(guard, &args, &mut signals).await
 }
+
+/// A hold of either kind of lock (which one, `--redis` says at run time).
+type HeldGuard = Box<dyn AnyGuard>;
 
 /// A lock taken, with what must live as long as it is held.
 struct Held {
@@ -119,7 +124,7 @@ struct Held {
 
 /// Settings, connection, settings watch, then the acquire `--wait` allows.
 async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
     if global.deployment()?.is_redlock() {
         return take_redlock(global, args, settings).await;
     }
@@ -133,19 +138,7 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     if let Some(owner) = &args.owner {
         lock = lock.with_owner(owner.as_str());
     }
-    let acquired = acquire(&lock, wait).await;
-    let busy = match acquired {
-        Ok(None) => busy(lock.status(), LockView::single).await,
-        _ => None,
-    };
-    held(
-        global,
-        args,
-        wait,
-        acquired.map(|guard| guard.map(HeldGuard::Single)),
-        busy,
-        watchers,
-    )
+    hold(global, args, &lock, wait, LockView::single, watchers).await
 }
 
 /// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
@@ -201,16 +194,29 @@ async fn take_redlock(
         .first()
         .and_then(|client| client.settings().wait_timeout));
     let lock = redlock.lock(args.name.as_str());
-    let acquired = acquire_redlock(&lock, wait).await;
+    hold(global, args, &lock, wait, LockView::from_redlock, watchers).await
+}
+
+/// The acquire `--wait` allows on `lock`, either kind; `view` reads its
+/// status for the "busy" message.
+async fn hold<L: AnyLock>(
+    global: &Global,
+    args: &RunArgs,
+    lock: &L,
+    wait: Option<Duration>,
+    view: fn(&L::Status) -> LockView,
+    watchers: Vec<SettingsWatcher>,
+) -> Result<Held, Failure> {
+    let acquired = acquire(lock, wait).await;
     let busy = match acquired {
-        Ok(None) => busy(lock.status(), LockView::from_redlock).await,
+        Ok(None) => busy(lock.status(), view).await,
         _ => None,
     };
     held(
         global,
         args,
         wait,
-        acquired.map(|guard| guard.map(HeldGuard::Redlock)),
+        acquired.map(|guard| guard.map(|guard| Box::new(guard) as HeldGuard)),
         busy,
         watchers,
     )
@@ -250,7 +256,7 @@ fn watch(
                         settings.default_lease = lease;
                     }
                 })
-                .map_err(|error| connect::config_failure(path, &error))
+                .map_err(|error| config_file::config_failure(path, &error))
         })
         .collect()
 }
@@ -276,37 +282,24 @@ fn held(
                 exit::NOT_ACQUIRED,
                 format!(
                     "lock {} is held by {}; gave up after {waited}",
-                    output::shown(&args.name),
+                    names::shown(&args.name),
                     busy.as_deref().unwrap_or("another owner")
                 ),
             ))
         }
         Err(error) => Err(connect::call_failure(
             global,
-            &format!("lock {}", output::shown(&args.name)),
+            &format!("lock {}", names::shown(&args.name)),
             &error,
         )),
     }
 }
 
 /// One acquire as `--wait` asks: `None` when another owner kept the lock.
-async fn acquire(lock: &Lock, wait: Option<Duration>) -> redlatch::Result<Option<Guard>> {
-    match wait {
-        None => lock.acquire().await.map(Some),
-        Some(Duration::ZERO) => lock.try_acquire().await,
-        Some(wait) => match lock.acquire_timeout(wait).await {
-            Ok(guard) => Ok(Some(guard)),
-            Err(redlatch::Error::Timeout { .. }) => Ok(None),
-            Err(error) => Err(error),
-        },
-    }
-}
-
-/// As `acquire`, for Redlock.
-async fn acquire_redlock(
-    lock: &RedlockLock,
+async fn acquire<L: AnyLock>(
+    lock: &L,
     wait: Option<Duration>,
-) -> redlatch::Result<Option<RedlockGuard>> {
+) -> redlatch::Result<Option<L::Guard>> {
     match wait {
         None => lock.acquire().await.map(Some),
         Some(Duration::ZERO) => lock.try_acquire().await,
@@ -320,7 +313,7 @@ async fn acquire_redlock(
 
 /// Spawns the command and waits for it, stopping it if the lock is lost.
 async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
-    let name = &output::shown(&args.name);
+    let name = &names::shown(&args.name);
     let program = &args.command[0];
     let mut command = tokio::process::Command::new(program);
     command
@@ -378,7 +371,7 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
                 let reason = guard
                     .lost_reason()
                     .map_or_else(|| "expired, deleted or taken over".to_owned(), |reason| reason.to_string());
-                eprintln!("{}", secrets::redact(&format!(
+                eprintln!("{}", redact::redact(&format!(
                     "redlatch: lock {name} was lost while the command ran ({reason}); stopping the command and its process group (SIGTERM, then SIGKILL after {})",
                     humantime::format_duration(args.kill_after)
                 )));
@@ -426,10 +419,10 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
     let code = exit::of_child(status);
     if kill_at.is_some() {
         // Already reported when it happened; this only stops the bookkeeping.
-        let _ = guard.release().await;
+        let _ = guard.release_before_exit().await;
         return Ok(exit::LOST);
     }
-    match guard.release().await {
+    match guard.release_before_exit().await {
         Ok(()) => Ok(code),
         Err(redlatch::Error::NotHeld { .. }) => Err(Failure::new(
             exit::LOST,
@@ -440,7 +433,7 @@ async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> R
         Err(error) => {
             eprintln!(
                 "{}",
-                secrets::redact(&format!(
+                redact::redact(&format!(
                     "redlatch: could not release lock {name}: {error}; it frees itself within its lease"
                 ))
             );
@@ -459,7 +452,7 @@ async fn next_stop(stops: Option<&mut tokio::signal::unix::Signal>) -> Option<()
 
 /// Releases a guard whose command never ran or was lost track of.
 async fn release_quietly(guard: HeldGuard, name: &str) {
-    if let Err(error) = guard.release().await {
+    if let Err(error) = guard.release_before_exit().await {
         tracing::warn!(lock = name, %error, "release failed");
     }
 }

@@ -1,13 +1,16 @@
 //! `redlatch status NAME`: one lock, as Redis holds it now (on each master
 //! when `--redis` is given several times).
 
-use redlatch::RedlockStatus;
+use redlatch::{LockStatus, RedlockStatus};
 use serde::Serialize;
 
-use crate::Global;
+use crate::config_file;
 use crate::connect;
 use crate::exit::Failure;
+use crate::global::Global;
+use crate::lock_api::AnyLock;
 use crate::locks::LockView;
+use crate::names;
 use crate::output;
 
 /// Arguments of `redlatch status`.
@@ -28,32 +31,91 @@ pub struct StatusArgs {
 
 /// Prints holders, hold counts, TTL, last fencing token and waiting clients.
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
-    let settings = connect::load_settings(global.config.as_deref())?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
     if global.deployment()?.is_redlock() {
-        return redlock_status(global, args, settings).await;
+        let redlock = connect::redlock(global, settings, None).await?;
+        return show(global, &args, &redlock.lock(args.name.as_str()), None).await;
     }
     let client = connect::client(global, "status", settings, None, None, None).await?;
-    let status = client
-        .lock(args.name.as_str())
+    let server = args.verbose.then(|| client.capabilities().summary());
+    show(
+        global,
+        &args,
+        &client.lock(args.name.as_str()),
+        server.as_deref(),
+    )
+    .await
+}
+
+/// Reads the status of `lock`, either kind, and prints it; `server` is
+/// what the server offered at connect, for `--verbose`.
+async fn show<L>(
+    global: &Global,
+    args: &StatusArgs,
+    lock: &L,
+    server: Option<&str>,
+) -> Result<u8, Failure>
+where
+    L: AnyLock,
+    L::Status: Shown,
+{
+    let status = lock
         .status()
         .await
         .map_err(|error| status_failure(global, &args.name, &error))?;
-    let server = args.verbose.then(|| client.capabilities().summary());
     let text = if global.json {
-        let status = LockView::single(&status);
-        match &server {
+        let status = status.view();
+        match server {
             Some(server) => output::json(&Verbose { status, server })?,
             None => output::json(&status)?,
         }
     } else {
-        let mut text = output::status_text(&status);
-        if let Some(server) = &server {
+        let mut text = status.text();
+        if let Some(server) = server {
             text = format!("{}\nserver   {server}\n", text.trim_end_matches('\n'));
         }
         text
     };
     output::emit(&text)?;
-    Ok(exit_status(&args, status.held))
+    Ok(exit_status(args, status.held()))
+}
+
+/// A status as `status` prints it: one server's, or every master's.
+trait Shown {
+    /// The JSON object.
+    fn view(&self) -> LockView;
+    /// The text for people.
+    fn text(&self) -> String;
+    /// Whether it is held (on a majority, for Redlock).
+    fn held(&self) -> bool;
+}
+
+impl Shown for LockStatus {
+    fn view(&self) -> LockView {
+        LockView::single(self)
+    }
+
+    fn text(&self) -> String {
+        output::status_text(self)
+    }
+
+    fn held(&self) -> bool {
+        self.held
+    }
+}
+
+impl Shown for RedlockStatus {
+    fn view(&self) -> LockView {
+        LockView::from_redlock(self)
+    }
+
+    fn text(&self) -> String {
+        redlock_text(self)
+    }
+
+    fn held(&self) -> bool {
+        self.majority_holder().is_some()
+    }
 }
 
 /// `status --json --verbose`: the status, and what the server offered.
@@ -64,32 +126,11 @@ struct Verbose<'a> {
     server: &'a str,
 }
 
-/// `status` over several masters: each node's view, then the verdict.
-async fn redlock_status(
-    global: &Global,
-    args: StatusArgs,
-    settings: redlatch::Settings,
-) -> Result<u8, Failure> {
-    let redlock = connect::redlock(global, settings, None).await?;
-    let status = redlock
-        .lock(args.name.as_str())
-        .status()
-        .await
-        .map_err(|error| status_failure(global, &args.name, &error))?;
-    let text = if global.json {
-        output::json(&LockView::from_redlock(&status))?
-    } else {
-        redlock_text(&status)
-    };
-    output::emit(&text)?;
-    Ok(exit_status(&args, status.majority_holder().is_some()))
-}
-
 /// The failure of a status call on lock `name`.
 fn status_failure(global: &Global, name: &str, error: &redlatch::Error) -> Failure {
     connect::call_failure(
         global,
-        &format!("status of lock {}", output::shown(name)),
+        &format!("status of lock {}", names::shown(name)),
         error,
     )
 }

@@ -3,10 +3,11 @@
 
 use serde::Serialize;
 
-use crate::Global;
 use crate::connect;
 use crate::exit::{self, Failure};
+use crate::global::Global;
 use crate::locks::{self, Source};
+use crate::names;
 use crate::output;
 
 /// Arguments of `redlatch unlock`.
@@ -27,11 +28,11 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
             exit::USAGE,
             format!(
                 "refusing to unlock {}: force-unlocking breaks the current holder's mutual exclusion; pass --force if you are sure",
-                output::shown(&args.name)
+                names::shown(&args.name)
             ),
         ));
     }
-    let context = format!("unlock {}", output::shown(&args.name));
+    let context = format!("unlock {}", names::shown(&args.name));
     let masters = match locks::connect_source(global, "unlock").await? {
         Source::One(client) => {
             let deleted = client
@@ -42,11 +43,11 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
             let text = if global.json {
                 output::json(&serde_json::json!({ "name": args.name, "deleted": deleted }))?
             } else if deleted {
-                format!("lock {} deleted", output::shown(&args.name))
+                format!("lock {} deleted", names::shown(&args.name))
             } else {
                 format!(
                     "lock {} was not held; nothing deleted",
-                    output::shown(&args.name)
+                    names::shown(&args.name)
                 )
             };
             output::emit(&text)?;
@@ -134,11 +135,11 @@ impl RedlockUnlock<'_> {
             })
             .collect();
         lines.push(if self.deleted {
-            format!("lock {} deleted", output::shown(self.name))
+            format!("lock {} deleted", names::shown(self.name))
         } else {
             format!(
                 "lock {} was not held; nothing deleted",
-                output::shown(self.name)
+                names::shown(self.name)
             )
         });
         lines.join("\n")

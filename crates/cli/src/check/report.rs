@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::checker::{CounterExample, Figures, Findings};
 use super::faults::Fault;
-use super::recipes::{Promise, RecipeName};
+use super::recipes::RecipeName;
+use super::recipes::info::Promise;
 use super::verdict::{Status, promised_against};
 
 /// One cell of the table.

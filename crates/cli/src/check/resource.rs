@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
-use super::recipes::{connect, query};
+use super::recipes::commands::{connect, query};
 
 /// The counter every critical section increments.
 pub const COUNTER_KEY: &str = "lab:counter";

@@ -8,12 +8,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::args::{CheckArgs, PROMISE_BROKEN};
 use super::faults::Fault;
+use super::judge::{millis, run_cell};
+use super::progress;
 use super::random::Random;
-use super::recipes::{Promise, RecipeName};
+use super::recipes::RecipeName;
+use super::recipes::info::Promise;
 use super::report::{self, Cell, Report};
 use super::verdict::Status;
-use super::{CheckArgs, PROMISE_BROKEN, millis, progress, run_cell};
 use crate::exit::{self, Failure};
 
 /// Cells in a row that may fail to run before the soak gives up.
@@ -152,7 +155,8 @@ fn mix(args: &CheckArgs) -> Result<Vec<(RecipeName, Fault)>, Failure> {
         let promises = recipe.info().promises;
         let faults: Vec<Fault> = if args.faults.is_empty() {
             Fault::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|&fault| {
                     let promised = promises(fault);
                     promised.exclusive || promised.no_lost_updates || promised.no_stale_writes
@@ -162,7 +166,7 @@ fn mix(args: &CheckArgs) -> Result<Vec<(RecipeName, Fault)>, Failure> {
             args.faults.clone()
         };
         for fault in faults {
-            if recipe.applies(fault) && !mix.contains(&(recipe, fault)) {
+            if fault.applies(&recipe.info()).is_ok() && !mix.contains(&(recipe, fault)) {
                 mix.push((recipe, fault));
             }
         }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::checker::{Findings, Violation};
-use super::recipes::Promise;
+use super::recipes::info::Promise;
 
 /// The verdict on one cell of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

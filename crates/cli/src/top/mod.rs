@@ -4,15 +4,16 @@
 //! `--once` a single refresh. Redis going away does not end it: it says
 //! "disconnected, retrying" and goes on refreshing until Redis is back.
 
+mod row;
 mod sample;
 mod table;
 mod view;
 
 use std::time::Duration;
 
-use crate::Global;
-use crate::exit::{self, Failure};
-use sample::{Sampler, Snapshot};
+use crate::exit::Failure;
+use crate::global::Global;
+use sample::{Sampler, Snapshot, retried};
 pub use table::{SortKey, natural};
 
 /// Arguments of `redlatch top`.
@@ -87,11 +88,4 @@ pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
             _ = tokio::signal::ctrl_c() => return Ok(0),
         }
     }
-}
-
-/// Whether a failed refresh is shown and retried rather than the end: Redis
-/// unreachable or not answering, except for `--once`. A mistake of ours (a
-/// bad flag or file) ends `top` at once.
-fn retried(failure: &Failure, once: bool) -> bool {
-    !once && failure.code == exit::UNAVAILABLE
 }

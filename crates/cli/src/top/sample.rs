@@ -7,9 +7,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use super::row::TopLock;
 use super::table::{self, SortKey};
-use crate::Global;
-use crate::exit::Failure;
+use crate::exit::{self, Failure};
+use crate::global::Global;
 use crate::locks::{self, LockView, Source};
 
 /// One refresh, as `--json` prints it.
@@ -39,41 +40,6 @@ impl Snapshot {
                     .to_owned(),
             ),
             locks: Vec::new(),
-        }
-    }
-}
-
-/// One lock in a refresh: `status --json`'s object, and what `top` adds.
-#[derive(Debug, Clone, Serialize)]
-pub struct TopLock {
-    /// The lock as `status --json` shows it.
-    #[serde(flatten)]
-    pub lock: LockView,
-    /// `lock`, `read-write` or `fair` (a fair lock shows as such while
-    /// someone is in its line).
-    pub kind: &'static str,
-    /// Waiting clients, or the fair lock's places in line.
-    pub waiters: u64,
-    /// Fresh acquisitions per second since the previous refresh (from the
-    /// fencing token's growth); `null` on the first refresh of a lock.
-    pub acquisitions_per_s: Option<f64>,
-    /// How long the lock has had waiters without a break, as seen by this
-    /// watcher (to within one interval); 0 when nobody waits.
-    pub longest_wait_ms: u64,
-}
-
-impl TopLock {
-    /// The holders for people, each with what it says about itself first.
-    pub fn holders_text(&self) -> String {
-        let text = self.lock.holders_text();
-        match &self.lock.masters {
-            Some(masters) if self.lock.held => format!(
-                "{text} ({}/{} masters)",
-                self.lock.holding_masters(),
-                masters.nodes.len()
-            ),
-            Some(masters) => format!("no majority ({} needed)", masters.quorum),
-            None => text,
         }
     }
 }
@@ -181,4 +147,11 @@ fn unix_millis() -> u64 {
         .map_or(0, |since| {
             u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// Whether a failed refresh is shown and retried rather than the end: Redis
+/// unreachable or not answering, except for `--once`. A mistake of ours (a
+/// bad flag or file) ends `top` at once.
+pub fn retried(failure: &Failure, once: bool) -> bool {
+    !once && failure.code == exit::UNAVAILABLE
 }

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use super::sample::TopLock;
+use super::row::TopLock;
 
 /// How `top` orders the locks (`--sort`, the `s` key cycles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -312,7 +312,7 @@ pub fn shorten(text: &str, width: usize) -> String {
 fn cell(lock: &TopLock, column: Column, longest_ttl: Duration) -> String {
     let dash = || "-".to_owned();
     match column {
-        Column::Name => crate::output::shown(&lock.lock.name),
+        Column::Name => crate::names::shown(&lock.lock.name),
         Column::Kind => lock.kind.to_owned(),
         Column::Waiters => lock.waiters.to_string(),
         Column::Ttl => lock

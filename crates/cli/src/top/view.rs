@@ -12,8 +12,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
-use super::retried;
-use super::sample::{Sampler, TopLock};
+use super::row::TopLock;
+use super::sample::{Sampler, retried};
 use super::table::{self, SortKey};
 use crate::exit::{self, Failure};
 

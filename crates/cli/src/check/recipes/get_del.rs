@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
-use super::{Info, LOCK_KEY, Promise, Recipe, connect, fresh_token, query};
-use crate::check::faults::Point;
+use super::commands::{connect, fresh_token, query};
+use super::info::{Info, Promise};
+use super::recipe::{LOCK_KEY, Recipe};
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Promises nothing: it is one of the seeds' broken recipes.

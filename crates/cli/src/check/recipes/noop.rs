@@ -1,8 +1,9 @@
 //! `noop` (hidden): no lock at all. Every acquire succeeds at once, yet it
 //! claims every guarantee, so a working checker must report it broken.
 
-use super::{Info, Promise, Recipe};
-use crate::check::faults::Point;
+use super::info::{Info, Promise};
+use super::recipe::Recipe;
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Claims everything, keeps nothing.

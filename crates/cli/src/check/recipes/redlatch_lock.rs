@@ -1,15 +1,17 @@
 //! `redlatch` and `redlatch-fenced`: the library's lock, renewed by its
-//! watchdog. The worker checks [`Guard::is_held`] before writing, as the
+//! watchdog. The worker checks `is_held()` before writing, as the
 //! library asks; `redlatch-fenced` also sends the fencing token with the
 //! write, and the store refuses a token lower than one it has accepted.
 
 use std::time::Duration;
 
-use redlatch::{Client, ClientBuilder, Error, Guard};
+use redlatch::{Client, ClientBuilder};
 
-use super::{Info, LOCK_KEY, LockServers, Promise, Recipe};
-use crate::check::faults::{Fault, Point};
-use crate::check::workload::points::Points;
+use super::info::{Info, Promise};
+use super::library::LibraryRecipe;
+use super::recipe::LockServers;
+use crate::check::faults::fault::Fault;
+use crate::check::faults::point::Point;
 
 /// What the unfenced lock promises (see `docs/SAFETY.md`).
 pub const INFO: Info = Info {
@@ -79,84 +81,27 @@ fn promises_fenced(fault: Fault) -> Promise {
     }
 }
 
-/// A client of the lock server, and the guard while held.
-pub struct RedlatchLock {
-    client: Client,
-    guard: Option<Guard>,
-}
-
-impl RedlatchLock {
-    /// Connects to the lock server (or, through Sentinel, to its master)
-    /// with `lease` as the watchdog's lease; with `replicas`, every acquire
-    /// waits for one replica to confirm it (`WAIT 1`, up to 100 ms).
-    pub async fn new(
-        servers: LockServers<'_>,
-        lease: Duration,
-        replicas: bool,
-    ) -> Result<RedlatchLock, String> {
-        let url = servers.urls.first().map_or("", String::as_str);
-        let mut builder = match servers.sentinel_master {
-            Some(master) => ClientBuilder::sentinel(servers.urls.iter().cloned(), master),
-            None => Client::builder(url),
-        };
-        if replicas {
-            builder = builder.wait_for_replicas(1, Duration::from_millis(100));
-        }
-        let client = builder
-            .default_lease(lease)
-            .response_timeout(lease / 2)
-            .connect()
-            .await
-            .map_err(|error| error.to_string())?;
-        Ok(RedlatchLock {
-            client,
-            guard: None,
-        })
+/// Connects to the lock server (or, through Sentinel, to its master) with
+/// `lease` as the watchdog's lease; with `replicas`, every acquire waits
+/// for one replica to confirm it (`WAIT 1`, up to 100 ms).
+pub async fn connect(
+    servers: LockServers<'_>,
+    lease: Duration,
+    replicas: bool,
+) -> Result<LibraryRecipe<Client>, String> {
+    let url = servers.urls.first().map_or("", String::as_str);
+    let mut builder = match servers.sentinel_master {
+        Some(master) => ClientBuilder::sentinel(servers.urls.iter().cloned(), master),
+        None => Client::builder(url),
+    };
+    if replicas {
+        builder = builder.wait_for_replicas(1, Duration::from_millis(100));
     }
-}
-
-impl Recipe for RedlatchLock {
-    async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
-        match self.client.lock(LOCK_KEY).try_acquire().await {
-            Ok(Some(guard)) => Ok(Some(Some(self.keep(guard)))),
-            Ok(None) => Ok(None),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-
-    async fn acquire(
-        &mut self,
-        _points: &Points,
-        wait: Duration,
-    ) -> Result<Option<Option<u64>>, String> {
-        // The library waits on pub/sub, not by polling.
-        match self.client.lock(LOCK_KEY).acquire_timeout(wait).await {
-            Ok(guard) => Ok(Some(Some(self.keep(guard)))),
-            Err(Error::Timeout { .. }) => Ok(None),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-
-    fn still_held(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::is_held)
-    }
-
-    async fn release(&mut self, _points: &Points) -> Result<bool, String> {
-        let Some(guard) = self.guard.take() else {
-            return Ok(false);
-        };
-        match guard.release().await {
-            Ok(()) => Ok(true),
-            Err(Error::NotHeld { .. }) => Ok(false),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-}
-
-impl RedlatchLock {
-    fn keep(&mut self, guard: Guard) -> u64 {
-        let token = guard.token();
-        self.guard = Some(guard);
-        token
-    }
+    let client = builder
+        .default_lease(lease)
+        .response_timeout(lease / 2)
+        .connect()
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(LibraryRecipe::new(client))
 }

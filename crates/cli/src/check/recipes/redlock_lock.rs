@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
-use redlatch::{Error, Redlock, RedlockGuard, Settings};
+use redlatch::{Redlock, Settings};
 
-use super::{Info, LOCK_KEY, Promise, Recipe};
-use crate::check::faults::{Fault, Point};
-use crate::check::workload::points::Points;
+use super::info::{Info, Promise};
+use super::library::LibraryRecipe;
+use crate::check::faults::fault::Fault;
+use crate::check::faults::point::Point;
 
 /// Masters of the Redlock.
 const MASTERS: usize = 5;
@@ -63,70 +64,16 @@ fn promises_fenced(fault: Fault) -> Promise {
     }
 }
 
-/// The Redlock, and the guard while held.
-pub struct RedlockRecipe {
-    redlock: Redlock,
-    guard: Option<RedlockGuard>,
-}
-
-impl RedlockRecipe {
-    /// Connects to every master with `lease` as the watchdog's lease.
-    pub async fn new(urls: &[String], lease: Duration) -> Result<RedlockRecipe, String> {
-        let mut settings = Settings::default();
-        settings.default_lease = lease;
-        settings.response_timeout = lease / 2;
-        // A master the worker cannot reach (restart-master) must not hold
-        // up its start for the default 10 s.
-        settings.connect_timeout = lease * 2;
-        let redlock = Redlock::connect_with(urls, settings)
-            .await
-            .map_err(|error| error.to_string())?;
-        Ok(RedlockRecipe {
-            redlock,
-            guard: None,
-        })
-    }
-
-    fn keep(&mut self, guard: RedlockGuard) -> u64 {
-        let token = guard.token();
-        self.guard = Some(guard);
-        token
-    }
-}
-
-impl Recipe for RedlockRecipe {
-    async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
-        match self.redlock.lock(LOCK_KEY).try_acquire().await {
-            Ok(Some(guard)) => Ok(Some(Some(self.keep(guard)))),
-            Ok(None) => Ok(None),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-
-    async fn acquire(
-        &mut self,
-        _points: &Points,
-        wait: Duration,
-    ) -> Result<Option<Option<u64>>, String> {
-        match self.redlock.lock(LOCK_KEY).acquire_timeout(wait).await {
-            Ok(guard) => Ok(Some(Some(self.keep(guard)))),
-            Err(Error::Timeout { .. }) => Ok(None),
-            Err(error) => Err(error.to_string()),
-        }
-    }
-
-    fn still_held(&self) -> bool {
-        self.guard.as_ref().is_some_and(RedlockGuard::is_held)
-    }
-
-    async fn release(&mut self, _points: &Points) -> Result<bool, String> {
-        let Some(guard) = self.guard.take() else {
-            return Ok(false);
-        };
-        match guard.release().await {
-            Ok(()) => Ok(true),
-            Err(Error::NotHeld { .. }) => Ok(false),
-            Err(error) => Err(error.to_string()),
-        }
-    }
+/// Connects to every master with `lease` as the watchdog's lease.
+pub async fn connect(urls: &[String], lease: Duration) -> Result<LibraryRecipe<Redlock>, String> {
+    let mut settings = Settings::default();
+    settings.default_lease = lease;
+    settings.response_timeout = lease / 2;
+    // A master the worker cannot reach (restart-master) must not hold
+    // up its start for the default 10 s.
+    settings.connect_timeout = lease * 2;
+    let redlock = Redlock::connect_with(urls, settings)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(LibraryRecipe::new(redlock))
 }

@@ -11,8 +11,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
 
-use super::{Info, LOCK_KEY, Promise, Recipe, connect, query};
-use crate::check::faults::Point;
+use super::commands::{connect, query};
+use super::info::{Info, Promise};
+use super::recipe::{LOCK_KEY, Recipe};
+use crate::check::faults::point::Point;
 use crate::check::workload::points::Points;
 
 /// Promises nothing: it is one of the seeds' broken recipes.

@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testkit::{MASTER_NAME, SentinelGroup};
 
-use crate::check::recipes::LOCK_KEY;
+use crate::check::recipes::recipe::LOCK_KEY;
 
 /// The Sentinel group and what the lab did to it.
 pub struct SentinelLock {

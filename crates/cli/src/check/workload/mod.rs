@@ -1,9 +1,10 @@
 //! Running one recipe under one fault: servers, worker processes, faults.
 
 pub mod cell;
-mod failover;
-mod inject;
-mod links;
+pub mod failover;
+pub mod lab;
+pub mod links;
+mod lock_server;
 pub mod points;
 mod procs;
 pub mod worker;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use nix::sys::signal::{Signal, raise};
 
 use crate::check::event::{EventLog, What};
-use crate::check::faults::Point;
+use crate::check::faults::point::Point;
 
 /// The worker's fault point, whether it is armed, and its event log.
 pub struct Points {

@@ -15,9 +15,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::points::Points;
 use crate::check::clock::now_ns;
 use crate::check::event::{EventLog, What};
-use crate::check::faults::Point;
+use crate::check::faults::point::Point;
 use crate::check::random::Random;
-use crate::check::recipes::{AsyncRecipeFn, LockServers, Recipe, RecipeName, with_recipe};
+use crate::check::recipes::recipe::{LockServers, Recipe};
+use crate::check::recipes::{AsyncRecipeFn, RecipeName, with_recipe};
 use crate::check::resource::Resource;
 use crate::exit::{self, Failure};
 

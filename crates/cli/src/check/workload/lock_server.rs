@@ -1,4 +1,5 @@
-//! Faults done to the lock server, and the libfaketime set-up for clock jumps.
+//! The lock servers of a run, what faults can do to them, and the
+//! libfaketime set-up for clock jumps.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,8 +9,7 @@ use std::time::Instant;
 
 use testkit::RedisServer;
 
-use crate::check::faults::Fault;
-use crate::check::recipes::LOCK_KEY;
+use crate::check::recipes::recipe::LOCK_KEY;
 
 /// Where Debian's `faketime` package puts the library.
 const LIBFAKETIME: [&str; 2] = [
@@ -90,18 +90,6 @@ fn probe_faketime() -> Result<&'static str, String> {
     }
 }
 
-/// What an injection left to do later.
-pub enum FollowUp {
-    /// Nothing.
-    Done,
-    /// Resume the paused server after this long.
-    Resume(Duration),
-    /// Start the killed server (empty) after this long.
-    Restart(Duration),
-    /// Start the killed lock server at this index (empty) after this long.
-    RestartMaster(usize, Duration),
-}
-
 impl LockServer {
     /// Starts `count` lock servers; the first under libfaketime when
     /// `clock` is set.
@@ -170,75 +158,52 @@ impl LockServer {
         }
     }
 
-    /// Restarts lock server `index` empty: at once when `outage` is zero,
-    /// otherwise kills it now and says when to start it.
+    /// Stops the faulted server with SIGSTOP.
     ///
     /// # Errors
-    /// When there is no such server, or it cannot be killed or restarted.
-    pub fn restart_master(&mut self, index: usize, outage: Duration) -> Result<FollowUp, String> {
-        let server = self.server_at(index)?;
-        if outage.is_zero() {
-            server.restart().map_err(|error| error.to_string())?;
-            Ok(FollowUp::Done)
-        } else {
-            server.kill().map_err(|error| error.to_string())?;
-            Ok(FollowUp::RestartMaster(index, outage))
-        }
+    /// When it cannot be signalled.
+    pub fn pause(&mut self) -> Result<(), String> {
+        self.server.pause().map_err(|error| error.to_string())
     }
 
-    /// Injects `fault` once; says what to do later.
+    /// Lets the paused server go on.
     ///
     /// # Errors
-    /// When the server cannot be reached or restarted.
-    pub fn inject(&mut self, fault: Fault, lease: Duration) -> Result<FollowUp, String> {
-        let outage = fault.outage(lease);
-        match fault {
-            Fault::PauseRedis => {
-                self.server.pause().map_err(|error| error.to_string())?;
-                Ok(FollowUp::Resume(outage))
-            }
-            Fault::RestartRedis => {
-                self.server.restart().map_err(|error| error.to_string())?;
-                Ok(FollowUp::Done)
-            }
-            Fault::RestartRedisLate => {
-                self.server.kill().map_err(|error| error.to_string())?;
-                Ok(FollowUp::Restart(outage))
-            }
-            Fault::FlushScripts => {
-                self.admin(redis::cmd("SCRIPT").arg("FLUSH"))?;
-                Ok(FollowUp::Done)
-            }
-            Fault::KillSubscribers => {
-                self.admin(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub"))?;
-                Ok(FollowUp::Done)
-            }
-            Fault::ClockJump => {
-                let file = self.clock_file.as_ref().ok_or("not under libfaketime")?;
-                // Ten leases, in whole seconds (libfaketime's offset unit).
-                self.clock_offset += (lease * 10).as_secs().max(1);
-                std::fs::write(file, format!("+{}\n", self.clock_offset))
-                    .map_err(|error| error.to_string())?;
-                Ok(FollowUp::Done)
-            }
-            _ => Ok(FollowUp::Done),
-        }
+    /// When it cannot be signalled.
+    pub fn resume(&mut self) -> Result<(), String> {
+        self.server.resume().map_err(|error| error.to_string())
     }
 
-    /// Carries out a follow-up that has come due.
+    /// Kills lock server `index` with SIGKILL (0: the faulted one).
     ///
     /// # Errors
-    /// When the server cannot be resumed or restarted.
-    pub fn follow_up(&mut self, follow_up: &FollowUp) -> Result<(), String> {
-        match follow_up {
-            FollowUp::Done => Ok(()),
-            FollowUp::Resume(_) => self.server.resume().map_err(|error| error.to_string()),
-            FollowUp::Restart(_) => self.server.restart().map_err(|error| error.to_string()),
-            FollowUp::RestartMaster(index, _) => self
-                .server_at(*index)?
-                .restart()
-                .map_err(|error| error.to_string()),
-        }
+    /// When there is no such server, or it cannot be killed.
+    pub fn kill(&mut self, index: usize) -> Result<(), String> {
+        self.server_at(index)?
+            .kill()
+            .map_err(|error| error.to_string())
+    }
+
+    /// Restarts lock server `index` empty (0: the faulted one), killing it
+    /// first if it runs.
+    ///
+    /// # Errors
+    /// When there is no such server, or it cannot be restarted.
+    pub fn restart(&mut self, index: usize) -> Result<(), String> {
+        self.server_at(index)?
+            .restart()
+            .map_err(|error| error.to_string())
+    }
+
+    /// Moves the faulted server's wall clock forward by `by`, in whole
+    /// seconds (libfaketime's offset unit), at least one.
+    ///
+    /// # Errors
+    /// When the server does not run under libfaketime.
+    pub fn jump_clock(&mut self, by: Duration) -> Result<(), String> {
+        let file = self.clock_file.as_ref().ok_or("not under libfaketime")?;
+        self.clock_offset += by.as_secs().max(1);
+        std::fs::write(file, format!("+{}\n", self.clock_offset)).map_err(|error| error.to_string())
     }
 
     /// The lock key as the run leaves it, when it is still there: a key
@@ -260,7 +225,11 @@ impl LockServer {
         }
     }
 
-    fn admin(&self, cmd: &redis::Cmd) -> Result<(), String> {
+    /// Sends `cmd` to the faulted server.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or refuses it.
+    pub fn admin(&self, cmd: &redis::Cmd) -> Result<(), String> {
         let mut conn = self
             .server
             .client()
