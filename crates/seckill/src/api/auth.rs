@@ -61,7 +61,7 @@ impl fmt::Debug for AuthConfig {
     }
 }
 
-/// The checked form of an [`AuthConfig`], kept in [`AppState`].
+/// The checked form of an [`AuthConfig`], kept in the shared state (`api/state.rs`).
 pub enum Auth {
     /// `X-User-Id`.
     Header,

@@ -34,7 +34,7 @@ pub struct AppState {
     pub draining: AtomicBool,
     /// Who may create vouchers and use `/admin/*`.
     pub admin: AdminAccess,
-    /// Who the user is (`--auth`); handlers take [`auth::AuthUser`].
+    /// Who the user is (`--auth`); handlers take `AuthUser` (`api/auth.rs`).
     pub auth: Auth,
     /// The per-user rate limit (`--rate-limit`), this instance's share.
     pub rate_limits: RateLimits,

@@ -20,9 +20,9 @@
 //! # Layout
 //!
 //! `Db` and `WriteTx` are the two handles; every statement they run is a
-//! method of one of them, in the file of its concept: [`sale`] (vouchers,
-//! orders, the strategies' stock writes), [`lifecycle`] (paying, cancelling,
-//! expiring), [`fencing`] (fencing tokens), [`schema`] (creating the tables).
+//! method of one of them, in the file of its concept: `sale` (vouchers,
+//! orders, the strategies' stock writes), `lifecycle` (paying, cancelling,
+//! expiring), `fencing` (fencing tokens), [`schema`] (creating the tables).
 //! The records they read and write, [`OrderStatus`] included, live here too,
 //! so that nothing in this module imports from the layers above it.
 

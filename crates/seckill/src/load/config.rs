@@ -78,7 +78,7 @@ pub struct LoadArgs {
     pub outage_redis: Option<String>,
 }
 
-/// What [`run_load`] does: the targets, the voucher, the shape of the load.
+/// What [`run_load`](crate::load::run_load) does: the targets, the voucher, the shape of the load.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
     /// Base URLs of the instances (at least one).

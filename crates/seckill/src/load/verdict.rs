@@ -51,7 +51,7 @@ pub struct Verdict {
     /// held units that took no stock (negative). Not zero is a violation.
     pub stock_drift: i64,
     /// The load's orders whose final status is not what the load's
-    /// follow-up implies (see [`expected`]).
+    /// follow-up implies (see `expected`).
     pub wrong_status: u64,
     /// The first few of those, in words.
     pub wrong_status_orders: Vec<String>,
