@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::transport::Connection;
-use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
 use crate::engine::hold::{LockKind, NewHold};
+use crate::engine::measured::acquire_measured;
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -255,15 +255,7 @@ impl FairLock {
 
     async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.fair_acquire", lock = %self.name);
-        let started = LeaseInstant::now();
-        let outcome = self.wait_for_turn(wait).instrument(span).await;
-        let label = match &outcome {
-            Ok(Some(_)) => "acquired",
-            Ok(None) => "not_acquired",
-            Err(_) => "error",
-        };
-        crate::metrics::acquire_finished(label, started.elapsed());
-        outcome
+        acquire_measured(span, self.wait_for_turn(wait)).await
     }
 
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {

@@ -114,21 +114,17 @@ impl Task {
     /// Writes `due` holds (and the process's own fields) into the record.
     async fn write(&mut self, due: Vec<(Watched, SystemTime)>) {
         let offset = self.clock_offset().await;
-        let mut hset = redis::cmd("HSET");
-        hset.arg(&self.record);
-        self.describe_process(&mut hset);
+        let mut holds = Vec::with_capacity(due.len());
         for (watched, since) in due {
-            hset.arg(hold_field(&watched.key, &watched.field))
-                .arg(server_ms(since, offset));
+            holds.push((
+                hold_field(&watched.key, &watched.field),
+                server_ms(since, offset),
+            ));
             self.published
                 .insert((watched.key, watched.field), watched.hold);
         }
         let mut pipe = redis::pipe();
-        pipe.add_command(hset).ignore();
-        pipe.cmd("PEXPIRE")
-            .arg(&self.record)
-            .arg(RECORD_TTL.as_millis() as u64)
-            .ignore();
+        self.describe(&mut pipe, &holds);
         self.send(pipe).await;
     }
 
@@ -159,28 +155,33 @@ impl Task {
                 pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
             }
             // Written again in case the record was flushed or expired.
-            let mut hset = redis::cmd("HSET");
-            hset.arg(&self.record);
-            self.describe_process(&mut hset);
-            pipe.add_command(hset).ignore();
-            pipe.cmd("PEXPIRE")
-                .arg(&self.record)
-                .arg(RECORD_TTL.as_millis() as u64)
-                .ignore();
+            self.describe(&mut pipe, &[]);
         }
         self.send(pipe).await;
     }
 
-    fn describe_process(&self, hset: &mut redis::Cmd) {
+    /// Adds to `pipe` the writes that describe this process and `holds`
+    /// (field, acquired at) in the record, and keep it alive.
+    fn describe(&self, pipe: &mut redis::Pipeline, holds: &[(String, i64)]) {
         let (host, pid, program) = this_process();
-        hset.arg("host")
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&self.record)
+            .arg("host")
             .arg(host)
             .arg("pid")
             .arg(pid)
             .arg("program")
-            .arg(program);
-        hset.arg("purpose")
+            .arg(program)
+            .arg("purpose")
             .arg(self.purpose.as_deref().unwrap_or_default());
+        for (field, since) in holds {
+            hset.arg(field).arg(since);
+        }
+        pipe.add_command(hset).ignore();
+        pipe.cmd("PEXPIRE")
+            .arg(&self.record)
+            .arg(RECORD_TTL.as_millis() as u64)
+            .ignore();
     }
 
     async fn send(&mut self, pipe: redis::Pipeline) {

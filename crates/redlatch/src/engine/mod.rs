@@ -10,6 +10,7 @@ pub(crate) mod courtesy;
 pub(crate) mod hold;
 pub(crate) mod identity;
 pub(crate) mod loss_watch;
+pub(crate) mod measured;
 pub(crate) mod renewal;
 pub(crate) mod wait;
 pub(crate) mod wakeup;

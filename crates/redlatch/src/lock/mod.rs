@@ -14,6 +14,7 @@ use tracing::{Instrument, field};
 use crate::engine::Core;
 use crate::engine::attempt;
 use crate::engine::hold::{HoldKind, LockKind, NewHold};
+use crate::engine::measured::acquire_measured;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
@@ -354,18 +355,7 @@ impl Lock {
             lock = %request.keys.key,
             token = field::Empty,
         );
-        let started = LeaseInstant::now();
-        let outcome = self
-            .wait_for_hold(request, renewed, wait)
-            .instrument(span)
-            .await;
-        let label = match &outcome {
-            Ok(Some(_)) => "acquired",
-            Ok(None) => "not_acquired",
-            Err(_) => "error",
-        };
-        crate::metrics::acquire_finished(label, started.elapsed());
-        outcome
+        acquire_measured(span, self.wait_for_hold(request, renewed, wait)).await
     }
 
     /// Steps aside (the hand-off courtesy) until `until`, until another

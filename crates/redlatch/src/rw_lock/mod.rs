@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::transport::Connection;
-use tracing::Instrument;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
 use crate::engine::hold::{LockKind, NewHold};
+use crate::engine::measured::acquire_measured;
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -292,15 +292,7 @@ impl ReadWriteLock {
 
     async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.rw_acquire", lock = %self.name, ?side);
-        let started = LeaseInstant::now();
-        let outcome = self.wait_for(side, wait).instrument(span).await;
-        let label = match &outcome {
-            Ok(Some(_)) => "acquired",
-            Ok(None) => "not_acquired",
-            Err(_) => "error",
-        };
-        crate::metrics::acquire_finished(label, started.elapsed());
-        outcome
+        acquire_measured(span, self.wait_for(side, wait)).await
     }
 
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
