@@ -1,49 +1,12 @@
-//! Settings for a [`RedisServer`](crate::RedisServer) before it starts.
+//! How a [`RedisServer`](crate::RedisServer) is configured before it
+//! starts: the builder's methods (its data is in `server_settings.rs`).
 
 use std::fmt::Write as _;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::RedisServer;
-
-/// Configures a [`RedisServer`] before starting it; get one with
-/// [`RedisServer::builder`].
-///
-/// ```no_run
-/// let server = testkit::RedisServer::builder()
-///     .password("s3cret")
-///     .arg("maxmemory", "10mb")
-///     .start()?;
-/// assert!(server.url().starts_with("redis://default:s3cret@127.0.0.1:"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct ServerBuilder {
-    pub(crate) password: Option<String>,
-    pub(crate) acl_user: Option<(String, String)>,
-    pub(crate) args: Vec<(String, String)>,
-    /// Run as a Sentinel (`redis-server CONF --sentinel`).
-    pub(crate) sentinel: bool,
-    pub(crate) env: Vec<(String, String)>,
-    /// TLS files, and whether clients must present a certificate.
-    pub(crate) tls: Option<TlsSettings>,
-}
-
-/// A server's TLS files, as `redis.conf` directives take them.
-#[derive(Debug, Clone)]
-pub(crate) struct TlsSettings {
-    cert: PathBuf,
-    key: PathBuf,
-    ca: PathBuf,
-    client_certs: bool,
-}
-
-/// Credentials a client must present, as sent in `AUTH [user] password`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Auth<'a> {
-    pub(crate) user: &'a str,
-    pub(crate) password: &'a str,
-}
+use crate::server_settings::{Auth, LOG_FILE, ServerBuilder, TlsSettings};
 
 impl ServerBuilder {
     /// Require this password for the `default` user (`requirepass`).
@@ -136,7 +99,7 @@ impl ServerBuilder {
         let dir_str = dir
             .to_str()
             .ok_or_else(|| invalid(format!("temp dir {} is not UTF-8", dir.display())))?;
-        let log = dir.join(crate::server::LOG_FILE);
+        let log = dir.join(LOG_FILE);
         let log_str = log.to_str().unwrap_or(dir_str);
 
         let mut text = String::new();

@@ -51,16 +51,17 @@ mod ready;
 mod replication;
 mod sentinel;
 mod server;
+mod server_settings;
 mod servers;
 mod tls;
 
 pub use binary::redis_server_path;
-pub use builder::ServerBuilder;
 pub use cluster::Cluster;
 pub use proxy::{Direction, LinkFaults, Proxy, RETRANSMISSION_TIMEOUT};
 pub use replication::ReplicaSet;
 pub use sentinel::{MASTER_NAME, SentinelGroup};
 pub use server::RedisServer;
+pub use server_settings::ServerBuilder;
 pub use servers::Servers;
 pub use tls::TlsCertificates;
 

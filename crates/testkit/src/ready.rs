@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::builder::Auth;
+use crate::server_settings::{Auth, LOG_FILE, STDIO_FILE};
 
 /// Outcome of one readiness probe.
 #[derive(Debug)]
@@ -123,7 +123,7 @@ fn encode(out: &mut Vec<u8>, args: &[&str]) {
 pub(crate) fn log_tail(dir: &Path) -> String {
     const LINES: usize = 20;
     let mut out = String::new();
-    for name in [crate::server::LOG_FILE, crate::server::STDIO_FILE] {
+    for name in [LOG_FILE, STDIO_FILE] {
         let path = dir.join(name);
         let Ok(bytes) = std::fs::read(&path) else {
             continue;
@@ -200,7 +200,7 @@ mod tests {
     fn log_tail_keeps_the_last_lines() {
         let dir = tempfile::tempdir().unwrap();
         let log: String = (0..30).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(dir.path().join(crate::server::LOG_FILE), log).unwrap();
+        std::fs::write(dir.path().join(LOG_FILE), log).unwrap();
         let tail = log_tail(dir.path());
         assert!(tail.contains("line 29"));
         assert!(tail.contains("line 10"));

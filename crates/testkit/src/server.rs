@@ -13,14 +13,9 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::builder::ServerBuilder;
 use crate::process::{self, Launch};
 use crate::ready::{self, Probe};
-
-/// Names of the files the testkit keeps in a server's temp dir.
-pub(crate) const CONFIG_FILE: &str = "redis.conf";
-pub(crate) const LOG_FILE: &str = "redis.log";
-pub(crate) const STDIO_FILE: &str = "redis-stdio.log";
+use crate::server_settings::{CONFIG_FILE, LOG_FILE, STDIO_FILE, ServerBuilder};
 
 /// Fresh ports tried by [`RedisServer::start`] before giving up.
 const START_ATTEMPTS: usize = 10;

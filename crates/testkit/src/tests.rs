@@ -374,7 +374,8 @@ fn env_reaches_the_server_process_and_survives_a_restart() {
     // effect instead: the dynamic loader complains about a missing preload
     // on the server's stderr, which the testkit keeps in a file.
     let stdio = |server: &RedisServer| {
-        std::fs::read_to_string(server.dir().join(crate::server::STDIO_FILE)).unwrap_or_default()
+        std::fs::read_to_string(server.dir().join(crate::server_settings::STDIO_FILE))
+            .unwrap_or_default()
     };
     let mut server = RedisServer::builder()
         .env("LD_PRELOAD", "/nonexistent/testkit-probe.so")

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::holder_identity::looks_like_owner;
 use crate::lock::status::LockStatus;
+use crate::scripts::holder_keys::looks_like_owner;
 use crate::transport::bounded;
 
 /// Keys asked for per SCAN call: large enough to be quick, small enough not

@@ -16,7 +16,7 @@ use crate::engine::loss_watch::LossWatch;
 use crate::engine::renewal::Watchdog;
 use crate::engine::wakeup::Wakeups;
 use crate::error::{Error, Result};
-use crate::lock::holder_identity::record_key;
+use crate::scripts::holder_keys::record_key;
 use crate::scripts::library;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;

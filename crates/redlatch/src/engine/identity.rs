@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::engine::hold::Hold;
 use crate::engine::loss_watch::Watched;
-use crate::lock::holder_identity::{hold_field, this_process};
+use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 
@@ -236,4 +236,27 @@ fn millis(at: SystemTime) -> i64 {
 
 fn server_ms(at: SystemTime, offset: i64) -> i64 {
     millis(at) + offset
+}
+
+/// This process as a holder describes itself: host, pid, program.
+pub(crate) fn this_process() -> (String, u32, String) {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    (host_name(), std::process::id(), program)
+}
+
+fn host_name() -> String {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Ok(name) = nix::unistd::gethostname() {
+        return name.to_string_lossy().into_owned();
+    }
+    ["HOSTNAME", "COMPUTERNAME"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok())
+        .unwrap_or_else(|| "unknown".to_owned())
 }

@@ -4,7 +4,8 @@
 //! Each client that holds something keeps one hash beside the locks,
 //! `<key prefix>redlatch_holder:{<client id>}` (the client id is the uuid
 //! every owner field of that client starts with), refreshed while it holds
-//! anything and expiring a minute after it stops: `host`, `pid`, `program`,
+//! anything, deleted with its last hold, and expiring a minute after a
+//! client that died: `host`, `pid`, `program`,
 //! `purpose`, and one field per hold held longer than a moment (its key and
 //! owner) whose value is the server time it was acquired at, in ms. The
 //! lock keys themselves keep Redisson's layout; a reader that knows nothing
@@ -56,28 +57,6 @@ impl HolderIdentity {
     }
 }
 
-/// The record's key for the client whose id is `client_id`.
-pub(crate) fn record_key(prefix: &str, client_id: &str) -> String {
-    format!("{prefix}redlatch_holder:{{{client_id}}}")
-}
-
-/// The record's field for one hold: the owner's length first, so that no
-/// two (owner, key) pairs share a field.
-pub(crate) fn hold_field(key: &str, owner: &str) -> String {
-    format!("hold:{}:{owner}{key}", owner.len())
-}
-
-/// The client id an owner field starts with, where it has one.
-pub(crate) fn client_id(owner: &str) -> Option<&str> {
-    looks_like_owner(owner).then(|| &owner[..36])
-}
-
-/// True when a hash field looks like a lock owner: `<uuid>:<owner>`, as
-/// redlatch and Redisson write them.
-pub(crate) fn looks_like_owner(field: &str) -> bool {
-    field.len() > 37 && field.as_bytes()[36] == b':' && uuid::Uuid::try_parse(&field[..36]).is_ok()
-}
-
 /// Reads a record's `HMGET host pid program purpose <hold field>` reply.
 pub(crate) fn from_fields(fields: &[Option<String>]) -> Option<HolderIdentity> {
     let [host, pid, program, purpose, since] = fields else {
@@ -93,29 +72,6 @@ pub(crate) fn from_fields(fields: &[Option<String>]) -> Option<HolderIdentity> {
             .and_then(|ms| ms.parse::<u64>().ok())
             .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
     })
-}
-
-/// This process as a holder describes itself: host, pid, program.
-pub(crate) fn this_process() -> (String, u32, String) {
-    let program = std::env::current_exe()
-        .ok()
-        .and_then(|path| {
-            path.file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
-    (host_name(), std::process::id(), program)
-}
-
-fn host_name() -> String {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    if let Ok(name) = nix::unistd::gethostname() {
-        return name.to_string_lossy().into_owned();
-    }
-    ["HOSTNAME", "COMPUTERNAME"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok())
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 #[cfg(test)]
@@ -142,19 +98,5 @@ mod tests {
         );
         assert_eq!(from_fields(&[None, some("1"), None, None, None]), None);
         assert_eq!(from_fields(&[some("h"), some("x"), None, None, None]), None);
-    }
-
-    #[test]
-    fn owner_fields_are_recognised() {
-        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:57"));
-        assert!(looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#3"));
-        assert!(!looks_like_owner("3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:"));
-        assert!(!looks_like_owner("name"));
-        assert!(!looks_like_owner("not-a-uuid-at-all-but-36-chars-long!:1"));
-    }
-
-    #[test]
-    fn hold_fields_never_collide() {
-        assert_ne!(hold_field("ab", "c"), hold_field("b", "ca"));
     }
 }

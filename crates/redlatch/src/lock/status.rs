@@ -8,6 +8,7 @@ use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::lock::holder_identity::{self, HolderIdentity};
 use crate::scripts;
+use crate::scripts::holder_keys;
 use crate::scripts::keys::{FairKeys, RwKeys};
 use crate::transport::{Connection, bounded};
 
@@ -205,13 +206,13 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
 /// a cluster node down) leaves the holder unnamed.
 async fn name_holders(conn: &mut Connection, prefix: &str, status: &mut LockStatus) {
     for holder in &mut status.holders {
-        let Some(client) = holder_identity::client_id(&holder.owner) else {
+        let Some(client) = holder_keys::client_id(&holder.owner) else {
             continue;
         };
         let fields: redis::RedisResult<Vec<Option<String>>> = redis::cmd("HMGET")
-            .arg(holder_identity::record_key(prefix, client))
+            .arg(holder_keys::record_key(prefix, client))
             .arg(&["host", "pid", "program", "purpose"][..])
-            .arg(holder_identity::hold_field(&status.key, &holder.owner))
+            .arg(holder_keys::hold_field(&status.key, &holder.owner))
             .query_async(conn)
             .await;
         holder.identity = fields

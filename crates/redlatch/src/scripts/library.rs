@@ -13,7 +13,6 @@ use std::sync::LazyLock;
 
 use redis::{RedisError, RedisResult, Script};
 
-use crate::scripts::lua::Lua;
 use crate::transport::Connection;
 use crate::transport::capabilities::Support;
 
@@ -29,14 +28,17 @@ struct Library {
 const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
 const LEASE_GT: &str = include_str!("../../scripts/lib/lease_gt.lua");
 
-/// What `lua` runs as a function.
-fn function_body(lua: &Lua) -> String {
-    lua.source.replacen(LEASE, LEASE_GT, 1)
+/// What a script of this source runs as a function.
+fn function_body(source: &str) -> String {
+    source.replacen(LEASE, LEASE_GT, 1)
 }
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let scripts = super::every_script();
-    let bodies: Vec<String> = scripts.iter().map(|lua| function_body(lua)).collect();
+    let bodies: Vec<String> = scripts
+        .iter()
+        .map(|lua| function_body(&lua.source))
+        .collect();
     // Named after what it holds: the SHA-1 of every function's name, body and flags.
     let content: String = scripts
         .iter()
@@ -70,9 +72,9 @@ fn name() -> &'static str {
     &LIBRARY.name
 }
 
-/// The name `lua` has in the library.
-pub(crate) fn function_name(lua: &Lua) -> String {
-    format!("{}_{}", LIBRARY.name, lua.name)
+/// The name the script named `script` has in the library.
+pub(crate) fn function_name(script: &str) -> String {
+    format!("{}_{script}", LIBRARY.name)
 }
 
 /// Loads the library on the server (every master of a cluster). `replace`
@@ -148,7 +150,7 @@ mod tests {
         );
         assert!(name().starts_with("redlatch_") && name().len() == "redlatch_".len() + 12);
         for lua in &scripts {
-            let registered = format!("function_name='{}'", function_name(lua));
+            let registered = format!("function_name='{}'", function_name(&lua.name));
             assert!(
                 LIBRARY.source.contains(&registered),
                 "{} is not in the library",
@@ -156,7 +158,8 @@ mod tests {
             );
             if lua.source.contains(LEASE) {
                 assert!(
-                    function_body(lua).contains("'GT'") && !function_body(lua).contains(LEASE),
+                    function_body(&lua.source).contains("'GT'")
+                        && !function_body(&lua.source).contains(LEASE),
                     "{} keeps the portable lease rule in the library",
                     lua.name
                 );

@@ -79,7 +79,7 @@ impl Invocation {
     pub(crate) fn command(&self, conn: &Connection) -> Cmd {
         let mut cmd = if conn.script_routes().functions() {
             let mut cmd = redis::cmd("FCALL");
-            cmd.arg(library::function_name(self.lua));
+            cmd.arg(library::function_name(&self.lua.name));
             cmd
         } else {
             let mut cmd = redis::cmd("EVALSHA");

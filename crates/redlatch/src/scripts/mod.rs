@@ -85,6 +85,7 @@
 //! plain scripts run.
 
 pub(crate) mod fair;
+pub(crate) mod holder_keys;
 pub(crate) mod keys;
 pub(crate) mod library;
 pub(crate) mod lock;

@@ -207,7 +207,7 @@ impl PermitSemaphore {
             .ok_or_else(|| self.no_permit(Duration::MAX))
     }
 
-    fn plain(&self) -> crate::Semaphore {
+    fn plain(&self) -> crate::semaphore::Semaphore {
         Semaphore::new(self.core.clone(), self.name.to_string())
     }
 
