@@ -22,6 +22,9 @@ const IN_FLIGHT: usize = 64;
 const SCALE_LEASE: Duration = Duration::from_secs(3);
 /// Time for the waiters to make their first attempt and park.
 const PARK_TIME: Duration = Duration::from_millis(500);
+/// How long after the last acquire memory is read: past the loss watch's
+/// and the holder record's settling (10 and 50 ms), within the lease.
+const SETTLED: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Figures {
@@ -36,10 +39,13 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let url = bench.url();
     let mut conn = crate::contender::admin_connection(&bench.server).await?;
     let periods: u32 = if bench.settings.quick { 1 } else { 3 };
-    let (mut ours, mut theirs) = (Figures::default(), Figures::default());
+    let (mut ours, mut unnamed, mut theirs) =
+        (Figures::default(), Figures::default(), Figures::default());
     for run in 0..bench.settings.runs {
         eprintln!("  run {} redlatch", run + 1);
-        redlatch_run(&url, &mut conn, periods, &mut ours).await?;
+        redlatch_run(&url, &mut conn, periods, true, &mut ours).await?;
+        eprintln!("  run {} redlatch, holder_identity(false)", run + 1);
+        redlatch_run(&url, &mut conn, periods, false, &mut unnamed).await?;
         eprintln!("  run {} rslock", run + 1);
         rslock_run(&url, &mut conn, &mut theirs).await?;
     }
@@ -49,38 +55,52 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
             "One client acquires 10,000 distinct locks ({IN_FLIGHT} in flight) and holds them. \
              redlatch runs with a {} s lease, so its watchdog renews every {} ms; round trips \
              are counted by `Client::renewal_round_trips()` over {periods} renewal periods. \
-             Client memory: live heap bytes (a counting global allocator) before and after, \
-             divided by the count. Redis memory: `used_memory` of INFO memory before and after. \
-             Waiters: {WAITERS} tasks waiting on one held lock.",
+             Client memory: live heap bytes (a counting global allocator) before and {} s \
+             after the last acquire (the holds settled: watched, and named in the holder \
+             record), divided by the count. Redis memory: `used_memory` of INFO memory at the \
+             same two moments. Waiters: {WAITERS} tasks waiting on one held lock. The middle \
+             column is the same client with `holder_identity(false)`: what naming the holders \
+             costs.",
             SCALE_LEASE.as_secs(),
-            SCALE_LEASE.as_millis() / 3
+            SCALE_LEASE.as_millis() / 3,
+            SETTLED.as_secs_f64()
         ),
     );
-    let mut table = Table::new(&["figure", "redlatch", "rslock 0.10"]);
+    let mut table = Table::new(&[
+        "figure",
+        "redlatch",
+        "redlatch, holders not named",
+        "rslock 0.10",
+    ]);
     let cell = |values: &[f64], decimals: usize| Summary::of(values.iter().copied()).show(decimals);
     table.row(vec![
         "client heap per held lock (bytes)".into(),
         cell(&ours.client_per_lock, 0),
+        cell(&unnamed.client_per_lock, 0),
         cell(&theirs.client_per_lock, 0),
     ]);
     table.row(vec![
         "Redis used_memory per held lock (bytes)".into(),
         cell(&ours.redis_per_lock, 0),
+        cell(&unnamed.redis_per_lock, 0),
         cell(&theirs.redis_per_lock, 0),
     ]);
     table.row(vec![
         "renewal round trips per renewal period, 10,000 locks".into(),
         cell(&ours.round_trips_per_period, 1),
+        cell(&unnamed.round_trips_per_period, 1),
         "no watchdog: one `extend` call per lock".into(),
     ]);
     table.row(vec![
         "client heap per waiter (bytes, the waiting task included)".into(),
         cell(&ours.client_per_waiter, 0),
+        cell(&unnamed.client_per_waiter, 0),
         "not measured (polls in its own loop)".into(),
     ]);
     table.row(vec![
         "time to acquire 10,000 locks (s)".into(),
         cell(&ours.fill_seconds, 2),
+        cell(&unnamed.fill_seconds, 2),
         cell(&theirs.fill_seconds, 2),
     ]);
     section.tables.push(table);
@@ -103,10 +123,12 @@ async fn redlatch_run(
     url: &str,
     conn: &mut MultiplexedConnection,
     periods: u32,
+    named: bool,
     figures: &mut Figures,
 ) -> Result<(), String> {
     let client = redlatch::Client::builder(url)
         .default_lease(SCALE_LEASE)
+        .holder_identity(named)
         .connect()
         .await
         .map_err(|error| format!("redlatch connect: {error}"))?;
@@ -126,6 +148,7 @@ async fn redlatch_run(
         .collect::<Result<_, _>>()
         .map_err(|error| format!("redlatch acquire: {error}"))?;
     figures.fill_seconds.push(started.elapsed().as_secs_f64());
+    tokio::time::sleep(SETTLED).await;
     figures
         .client_per_lock
         .push((live_bytes() - heap_before) as f64 / HELD as f64);
@@ -210,6 +233,7 @@ async fn rslock_run(
         .collect::<Result<_, _>>()
         .map_err(|error| format!("rslock lock: {error}"))?;
     figures.fill_seconds.push(started.elapsed().as_secs_f64());
+    tokio::time::sleep(SETTLED).await;
     figures
         .client_per_lock
         .push((live_bytes() - heap_before) as f64 / HELD as f64);

@@ -194,7 +194,7 @@ async fn status_names_the_holder_and_the_name_goes_with_the_hold() {
         async move {
             let mut admin = common::admin(server).await;
             let fields: Vec<String> = admin.hkeys(&record).await.unwrap();
-            !fields.iter().any(|field| field.starts_with("hold:"))
+            !fields.iter().any(|field| field.starts_with("h:"))
         }
     })
     .await;

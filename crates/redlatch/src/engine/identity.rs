@@ -102,6 +102,10 @@ impl Task {
                             due.push((watched, since));
                         }
                     }
+                    if settling.is_empty() {
+                        // A burst of holds leaves no queue behind it.
+                        settling.shrink_to(16);
+                    }
                     if !due.is_empty() {
                         self.write(due).await;
                     }
@@ -141,6 +145,10 @@ impl Task {
         }
         for names in &ended {
             self.published.remove(names);
+        }
+        if self.published.capacity() > 4 * self.published.len() + 64 {
+            // Many holds ended: give their room back.
+            self.published.shrink_to_fit();
         }
         let ended: Vec<String> = ended
             .iter()

@@ -8,10 +8,17 @@ pub(crate) fn record_key(prefix: &str, client_id: &str) -> String {
     format!("{prefix}redlatch_holder:{{{client_id}}}")
 }
 
-/// The record's field for one hold: the owner's length first, so that no
-/// two (owner, key) pairs share a field.
+/// The record's field for one hold: `h:`, then the owner without the
+/// client id the record's key already carries, its length first so that no
+/// two (owner, key) pairs share a field, then the lock's key. Short, as it
+/// is kept once per long hold.
 pub(crate) fn hold_field(key: &str, owner: &str) -> String {
-    format!("hold:{}:{owner}{key}", owner.len())
+    let own = if looks_like_owner(owner) {
+        &owner[37..]
+    } else {
+        owner
+    };
+    format!("h:{}:{own}{key}", own.len())
 }
 
 /// The client id an owner field starts with, where it has one.
