@@ -38,6 +38,9 @@ use crate::transport::watch::WatchSource;
 /// found by that read, well within the 50 ms the watch promises.
 pub(crate) const SETTLE: Duration = Duration::from_millis(10);
 
+/// Most keys read in one pipeline.
+const CHECK_BATCH: usize = 256;
+
 /// A held key and the hold to mark lost when its field goes.
 pub(crate) struct Watched {
     pub(crate) key: Arc<str>,
@@ -154,6 +157,10 @@ async fn run(
                             due.push(add(&mut keys, watched));
                         }
                     }
+                    if settling.is_empty() {
+                        // A burst of holds leaves no queue behind it.
+                        settling.shrink_to(16);
+                    }
                     due
                 }
                 push = pushes.recv() => match push {
@@ -232,8 +239,9 @@ async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &Cancellatio
 }
 
 fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
+    // Nearly always one hold per key: room for one, not the default four.
     keys.entry(watched.key.clone())
-        .or_default()
+        .or_insert_with(|| Vec::with_capacity(1))
         .push((watched.field, watched.hold));
     watched.key
 }
@@ -287,17 +295,22 @@ async fn check(
             keys.remove(&key);
         }
     }
-    if asked.is_empty() {
-        return Ok(());
+    if keys.capacity() > 4 * keys.len() + 64 {
+        // Many holds ended: give their room back.
+        keys.shrink_to_fit();
     }
-    let mut pipeline = redis::pipe();
-    for (key, field, _) in &asked {
-        pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
-    }
-    let present: Vec<bool> = pipeline.query_async(conn).await?;
-    for ((key, field, hold), present) in asked.iter().zip(present) {
-        if !present {
-            holds.mark_gone(key, field, hold);
+    // Pipelines of a bounded size: a burst of 10,000 holds must not leave
+    // the connection with buffers sized for all of them.
+    for chunk in asked.chunks(CHECK_BATCH) {
+        let mut pipeline = redis::pipe();
+        for (key, field, _) in chunk {
+            pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
+        }
+        let present: Vec<bool> = pipeline.query_async(conn).await?;
+        for ((key, field, hold), present) in chunk.iter().zip(present) {
+            if !present {
+                holds.mark_gone(key, field, hold);
+            }
         }
     }
     Ok(())
