@@ -56,12 +56,14 @@ fn status_and_list_match_redis() {
         .unwrap();
     // A second client waiting on the lock shows up as waiting.
     let _waiter = world.spawn(&["run", "jobs:nightly", "--wait", "20s", "--", "true"]);
+    // ... and the holder is named once its hold is 50 ms old: waited for,
+    // so that `status` and `list` below read the same settled state.
     assert!(
         common::eventually(Duration::from_secs(5), || {
             let status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
-            status["waiting"] == 1
+            status["waiting"] == 1 && status["holders"][0].get("identity").is_some()
         }),
-        "the waiter was never counted"
+        "the waiter was never counted, or the holder never named"
     );
 
     let mut status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
