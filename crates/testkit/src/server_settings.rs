@@ -12,8 +12,8 @@ pub(crate) const LOG_FILE: &str = "redis.log";
 /// What the server wrote to stdout and stderr.
 pub(crate) const STDIO_FILE: &str = "redis-stdio.log";
 
-/// Configures a [`RedisServer`] before starting it; get one with
-/// [`RedisServer::builder`].
+/// Configures a [`RedisServer`](crate::RedisServer) before starting it; get one with
+/// [`RedisServer::builder`](crate::RedisServer::builder).
 ///
 /// ```no_run
 /// let server = testkit::RedisServer::builder()
