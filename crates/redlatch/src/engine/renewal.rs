@@ -847,6 +847,7 @@ mod permutation_checks {
                 next_wake_ns: AtomicU64::new(u64::MAX),
                 renewal_round_trips: AtomicU64::new(0),
                 loss_watch: std::sync::OnceLock::new(),
+                identity: std::sync::OnceLock::new(),
             }),
         })
     }
