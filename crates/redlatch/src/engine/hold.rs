@@ -4,32 +4,23 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
 
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 use crate::lease_clock::LeaseInstant;
 
-use crate::transport::Connection;
 use tokio::sync::Notify;
 
-use crate::error::Result;
-use crate::scripts;
-use crate::scripts::lock::{Released, Request};
-
-use crate::scripts::keys::{FairKeys, RwKeys};
+use crate::engine::primitive::BatchRenewal;
 use crate::settings::limits;
 
-/// How the watchdog renews a hold: which batched script, or a callback.
+/// How the watchdog renews a hold: with a batched script of the hold's
+/// primitive, or by calling the hold back.
 #[derive(Clone)]
 pub(crate) enum HoldKind {
-    /// A field of a lock hash (reentrant, fair, write side): `renew.lua`.
-    Lock,
-    /// A read hold of a read-write lock: `rw_read_renew.lua`, which also
-    /// extends the hold's timeout key.
-    Read,
-    /// An expirable permit, a member of its semaphore's expiries: `permit_renew.lua`.
-    Permit,
+    /// Many holds per call of one script (a lock hash field, a read hold, a
+    /// permit): the primitive says which.
+    Batched(&'static BatchRenewal),
     /// A hold that renews itself when asked (a Redlock hold, on a majority
     /// of nodes); it keeps its own lease rather than the default one.
     Callback(Weak<dyn RenewNow>),
@@ -37,12 +28,10 @@ pub(crate) enum HoldKind {
 
 impl std::fmt::Debug for HoldKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HoldKind::Lock => "Lock",
-            HoldKind::Read => "Read",
-            HoldKind::Permit => "Permit",
-            HoldKind::Callback(_) => "Callback",
-        })
+        match self {
+            HoldKind::Batched(renewal) => renewal.fmt(f),
+            HoldKind::Callback(_) => f.write_str("callback"),
+        }
     }
 }
 
@@ -50,12 +39,26 @@ impl HoldKind {
     /// True for holds on a single server's lock (what `Client::held_locks`
     /// counts and a force-unlock marks lost).
     pub(crate) fn is_lock(&self) -> bool {
-        matches!(self, HoldKind::Lock | HoldKind::Read)
+        matches!(self, HoldKind::Batched(renewal) if renewal.is_lock)
     }
 
     /// True when renewals set the client's live default lease.
     pub(crate) fn follows_default_lease(&self) -> bool {
         !matches!(self, HoldKind::Callback(_))
+    }
+
+    /// True for a hold on a lock of any kind, Redlock's included (not a
+    /// permit): what the lost-locks metric counts.
+    fn counts_as_lock(&self) -> bool {
+        !matches!(self, HoldKind::Batched(renewal) if !renewal.is_lock)
+    }
+
+    /// The same renewal: holds of one kind share one script call.
+    pub(crate) fn same_batch(&self, other: &HoldKind) -> bool {
+        match (self, other) {
+            (HoldKind::Batched(a), HoldKind::Batched(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
     }
 }
 
@@ -75,69 +78,6 @@ pub(crate) enum Renewed {
 pub(crate) trait RenewNow: Send + Sync {
     /// Renews the hold once, now, with a lease of `lease_ms`.
     fn renew_now(self: Arc<Self>, lease_ms: u64) -> Pin<Box<dyn Future<Output = Renewed> + Send>>;
-}
-
-/// Which lock a guard holds: it decides the release and re-entry scripts.
-#[derive(Debug, Clone)]
-pub(crate) enum LockKind {
-    /// The reentrant lock (`Lock`).
-    Plain,
-    /// The fair lock: its release wakes the head of the queue.
-    Fair(Arc<FairKeys>),
-    /// A read hold on a read-write lock (one timeout key per hold).
-    Read(Arc<RwKeys>),
-    /// The write hold on a read-write lock.
-    Write(Arc<RwKeys>),
-}
-
-impl LockKind {
-    /// How the watchdog renews a hold of this kind of lock.
-    pub(crate) fn hold_kind(&self) -> HoldKind {
-        match self {
-            LockKind::Read(_) => HoldKind::Read,
-            LockKind::Plain | LockKind::Fair(_) | LockKind::Write(_) => HoldKind::Lock,
-        }
-    }
-
-    /// Drops one hold with the release script of this kind of lock. One
-    /// round trip, at most `limit`.
-    pub(crate) async fn release(
-        &self,
-        conn: &mut Connection,
-        request: &Request,
-        limit: Duration,
-    ) -> Result<Released> {
-        match self {
-            LockKind::Plain => scripts::lock::release(conn, request, limit).await,
-            LockKind::Fair(keys) => crate::scripts::fair::release(conn, keys, request, limit).await,
-            LockKind::Read(keys) => {
-                crate::scripts::rw::read_release(conn, keys, request, limit).await
-            }
-            LockKind::Write(keys) => {
-                crate::scripts::rw::write_release(conn, keys, request, limit).await
-            }
-        }
-    }
-
-    /// Adds one hold for an owner that holds already. One round trip, at
-    /// most `limit`. False when the owner no longer holds it.
-    pub(crate) async fn reenter(
-        &self,
-        conn: &mut Connection,
-        request: &Request,
-        limit: Duration,
-    ) -> Result<bool> {
-        match self {
-            // A read hold also needs its timeout key.
-            LockKind::Read(keys) => {
-                crate::scripts::rw::read_reenter(conn, keys, request, limit).await
-            }
-            // The other kinds count holds in one hash field, like the reentrant lock.
-            LockKind::Plain | LockKind::Fair(_) | LockKind::Write(_) => {
-                scripts::lock::reenter(conn, request, limit).await
-            }
-        }
-    }
 }
 
 /// What a new acquisition tells the watchdog.
@@ -272,7 +212,7 @@ impl Hold {
     /// Marks the hold lost (the first reason sticks).
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
-        if self.lost_reason.set(reason).is_ok() && !matches!(self.kind, HoldKind::Permit) {
+        if self.lost_reason.set(reason).is_ok() && self.kind.counts_as_lock() {
             crate::metrics::lock_lost(&reason);
         }
         self.lost.notify_waiters();
@@ -338,13 +278,16 @@ impl std::fmt::Display for LostReason {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::engine::primitive::TEST_RENEWAL;
 
     fn hold(lease_ms: u64, renewed: bool) -> Hold {
         Hold::new(NewHold {
             key: Arc::from("suspend"),
             owner: Arc::from("client:owner"),
-            kind: HoldKind::Lock,
+            kind: HoldKind::Batched(&TEST_RENEWAL),
             lease_ms,
             renewed,
             token: 1,

@@ -2,6 +2,7 @@
 //! their renewal, wake-ups, the acquire attempt, and calls that survive the
 //! caller's cancellation.
 
+pub(crate) mod acquire;
 pub(crate) mod attempt;
 pub(crate) mod cancel;
 pub(crate) mod coalesce;
@@ -10,7 +11,8 @@ pub(crate) mod courtesy;
 pub(crate) mod hold;
 pub(crate) mod identity;
 pub(crate) mod loss_watch;
-pub(crate) mod measured;
+pub(crate) mod place;
+pub(crate) mod primitive;
 pub(crate) mod renewal;
 pub(crate) mod wait;
 pub(crate) mod wakeup;

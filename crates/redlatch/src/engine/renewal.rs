@@ -12,10 +12,10 @@
 //! Redis never answered. Fixed-lease holds are not renewed, only marked lost
 //! when their lease runs out.
 //!
-//! The scripts: `renew.lua` for lock hash fields (reentrant and fair locks,
-//! the write side of read-write locks), `rw_read_renew.lua` for read holds
-//! (which also extends their per-hold timeout keys), `permit_renew.lua` for
-//! expirable permits. A Redlock hold, which needs a majority of several
+//! The scripts are the primitives' ([`BatchRenewal`](crate::engine::primitive::BatchRenewal)): `renew.lua` for lock
+//! hash fields (reentrant and fair locks, the write side of read-write
+//! locks), `rw_read_renew.lua` for read holds (which also extends their
+//! per-hold timeout keys), `permit_renew.lua` for expirable permits. A Redlock hold, which needs a majority of several
 //! servers, is renewed by its own callback ([`RenewNow`]) on the same
 //! schedule.
 
@@ -33,8 +33,6 @@ use tracing::{Instrument, debug, warn};
 use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch, Watched};
-use crate::scripts;
-use crate::scripts::keys::{permit_member, read_timeout_prefix};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 use crate::transport::no_evict;
@@ -570,17 +568,23 @@ async fn run(shared: Weak<Shared>, conn: Connection, protect: bool, shutdown: Ca
 /// Splits due renewals into script calls (one script per call, never mixed;
 /// see [`batches`]) and the holds that renew themselves, one call each.
 fn plan(due: Vec<Renewal>, cluster: bool) -> (Vec<Vec<Renewal>>, Vec<Renewal>) {
-    let (mut locks, mut reads, mut permits, mut callbacks) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Few kinds of renewal exist (one per primitive's script): a short list.
+    let mut by_script: Vec<Vec<Renewal>> = Vec::new();
+    let mut callbacks = Vec::new();
     for renewal in due {
-        match renewal.hold.kind {
-            HoldKind::Lock => locks.push(renewal),
-            HoldKind::Read => reads.push(renewal),
-            HoldKind::Permit => permits.push(renewal),
-            HoldKind::Callback(_) => callbacks.push(renewal),
+        if let HoldKind::Callback(_) = renewal.hold.kind {
+            callbacks.push(renewal);
+            continue;
+        }
+        match by_script
+            .iter_mut()
+            .find(|same| same[0].hold.kind.same_batch(&renewal.hold.kind))
+        {
+            Some(same) => same.push(renewal),
+            None => by_script.push(vec![renewal]),
         }
     }
-    let batched = [locks, reads, permits]
+    let batched = by_script
         .into_iter()
         .flat_map(|same_script| batches(same_script, cluster))
         .collect();
@@ -614,27 +618,19 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         Some(shared) => shared.settings.read().response_timeout,
         None => return,
     };
-    // A batch holds one kind of renewal only (see `run`): the first says which.
-    let kind = batch
-        .first()
-        .map_or(HoldKind::Lock, |renewal| renewal.hold.kind.clone());
-    let mut invocation = match kind {
-        HoldKind::Read => scripts::RW_READ_RENEW.prepare_invoke(),
-        HoldKind::Permit => scripts::PERMIT_RENEW.prepare_invoke(),
-        HoldKind::Lock | HoldKind::Callback(_) => scripts::RENEW.prepare_invoke(),
+    // A batch holds one kind of renewal only (see `plan`): the first says which.
+    let Some(HoldKind::Batched(kind)) = batch.first().map(|renewal| renewal.hold.kind.clone())
+    else {
+        return;
     };
-    // Every renewal script takes KEYS[i] and ARGV[2i-1], ARGV[2i] per hold;
-    // the read holds' one adds their timeout prefixes after those.
+    let mut invocation = kind.script.prepare_invoke();
     for renewal in &batch {
-        invocation.key(&*renewal.key.0);
-        match kind {
-            HoldKind::Permit => invocation.arg(permit_member(&renewal.key.1)),
-            _ => invocation.arg(&*renewal.key.1),
-        };
-        invocation.arg(renewal.lease_ms);
-        if let HoldKind::Read = kind {
-            invocation.arg(read_timeout_prefix(&renewal.key.0, &renewal.key.1));
-        }
+        (kind.add_hold)(
+            &mut invocation,
+            &renewal.key.0,
+            &renewal.key.1,
+            renewal.lease_ms,
+        );
     }
     let span = tracing::debug_span!("redlatch.renew", holds = batch.len(), kind = ?kind);
     // Give up at the response timeout, or when the earliest lease runs out.
@@ -727,6 +723,24 @@ mod tests {
     use super::*;
 
     use crate::engine::hold::Renewed;
+    use crate::engine::primitive::{BatchRenewal, TEST_RENEWAL};
+    use crate::scripts::Invocation;
+
+    fn add_nothing(_: &mut Invocation, _: &str, _: &str, _: u64) {}
+
+    /// Two more kinds of renewal, as two other primitives would have.
+    static OTHER: BatchRenewal = BatchRenewal {
+        name: "other",
+        script: &crate::scripts::RENEW,
+        add_hold: add_nothing,
+        is_lock: true,
+    };
+    static PERMITS: BatchRenewal = BatchRenewal {
+        name: "permits",
+        script: &crate::scripts::RENEW,
+        add_hold: add_nothing,
+        is_lock: false,
+    };
 
     struct Never;
 
@@ -783,13 +797,16 @@ mod tests {
         // Two slots on a cluster: `{a}` and `{b}`.
         for slot in ["a", "b"] {
             for i in 0..150 {
-                due_now.push(due(format!("{{{slot}}}lock:{i}"), HoldKind::Lock));
+                due_now.push(due(
+                    format!("{{{slot}}}lock:{i}"),
+                    HoldKind::Batched(&TEST_RENEWAL),
+                ));
                 due_now.push(due(
                     format!("{{{slot}}}permits:{i}:timeout"),
-                    HoldKind::Permit,
+                    HoldKind::Batched(&PERMITS),
                 ));
             }
-            due_now.push(due(format!("{{{slot}}}rw"), HoldKind::Read));
+            due_now.push(due(format!("{{{slot}}}rw"), HoldKind::Batched(&OTHER)));
         }
         due_now.push(due(
             "redlock".to_owned(),
@@ -856,7 +873,7 @@ mod permutation_checks {
         NewHold {
             key: Arc::from(KEY),
             owner: Arc::from(OWNER),
-            kind: HoldKind::Lock,
+            kind: HoldKind::Batched(&crate::engine::primitive::TEST_RENEWAL),
             lease_ms: LEASE_MS,
             renewed,
             token,

@@ -9,9 +9,12 @@ use crate::lease_clock::LeaseInstant;
 use tracing::Instrument;
 
 use crate::engine::Core;
+use crate::engine::acquire::Terms;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{Hold, LockKind, LostReason};
+use crate::engine::hold::{Hold, LostReason, NewHold};
+use crate::engine::primitive::LockFamily;
 use crate::error::{Error, Result};
+use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::Released;
 use crate::scripts::lock::Request;
@@ -32,7 +35,7 @@ pub struct Guard {
     core: Arc<Core>,
     /// The lock's keys (its name among them), and which kind of lock: they pick the scripts.
     keys: Arc<LockKeys>,
-    kind: LockKind,
+    family: Arc<dyn LockFamily>,
     hold: Arc<Hold>,
     /// The lease this guard asked for, and whether it asked for renewal:
     /// its re-entries ask for the same.
@@ -53,11 +56,48 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
+    /// Registers the hold an attempt took (`acquired`, by `owner` on the
+    /// `terms` of the acquire) with the watchdog, and returns its guard.
+    pub(crate) fn register(
+        core: &Arc<Core>,
+        keys: Arc<LockKeys>,
+        family: Arc<dyn LockFamily>,
+        owner: Arc<str>,
+        terms: &Terms,
+        acquired: Acquired,
+    ) -> Guard {
+        let hold = core.watchdog.register(NewHold {
+            key: keys.key.clone(),
+            owner,
+            kind: family.renewal(),
+            lease_ms: terms.lease_ms,
+            renewed: terms.renewed,
+            token: acquired.token,
+            named_owner: terms.named,
+            sent_at: acquired.sent_at,
+        });
+        tracing::Span::current().record("token", hold.token);
+        tracing::debug!(
+            token = hold.token,
+            reentered = acquired.reentered,
+            "redlatch: acquired"
+        );
+        crate::metrics::acquired(acquired.reentered);
+        Guard::new(
+            core.clone(),
+            keys,
+            family,
+            hold,
+            terms.lease_ms,
+            terms.renewed,
+        )
+    }
+
     /// The guard of `hold`, which asked for `lease_ms` and for renewal or not.
-    pub(crate) fn new(
+    fn new(
         core: Arc<Core>,
         keys: Arc<LockKeys>,
-        kind: LockKind,
+        family: Arc<dyn LockFamily>,
         hold: Arc<Hold>,
         lease_ms: u64,
         renewed: bool,
@@ -65,7 +105,7 @@ impl Guard {
         Guard {
             core,
             keys,
-            kind,
+            family,
             hold,
             lease_ms,
             renewed,
@@ -162,20 +202,14 @@ impl Guard {
         }
         let inner = &self.core;
         let request = self.request();
-        let limit = inner.current_settings().response_timeout;
         let sent_at = LeaseInstant::now();
-        let call = {
-            let (mut conn, request, kind) =
-                (inner.conn.clone(), request.clone(), self.kind.clone());
-            async move { kind.reenter(&mut conn, &request, limit).await }
-        };
+        let call = self.family.reenter(self.core.clone(), request.clone());
         let undo = {
-            let (mut conn, request, kind) =
-                (inner.conn.clone(), request.clone(), self.kind.clone());
+            let (core, request, family) = (self.core.clone(), request.clone(), self.family.clone());
             // Nobody took this hold: give it back.
             move |outcome: Result<bool>| async move {
                 if matches!(outcome, Ok(true)) {
-                    let _ = kind.release(&mut conn, &request, limit).await;
+                    let _ = family.release(core, request).await;
                 }
             }
         };
@@ -194,9 +228,9 @@ impl Guard {
         {
             // Marked lost meanwhile although Redis still had it: give the hold
             // back, in the background so that cancelling the caller cannot stop it.
-            let (mut conn, kind) = (inner.conn.clone(), self.kind.clone());
+            let release = self.family.release(self.core.clone(), request);
             spawn_undo(&inner.background, async move {
-                let _ = kind.release(&mut conn, &request, limit).await;
+                let _ = release.await;
             });
             return Err(Error::NotHeld {
                 name: self.keys.name().to_owned(),
@@ -205,7 +239,7 @@ impl Guard {
         Ok(Guard::new(
             self.core.clone(),
             self.keys.clone(),
-            self.kind.clone(),
+            self.family.clone(),
             self.hold.clone(),
             self.lease_ms,
             self.renewed,
@@ -250,8 +284,8 @@ impl Guard {
     }
 
     /// Which kind of lock this guard holds.
-    pub(crate) fn kind(&self) -> &LockKind {
-        &self.kind
+    pub(crate) fn family(&self) -> &Arc<dyn LockFamily> {
+        &self.family
     }
 
     /// The hold this guard shares with its re-entries.
@@ -270,35 +304,12 @@ impl Guard {
 
     /// Stops tracking this guard; returns the release, to run to its end.
     fn stop_and_release(&self) -> impl Future<Output = Result<Released>> + Send + 'static {
-        let inner = &self.core;
-        inner.watchdog.remove_guard(&self.hold, self.renewed);
-        let core = self.core.clone();
-        let request = self.request();
-        let kind = self.kind.clone();
+        self.core.watchdog.remove_guard(&self.hold, self.renewed);
+        let release = self.family.release(self.core.clone(), self.request());
         async move {
-            let inner = &core;
-            let mut conn = inner.conn.clone();
-            let limit = inner.current_settings().response_timeout;
-            let released = match (&kind, &inner.lock_calls) {
-                // With the other releases of this client under way now, in one call.
-                (LockKind::Plain, Some(calls)) => calls.release.call(request.clone()).await,
-                _ => kind.release(&mut conn, &request, limit).await,
-            };
+            let released = release.await;
             if let Err(Error::NotHeld { .. }) = released {
                 crate::metrics::release_not_held();
-            }
-            // Courtesy is the reentrant lock's: the fair lock names its next
-            // holder, and a read-write lock may have many.
-            if let (LockKind::Plain, Ok(Released::Unlocked { receivers })) = (&kind, &released)
-                && *receivers > 0
-            {
-                // Our own subscription connection counts among the receivers
-                // when this client listens on the lock (waiters, or a lingering subscription).
-                let local = i64::from(inner.wakeups.is_listening(&request.keys.channel()));
-                if *receivers > local {
-                    let grace = inner.current_settings().handoff_grace;
-                    inner.courtesy.note_release(&request.keys.key, grace);
-                }
             }
             released
         }

@@ -1,5 +1,7 @@
 //! The reentrant lock handle and its acquire loop.
 
+pub(crate) mod attempt;
+pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod holder_identity;
 pub(crate) mod status;
@@ -12,18 +14,19 @@ use crate::lease_clock::LeaseInstant;
 use tracing::{Instrument, field};
 
 use crate::engine::Core;
-use crate::engine::attempt;
-use crate::engine::hold::{HoldKind, LockKind, NewHold};
-use crate::engine::measured::acquire_measured;
+use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::attempt::attempt;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
+use crate::lock::attempt::LockAttempt;
+use crate::lock::family::PLAIN;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
 use crate::scripts;
-use crate::scripts::keys::{LockKeys, validate_owner};
+use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
-use crate::settings::{RetryPolicy, limits};
+use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
 /// PERSISTed it or set it without a lease): there is no lease end to wait for.
@@ -82,15 +85,8 @@ pub struct Lock {
     core: Arc<Core>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
-}
-
-/// How the lease is kept.
-#[derive(Clone, Copy, Debug)]
-enum LeaseMode {
-    /// The client's default lease, renewed by the watchdog.
-    Watchdog,
-    /// A fixed lease that runs out.
-    Fixed(Duration),
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
 }
 
 impl Lock {
@@ -99,6 +95,7 @@ impl Lock {
             core,
             name: Arc::from(name),
             owner: None,
+            lease: None,
         }
     }
 
@@ -133,6 +130,30 @@ impl Lock {
         self
     }
 
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew: Redis frees the lock after `lease` even if the guard is
+    /// still alive, and its [`lost`](Guard::lost) resolves then (Redisson's
+    /// `leaseTime`). Every primitive takes its lease this way. Checked when
+    /// the lock is used: [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.lock("report").with_lease(Duration::from_secs(10));
+    /// let guard = lock.acquire().await?;
+    /// assert!(!guard.is_renewed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_lease(mut self, lease: Duration) -> Lock {
+        self.lease = Some(lease);
+        self
+    }
+
     /// Waits until the lock is held, then returns its guard. The lease is the
     /// client's default and the watchdog renews it until the guard goes.
     ///
@@ -154,7 +175,7 @@ impl Lock {
     /// in flight completes and, if it took the lock, gives it back at once; the
     /// subscription is dropped when its last waiter leaves.
     pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever, LeaseMode::Watchdog)
+        self.acquire_inner(Wait::Forever, self.lease)
             .await?
             .ok_or_else(|| self.timeout(Duration::MAX))
     }
@@ -168,7 +189,7 @@ impl Lock {
     /// # Cancel safety
     /// As [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once, LeaseMode::Watchdog).await
+        self.acquire_inner(Wait::Once, self.lease).await
     }
 
     /// Waits at most `wait` for the lock; watchdog lease. A zero `wait` makes one attempt.
@@ -180,7 +201,7 @@ impl Lock {
     /// # Cancel safety
     /// As [`Lock::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait), LeaseMode::Watchdog)
+        self.acquire_inner(Wait::For(wait), self.lease)
             .await?
             .ok_or_else(|| self.timeout(wait))
     }
@@ -212,7 +233,7 @@ impl Lock {
     /// # Cancel safety
     /// As [`Lock::acquire`].
     pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever, LeaseMode::Fixed(lease))
+        self.acquire_inner(Wait::Forever, Some(lease))
             .await?
             .ok_or_else(|| self.timeout(Duration::MAX))
     }
@@ -225,8 +246,7 @@ impl Lock {
     /// # Cancel safety
     /// As [`Lock::acquire`].
     pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once, LeaseMode::Fixed(lease))
-            .await
+        self.acquire_inner(Wait::Once, Some(lease)).await
     }
 
     /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
@@ -241,7 +261,7 @@ impl Lock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait), LeaseMode::Fixed(lease))
+        self.acquire_inner(Wait::For(wait), Some(lease))
             .await?
             .ok_or_else(|| self.timeout(wait))
     }
@@ -320,42 +340,23 @@ impl Lock {
     }
 
     /// Builds the request: checks the name, owner and lease.
-    fn request(&self, lease: LeaseMode) -> Result<(Request, bool)> {
-        let inner = &self.core;
-        let settings = inner.current_settings();
+    fn request(&self, lease: Option<Duration>) -> Result<(Request, Terms)> {
+        let core = &self.core;
+        let settings = core.current_settings();
         let keys =
-            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
-        let (lease_ms, renewed) = match lease {
-            LeaseMode::Watchdog => (
-                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
-                true,
-            ),
-            LeaseMode::Fixed(lease) => (limits::lease_millis("lease", lease)?, false),
-        };
-        let (owner, named_owner) = match &self.owner {
-            Some(owner) => {
-                validate_owner(owner)?;
-                (inner.named_owner(owner), true)
-            }
-            None => (inner.anonymous_owner(), false),
-        };
-        let request = Request {
-            keys,
-            owner,
-            named_owner,
-            lease_ms,
-        };
-        Ok((request, renewed))
+            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
+        Ok((terms.request(keys), terms))
     }
 
-    async fn acquire_inner(&self, wait: Wait, lease: LeaseMode) -> Result<Option<Guard>> {
-        let (request, renewed) = self.request(lease)?;
+    async fn acquire_inner(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Guard>> {
+        let (request, terms) = self.request(lease)?;
         let span = tracing::debug_span!(
             "redlatch.acquire",
             lock = %request.keys.key,
             token = field::Empty,
         );
-        acquire_measured(span, self.wait_for_hold(request, renewed, wait)).await
+        acquire_measured(span, self.wait_for_hold(request, terms, wait)).await
     }
 
     /// Steps aside (the hand-off courtesy) until `until`, until another
@@ -394,7 +395,7 @@ impl Lock {
     async fn wait_for_hold(
         &self,
         request: Request,
-        renewed: bool,
+        terms: Terms,
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let inner = &self.core;
@@ -440,8 +441,7 @@ impl Lock {
         let mut acquisition = LockAcquisition {
             lock: self,
             request,
-            renewed,
-            started: LeaseInstant::now(),
+            terms,
         };
         wait_from(&mut acquisition, wait, started, tickets, woken).await
     }
@@ -451,8 +451,7 @@ impl Lock {
 struct LockAcquisition<'a> {
     lock: &'a Lock,
     request: Request,
-    renewed: bool,
-    started: LeaseInstant,
+    terms: Terms,
 }
 
 impl Acquisition for LockAcquisition<'_> {
@@ -461,32 +460,15 @@ impl Acquisition for LockAcquisition<'_> {
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
         let request = &self.request;
-        match attempt::attempt(core, request).await? {
-            Attempt::Acquired {
-                token,
-                reentered,
-                sent_at,
-            } => {
-                let hold = core.watchdog.register(NewHold {
-                    key: request.keys.key.clone(),
-                    owner: request.owner.clone(),
-                    kind: HoldKind::Lock,
-                    lease_ms: request.lease_ms,
-                    renewed: self.renewed,
-                    token,
-                    named_owner: request.named_owner,
-                    sent_at,
-                });
-                tracing::Span::current().record("token", hold.token);
-                tracing::debug!(reentered, waited = ?self.started.elapsed(), "redlatch: acquired");
-                crate::metrics::acquired(reentered);
-                let guard = Guard::new(
-                    core.clone(),
+        match attempt(core, LockAttempt(request.clone())).await? {
+            Attempt::Acquired(acquired) => {
+                let guard = Guard::register(
+                    core,
                     request.keys.clone(),
-                    LockKind::Plain,
-                    hold,
-                    request.lease_ms,
-                    self.renewed,
+                    PLAIN.clone(),
+                    request.owner.clone(),
+                    &self.terms,
+                    acquired,
                 );
                 Ok(Step::Done {
                     value: guard,
@@ -515,10 +497,11 @@ impl Acquisition for LockAcquisition<'_> {
     /// under a fresh owner: the attempt it replaces may still be giving back
     /// a hold under the old one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.request.named_owner {
+        if !error.is_transient() || self.terms.named {
             return None;
         }
-        self.request.owner = self.lock.core.anonymous_owner();
+        self.terms.fresh_owner(&self.lock.core);
+        self.request.owner = self.terms.owner.clone();
         Some(self.lock.core.current_settings().retry)
     }
 }

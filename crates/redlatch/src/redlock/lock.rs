@@ -16,12 +16,14 @@ use crate::engine::hold::{Hold, HoldKind, NewHold, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
+use crate::lock::attempt::LockAttempt;
 use crate::lock::status::LockStatus;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
 use crate::redlock::quorum;
 use crate::redlock::watchdog;
 use crate::scripts;
+use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
 use crate::settings::{RetryPolicy, limits};
@@ -367,7 +369,7 @@ impl RedlockLock {
                 // `attempt::attempt` runs in a task of its own: when the limit
                 // cuts the wait short, the task still finishes and gives back
                 // any hold.
-                async move { attempt::attempt(&client.inner, &request).await }
+                async move { attempt::attempt(&client.inner, LockAttempt(request)).await }
             },
             settled,
         )
@@ -385,7 +387,7 @@ impl RedlockLock {
         let tokens: Vec<Option<u64>> = answers
             .iter()
             .map(|answer| match answer {
-                Some(Attempt::Acquired { token, .. }) => Some(*token),
+                Some(Attempt::Acquired(acquired)) => Some(acquired.token),
                 _ => None,
             })
             .collect();
@@ -524,7 +526,7 @@ impl RedlockLock {
             .collect();
         let requests = requests.to_vec();
         stragglers.finish_in_background(&self.redlock.inner.stragglers, move |i, reply| {
-            let Ok(Attempt::Acquired { token: taken, .. }) = reply else {
+            let Ok(Attempt::Acquired(Acquired { token: taken, .. })) = reply else {
                 return;
             };
             let (Some(client), request) = (nodes[i].clone(), requests[i].clone()) else {

@@ -5,24 +5,27 @@ pub(crate) mod guard;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::Connection;
+pub(crate) mod attempt;
+pub(crate) mod family;
 
 use crate::engine::Core;
-use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
-use crate::engine::hold::{LockKind, NewHold};
-use crate::engine::measured::acquire_measured;
+use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::attempt::attempt;
+use crate::engine::place::Place;
+use crate::engine::primitive::LockFamily;
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
-use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
+use crate::rw_lock::attempt::RwCall;
+use crate::rw_lock::family::{ReadFamily, WriteFamily};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
-use crate::scripts::keys::{RwKeys, validate_owner, write_field};
-use crate::scripts::lock::Request;
-use crate::scripts::rw::{self, RwAttempt, Side};
+use crate::scripts::acquired::Acquired;
+use crate::scripts::keys::RwKeys;
+use crate::scripts::rw::{RwAttempt, Side};
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.
@@ -296,41 +299,24 @@ impl ReadWriteLock {
     }
 
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
-        let inner = &self.core;
-        let settings = inner.current_settings();
+        let core = &self.core;
+        let settings = core.current_settings();
         let keys =
-            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
-        let (lease_ms, renewed) = match self.lease {
-            None => (
-                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
-                true,
-            ),
-            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
-        };
+            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let claim_ms = match (side, wait) {
             (Side::Write, Wait::For(_) | Wait::Forever) => {
                 limits::watchdog_lease_millis("place lease", self.place_lease)?
             }
             _ => 0,
         };
-        let (reader, named) = match &self.owner {
-            Some(owner) => {
-                validate_owner(owner)?;
-                (inner.named_owner(owner), true)
-            }
-            None => (inner.anonymous_owner(), false),
-        };
         let mut acquisition = RwAcquisition {
             lock: self,
             keys,
             side,
-            reader,
-            named,
-            lease_ms,
-            renewed,
+            terms,
             claim_ms,
             claim: None,
-            started: LeaseInstant::now(),
         };
         wait_for(&mut acquisition, wait).await
     }
@@ -342,27 +328,22 @@ struct RwAcquisition<'a> {
     lock: &'a ReadWriteLock,
     keys: Arc<RwKeys>,
     side: Side,
-    /// The owner's read field; the write field adds `:write`.
-    reader: Arc<str>,
-    named: bool,
-    lease_ms: u64,
-    renewed: bool,
+    /// The owner's read field is `terms.owner`; the write field adds `:write`.
+    terms: Terms,
     /// How long a waiting writer's claim lasts without a new attempt; 0 claims nothing.
     claim_ms: u64,
     /// The claim this writer holds, withdrawn when dropped.
-    claim: Option<Claim>,
-    started: LeaseInstant,
+    claim: Option<Place<RwCall>>,
 }
 
 impl RwAcquisition<'_> {
-    fn attempt_parts(&self) -> Attempt {
-        Attempt {
+    fn call(&self) -> RwCall {
+        RwCall {
             keys: self.keys.clone(),
             side: self.side,
-            reader: self.reader.clone(),
-            named: self.named,
-            lease_ms: self.lease_ms,
-            renewed: self.renewed,
+            reader: self.terms.owner.clone(),
+            named: self.terms.named,
+            lease_ms: self.terms.lease_ms,
             claim_ms: self.claim_ms,
         }
     }
@@ -373,33 +354,21 @@ impl Acquisition for RwAcquisition<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
-        let attempt = self.attempt_parts();
-        match attempt.run(core, false).await? {
-            RwAttempt::Acquired {
-                token,
-                reentered,
-                sent_at,
-            } => {
+        let call = self.call();
+        match attempt(core, call.clone()).await? {
+            RwAttempt::Acquired(acquired) => {
                 // Taking the write lock withdrew the claim in the same script.
                 if let Some(claim) = self.claim.take() {
                     claim.forget();
                 }
-                crate::metrics::acquired(reentered);
-                tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: read-write lock acquired");
-                let guard = attempt.guard(core, token, sent_at);
                 Ok(Step::Done {
-                    value: guard,
+                    value: register(core, &call, &self.terms, acquired),
                     more_left: false,
                 })
             }
             RwAttempt::Blocked { wait_ms } => {
                 if self.claim_ms > 0 && self.claim.is_none() {
-                    self.claim = Some(Claim {
-                        core: core.clone(),
-                        keys: self.keys.clone(),
-                        field: attempt.field(),
-                        armed: true,
-                    });
+                    self.claim = Some(Place::new(core.clone(), call));
                 }
                 let mut retry_in =
                     u64::try_from(wait_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
@@ -422,18 +391,17 @@ impl Acquisition for RwAcquisition<'_> {
         Wakes::All
     }
 
-    /// The outcome is unknown: give back whatever the old owner may have (a
-    /// claim, a hold), and go on under a fresh anonymous one.
+    /// The outcome is unknown: the attempt gives back whatever the old
+    /// owner may have (a claim, a hold); go on under a fresh anonymous one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.named {
+        if !error.is_transient() || self.terms.named {
             return None;
         }
-        let core = &self.lock.core;
-        self.attempt_parts().undo(core, true);
         if let Some(claim) = self.claim.take() {
             claim.forget();
         }
-        self.reader = core.anonymous_owner();
+        let core = &self.lock.core;
+        self.terms.fresh_owner(core);
         Some(core.current_settings().retry)
     }
 
@@ -444,231 +412,21 @@ impl Acquisition for RwAcquisition<'_> {
     }
 }
 
-/// One acquire attempt, and how to undo it.
-struct Attempt {
-    keys: Arc<RwKeys>,
-    side: Side,
-    /// The owner's read field, `<client-id>:<owner>`; the write field adds `:write`.
-    reader: Arc<str>,
-    named: bool,
-    lease_ms: u64,
-    /// False for a fixed lease, which the watchdog leaves to run out.
-    renewed: bool,
-    /// The writer's claim lease; 0 claims nothing.
-    claim_ms: u64,
-}
-
-impl Attempt {
-    fn field(&self) -> Arc<str> {
-        match self.side {
-            Side::Read => self.reader.clone(),
-            Side::Write => Arc::from(write_field(&self.reader)),
-        }
-    }
-
-    fn kind(&self) -> LockKind {
-        match self.side {
-            Side::Read => LockKind::Read(self.keys.clone()),
-            Side::Write => LockKind::Write(self.keys.clone()),
-        }
-    }
-
-    fn request(&self) -> Request {
-        Request {
-            keys: Arc::new(self.keys.as_lock_keys()),
-            owner: self.field(),
-            named_owner: self.named,
-            lease_ms: self.lease_ms,
-        }
-    }
-
-    /// Registers the hold taken with the watchdog; returns its guard.
-    fn guard(&self, core: &Arc<Core>, token: u64, sent_at: LeaseInstant) -> Guard {
-        let request = self.request();
-        let kind = self.kind();
-        let hold = core.watchdog.register(NewHold {
-            key: request.keys.key.clone(),
-            owner: request.owner,
-            kind: kind.hold_kind(),
-            lease_ms: self.lease_ms,
-            renewed: self.renewed,
-            token,
-            named_owner: self.named,
-            sent_at,
-        });
-        Guard::new(
-            core.clone(),
-            request.keys,
-            kind,
-            hold,
-            self.lease_ms,
-            self.renewed,
-        )
-    }
-
-    fn clone_parts(&self) -> Attempt {
-        Attempt {
-            keys: self.keys.clone(),
-            side: self.side,
-            reader: self.reader.clone(),
-            named: self.named,
-            lease_ms: self.lease_ms,
-            renewed: self.renewed,
-            claim_ms: self.claim_ms,
-        }
-    }
-
-    /// Runs the script to its end even if the caller goes away: then the
-    /// call withdraws a claim and gives back a hold the attempt took.
-    /// `reenter_only` never takes a first hold.
-    async fn run(&self, inner: &Core, reenter_only: bool) -> Result<RwAttempt> {
-        let settings = inner.current_settings();
-        let (limit, retry) = (settings.response_timeout, settings.retry);
-        let mut conn = inner.conn.clone();
-        let call = {
-            let attempt = self.clone_parts();
-            async move {
-                let sent_at = LeaseInstant::now();
-                attempt
-                    .run_script(&mut conn, sent_at, reenter_only, limit)
-                    .await
-            }
-        };
-        let undo = {
-            let attempt = self.clone_parts();
-            let conn = inner.conn.clone();
-            move |outcome: Result<RwAttempt>| async move {
-                let took_hold = matches!(outcome, Ok(RwAttempt::Acquired { .. }));
-                let uncertain = matches!(&outcome, Err(error) if error.is_transient());
-                tracing::debug!(lock = %attempt.keys.key, "redlatch: undoing an abandoned read-write acquire");
-                attempt
-                    .undo_now(
-                        conn,
-                        limit,
-                        retry,
-                        took_hold || (uncertain && !attempt.named),
-                    )
-                    .await;
-            }
-        };
-        hand_over(&inner.background, call, undo).await
-    }
-
-    async fn run_script(
-        &self,
-        conn: &mut Connection,
-        sent_at: LeaseInstant,
-        reenter_only: bool,
-        limit: Duration,
-    ) -> Result<RwAttempt> {
-        let reply = rw::Acquire {
-            keys: &self.keys,
-            side: self.side,
-            reader: &self.reader,
-            lease_ms: self.lease_ms,
-            claim_ms: self.claim_ms,
-        };
-        reply.run(conn, sent_at, reenter_only, limit).await
-    }
-
-    /// Withdraws a claim and gives back a hold, from a task of its own.
-    fn undo(&self, inner: &Core, release: bool) {
-        let attempt = self.clone_parts();
-        let conn = inner.conn.clone();
-        let settings = inner.current_settings();
-        let (limit, retry) = (settings.response_timeout, settings.retry);
-        spawn_undo(&inner.background, async move {
-            attempt.undo_now(conn, limit, retry, release).await
-        });
-    }
-
-    async fn undo_now(
-        &self,
-        mut conn: Connection,
-        limit: Duration,
-        retry: RetryPolicy,
-        release: bool,
-    ) {
-        if self.side == Side::Write && self.claim_ms > 0 {
-            let _ = rw::writer_leave(&mut conn, &self.keys, &self.field(), limit).await;
-        }
-        if !release {
-            return;
-        }
-        let request = self.request();
-        let release_once = |mut conn: Connection, request: Request| async move {
-            match self.side {
-                Side::Read => rw::read_release(&mut conn, &self.keys, &request, limit).await,
-                Side::Write => rw::write_release(&mut conn, &self.keys, &request, limit).await,
-            }
-        };
-        if self.named {
-            // Maybe a re-entry: one release, never repeated.
-            let _ = release_once(conn, request).await;
-            return;
-        }
-        // An anonymous owner holds once at most: keep trying while the
-        // connection is down, until the lease would have run out anyway.
-        let deadline = LeaseInstant::now() + Duration::from_millis(self.lease_ms);
-        until_answered("read-write acquire undo", retry, deadline, || {
-            release_once(conn.clone(), request.clone())
-        })
-        .await;
-    }
-}
-
-/// A waiting writer's claim. Dropping it while armed (a cancelled acquire)
-/// withdraws it from a task of its own.
-struct Claim {
-    core: Arc<Core>,
-    keys: Arc<RwKeys>,
-    field: Arc<str>,
-    armed: bool,
-}
-
-impl Claim {
-    /// The claim is gone already (the write lock was taken, or an undo has it).
-    fn forget(mut self) {
-        self.armed = false;
-    }
-
-    /// Withdraws the claim now (a timed-out wait), from a task of its own so
-    /// that dropping this future does not stop it. Errors are ignored: a
-    /// claim that could not be withdrawn lapses by itself.
-    async fn withdraw(mut self) {
-        self.armed = false;
-        let inner = &self.core;
-        let mut conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
-        let (keys, field) = (self.keys.clone(), self.field.clone());
-        let _ = run_to_end(&inner.background, async move {
-            rw::writer_leave(&mut conn, &keys, &field, limit).await
-        })
-        .await;
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let inner = &self.core;
-        let mut conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
-        let keys = self.keys.clone();
-        let field = self.field.clone();
-        spawn_undo(&inner.background, async move {
-            let _ = rw::writer_leave(&mut conn, &keys, &field, limit).await;
-        });
-    }
+/// Registers the hold `call` took with the watchdog; returns its guard.
+fn register(core: &Arc<Core>, call: &RwCall, terms: &Terms, acquired: Acquired) -> Guard {
+    let family: Arc<dyn LockFamily> = match call.side {
+        Side::Read => Arc::new(ReadFamily(call.keys.clone())),
+        Side::Write => Arc::new(WriteFamily(call.keys.clone())),
+    };
+    let request = call.request();
+    Guard::register(core, request.keys, family, request.owner, terms, acquired)
 }
 
 /// Takes a read hold for the owner of the write guard `writer` (allowed
 /// while it writes), then releases the write hold: a downgrade.
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
-    let LockKind::Write(keys) = writer.kind().clone() else {
+    let Some(WriteFamily(keys)) = writer.family().as_any().downcast_ref::<WriteFamily>() else {
         return Err(Error::Protocol {
             op: "downgrade",
             detail: "not a write hold".to_owned(),
@@ -683,22 +441,26 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             detail: format!("write field without ':write': {}", hold.owner),
         })?;
     let core = writer.core().clone();
-    let inner = &core;
-    let attempt = Attempt {
-        keys: keys.clone(),
-        side: Side::Read,
-        reader,
+    let terms = Terms {
+        owner: reader,
         named: hold.named_owner,
         lease_ms: limits::watchdog_lease_millis(
             "default lease",
-            inner.current_settings().default_lease,
+            core.current_settings().default_lease,
         )?,
         renewed: true,
+    };
+    let call = RwCall {
+        keys: keys.clone(),
+        side: Side::Read,
+        reader: terms.owner.clone(),
+        named: terms.named,
+        lease_ms: terms.lease_ms,
         claim_ms: 0,
     };
-    match attempt.run(inner, false).await? {
-        RwAttempt::Acquired { token, sent_at, .. } => {
-            let reading = attempt.guard(&core, token, sent_at);
+    match attempt(&core, call.clone()).await? {
+        RwAttempt::Acquired(acquired) => {
+            let reading = register(&core, &call, &terms, acquired);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::FairKeys;
 use crate::scripts::lock::{Released, Request};
 use crate::transport::Connection;
@@ -25,14 +26,13 @@ pub(crate) struct PlaceTimes {
 /// What one attempt of the fair acquire script found.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FairAttempt {
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: LeaseInstant,
-    },
+    Acquired(Acquired),
     /// In line (or not, for a single try): the holder's remaining lease
     /// (-1: no expiry, 0: free but another waiter goes first).
-    Waiting { pttl_ms: i64, first: bool },
+    Waiting {
+        pttl_ms: i64,
+        first: bool,
+    },
 }
 
 pub(crate) async fn acquire(
@@ -56,28 +56,15 @@ pub(crate) async fn acquire(
         .arg(keys.lock.channel())
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
+    if let Some(acquired) = Acquired::read(&reply, sent_at) {
+        return Ok(FairAttempt::Acquired(acquired));
+    }
     match reply.as_slice() {
-        [1, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: false,
-            sent_at,
-        }),
-        [2, token] => Ok(FairAttempt::Acquired {
-            token: *token as u64,
-            reentered: true,
-            sent_at,
-        }),
         [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
             pttl_ms: *pttl_ms,
             first: *first == 1,
         }),
-        [-1, ..] => Err(Error::WrongType {
-            key: keys.lock.key.to_string(),
-        }),
-        other => Err(Error::Protocol {
-            op: "fair acquire",
-            detail: format!("{other:?}"),
-        }),
+        other => Err(unexpected("fair acquire", &keys.lock.key, other)),
     }
 }
 

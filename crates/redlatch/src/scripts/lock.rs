@@ -11,6 +11,7 @@ use redis::Value;
 use tracing::debug;
 
 use crate::error::{Error, Result};
+use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::LockKeys;
 use crate::transport::topology::ReplicaWait;
 use crate::transport::{Connection, bounded};
@@ -29,12 +30,8 @@ pub(crate) struct Request {
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// Held now, by this owner; `reentered` when it held it already.
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: LeaseInstant,
-    },
+    /// Held now, by this owner.
+    Acquired(Acquired),
     /// Another owner holds it for `pttl_ms` more (-1: no expiry).
     Held { pttl_ms: i64 },
 }
@@ -287,25 +284,12 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
             detail: format!("{reply:?}"),
         });
     };
+    if let Some(acquired) = Acquired::read(&reply, sent_at) {
+        return Ok(Attempt::Acquired(acquired));
+    }
     match reply.as_slice() {
-        [1, token] => Ok(Attempt::Acquired {
-            token: *token as u64,
-            reentered: false,
-            sent_at,
-        }),
-        [2, token] => Ok(Attempt::Acquired {
-            token: *token as u64,
-            reentered: true,
-            sent_at,
-        }),
         [0, pttl_ms] => Ok(Attempt::Held { pttl_ms: *pttl_ms }),
-        [-1, _] => Err(Error::WrongType {
-            key: request.keys.key.to_string(),
-        }),
-        other => Err(Error::Protocol {
-            op: "acquire",
-            detail: format!("{other:?}"),
-        }),
+        other => Err(unexpected("acquire", &request.keys.key, other)),
     }
 }
 

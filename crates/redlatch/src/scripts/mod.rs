@@ -84,6 +84,7 @@
 //! `SET ... PX`. On one server and under Sentinel nothing re-sends, and the
 //! plain scripts run.
 
+pub(crate) mod acquired;
 pub(crate) mod fair;
 pub(crate) mod holder_keys;
 pub(crate) mod keys;

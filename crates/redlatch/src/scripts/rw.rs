@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
 use crate::scripts::lock::{Released, Request, released};
 use crate::transport::Connection;
@@ -20,13 +21,11 @@ pub(crate) enum Side {
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RwAttempt {
-    Acquired {
-        token: u64,
-        reentered: bool,
-        sent_at: LeaseInstant,
-    },
+    Acquired(Acquired),
     /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
-    Blocked { wait_ms: i64 },
+    Blocked {
+        wait_ms: i64,
+    },
 }
 
 /// One call of the read or write acquire script.
@@ -77,21 +76,11 @@ impl Acquire<'_> {
             }
         };
         let reply: Vec<i64> = call.run(conn, "read-write acquire", limit).await?;
+        if let Some(acquired) = Acquired::read(&reply, sent_at) {
+            return Ok(RwAttempt::Acquired(acquired));
+        }
         match reply.as_slice() {
-            [1, token] => Ok(RwAttempt::Acquired {
-                token: *token as u64,
-                reentered: false,
-                sent_at,
-            }),
-            [2, token] => Ok(RwAttempt::Acquired {
-                token: *token as u64,
-                reentered: true,
-                sent_at,
-            }),
             [0, wait_ms] => Ok(RwAttempt::Blocked { wait_ms: *wait_ms }),
-            [-1, _] => Err(Error::WrongType {
-                key: self.keys.key.clone(),
-            }),
             [-3, _] => Err(Error::NotHeld {
                 name: self.keys.key.clone(),
             }),
@@ -99,10 +88,7 @@ impl Acquire<'_> {
                 name: self.keys.key.clone(),
                 reason: "this owner reads the lock and asked to write: release the read first (no upgrade)",
             }),
-            other => Err(Error::Protocol {
-                op: "read-write acquire",
-                detail: format!("{other:?}"),
-            }),
+            other => Err(unexpected("read-write acquire", &self.keys.key, other)),
         }
     }
 }

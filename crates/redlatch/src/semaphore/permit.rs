@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold};
+use crate::engine::primitive::BatchRenewal;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
@@ -21,6 +22,17 @@ use crate::settings::{RetryPolicy, limits};
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
 const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
+
+/// Renews expirable permits (`permit_renew.lua`): the semaphore's expiries
+/// key, the permit's member, the lease, per permit.
+pub(crate) static PERMIT_RENEWAL: BatchRenewal = BatchRenewal {
+    name: "permit",
+    script: &scripts::PERMIT_RENEW,
+    add_hold: |invocation, key, id, lease_ms| {
+        invocation.key(key).arg(permit_member(id)).arg(lease_ms);
+    },
+    is_lock: false,
+};
 
 /// A handle to one named semaphore whose permits expire unless their holder
 /// keeps them: Redisson's `RPermitExpirableSemaphore`, in Rust.
@@ -270,7 +282,7 @@ impl PermitSemaphore {
         let hold = self.core.watchdog.register(NewHold {
             key: Arc::from(keys.timeouts.as_str()),
             owner: id,
-            kind: HoldKind::Permit,
+            kind: HoldKind::Batched(&PERMIT_RENEWAL),
             lease_ms,
             renewed,
             token: 0,

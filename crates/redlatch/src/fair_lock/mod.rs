@@ -3,22 +3,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::Connection;
+pub(crate) mod attempt;
+pub(crate) mod family;
 
 use crate::engine::Core;
-use crate::engine::cancel::{hand_over, run_to_end, spawn_undo, until_answered};
-use crate::engine::hold::{LockKind, NewHold};
-use crate::engine::measured::acquire_measured;
+use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::attempt::attempt;
+use crate::engine::place::Place;
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::lease_clock::LeaseInstant;
+use crate::fair_lock::attempt::FairCall;
+use crate::fair_lock::family::FairFamily;
 use crate::lock::guard::Guard;
 use crate::lock::status::LockStatus;
-use crate::scripts::fair::{self, FairAttempt, PlaceTimes};
-use crate::scripts::keys::{FairKeys, validate_owner};
-use crate::scripts::lock::Request;
+use crate::scripts::fair::{FairAttempt, PlaceTimes};
+use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
@@ -259,17 +260,11 @@ impl FairLock {
     }
 
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
-        let inner = &self.core;
-        let settings = inner.current_settings();
+        let core = &self.core;
+        let settings = core.current_settings();
         let keys =
-            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&inner.conn)?);
-        let (lease_ms, renewed) = match self.lease {
-            None => (
-                limits::watchdog_lease_millis("default lease", settings.default_lease)?,
-                true,
-            ),
-            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
-        };
+            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let place_ms = match wait {
             Wait::Once => 0,
             _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
@@ -279,26 +274,17 @@ impl FairLock {
             Wait::For(timeout) if !timeout.is_zero() => limits::lease_millis("wait", timeout)?,
             _ => limits::lease_millis("fair lock wait timeout", settings.fair_lock_wait_timeout)?,
         };
-        let (owner, named) = match &self.owner {
-            Some(owner) => {
-                validate_owner(owner)?;
-                (inner.named_owner(owner), true)
-            }
-            None => (inner.anonymous_owner(), false),
+        let times = PlaceTimes {
+            lease_ms: terms.lease_ms,
+            wait_ms,
+            place_ms,
         };
         let mut acquisition = FairAcquisition {
             lock: self,
             keys,
-            owner,
-            named,
-            times: PlaceTimes {
-                lease_ms,
-                wait_ms,
-                place_ms,
-            },
-            renewed,
+            terms,
+            times,
             place: None,
-            started: LeaseInstant::now(),
         };
         wait_for(&mut acquisition, wait).await
     }
@@ -310,21 +296,18 @@ impl FairLock {
 struct FairAcquisition<'a> {
     lock: &'a FairLock,
     keys: Arc<FairKeys>,
-    owner: Arc<str>,
-    named: bool,
+    terms: Terms,
     times: PlaceTimes,
-    renewed: bool,
     /// The place this owner holds in line, left when dropped.
-    place: Option<Place>,
-    started: LeaseInstant,
+    place: Option<Place<FairCall>>,
 }
 
 impl FairAcquisition<'_> {
-    fn attempt_parts(&self) -> Attempt {
-        Attempt {
+    fn call(&self) -> FairCall {
+        FairCall {
             keys: self.keys.clone(),
-            owner: self.owner.clone(),
-            named: self.named,
+            owner: self.terms.owner.clone(),
+            named: self.terms.named,
             times: self.times,
         }
     }
@@ -335,36 +318,19 @@ impl Acquisition for FairAcquisition<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
-        match self.attempt_parts().run(core).await? {
-            FairAttempt::Acquired {
-                token,
-                reentered,
-                sent_at,
-            } => {
+        match attempt(core, self.call()).await? {
+            FairAttempt::Acquired(acquired) => {
                 // The script took this owner out of the line.
                 if let Some(place) = self.place.take() {
                     place.forget();
                 }
-                let kind = LockKind::Fair(self.keys.clone());
-                let hold = core.watchdog.register(NewHold {
-                    key: self.keys.lock.key.clone(),
-                    owner: self.owner.clone(),
-                    kind: kind.hold_kind(),
-                    lease_ms: self.times.lease_ms,
-                    renewed: self.renewed,
-                    token,
-                    named_owner: self.named,
-                    sent_at,
-                });
-                crate::metrics::acquired(reentered);
-                tracing::debug!(token, reentered, waited = ?self.started.elapsed(), "redlatch: fair lock acquired");
-                let guard = Guard::new(
-                    core.clone(),
+                let guard = Guard::register(
+                    core,
                     Arc::new(self.keys.lock.clone()),
-                    kind,
-                    hold,
-                    self.times.lease_ms,
-                    self.renewed,
+                    Arc::new(FairFamily(self.keys.clone())),
+                    self.terms.owner.clone(),
+                    &self.terms,
+                    acquired,
                 );
                 Ok(Step::Done {
                     value: guard,
@@ -373,13 +339,7 @@ impl Acquisition for FairAcquisition<'_> {
             }
             FairAttempt::Waiting { pttl_ms, first } => {
                 if self.times.place_ms > 0 && self.place.is_none() {
-                    self.place = Some(Place {
-                        core: core.clone(),
-                        keys: self.keys.clone(),
-                        owner: self.owner.clone(),
-                        wait_ms: self.times.wait_ms,
-                        armed: true,
-                    });
+                    self.place = Some(Place::new(core.clone(), self.call()));
                 }
                 // Try again before the sign of life runs out...
                 let mut retry_in = renewal_period(self.times.place_ms);
@@ -395,7 +355,7 @@ impl Acquisition for FairAcquisition<'_> {
     }
 
     fn join(&mut self) -> Result<Vec<Ticket>> {
-        let channel = self.keys.waiter_channel(&self.owner);
+        let channel = self.keys.waiter_channel(&self.terms.owner);
         Ok(vec![self.lock.core.wakeups.join(&channel)])
     }
 
@@ -406,167 +366,23 @@ impl Acquisition for FairAcquisition<'_> {
         }
     }
 
-    /// The outcome is unknown: give back whatever the old owner may have (a
-    /// place, a hold), and go on under a fresh anonymous one.
+    /// The outcome is unknown: the attempt gives back whatever the old
+    /// owner may have (a place, a hold); go on under a fresh anonymous one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.named {
+        if !error.is_transient() || self.terms.named {
             return None;
         }
-        let core = &self.lock.core;
-        self.attempt_parts().undo(core);
         if let Some(place) = self.place.take() {
             place.forget();
         }
-        self.owner = core.anonymous_owner();
+        let core = &self.lock.core;
+        self.terms.fresh_owner(core);
         Some(core.current_settings().retry)
     }
 
     async fn give_up(&mut self) {
         if let Some(place) = self.place.take() {
-            place.leave().await;
+            place.withdraw().await;
         }
-    }
-}
-
-/// One call of the acquire script, and how to undo it.
-struct Attempt {
-    keys: Arc<FairKeys>,
-    owner: Arc<str>,
-    named: bool,
-    times: PlaceTimes,
-}
-
-impl Attempt {
-    /// Runs the script to its end even if the caller goes away: then the
-    /// call leaves the line and gives back a hold the attempt took.
-    async fn run(&self, inner: &Core) -> Result<FairAttempt> {
-        let settings = inner.current_settings();
-        let (limit, retry) = (settings.response_timeout, settings.retry);
-        let mut conn = inner.conn.clone();
-        let undo_conn = inner.conn.clone();
-        let call = {
-            let keys = self.keys.clone();
-            let owner = self.owner.clone();
-            let times = self.times;
-            async move {
-                let sent_at = LeaseInstant::now();
-                fair::acquire(&mut conn, &keys, &owner, times, sent_at, limit).await
-            }
-        };
-        let undo = {
-            let attempt = self.clone_parts();
-            move |outcome: Result<FairAttempt>| async move {
-                // Nobody waits for this attempt: leave the line, and give back
-                // a hold it took (or may have taken, for an anonymous owner).
-                let took_hold = matches!(outcome, Ok(FairAttempt::Acquired { .. }));
-                let uncertain = matches!(&outcome, Err(error) if error.is_transient());
-                tracing::debug!(lock = %attempt.keys.lock.key, "redlatch: undoing an abandoned fair acquire");
-                let release = took_hold || (uncertain && !attempt.named);
-                attempt.undo_now(undo_conn, limit, retry, release).await;
-            }
-        };
-        hand_over(&inner.background, call, undo).await
-    }
-
-    fn clone_parts(&self) -> Attempt {
-        Attempt {
-            keys: self.keys.clone(),
-            owner: self.owner.clone(),
-            named: self.named,
-            times: self.times,
-        }
-    }
-
-    /// Leaves the line and gives back a hold, from a task of its own.
-    fn undo(&self, inner: &Core) {
-        let attempt = self.clone_parts();
-        let conn = inner.conn.clone();
-        let settings = inner.current_settings();
-        let (limit, retry) = (settings.response_timeout, settings.retry);
-        spawn_undo(&inner.background, async move {
-            attempt.undo_now(conn, limit, retry, true).await
-        });
-    }
-
-    async fn undo_now(
-        &self,
-        mut conn: Connection,
-        limit: Duration,
-        retry: RetryPolicy,
-        release: bool,
-    ) {
-        let wait_ms = self.times.wait_ms;
-        let _ = fair::leave(&mut conn, &self.keys, &self.owner, wait_ms, limit).await;
-        if !release {
-            return;
-        }
-        let request = Request {
-            keys: Arc::new(self.keys.lock.clone()),
-            owner: self.owner.clone(),
-            named_owner: self.named,
-            lease_ms: self.times.lease_ms,
-        };
-        if self.named {
-            // Maybe a re-entry: one release, never repeated.
-            let _ = fair::release(&mut conn, &self.keys, &request, limit).await;
-            return;
-        }
-        // An anonymous owner holds once at most: keep trying while the
-        // connection is down, until the lease would have run out anyway.
-        let deadline = LeaseInstant::now() + Duration::from_millis(self.times.lease_ms);
-        until_answered("fair acquire undo", retry, deadline, || {
-            let (mut conn, request) = (conn.clone(), request.clone());
-            async move { fair::release(&mut conn, &self.keys, &request, limit).await }
-        })
-        .await;
-    }
-}
-
-/// A waiter's place in line. Dropping it while armed (a cancelled acquire)
-/// leaves the line from a task of its own.
-struct Place {
-    core: Arc<Core>,
-    keys: Arc<FairKeys>,
-    owner: Arc<str>,
-    /// The wait time the place was dated with: those behind move up by it.
-    wait_ms: u64,
-    armed: bool,
-}
-
-impl Place {
-    /// The place is gone already (taken by the acquire, or handed to an undo).
-    fn forget(mut self) {
-        self.armed = false;
-    }
-
-    /// Leaves the line now (a timed-out wait), from a task of its own so
-    /// that dropping this future does not stop it. Errors are ignored: a
-    /// place that could not be withdrawn runs out by itself.
-    async fn leave(mut self) {
-        self.armed = false;
-        let inner = &self.core;
-        let mut conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
-        let (keys, owner, wait_ms) = (self.keys.clone(), self.owner.clone(), self.wait_ms);
-        let _ = run_to_end(&inner.background, async move {
-            fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await
-        })
-        .await;
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let inner = &self.core;
-        let mut conn = inner.conn.clone();
-        let limit = inner.current_settings().response_timeout;
-        let keys = self.keys.clone();
-        let (owner, wait_ms) = (self.owner.clone(), self.wait_ms);
-        spawn_undo(&inner.background, async move {
-            let _ = fair::leave(&mut conn, &keys, &owner, wait_ms, limit).await;
-        });
     }
 }

@@ -1,0 +1,102 @@
+//! What every acquire does besides its protocol, once for every primitive:
+//! it chooses its owner and lease ([`Terms`]), runs inside its tracing
+//! span, and its time and outcome go to the acquire histogram
+//! ([`acquire_measured`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{Instrument, Span};
+
+use crate::engine::Core;
+use crate::error::Result;
+use crate::lease_clock::LeaseInstant;
+use crate::scripts::keys::{LockKeys, validate_owner};
+use crate::scripts::lock::Request;
+use crate::settings::limits;
+
+/// Who acquires, and for how long: chosen once per acquire call.
+#[derive(Debug, Clone)]
+pub(crate) struct Terms {
+    /// The owner field: `<client-id>:<owner>` (named) or `<client-id>:#<n>`
+    /// (anonymous, unique to this acquire).
+    pub(crate) owner: Arc<str>,
+    /// The caller named the owner.
+    pub(crate) named: bool,
+    pub(crate) lease_ms: u64,
+    /// The watchdog renews the hold (the client's default lease), or the
+    /// fixed lease runs out.
+    pub(crate) renewed: bool,
+}
+
+impl Terms {
+    /// The terms of an acquire by `owner` (the caller's name for it, or
+    /// `None` for a fresh anonymous one) with `lease` (a fixed lease, or
+    /// `None` for the client's default lease, renewed).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidOwner`], [`crate::Error::InvalidDuration`].
+    pub(crate) fn choose(
+        core: &Core,
+        owner: Option<&str>,
+        lease: Option<Duration>,
+    ) -> Result<Terms> {
+        let (lease_ms, renewed) = match lease {
+            None => (
+                limits::watchdog_lease_millis(
+                    "default lease",
+                    core.current_settings().default_lease,
+                )?,
+                true,
+            ),
+            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
+        };
+        let (owner, named) = match owner {
+            Some(owner) => {
+                validate_owner(owner)?;
+                (core.named_owner(owner), true)
+            }
+            None => (core.anonymous_owner(), false),
+        };
+        Ok(Terms {
+            owner,
+            named,
+            lease_ms,
+            renewed,
+        })
+    }
+
+    /// The request of one acquire of the lock `keys` on these terms.
+    pub(crate) fn request(&self, keys: Arc<LockKeys>) -> Request {
+        Request {
+            keys,
+            owner: self.owner.clone(),
+            named_owner: self.named,
+            lease_ms: self.lease_ms,
+        }
+    }
+
+    /// After an attempt of unknown outcome, an anonymous owner goes on
+    /// under a fresh name: the old one's hold, if any, is being given back.
+    pub(crate) fn fresh_owner(&mut self, core: &Core) {
+        self.owner = core.anonymous_owner();
+    }
+}
+
+/// Runs `acquire` inside `span` and records how long it took and how it
+/// ended (`acquired`, `not_acquired`, `error`).
+pub(crate) async fn acquire_measured<T>(
+    span: Span,
+    acquire: impl Future<Output = Result<Option<T>>>,
+) -> Result<Option<T>> {
+    let started = LeaseInstant::now();
+    let outcome = acquire.instrument(span).await;
+    let label = match &outcome {
+        Ok(Some(_)) => "acquired",
+        Ok(None) => "not_acquired",
+        Err(_) => "error",
+    };
+    crate::metrics::acquire_finished(label, started.elapsed());
+    outcome
+}

@@ -1,0 +1,40 @@
+//! The fair lock's guards: they renew and re-enter as the reentrant lock's
+//! (one hash field per owner); the release wakes the first waiter in line.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::engine::Core;
+use crate::engine::hold::HoldKind;
+use crate::engine::primitive::{Boxed, LockFamily};
+use crate::error::Result;
+use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
+use crate::scripts;
+use crate::scripts::keys::FairKeys;
+use crate::scripts::lock::{Released, Request};
+
+/// The guards of one fair lock.
+#[derive(Debug)]
+pub(crate) struct FairFamily(pub(crate) Arc<FairKeys>);
+
+impl LockFamily for FairFamily {
+    fn renewal(&self) -> HoldKind {
+        HoldKind::Batched(&LOCK_RENEWAL)
+    }
+
+    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
+        let keys = self.0.clone();
+        Box::pin(async move {
+            let limit = core.current_settings().response_timeout;
+            scripts::fair::release(&mut core.conn.clone(), &keys, &request, limit).await
+        })
+    }
+
+    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
+        reenter_hash_field(core, request)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

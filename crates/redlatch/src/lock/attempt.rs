@@ -1,0 +1,64 @@
+//! The reentrant lock's acquire attempt, as the engine runs it
+//! ([`crate::engine::attempt::attempt`]): the acquire script, coalesced
+//! with the client's other acquires under way, or followed by `WAIT` when
+//! replicas must confirm it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::engine::Core;
+use crate::engine::primitive::AttemptCall;
+use crate::error::Result;
+use crate::lease_clock::LeaseInstant;
+use crate::scripts::lock::{self, Attempt, Released, Request};
+use crate::transport::Connection;
+
+/// One acquire of the reentrant lock.
+#[derive(Clone)]
+pub(crate) struct LockAttempt(pub(crate) Request);
+
+impl AttemptCall for LockAttempt {
+    type Reply = Attempt;
+
+    fn key(&self) -> &str {
+        &self.0.keys.key
+    }
+
+    fn named(&self) -> bool {
+        self.0.named_owner
+    }
+
+    fn lease_ms(&self) -> u64 {
+        self.0.lease_ms
+    }
+
+    fn send(
+        &self,
+        core: &Core,
+        sent_at: LeaseInstant,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'static + use<> {
+        let mut conn = core.conn.clone();
+        let request = self.0.clone();
+        let limit = core.current_settings().response_timeout;
+        let replica_wait = core.replica_wait;
+        let coalesced = core.lock_calls.as_ref().map(|calls| calls.acquire.clone());
+        async move {
+            match (replica_wait, coalesced) {
+                (Some(wait), _) => {
+                    lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
+                }
+                // With the other acquires of this client under way now, in one call.
+                (None, Some(calls)) => calls.call(request).await,
+                (None, None) => lock::acquire(&mut conn, &request, sent_at, limit).await,
+            }
+        }
+    }
+
+    fn took_hold(reply: &Attempt) -> bool {
+        matches!(reply, Attempt::Acquired(_))
+    }
+
+    async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {
+        lock::release(&mut conn, &self.0, limit).await
+    }
+}

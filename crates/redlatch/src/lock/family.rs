@@ -1,0 +1,82 @@
+//! The reentrant lock's plug-in: how the watchdog renews its holds, and
+//! what its guards' release and re-entry send. The fair lock and a
+//! read-write lock's writer keep their holds in the same hash field, so
+//! they renew and re-enter the same way.
+
+use std::any::Any;
+use std::sync::{Arc, LazyLock};
+
+use crate::engine::Core;
+use crate::engine::hold::HoldKind;
+use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily};
+use crate::error::Result;
+use crate::scripts;
+use crate::scripts::lock::{Released, Request};
+
+/// Renews lock hash fields (`renew.lua`): the lock key, the owner field,
+/// the lease, per hold.
+pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
+    name: "lock",
+    script: &scripts::RENEW,
+    add_hold: |invocation, key, owner, lease_ms| {
+        invocation.key(key).arg(owner).arg(lease_ms);
+    },
+    is_lock: true,
+};
+
+/// The reentrant lock's guards: released with the other releases of the
+/// client under way (coalesced, where the client coalesces), and a release
+/// to waiters elsewhere steps this client aside (the hand-off courtesy).
+#[derive(Debug)]
+pub(crate) struct PlainFamily;
+
+/// The one family value every reentrant lock guard shares.
+pub(crate) static PLAIN: LazyLock<Arc<dyn LockFamily>> = LazyLock::new(|| Arc::new(PlainFamily));
+
+impl LockFamily for PlainFamily {
+    fn renewal(&self) -> HoldKind {
+        HoldKind::Batched(&LOCK_RENEWAL)
+    }
+
+    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
+        Box::pin(async move {
+            let limit = core.current_settings().response_timeout;
+            let released = match &core.lock_calls {
+                // With the other releases of this client under way now, in one call.
+                Some(calls) => calls.release.call(request.clone()).await,
+                None => scripts::lock::release(&mut core.conn.clone(), &request, limit).await,
+            };
+            // Courtesy is the reentrant lock's: the fair lock names its next
+            // holder, and a read-write lock may have many.
+            if let Ok(Released::Unlocked { receivers }) = &released
+                && *receivers > 0
+            {
+                // Our own subscription connection counts among the receivers
+                // when this client listens on the lock (waiters, or a lingering subscription).
+                let local = i64::from(core.wakeups.is_listening(&request.keys.channel()));
+                if *receivers > local {
+                    let grace = core.current_settings().handoff_grace;
+                    core.courtesy.note_release(&request.keys.key, grace);
+                }
+            }
+            released
+        })
+    }
+
+    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
+        reenter_hash_field(core, request)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Re-enters a hold kept in one lock hash field (`reenter.lua`): the
+/// reentrant lock's, the fair lock's, a read-write lock's writer's.
+pub(crate) fn reenter_hash_field(core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
+    Box::pin(async move {
+        let limit = core.current_settings().response_timeout;
+        scripts::lock::reenter(&mut core.conn.clone(), &request, limit).await
+    })
+}

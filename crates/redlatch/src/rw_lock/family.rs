@@ -1,0 +1,87 @@
+//! The read-write lock's guards: a read hold renews with its own timeout
+//! key and re-enters through the read script; the writer's hold is a lock
+//! hash field like the reentrant lock's. Both releases wake every waiter.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::engine::Core;
+use crate::engine::hold::HoldKind;
+use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily};
+use crate::error::Result;
+use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
+use crate::scripts;
+use crate::scripts::keys::{RwKeys, read_timeout_prefix};
+use crate::scripts::lock::{Released, Request};
+
+/// Renews read holds (`rw_read_renew.lua`), which also extends their
+/// per-hold timeout keys: the lock key, the read field, the lease and the
+/// timeout keys' prefix, per hold.
+pub(crate) static READ_RENEWAL: BatchRenewal = BatchRenewal {
+    name: "read",
+    script: &scripts::RW_READ_RENEW,
+    add_hold: |invocation, key, owner, lease_ms| {
+        invocation
+            .key(key)
+            .arg(owner)
+            .arg(lease_ms)
+            .arg(read_timeout_prefix(key, owner));
+    },
+    is_lock: true,
+};
+
+/// The read holds of one read-write lock.
+#[derive(Debug)]
+pub(crate) struct ReadFamily(pub(crate) Arc<RwKeys>);
+
+/// The write holds of one read-write lock.
+#[derive(Debug)]
+pub(crate) struct WriteFamily(pub(crate) Arc<RwKeys>);
+
+impl LockFamily for ReadFamily {
+    fn renewal(&self) -> HoldKind {
+        HoldKind::Batched(&READ_RENEWAL)
+    }
+
+    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
+        let keys = self.0.clone();
+        Box::pin(async move {
+            let limit = core.current_settings().response_timeout;
+            scripts::rw::read_release(&mut core.conn.clone(), &keys, &request, limit).await
+        })
+    }
+
+    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
+        let keys = self.0.clone();
+        Box::pin(async move {
+            let limit = core.current_settings().response_timeout;
+            scripts::rw::read_reenter(&mut core.conn.clone(), &keys, &request, limit).await
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl LockFamily for WriteFamily {
+    fn renewal(&self) -> HoldKind {
+        HoldKind::Batched(&LOCK_RENEWAL)
+    }
+
+    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
+        let keys = self.0.clone();
+        Box::pin(async move {
+            let limit = core.current_settings().response_timeout;
+            scripts::rw::write_release(&mut core.conn.clone(), &keys, &request, limit).await
+        })
+    }
+
+    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
+        reenter_hash_field(core, request)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
