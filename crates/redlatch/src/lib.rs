@@ -114,6 +114,7 @@ mod rw_lock;
 mod scripts;
 mod semaphore;
 mod settings;
+mod spin_lock;
 mod sync;
 mod transport;
 
@@ -139,5 +140,6 @@ pub use settings::deployment::{Deployment, Servers};
 pub use settings::flags::DeploymentArgs;
 pub use settings::tls_files::TlsFiles;
 pub use settings::{RetryPolicy, Settings, SettingsWatcher};
+pub use spin_lock::SpinLock;
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;

@@ -19,6 +19,7 @@ use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
 use crate::settings::{ApplySettings, Settings, SettingsWatcher};
+use crate::spin_lock::SpinLock;
 use crate::transport::capabilities::Capabilities;
 use crate::transport::shared::RedisConnection;
 
@@ -83,6 +84,12 @@ impl Client {
     /// when the lock is used). See [`FairLock`].
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock::new(self.inner.clone(), name.into())
+    }
+
+    /// A handle to the spin lock `name`: a [`Lock`] whose waiters poll
+    /// rather than subscribe (no round trip here). See [`SpinLock`].
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock::new(self.inner.clone(), name.into())
     }
 
     /// A handle to the read-write lock `name` (no round trip; the name is

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::family::FairFamily;
 use crate::lock::guard::Guard;
+use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::scripts::fair::{FairAttempt, PlaceTimes};
 use crate::scripts::keys::FairKeys;
@@ -98,6 +99,8 @@ pub struct FairLock {
     lease: Option<Duration>,
 }
 
+handle_options!(FairLock, "fair_lock", "acquire");
+
 impl FairLock {
     /// Default place lease of [`FairLock`] and of waiting writers of a
     /// [`ReadWriteLock`](crate::ReadWriteLock): how long a waiter's place is kept
@@ -117,49 +120,12 @@ impl FairLock {
 }
 
 impl FairLock {
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The same lock, acquired by the named owner: acquires by one owner on
-    /// one client re-enter rather than queue (as [`Lock::with_owner`](crate::Lock::with_owner)).
-    /// The owner is checked when the lock is used ([`Error::InvalidOwner`]).
-    pub fn with_owner(mut self, owner: impl Into<String>) -> FairLock {
-        self.owner = Some(Arc::from(owner.into()));
-        self
-    }
-
     /// The same lock with another place lease: how long a redlatch waiter's
     /// place in line is kept without a sign of life (see [`FairLock`]).
     /// Shorter skips dead waiters sooner and costs more renewals while waiting. Checked when
     /// the lock is used: [`Error::InvalidDuration`] unless 30 ms ≤ `lease` ≤ 30 days.
     pub fn with_place_lease(mut self, lease: Duration) -> FairLock {
         self.place_lease = lease;
-        self
-    }
-
-    /// The same lock, with holds on a fixed `lease` that the watchdog does
-    /// not renew: Redis frees the lock after `lease` even if the guard is
-    /// still alive, and its `lost()` resolves then (Redisson's
-    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
-    /// unless 1 ms ≤ `lease` ≤ 30 days.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> redlatch::Result<()> {
-    /// # let server = testkit::RedisServer::start().unwrap();
-    /// # let client = redlatch::Client::connect(&server.url()).await?;
-    /// use std::time::Duration;
-    ///
-    /// let lock = client.fair_lock("report").with_lease(Duration::from_secs(10));
-    /// let guard = lock.acquire().await?;
-    /// assert!(!guard.is_renewed());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn with_lease(mut self, lease: Duration) -> FairLock {
-        self.lease = Some(lease);
         self
     }
 
@@ -245,13 +211,6 @@ impl FairLock {
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
         crate::lock::status::read(&self.core, &self.name).await
-    }
-
-    fn timeout(&self, waited: Duration) -> Error {
-        Error::Timeout {
-            name: self.name.to_string(),
-            waited,
-        }
     }
 
     async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {

@@ -3,6 +3,7 @@
 pub(crate) mod attempt;
 pub(crate) mod family;
 pub(crate) mod guard;
+pub(crate) mod handle_options;
 pub(crate) mod holder_identity;
 pub(crate) mod status;
 
@@ -22,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
 use crate::lock::family::PLAIN;
 use crate::lock::guard::Guard;
+use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
@@ -89,6 +91,8 @@ pub struct Lock {
     lease: Option<Duration>,
 }
 
+handle_options!(Lock, "lock", "acquire");
+
 impl Lock {
     pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
         Lock {
@@ -97,61 +101,6 @@ impl Lock {
             owner: None,
             lease: None,
         }
-    }
-
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The same lock, acquired by the named owner: acquires by one owner on
-    /// one client re-enter rather than wait for each other.
-    ///
-    /// The owner is checked when the lock is used: empty, longer than
-    /// [`MAX_OWNER_LEN`](crate::Settings::MAX_OWNER_LEN) bytes, starting with `#`
-    /// (reserved for anonymous owners) or ending in `:write` (reserved for
-    /// read-write locks' write holds) gives [`Error::InvalidOwner`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> redlatch::Result<()> {
-    /// # let server = testkit::RedisServer::start().unwrap();
-    /// # let client = redlatch::Client::connect(&server.url()).await?;
-    /// let lock = client.lock("cart:9").with_owner("request-5f1c");
-    /// let outer = lock.acquire().await?;
-    /// let inner = lock.acquire().await?; // re-enters: same owner
-    /// assert_eq!(outer.token(), inner.token());
-    /// assert_eq!(lock.status().await?.holders[0].count, 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn with_owner(mut self, owner: impl Into<String>) -> Lock {
-        self.owner = Some(Arc::from(owner.into()));
-        self
-    }
-
-    /// The same lock, with holds on a fixed `lease` that the watchdog does
-    /// not renew: Redis frees the lock after `lease` even if the guard is
-    /// still alive, and its [`lost`](Guard::lost) resolves then (Redisson's
-    /// `leaseTime`). Every primitive takes its lease this way. Checked when
-    /// the lock is used: [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> redlatch::Result<()> {
-    /// # let server = testkit::RedisServer::start().unwrap();
-    /// # let client = redlatch::Client::connect(&server.url()).await?;
-    /// use std::time::Duration;
-    ///
-    /// let lock = client.lock("report").with_lease(Duration::from_secs(10));
-    /// let guard = lock.acquire().await?;
-    /// assert!(!guard.is_renewed());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn with_lease(mut self, lease: Duration) -> Lock {
-        self.lease = Some(lease);
-        self
     }
 
     /// Waits until the lock is held, then returns its guard. The lease is the
@@ -330,13 +279,6 @@ impl Lock {
     fn keys(&self) -> Result<LockKeys> {
         let settings = self.core.current_settings();
         LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
-    }
-
-    fn timeout(&self, waited: Duration) -> Error {
-        Error::Timeout {
-            name: self.name.to_string(),
-            waited,
-        }
     }
 
     /// Builds the request: checks the name, owner and lease.

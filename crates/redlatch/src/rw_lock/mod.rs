@@ -19,6 +19,7 @@ use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::lock::guard::Guard;
+use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::family::{ReadFamily, WriteFamily};
@@ -102,6 +103,8 @@ pub struct ReadWriteLock {
     lease: Option<Duration>,
 }
 
+handle_options!(ReadWriteLock, "read_write_lock", "write");
+
 impl ReadWriteLock {
     pub(crate) fn new(core: Arc<Core>, name: String) -> ReadWriteLock {
         ReadWriteLock {
@@ -115,34 +118,11 @@ impl ReadWriteLock {
 }
 
 impl ReadWriteLock {
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The same lock, acquired by the named owner: its acquires of one side
-    /// on one client re-enter, and its writes may be downgraded to reads.
-    /// The owner is checked when the lock is used ([`Error::InvalidOwner`]).
-    pub fn with_owner(mut self, owner: impl Into<String>) -> ReadWriteLock {
-        self.owner = Some(Arc::from(owner.into()));
-        self
-    }
-
     /// The same lock with another place lease for waiting writers' claims
     /// (see [`ReadWriteLock`]). Checked when the lock is used:
     /// [`Error::InvalidDuration`] unless 30 ms ≤ `lease` ≤ 30 days.
     pub fn with_place_lease(mut self, lease: Duration) -> ReadWriteLock {
         self.place_lease = lease;
-        self
-    }
-
-    /// The same lock, with holds on a fixed `lease` that the watchdog does
-    /// not renew: Redis frees the lock after `lease` even if the guard is
-    /// still alive, and its `lost()` resolves then (Redisson's
-    /// `leaseTime`). Checked when the lock is used: [`Error::InvalidDuration`]
-    /// unless 1 ms ≤ `lease` ≤ 30 days.
-    pub fn with_lease(mut self, lease: Duration) -> ReadWriteLock {
-        self.lease = Some(lease);
         self
     }
 
@@ -284,13 +264,6 @@ impl ReadWriteLock {
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
         crate::lock::status::read(&self.core, &self.name).await
-    }
-
-    fn timeout(&self, waited: Duration) -> Error {
-        Error::Timeout {
-            name: self.name.to_string(),
-            waited,
-        }
     }
 
     async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {

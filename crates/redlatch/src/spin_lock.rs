@@ -1,0 +1,212 @@
+//! The spin lock: the reentrant lock without pub/sub. A waiter polls with a
+//! growing back-off instead of subscribing, as Redisson's `RSpinLock` does:
+//! for deployments where subscriptions are costly (very many waiting
+//! clients, a proxy without pub/sub). Same keys and scripts as [`Lock`](crate::Lock), so the
+//! two exclude each other.
+//!
+//! It is also the proof that a primitive plugs into the engine from its own
+//! file: the wait loop, the attempt and its undo policy, the acquire
+//! prologue, the guard and the watchdog are the engine's and the reentrant
+//! lock's, reused; this file only says how its waiter waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::Core;
+use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::attempt::attempt;
+use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
+use crate::engine::wakeup::Ticket;
+use crate::error::{Error, Result};
+use crate::lock::attempt::LockAttempt;
+use crate::lock::family::PLAIN;
+use crate::lock::guard::Guard;
+use crate::lock::handle_options::handle_options;
+use crate::lock::status::LockStatus;
+use crate::scripts::keys::LockKeys;
+use crate::scripts::lock::{Attempt, Request};
+use crate::settings::RetryPolicy;
+
+/// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
+///
+/// Acquires return the same [`Guard`] as [`Lock`](crate::Lock) (fencing
+/// token, re-entry, watchdog renewal, release on drop) on the same keys. A
+/// waiter tries again after a back-off that doubles from
+/// [`SpinLock::DEFAULT_BACKOFF`]'s first delay (1 ms) up to its longest
+/// (128 ms), and never later than the holder's lease end. It costs one
+/// round trip per try and no subscription.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let client = redlatch::Client::connect(&server.url()).await?;
+/// let lock = client.spin_lock("inventory");
+/// let guard = lock.acquire().await?;
+/// assert!(lock.try_acquire().await?.is_none()); // another owner spins
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct SpinLock {
+    core: Arc<Core>,
+    name: Arc<str>,
+    owner: Option<Arc<str>>,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
+    backoff: RetryPolicy,
+}
+
+handle_options!(SpinLock, "spin_lock", "acquire");
+
+impl SpinLock {
+    /// The back-off between tries: 1 ms, doubling, at most 128 ms.
+    pub const DEFAULT_BACKOFF: RetryPolicy = RetryPolicy {
+        attempts: u32::MAX,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(128),
+    };
+
+    pub(crate) fn new(core: Arc<Core>, name: String) -> SpinLock {
+        SpinLock {
+            core,
+            name: Arc::from(name),
+            owner: None,
+            lease: None,
+            backoff: SpinLock::DEFAULT_BACKOFF,
+        }
+    }
+
+    /// The same lock with another back-off between tries (its `attempts`
+    /// are not used: a waiter tries until its wait ends).
+    pub fn with_backoff(mut self, backoff: RetryPolicy) -> SpinLock {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Tries until the lock is held, then returns its guard.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
+    /// [`Error::WrongType`], [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::acquire`](crate::Lock::acquire): an attempt in flight
+    /// completes and gives back a hold it took.
+    pub async fn acquire(&self) -> Result<Guard> {
+        self.acquire_inner(Wait::Forever)
+            .await?
+            .ok_or_else(|| self.timeout(Duration::MAX))
+    }
+
+    /// One try: the guard, or `None` when another owner holds it.
+    ///
+    /// # Errors
+    /// As [`SpinLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`SpinLock::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        self.acquire_inner(Wait::Once).await
+    }
+
+    /// Tries for at most `wait`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the lock was not free within `wait`; else as
+    /// [`SpinLock::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`SpinLock::acquire`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
+        self.acquire_inner(Wait::For(wait))
+            .await?
+            .ok_or_else(|| self.timeout(wait))
+    }
+
+    /// The lock's holders, lease and last token, as [`Lock::status`](crate::Lock::status).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`], connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        crate::lock::status::read(&self.core, &self.name).await
+    }
+
+    async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
+        let core = &self.core;
+        let settings = core.current_settings();
+        let keys =
+            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
+        let mut spinning = Spinning {
+            lock: self,
+            request: terms.request(keys),
+            terms,
+            tries: 0,
+        };
+        let span = tracing::debug_span!("redlatch.spin_acquire", lock = %self.name);
+        acquire_measured(span, wait_for(&mut spinning, wait)).await
+    }
+}
+
+/// A spin lock's acquire, as the wait loop drives it: no channel to join,
+/// so the loop sleeps each back-off out.
+struct Spinning<'a> {
+    lock: &'a SpinLock,
+    request: Request,
+    terms: Terms,
+    tries: u32,
+}
+
+impl Acquisition for Spinning<'_> {
+    type Output = Guard;
+
+    async fn attempt(&mut self) -> Result<Step<Guard>> {
+        let core = &self.lock.core;
+        match attempt(core, LockAttempt(self.request.clone())).await? {
+            Attempt::Acquired(acquired) => Ok(Step::Done {
+                value: Guard::register(
+                    core,
+                    self.request.keys.clone(),
+                    PLAIN.clone(),
+                    self.request.owner.clone(),
+                    &self.terms,
+                    acquired,
+                ),
+                more_left: false,
+            }),
+            Attempt::Held { pttl_ms } => {
+                let backoff = self.lock.backoff.delay(self.tries);
+                self.tries = self.tries.saturating_add(1);
+                let lease_left = u64::try_from(pttl_ms).map_or(backoff, Duration::from_millis);
+                Ok(Step::Busy {
+                    retry_in: backoff.min(lease_left),
+                })
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        Ok(Vec::new())
+    }
+
+    fn wakes(&self) -> Wakes {
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
+
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        if !error.is_transient() || self.terms.named {
+            return None;
+        }
+        let core = &self.lock.core;
+        self.terms.fresh_owner(core);
+        self.request.owner = self.terms.owner.clone();
+        Some(core.current_settings().retry)
+    }
+}
