@@ -116,6 +116,7 @@ mod semaphore;
 mod settings;
 mod sync;
 mod transport;
+mod vocabulary;
 
 pub use client::{Client, ClientBuilder};
 pub use engine::hold::LostReason;
@@ -141,3 +142,4 @@ pub use settings::tls_files::TlsFiles;
 pub use settings::{RetryPolicy, Settings, SettingsWatcher};
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
+pub use vocabulary::{AcquireLock, ExtendLease, Fenced, HeldLock, Reenter};
