@@ -9,7 +9,6 @@ mod exit;
 mod global;
 mod job;
 mod list;
-mod lock_api;
 mod locks;
 mod names;
 mod output;

@@ -8,10 +8,11 @@
 //! command runs as a job: see `job`.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
-use redlatch::{Settings, SettingsWatcher};
+use redlatch::{AcquireLock, Fenced, Guard, RedlockGuard, Settings, SettingsWatcher};
 use tokio::time::Instant;
 
 use crate::config_file;
@@ -19,7 +20,6 @@ use crate::connect::{self, WaitLimit};
 use crate::exit::{self, Failure};
 use crate::global::Global;
 use crate::job;
-use crate::lock_api::{AnyGuard, AnyLock};
 use crate::locks::LockView;
 use crate::names;
 use crate::redact;
@@ -96,8 +96,23 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             format!("cannot install signal handlers: {error}"),
         )
     })?;
+    let settings = config_file::load_settings(global.config.as_deref())?;
+    // Which kind of lock, `--redis` says at run time: the rest is written once.
+    if global.deployment()?.is_redlock() {
+        under_lock(take_redlock(global, &args, settings), &args, &mut signals).await
+    } else {
+        under_lock(take_lock(global, &args, settings), &args, &mut signals).await
+    }
+}
+
+/// Waits for `taking` (a signal stops the wait), then runs the command under the lock.
+async fn under_lock<G: ReleaseBeforeExit>(
+    taking: impl Future<Output = Result<Held<G>, Failure>>,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<u8, Failure> {
     let held = tokio::select! {
-        held = take_lock(global, &args) => held?,
+        held = taking => held?,
         received = signals.recv() => {
             // Dropping an acquire leaves nothing behind in Redis.
             return Err(Failure::new(
@@ -109,25 +124,39 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     tracing::debug!(lock = %args.name, token = held.guard.token(), "acquired");
     // The watcher and the lease pin live until the command is done.
     let Held { guard, _watchers } = held;
-    supervise(guard, &args, &mut signals).await
+    supervise(guard, args, signals).await
 }
 
-/// A hold of either kind of lock (which one, `--redis` says at run time).
-type HeldGuard = Box<dyn AnyGuard>;
+/// A hold, as `run` gives it back: before the process exits.
+trait ReleaseBeforeExit: Fenced + Sized {
+    /// Gives the hold back; for Redlock, also waits for the slower masters,
+    /// so no minority of holds waits out its lease after we exit.
+    fn release_before_exit(self) -> impl Future<Output = redlatch::Result<()>> {
+        self.release()
+    }
+}
+
+impl ReleaseBeforeExit for Guard {}
+
+impl ReleaseBeforeExit for RedlockGuard {
+    fn release_before_exit(self) -> impl Future<Output = redlatch::Result<()>> {
+        self.release_everywhere()
+    }
+}
 
 /// A lock taken, with what must live as long as it is held.
-struct Held {
-    guard: HeldGuard,
+struct Held<G> {
+    guard: G,
     /// Keep the clients' settings in step with `--config` (one per node).
     _watchers: Vec<SettingsWatcher>,
 }
 
-/// Settings, connection, settings watch, then the acquire `--wait` allows.
-async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
-    let settings = config_file::load_settings(global.config.as_deref())?;
-    if global.deployment()?.is_redlock() {
-        return take_redlock(global, args, settings).await;
-    }
+/// Connection, settings watch, then the acquire `--wait` allows.
+async fn take_lock(
+    global: &Global,
+    args: &RunArgs,
+    settings: Settings,
+) -> Result<Held<Guard>, Failure> {
     let limit = wait_limit(args, &settings);
     let purpose = purpose(args);
     let client =
@@ -138,7 +167,8 @@ async fn take_lock(global: &Global, args: &RunArgs) -> Result<Held, Failure> {
     if let Some(owner) = &args.owner {
         lock = lock.with_owner(owner.as_str());
     }
-    hold(global, args, &lock, wait, LockView::single, watchers).await
+    let busy = busy(lock.status(), LockView::single);
+    hold(global, args, &lock, wait, busy, watchers).await
 }
 
 /// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
@@ -176,7 +206,7 @@ async fn take_redlock(
     global: &Global,
     args: &RunArgs,
     mut settings: Settings,
-) -> Result<Held, Failure> {
+) -> Result<Held<RedlockGuard>, Failure> {
     if args.owner.is_some() {
         return Err(Failure::new(
             exit::USAGE,
@@ -194,32 +224,26 @@ async fn take_redlock(
         .first()
         .and_then(|client| client.settings().wait_timeout));
     let lock = redlock.lock(args.name.as_str());
-    hold(global, args, &lock, wait, LockView::from_redlock, watchers).await
+    let busy = busy(lock.status(), LockView::from_redlock);
+    hold(global, args, &lock, wait, busy, watchers).await
 }
 
-/// The acquire `--wait` allows on `lock`, either kind; `view` reads its
-/// status for the "busy" message.
-async fn hold<L: AnyLock>(
+/// The acquire `--wait` allows on `lock`, either kind; `busy` says who
+/// holds it, read only if another owner kept it.
+async fn hold<L: AcquireLock>(
     global: &Global,
     args: &RunArgs,
     lock: &L,
     wait: Option<Duration>,
-    view: fn(&L::Status) -> LockView,
+    busy: impl Future<Output = Option<String>>,
     watchers: Vec<SettingsWatcher>,
-) -> Result<Held, Failure> {
+) -> Result<Held<L::Guard>, Failure> {
     let acquired = acquire(lock, wait).await;
     let busy = match acquired {
-        Ok(None) => busy(lock.status(), view).await,
+        Ok(None) => busy.await,
         _ => None,
     };
-    held(
-        global,
-        args,
-        wait,
-        acquired.map(|guard| guard.map(|guard| Box::new(guard) as HeldGuard)),
-        busy,
-        watchers,
-    )
+    held(global, args, wait, acquired, busy, watchers)
 }
 
 /// The wait that also bounds connecting: `--wait`, else the file's `lock.wait_timeout`.
@@ -263,14 +287,14 @@ fn watch(
 
 /// The outcome of an acquire, as `run` reports it; `busy` says who holds
 /// the lock when another owner kept it.
-fn held(
+fn held<G>(
     global: &Global,
     args: &RunArgs,
     wait: Option<Duration>,
-    acquired: redlatch::Result<Option<HeldGuard>>,
+    acquired: redlatch::Result<Option<G>>,
     busy: Option<String>,
     watchers: Vec<SettingsWatcher>,
-) -> Result<Held, Failure> {
+) -> Result<Held<G>, Failure> {
     match acquired {
         Ok(Some(guard)) => Ok(Held {
             guard,
@@ -296,7 +320,7 @@ fn held(
 }
 
 /// One acquire as `--wait` asks: `None` when another owner kept the lock.
-async fn acquire<L: AnyLock>(
+async fn acquire<L: AcquireLock>(
     lock: &L,
     wait: Option<Duration>,
 ) -> redlatch::Result<Option<L::Guard>> {
@@ -312,7 +336,11 @@ async fn acquire<L: AnyLock>(
 }
 
 /// Spawns the command and waits for it, stopping it if the lock is lost.
-async fn supervise(guard: HeldGuard, args: &RunArgs, signals: &mut Signals) -> Result<u8, Failure> {
+async fn supervise<G: ReleaseBeforeExit>(
+    guard: G,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<u8, Failure> {
     let name = &names::shown(&args.name);
     let program = &args.command[0];
     let mut command = tokio::process::Command::new(program);
@@ -451,7 +479,7 @@ async fn next_stop(stops: Option<&mut tokio::signal::unix::Signal>) -> Option<()
 }
 
 /// Releases a guard whose command never ran or was lost track of.
-async fn release_quietly(guard: HeldGuard, name: &str) {
+async fn release_quietly(guard: impl ReleaseBeforeExit, name: &str) {
     if let Err(error) = guard.release_before_exit().await {
         tracing::warn!(lock = name, %error, "release failed");
     }

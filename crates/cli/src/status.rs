@@ -8,7 +8,6 @@ use crate::config_file;
 use crate::connect;
 use crate::exit::Failure;
 use crate::global::Global;
-use crate::lock_api::AnyLock;
 use crate::locks::LockView;
 use crate::names;
 use crate::output;
@@ -34,35 +33,24 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let settings = config_file::load_settings(global.config.as_deref())?;
     if global.deployment()?.is_redlock() {
         let redlock = connect::redlock(global, settings, None).await?;
-        return show(global, &args, &redlock.lock(args.name.as_str()), None).await;
+        let status = redlock.lock(args.name.as_str()).status().await;
+        return show(global, &args, status, None);
     }
     let client = connect::client(global, "status", settings, None, None, None).await?;
     let server = args.verbose.then(|| client.capabilities().summary());
-    show(
-        global,
-        &args,
-        &client.lock(args.name.as_str()),
-        server.as_deref(),
-    )
-    .await
+    let status = client.lock(args.name.as_str()).status().await;
+    show(global, &args, status, server.as_deref())
 }
 
-/// Reads the status of `lock`, either kind, and prints it; `server` is
-/// what the server offered at connect, for `--verbose`.
-async fn show<L>(
+/// Prints the status of a lock, either kind; `server` is what the server
+/// offered at connect, for `--verbose`.
+fn show(
     global: &Global,
     args: &StatusArgs,
-    lock: &L,
+    status: redlatch::Result<impl Shown>,
     server: Option<&str>,
-) -> Result<u8, Failure>
-where
-    L: AnyLock,
-    L::Status: Shown,
-{
-    let status = lock
-        .status()
-        .await
-        .map_err(|error| status_failure(global, &args.name, &error))?;
+) -> Result<u8, Failure> {
+    let status = status.map_err(|error| status_failure(global, &args.name, &error))?;
     let text = if global.json {
         let status = status.view();
         match server {

@@ -117,6 +117,7 @@ mod settings;
 mod spin_lock;
 mod sync;
 mod transport;
+mod vocabulary;
 
 pub use client::{Client, ClientBuilder};
 pub use engine::hold::LostReason;
@@ -143,3 +144,4 @@ pub use settings::{RetryPolicy, Settings, SettingsWatcher};
 pub use spin_lock::SpinLock;
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
+pub use vocabulary::{AcquireLock, ExtendLease, Fenced, HeldLock, Reenter};

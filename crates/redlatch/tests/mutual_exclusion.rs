@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
+use redlatch::{AcquireLock, Fenced, HeldLock, Reenter};
 
 const CLIENTS: usize = 3;
 const TASKS_PER_CLIENT: usize = 16;
@@ -199,4 +200,124 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
         assert!(!exists, "{name} still held");
     }
     held.release().await.unwrap();
+}
+
+/// Holders that take the lock through the library's traits, each through a
+/// handle of its own: one generic section for every kind of lock.
+const TRAIT_HOLDERS: usize = 4;
+const TRAIT_SECTIONS: usize = 12;
+
+/// Runs `TRAIT_SECTIONS` sections on each of `handles` at once, written once
+/// over [`AcquireLock`], [`HeldLock`], [`Fenced`] and [`Reenter`]: the three
+/// acquires in turn, one holder at a time, a re-entry under the same token,
+/// then the release. Returns the tokens in the order the lock was held.
+async fn sections_over_the_traits<L>(handles: Vec<L>) -> Vec<u64>
+where
+    L: AcquireLock + Send + Sync + 'static,
+    L::Guard: Fenced + Reenter + Send + Sync + 'static,
+{
+    let inside = Arc::new(AtomicUsize::new(0));
+    let tokens = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (holder, lock) in handles.into_iter().enumerate() {
+        let (inside, tokens) = (inside.clone(), tokens.clone());
+        tasks.push(tokio::spawn(async move {
+            for section in 0..TRAIT_SECTIONS {
+                let guard = match (holder + section) % 3 {
+                    0 => lock.acquire().await.expect("acquire"),
+                    1 => lock
+                        .acquire_timeout(Duration::from_secs(20))
+                        .await
+                        .expect("acquire_timeout"),
+                    _ => loop {
+                        if let Some(guard) = lock.try_acquire().await.expect("try_acquire") {
+                            break guard;
+                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    },
+                };
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders of {} at once",
+                    lock.name()
+                );
+                assert_eq!(guard.name(), lock.name());
+                assert!(guard.is_held() && guard.lost_reason().is_none());
+                tokens.lock().push(guard.token());
+
+                let again = guard.reenter().await.expect("reenter");
+                assert_eq!(again.token(), guard.token(), "a re-entry keeps the token");
+                again.release().await.expect("release the re-entry");
+                assert!(guard.is_held(), "the first hold outlives its re-entry");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.expect("release");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("holder task");
+    }
+    tokens.lock().clone()
+}
+
+/// The tokens of `sections_over_the_traits`: one per section, strictly
+/// increasing in the order the lock was held; then the lock is free.
+async fn assert_sections<L>(kind: &str, probe: &L, tokens: &[u64])
+where
+    L: AcquireLock,
+    L::Guard: Fenced,
+{
+    assert_eq!(tokens.len(), TRAIT_HOLDERS * TRAIT_SECTIONS, "{kind}");
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "{kind}: tokens not strictly increasing in holding order: {tokens:?}"
+    );
+    let after = probe
+        .try_acquire()
+        .await
+        .expect("try_acquire")
+        .unwrap_or_else(|| panic!("{kind}: the lock is still held after every release"));
+    assert!(after.token() > tokens[tokens.len() - 1], "{kind}");
+    after.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
+    let masters = common::masters(3);
+    let urls = masters.urls();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(common::client_at(&urls[0], Duration::from_secs(5)).await);
+    }
+    let client = |holder: usize| &clients[holder % clients.len()];
+
+    let locks: Vec<_> = (0..TRAIT_HOLDERS)
+        .map(|holder| client(holder).lock("vocabulary:plain"))
+        .collect();
+    let tokens = sections_over_the_traits(locks).await;
+    assert_sections("Lock", &client(0).lock("vocabulary:plain"), &tokens).await;
+
+    let fair: Vec<_> = (0..TRAIT_HOLDERS)
+        .map(|holder| client(holder).fair_lock("vocabulary:fair"))
+        .collect();
+    let tokens = sections_over_the_traits(fair).await;
+    assert_sections("FairLock", &client(0).fair_lock("vocabulary:fair"), &tokens).await;
+
+    let mut redlocks = Vec::new();
+    for _ in 0..2 {
+        redlocks.push(redlatch::Redlock::connect(&urls).await.expect("redlock"));
+    }
+    let redlock_locks: Vec<_> = (0..TRAIT_HOLDERS)
+        .map(|holder| redlocks[holder % redlocks.len()].lock("vocabulary:redlock"))
+        .collect();
+    let tokens = sections_over_the_traits(redlock_locks).await;
+    assert_sections(
+        "RedlockLock",
+        &redlocks[0].lock("vocabulary:redlock"),
+        &tokens,
+    )
+    .await;
 }

@@ -67,11 +67,7 @@ impl FairLock {
     /// # Errors
     /// As [`crate::FairLock::acquire`].
     pub fn acquire(&self) -> Result<Guard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("fair acquire", async move { lock.acquire().await })?;
-        Ok(Guard::new(guard, self.bridge.clone()))
+        self.bridge.acquire("fair acquire", &self.inner)
     }
 
     /// One attempt that never joins the line (see [`crate::FairLock::try_acquire`]).
@@ -79,11 +75,7 @@ impl FairLock {
     /// # Errors
     /// As [`crate::FairLock::try_acquire`].
     pub fn try_acquire(&self) -> Result<Option<Guard>> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("fair acquire", async move { lock.try_acquire().await })?;
-        Ok(guard.map(|guard| Guard::new(guard, self.bridge.clone())))
+        self.bridge.try_acquire("fair acquire", &self.inner)
     }
 
     /// Waits in line at most `wait` (see [`crate::FairLock::acquire_timeout`]).
@@ -91,12 +83,8 @@ impl FairLock {
     /// # Errors
     /// As [`crate::FairLock::acquire_timeout`].
     pub fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        let lock = self.inner.clone();
-        let guard = self.bridge.run(
-            "fair acquire",
-            async move { lock.acquire_timeout(wait).await },
-        )?;
-        Ok(Guard::new(guard, self.bridge.clone()))
+        self.bridge
+            .acquire_timeout("fair acquire", &self.inner, wait)
     }
 
     /// Holders and the waiting line (see [`crate::FairLock::status`]).

@@ -1,11 +1,10 @@
-//! The blocking lock and its guard.
+//! The blocking lock.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Bridge;
+use super::{Bridge, Guard};
 use crate::LockStatus;
-use crate::engine::hold::LostReason;
 use crate::error::Result;
 
 /// A blocking [`crate::Lock`]: the same lock, with methods that block the
@@ -44,11 +43,7 @@ impl Lock {
     /// # Errors
     /// As [`crate::Lock::acquire`].
     pub fn acquire(&self) -> Result<Guard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("acquire", async move { lock.acquire().await })?;
-        Ok(self.guard(guard))
+        self.bridge.acquire("acquire", &self.inner)
     }
 
     /// One attempt (see [`crate::Lock::try_acquire`]).
@@ -56,11 +51,7 @@ impl Lock {
     /// # Errors
     /// As [`crate::Lock::try_acquire`].
     pub fn try_acquire(&self) -> Result<Option<Guard>> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("acquire", async move { lock.try_acquire().await })?;
-        Ok(guard.map(|guard| self.guard(guard)))
+        self.bridge.try_acquire("acquire", &self.inner)
     }
 
     /// Blocks at most `wait` (see [`crate::Lock::acquire_timeout`]).
@@ -68,11 +59,7 @@ impl Lock {
     /// # Errors
     /// As [`crate::Lock::acquire_timeout`].
     pub fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("acquire", async move { lock.acquire_timeout(wait).await })?;
-        Ok(self.guard(guard))
+        self.bridge.acquire_timeout("acquire", &self.inner, wait)
     }
 
     /// Blocks until held, with a fixed lease (see [`crate::Lock::acquire_with_lease`]).
@@ -126,92 +113,9 @@ impl Lock {
     }
 }
 
-/// A blocking [`crate::Guard`]. Dropping it releases the hold before the
-/// drop returns; [`release`](Guard::release) does the same and reports errors.
-#[must_use = "dropping a guard releases the lock at once"]
-#[derive(Debug)]
-pub struct Guard {
-    /// `None` once released.
-    inner: Option<crate::Guard>,
-    bridge: Arc<Bridge>,
-}
-
-impl Guard {
-    pub(super) fn new(inner: crate::Guard, bridge: Arc<Bridge>) -> Guard {
-        Guard {
-            inner: Some(inner),
-            bridge,
-        }
-    }
-
-    fn get(&self) -> &crate::Guard {
-        self.inner.as_ref().expect("a guard is released only once")
-    }
-
-    /// The fencing token (see [`crate::Guard::token`]).
-    pub fn token(&self) -> u64 {
-        self.get().token()
-    }
-
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        self.get().name()
-    }
-
+impl Guard<crate::Guard> {
     /// The Redis key of the lock (prefix included).
     pub fn key(&self) -> &str {
         self.get().key()
-    }
-
-    /// True while the lock is known to be held (see [`crate::Guard::is_held`]).
-    pub fn is_held(&self) -> bool {
-        self.get().is_held()
-    }
-
-    /// Why the lock is no longer held, once it is not.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.get().lost_reason()
-    }
-
-    /// Blocks until the lock is known to be lost or `limit` passes; returns
-    /// whether it was lost (the blocking form of [`crate::Guard::lost`]).
-    pub fn wait_lost(&self, limit: Duration) -> bool {
-        let lost = self.get().lost();
-        self.bridge
-            .run("wait lost", async move {
-                Ok(tokio::time::timeout(limit, lost).await.is_ok())
-            })
-            .unwrap_or(true)
-    }
-
-    /// Takes one more hold for the same owner (see [`crate::Guard::reenter`]).
-    ///
-    /// # Errors
-    /// As [`crate::Guard::reenter`].
-    pub fn reenter(&self) -> Result<Guard> {
-        // The async call borrows the guard, so it runs on this thread.
-        let reentered = self.bridge.run_borrowed(self.get().reenter())?;
-        Ok(Guard::new(reentered, self.bridge.clone()))
-    }
-
-    /// Gives this hold back now (see [`crate::Guard::release`]).
-    ///
-    /// # Errors
-    /// As [`crate::Guard::release`].
-    pub fn release(mut self) -> Result<()> {
-        let guard = self.inner.take().expect("a guard is released only once");
-        self.bridge
-            .run("release", async move { guard.release().await })
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(guard) = self.inner.take() {
-            // A failure means the lock was lost or Redis is away: it expires by itself.
-            let _ = self
-                .bridge
-                .run("release", async move { guard.release().await });
-        }
     }
 }

@@ -34,12 +34,16 @@
 
 // Adding a wrapper is one file here: a struct holding the async handle and the
 // client's `Arc<Bridge>`, whose methods clone the handle into an `async move`
-// block and hand it to `Bridge::run`; guards hold an `Option` of the async
-// guard and release it through `Bridge::run` in `Drop`. Then one constructor
-// in `client.rs` and one `pub use` line below.
+// block and hand it to `Bridge::run` (the acquires of an `AcquireLock` handle
+// are `Bridge::acquire` and its kin, in `acquire.rs`). Every hold is the one
+// generic `Guard` of `guard.rs`, over the async hold's `HeldLock`: a new kind
+// of hold is a type alias and its own extra methods. Then one constructor in
+// `client.rs` and one `pub use` line below.
 
+mod acquire;
 mod client;
 mod fair_lock;
+mod guard;
 mod lock;
 mod multi_lock;
 mod permit_semaphore;
@@ -54,7 +58,8 @@ use std::thread::Thread;
 
 pub use client::Client;
 pub use fair_lock::FairLock;
-pub use lock::{Guard, Lock};
+pub use guard::Guard;
+pub use lock::Lock;
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use rw_lock::{ReadGuard, ReadWriteLock, WriteGuard};

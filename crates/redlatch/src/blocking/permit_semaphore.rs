@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Bridge;
-use crate::engine::hold::LostReason;
+use super::{Bridge, Guard};
 use crate::error::Result;
 
 /// A blocking [`crate::PermitSemaphore`]. Each method's round trips, keys and
@@ -67,11 +66,7 @@ impl PermitSemaphore {
     /// # Errors
     /// As [`crate::PermitSemaphore::acquire`].
     pub fn acquire(&self) -> Result<ExpirablePermit> {
-        let sem = self.inner.clone();
-        let permit = self
-            .bridge
-            .run("permit acquire", async move { sem.acquire().await })?;
-        Ok(self.permit(permit))
+        self.bridge.acquire("permit acquire", &self.inner)
     }
 
     /// One attempt (see [`crate::PermitSemaphore::try_acquire`]).
@@ -79,11 +74,7 @@ impl PermitSemaphore {
     /// # Errors
     /// As [`crate::PermitSemaphore::try_acquire`].
     pub fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
-        let sem = self.inner.clone();
-        let permit = self
-            .bridge
-            .run("permit acquire", async move { sem.try_acquire().await })?;
-        Ok(permit.map(|permit| self.permit(permit)))
+        self.bridge.try_acquire("permit acquire", &self.inner)
     }
 
     /// Blocks at most `wait` (see [`crate::PermitSemaphore::acquire_timeout`]).
@@ -91,13 +82,8 @@ impl PermitSemaphore {
     /// # Errors
     /// As [`crate::PermitSemaphore::acquire_timeout`].
     pub fn acquire_timeout(&self, wait: Duration) -> Result<ExpirablePermit> {
-        let sem = self.inner.clone();
-        let permit =
-            self.bridge.run(
-                "permit acquire",
-                async move { sem.acquire_timeout(wait).await },
-            )?;
-        Ok(self.permit(permit))
+        self.bridge
+            .acquire_timeout("permit acquire", &self.inner, wait)
     }
 
     /// Blocks until a permit is free, with a fixed lease (see
@@ -110,75 +96,18 @@ impl PermitSemaphore {
         let permit = self.bridge.run("permit acquire", async move {
             sem.acquire_with_lease(lease).await
         })?;
-        Ok(self.permit(permit))
-    }
-
-    fn permit(&self, permit: crate::ExpirablePermit) -> ExpirablePermit {
-        ExpirablePermit {
-            inner: Some(permit),
-            bridge: self.bridge.clone(),
-        }
+        Ok(Guard::new(permit, self.bridge.clone()))
     }
 }
 
-/// A blocking [`crate::ExpirablePermit`]. Dropping it gives the permit back
-/// before the drop returns.
-#[must_use = "dropping a permit gives it back at once"]
-#[derive(Debug)]
-pub struct ExpirablePermit {
-    /// `None` once released.
-    inner: Option<crate::ExpirablePermit>,
-    bridge: Arc<Bridge>,
-}
+/// A blocking [`crate::ExpirablePermit`]: the blocking [`Guard`] of a
+/// permit. Dropping it gives the permit back before the drop returns;
+/// [`release`](Guard::release) does the same and reports errors.
+pub type ExpirablePermit = Guard<crate::ExpirablePermit>;
 
-impl ExpirablePermit {
-    fn get(&self) -> &crate::ExpirablePermit {
-        self.inner.as_ref().expect("a permit is released only once")
-    }
-
-    /// The permit id.
+impl Guard<crate::ExpirablePermit> {
+    /// The permit id (see [`crate::ExpirablePermit::id`]).
     pub fn id(&self) -> &str {
         self.get().id()
-    }
-
-    /// True while the permit is known to be held (see [`crate::ExpirablePermit::is_held`]).
-    pub fn is_held(&self) -> bool {
-        self.get().is_held()
-    }
-
-    /// Why the permit is no longer held, once it is not.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.get().lost_reason()
-    }
-
-    /// Blocks until the permit is known to be lost or `limit` passes; returns
-    /// whether it was lost (the blocking form of [`crate::ExpirablePermit::lost`]).
-    pub fn wait_lost(&self, limit: Duration) -> bool {
-        let lost = self.get().lost();
-        self.bridge
-            .run("wait lost", async move {
-                Ok(tokio::time::timeout(limit, lost).await.is_ok())
-            })
-            .unwrap_or(true)
-    }
-
-    /// Gives the permit back now (see [`crate::ExpirablePermit::release`]).
-    ///
-    /// # Errors
-    /// As [`crate::ExpirablePermit::release`].
-    pub fn release(mut self) -> Result<()> {
-        let permit = self.inner.take().expect("a permit is released only once");
-        self.bridge
-            .run("permit release", async move { permit.release().await })
-    }
-}
-
-impl Drop for ExpirablePermit {
-    fn drop(&mut self) {
-        if let Some(permit) = self.inner.take() {
-            let _ = self
-                .bridge
-                .run("permit release", async move { permit.release().await });
-        }
     }
 }

@@ -3,9 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Bridge;
+use super::{Bridge, Guard};
 use crate::LockStatus;
-use crate::engine::hold::LostReason;
 use crate::error::Result;
 
 /// A blocking [`crate::ReadWriteLock`]: many readers or one writer, and the
@@ -147,128 +146,37 @@ impl ReadWriteLock {
     }
 }
 
-/// Accessors and `wait_lost` shared by both guards; `$inner` is the async guard type.
-macro_rules! blocking_guard {
-    ($guard:ident, $inner:ty) => {
-        impl $guard {
-            fn new(inner: $inner, bridge: Arc<Bridge>) -> $guard {
-                $guard {
-                    inner: Some(inner),
-                    bridge,
-                }
-            }
+/// A blocking [`crate::ReadGuard`]: the blocking [`Guard`] of one read
+/// hold. Dropping it releases the hold before the drop returns;
+/// [`release`](Guard::release) does the same and reports errors.
+pub type ReadGuard = Guard<crate::ReadGuard>;
 
-            fn get(&self) -> &$inner {
-                self.inner.as_ref().expect("a guard is released only once")
-            }
+/// A blocking [`crate::WriteGuard`]: the blocking [`Guard`] of the write
+/// hold. Dropping it releases the hold before the drop returns;
+/// [`release`](Guard::release) does the same and reports errors.
+pub type WriteGuard = Guard<crate::WriteGuard>;
 
-            /// The fencing token of this hold.
-            pub fn token(&self) -> u64 {
-                self.get().token()
-            }
-
-            /// The lock's name, without the key prefix.
-            pub fn name(&self) -> &str {
-                self.get().name()
-            }
-
-            /// The hash field of this hold (see [`crate::ReadGuard::owner`]).
-            pub fn owner(&self) -> &str {
-                self.get().owner()
-            }
-
-            /// True while the hold is known to be held.
-            pub fn is_held(&self) -> bool {
-                self.get().is_held()
-            }
-
-            /// Why the hold is no longer held, once it is not.
-            pub fn lost_reason(&self) -> Option<LostReason> {
-                self.get().lost_reason()
-            }
-
-            /// Blocks until the hold is known to be lost or `limit` passes;
-            /// returns whether it was lost.
-            pub fn wait_lost(&self, limit: Duration) -> bool {
-                let lost = self.get().lost();
-                self.bridge
-                    .run("wait lost", async move {
-                        Ok(tokio::time::timeout(limit, lost).await.is_ok())
-                    })
-                    .unwrap_or(true)
-            }
-
-            /// Takes one more hold of the same side for the same owner.
-            ///
-            /// # Errors
-            /// As the async guard's `reenter`.
-            pub fn reenter(&self) -> Result<$guard> {
-                // The async call borrows the guard, so it runs on this thread.
-                let reentered = self.bridge.run_borrowed(self.get().reenter())?;
-                Ok($guard::new(reentered, self.bridge.clone()))
-            }
-
-            /// Gives this hold back now.
-            ///
-            /// # Errors
-            /// As the async guard's `release`.
-            pub fn release(mut self) -> Result<()> {
-                let guard = self.inner.take().expect("a guard is released only once");
-                self.bridge
-                    .run("release", async move { guard.release().await })
-            }
-        }
-
-        impl Drop for $guard {
-            fn drop(&mut self) {
-                if let Some(guard) = self.inner.take() {
-                    // A failure means the hold was lost or Redis is away: it expires by itself.
-                    let _ = self
-                        .bridge
-                        .run("release", async move { guard.release().await });
-                }
-            }
-        }
-    };
+impl Guard<crate::ReadGuard> {
+    /// The hash field of this hold (see [`crate::ReadGuard::owner`]).
+    pub fn owner(&self) -> &str {
+        self.get().owner()
+    }
 }
 
-/// A blocking [`crate::ReadGuard`]: one read hold. Dropping it releases the
-/// hold before the drop returns; [`release`](ReadGuard::release) does the
-/// same and reports errors.
-#[must_use = "dropping a guard releases the lock at once"]
-#[derive(Debug)]
-pub struct ReadGuard {
-    /// `None` once released.
-    inner: Option<crate::ReadGuard>,
-    bridge: Arc<Bridge>,
-}
+impl Guard<crate::WriteGuard> {
+    /// The hash field of this hold (see [`crate::WriteGuard::owner`]).
+    pub fn owner(&self) -> &str {
+        self.get().owner()
+    }
 
-blocking_guard!(ReadGuard, crate::ReadGuard);
-
-/// A blocking [`crate::WriteGuard`]: the write hold. Dropping it releases
-/// the hold before the drop returns; [`release`](WriteGuard::release) does
-/// the same and reports errors.
-#[must_use = "dropping a guard releases the lock at once"]
-#[derive(Debug)]
-pub struct WriteGuard {
-    /// `None` once released.
-    inner: Option<crate::WriteGuard>,
-    bridge: Arc<Bridge>,
-}
-
-blocking_guard!(WriteGuard, crate::WriteGuard);
-
-impl WriteGuard {
     /// Turns the write hold into a read hold with no writer in between (see
     /// [`crate::WriteGuard::downgrade`]).
     ///
     /// # Errors
     /// As [`crate::WriteGuard::downgrade`].
-    pub fn downgrade(mut self) -> Result<ReadGuard> {
-        let guard = self.inner.take().expect("a guard is released only once");
-        let read = self
-            .bridge
-            .run("downgrade", async move { guard.downgrade().await })?;
-        Ok(ReadGuard::new(read, self.bridge.clone()))
+    pub fn downgrade(self) -> Result<ReadGuard> {
+        let (write, bridge) = self.take();
+        let read = bridge.run("downgrade", write.downgrade())?;
+        Ok(Guard::new(read, bridge))
     }
 }

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use redlatch::{Client, ClientBuilder};
+use redlatch::{Client, ClientBuilder, Lock};
 
 use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
-use super::recipe::LockServers;
+use super::recipe::{LOCK_KEY, LockServers};
 use crate::check::faults::fault::Fault;
 use crate::check::faults::point::Point;
 
@@ -88,7 +88,7 @@ pub async fn connect(
     servers: LockServers<'_>,
     lease: Duration,
     replicas: bool,
-) -> Result<LibraryRecipe<Client>, String> {
+) -> Result<LibraryRecipe<Lock>, String> {
     let url = servers.urls.first().map_or("", String::as_str);
     let mut builder = match servers.sentinel_master {
         Some(master) => ClientBuilder::sentinel(servers.urls.iter().cloned(), master),
@@ -103,5 +103,5 @@ pub async fn connect(
         .connect()
         .await
         .map_err(|error| error.to_string())?;
-    Ok(LibraryRecipe::new(client))
+    Ok(LibraryRecipe::new(move || client.lock(LOCK_KEY)))
 }

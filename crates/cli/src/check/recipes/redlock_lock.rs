@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use redlatch::{Redlock, Settings};
+use redlatch::{Redlock, RedlockLock, Settings};
 
 use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
+use super::recipe::LOCK_KEY;
 use crate::check::faults::fault::Fault;
 use crate::check::faults::point::Point;
 
@@ -65,7 +66,10 @@ fn promises_fenced(fault: Fault) -> Promise {
 }
 
 /// Connects to every master with `lease` as the watchdog's lease.
-pub async fn connect(urls: &[String], lease: Duration) -> Result<LibraryRecipe<Redlock>, String> {
+pub async fn connect(
+    urls: &[String],
+    lease: Duration,
+) -> Result<LibraryRecipe<RedlockLock>, String> {
     let mut settings = Settings::default();
     settings.default_lease = lease;
     settings.response_timeout = lease / 2;
@@ -75,5 +79,5 @@ pub async fn connect(urls: &[String], lease: Duration) -> Result<LibraryRecipe<R
     let redlock = Redlock::connect_with(urls, settings)
         .await
         .map_err(|error| error.to_string())?;
-    Ok(LibraryRecipe::new(redlock))
+    Ok(LibraryRecipe::new(move || redlock.lock(LOCK_KEY)))
 }

@@ -1,0 +1,120 @@
+//! [`AcquireLock`]: a handle that hands out holds.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::held_lock::HeldLock;
+use crate::error::Result;
+use crate::fair_lock::FairLock;
+use crate::lock::Lock;
+use crate::lock::guard::Guard;
+use crate::redlock::{RedlockGuard, RedlockLock};
+use crate::semaphore::permit::{ExpirablePermit, PermitSemaphore};
+
+/// A handle to something held by one owner at a time, or by N for a permit
+/// semaphore: [`Lock`], [`FairLock`], [`RedlockLock`], [`PermitSemaphore`].
+/// Its three ways to acquire are the handle's own methods of the same name;
+/// what differs between the kinds is only who gets it next (any waiter, the
+/// first in line, a majority of masters' choice, any of N).
+///
+/// Generic code that needs a fencing token asks for a [`Fenced`](crate::Fenced)
+/// guard: every lock's guard is, a permit is not.
+///
+/// ```
+/// use redlatch::{AcquireLock, Fenced, HeldLock};
+///
+/// /// Runs one section under `lock`, of any kind; returns its fencing token.
+/// async fn exclusively<L>(lock: &L) -> redlatch::Result<u64>
+/// where
+///     L: AcquireLock,
+///     L::Guard: Fenced,
+/// {
+///     let guard = lock.acquire().await?;
+///     let token = guard.token();
+///     // ... the work, each write stamped with `token` ...
+///     guard.release().await?;
+///     Ok(token)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redlatch::Result<()> {
+/// # let masters = testkit::Servers::start(3).unwrap();
+/// # let urls = masters.urls();
+/// # let url = urls[0].clone();
+/// let client = redlatch::Client::connect(&url).await?;     // one server
+/// let redlock = redlatch::Redlock::connect(&urls).await?;  // several masters
+///
+/// let first = exclusively(&client.lock("report")).await?;
+/// assert!(exclusively(&client.lock("report")).await? > first);
+/// assert!(exclusively(&redlock.lock("report")).await? >= 1);
+/// # Ok(())
+/// # }
+/// ```
+pub trait AcquireLock {
+    /// What an acquire holds.
+    type Guard: HeldLock;
+
+    /// The name, without the key prefix.
+    fn name(&self) -> &str;
+
+    /// Waits as long as it takes (woken by the release of the holder, not
+    /// by polling).
+    ///
+    /// # Errors
+    /// Connection errors, and those of the handle's own `acquire`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves nothing held, nor waiting, in Redis.
+    fn acquire(&self) -> impl Future<Output = Result<Self::Guard>> + Send;
+
+    /// One attempt: `None` when it is held elsewhere.
+    ///
+    /// # Errors
+    /// As [`acquire`](AcquireLock::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](AcquireLock::acquire).
+    fn try_acquire(&self) -> impl Future<Output = Result<Option<Self::Guard>>> + Send;
+
+    /// Waits at most `wait`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out; as
+    /// [`acquire`](AcquireLock::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](AcquireLock::acquire).
+    fn acquire_timeout(&self, wait: Duration) -> impl Future<Output = Result<Self::Guard>> + Send;
+}
+
+/// `AcquireLock` for a handle whose inherent methods have the trait's names.
+macro_rules! acquire_lock {
+    ($($handle:ty => $guard:ty),+) => {$(
+        impl AcquireLock for $handle {
+            type Guard = $guard;
+
+            fn name(&self) -> &str {
+                <$handle>::name(self)
+            }
+
+            fn acquire(&self) -> impl Future<Output = Result<$guard>> + Send {
+                <$handle>::acquire(self)
+            }
+
+            fn try_acquire(&self) -> impl Future<Output = Result<Option<$guard>>> + Send {
+                <$handle>::try_acquire(self)
+            }
+
+            fn acquire_timeout(&self, wait: Duration) -> impl Future<Output = Result<$guard>> + Send {
+                <$handle>::acquire_timeout(self, wait)
+            }
+        }
+    )+};
+}
+
+acquire_lock!(
+    Lock => Guard,
+    FairLock => Guard,
+    RedlockLock => RedlockGuard,
+    PermitSemaphore => ExpirablePermit
+);
