@@ -306,6 +306,12 @@ async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
     let tokens = sections_over_the_traits(fair).await;
     assert_sections("FairLock", &client(0).fair_lock("vocabulary:fair"), &tokens).await;
 
+    let spin: Vec<_> = (0..TRAIT_HOLDERS)
+        .map(|holder| client(holder).spin_lock("vocabulary:spin"))
+        .collect();
+    let tokens = sections_over_the_traits(spin).await;
+    assert_sections("SpinLock", &client(0).spin_lock("vocabulary:spin"), &tokens).await;
+
     let mut redlocks = Vec::new();
     for _ in 0..2 {
         redlocks.push(redlatch::Redlock::connect(&urls).await.expect("redlock"));
@@ -320,4 +326,40 @@ async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
         &tokens,
     )
     .await;
+}
+
+/// A spin lock is the reentrant lock without pub/sub: the two exclude each
+/// other on one name, and a spinning waiter gets the lock once a `Lock`
+/// holder lets go (it polls: no unlock message is needed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spin_lock_and_a_lock_of_one_name_exclude_each_other() {
+    let server = common::server();
+    let first = common::client_at(&server.url(), Duration::from_secs(5)).await;
+    let second = common::client_at(&server.url(), Duration::from_secs(5)).await;
+    let held = first.lock("shared:name").acquire().await.expect("lock");
+    let spin = second.spin_lock("shared:name");
+    assert!(
+        spin.try_acquire().await.expect("try").is_none(),
+        "a spin lock entered a held Lock"
+    );
+    let waiting = tokio::spawn(async move { spin.acquire_timeout(Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "the spinning waiter did not wait");
+    let token = held.token();
+    held.release().await.expect("release");
+    let spun = waiting
+        .await
+        .expect("task")
+        .expect("the spinning waiter got the lock");
+    assert!(spun.token() > token);
+    assert!(
+        first
+            .lock("shared:name")
+            .try_acquire()
+            .await
+            .expect("try")
+            .is_none(),
+        "a Lock entered a held spin lock"
+    );
+    spun.release().await.expect("release");
 }

@@ -10,9 +10,10 @@ use crate::lock::Lock;
 use crate::lock::guard::Guard;
 use crate::redlock::{RedlockGuard, RedlockLock};
 use crate::semaphore::permit::{ExpirablePermit, PermitSemaphore};
+use crate::spin_lock::SpinLock;
 
 /// A handle to something held by one owner at a time, or by N for a permit
-/// semaphore: [`Lock`], [`FairLock`], [`RedlockLock`], [`PermitSemaphore`].
+/// semaphore: [`Lock`], [`FairLock`], [`SpinLock`], [`RedlockLock`], [`PermitSemaphore`].
 /// Its three ways to acquire are the handle's own methods of the same name;
 /// what differs between the kinds is only who gets it next (any waiter, the
 /// first in line, a majority of masters' choice, any of N).
@@ -115,6 +116,7 @@ macro_rules! acquire_lock {
 acquire_lock!(
     Lock => Guard,
     FairLock => Guard,
+    SpinLock => Guard,
     RedlockLock => RedlockGuard,
     PermitSemaphore => ExpirablePermit
 );
