@@ -15,13 +15,13 @@ use std::time::Duration;
 use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
-use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
+use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
 use crate::lock::family::PLAIN;
 use crate::lock::guard::Guard;
-use crate::lock::handle_options::handle_options;
+use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{Attempt, Request};
@@ -59,6 +59,11 @@ pub struct SpinLock {
 }
 
 handle_options!(SpinLock, "spin_lock", "acquire");
+waiting_methods!(
+    SpinLock,
+    "One try: the guard, or `None` when another owner holds it. One round trip.",
+    "Tries for at most `wait`."
+);
 
 impl SpinLock {
     /// The back-off between tries: 1 ms, doubling, at most 128 ms.
@@ -95,34 +100,9 @@ impl SpinLock {
     /// As [`Lock::acquire`](crate::Lock::acquire): an attempt in flight
     /// completes and gives back a hold it took.
     pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever)
+        self.acquire_waiting(Wait::Forever)
             .await?
             .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One try: the guard, or `None` when another owner holds it.
-    ///
-    /// # Errors
-    /// As [`SpinLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`SpinLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once).await
-    }
-
-    /// Tries for at most `wait`.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when the lock was not free within `wait`; else as
-    /// [`SpinLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`SpinLock::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait))
-            .await?
-            .ok_or_else(|| self.timeout(wait))
     }
 
     /// The lock's holders, lease and last token, as [`Lock::status`](crate::Lock::status).
@@ -136,7 +116,7 @@ impl SpinLock {
         crate::lock::status::read(&self.core, &self.name).await
     }
 
-    async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
         let keys =
@@ -194,19 +174,9 @@ impl Acquisition for Spinning<'_> {
         Ok(Vec::new())
     }
 
-    fn wakes(&self) -> Wakes {
-        Wakes::One {
-            pass_on_busy: false,
-        }
-    }
-
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.terms.named {
-            return None;
-        }
-        let core = &self.lock.core;
-        self.terms.fresh_owner(core);
+        let retry = self.terms.retry_after(&self.lock.core, error)?;
         self.request.owner = self.terms.owner.clone();
-        Some(core.current_settings().retry)
+        Some(retry)
     }
 }

@@ -10,11 +10,11 @@ use std::time::Duration;
 use tracing::{Instrument, Span};
 
 use crate::engine::Core;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::keys::{LockKeys, validate_owner};
 use crate::scripts::lock::Request;
-use crate::settings::limits;
+use crate::settings::{RetryPolicy, limits};
 
 /// Who acquires, and for how long: chosen once per acquire call.
 #[derive(Debug, Clone)]
@@ -77,10 +77,17 @@ impl Terms {
         }
     }
 
-    /// After an attempt of unknown outcome, an anonymous owner goes on
-    /// under a fresh name: the old one's hold, if any, is being given back.
-    pub(crate) fn fresh_owner(&mut self, core: &Core) {
+    /// Whether an acquire may try again after an attempt failed with
+    /// `error`: connection errors are retried for anonymous owners only,
+    /// each retry under a fresh owner, since the attempt it replaces may
+    /// still be giving back a hold under the old one. Returns the retry
+    /// policy, having taken the fresh owner; `None` gives up.
+    pub(crate) fn retry_after(&mut self, core: &Core, error: &Error) -> Option<RetryPolicy> {
+        if !error.is_transient() || self.named {
+            return None;
+        }
         self.owner = core.anonymous_owner();
+        Some(core.current_settings().retry)
     }
 }
 

@@ -21,6 +21,20 @@ use crate::transport::Connection;
 /// A boxed future that owns what it needs.
 pub(crate) type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Runs `send` with the client's connection and response timeout, boxed:
+/// the body of a family's release or re-entry.
+pub(crate) fn on_connection<T, F, Fut>(core: Arc<Core>, send: F) -> Boxed<Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce(Connection, Duration) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    Box::pin(async move {
+        let limit = core.current_settings().response_timeout;
+        send(core.conn.clone(), limit).await
+    })
+}
+
 /// How the watchdog renews holds of one kind: many holds per call of one
 /// script. Every renewal script takes KEYS\[i\] and its own arguments per
 /// hold, and answers 1 (renewed) or 0 (gone) per hold, in order.

@@ -151,16 +151,7 @@ impl Watchdog {
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Watchdog {
-        let shared = Arc::new(Shared {
-            entries: Mutex::new(Entries::default()),
-            settings,
-            wake: Notify::new(),
-            base: LeaseInstant::now(),
-            next_wake_ns: AtomicU64::new(u64::MAX),
-            renewal_round_trips: AtomicU64::new(0),
-            loss_watch: std::sync::OnceLock::new(),
-            identity: std::sync::OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(settings));
         runtime.spawn(run(Arc::downgrade(&shared), conn, protect, shutdown));
         Watchdog { shared }
     }
@@ -375,6 +366,22 @@ impl Watchdog {
     /// renewals; a Redlock renewal by callback is counted by none).
     pub(crate) fn renewal_round_trips(&self) -> u64 {
         self.shared.renewal_round_trips.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    /// The state of a watchdog with no hold yet.
+    fn new(settings: SharedSettings) -> Shared {
+        Shared {
+            entries: Mutex::new(Entries::default()),
+            settings,
+            wake: Notify::new(),
+            base: LeaseInstant::now(),
+            next_wake_ns: AtomicU64::new(u64::MAX),
+            renewal_round_trips: AtomicU64::new(0),
+            loss_watch: std::sync::OnceLock::new(),
+            identity: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -856,16 +863,7 @@ mod permutation_checks {
             crate::settings::Settings::default(),
         )));
         Arc::new(Watchdog {
-            shared: Arc::new(Shared {
-                entries: Mutex::new(Entries::default()),
-                settings,
-                wake: Notify::new(),
-                base: LeaseInstant::now(),
-                next_wake_ns: AtomicU64::new(u64::MAX),
-                renewal_round_trips: AtomicU64::new(0),
-                loss_watch: std::sync::OnceLock::new(),
-                identity: std::sync::OnceLock::new(),
-            }),
+            shared: Arc::new(Shared::new(settings)),
         })
     }
 

@@ -78,8 +78,13 @@ pub(crate) trait Acquisition: Send {
     /// Joins the channels whose messages may make the next attempt succeed.
     fn join(&mut self) -> Result<Vec<Ticket>>;
 
-    /// How messages on those channels are shared.
-    fn wakes(&self) -> Wakes;
+    /// How messages on those channels are shared: by default one waiter
+    /// per message (a lock: the others would find it taken again).
+    fn wakes(&self) -> Wakes {
+        Wakes::One {
+            pass_on_busy: false,
+        }
+    }
 
     /// An attempt failed with `error`. Returns the retry policy when trying
     /// again is safe (the outcome of the failed attempt has been undone or

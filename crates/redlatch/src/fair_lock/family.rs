@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::engine::Core;
 use crate::engine::hold::HoldKind;
-use crate::engine::primitive::{Boxed, LockFamily};
+use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
 use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
 use crate::scripts;
@@ -24,9 +24,8 @@ impl LockFamily for FairFamily {
 
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
-        Box::pin(async move {
-            let limit = core.current_settings().response_timeout;
-            scripts::fair::release(&mut core.conn.clone(), &keys, &request, limit).await
+        on_connection(core, move |mut conn, limit| async move {
+            scripts::fair::release(&mut conn, &keys, &request, limit).await
         })
     }
 

@@ -11,13 +11,13 @@ use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::place::Place;
 use crate::engine::renewal::renewal_period;
-use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
+use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::family::FairFamily;
 use crate::lock::guard::Guard;
-use crate::lock::handle_options::handle_options;
+use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::fair::{FairAttempt, PlaceTimes};
 use crate::scripts::keys::FairKeys;
@@ -100,6 +100,11 @@ pub struct FairLock {
 }
 
 handle_options!(FairLock, "fair_lock", "acquire");
+waiting_methods!(
+    FairLock,
+    "One attempt: the guard if the lock was free and nobody waited (or it re-entered), `None` otherwise. Never joins the line. One round trip.",
+    "Waits in line at most `wait`; leaves the line when it runs out."
+);
 
 impl FairLock {
     /// Default place lease of [`FairLock`] and of waiting writers of a
@@ -150,35 +155,9 @@ impl FairLock {
     /// an attempt in flight completes and gives back a hold it took. Nothing
     /// of the waiter remains in Redis.
     pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever)
+        self.acquire_waiting(Wait::Forever)
             .await?
             .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt: the guard if the lock was free and nobody waited (or it
-    /// re-entered), `None` otherwise. Never joins the line. One round trip.
-    ///
-    /// # Errors
-    /// As [`FairLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`FairLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once).await
-    }
-
-    /// Waits in line at most `wait`; leaves the line when it runs out.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when the turn did not come within `wait`; else as
-    /// [`FairLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`FairLock::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait))
-            .await?
-            .ok_or_else(|| self.timeout(wait))
     }
 
     /// A consistent snapshot of the lock: holders, remaining lease, last
@@ -213,7 +192,7 @@ impl FairLock {
         crate::lock::status::read(&self.core, &self.name).await
     }
 
-    async fn acquire_inner(&self, wait: Wait) -> Result<Option<Guard>> {
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
         let span = tracing::debug_span!("redlatch.fair_acquire", lock = %self.name);
         acquire_measured(span, self.wait_for_turn(wait)).await
     }
@@ -313,30 +292,20 @@ impl Acquisition for FairAcquisition<'_> {
         }
     }
 
+    /// The channel is this owner's own: the release names who is next.
     fn join(&mut self) -> Result<Vec<Ticket>> {
         let channel = self.keys.waiter_channel(&self.terms.owner);
         Ok(vec![self.lock.core.wakeups.join(&channel)])
     }
 
-    fn wakes(&self) -> Wakes {
-        // The channel is this owner's own: the release names who is next.
-        Wakes::One {
-            pass_on_busy: false,
-        }
-    }
-
     /// The outcome is unknown: the attempt gives back whatever the old
     /// owner may have (a place, a hold); go on under a fresh anonymous one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.terms.named {
-            return None;
-        }
+        let retry = self.terms.retry_after(&self.lock.core, error)?;
         if let Some(place) = self.place.take() {
             place.forget();
         }
-        let core = &self.lock.core;
-        self.terms.fresh_owner(core);
-        Some(core.current_settings().retry)
+        Some(retry)
     }
 
     async fn give_up(&mut self) {

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 
 use crate::engine::Core;
 use crate::engine::hold::HoldKind;
-use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily};
+use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily, on_connection};
 use crate::error::Result;
 use crate::scripts;
 use crate::scripts::lock::{Released, Request};
@@ -75,8 +75,7 @@ impl LockFamily for PlainFamily {
 /// Re-enters a hold kept in one lock hash field (`reenter.lua`): the
 /// reentrant lock's, the fair lock's, a read-write lock's writer's.
 pub(crate) fn reenter_hash_field(core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
-    Box::pin(async move {
-        let limit = core.current_settings().response_timeout;
-        scripts::lock::reenter(&mut core.conn.clone(), &request, limit).await
+    on_connection(core, move |mut conn, limit| async move {
+        scripts::lock::reenter(&mut conn, &request, limit).await
     })
 }

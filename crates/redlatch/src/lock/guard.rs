@@ -14,6 +14,7 @@ use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::primitive::LockFamily;
 use crate::error::{Error, Result};
+use crate::lock::hold_accessors::hold_accessors;
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::Released;
@@ -55,6 +56,8 @@ impl std::fmt::Debug for Guard {
     }
 }
 
+hold_accessors!(Guard, "lock");
+
 impl Guard {
     /// Registers the hold an attempt took (`acquired`, by `owner` on the
     /// `terms` of the acquire) with the watchdog, and returns its guard.
@@ -83,32 +86,13 @@ impl Guard {
             "redlatch: acquired"
         );
         crate::metrics::acquired(acquired.reentered);
-        Guard::new(
-            core.clone(),
-            keys,
-            family,
-            hold,
-            terms.lease_ms,
-            terms.renewed,
-        )
-    }
-
-    /// The guard of `hold`, which asked for `lease_ms` and for renewal or not.
-    fn new(
-        core: Arc<Core>,
-        keys: Arc<LockKeys>,
-        family: Arc<dyn LockFamily>,
-        hold: Arc<Hold>,
-        lease_ms: u64,
-        renewed: bool,
-    ) -> Guard {
         Guard {
-            core,
+            core: core.clone(),
             keys,
             family,
             hold,
-            lease_ms,
-            renewed,
+            lease_ms: terms.lease_ms,
+            renewed: terms.renewed,
             released: false,
         }
     }
@@ -148,38 +132,6 @@ impl Guard {
     /// for renewal, or another live guard of the same hold (a re-entry) did.
     pub fn is_renewed(&self) -> bool {
         self.hold.renewed()
-    }
-
-    /// True while the lock is known to be held: not found gone by a renewal,
-    /// and its lease (minus a 1% + 2 ms drift margin) has not run out on the
-    /// lease clock (which counts time the machine was suspended) since the last confirmed acquire or renewal.
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Resolves when the lock is known to be lost: a renewal found it gone
-    /// (expired, deleted, force-unlocked, taken over), or Redis could not be
-    /// reached before the lease ran out, or a fixed lease ran out. Never
-    /// resolves while the lock is held. The future owns what it needs: it can
-    /// be moved into a task or a `select!`.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redlatch::Client) -> redlatch::Result<()> {
-    /// # async fn long_job() {}
-    /// let guard = client.lock("nightly-export").acquire().await?;
-    /// tokio::select! {
-    ///     _ = long_job() => guard.release().await?,
-    ///     _ = guard.lost() => eprintln!("lock lost: stopping the export"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold.clone().until_marked_lost()
-    }
-
-    /// Why the lock is no longer held, once it is not; `None` while held.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.hold.lost_reason()
     }
 
     /// Takes one more hold for the same owner: the hold count goes up by one
@@ -236,14 +188,7 @@ impl Guard {
                 name: self.keys.name().to_owned(),
             });
         }
-        Ok(Guard::new(
-            self.core.clone(),
-            self.keys.clone(),
-            self.family.clone(),
-            self.hold.clone(),
-            self.lease_ms,
-            self.renewed,
-        ))
+        Ok(self.sibling())
     }
 
     /// Gives this hold back: the hold count goes down by one, and the last
@@ -275,6 +220,19 @@ impl Guard {
                 })
             }
             Err(other) => Err(other.unknown_outcome("release")),
+        }
+    }
+
+    /// Another guard of the same hold, asking for the same lease.
+    fn sibling(&self) -> Guard {
+        Guard {
+            core: self.core.clone(),
+            keys: self.keys.clone(),
+            family: self.family.clone(),
+            hold: self.hold.clone(),
+            lease_ms: self.lease_ms,
+            renewed: self.renewed,
+            released: false,
         }
     }
 

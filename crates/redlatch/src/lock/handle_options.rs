@@ -75,4 +75,42 @@ macro_rules! handle_options {
     };
 }
 
+/// Implements `try_acquire` and `acquire_timeout` for `$handle`, whose
+/// `acquire_waiting(wait)` runs one acquire; `$try_doc` and `$timeout_doc`
+/// say what each does for this kind of lock.
+macro_rules! waiting_methods {
+    ($handle:ident, $try_doc:literal, $timeout_doc:literal) => {
+        impl $handle {
+            #[doc = $try_doc]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`", stringify!($handle), "::acquire`].")]
+            ///
+            /// # Cancel safety
+            #[doc = concat!("As [`", stringify!($handle), "::acquire`].")]
+            pub async fn try_acquire(&self) -> crate::error::Result<Option<Guard>> {
+                self.acquire_waiting(Wait::Once).await
+            }
+
+            #[doc = $timeout_doc]
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "[`Error::Timeout`](crate::Error::Timeout) when the wait ran out; else as [`",
+                stringify!($handle),
+                "::acquire`]."
+            )]
+            ///
+            /// # Cancel safety
+            #[doc = concat!("As [`", stringify!($handle), "::acquire`].")]
+            pub async fn acquire_timeout(&self, wait: std::time::Duration) -> crate::error::Result<Guard> {
+                self.acquire_waiting(Wait::For(wait))
+                    .await?
+                    .ok_or_else(|| self.timeout(wait))
+            }
+        }
+    };
+}
+
 pub(crate) use handle_options;
+pub(crate) use waiting_methods;

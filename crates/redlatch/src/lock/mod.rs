@@ -4,6 +4,7 @@ pub(crate) mod attempt;
 pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod handle_options;
+pub(crate) mod hold_accessors;
 pub(crate) mod holder_identity;
 pub(crate) mod status;
 
@@ -17,13 +18,13 @@ use tracing::{Instrument, field};
 use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
-use crate::engine::wait::{Acquisition, Step, Wait, Wakes, record_wake, wait_from};
+use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
 use crate::lock::family::PLAIN;
 use crate::lock::guard::Guard;
-use crate::lock::handle_options::handle_options;
+use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
@@ -92,6 +93,11 @@ pub struct Lock {
 }
 
 handle_options!(Lock, "lock", "acquire");
+waiting_methods!(
+    Lock,
+    "One attempt: the guard if the lock was free (or re-entered), `None` if another owner holds it. One round trip.",
+    "Waits at most `wait` for the lock. A zero `wait` makes one attempt."
+);
 
 impl Lock {
     pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
@@ -124,35 +130,9 @@ impl Lock {
     /// in flight completes and, if it took the lock, gives it back at once; the
     /// subscription is dropped when its last waiter leaves.
     pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever, self.lease)
+        self.acquire_waiting(Wait::Forever)
             .await?
             .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt: the guard if the lock was free (or re-entered), `None` if
-    /// another owner holds it. One round trip; watchdog lease.
-    ///
-    /// # Errors
-    /// As [`Lock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once, self.lease).await
-    }
-
-    /// Waits at most `wait` for the lock; watchdog lease. A zero `wait` makes one attempt.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when another owner held it for the whole wait; else as
-    /// [`Lock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait), self.lease)
-            .await?
-            .ok_or_else(|| self.timeout(wait))
     }
 
     /// Waits as long as the settings' [`wait_timeout`](crate::Settings::wait_timeout)
@@ -289,6 +269,10 @@ impl Lock {
             Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
         let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
         Ok((terms.request(keys), terms))
+    }
+
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
+        self.acquire_inner(wait, self.lease).await
     }
 
     async fn acquire_inner(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Guard>> {
@@ -429,22 +413,13 @@ impl Acquisition for LockAcquisition<'_> {
         ])
     }
 
-    fn wakes(&self) -> Wakes {
-        Wakes::One {
-            pass_on_busy: false,
-        }
-    }
-
     /// Connection errors are retried for anonymous owners only, each retry
     /// under a fresh owner: the attempt it replaces may still be giving back
     /// a hold under the old one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.terms.named {
-            return None;
-        }
-        self.terms.fresh_owner(&self.lock.core);
+        let retry = self.terms.retry_after(&self.lock.core, error)?;
         self.request.owner = self.terms.owner.clone();
-        Some(self.lock.core.current_settings().retry)
+        Some(retry)
     }
 }
 

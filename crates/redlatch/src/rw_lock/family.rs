@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::Core;
 use crate::engine::hold::HoldKind;
-use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily};
+use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily, on_connection};
 use crate::error::Result;
 use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
 use crate::scripts;
@@ -45,17 +45,15 @@ impl LockFamily for ReadFamily {
 
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
-        Box::pin(async move {
-            let limit = core.current_settings().response_timeout;
-            scripts::rw::read_release(&mut core.conn.clone(), &keys, &request, limit).await
+        on_connection(core, move |mut conn, limit| async move {
+            scripts::rw::read_release(&mut conn, &keys, &request, limit).await
         })
     }
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         let keys = self.0.clone();
-        Box::pin(async move {
-            let limit = core.current_settings().response_timeout;
-            scripts::rw::read_reenter(&mut core.conn.clone(), &keys, &request, limit).await
+        on_connection(core, move |mut conn, limit| async move {
+            scripts::rw::read_reenter(&mut conn, &keys, &request, limit).await
         })
     }
 
@@ -71,9 +69,8 @@ impl LockFamily for WriteFamily {
 
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
-        Box::pin(async move {
-            let limit = core.current_settings().response_timeout;
-            scripts::rw::write_release(&mut core.conn.clone(), &keys, &request, limit).await
+        on_connection(core, move |mut conn, limit| async move {
+            scripts::rw::write_release(&mut conn, &keys, &request, limit).await
         })
     }
 

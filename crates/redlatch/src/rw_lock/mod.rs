@@ -367,15 +367,11 @@ impl Acquisition for RwAcquisition<'_> {
     /// The outcome is unknown: the attempt gives back whatever the old
     /// owner may have (a claim, a hold); go on under a fresh anonymous one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        if !error.is_transient() || self.terms.named {
-            return None;
-        }
+        let retry = self.terms.retry_after(&self.lock.core, error)?;
         if let Some(claim) = self.claim.take() {
             claim.forget();
         }
-        let core = &self.lock.core;
-        self.terms.fresh_owner(core);
-        Some(core.current_settings().retry)
+        Some(retry)
     }
 
     async fn give_up(&mut self) {

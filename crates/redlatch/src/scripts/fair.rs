@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request};
+use crate::scripts::lock::{Released, Request, released};
 use crate::transport::Connection;
 
 /// The times one fair acquire works with, in ms.
@@ -108,19 +108,9 @@ pub(crate) async fn release(
         .arg(&*request.owner)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    match reply.as_slice() {
-        // Courtesy is for the reentrant lock: here the release names who is next.
-        [1, _] => Ok(Released::Unlocked { receivers: 0 }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.to_string(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.to_string(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
-        }),
-    }
+    // Courtesy is for the reentrant lock: here the release names who is next.
+    released(request, &reply).map(|released| match released {
+        Released::Unlocked { .. } => Released::Unlocked { receivers: 0 },
+        decremented => decremented,
+    })
 }

@@ -15,6 +15,7 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
+use crate::lock::hold_accessors::hold_accessors;
 use crate::scripts;
 use crate::scripts::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
@@ -426,6 +427,8 @@ impl std::fmt::Debug for ExpirablePermit {
     }
 }
 
+hold_accessors!(ExpirablePermit, "permit");
+
 impl ExpirablePermit {
     /// The permit id, 32 hex digits, as Redisson shows its permit ids; the
     /// expiries sorted set holds its 16 bytes, raw, as Redisson stores them.
@@ -443,24 +446,6 @@ impl ExpirablePermit {
         Duration::from_millis(self.hold.lease_ms())
     }
 
-    /// True while the permit is known to be held: no renewal found it gone,
-    /// and its lease (minus the drift margin) has not run out since the last
-    /// confirmed acquire or renewal.
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Resolves when the permit is known to be lost (see [`Guard::lost`](crate::Guard::lost)).
-    /// The future owns what it needs.
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold.clone().until_marked_lost()
-    }
-
-    /// Why the permit is no longer held, once it is not; `None` while held.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.hold.lost_reason()
-    }
-
     /// Gives the permit back now. One round trip; touches both keys and
     /// publishes the new count.
     ///
@@ -476,20 +461,10 @@ impl ExpirablePermit {
     /// # Cancel safety
     /// Dropping the future does not stop the release: it runs to its end in the background.
     pub async fn release(mut self) -> Result<()> {
-        self.done = true;
-        self.core
-            .watchdog
-            .remove_guard(&self.hold, self.hold.renewed());
-        let (core, keys, id) = (
-            self.core.clone(),
-            self.keys.clone(),
-            self.hold.owner.clone(),
-        );
-        let released = run_to_end(&self.core.background, async move {
-            release_permit(&core, &keys, &id).await
-        })
-        .await
-        .map_err(|error| error.unknown_outcome("permit release"))?;
+        let release = self.stop_and_release();
+        let released = run_to_end(&self.core.background, release)
+            .await
+            .map_err(|error| error.unknown_outcome("permit release"))?;
         if released {
             Ok(())
         } else {
@@ -499,22 +474,28 @@ impl ExpirablePermit {
             })
         }
     }
+
+    /// Stops renewing the permit; returns its release, to run to its end.
+    fn stop_and_release(&mut self) -> impl Future<Output = Result<bool>> + Send + 'static {
+        self.done = true;
+        self.core
+            .watchdog
+            .remove_guard(&self.hold, self.hold.renewed());
+        let (core, keys, id) = (
+            self.core.clone(),
+            self.keys.clone(),
+            self.hold.owner.clone(),
+        );
+        async move { release_permit(&core, &keys, &id).await }
+    }
 }
 
 impl Drop for ExpirablePermit {
     fn drop(&mut self) {
         if !self.done {
-            self.done = true;
-            self.core
-                .watchdog
-                .remove_guard(&self.hold, self.hold.renewed());
-            let (core, keys, id) = (
-                self.core.clone(),
-                self.keys.clone(),
-                self.hold.owner.clone(),
-            );
+            let release = self.stop_and_release();
             spawn_undo(&self.core.background, async move {
-                let _ = release_permit(&core, &keys, &id).await;
+                let _ = release.await;
             });
         }
     }
