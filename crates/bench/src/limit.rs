@@ -29,7 +29,7 @@ impl Scripts {
                 .map_err(|error| format!("SCRIPT LOAD: {error}"))
         };
         // redlatch's scripts, exactly as the library loads them.
-        let (acquire, release) = redlatch::lock_script_sources();
+        let (acquire, release) = redlatch::Lock::script_sources();
         Ok(Scripts {
             acquire: load(acquire).await?,
             release: load(release).await?,

@@ -131,8 +131,6 @@ pub use multi_lock::{MultiGuard, MultiLock};
 pub use redlock::{NodeStatus, Redlock, RedlockGuard, RedlockLock, RedlockStatus};
 pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
-#[doc(hidden)]
-pub use scripts::lock_script_sources;
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::cluster_pubsub::ClusterPubSub;

@@ -24,7 +24,7 @@ use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{Attempt, Request};
+use crate::scripts::lock::{LockReply, Request};
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
@@ -148,7 +148,7 @@ impl Acquisition for Spinning<'_> {
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
         match attempt(core, LockAttempt(self.request.clone())).await? {
-            Attempt::Acquired(acquired) => Ok(Step::Done {
+            LockReply::Acquired(acquired) => Ok(Step::Done {
                 value: Guard::register(
                     core,
                     self.request.keys.clone(),
@@ -159,7 +159,7 @@ impl Acquisition for Spinning<'_> {
                 ),
                 more_left: false,
             }),
-            Attempt::Held { pttl_ms } => {
+            LockReply::Held { pttl_ms } => {
                 let backoff = self.lock.backoff.delay(self.tries);
                 self.tries = self.tries.saturating_add(1);
                 let lease_left = u64::try_from(pttl_ms).map_or(backoff, Duration::from_millis);

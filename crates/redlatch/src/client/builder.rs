@@ -420,7 +420,7 @@ impl ClientBuilder {
         // Straight to the core: one async layer less keeps callers' futures shallow.
         let core = Core::open(&url, settings, &topology, replica_wait, features).await?;
         Ok(Client {
-            inner: Arc::new(core),
+            core: Arc::new(core),
         })
     }
 

@@ -59,7 +59,7 @@ impl Client {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn locks(&self, name_prefix: &str) -> Result<Vec<LockStatus>> {
-        let settings = self.inner.current_settings();
+        let settings = self.core.current_settings();
         let pattern = format!(
             "{}{}*",
             escape_glob(&settings.key_prefix),
@@ -67,7 +67,7 @@ impl Client {
         );
         let mut keys = BTreeSet::new();
         // A cluster spreads the keyspace over its masters: walk each of them.
-        let mut conn = self.inner.conn.clone();
+        let mut conn = self.core.conn.clone();
         let nodes = bounded("scan", settings.response_timeout, async {
             conn.keyspace_nodes()
                 .await

@@ -44,21 +44,21 @@ use crate::transport::shared::RedisConnection;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Core>,
+    pub(crate) core: Arc<Core>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.inner.id)
-            .field("settings", &*self.inner.settings.read())
+            .field("id", &self.core.id)
+            .field("settings", &*self.core.settings.read())
             .finish_non_exhaustive()
     }
 }
 
 impl Client {
     /// Most holds renewed by one script call.
-    pub const RENEW_BATCH: usize = crate::engine::renewal::RENEW_BATCH;
+    pub const RENEW_BATCH: usize = crate::engine::watchdog::RENEW_BATCH;
 
     /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
     /// response timeout, 3 retries, no key prefix).
@@ -77,43 +77,43 @@ impl Client {
     /// A handle to the lock `name` (no round trip; the name is checked when
     /// the lock is used). See [`Lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.inner.clone(), name.into())
+        Lock::new(self.core.clone(), name.into())
     }
 
     /// A handle to the fair lock `name` (no round trip; the name is checked
     /// when the lock is used). See [`FairLock`].
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.inner.clone(), name.into())
+        FairLock::new(self.core.clone(), name.into())
     }
 
     /// A handle to the spin lock `name`: a [`Lock`] whose waiters poll
     /// rather than subscribe (no round trip here). See [`SpinLock`].
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        SpinLock::new(self.inner.clone(), name.into())
+        SpinLock::new(self.core.clone(), name.into())
     }
 
     /// A handle to the read-write lock `name` (no round trip; the name is
     /// checked when the lock is used). See [`ReadWriteLock`].
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(self.inner.clone(), name.into())
+        ReadWriteLock::new(self.core.clone(), name.into())
     }
 
     /// A handle to the counting semaphore `name` (no round trip; the name is
     /// checked when the semaphore is used). See [`Semaphore`].
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.inner.clone(), name.into())
+        Semaphore::new(self.core.clone(), name.into())
     }
 
     /// A handle to the permit-expirable semaphore `name` (no round trip; the
     /// name is checked when it is used). See [`PermitSemaphore`].
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        PermitSemaphore::new(self.inner.clone(), name.into())
+        PermitSemaphore::new(self.core.clone(), name.into())
     }
 
     /// The client's command connection, for the application's own commands
     /// on the same deployment (see [`RedisConnection`]).
     pub fn redis_connection(&self) -> RedisConnection {
-        RedisConnection::new(self.inner.conn.clone(), self.inner.settings.clone())
+        RedisConnection::new(self.core.conn.clone(), self.core.settings.clone())
     }
 
     /// What the server offered when this client connected: its version,
@@ -133,17 +133,17 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn capabilities(&self) -> &Capabilities {
-        &self.inner.capabilities
+        &self.core.capabilities
     }
 
     /// This client's id, the first half of every owner it writes.
     pub fn id(&self) -> Uuid {
-        self.inner.id
+        self.core.id
     }
 
     /// The settings in force now.
     pub fn settings(&self) -> Settings {
-        (**self.inner.settings.read()).clone()
+        (**self.core.settings.read()).clone()
     }
 
     /// Replaces the settings of this client and its clones, at run time.
@@ -156,7 +156,7 @@ impl Client {
     /// # Errors
     /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) or [`Error::InvalidConfig`](crate::Error::InvalidConfig): the old settings stay.
     pub fn update_settings(&self, settings: Settings) -> Result<()> {
-        self.inner.apply_settings(settings)
+        self.core.apply_settings(settings)
     }
 
     /// Keeps this client's settings in step with a TOML file (see
@@ -172,7 +172,7 @@ impl Client {
     /// bad now, or cannot be watched.
     pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
         SettingsWatcher::start(
-            self.inner.clone(),
+            self.core.clone(),
             path.as_ref(),
             std::sync::Arc::new(|_: &mut Settings| {}),
         )
@@ -199,7 +199,7 @@ impl Client {
         adjust: impl Fn(&mut Settings) + Send + Sync + 'static,
     ) -> Result<SettingsWatcher> {
         SettingsWatcher::start(
-            self.inner.clone(),
+            self.core.clone(),
             path.as_ref(),
             std::sync::Arc::new(adjust),
         )
@@ -208,7 +208,7 @@ impl Client {
     /// Number of locks this client holds now (one per owner and lock,
     /// re-entries included once).
     pub fn held_locks(&self) -> usize {
-        self.inner.watchdog.held_count()
+        self.core.watchdog.held_count()
     }
 
     /// Clean-ups of this client still running in the background: calls
@@ -230,7 +230,7 @@ impl Client {
     /// # }
     /// ```
     pub fn background_tasks(&self) -> usize {
-        self.inner.background.running()
+        self.core.background.running()
     }
 
     /// Renewal script calls the watchdog has made since the client started,
@@ -238,6 +238,6 @@ impl Client {
     /// about one per [`RENEW_BATCH`](crate::Client::RENEW_BATCH) holds of one kind
     /// per renewal period.
     pub fn renewal_round_trips(&self) -> u64 {
-        self.inner.watchdog.renewal_round_trips()
+        self.core.watchdog.renewal_round_trips()
     }
 }

@@ -31,7 +31,7 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::scripts::lock::{self, Attempt, Released, Request};
+use crate::scripts::lock::{self, LockReply, Released, Request};
 use crate::settings::SharedSettings;
 use crate::sync::{Mutex, Spawner};
 use crate::transport::Connection;
@@ -243,7 +243,7 @@ const MAX_BATCH: usize = 128;
 
 /// The reentrant lock's coalesced acquires and releases on one connection.
 pub(crate) struct LockCalls {
-    pub(crate) acquire: Arc<Coalescer<Request, Attempt>>,
+    pub(crate) acquire: Arc<Coalescer<Request, LockReply>>,
     pub(crate) release: Arc<Coalescer<Request, Released>>,
 }
 

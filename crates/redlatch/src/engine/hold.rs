@@ -1,9 +1,7 @@
 //! One hold renewed by the client's watchdog: a lock held by one owner, an
 //! expirable permit, or a Redlock hold. Its guards and the watchdog share it.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
@@ -11,74 +9,8 @@ use crate::lease_clock::LeaseInstant;
 
 use tokio::sync::Notify;
 
-use crate::engine::primitive::BatchRenewal;
+use crate::engine::primitive::HoldKind;
 use crate::settings::limits;
-
-/// How the watchdog renews a hold: with a batched script of the hold's
-/// primitive, or by calling the hold back.
-#[derive(Clone)]
-pub(crate) enum HoldKind {
-    /// Many holds per call of one script (a lock hash field, a read hold, a
-    /// permit): the primitive says which.
-    Batched(&'static BatchRenewal),
-    /// A hold that renews itself when asked (a Redlock hold, on a majority
-    /// of nodes); it keeps its own lease rather than the default one.
-    Callback(Weak<dyn RenewNow>),
-}
-
-impl std::fmt::Debug for HoldKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HoldKind::Batched(renewal) => renewal.fmt(f),
-            HoldKind::Callback(_) => f.write_str("callback"),
-        }
-    }
-}
-
-impl HoldKind {
-    /// True for holds on a single server's lock (what `Client::held_locks`
-    /// counts and a force-unlock marks lost).
-    pub(crate) fn is_lock(&self) -> bool {
-        matches!(self, HoldKind::Batched(renewal) if renewal.is_lock)
-    }
-
-    /// True when renewals set the client's live default lease.
-    pub(crate) fn follows_default_lease(&self) -> bool {
-        !matches!(self, HoldKind::Callback(_))
-    }
-
-    /// True for a hold on a lock of any kind, Redlock's included (not a
-    /// permit): what the lost-locks metric counts.
-    fn counts_as_lock(&self) -> bool {
-        !matches!(self, HoldKind::Batched(renewal) if !renewal.is_lock)
-    }
-
-    /// The same renewal: holds of one kind share one script call.
-    pub(crate) fn same_batch(&self, other: &HoldKind) -> bool {
-        match (self, other) {
-            (HoldKind::Batched(a), HoldKind::Batched(b)) => std::ptr::eq(*a, *b),
-            _ => false,
-        }
-    }
-}
-
-/// What a renewal by callback found.
-#[derive(Debug)]
-pub(crate) enum Renewed {
-    /// Renewed with the lease asked for, within the validity (the callback
-    /// has confirmed the hold).
-    Yes,
-    /// Gone: no renewal can succeed any more.
-    Gone,
-    /// Did not count this time (timeouts, too few answers); retried.
-    Failed(String),
-}
-
-/// A hold the watchdog cannot renew with a batched script: it renews itself.
-pub(crate) trait RenewNow: Send + Sync {
-    /// Renews the hold once, now, with a lease of `lease_ms`.
-    fn renew_now(self: Arc<Self>, lease_ms: u64) -> Pin<Box<dyn Future<Output = Renewed> + Send>>;
-}
 
 /// What a new acquisition tells the watchdog.
 pub(crate) struct NewHold {

@@ -13,8 +13,8 @@ pub(crate) mod identity;
 pub(crate) mod loss_watch;
 pub(crate) mod place;
 pub(crate) mod primitive;
-pub(crate) mod renewal;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
+pub(crate) mod watchdog;
 
 pub(crate) use context::Core;

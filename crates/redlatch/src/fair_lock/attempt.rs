@@ -10,7 +10,7 @@ use crate::engine::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::fair::{self, FairAttempt, PlaceTimes};
+use crate::scripts::fair::{self, FairReply, PlaceTimes};
 use crate::scripts::keys::FairKeys;
 use crate::scripts::lock::{Released, Request};
 use crate::transport::Connection;
@@ -25,7 +25,7 @@ pub(crate) struct FairCall {
 }
 
 impl AttemptCall for FairCall {
-    type Reply = FairAttempt;
+    type Reply = FairReply;
 
     fn key(&self) -> &str {
         &self.keys.lock.key
@@ -43,15 +43,15 @@ impl AttemptCall for FairCall {
         &self,
         core: &Core,
         sent_at: LeaseInstant,
-    ) -> impl Future<Output = Result<FairAttempt>> + Send + 'static + use<> {
+    ) -> impl Future<Output = Result<FairReply>> + Send + 'static + use<> {
         let mut conn = core.conn.clone();
         let limit = core.current_settings().response_timeout;
         let (keys, owner, times) = (self.keys.clone(), self.owner.clone(), self.times);
         async move { fair::acquire(&mut conn, &keys, &owner, times, sent_at, limit).await }
     }
 
-    fn took_hold(reply: &FairAttempt) -> bool {
-        matches!(reply, FairAttempt::Acquired(_))
+    fn took_hold(reply: &FairReply) -> bool {
+        matches!(reply, FairReply::Acquired(_))
     }
 
     /// Leaves the line; those behind move up by the wait time this owner

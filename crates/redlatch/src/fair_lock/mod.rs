@@ -10,16 +10,16 @@ use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::place::Place;
-use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
+use crate::engine::watchdog::renewal_period;
 use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::family::FairFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
-use crate::scripts::fair::{FairAttempt, PlaceTimes};
+use crate::scripts::fair::{FairReply, PlaceTimes};
 use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 
@@ -257,7 +257,7 @@ impl Acquisition for FairAcquisition<'_> {
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
         match attempt(core, self.call()).await? {
-            FairAttempt::Acquired(acquired) => {
+            FairReply::Acquired(acquired) => {
                 // The script took this owner out of the line.
                 if let Some(place) = self.place.take() {
                     place.forget();
@@ -275,7 +275,7 @@ impl Acquisition for FairAcquisition<'_> {
                     more_left: false,
                 })
             }
-            FairAttempt::Waiting { pttl_ms, first } => {
+            FairReply::Waiting { pttl_ms, first } => {
                 if self.times.place_ms > 0 && self.place.is_none() {
                     self.place = Some(Place::new(core.clone(), self.call()));
                 }

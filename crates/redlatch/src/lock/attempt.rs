@@ -10,7 +10,7 @@ use crate::engine::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::lock::{self, Attempt, Released, Request};
+use crate::scripts::lock::{self, LockReply, Released, Request};
 use crate::transport::Connection;
 
 /// One acquire of the reentrant lock.
@@ -18,7 +18,7 @@ use crate::transport::Connection;
 pub(crate) struct LockAttempt(pub(crate) Request);
 
 impl AttemptCall for LockAttempt {
-    type Reply = Attempt;
+    type Reply = LockReply;
 
     fn key(&self) -> &str {
         &self.0.keys.key
@@ -36,7 +36,7 @@ impl AttemptCall for LockAttempt {
         &self,
         core: &Core,
         sent_at: LeaseInstant,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'static + use<> {
+    ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
         let mut conn = core.conn.clone();
         let request = self.0.clone();
         let limit = core.current_settings().response_timeout;
@@ -54,8 +54,8 @@ impl AttemptCall for LockAttempt {
         }
     }
 
-    fn took_hold(reply: &Attempt) -> bool {
-        matches!(reply, Attempt::Acquired(_))
+    fn took_hold(reply: &LockReply) -> bool {
+        matches!(reply, LockReply::Acquired(_))
     }
 
     async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {

@@ -7,8 +7,7 @@ use std::any::Any;
 use std::sync::{Arc, LazyLock};
 
 use crate::engine::Core;
-use crate::engine::hold::HoldKind;
-use crate::engine::primitive::{BatchRenewal, Boxed, LockFamily, on_connection};
+use crate::engine::primitive::{BatchRenewal, Boxed, HoldKind, LockFamily, on_connection};
 use crate::error::Result;
 use crate::scripts;
 use crate::scripts::lock::{Released, Request};

@@ -152,7 +152,7 @@ impl Guard {
                 name: self.keys.name().to_owned(),
             });
         }
-        let inner = &self.core;
+        let core = &self.core;
         let request = self.request();
         let sent_at = LeaseInstant::now();
         let call = self.family.reenter(self.core.clone(), request.clone());
@@ -165,7 +165,7 @@ impl Guard {
                 }
             }
         };
-        let held = hand_over(&inner.background, call, undo)
+        let held = hand_over(&core.background, call, undo)
             .instrument(tracing::debug_span!("redlatch.reenter", lock = %request.keys.key, token = self.hold.token))
             .await?;
         if !held {
@@ -174,14 +174,14 @@ impl Guard {
                 name: self.keys.name().to_owned(),
             });
         }
-        if !inner
+        if !core
             .watchdog
             .add_guard(&self.hold, sent_at, request.lease_ms, self.renewed)
         {
             // Marked lost meanwhile although Redis still had it: give the hold
             // back, in the background so that cancelling the caller cannot stop it.
             let release = self.family.release(self.core.clone(), request);
-            spawn_undo(&inner.background, async move {
+            spawn_undo(&core.background, async move {
                 let _ = release.await;
             });
             return Err(Error::NotHeld {

@@ -55,7 +55,7 @@ macro_rules! handle_options {
             ///
             #[doc = concat!("let lock = client.", $factory, "(\"report\").with_lease(Duration::from_secs(10));")]
             #[doc = concat!("let guard = lock.", $acquire, "().await?;")]
-            /// assert!(!guard.is_renewed());
+            /// assert_eq!(guard.lease(), Duration::from_secs(10));
             /// # Ok(())
             /// # }
             /// ```

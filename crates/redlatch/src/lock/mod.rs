@@ -28,7 +28,7 @@ use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{Attempt, Request};
+use crate::scripts::lock::{LockReply, Request};
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -210,19 +210,19 @@ impl Lock {
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         let keys = self.keys()?;
-        let inner = &self.core;
-        let mut conn = inner.conn.clone();
+        let core = &self.core;
+        let mut conn = core.conn.clone();
         let mut call = scripts::FORCE_UNLOCK.call(&conn);
         call.key(&keys.key)
             .arg(keys.channel())
             .arg(conn.publish_command());
-        let limit = inner.current_settings().response_timeout;
+        let limit = core.current_settings().response_timeout;
         let reply: i64 = call
             .run(&mut conn, "force unlock", limit)
             .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
             .await
             .map_err(|error| error.unknown_outcome("force unlock"))?;
-        inner.watchdog.mark_key_lost(&keys.key);
+        core.watchdog.mark_key_lost(&keys.key);
         match reply {
             1 => Ok(true),
             0 => Ok(false),
@@ -324,7 +324,7 @@ impl Lock {
         terms: Terms,
         wait: Wait,
     ) -> Result<Option<Guard>> {
-        let inner = &self.core;
+        let core = &self.core;
         let started = LeaseInstant::now();
         let deadline = wait.deadline(started);
         let remaining = |now: LeaseInstant| {
@@ -337,19 +337,19 @@ impl Lock {
         // (e)): it neither steps aside nor queues behind waiters for a lock
         // it holds.
         let reenters =
-            request.named_owner && inner.watchdog.holds(&request.keys.key, &request.owner);
+            request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            if let Some(until) = inner.courtesy.step_aside_until(&request.keys.key) {
+            if let Some(until) = core.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
                 // sleep, not a park: the first unlock message would be our own.
-                let joined = inner.wakeups.join(&request.keys.channel());
+                let joined = core.wakeups.join(&request.keys.channel());
                 self.step_aside(&request, until.min(deadline.unwrap_or(until)))
                     .await;
                 tickets.push(joined);
             } else if let Some((queued, lease_ends)) =
-                inner.wakeups.join_queue(&request.keys.channel())
+                core.wakeups.join_queue(&request.keys.channel())
             {
                 // Waiters of this client are already queued: join them rather than barge in.
                 let now = LeaseInstant::now();
@@ -387,7 +387,7 @@ impl Acquisition for LockAcquisition<'_> {
         let core = &self.lock.core;
         let request = &self.request;
         match attempt(core, LockAttempt(request.clone())).await? {
-            Attempt::Acquired(acquired) => {
+            LockReply::Acquired(acquired) => {
                 let guard = Guard::register(
                     core,
                     request.keys.clone(),
@@ -401,7 +401,7 @@ impl Acquisition for LockAcquisition<'_> {
                     more_left: false,
                 })
             }
-            Attempt::Held { pttl_ms } => Ok(Step::Busy {
+            LockReply::Held { pttl_ms } => Ok(Step::Busy {
                 retry_in: u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis),
             }),
         }
@@ -424,6 +424,15 @@ impl Acquisition for LockAcquisition<'_> {
 }
 
 impl Lock {
+    /// The reentrant lock's acquire and release scripts exactly as the
+    /// library loads them on one server (shared parts in front): for tools
+    /// that send them by themselves, such as the benchmark harness's
+    /// `redis-benchmark` limit. Not a stable interface.
+    #[doc(hidden)]
+    pub fn script_sources() -> (&'static str, &'static str) {
+        crate::scripts::lock_script_sources()
+    }
+
     /// The client this handle was made from (multi-locks span several).
     pub(crate) fn core(&self) -> &Arc<Core> {
         &self.core

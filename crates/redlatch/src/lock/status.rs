@@ -166,11 +166,10 @@ impl LockStatus {
 /// hash, counter, fair line) so the parts agree, then one PUBSUB call for the
 /// subscribers of the plain and read-write channels. Reads only.
 pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
-    let inner = &core;
-    let settings = inner.current_settings();
-    let fair = FairKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;
-    let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&inner.conn)?;
-    let mut conn = inner.conn.clone();
+    let settings = core.current_settings();
+    let fair = FairKeys::new(&settings.key_prefix, name)?.checked_for(&core.conn)?;
+    let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&core.conn)?;
+    let mut conn = core.conn.clone();
     let call = async {
         let reply: Value = scripts::STATUS
             .key(&*fair.lock.key)

@@ -93,7 +93,7 @@ impl RedlockHold {
         let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
-            let mut conn = client.inner.conn.clone();
+            let mut conn = client.core.conn.clone();
             async move { scripts::lock::renew_one(&mut conn, &request, limit).await }
         })
         .await;
@@ -136,7 +136,7 @@ impl RedlockHold {
             limit,
             |i, client| {
                 let request = self.request(i, lease_ms);
-                let mut conn = client.inner.conn.clone();
+                let mut conn = client.core.conn.clone();
                 async move { scripts::lock::release(&mut conn, &request, limit).await }
             },
             settled,
@@ -169,7 +169,7 @@ impl RedlockHold {
         let sent_at = LeaseInstant::now();
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
-            let mut conn = client.inner.conn.clone();
+            let mut conn = client.core.conn.clone();
             async move { scripts::lock::reenter(&mut conn, &request, limit).await }
         })
         .await;
@@ -206,7 +206,7 @@ impl RedlockHold {
                 let client = self.redlock.inner.nodes[i].client.clone()?;
                 let request = self.request(i, lease_ms);
                 Some(async move {
-                    let mut conn = client.inner.conn.clone();
+                    let mut conn = client.core.conn.clone();
                     let _ = scripts::lock::release(&mut conn, &request, limit).await;
                 })
             });
@@ -417,7 +417,7 @@ impl RedlockGuard {
             if *guards == 0 {
                 shared.stop.cancel();
                 if let Some(host) = shared.host() {
-                    host.inner
+                    host.core
                         .watchdog
                         .remove_guard(&shared.hold, shared.hold.renewed());
                 }

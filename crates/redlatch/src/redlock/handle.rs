@@ -321,7 +321,7 @@ impl Redlock {
             .nodes
             .iter()
             .find_map(|node| node.client.as_ref())
-            .map(|client| client.inner.current_settings())
+            .map(|client| client.core.current_settings())
             .unwrap_or_default()
     }
 

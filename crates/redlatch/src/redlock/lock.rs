@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt;
 use crate::engine::cancel::{hand_over, spawn_undo};
-use crate::engine::hold::{Hold, HoldKind, NewHold, RenewNow};
+use crate::engine::hold::{Hold, NewHold};
+use crate::engine::primitive::{HoldKind, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
@@ -25,7 +26,7 @@ use crate::redlock::watchdog;
 use crate::scripts;
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{Attempt, Request};
+use crate::scripts::lock::{LockReply, Request};
 use crate::settings::{RetryPolicy, limits};
 use crate::sync::Spawner;
 
@@ -258,7 +259,7 @@ impl RedlockLock {
             .nodes
             .iter()
             .map(|node| {
-                let settings = node.client.as_ref().map(|c| c.inner.current_settings());
+                let settings = node.client.as_ref().map(|c| c.core.current_settings());
                 let prefix = settings.as_ref().map_or(&lead_prefix, |s| &s.key_prefix);
                 Ok(Request {
                     keys: Arc::new(LockKeys::new(prefix, &self.name)?),
@@ -322,7 +323,7 @@ impl RedlockLock {
             .zip(&requests)
             .filter_map(|(node, request)| {
                 let client = node.client.as_ref()?;
-                Some(client.inner.wakeups.join(&request.keys.channel()))
+                Some(client.core.wakeups.join(&request.keys.channel()))
             })
             .collect())
     }
@@ -351,10 +352,10 @@ impl RedlockLock {
         let needed = quorum::majority(nodes.len());
         // Decided at the first majority granted (or once none is possible
         // any more); the slower nodes finish in the background.
-        let settled = |replies: &[Option<Result<Attempt>>]| {
+        let settled = |replies: &[Option<Result<LockReply>>]| {
             let granted = replies
                 .iter()
-                .filter(|reply| matches!(reply, Some(Ok(Attempt::Acquired { .. }))))
+                .filter(|reply| matches!(reply, Some(Ok(LockReply::Acquired { .. }))))
                 .count();
             let running = replies.iter().filter(|reply| reply.is_none()).count();
             granted >= needed || granted + running < needed
@@ -369,7 +370,7 @@ impl RedlockLock {
                 // `attempt::attempt` runs in a task of its own: when the limit
                 // cuts the wait short, the task still finishes and gives back
                 // any hold.
-                async move { attempt::attempt(&client.inner, LockAttempt(request)).await }
+                async move { attempt::attempt(&client.core, LockAttempt(request)).await }
             },
             settled,
         )
@@ -387,7 +388,7 @@ impl RedlockLock {
         let tokens: Vec<Option<u64>> = answers
             .iter()
             .map(|answer| match answer {
-                Some(Attempt::Acquired(acquired)) => Some(acquired.token),
+                Some(LockReply::Acquired(acquired)) => Some(acquired.token),
                 _ => None,
             })
             .collect();
@@ -395,10 +396,10 @@ impl RedlockLock {
         let soonest_free = answers
             .iter()
             .filter_map(|answer| match answer {
-                Some(Attempt::Held { pttl_ms }) if *pttl_ms >= 0 => {
+                Some(LockReply::Held { pttl_ms }) if *pttl_ms >= 0 => {
                     Some(Duration::from_millis(*pttl_ms as u64))
                 }
-                Some(Attempt::Held { .. }) => Some(NO_EXPIRY_RECHECK),
+                Some(LockReply::Held { .. }) => Some(NO_EXPIRY_RECHECK),
                 _ => None,
             })
             .min();
@@ -459,7 +460,7 @@ impl RedlockLock {
                 let Some(client) = client else {
                     return Ok(false);
                 };
-                let mut conn = client.inner.conn.clone();
+                let mut conn = client.core.conn.clone();
                 scripts::lock::raise_token(&mut conn, &request, token, limit).await
             }
         };
@@ -509,7 +510,7 @@ impl RedlockLock {
     /// when the hold is given back at once.
     fn keep_stragglers(
         &self,
-        stragglers: quorum::Stragglers<Attempt>,
+        stragglers: quorum::Stragglers<LockReply>,
         requests: &[Request],
         token: u64,
         released: CancellationToken,
@@ -525,8 +526,11 @@ impl RedlockLock {
             .map(|node| node.client.clone())
             .collect();
         let requests = requests.to_vec();
+        // The give-back or write-back is tracked like the stragglers: a
+        // process about to exit waits for it too.
+        let tracker = self.redlock.inner.stragglers.clone();
         stragglers.finish_in_background(&self.redlock.inner.stragglers, move |i, reply| {
-            let Ok(Attempt::Acquired(Acquired { token: taken, .. })) = reply else {
+            let Ok(LockReply::Acquired(Acquired { token: taken, .. })) = reply else {
                 return;
             };
             let (Some(client), request) = (nodes[i].clone(), requests[i].clone()) else {
@@ -537,8 +541,8 @@ impl RedlockLock {
                 return;
             }
             let limit = Duration::from_millis(request.lease_ms);
-            drop(tokio::spawn(async move {
-                let mut conn = client.inner.conn.clone();
+            drop(tracker.spawn(async move {
+                let mut conn = client.core.conn.clone();
                 if gone {
                     let _ = scripts::lock::release(&mut conn, &request, limit).await;
                 } else {
@@ -553,7 +557,12 @@ impl RedlockLock {
     /// queues behind the grant on the node's connection). Nodes that timed
     /// out give it back by themselves when their call completes (see
     /// `attempt::attempt`).
-    async fn give_back(&self, requests: &[Request], answers: &[Option<Attempt>], pending: &[bool]) {
+    async fn give_back(
+        &self,
+        requests: &[Request],
+        answers: &[Option<LockReply>],
+        pending: &[bool],
+    ) {
         let nodes = &self.redlock.inner.nodes;
         let limit = self.redlock.node_timeout(requests[0].lease_ms);
         let releases = nodes
@@ -561,13 +570,13 @@ impl RedlockLock {
             .zip(requests)
             .zip(answers.iter().zip(pending))
             .filter(|(_, (answer, pending))| {
-                **pending || matches!(answer, Some(Attempt::Acquired { .. }))
+                **pending || matches!(answer, Some(LockReply::Acquired { .. }))
             })
             .filter_map(|((node, request), _)| {
                 let client = node.client.clone()?;
                 let request = request.clone();
                 Some(async move {
-                    let mut conn = client.inner.conn.clone();
+                    let mut conn = client.core.conn.clone();
                     let _ = scripts::lock::release(&mut conn, &request, limit).await;
                 })
             });

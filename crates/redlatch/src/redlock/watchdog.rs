@@ -10,7 +10,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::engine::hold::{LostReason, RenewNow, Renewed};
+use crate::engine::hold::LostReason;
+use crate::engine::primitive::{RenewNow, Renewed};
 use crate::error::Error;
 use crate::lease_clock::LeaseInstant;
 use crate::redlock::guard::RedlockHold;
@@ -41,7 +42,7 @@ impl RenewNow for RedlockHold {
 /// last guard is released (see [`RedlockHold::host`]).
 pub(crate) fn start(shared: &Arc<RedlockHold>, acquired_at: LeaseInstant) {
     match shared.host() {
-        Some(host) => host.inner.watchdog.track(shared.hold.clone(), acquired_at),
+        Some(host) => host.core.watchdog.track(shared.hold.clone(), acquired_at),
         // A majority of nodes took it, so one is connected; should none be,
         // nothing could renew it.
         None => shared.hold.mark_lost(LostReason::NotRenewed),

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::keys::{RwKeys, write_field};
 use crate::scripts::lock::{Released, Request};
-use crate::scripts::rw::{self, RwAttempt, Side};
+use crate::scripts::rw::{self, RwReply, Side};
 use crate::transport::Connection;
 
 /// One call of the read or write acquire script.
@@ -50,7 +50,7 @@ impl RwCall {
 }
 
 impl AttemptCall for RwCall {
-    type Reply = RwAttempt;
+    type Reply = RwReply;
 
     fn key(&self) -> &str {
         &self.keys.key
@@ -68,7 +68,7 @@ impl AttemptCall for RwCall {
         &self,
         core: &Core,
         sent_at: LeaseInstant,
-    ) -> impl Future<Output = Result<RwAttempt>> + Send + 'static + use<> {
+    ) -> impl Future<Output = Result<RwReply>> + Send + 'static + use<> {
         let mut conn = core.conn.clone();
         let limit = core.current_settings().response_timeout;
         let call = self.clone();
@@ -84,8 +84,8 @@ impl AttemptCall for RwCall {
         }
     }
 
-    fn took_hold(reply: &RwAttempt) -> bool {
-        matches!(reply, RwAttempt::Acquired(_))
+    fn took_hold(reply: &RwReply) -> bool {
+        matches!(reply, RwReply::Acquired(_))
     }
 
     /// Withdraws a waiting writer's claim.

@@ -13,9 +13,9 @@ use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::place::Place;
 use crate::engine::primitive::LockFamily;
-use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
+use crate::engine::watchdog::renewal_period;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::lock::guard::Guard;
@@ -26,7 +26,7 @@ use crate::rw_lock::family::{ReadFamily, WriteFamily};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::RwKeys;
-use crate::scripts::rw::{RwAttempt, Side};
+use crate::scripts::rw::{RwReply, Side};
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.
@@ -329,7 +329,7 @@ impl Acquisition for RwAcquisition<'_> {
         let core = &self.lock.core;
         let call = self.call();
         match attempt(core, call.clone()).await? {
-            RwAttempt::Acquired(acquired) => {
+            RwReply::Acquired(acquired) => {
                 // Taking the write lock withdrew the claim in the same script.
                 if let Some(claim) = self.claim.take() {
                     claim.forget();
@@ -339,7 +339,7 @@ impl Acquisition for RwAcquisition<'_> {
                     more_left: false,
                 })
             }
-            RwAttempt::Blocked { wait_ms } => {
+            RwReply::Blocked { wait_ms } => {
                 if self.claim_ms > 0 && self.claim.is_none() {
                     self.claim = Some(Place::new(core.clone(), call));
                 }
@@ -428,13 +428,13 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         claim_ms: 0,
     };
     match attempt(&core, call.clone()).await? {
-        RwAttempt::Acquired(acquired) => {
+        RwReply::Acquired(acquired) => {
             let reading = register(&core, &call, &terms, acquired);
             // Should the write hold be gone already, dropping `reading` gives the read back.
             writer.release().await?;
             Ok(reading)
         }
-        RwAttempt::Blocked { .. } => {
+        RwReply::Blocked { .. } => {
             // Only a writer that lost its lock is refused a read.
             hold.mark_lost(crate::engine::hold::LostReason::Gone);
             Err(Error::NotHeld {

@@ -25,7 +25,7 @@ pub(crate) struct PlaceTimes {
 
 /// What one attempt of the fair acquire script found.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum FairAttempt {
+pub(crate) enum FairReply {
     Acquired(Acquired),
     /// In line (or not, for a single try): the holder's remaining lease
     /// (-1: no expiry, 0: free but another waiter goes first).
@@ -42,7 +42,7 @@ pub(crate) async fn acquire(
     times: PlaceTimes,
     sent_at: LeaseInstant,
     limit: Duration,
-) -> Result<FairAttempt> {
+) -> Result<FairReply> {
     let mut call = super::FAIR_ACQUIRE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
@@ -57,10 +57,10 @@ pub(crate) async fn acquire(
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
     if let Some(acquired) = Acquired::read(&reply, sent_at) {
-        return Ok(FairAttempt::Acquired(acquired));
+        return Ok(FairReply::Acquired(acquired));
     }
     match reply.as_slice() {
-        [0, pttl_ms, first] => Ok(FairAttempt::Waiting {
+        [0, pttl_ms, first] => Ok(FairReply::Waiting {
             pttl_ms: *pttl_ms,
             first: *first == 1,
         }),

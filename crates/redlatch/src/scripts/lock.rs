@@ -29,7 +29,7 @@ pub(crate) struct Request {
 
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Attempt {
+pub(crate) enum LockReply {
     /// Held now, by this owner.
     Acquired(Acquired),
     /// Another owner holds it for `pttl_ms` more (-1: no expiry).
@@ -42,7 +42,7 @@ pub(crate) async fn acquire(
     request: &Request,
     sent_at: LeaseInstant,
     limit: Duration,
-) -> Result<Attempt> {
+) -> Result<LockReply> {
     let mut call = super::ACQUIRE.call(conn);
     call.key(&request.keys.key)
         .key(&request.keys.token())
@@ -61,7 +61,7 @@ pub(crate) async fn acquire_many(
     conn: &mut Connection,
     requests: &[Request],
     limit: Duration,
-) -> Result<Vec<Result<Attempt>>> {
+) -> Result<Vec<Result<LockReply>>> {
     let mut call = super::ACQUIRE.call(conn);
     for request in requests {
         call.key(&request.keys.key).key(&request.keys.token());
@@ -188,7 +188,7 @@ pub(crate) async fn acquire_replicated(
     sent_at: LeaseInstant,
     limit: Duration,
     wait: ReplicaWait,
-) -> Result<Attempt> {
+) -> Result<LockReply> {
     let wait_ms = wait.timeout.as_millis() as u64;
     let call = async {
         // On a cluster the re-send-safe form, for redis-rs's own re-sends.
@@ -242,7 +242,7 @@ pub(crate) async fn acquire_replicated(
     let (reply, acknowledged) = bounded("acquire", limit + wait.timeout, call).await?;
     let attempt = parse_acquire(request, &reply, sent_at)?;
     let (acknowledged, wanted) = copies_confirmed(&acknowledged, wait);
-    if matches!(attempt, Attempt::Acquired { .. }) && acknowledged < wanted {
+    if matches!(attempt, LockReply::Acquired { .. }) && acknowledged < wanted {
         // Not confirmed is not held: give it back now rather than at lease end.
         if let Err(error) = release(conn, request, limit).await {
             debug!(lock = %request.keys.key, %error, "redlatch: undoing an unconfirmed acquire failed");
@@ -274,7 +274,7 @@ fn copies_confirmed(reply: &Value, wait: ReplicaWait) -> (u32, u32) {
     }
 }
 
-fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> Result<Attempt> {
+fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> Result<LockReply> {
     if let [Value::Int(-5), message] = reply {
         return Err(refused("acquire", message));
     }
@@ -285,10 +285,10 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
         });
     };
     if let Some(acquired) = Acquired::read(&reply, sent_at) {
-        return Ok(Attempt::Acquired(acquired));
+        return Ok(LockReply::Acquired(acquired));
     }
     match reply.as_slice() {
-        [0, pttl_ms] => Ok(Attempt::Held { pttl_ms: *pttl_ms }),
+        [0, pttl_ms] => Ok(LockReply::Held { pttl_ms: *pttl_ms }),
         other => Err(unexpected("acquire", &request.keys.key, other)),
     }
 }

@@ -240,8 +240,8 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
 /// The reentrant lock's acquire and release scripts exactly as the library
 /// loads them on one server (shared parts in front): for tools that send
 /// them by themselves, such as the benchmark harness's `redis-benchmark`
-/// limit. Not a stable interface.
-pub fn lock_script_sources() -> (&'static str, &'static str) {
+/// limit. Not a stable interface: `Lock::script_sources`.
+pub(crate) fn lock_script_sources() -> (&'static str, &'static str) {
     (&ACQUIRE.plain.source, &RELEASE.plain.source)
 }
 

@@ -20,7 +20,7 @@ pub(crate) enum Side {
 
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum RwAttempt {
+pub(crate) enum RwReply {
     Acquired(Acquired),
     /// Blocked: worth trying again after `wait_ms` (-1: the holder has no expiry).
     Blocked {
@@ -47,7 +47,7 @@ impl Acquire<'_> {
         sent_at: LeaseInstant,
         reenter_only: bool,
         limit: Duration,
-    ) -> Result<RwAttempt> {
+    ) -> Result<RwReply> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
         let call = match self.side {
             Side::Read => {
@@ -77,10 +77,10 @@ impl Acquire<'_> {
         };
         let reply: Vec<i64> = call.run(conn, "read-write acquire", limit).await?;
         if let Some(acquired) = Acquired::read(&reply, sent_at) {
-            return Ok(RwAttempt::Acquired(acquired));
+            return Ok(RwReply::Acquired(acquired));
         }
         match reply.as_slice() {
-            [0, wait_ms] => Ok(RwAttempt::Blocked { wait_ms: *wait_ms }),
+            [0, wait_ms] => Ok(RwReply::Blocked { wait_ms: *wait_ms }),
             [-3, _] => Err(Error::NotHeld {
                 name: self.keys.key.clone(),
             }),
@@ -162,9 +162,9 @@ pub(crate) async fn read_reenter(
         claim_ms: 0,
     };
     match attempt.run(conn, LeaseInstant::now(), true, limit).await {
-        Ok(RwAttempt::Acquired { .. }) => Ok(true),
+        Ok(RwReply::Acquired { .. }) => Ok(true),
         Err(Error::NotHeld { .. }) => Ok(false),
-        Ok(RwAttempt::Blocked { .. }) => Err(Error::Protocol {
+        Ok(RwReply::Blocked { .. }) => Err(Error::Protocol {
             op: "reenter",
             detail: "a read re-entry was told to wait".to_owned(),
         }),

@@ -463,9 +463,8 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
     op: &'static str,
     invocation: &scripts::Invocation,
 ) -> Result<T> {
-    let inner = &core;
-    let mut conn = inner.conn.clone();
-    let limit = inner.current_settings().response_timeout;
+    let mut conn = core.conn.clone();
+    let limit = core.current_settings().response_timeout;
     bounded(op, limit, async {
         invocation
             .invoke_async(&mut conn)

@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
-use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold};
-use crate::engine::primitive::BatchRenewal;
+use crate::engine::hold::{Hold, LostReason, NewHold};
+use crate::engine::primitive::{BatchRenewal, HoldKind};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
@@ -93,7 +93,7 @@ impl PermitSemaphore {
 }
 
 /// What one acquire attempt found.
-enum Attempt {
+enum PermitReply {
     /// Taken, with `left` permits still free; the request was sent at `sent_at`.
     Taken { sent_at: LeaseInstant, left: i64 },
     /// None free; the earliest held permit expires in `wait_ms` (-1: none held).
@@ -245,13 +245,13 @@ impl PermitSemaphore {
         fixed: Option<Duration>,
     ) -> Result<Option<ExpirablePermit>> {
         let keys = Arc::new(self.keys()?);
-        let inner = &self.core;
+        let core = &self.core;
         let (lease_ms, renewed) = match fixed {
             Some(lease) => (limits::lease_millis("lease", lease)?, false),
             None => (
                 limits::watchdog_lease_millis(
                     "default lease",
-                    inner.current_settings().default_lease,
+                    core.current_settings().default_lease,
                 )?,
                 true,
             ),
@@ -305,7 +305,7 @@ impl PermitSemaphore {
         keys: &Arc<SemaphoreKeys>,
         id: &Arc<str>,
         lease_ms: u64,
-    ) -> Result<Attempt> {
+    ) -> Result<PermitReply> {
         let core = self.core.clone();
         let undo_core = self.core.clone();
         let task_keys = keys.clone();
@@ -324,17 +324,17 @@ impl PermitSemaphore {
                 .arg(core.conn.publish_command());
             let reply: Vec<i64> = send(&core, "permit acquire", request).await?;
             match reply.as_slice() {
-                [1, left] => Ok(Attempt::Taken {
+                [1, left] => Ok(PermitReply::Taken {
                     sent_at,
                     left: *left,
                 }),
-                [0, wait_ms] => Ok(Attempt::Busy { wait_ms: *wait_ms }),
+                [0, wait_ms] => Ok(PermitReply::Busy { wait_ms: *wait_ms }),
                 [-1, _] => Err(wrong_layout(&task_keys)),
                 other => Err(protocol("permit acquire", other)),
             }
         };
-        let undo = move |attempt: Result<Attempt>| async move {
-            if matches!(attempt, Ok(Attempt::Taken { .. })) {
+        let undo = move |attempt: Result<PermitReply>| async move {
+            if matches!(attempt, Ok(PermitReply::Taken { .. })) {
                 let _ = release_permit(&undo_core, &undo_keys, &undo_id).await;
             }
         };
@@ -361,7 +361,7 @@ impl Acquisition for PermitAcquisition<'_> {
             .attempt(&self.keys, &id, self.lease_ms)
             .await?
         {
-            Attempt::Taken { sent_at, left } => Ok(Step::Done {
+            PermitReply::Taken { sent_at, left } => Ok(Step::Done {
                 value: self.semaphore.permit(
                     self.keys.clone(),
                     id,
@@ -371,7 +371,7 @@ impl Acquisition for PermitAcquisition<'_> {
                 ),
                 more_left: left > 0,
             }),
-            Attempt::Busy { wait_ms } => {
+            PermitReply::Busy { wait_ms } => {
                 let expiry = u64::try_from(wait_ms).map_or(RECHECK, |ms| {
                     // A hair past the expiry, so the reclaim finds it due.
                     Duration::from_millis(ms.saturating_add(1))

@@ -535,7 +535,7 @@ async fn run_script(
 async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (acquire, release) = redlatch::lock_script_sources();
+    let (acquire, release) = redlatch::Lock::script_sources();
     let (acquire, release) = (redis::Script::new(acquire), redis::Script::new(release));
     let mut rng = common::Rng::from_env();
     let acquire_args = |(lock, counter): &(String, String)| {

@@ -30,9 +30,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::engine::hold::{Hold, HoldKind, LostReason, NewHold, RenewNow, Renewed};
+use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch, Watched};
+use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 use crate::transport::no_evict;
@@ -729,7 +730,6 @@ impl Holds for WatchedHolds {
 mod tests {
     use super::*;
 
-    use crate::engine::hold::Renewed;
     use crate::engine::primitive::{BatchRenewal, TEST_RENEWAL};
     use crate::scripts::Invocation;
 
