@@ -128,6 +128,25 @@ async fn new_key_prefix_applies_to_later_acquisitions() {
     assert_eq!(both, (true, true));
 }
 
+/// A handle keeps the keys of its first acquire: a prefix changed while it
+/// lives must still reach its later acquires, and a change back too.
+#[tokio::test]
+async fn a_kept_handle_follows_the_key_prefix_as_it_changes() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.lock("kept");
+    let mut keys = Vec::new();
+    for prefix in ["", "v2:", "v3:", ""] {
+        let mut settings = client.settings();
+        settings.key_prefix = prefix.into();
+        client.update_settings(settings).unwrap();
+        let guard = lock.acquire().await.unwrap();
+        keys.push(guard.key().to_owned());
+        guard.release().await.unwrap();
+    }
+    assert_eq!(keys, ["kept", "v2:kept", "v3:kept", "kept"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_retries_through_a_short_pause_and_leaves_no_stray_hold() {
     let server = common::server();

@@ -229,8 +229,19 @@ impl Core {
 
     /// A fresh owner name, unique within this client.
     pub(crate) fn anonymous_owner(&self) -> Arc<str> {
+        use std::io::Write;
         let seq = self.owner_seq.fetch_add(1, Ordering::Relaxed);
-        Arc::from(format!("{}:#{seq}", self.id))
+        // Written on the stack, so the name costs one allocation (the Arc),
+        // not two: an acquire makes one, on the hot path. A uuid (36), `:#`
+        // and a u64 (20 digits at most) fit in 64 bytes.
+        let mut buf = [0u8; 64];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let _ = write!(cursor, "{}:#{seq}", self.id);
+        let len = usize::try_from(cursor.position()).unwrap_or(0);
+        match std::str::from_utf8(&buf[..len]) {
+            Ok(owner) if len < buf.len() => Arc::from(owner),
+            _ => Arc::from(format!("{}:#{seq}", self.id)),
+        }
     }
 
     /// The owner field for a caller-named owner.

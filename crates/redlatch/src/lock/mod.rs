@@ -90,6 +90,10 @@ pub struct Lock {
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
+    /// The keys, made at the first acquire under the key prefix they were
+    /// made with: later acquires under the same prefix reuse them (no
+    /// allocation). The prefix is a live setting, so it is compared each time.
+    keys: std::sync::OnceLock<(Box<str>, Arc<LockKeys>)>,
 }
 
 handle_options!(Lock, "lock", "acquire");
@@ -106,6 +110,7 @@ impl Lock {
             name: Arc::from(name),
             owner: None,
             lease: None,
+            keys: std::sync::OnceLock::new(),
         }
     }
 
@@ -264,11 +269,27 @@ impl Lock {
     /// Builds the request: checks the name, owner and lease.
     fn request(&self, lease: Option<Duration>) -> Result<(Request, Terms)> {
         let core = &self.core;
-        let settings = core.current_settings();
-        let keys =
-            Arc::new(LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let keys = self.shared_keys()?;
         let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
         Ok((terms.request(keys), terms))
+    }
+
+    /// The lock's keys under the current key prefix, made once per handle
+    /// and prefix.
+    fn shared_keys(&self) -> Result<Arc<LockKeys>> {
+        let settings = self.core.current_settings();
+        if let Some((prefix, keys)) = self.keys.get()
+            && **prefix == *settings.key_prefix
+        {
+            return Ok(keys.clone());
+        }
+        let keys = Arc::new(self.keys()?);
+        // The first prefix seen is kept; another one (changed live) is
+        // rebuilt at each acquire, which is correct, only slower.
+        let _ = self
+            .keys
+            .set((Box::from(settings.key_prefix.as_str()), keys.clone()));
+        Ok(keys)
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
