@@ -131,6 +131,7 @@ pub use multi_lock::{MultiGuard, MultiLock};
 pub use redlock::{NodeStatus, Redlock, RedlockGuard, RedlockLock, RedlockStatus};
 pub use rw_lock::ReadWriteLock;
 pub use rw_lock::guard::{ReadGuard, WriteGuard};
+pub use rw_lock::sides::{ReadSide, WriteSide};
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use settings::cluster_pubsub::ClusterPubSub;

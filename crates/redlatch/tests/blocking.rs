@@ -73,7 +73,7 @@ fn semaphore_permits_from_threads_never_exceed_the_count() {
             let (in_use, most) = (in_use.clone(), most.clone());
             std::thread::spawn(move || {
                 for _ in 0..15 {
-                    let permit = pool.acquire(1).expect("acquire");
+                    let permit = pool.acquire().expect("acquire");
                     most.fetch_max(in_use.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(1));
                     in_use.fetch_sub(1, Ordering::SeqCst);
@@ -130,7 +130,7 @@ fn reentry_and_typed_errors_through_the_facade() {
         Err(redlatch::Error::InvalidName { .. })
     ));
     assert!(matches!(
-        client.semaphore("s").acquire(0),
+        client.semaphore("s").acquire_many(0),
         Err(redlatch::Error::InvalidPermits { .. })
     ));
     assert!(matches!(
@@ -148,7 +148,7 @@ async fn calls_from_inside_an_async_runtime_do_not_panic() {
     let guard = client.lock("in-async").acquire().unwrap();
     assert!(guard.is_held());
     drop(guard);
-    let permit = client.semaphore("s").try_acquire(1).unwrap();
+    let permit = client.semaphore("s").try_acquire().unwrap();
     assert!(permit.is_none());
     // Dropping the last handle shuts the facade's runtime down without blocking.
     drop(client);

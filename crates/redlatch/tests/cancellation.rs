@@ -378,7 +378,7 @@ async fn semaphore_leaks(urls: Vec<String>, how: Cancel, tag: String, seed: u64)
         storm(how, &mut rng, |_| {
             let semaphore = semaphore.clone();
             async move {
-                if let Ok(permit) = semaphore.acquire(1).await {
+                if let Ok(permit) = semaphore.acquire().await {
                     drop(permit);
                 }
             }

@@ -345,7 +345,7 @@ async fn semaphore_releases_are_published_on_the_shard_channel() {
     let semaphore = client.semaphore("pool:5");
     assert!(semaphore.try_set_permits(1).await.unwrap());
     assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "1"]);
-    let permit = semaphore.acquire(1).await.unwrap();
+    let permit = semaphore.acquire().await.unwrap();
     permit.release().await.unwrap();
     assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "1"]);
     semaphore.add_permits(2).await.unwrap();
@@ -700,7 +700,7 @@ async fn a_semaphore_release_cut_off_in_flight_gives_its_permit_back_once() {
     let semaphore = client.semaphore("pool:cut");
     assert!(semaphore.try_set_permits(10).await.unwrap());
     // Loads the scripts on the master.
-    let permit = semaphore.acquire(1).await.unwrap();
+    let permit = semaphore.acquire().await.unwrap();
     assert_eq!(permit.release().await.unwrap(), 10);
 
     let (mut valid, mut tries, mut extra) = (0, 0, 0);
@@ -708,7 +708,7 @@ async fn a_semaphore_release_cut_off_in_flight_gives_its_permit_back_once() {
     while valid < CUT_OFF_ROUNDS {
         enough_rounds(valid, tries);
         tries += 1;
-        let permit = semaphore.acquire(1).await.unwrap();
+        let permit = semaphore.acquire().await.unwrap();
         let outcome = cut_off_in_flight(&cluster, "pool:cut", permit.release()).await;
         let available = semaphore.available_permits().await.unwrap() as i64;
         if available != 10 {

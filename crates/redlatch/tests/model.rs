@@ -1294,12 +1294,12 @@ impl<'e> Case<'e> {
             Op::SemAcquire { c, n } => {
                 let got = self.clients[c]
                     .semaphore(SEMAPHORE)
-                    .try_acquire(n)
+                    .try_acquire_many(n)
                     .await
-                    .map_err(|e| format!("semaphore try_acquire: {e}"))?;
+                    .map_err(|e| format!("semaphore try_acquire_many: {e}"))?;
                 ensure!(
                     got.is_some() == (self.available >= n.into()),
-                    "semaphore try_acquire({n}) gave {}, with {} available",
+                    "semaphore try_acquire_many({n}) gave {}, with {} available",
                     got.is_some(),
                     self.available
                 );
@@ -1329,10 +1329,12 @@ impl<'e> Case<'e> {
             }
             Op::SemCancel { c, n, how } => {
                 let semaphore = self.clients[c].semaphore(SEMAPHORE);
-                match cancel(async move { semaphore.try_acquire(n).await }, how).await {
+                match cancel(async move { semaphore.try_acquire_many(n).await }, how).await {
                     None | Some(Ok(None)) => {}
                     Some(Ok(Some(permit))) => drop(permit),
-                    Some(Err(e)) => return Err(format!("cancelled semaphore try_acquire: {e}")),
+                    Some(Err(e)) => {
+                        return Err(format!("cancelled semaphore try_acquire_many: {e}"));
+                    }
                 }
                 self.await_cancelled_call().await?;
             }

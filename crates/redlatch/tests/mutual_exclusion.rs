@@ -312,6 +312,17 @@ async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
     let tokens = sections_over_the_traits(spin).await;
     assert_sections("SpinLock", &client(0).spin_lock("vocabulary:spin"), &tokens).await;
 
+    let writers: Vec<_> = (0..TRAIT_HOLDERS)
+        .map(|holder| client(holder).read_write_lock("vocabulary:rw").writer())
+        .collect();
+    let tokens = sections_over_the_traits(writers).await;
+    assert_sections(
+        "WriteSide",
+        &client(0).read_write_lock("vocabulary:rw").writer(),
+        &tokens,
+    )
+    .await;
+
     let mut redlocks = Vec::new();
     for _ in 0..2 {
         redlocks.push(redlatch::Redlock::connect(&urls).await.expect("redlock"));
@@ -324,6 +335,80 @@ async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
         "RedlockLock",
         &redlocks[0].lock("vocabulary:redlock"),
         &tokens,
+    )
+    .await;
+}
+
+/// Readers share, written once over [`AcquireLock`]: two readers hold at
+/// once; a writer neither enters beside them nor lets a new reader in while
+/// it waits; it gets in once both readers are gone, with a later token, and
+/// then no reader enters beside it.
+async fn readers_share_while_a_writer_waits<R, W>(first: R, second: R, writer: W)
+where
+    R: AcquireLock,
+    R::Guard: Fenced,
+    W: AcquireLock + Send + Sync + 'static,
+    W::Guard: Fenced + Send + 'static,
+{
+    let one = first.acquire().await.expect("first reader");
+    let two = second
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .expect("a second reader enters beside the first");
+    assert!(one.is_held() && two.is_held());
+    assert!(
+        writer.try_acquire().await.expect("try").is_none(),
+        "a writer entered beside readers"
+    );
+
+    let writer = Arc::new(writer);
+    let waiting = tokio::spawn({
+        let writer = writer.clone();
+        async move { writer.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the writer did not wait for the readers"
+    );
+    assert!(
+        first.try_acquire().await.expect("try").is_none(),
+        "a new reader entered ahead of a waiting writer"
+    );
+
+    let last_read = one.token().max(two.token());
+    one.release().await.expect("release the first reader");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "the writer entered beside a reader");
+    two.release().await.expect("release the second reader");
+    let written = waiting
+        .await
+        .expect("writer task")
+        .expect("the writer got in once the readers left");
+    assert!(written.token() > last_read);
+    assert!(
+        second.try_acquire().await.expect("try").is_none(),
+        "a reader entered beside the writer"
+    );
+    written.release().await.expect("release the writer");
+    let after = first
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("the lock is free after every release");
+    after.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_read_sides_share_the_lock_and_a_write_side_waits_for_both() {
+    let server = common::server();
+    let first = common::client_at(&server.url(), Duration::from_secs(5)).await;
+    let second = common::client_at(&server.url(), Duration::from_secs(5)).await;
+    let name = "vocabulary:readers";
+    readers_share_while_a_writer_waits(
+        first.read_write_lock(name).reader(),
+        second.read_write_lock(name).reader(),
+        second.read_write_lock(name).writer(),
     )
     .await;
 }

@@ -37,7 +37,7 @@ async fn permits_in_use_never_exceed_the_count_under_three_clients_of_sixteen_ta
                 // Some tasks take two permits at once, so counts add up unevenly.
                 let wanted = 1 + (task % 2) as u32;
                 for _ in 0..ROUNDS_PER_TASK {
-                    let permit = pool.acquire(wanted).await.expect("acquire");
+                    let permit = pool.acquire_many(wanted).await.expect("acquire");
                     let now = in_use.fetch_add(wanted as usize, Ordering::SeqCst) + wanted as usize;
                     most.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_micros(300)).await;
@@ -68,10 +68,10 @@ async fn waiter_wakes_on_release_from_another_client() {
     let holder = common::client(&server).await;
     let waiter = common::client(&server).await;
     holder.semaphore("one").try_set_permits(1).await.unwrap();
-    let permit = holder.semaphore("one").acquire(1).await.unwrap();
+    let permit = holder.semaphore("one").acquire().await.unwrap();
     let waiting = tokio::spawn(async move {
         let started = Instant::now();
-        let permit = waiter.semaphore("one").acquire(1).await.unwrap();
+        let permit = waiter.semaphore("one").acquire().await.unwrap();
         (started.elapsed(), permit)
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -99,11 +99,11 @@ async fn release_of_several_permits_wakes_as_many_waiters_of_one_client() {
     let waiters = common::client(&server).await;
     let pool = holder.semaphore("trio");
     pool.try_set_permits(3).await.unwrap();
-    let all = pool.acquire(3).await.unwrap();
+    let all = pool.acquire_many(3).await.unwrap();
     let mut parked = Vec::new();
     for _ in 0..3 {
         let sem = waiters.semaphore("trio");
-        parked.push(tokio::spawn(async move { sem.acquire(1).await.unwrap() }));
+        parked.push(tokio::spawn(async move { sem.acquire().await.unwrap() }));
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let released_at = Instant::now();
@@ -130,20 +130,20 @@ async fn acquire_timeout_gives_up_and_dropped_waiter_leaves_the_count_alone() {
     let client = common::client(&server).await;
     let pool = client.semaphore("busy");
     pool.try_set_permits(1).await.unwrap();
-    let permit = pool.acquire(1).await.unwrap();
+    let permit = pool.acquire().await.unwrap();
     let err = pool
-        .acquire_timeout(1, Duration::from_millis(200))
+        .acquire_timeout(Duration::from_millis(200))
         .await
         .unwrap_err();
     assert!(
         matches!(err, redlatch::Error::NoPermits { permits: 1, .. }),
         "{err}"
     );
-    assert!(pool.try_acquire(1).await.unwrap().is_none());
+    assert!(pool.try_acquire().await.unwrap().is_none());
     // A waiter dropped mid-wait takes nothing.
     let waiting = tokio::spawn({
         let pool = pool.clone();
-        async move { pool.acquire(1).await }
+        async move { pool.acquire().await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     waiting.abort();
@@ -167,7 +167,7 @@ async fn layout_is_redissons_string_count_and_sc_channel() {
     assert!(!pool.try_set_permits(9).await.unwrap(), "set twice");
     let count: String = admin.get("layout").await.unwrap();
     assert_eq!(count, "5");
-    let permit = pool.acquire(2).await.unwrap();
+    let permit = pool.acquire_many(2).await.unwrap();
     let count: i64 = admin.get("layout").await.unwrap();
     assert_eq!(count, 3);
     // A Redisson-style waiter listens on redisson_sc:{NAME} for the new count.
@@ -196,7 +196,7 @@ async fn bad_input_gives_typed_errors() {
     let mut admin = common::admin(&server).await;
     let pool = client.semaphore("x");
     assert!(matches!(
-        pool.acquire(0).await,
+        pool.acquire_many(0).await,
         Err(redlatch::Error::InvalidPermits { permits: 0, .. })
     ));
     assert!(matches!(
@@ -206,7 +206,7 @@ async fn bad_input_gives_typed_errors() {
     let () = admin.hset("a-hash", "f", 1).await.unwrap();
     let hash = client.semaphore("a-hash");
     for err in [
-        hash.try_acquire(1).await.map(|_| ()).unwrap_err(),
+        hash.try_acquire().await.map(|_| ()).unwrap_err(),
         hash.release(1).await.map(|_| ()).unwrap_err(),
         hash.try_set_permits(1).await.map(|_| ()).unwrap_err(),
         hash.available_permits().await.map(|_| ()).unwrap_err(),
@@ -215,7 +215,7 @@ async fn bad_input_gives_typed_errors() {
     }
     let () = admin.set("text", "many").await.unwrap();
     assert!(matches!(
-        client.semaphore("text").try_acquire(1).await,
+        client.semaphore("text").try_acquire().await,
         Err(redlatch::Error::WrongValue { .. })
     ));
     let kind: String = redis::cmd("TYPE")
@@ -240,17 +240,17 @@ async fn a_wake_up_the_first_waiter_cannot_use_goes_to_the_next() {
         let name = format!("pass-on-{round}");
         let semaphore = holder.semaphore(&name);
         assert!(semaphore.try_set_permits(3).await.unwrap());
-        let two = semaphore.acquire(2).await.unwrap();
-        let one = semaphore.acquire(1).await.unwrap();
+        let two = semaphore.acquire_many(2).await.unwrap();
+        let one = semaphore.acquire().await.unwrap();
         let big = tokio::spawn({
             let semaphore = waiters.semaphore(&name);
-            async move { semaphore.acquire(3).await }
+            async move { semaphore.acquire_many(3).await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let small = tokio::spawn({
             let semaphore = waiters.semaphore(&name);
             async move {
-                let permit = semaphore.acquire(1).await;
+                let permit = semaphore.acquire().await;
                 (permit, Instant::now())
             }
         });

@@ -112,7 +112,7 @@ async fn scripts_run_as_functions_of_one_library_loaded_at_connect() {
             _ => {
                 let semaphore = client.semaphore(&name);
                 assert!(semaphore.try_set_permits(2).await.unwrap());
-                semaphore.acquire(1).await.unwrap().release().await.unwrap();
+                semaphore.acquire().await.unwrap().release().await.unwrap();
             }
         }
     }
@@ -282,7 +282,7 @@ async fn every_primitive_works(client: &Client, prefix: &str) {
     rw.write().await.unwrap().release().await.unwrap();
     let semaphore = client.semaphore(format!("{prefix}:semaphore"));
     assert!(semaphore.try_set_permits(1).await.unwrap());
-    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    semaphore.acquire().await.unwrap().release().await.unwrap();
     assert_eq!(semaphore.available_permits().await.unwrap(), 1);
     let status = client
         .lock(format!("{prefix}:lock"))

@@ -110,7 +110,7 @@ fn tls_with_client_certificates_and_the_least_privilege_acl_user_runs_every_comm
         write.release().await.expect("write release");
         let semaphore = client.semaphore("pool");
         semaphore.add_permits(2).await.expect("add permits");
-        let permit = semaphore.acquire(1).await.expect("permit");
+        let permit = semaphore.acquire().await.expect("permit");
         permit.release().await.expect("permit release");
         let expirable = client.permit_semaphore("slots");
         expirable

@@ -57,39 +57,80 @@ impl Semaphore {
         })
     }
 
-    /// Blocks until `permits` are free and takes them (see [`crate::Semaphore::acquire`]).
+    /// Blocks until a permit is free and takes it:
+    /// [`acquire_many(1)`](Semaphore::acquire_many) (see [`crate::Semaphore::acquire`]).
+    ///
+    /// ```
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let url = server.url();
+    /// let client = redlatch::blocking::Client::connect(&url)?;
+    /// let pool = client.semaphore("printers");
+    /// pool.try_set_permits(3)?;
+    /// let one = pool.acquire()?;
+    /// let two = pool.acquire_many(2)?;
+    /// assert!(pool.try_acquire()?.is_none()); // all 3 taken
+    /// drop(one); // given back before the drop returns
+    /// assert_eq!(pool.available_permits()?, 1);
+    /// two.release()?;
+    /// # Ok::<(), redlatch::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire`].
-    pub fn acquire(&self, permits: u32) -> Result<SemaphorePermit> {
+    /// As [`crate::Semaphore::acquire_many`].
+    pub fn acquire(&self) -> Result<SemaphorePermit> {
+        self.acquire_many(1)
+    }
+
+    /// One attempt at one permit: [`try_acquire_many(1)`](Semaphore::try_acquire_many).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_many`].
+    pub fn try_acquire(&self) -> Result<Option<SemaphorePermit>> {
+        self.try_acquire_many(1)
+    }
+
+    /// Blocks at most `wait` for one permit:
+    /// [`acquire_many_timeout(1, wait)`](Semaphore::acquire_many_timeout).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_many_timeout`].
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
+        self.acquire_many_timeout(1, wait)
+    }
+
+    /// Blocks until `permits` are free and takes them all at once (see
+    /// [`crate::Semaphore::acquire_many`]).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_many`].
+    pub fn acquire_many(&self, permits: u32) -> Result<SemaphorePermit> {
         let sem = self.inner.clone();
-        let permit = self.bridge.run(
-            "semaphore acquire",
-            async move { sem.acquire(permits).await },
-        )?;
+        let permit = self.bridge.run("semaphore acquire", async move {
+            sem.acquire_many(permits).await
+        })?;
         Ok(self.permit(permit))
     }
 
-    /// One attempt (see [`crate::Semaphore::try_acquire`]).
+    /// One attempt at `permits` (see [`crate::Semaphore::try_acquire_many`]).
     ///
     /// # Errors
-    /// As [`crate::Semaphore::try_acquire`].
-    pub fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
+    /// As [`crate::Semaphore::try_acquire_many`].
+    pub fn try_acquire_many(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
         let sem = self.inner.clone();
         let permit = self.bridge.run("semaphore acquire", async move {
-            sem.try_acquire(permits).await
+            sem.try_acquire_many(permits).await
         })?;
         Ok(permit.map(|permit| self.permit(permit)))
     }
 
-    /// Blocks at most `wait` (see [`crate::Semaphore::acquire_timeout`]).
+    /// Blocks at most `wait` for `permits` (see [`crate::Semaphore::acquire_many_timeout`]).
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire_timeout`].
-    pub fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<SemaphorePermit> {
+    /// As [`crate::Semaphore::acquire_many_timeout`].
+    pub fn acquire_many_timeout(&self, permits: u32, wait: Duration) -> Result<SemaphorePermit> {
         let sem = self.inner.clone();
         let permit = self.bridge.run("semaphore acquire", async move {
-            sem.acquire_timeout(permits, wait).await
+            sem.acquire_many_timeout(permits, wait).await
         })?;
         Ok(self.permit(permit))
     }

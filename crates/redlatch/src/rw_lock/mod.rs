@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub(crate) mod attempt;
 pub(crate) mod family;
+pub(crate) mod sides;
 
 use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
@@ -24,6 +25,7 @@ use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::family::{ReadFamily, WriteFamily};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
+use crate::rw_lock::sides::{ReadSide, WriteSide};
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::RwKeys;
 use crate::scripts::rw::{RwReply, Side};
@@ -230,6 +232,51 @@ impl ReadWriteLock {
     pub async fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
         let guard = self.acquire(Side::Write, Wait::For(wait)).await?;
         Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    }
+
+    /// The read side as a lock handle of its own: a [`ReadSide`], whose
+    /// `acquire`, `try_acquire` and `acquire_timeout` are [`read`](ReadWriteLock::read),
+    /// [`try_read`](ReadWriteLock::try_read) and [`read_timeout`](ReadWriteLock::read_timeout).
+    /// It is an [`AcquireLock`](crate::AcquireLock), so code written over that
+    /// trait takes a reader like any lock. It holds a clone of this handle
+    /// (owner, lease and place lease included): a few reference counts.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::{AcquireLock, HeldLock};
+    ///
+    /// /// One section under `lock`, of any kind.
+    /// async fn section(lock: &impl AcquireLock) -> redlatch::Result<()> {
+    ///     let held = lock.acquire().await?;
+    ///     // ... the work ...
+    ///     held.release().await
+    /// }
+    ///
+    /// let lock = client.read_write_lock("catalog");
+    /// section(&lock.reader()).await?;
+    /// section(&lock.writer()).await?;
+    ///
+    /// let reading = lock.reader().acquire().await?;
+    /// assert!(lock.reader().try_acquire().await?.is_some()); // readers share
+    /// assert!(lock.writer().try_acquire().await?.is_none()); // not with a writer
+    /// reading.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reader(&self) -> ReadSide {
+        ReadSide::new(self.clone())
+    }
+
+    /// The write side as a lock handle of its own: a [`WriteSide`], whose
+    /// `acquire`, `try_acquire` and `acquire_timeout` are [`write`](ReadWriteLock::write),
+    /// [`try_write`](ReadWriteLock::try_write) and [`write_timeout`](ReadWriteLock::write_timeout),
+    /// and an [`AcquireLock`](crate::AcquireLock) (see [`reader`](ReadWriteLock::reader)).
+    /// It holds a clone of this handle: a few reference counts.
+    pub fn writer(&self) -> WriteSide {
+        WriteSide::new(self.clone())
     }
 
     /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or

@@ -27,7 +27,8 @@ const COUNT: &str = "a permit count (an integer)";
 /// by every process that uses the name.
 ///
 /// Redis keeps the number of available permits. [`acquire`](Semaphore::acquire)
-/// takes permits when enough are free and otherwise parks until a release
+/// takes one permit and [`acquire_many`](Semaphore::acquire_many) several
+/// (tokio's names) when enough are free, and otherwise parks until a release
 /// message; the returned [`SemaphorePermit`] gives them back when released or
 /// dropped, like tokio's `SemaphorePermit`. The semaphore starts with no
 /// permits: set them once with [`try_set_permits`](Semaphore::try_set_permits)
@@ -52,13 +53,13 @@ const COUNT: &str = "a permit count (an integer)";
 /// # let server = testkit::RedisServer::start().unwrap();
 /// # let client = redlatch::Client::connect(&server.url()).await?;
 /// let pool = client.semaphore("smtp-connections");
-/// pool.try_set_permits(3).await?;            // only the first caller sets it
+/// pool.try_set_permits(3).await?;              // only the first caller sets it
 ///
-/// let permit = pool.acquire(1).await?;       // waits while all 3 are taken
+/// let permit = pool.acquire().await?;          // waits while all 3 are taken
 /// assert_eq!(pool.available_permits().await?, 2);
-/// drop(permit);                              // given back in the background
+/// drop(permit);                                // given back in the background
 ///
-/// let two = pool.try_acquire(2).await?;      // one round trip, no waiting
+/// let two = pool.try_acquire_many(2).await?;   // one round trip, no waiting
 /// assert!(two.is_some());
 /// # Ok(())
 /// # }
@@ -166,8 +167,59 @@ impl Semaphore {
         }
     }
 
-    /// Waits until `permits` permits are free, takes them, and returns a
-    /// guard that gives them back.
+    /// Waits until a permit is free, takes it, and returns a guard that
+    /// gives it back: [`acquire_many(1)`](Semaphore::acquire_many), as
+    /// tokio's `Semaphore::acquire`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let pool = client.semaphore("workers");
+    /// pool.try_set_permits(2).await?;
+    /// let permit = pool.acquire().await?;
+    /// assert_eq!(permit.permits(), 1);
+    /// assert_eq!(pool.available_permits().await?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire_many`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire_many`].
+    pub async fn acquire(&self) -> Result<SemaphorePermit> {
+        self.acquire_many(1).await
+    }
+
+    /// One attempt at one permit: [`try_acquire_many(1)`](Semaphore::try_acquire_many).
+    /// One round trip.
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire_many`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire_many`].
+    pub async fn try_acquire(&self) -> Result<Option<SemaphorePermit>> {
+        self.try_acquire_many(1).await
+    }
+
+    /// Waits at most `wait` for one permit:
+    /// [`acquire_many_timeout(1, wait)`](Semaphore::acquire_many_timeout).
+    ///
+    /// # Errors
+    /// As [`Semaphore::acquire_many_timeout`].
+    ///
+    /// # Cancel safety
+    /// As [`Semaphore::acquire_many`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
+        self.acquire_many_timeout(1, wait).await
+    }
+
+    /// Waits until `permits` permits are free, takes them all at once, and
+    /// returns one guard that gives them back (tokio's `Semaphore::acquire_many`).
     ///
     /// One round trip when enough are free. Otherwise the call subscribes to
     /// the channel (one subscription connection per client, shared with the
@@ -176,7 +228,27 @@ impl Semaphore {
     /// trip. Waiters of one client wake one per message, oldest first; a
     /// waiter that leaves permits over passes the wake-up on. Asking for more
     /// permits than the semaphore will ever have waits for ever: use
-    /// [`acquire_timeout`](Semaphore::acquire_timeout) when unsure.
+    /// [`acquire_many_timeout`](Semaphore::acquire_many_timeout) when unsure.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use std::time::Duration;
+    ///
+    /// let pool = client.semaphore("upload-slots");
+    /// pool.try_set_permits(4).await?;
+    /// let three = pool.acquire_many(3).await?;     // all three, or none
+    /// assert_eq!(three.permits(), 3);
+    /// assert!(pool.try_acquire_many(2).await?.is_none()); // only one is left
+    /// let waited = pool.acquire_many_timeout(2, Duration::from_millis(50)).await;
+    /// assert!(matches!(waited, Err(redlatch::Error::NoPermits { .. })));
+    /// three.release().await?;
+    /// assert!(pool.try_acquire_many(2).await?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidPermits`] for zero permits, [`Error::InvalidName`],
@@ -186,21 +258,21 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: an
     /// attempt in flight completes and, if it took permits, gives them back.
-    pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermit> {
+    pub async fn acquire_many(&self, permits: u32) -> Result<SemaphorePermit> {
         self.acquire_within(permits, None)
             .await?
             .ok_or_else(|| self.no_permits(permits, Duration::MAX))
     }
 
-    /// One attempt: the guard if `permits` permits were free, else `None`.
-    /// One round trip.
+    /// One attempt: the guard if `permits` permits were free, else `None`
+    /// (tokio's `Semaphore::try_acquire_many`). One round trip.
     ///
     /// # Errors
-    /// As [`Semaphore::acquire`].
+    /// As [`Semaphore::acquire_many`].
     ///
     /// # Cancel safety
-    /// As [`Semaphore::acquire`].
-    pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
+    /// As [`Semaphore::acquire_many`].
+    pub async fn try_acquire_many(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
         self.acquire_within(permits, Some(Duration::ZERO)).await
     }
 
@@ -208,11 +280,15 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`Error::NoPermits`] when not enough were free for the whole wait;
-    /// else as [`Semaphore::acquire`].
+    /// else as [`Semaphore::acquire_many`].
     ///
     /// # Cancel safety
-    /// As [`Semaphore::acquire`].
-    pub async fn acquire_timeout(&self, permits: u32, wait: Duration) -> Result<SemaphorePermit> {
+    /// As [`Semaphore::acquire_many`].
+    pub async fn acquire_many_timeout(
+        &self,
+        permits: u32,
+        wait: Duration,
+    ) -> Result<SemaphorePermit> {
         self.acquire_within(permits, Some(wait))
             .await?
             .ok_or_else(|| self.no_permits(permits, wait))

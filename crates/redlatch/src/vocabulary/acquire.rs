@@ -9,14 +9,21 @@ use crate::fair_lock::FairLock;
 use crate::lock::Lock;
 use crate::lock::guard::Guard;
 use crate::redlock::{RedlockGuard, RedlockLock};
+use crate::rw_lock::guard::{ReadGuard, WriteGuard};
+use crate::rw_lock::sides::{ReadSide, WriteSide};
 use crate::semaphore::permit::{ExpirablePermit, PermitSemaphore};
 use crate::spin_lock::SpinLock;
 
-/// A handle to something held by one owner at a time, or by N for a permit
-/// semaphore: [`Lock`], [`FairLock`], [`SpinLock`], [`RedlockLock`], [`PermitSemaphore`].
+/// A handle to something held by one owner at a time, by N for a permit
+/// semaphore, or by many readers for a read-write lock's read side:
+/// [`Lock`], [`FairLock`], [`SpinLock`], [`RedlockLock`], [`PermitSemaphore`],
+/// and a [`ReadWriteLock`](crate::ReadWriteLock)'s [`WriteSide`] and
+/// [`ReadSide`] ([`writer`](crate::ReadWriteLock::writer),
+/// [`reader`](crate::ReadWriteLock::reader)).
 /// Its three ways to acquire are the handle's own methods of the same name;
 /// what differs between the kinds is only who gets it next (any waiter, the
-/// first in line, a majority of masters' choice, any of N).
+/// first in line, a majority of masters' choice, any of N, every reader once
+/// no writer holds or waits).
 ///
 /// Generic code that needs a fencing token asks for a [`Fenced`](crate::Fenced)
 /// guard: every lock's guard is, a permit is not.
@@ -118,5 +125,7 @@ acquire_lock!(
     FairLock => Guard,
     SpinLock => Guard,
     RedlockLock => RedlockGuard,
-    PermitSemaphore => ExpirablePermit
+    PermitSemaphore => ExpirablePermit,
+    ReadSide => ReadGuard,
+    WriteSide => WriteGuard
 );

@@ -16,7 +16,7 @@ async fn a_count_redisson_took_below_zero_is_read_and_added_to() {
     let () = java.incr("pool", -3).await.unwrap();
     let semaphore = client.semaphore("pool");
     assert_eq!(semaphore.available_permits().await.unwrap(), -3);
-    assert!(semaphore.try_acquire(1).await.unwrap().is_none());
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
     assert_eq!(
         semaphore.add_permits(1).await.unwrap(),
         -2,
@@ -28,7 +28,7 @@ async fn a_count_redisson_took_below_zero_is_read_and_added_to() {
     );
     assert_eq!(semaphore.add_permits(4).await.unwrap(), 2);
     let permit = semaphore
-        .try_acquire(2)
+        .try_acquire_many(2)
         .await
         .unwrap()
         .expect("two permits");

@@ -155,7 +155,7 @@ async fn wakes_on_the_semaphore(name: &str) {
     let () = java.set(name, 0).await.unwrap();
     let waiter = tokio::spawn({
         let semaphore = client.semaphore(name);
-        async move { semaphore.acquire(1).await }
+        async move { semaphore.acquire().await }
     });
     parked(&java, &channel).await;
     let at = Instant::now();
