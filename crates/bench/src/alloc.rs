@@ -11,6 +11,7 @@ pub struct CountingAllocator;
 
 static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 static LIVE_BLOCKS: AtomicI64 = AtomicI64::new(0);
+static ALLOCATIONS: AtomicI64 = AtomicI64::new(0);
 
 // SAFETY: every call is forwarded unchanged to `System`; the counter only observes.
 unsafe impl GlobalAlloc for CountingAllocator {
@@ -20,6 +21,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         if !ptr.is_null() {
             LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
             LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         ptr
     }
@@ -37,6 +39,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         if !ptr.is_null() {
             LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
             LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         ptr
     }
@@ -46,6 +49,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         new
     }
@@ -59,4 +63,11 @@ pub fn live_bytes() -> i64 {
 /// Heap allocations made and not yet freed, by the whole process.
 pub fn live_blocks() -> i64 {
     LIVE_BLOCKS.load(Ordering::Relaxed)
+}
+
+/// Allocations (and reallocations) made so far by the whole process: the
+/// difference over a window is the allocator's work, which the machine's
+/// load does not change.
+pub fn allocations() -> i64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
 }
