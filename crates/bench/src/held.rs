@@ -49,6 +49,7 @@ struct Figures {
 pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let held = bench.settings.held;
     let lease = bench.settings.held_lease;
+    let watch = bench.settings.held_watch;
     let url = bench.url();
     let mut conn = crate::contender::admin_connection(&bench.server).await?;
     let periods: u32 = if bench.settings.quick { 2 } else { 3 };
@@ -59,14 +60,18 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
             run + 1,
             group(held as f64, 0)
         );
-        one_run(&url, &mut conn, held, lease, periods, &mut figures).await?;
+        one_run(&url, &mut conn, held, lease, watch, periods, &mut figures).await?;
     }
     let count = group(held as f64, 0);
     let period_ms = lease.as_millis() / 3;
     let mut section = Section::new(
-        format!("9. Scale: {count} locks held by one client, renewed"),
         format!(
-            "One redlatch client (defaults, but a {} s lease, `--held-lease`: its watchdog \
+            "9. Scale: {count} locks held by one client, renewed{}",
+            if watch { "" } else { " (loss watch off)" }
+        ),
+        format!(
+            "One redlatch client (defaults, but a {} s lease, `--held-lease`, and the loss watch \
+             off with `--held-no-watch`: its watchdog \
              renews every {period_ms} ms) acquires {count} distinct locks from {FILL_TASKS} tasks with \
              {IN_FLIGHT_EACH} acquires under way each, waits {:.1} s (holds watched and \
              named), then does nothing for {periods} renewal periods while the watchdog renews. \
@@ -215,11 +220,13 @@ async fn one_run(
     conn: &mut MultiplexedConnection,
     held: usize,
     lease: Duration,
+    watch: bool,
     periods: u32,
     figures: &mut Figures,
 ) -> Result<(), String> {
     let client = redlatch::Client::builder(url)
         .default_lease(lease)
+        .watch_holds(watch)
         .connect()
         .await
         .map_err(|error| format!("redlatch connect: {error}"))?;

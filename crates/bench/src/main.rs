@@ -70,6 +70,10 @@ struct Cli {
     /// Lease of the locks of measure 9, seconds (renewed every third) [default: 3].
     #[arg(long)]
     held_lease: Option<f64>,
+    /// Measure 9 with the loss watch off (`watch_holds(false)`): what the
+    /// watch costs while renewing.
+    #[arg(long)]
+    held_no_watch: bool,
     /// Print the sections as JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -98,6 +102,8 @@ pub struct Settings {
     pub held: usize,
     /// Their lease.
     pub held_lease: Duration,
+    /// Whether measure 9's client watches its holds (the default).
+    pub held_watch: bool,
     pub quick: bool,
 }
 
@@ -151,6 +157,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             .unwrap_or(if cli.quick { 10_000 } else { 100_000 })
             .max(1),
         held_lease: seconds(cli.held_lease, 3.0, 3.0, cli.quick)?,
+        held_watch: !cli.held_no_watch,
         quick: cli.quick,
     };
     let measures: Vec<u8> = if cli.measures.is_empty() {
