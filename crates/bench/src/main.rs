@@ -9,6 +9,7 @@ mod contention;
 mod eviction;
 mod growth;
 mod handoff;
+mod held;
 mod limit;
 mod loss;
 mod machine;
@@ -47,8 +48,8 @@ struct Cli {
     /// Short windows and one run: checks the harness, not the figures.
     #[arg(long)]
     quick: bool,
-    /// Measures to run (1-8, repeatable); all by default.
-    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=8))]
+    /// Measures to run (1-9, repeatable); all by default.
+    #[arg(long = "measure", value_parser = clap::value_parser!(u8).range(1..=9))]
     measures: Vec<u8>,
     /// Runs per figure (medians across runs) [default: 3, --quick: 1].
     #[arg(long)]
@@ -63,6 +64,16 @@ struct Cli {
     /// [default: 10, --quick: 1].
     #[arg(long)]
     headline_seconds: Option<f64>,
+    /// Locks held by one client in measure 9 [default: 100000, --quick: 10000].
+    #[arg(long)]
+    held: Option<usize>,
+    /// Lease of the locks of measure 9, seconds (renewed every third) [default: 3].
+    #[arg(long)]
+    held_lease: Option<f64>,
+    /// Measure 9 with the loss watch off (`watch_holds(false)`): what the
+    /// watch costs while renewing.
+    #[arg(long)]
+    held_no_watch: bool,
     /// Print the sections as JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -87,6 +98,12 @@ pub struct Settings {
     pub window: Duration,
     pub contend_window: Duration,
     pub headline_window: Duration,
+    /// Locks held by one client in measure 9.
+    pub held: usize,
+    /// Their lease.
+    pub held_lease: Duration,
+    /// Whether measure 9's client watches its holds (the default).
+    pub held_watch: bool,
     pub quick: bool,
 }
 
@@ -135,10 +152,16 @@ async fn run(cli: Cli) -> Result<(), String> {
         window: seconds(cli.seconds, 2.0, 0.3, cli.quick)?,
         contend_window: seconds(cli.contend_seconds, 3.0, 0.5, cli.quick)?,
         headline_window: seconds(cli.headline_seconds, 10.0, 1.0, cli.quick)?,
+        held: cli
+            .held
+            .unwrap_or(if cli.quick { 10_000 } else { 100_000 })
+            .max(1),
+        held_lease: seconds(cli.held_lease, 3.0, 3.0, cli.quick)?,
+        held_watch: !cli.held_no_watch,
         quick: cli.quick,
     };
     let measures: Vec<u8> = if cli.measures.is_empty() {
-        (1..=8).collect()
+        (1..=9).collect()
     } else {
         cli.measures.clone()
     };
@@ -157,7 +180,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             5 => scale::measure(&bench).await?,
             6 => growth::measure(&bench).await?,
             7 => loss::measure(&bench).await?,
-            _ => eviction::measure(&bench).await?,
+            8 => eviction::measure(&bench).await?,
+            _ => held::measure(&bench).await?,
         };
         section.notes.push(format!(
             "Measured in {:.0} s; load average after: {}.",

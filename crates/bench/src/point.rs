@@ -27,6 +27,8 @@ pub struct CyclePoint {
     pub per_sec: f64,
     /// redis-server CPU time per completed cycle, µs.
     pub server_cpu_us: f64,
+    /// Client heap allocations per completed cycle (every client process).
+    pub allocations_per_cycle: f64,
     pub errors: Errors,
 }
 
@@ -81,6 +83,7 @@ pub async fn cycles(
     Ok(CyclePoint {
         per_sec: log.cycles as f64 / window.as_secs_f64(),
         server_cpu_us: cpu * 1e6 / log.cycles.max(1) as f64,
+        allocations_per_cycle: log.allocations as f64 / log.cycles.max(1) as f64,
         errors: log.errors,
     })
 }

@@ -199,6 +199,7 @@ pub fn merge_cycles(outputs: Vec<WorkerOutput>) -> Result<CycleLog, String> {
         match output {
             WorkerOutput::Cycles(log) => {
                 total.cycles += log.cycles;
+                total.allocations += log.allocations;
                 total.errors.merge(log.errors);
             }
             WorkerOutput::Contend(_) => return Err("worker ran the wrong mode".to_owned()),

@@ -42,3 +42,59 @@ async fn info(conn: &mut MultiplexedConnection, section: &str) -> Result<String,
         .await
         .map_err(|error| format!("INFO {section}: {error}"))
 }
+
+/// One line of INFO commandstats: calls and CPU time of one command.
+#[derive(Debug, Clone)]
+pub struct CommandStat {
+    /// The command, e.g. `fcall` or `evalsha`.
+    pub name: String,
+    pub calls: u64,
+    /// Microseconds the server spent in it, scripts' own calls included.
+    pub usec: u64,
+}
+
+/// INFO commandstats, busiest command first (by `usec`).
+pub async fn command_stats(conn: &mut MultiplexedConnection) -> Result<Vec<CommandStat>, String> {
+    let text = info(conn, "commandstats").await?;
+    let mut stats: Vec<CommandStat> = text
+        .lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| -> Option<u64> {
+                fields
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))?
+                    .parse()
+                    .ok()
+            };
+            Some(CommandStat {
+                name: name.to_owned(),
+                calls: field("calls")?,
+                usec: field("usec")?,
+            })
+        })
+        .collect();
+    stats.sort_by_key(|stat| std::cmp::Reverse(stat.usec));
+    Ok(stats)
+}
+
+/// CONFIG RESETSTAT: zeroes commandstats (not INFO cpu, which is the process's).
+pub async fn reset_stats(conn: &mut MultiplexedConnection) -> Result<(), String> {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async::<()>(conn)
+        .await
+        .map_err(|error| format!("CONFIG RESETSTAT: {error}"))
+}
+
+/// CPU seconds this process has used (user + system, every thread).
+pub fn own_cpu() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}

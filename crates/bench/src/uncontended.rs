@@ -35,12 +35,15 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let mut figures: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
     // cpu[tasks][column] = redis-server CPU µs per cycle, one value per run
     let mut cpu: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    // allocs[tasks][column] = client heap allocations per cycle, one value per run
+    let mut allocs: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
     let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
     for run in 0..bench.settings.runs {
         for tasks in TASKS {
             eprintln!("  run {} tasks {tasks}", run + 1);
             let row = figures.entry(tasks).or_default();
             let cpu_row = cpu.entry(tasks).or_default();
+            let allocs_row = allocs.entry(tasks).or_default();
             for kind in KINDS {
                 let point = point::cycles(kind, &url, 1, tasks, bench.settings.window).await?;
                 row.entry(kind.label()).or_default().push(point.per_sec);
@@ -48,6 +51,10 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
                     .entry(kind.label())
                     .or_default()
                     .push(point.server_cpu_us);
+                allocs_row
+                    .entry(kind.label())
+                    .or_default()
+                    .push(point.allocations_per_cycle);
                 *errors.entry(kind.label()).or_default() += point.errors.count;
             }
             let port = bench.server.port();
@@ -76,7 +83,9 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
              limit: redis-benchmark sends redlatch's acquire and release scripts by EVALSHA, T \
              requests in flight: on T connections (`-c T`), and pipelined on one connection \
              (`-c 1 -P T`, the shape of one multiplexed connection shared by T tasks); a cycle \
-             costs the server one of each, so limit = 1 / (1/acquire_rps + 1/release_rps).",
+             costs the server one of each, so limit = 1 / (1/acquire_rps + 1/release_rps). \
+             Client heap allocations per cycle: the harness's counting allocator, the whole \
+             client process over the window (redlock's include its blocking threads).",
             seconds
         ),
     );
@@ -146,6 +155,18 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     }
     section.tables.push(ratios);
     section.tables.push(cpu_table);
+
+    let mut alloc_headers = vec!["client heap allocations per cycle, tasks"];
+    alloc_headers.extend(KINDS.iter().map(|k| k.label()));
+    let mut alloc_table = Table::new(&alloc_headers);
+    for (tasks, row) in &allocs {
+        let mut cells = vec![tasks.to_string()];
+        for kind in KINDS {
+            cells.push(Summary::of(row[kind.label()].iter().copied()).show(1));
+        }
+        alloc_table.row(cells);
+    }
+    section.tables.push(alloc_table);
     let error_text: Vec<String> = errors
         .iter()
         .map(|(kind, count)| format!("{kind} {count}"))

@@ -42,6 +42,10 @@ impl Errors {
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct CycleLog {
     pub cycles: u64,
+    /// Heap allocations the whole process made from the start of the
+    /// window until every task ended.
+    #[serde(default)]
+    pub allocations: u64,
     pub errors: Errors,
 }
 
@@ -114,6 +118,8 @@ pub async fn cycles(
             })
         })
         .collect();
+    sleep_until_ns(start_ns).await;
+    let allocations_at_start = crate::alloc::allocations();
     let mut total = CycleLog::default();
     for handle in handles {
         match handle.await {
@@ -124,6 +130,7 @@ pub async fn cycles(
             Err(error) => total.errors.note(format!("task died: {error}")),
         }
     }
+    total.allocations = (crate::alloc::allocations() - allocations_at_start).max(0) as u64;
     total
 }
 
