@@ -443,6 +443,18 @@ impl Shared {
         due
     }
 
+    /// Plans the task's next wake-up (`idle_until` when nothing is held)
+    /// and publishes it, so that holds due before it wake the task.
+    fn plan_wake(&self, idle_until: LeaseInstant) -> LeaseInstant {
+        // While planning, anything due wakes the task (a permit it finds
+        // when it parks): a hold settled after `next_due` read it would
+        // otherwise wait for a wake-up planned without it.
+        self.next_wake_ns.store(u64::MAX, Ordering::Release);
+        let next = self.next_due().unwrap_or(idle_until);
+        self.next_wake_ns.store(self.ns(next), Ordering::Release);
+        next
+    }
+
     /// The next instant anything needs the task: a renewal or an expiry.
     fn next_due(&self) -> Option<LeaseInstant> {
         let entries = self.entries.lock();
@@ -460,8 +472,28 @@ impl Shared {
     }
 
     /// Applies the outcome of one renewal batch: per hold, 1 renewed, 0 gone.
+    /// Wakes the task only when a hold of the batch is now due before the
+    /// task's planned wake-up (a retry soon, or a renewal due before the
+    /// hold the task sleeps for): waking it after every batch made each
+    /// batch cost a walk over every hold, quadratic in the holds a client
+    /// keeps (docs/BENCHMARKS.md, measure 9).
     fn settle(&self, batch: &[Renewal], sent_at: LeaseInstant, outcome: Result<Vec<i64>, String>) {
+        let earliest = self.settle_entries(batch, sent_at, outcome);
+        if let Some(due) = earliest {
+            self.wake_if_before(due);
+        }
+    }
+
+    /// [`Shared::settle`]'s bookkeeping; returns the earliest instant a hold
+    /// of the batch is due again.
+    fn settle_entries(
+        &self,
+        batch: &[Renewal],
+        sent_at: LeaseInstant,
+        outcome: Result<Vec<i64>, String>,
+    ) -> Option<LeaseInstant> {
         let now = LeaseInstant::now();
+        let mut earliest: Option<LeaseInstant> = None;
         let mut entries = self.entries.lock();
         match &outcome {
             Ok(renewed) => {
@@ -499,6 +531,9 @@ impl Shared {
                     if let Some(entry) = current {
                         entry.renewing = false;
                         entry.next_renewal = sent_at + renewal_period(*lease_ms);
+                        earliest = Some(
+                            earliest.map_or(entry.next_renewal, |at| at.min(entry.next_renewal)),
+                        );
                     }
                 }
                 // Released meanwhile (its last guard left before the reply
@@ -514,10 +549,14 @@ impl Shared {
                     if let Some(entry) = current {
                         entry.renewing = false;
                         entry.next_renewal = now + retry_delay(hold.lease_ms());
+                        earliest = Some(
+                            earliest.map_or(entry.next_renewal, |at| at.min(entry.next_renewal)),
+                        );
                     }
                 }
             }
         }
+        earliest
     }
 }
 
@@ -534,10 +573,7 @@ async fn run(shared: Weak<Shared>, conn: Connection, protect: bool, shutdown: Ca
         // another thread, per acquire).
         let default_lease_ms = strong.settings.read().default_lease.as_millis() as u64;
         let idle_until = LeaseInstant::now() + renewal_period(default_lease_ms);
-        let next = strong.next_due().unwrap_or(idle_until);
-        strong
-            .next_wake_ns
-            .store(strong.ns(next), Ordering::Release);
+        let next = strong.plan_wake(idle_until);
         let sleep_for = next.saturating_duration_since(LeaseInstant::now());
         {
             let notified = strong.wake.notified();
@@ -660,9 +696,8 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
             Err("no answer within the response timeout or before the lease ran out".to_owned())
         }
     };
+    // A failed renewal is retried soon: `settle` wakes the task for it.
     shared.settle(&batch, sent_at, outcome);
-    // A failed renewal must be retried soon and an expiry noticed on time.
-    shared.wake.notify_one();
 }
 
 /// Renews one hold that renews itself, bounded by its validity.
@@ -689,7 +724,6 @@ async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
         return;
     };
     shared.settle(&[renewal], sent_at, outcome);
-    shared.wake.notify_one();
 }
 
 /// The watchdog's holds as the loss watch sees them.
@@ -913,6 +947,50 @@ mod permutation_checks {
     /// re-entry, same token; their replies register in either order. Both
     /// guards share one live hold with two guards. (Before: the fresh reply
     /// seen second marked the hold the re-entry had joined lost.)
+    /// A renewal settled while the task plans its sleep is never slept
+    /// past: either the plan saw it, or the task finds a wake-up when it
+    /// parks. (Settling wakes the task only for a hold due before the
+    /// plan; a plan read before the settle must not hide it.)
+    fn a_settled_renewal_is_never_slept_past() {
+        let dog = watchdog();
+        let hold = dog.register(reply(7, true, LeaseInstant::now()));
+        // A renewal on its way, and a plan from before it (the task swept).
+        let due = dog
+            .shared
+            .sweep(LeaseInstant::now() + renewal_period(LEASE_MS));
+        assert_eq!(due.len(), 1);
+        let shared = dog.shared.clone();
+        shared
+            .next_wake_ns
+            .store(shared.ns(LeaseInstant::now()), Ordering::Release);
+        // The task took the wake-up the registration left.
+        let _ = futures_util::FutureExt::now_or_never(shared.wake.notified());
+        let planner = thread::spawn({
+            let shared = shared.clone();
+            move || shared.plan_wake(LeaseInstant::now() + Duration::from_secs(3_600))
+        });
+        let settler = thread::spawn({
+            let shared = shared.clone();
+            move || shared.settle(&due, LeaseInstant::now(), Ok(vec![1]))
+        });
+        settler.join().unwrap();
+        let planned = planner.join().unwrap();
+        let next_renewal = shared
+            .entries
+            .lock()
+            .map
+            .values()
+            .next()
+            .unwrap()
+            .next_renewal;
+        let woken = futures_util::FutureExt::now_or_never(shared.wake.notified()).is_some();
+        assert!(
+            planned <= next_renewal || woken,
+            "the task would sleep past a renewal settled while it planned"
+        );
+        drop(hold);
+    }
+
     fn replies_of_one_acquisition_share_one_hold() {
         let dog = watchdog();
         let sent_at = LeaseInstant::now();
@@ -1013,6 +1091,11 @@ mod permutation_checks {
             !new.is_marked_lost(),
             "the live acquisition's guard is lost"
         );
+    }
+
+    #[test]
+    fn permutation_a_settled_renewal_is_never_slept_past() {
+        explore(a_settled_renewal_is_never_slept_past);
     }
 
     #[test]
