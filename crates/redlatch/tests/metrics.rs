@@ -127,6 +127,27 @@ async fn lock_life_cycle_is_counted() {
     );
 }
 
+/// A waiter that polls (a spin lock) comes back to the wait loop's join
+/// step on every round: its wait is still one contended wait, counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_waiter_counts_one_contended_wait() {
+    let _alone = ALONE.lock().await;
+    recorded();
+    let server = common::server();
+    let client = common::client(&server).await;
+    let guard = client.spin_lock("spun").acquire().await.unwrap();
+    let waits = counter(redlatch::metrics::CONTENDED_WAITS);
+    let waiter = tokio::spawn({
+        let lock = client.spin_lock("spun");
+        async move { lock.acquire().await.unwrap() }
+    });
+    // Long enough for several back-off rounds (1, 2, 4, ... ms).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    waiter.await.unwrap().release().await.unwrap();
+    assert_eq!(counter(redlatch::metrics::CONTENDED_WAITS) - waits, 1);
+}
+
 /// A release racing a renewal: the renewal runs after the release and
 /// finds the hold gone, but the guard was released with `Ok`, so no lock
 /// was lost. Operators alert on the lost-locks counter: it must count only

@@ -134,6 +134,8 @@ pub(crate) async fn wait_from<A: Acquisition>(
         |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
     let wakes = acquisition.wakes();
     let mut retries = 0;
+    // This call's wait was counted (once per call).
+    let mut counted = false;
     // Per ticket, the subscription generation and messages seen before the
     // attempt: a park returns at once for anything newer.
     let mut marks: Vec<(u64, u64)> = Vec::with_capacity(tickets.len().max(1));
@@ -184,8 +186,13 @@ pub(crate) async fn wait_from<A: Acquisition>(
         let limit = retry_in.min(remaining(now));
         if tickets.is_empty() {
             // Subscribe, then try again: a release between the attempt and
-            // the subscription would otherwise go unnoticed.
-            crate::metrics::contended_wait();
+            // the subscription would otherwise go unnoticed. A primitive
+            // with nowhere to listen (a spin lock; Redlock with no node
+            // reachable) comes back here each round: one contended wait.
+            if !counted {
+                crate::metrics::contended_wait();
+                counted = true;
+            }
             tickets = acquisition.join()?;
             if tickets.is_empty() {
                 // Nowhere to listen (no node reachable): wait the re-check out.
