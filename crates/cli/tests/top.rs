@@ -120,12 +120,16 @@ impl Tmux {
         self.run(&args);
     }
 
-    /// Waits until `check` holds for the screen; the screen it held for.
+    /// Waits until `check` holds for a settled screen; the screen it held
+    /// for. A capture can catch a frame half drawn (the terminal is being
+    /// written to), so a screen counts only when two captures in a row
+    /// agree.
     fn wait_for(&self, what: &str, check: impl Fn(&Screen) -> bool) -> Screen {
         let mut last = String::new();
         let found = eventually(SHOWN_WITHIN, || {
+            let first = self.screen();
             last = self.screen();
-            check(&Screen::new(&last))
+            first == last && check(&Screen::new(&last))
         });
         assert!(
             found,
@@ -183,6 +187,18 @@ impl Screen {
             .map(String::as_str)
             .filter(|line| line.starts_with("many:") || line.starts_with("reports:"))
             .collect()
+    }
+
+    /// Every row shown with all its columns (a CI run once checked a row
+    /// of 6 cells: a frame caught while being drawn). Tests that check the
+    /// rows wait for this.
+    fn rows_complete(&self, with_bar: bool) -> bool {
+        let columns = if with_bar { 9 } else { 8 };
+        let rows = self.rows();
+        !rows.is_empty()
+            && rows
+                .iter()
+                .all(|row| row.split_whitespace().count() >= columns)
     }
 
     fn names(&self) -> Vec<&str> {
@@ -271,7 +287,9 @@ fn top_at_80_columns_scrolls_sorts_filters_and_survives_a_restart() {
     let top = Tmux::start(&world, 80, 24, &["--interval", "200ms"]);
     let total = MANY as usize + 1;
 
-    let screen = top.wait_for("the locks", |screen| screen.rows().len() > 5);
+    let screen = top.wait_for("the locks", |screen| {
+        screen.rows().len() > 5 && screen.rows_complete(false)
+    });
     assert!(
         screen.status().starts_with(&format!("{total} locks held")),
         "{}",
@@ -313,6 +331,7 @@ fn top_at_80_columns_scrolls_sorts_filters_and_survives_a_restart() {
             .names()
             .last()
             .is_some_and(|name| name.starts_with("reports:"))
+            && screen.rows_complete(false)
     });
     let last = end.rows().last().copied().unwrap_or_default();
     assert!(
@@ -363,7 +382,7 @@ fn top_at_80_columns_scrolls_sorts_filters_and_survives_a_restart() {
     world.server.restart().expect("restart redis");
     hold_locks(&world);
     let back = top.wait_for("the locks again", |screen| {
-        screen.status().starts_with(&format!("{total} locks held")) && !screen.rows().is_empty()
+        screen.status().starts_with(&format!("{total} locks held")) && screen.rows_complete(false)
     });
     assert_rows_whole(&back, false);
 }
@@ -377,7 +396,9 @@ fn top_at_200_columns_shows_everything_whole() {
     hold_locks(&world);
     let top = Tmux::start(&world, 200, 24, &["--interval", "200ms"]);
     let total = MANY as usize + 1;
-    let screen = top.wait_for("the locks", |screen| screen.rows().len() > 5);
+    let screen = top.wait_for("the locks", |screen| {
+        screen.rows().len() > 5 && screen.rows_complete(true)
+    });
     let mut headers = screen.header();
     assert_eq!(headers, HEADERS, "headers whole at 200 columns");
     headers.clear();
@@ -399,7 +420,7 @@ fn top_at_200_columns_shows_everything_whole() {
     );
     top.keys(&["End"]);
     let end = top.wait_for("the last rows", |screen| {
-        screen.names().last() == Some(&LONG_NAME)
+        screen.names().last() == Some(&LONG_NAME) && screen.rows_complete(true)
     });
     assert_rows_whole(&end, true);
 }
