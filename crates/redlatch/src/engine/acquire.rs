@@ -43,16 +43,7 @@ impl Terms {
         owner: Option<&str>,
         lease: Option<Duration>,
     ) -> Result<Terms> {
-        let (lease_ms, renewed) = match lease {
-            None => (
-                limits::watchdog_lease_millis(
-                    "default lease",
-                    core.current_settings().default_lease,
-                )?,
-                true,
-            ),
-            Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
-        };
+        let (lease_ms, renewed) = lease_choice(core, lease)?;
         let (owner, named) = match owner {
             Some(owner) => {
                 validate_owner(owner)?;
@@ -90,6 +81,22 @@ impl Terms {
         self.owner = core.anonymous_owner();
         Some(core.current_settings().retry)
     }
+}
+
+/// The lease of a hold and whether the watchdog renews it: a fixed `lease`
+/// that runs out, or (`None`) the client's default lease, renewed. For
+/// every hold that has a lease, permits included.
+///
+/// # Errors
+/// [`crate::Error::InvalidDuration`].
+pub(crate) fn lease_choice(core: &Core, lease: Option<Duration>) -> Result<(u64, bool)> {
+    Ok(match lease {
+        None => (
+            limits::watchdog_lease_millis("default lease", core.current_settings().default_lease)?,
+            true,
+        ),
+        Some(fixed) => (limits::lease_millis("lease", fixed)?, false),
+    })
 }
 
 /// Runs `acquire` inside `span` and records how long it took and how it

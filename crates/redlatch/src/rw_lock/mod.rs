@@ -10,7 +10,7 @@ pub(crate) mod family;
 pub(crate) mod sides;
 
 use crate::engine::Core;
-use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::acquire::{Terms, acquire_measured, lease_choice};
 use crate::engine::attempt::attempt;
 use crate::engine::place::Place;
 use crate::engine::primitive::LockFamily;
@@ -457,14 +457,12 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
             detail: format!("write field without ':write': {}", hold.owner),
         })?;
     let core = writer.core().clone();
+    let (lease_ms, renewed) = lease_choice(&core, None)?;
     let terms = Terms {
         owner: reader,
         named: hold.named_owner,
-        lease_ms: limits::watchdog_lease_millis(
-            "default lease",
-            core.current_settings().default_lease,
-        )?,
-        renewed: true,
+        lease_ms,
+        renewed,
     };
     let call = RwCall {
         keys: keys.clone(),

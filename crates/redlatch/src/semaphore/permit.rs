@@ -8,6 +8,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::engine::Core;
+use crate::engine::acquire::lease_choice;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::primitive::{BatchRenewal, HoldKind};
@@ -19,7 +20,7 @@ use crate::lock::hold_accessors::hold_accessors;
 use crate::scripts;
 use crate::scripts::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
-use crate::settings::{RetryPolicy, limits};
+use crate::settings::RetryPolicy;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
 const LAYOUT: &str = "a permit count (string) and permit expiries (sorted set)";
@@ -246,16 +247,7 @@ impl PermitSemaphore {
     ) -> Result<Option<ExpirablePermit>> {
         let keys = Arc::new(self.keys()?);
         let core = &self.core;
-        let (lease_ms, renewed) = match fixed {
-            Some(lease) => (limits::lease_millis("lease", lease)?, false),
-            None => (
-                limits::watchdog_lease_millis(
-                    "default lease",
-                    core.current_settings().default_lease,
-                )?,
-                true,
-            ),
-        };
+        let (lease_ms, renewed) = lease_choice(core, fixed)?;
         let wait = match wait {
             None => Wait::Forever,
             Some(Duration::ZERO) => Wait::Once,
