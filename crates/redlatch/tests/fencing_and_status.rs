@@ -218,3 +218,38 @@ async fn a_client_that_does_not_name_itself_writes_no_record() {
     assert!(records.is_empty(), "{records:?}");
     guard.release().await.unwrap();
 }
+
+/// A client dropped right after its last release takes its record with it:
+/// the refresh that would have deleted it never comes, so the task deletes
+/// it on the way out (it used to stay for its 60 s TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_client_takes_its_record_with_it() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    for round in 0..5 {
+        let client = common::client(&server).await;
+        let guard = client
+            .lock(format!("brief-{round}"))
+            .acquire()
+            .await
+            .unwrap();
+        // Long enough to be published (holds are named after about 50 ms).
+        let published = common::eventually(Duration::from_secs(5), || {
+            let server = &server;
+            async move {
+                let mut admin = common::admin(server).await;
+                let records: Vec<String> = admin.keys("*redlatch_holder*").await.unwrap();
+                !records.is_empty()
+            }
+        })
+        .await;
+        assert!(published, "round {round}: the hold was never named");
+        guard.release().await.unwrap();
+        drop(client);
+        let keys = common::keys_once_holders_unnamed(&mut admin).await;
+        assert!(
+            keys.iter().all(|key| !key.contains("redlatch_holder")),
+            "round {round}: the record outlived its client: {keys:?}"
+        );
+    }
+}

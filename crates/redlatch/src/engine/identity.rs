@@ -88,7 +88,7 @@ impl Task {
         loop {
             let next_settled = settling.front().map(|(at, _, _)| *at);
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => return self.withdraw().await,
                 Some((watched, since)) = incoming.recv() => {
                     settling.push_back((Instant::now() + SETTLE, watched, since));
                 }
@@ -165,6 +165,17 @@ impl Task {
             // Written again in case the record was flushed or expired.
             self.describe(&mut pipe, &[]);
         }
+        self.send(pipe).await;
+    }
+
+    /// The client is gone, so are its holds: the record goes now rather
+    /// than at its TTL (a refresh would have deleted it within [`REFRESH`]).
+    async fn withdraw(mut self) {
+        if self.published.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("DEL").arg(&self.record).ignore();
         self.send(pipe).await;
     }
 
