@@ -108,14 +108,17 @@ pub struct LimitPoint {
 
 /// EVALSHA arguments of the acquire script: a random lock key, one fencing
 /// counter (INCR costs the same on any key), redlatch's default lease.
-fn acquire_args(scripts: &Scripts) -> [&str; 6] {
+fn acquire_args(scripts: &Scripts) -> [&str; 9] {
     [
         &scripts.acquire,
-        "2",
+        "3",
         "bench:limit:__rand_int__",
         "redisson_lock_token:{bench:limit}",
+        "redlatch_lock_precedence:{bench:limit}",
         LEASE_MS,
         "bench-owner",
+        "0",
+        "1000",
     ]
 }
 

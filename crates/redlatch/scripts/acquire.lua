@@ -2,16 +2,24 @@
 -- for one lock, or for several in one call (concurrent acquires of one
 -- client, coalesced: Redis pays the script's fixed cost once).
 -- Layout compatible with Redisson's RLock: hash KEYS[1], field = owner -> hold count.
--- For each lock i = 1..#KEYS/2:
--- KEYS[2i-1]  lock hash (NAME)
--- KEYS[2i]    fencing counter (redisson_lock_token:{NAME}), never expires
--- ARGV[2i-1]  lease in milliseconds
--- ARGV[2i]    owner field (<client-uuid>:<owner>)
+-- For each lock i = 1..#KEYS/3:
+-- KEYS[3i-2]  lock hash (NAME)
+-- KEYS[3i-1]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[3i]    precedence claim (redlatch_lock_precedence:{NAME}, lib/precedence.lua)
+-- ARGV[3i-2]  lease in milliseconds
+-- ARGV[3i-1]  owner field (<client-uuid>:<owner>)
+-- ARGV[3i]    how long this owner has waited, in ms, when that is long enough
+--             to claim precedence; 0: it does not ask
+-- ARGV[3n+1]  how long a claim lasts without a new attempt, in ms
 -- Returns, two entries per lock, in order:
 --         1, token   acquired afresh; token = INCR of the counter; lease set
 --         2, token   re-entered (hold count + 1); token = current counter value;
 --                    the lease is lengthened, never shortened (lib/lease.lua)
---         0, pttl    held by another owner; pttl = its remaining lease (-1: no expiry)
+--         0, pttl    held by another owner; pttl = its remaining lease (-1: no
+--                    expiry); or free, but a longer waiter claimed its next turn:
+--                    pttl = what is left of that claim
+--         3, pttl    held by another owner, and this owner's claim to the next
+--                    turn stands (it must try again within the claim's time)
 --        -1, 0       a value this lock cannot use: the hash is another type, the
 --                    owner's hold count is not an integer, or the counter is not a
 --                    non-negative 64-bit integer INCR can raise; nothing is written
@@ -24,9 +32,16 @@
 -- is undone at once). A busy lock is answered without
 -- looking at the counter. An error of the server itself (READONLY on a
 -- demoted master, OOM) ends the call with that error.
-local function acquire(lock, counter, lease, owner)
+-- A re-entry never looks at the claim: its owner holds the lock already.
+local locks = math.floor(#KEYS / 3)
+local keep = ARGV[3 * locks + 1]
+local function acquire(lock, counter, first, lease, owner, waited)
   local kind = redis.call('type', lock).ok
   if kind == 'none' then
+    local turn = may_pass(first, owner, waited)
+    if not turn then
+      return 0, math.max(redis.call('pttl', first), 1)
+    end
     -- INCR refuses a counter that is not an integer (or would overflow);
     -- one that was negative is put back: tokens must only ever grow.
     local token = redis.call('incr', counter)
@@ -36,6 +51,7 @@ local function acquire(lock, counter, lease, owner)
     end
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
+    if turn == 'own' then redis.call('del', first) end
     return 1, token
   end
   if kind ~= 'hash' then
@@ -43,7 +59,11 @@ local function acquire(lock, counter, lease, owner)
   end
   local count = redis.call('hget', lock, owner)
   if not count then
-    return 0, redis.call('pttl', lock)
+    local pttl = redis.call('pttl', lock)
+    if waited > 0 and claim(first, owner, waited, keep) then
+      return 3, pttl
+    end
+    return 0, pttl
   end
   local token = counter_value(redis.call('get', counter))
   if not token or not is_hold_count(count) then
@@ -62,6 +82,7 @@ local function fault(err)
   if kind == 'refused' then return -5, message end
   raise_again(err)
 end
-return each_lock(math.floor(#KEYS / 2), function(i)
-  return acquire(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
+return each_lock(locks, function(i)
+  return acquire(KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i],
+    ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i]) or 0)
 end, fault)

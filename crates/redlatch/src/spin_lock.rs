@@ -159,7 +159,7 @@ impl Acquisition for Spinning<'_> {
                 ),
                 more_left: false,
             }),
-            LockReply::Held { pttl_ms } => {
+            LockReply::Held { pttl_ms, .. } => {
                 let backoff = self.lock.backoff.delay(self.tries);
                 self.tries = self.tries.saturating_add(1);
                 let lease_left = u64::try_from(pttl_ms).map_or(backoff, Duration::from_millis);

@@ -1,6 +1,7 @@
 //! Turn taking between processes: a client that just released a lock to
-//! waiters elsewhere steps aside briefly instead of taking it straight back.
-//! Its own test binary: it measures scheduling-sensitive turn counts, so it
+//! waiters elsewhere steps aside briefly instead of taking it straight back,
+//! and a waiter that has waited long claims the lock's next turn, which a
+//! free lock then keeps for it. Its own test binary: it measures scheduling-sensitive turn counts, so it
 //! should not share the machine with the heavy contention tests.
 
 mod common;
@@ -66,6 +67,239 @@ async fn releasing_client_steps_aside_for_waiters_of_other_clients() {
         courteous >= 150,
         "{courteous} of 199 hand-offs went to the other client with the courtesy ({barging} without)"
     );
+}
+
+/// Past the wait after which a waiter claims the lock's next turn (250 ms).
+const LONG_WAIT: Duration = Duration::from_millis(300);
+
+const CHANNEL: &str = "redisson_lock__channel:{claimed}";
+const CLAIM: &str = "redlatch_lock_precedence:{claimed}";
+
+/// Holds `claimed` for an owner of no client (so no release wakes anyone).
+async fn hold_as_stranger(admin: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("claimed")
+        .arg("stranger")
+        .arg(1)
+        .cmd("PEXPIRE")
+        .arg("claimed")
+        .arg(60_000)
+        .query_async(admin)
+        .await
+        .unwrap();
+}
+
+/// Wakes the lock's waiters without freeing it (a stray unlock message):
+/// each client's oldest waiter tries again.
+async fn stray_wake(admin: &mut redis::aio::MultiplexedConnection) {
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(CHANNEL)
+        .arg("0")
+        .query_async(admin)
+        .await
+        .unwrap();
+}
+
+/// Who claims the next turn of `claimed`, once someone does (5 s at most).
+async fn claimant(server: &testkit::RedisServer) -> Option<String> {
+    let mut admin = common::admin(server).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let claim: Option<String> = redis::cmd("GET")
+            .arg(CLAIM)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        if claim.is_some() || tokio::time::Instant::now() >= deadline {
+            return claim.map(|claim| claim.split_once(':').unwrap().1.to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A waiter that tries again after waiting long claims the next turn; the
+/// freed lock then refuses a newcomer and goes to the claimant, which takes
+/// its claim out with the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_waiter_claims_the_next_turn_and_a_newcomer_yields_it() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    hold_as_stranger(&mut admin).await;
+    let waiter = common::client(&server).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("claimed").acquire().await.unwrap();
+        let owner = guard.owner().to_owned();
+        guard.release().await.unwrap();
+        owner
+    });
+    // Long enough to claim, then a reason to try again.
+    tokio::time::sleep(LONG_WAIT).await;
+    stray_wake(&mut admin).await;
+    let first = claimant(&server)
+        .await
+        .expect("the long waiter claimed nothing");
+
+    // Freed without a message: the claim keeps it for the waiter.
+    let _: i64 = redis::cmd("DEL")
+        .arg("claimed")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let newcomer = common::client(&server).await;
+    assert!(
+        newcomer
+            .lock("claimed")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a newcomer took a lock claimed by a long waiter"
+    );
+    stray_wake(&mut admin).await;
+    let taker = waiting.await.unwrap();
+    assert_eq!(
+        taker, first,
+        "the lock went to someone other than its claimant"
+    );
+    let claim: Option<String> = redis::cmd("GET")
+        .arg(CLAIM)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(claim, None, "the claim outlived its use");
+    assert!(
+        newcomer
+            .lock("claimed")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A claimant that gives up (its wait ran out) withdraws its claim before
+/// its acquire returns: the free lock is anyone's at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimant_that_gives_up_withdraws_its_claim() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    hold_as_stranger(&mut admin).await;
+    let waiter = common::client(&server).await;
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock("claimed")
+            .acquire_timeout(Duration::from_millis(1_800))
+            .await
+    });
+    tokio::time::sleep(LONG_WAIT).await;
+    stray_wake(&mut admin).await;
+    assert!(
+        claimant(&server).await.is_some(),
+        "the long waiter claimed nothing"
+    );
+    assert!(matches!(
+        waiting.await.unwrap(),
+        Err(redlatch::Error::Timeout { .. })
+    ));
+    let claim: Option<String> = redis::cmd("GET")
+        .arg(CLAIM)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(claim, None, "a claimant that gave up left its claim");
+}
+
+/// A claim whose claimant vanished (no withdrawal, no new attempt) lapses:
+/// the lock is refused to others only until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_claimants_claim_lapses() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let _: () = redis::cmd("SET")
+        .arg(CLAIM)
+        .arg("1:someone-gone")
+        .arg("PX")
+        .arg(300)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let client = common::client(&server).await;
+    let lock = client.lock("claimed");
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    let guard = lock
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .expect("the lock stayed refused after the claim lapsed");
+    guard.release().await.unwrap();
+}
+
+/// The kind of unfairness the claim exists for: a contender that always
+/// wins the race for a freed lock (here one that releases and takes it back
+/// in one transaction, through the library's own acquire script; in the
+/// wild a process the scheduler happens to run first) would keep a waiter
+/// elsewhere waiting for ever. Once that waiter has waited long, its claim
+/// makes the freed lock refuse the contender, and the waiter gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
+    const ROUNDS: usize = 100;
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let (acquire, _) = redlatch::Lock::script_sources();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(acquire)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Release and take back at once: what the waiter can never beat.
+    let release_and_retake = || {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("DEL")
+            .arg("claimed")
+            .ignore()
+            .cmd("PUBLISH")
+            .arg(CHANNEL)
+            .arg("0")
+            .ignore()
+            .cmd("EVALSHA")
+            .arg(&sha)
+            .arg(3)
+            .arg("claimed")
+            .arg("redisson_lock_token:{claimed}")
+            .arg(CLAIM)
+            .arg(60_000)
+            .arg("stranger")
+            .arg(0)
+            .arg(1_000);
+        pipe
+    };
+    hold_as_stranger(&mut admin).await;
+    let waiter = common::client(&server).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("claimed").acquire().await.unwrap();
+        guard.release().await.unwrap();
+    });
+    let mut rounds = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        rounds += 1;
+        let ((code, _),): ((i64, redis::Value),) =
+            release_and_retake().query_async(&mut admin).await.unwrap();
+        if code != 1 || rounds == ROUNDS {
+            break;
+        }
+    }
+    eprintln!("the contender stopped winning after {rounds} rounds");
+    assert!(
+        rounds < ROUNDS,
+        "the contender won all {ROUNDS} races: the waiter was starved"
+    );
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the freed lock did not go to the waiter")
+        .unwrap();
 }
 
 /// A tiny append-only log shared by tasks.

@@ -66,6 +66,7 @@ impl Terms {
             owner: self.owner.clone(),
             named_owner: self.named,
             lease_ms: self.lease_ms,
+            waited_ms: 0,
         }
     }
 

@@ -99,6 +99,14 @@ pub(crate) trait Acquisition: Send {
         async {}
     }
 
+    /// True while this waiter holds a claim to the lock's next turn: it is
+    /// woken before this client's other waiters (the freed lock would
+    /// refuse them), and a wake-up it could not use once it lost the claim
+    /// goes on to the next.
+    fn goes_first(&self) -> bool {
+        false
+    }
+
     /// A pause after each wake-up, to spread out competitors that all retry
     /// at once (Redlock after a split vote).
     fn pause_after_wake(&self) -> Duration {
@@ -142,6 +150,7 @@ pub(crate) async fn wait_from<A: Acquisition>(
     loop {
         marks.clear();
         marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
+        let was_first = acquisition.goes_first();
         let step = match acquisition.attempt().await {
             Ok(step) => step,
             Err(error) => {
@@ -175,7 +184,10 @@ pub(crate) async fn wait_from<A: Acquisition>(
             }
             Step::Busy { retry_in } => retry_in,
         };
-        if woken && wakes == (Wakes::One { pass_on_busy: true }) {
+        let first = acquisition.goes_first();
+        if woken && (wakes == (Wakes::One { pass_on_busy: true }) || (was_first && !first)) {
+            // Woken first as a claimant, it lost the claim to a longer
+            // waiter, who may be parked here too.
             pass_on(&tickets);
         }
         let now = LeaseInstant::now();
@@ -207,7 +219,7 @@ pub(crate) async fn wait_from<A: Acquisition>(
             for ticket in &tickets {
                 ticket.note_lease_end(now + retry_in);
             }
-            let wake = park_on_any(&tickets, &marks, limit).await;
+            let wake = park_on_any(&tickets, &marks, limit, first).await;
             record_wake(wake);
             woken = wake == Wake::Message;
         }
@@ -232,16 +244,22 @@ fn pass_on(tickets: &[Ticket]) {
     tickets.iter().for_each(Ticket::pass_on_unused);
 }
 
-/// Parks on every ticket at once until the first wakes (or `limit`).
-async fn park_on_any(tickets: &[Ticket], marks: &[(u64, u64)], limit: Duration) -> Wake {
+/// Parks on every ticket at once until the first wakes (or `limit`);
+/// `first`: as the claimant of the lock's next turn.
+async fn park_on_any(
+    tickets: &[Ticket],
+    marks: &[(u64, u64)],
+    limit: Duration,
+    first: bool,
+) -> Wake {
     match (tickets, marks) {
         // The usual case, one channel: no boxing.
-        ([ticket], [mark]) => park(ticket, *mark, limit).await,
+        ([ticket], [mark]) => park(ticket, *mark, limit, first).await,
         _ => {
             let parked = tickets
                 .iter()
                 .zip(marks)
-                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, limit)));
+                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, limit, first)));
             futures_util::future::select_all(parked).await.0
         }
     }
@@ -249,8 +267,8 @@ async fn park_on_any(tickets: &[Ticket], marks: &[(u64, u64)], limit: Duration) 
 
 /// Parks on one ticket until a message it has not seen (one that came
 /// after `seen`), a resubscription after `epoch`, or `limit`.
-async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration) -> Wake {
-    ticket.park(epoch, seen, limit).await
+async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration, first: bool) -> Wake {
+    ticket.park(epoch, seen, limit, first).await
 }
 
 #[cfg(test)]

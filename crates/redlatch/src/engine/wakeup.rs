@@ -78,7 +78,8 @@ pub(crate) struct Channel {
 /// The waiters of a one-waiter-per-message channel, and the wake-up nobody
 /// took. The rule that keeps a message from being lost or circling: a
 /// message goes to the oldest waiter whose last attempt began before it
-/// (`Slot::seen` lower than its number). A waiter that cannot use it hands
+/// (`Slot::seen` lower than its number), a waiter that claimed the lock's
+/// next turn before the others (the freed lock would refuse them). A waiter that cannot use it hands
 /// it on under the same rule; having attempted since, it cannot take it
 /// back, so each message reaches each waiter at most once, and reaches the
 /// next waiter that has not seen it, parked now or parking later.
@@ -94,6 +95,8 @@ struct Queue {
 struct Slot {
     /// The messages counted before this waiter's last attempt.
     seen: u64,
+    /// This waiter claimed the lock's next turn: woken first.
+    first: bool,
     /// The message handed to this waiter (0: none), set under the queue's lock.
     handed: AtomicU64,
     wake: Notify,
@@ -103,7 +106,12 @@ impl Queue {
     /// Hands message `number` to the oldest parked waiter that has not seen
     /// it, or keeps it for the next such waiter to park.
     fn deliver(&mut self, number: u64) {
-        match self.parked.iter().position(|slot| slot.seen < number) {
+        let unseen = |slot: &Arc<Slot>| slot.seen < number;
+        let claimant = self
+            .parked
+            .iter()
+            .position(|slot| slot.first && unseen(slot));
+        match claimant.or_else(|| self.parked.iter().position(unseen)) {
             Some(index) => {
                 let slot = self.parked.remove(index).expect("found above");
                 slot.handed.store(number, Ordering::Release);
@@ -320,16 +328,23 @@ impl Ticket {
     /// `limit`. `seen`: the messages counted before the waiter's attempt
     /// ([`Ticket::messages`]); a message that came while it was busy ends
     /// the park at once (on a broadcast channel, any such message; on the
-    /// others, one that no other waiter took).
-    pub(crate) async fn park(&self, epoch: u64, seen: u64, limit: Duration) -> Wake {
-        self.park_until(epoch, seen, tokio::time::sleep(limit))
+    /// others, one that no other waiter took). `first`: the waiter claimed
+    /// the lock's next turn, and is woken before this client's others.
+    pub(crate) async fn park(&self, epoch: u64, seen: u64, limit: Duration, first: bool) -> Wake {
+        self.park_until(epoch, seen, first, tokio::time::sleep(limit))
             .await
     }
 
     /// [`Ticket::park`], with the wait's end as a future: `timer` resolves
     /// when the wait runs out (the permutation checks, which have no clock,
     /// give one that never does).
-    async fn park_until(&self, epoch: u64, seen: u64, timer: impl Future<Output = ()>) -> Wake {
+    async fn park_until(
+        &self,
+        epoch: u64,
+        seen: u64,
+        first: bool,
+        timer: impl Future<Output = ()>,
+    ) -> Wake {
         let channel = &*self.channel;
         // Registered before the epoch is checked: a resubscription in between still wakes it.
         let resubscribed = channel.notify.notified();
@@ -356,6 +371,12 @@ impl Ticket {
         }
         let slot = {
             let mut queue = channel.queue.lock();
+            if first && self.messages() > seen {
+                // A claimant of the next turn: a release since its attempt
+                // began is for it, whoever was handed the message (the
+                // freed lock refuses them).
+                return Wake::Message;
+            }
             if queue.pending > seen {
                 // Came while this waiter was busy, and nobody took it.
                 let number = std::mem::take(&mut queue.pending);
@@ -364,6 +385,7 @@ impl Ticket {
             }
             let slot = Arc::new(Slot {
                 seen,
+                first,
                 handed: AtomicU64::new(0),
                 wake: Notify::new(),
             });
@@ -731,7 +753,14 @@ mod permutation_checks {
     /// One waiter: attempt, pass on a wake-up it could not use, park again;
     /// counts the messages that woke it. `wants` false: it can use no
     /// wake-up (a semaphore waiter wanting more permits than are freed).
-    async fn waiter(ticket: Ticket, units: Arc<AtomicUsize>, wants: bool, woken: Arc<AtomicUsize>) {
+    /// `first`: it parks as a claimant of the next turn (woken first).
+    async fn waiter(
+        ticket: Ticket,
+        units: Arc<AtomicUsize>,
+        wants: bool,
+        first: bool,
+        woken: Arc<AtomicUsize>,
+    ) {
         let mut by_message = false;
         loop {
             let (epoch, seen) = (ticket.epoch(), ticket.messages());
@@ -745,7 +774,9 @@ mod permutation_checks {
             if by_message {
                 ticket.pass_on_unused();
             }
-            let wake = ticket.park_until(epoch, seen, std::future::pending()).await;
+            let wake = ticket
+                .park_until(epoch, seen, first, std::future::pending())
+                .await;
             by_message = wake == Wake::Message;
             if by_message {
                 woken.fetch_add(1, Ordering::SeqCst);
@@ -764,7 +795,7 @@ mod permutation_checks {
             let woken = Arc::new(AtomicUsize::new(0));
             let start = || {
                 let ticket = wakeups.join(CHANNEL);
-                spawn(waiter(ticket, units.clone(), true, woken.clone()))
+                spawn(waiter(ticket, units.clone(), true, false, woken.clone()))
             };
             let dropped = start();
             let takers = [start(), start()];
@@ -783,13 +814,24 @@ mod permutation_checks {
     /// at a point of the schedule's choosing); two units are released, one
     /// message each, while they attempt and park: both get theirs.
     fn every_released_unit_reaches_a_waiter() {
+        released_units_pass_a_useless_waiter(false);
+    }
+
+    /// The same with the waiter that can use no wake-up parked as the
+    /// claimant of the next turn, which every message reaches first.
+    fn every_released_unit_passes_a_useless_claimant() {
+        released_units_pass_a_useless_waiter(true);
+    }
+
+    fn released_units_pass_a_useless_waiter(first: bool) {
         block_on(async {
             let wakeups = wakeups();
             let units = Arc::new(AtomicUsize::new(0));
             let woken = Arc::new(AtomicUsize::new(0));
             let start = |wants: bool| {
                 let ticket = wakeups.join(CHANNEL);
-                spawn(waiter(ticket, units.clone(), wants, woken.clone()))
+                let first = first && !wants;
+                spawn(waiter(ticket, units.clone(), wants, first, woken.clone()))
             };
             let useless = start(false);
             let takers = [start(true), start(true)];
@@ -814,7 +856,13 @@ mod permutation_checks {
             let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
             for count in &counts {
                 let ticket = wakeups.join(CHANNEL);
-                drop(spawn(waiter(ticket, units.clone(), false, count.clone())));
+                drop(spawn(waiter(
+                    ticket,
+                    units.clone(),
+                    false,
+                    false,
+                    count.clone(),
+                )));
             }
             let channel = wakeups.registry.channels.lock()[CHANNEL].channel.clone();
             let parked = eventually(1000, || channel.parked() == 3).await;
@@ -850,7 +898,48 @@ mod permutation_checks {
     }
 
     #[test]
+    fn permutation_a_wake_up_passes_a_claimant_that_cannot_use_it() {
+        explore(every_released_unit_passes_a_useless_claimant);
+    }
+
+    #[test]
     fn permutation_one_message_wakes_each_parked_waiter_at_most_once() {
         explore(one_message_reaches_each_parked_waiter_once);
+    }
+}
+
+#[cfg(test)]
+mod queue_order {
+    use super::*;
+
+    fn slot(seen: u64, first: bool) -> Arc<Slot> {
+        Arc::new(Slot {
+            seen,
+            first,
+            handed: AtomicU64::new(0),
+            wake: Notify::new(),
+        })
+    }
+
+    /// A message goes to the claimant of the next turn before older
+    /// waiters, and to the oldest when nobody claims; a claimant that has
+    /// seen the message (it attempted after it) is passed over.
+    #[test]
+    fn a_message_goes_to_the_claimant_first_then_the_oldest() {
+        let (oldest, claimant, youngest) = (slot(0, false), slot(0, true), slot(0, false));
+        let mut queue = Queue::default();
+        queue
+            .parked
+            .extend([oldest.clone(), claimant.clone(), youngest.clone()]);
+        queue.deliver(1);
+        assert_eq!(claimant.handed.load(Ordering::Acquire), 1);
+        queue.deliver(2);
+        assert_eq!(oldest.handed.load(Ordering::Acquire), 2);
+
+        let seen_claimant = slot(3, true);
+        queue.parked.push_back(seen_claimant.clone());
+        queue.deliver(3);
+        assert_eq!(youngest.handed.load(Ordering::Acquire), 3);
+        assert_eq!(seen_claimant.handed.load(Ordering::Acquire), 0);
     }
 }

@@ -67,6 +67,7 @@ impl AttemptCall for FairCall {
             owner: self.owner.clone(),
             named_owner: self.named,
             lease_ms: self.times.lease_ms,
+            waited_ms: 0,
         };
         fair::release(&mut conn, &self.keys, &request, limit).await
     }

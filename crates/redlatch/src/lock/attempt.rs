@@ -1,7 +1,8 @@
 //! The reentrant lock's acquire attempt, as the engine runs it
 //! ([`crate::engine::attempt::attempt`]): the acquire script, coalesced
 //! with the client's other acquires under way, or followed by `WAIT` when
-//! replicas must confirm it.
+//! replicas must confirm it. Withdrawing it withdraws a long waiter's
+//! claim to the lock's next turn.
 
 use std::future::Future;
 use std::time::Duration;
@@ -56,6 +57,11 @@ impl AttemptCall for LockAttempt {
 
     fn took_hold(reply: &LockReply) -> bool {
         matches!(reply, LockReply::Acquired(_))
+    }
+
+    /// Withdraws this owner's claim to the lock's next turn, if it stands.
+    async fn withdraw(&self, mut conn: Connection, limit: Duration) {
+        let _ = lock::withdraw_precedence(&mut conn, &self.0, limit).await;
     }
 
     async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {

@@ -257,6 +257,7 @@ impl Guard {
             owner: self.hold.owner.clone(),
             named_owner: self.hold.named_owner,
             lease_ms: self.lease_ms,
+            waited_ms: 0,
         }
     }
 

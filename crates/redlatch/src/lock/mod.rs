@@ -18,6 +18,7 @@ use tracing::{Instrument, field};
 use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, Request};
+use crate::scripts::lock::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -379,7 +380,7 @@ impl Lock {
                     .min(remaining(now));
                 let (epoch, seen) = (queued.epoch(), queued.messages());
                 crate::metrics::contended_wait();
-                let wake = queued.park(epoch, seen, limit).await;
+                let wake = queued.park(epoch, seen, limit, false).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
                 tickets.push(queued);
@@ -389,6 +390,8 @@ impl Lock {
             lock: self,
             request,
             terms,
+            started,
+            claimed: None,
         };
         wait_from(&mut acquisition, wait, started, tickets, woken).await
     }
@@ -399,6 +402,12 @@ struct LockAcquisition<'a> {
     lock: &'a Lock,
     request: Request,
     terms: Terms,
+    /// When the caller's call began: its wait, once past
+    /// [`PRECEDENCE_AFTER`], claims the lock's next turn.
+    started: LeaseInstant,
+    /// This owner's claim to the next turn while it stands, withdrawn if
+    /// the acquire gives up or is dropped.
+    claimed: Option<Place<LockAttempt>>,
 }
 
 impl Acquisition for LockAcquisition<'_> {
@@ -406,8 +415,21 @@ impl Acquisition for LockAcquisition<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
+        let waited = self.started.elapsed();
+        self.request.waited_ms = if waited >= PRECEDENCE_AFTER {
+            waited.as_millis() as u64
+        } else {
+            0
+        };
         let request = &self.request;
-        match attempt(core, LockAttempt(request.clone())).await? {
+        let reply = attempt(core, LockAttempt(request.clone())).await?;
+        if let LockReply::Acquired(_) = reply
+            && let Some(claim) = self.claimed.take()
+        {
+            // Taking the lock took the claim out in the same script.
+            claim.forget();
+        }
+        match reply {
             LockReply::Acquired(acquired) => {
                 let guard = Guard::register(
                     core,
@@ -422,10 +444,33 @@ impl Acquisition for LockAcquisition<'_> {
                     more_left: false,
                 })
             }
-            LockReply::Held { pttl_ms } => Ok(Step::Busy {
-                retry_in: u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis),
-            }),
+            LockReply::Held { pttl_ms, first } => {
+                let mut retry_in =
+                    u64::try_from(pttl_ms).map_or(NO_EXPIRY_RECHECK, Duration::from_millis);
+                if !first && let Some(claim) = self.claimed.take() {
+                    // A longer waiter's claim replaced ours.
+                    claim.forget();
+                }
+                if first {
+                    // Try again before the claim lapses.
+                    retry_in = retry_in.min(PRECEDENCE_KEEP / 3);
+                    if self.claimed.is_none() {
+                        self.claimed = Some(Place::new(core.clone(), LockAttempt(request.clone())));
+                    }
+                }
+                Ok(Step::Busy { retry_in })
+            }
         }
+    }
+
+    async fn give_up(&mut self) {
+        if let Some(claim) = self.claimed.take() {
+            claim.withdraw().await;
+        }
+    }
+
+    fn goes_first(&self) -> bool {
+        self.claimed.is_some()
     }
 
     fn join(&mut self) -> Result<Vec<Ticket>> {
@@ -439,6 +484,8 @@ impl Acquisition for LockAcquisition<'_> {
     /// a hold under the old one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
         let retry = self.terms.retry_after(&self.lock.core, error)?;
+        // The old owner's claim is withdrawn; the fresh one claims anew.
+        self.claimed = None;
         self.request.owner = self.terms.owner.clone();
         Some(retry)
     }

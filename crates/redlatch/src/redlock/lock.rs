@@ -266,6 +266,7 @@ impl RedlockLock {
                     owner: owner.clone(),
                     named_owner: false,
                     lease_ms,
+                    waited_ms: 0,
                 })
             })
             .collect()
@@ -396,7 +397,7 @@ impl RedlockLock {
         let soonest_free = answers
             .iter()
             .filter_map(|answer| match answer {
-                Some(LockReply::Held { pttl_ms }) if *pttl_ms >= 0 => {
+                Some(LockReply::Held { pttl_ms, .. }) if *pttl_ms >= 0 => {
                     Some(Duration::from_millis(*pttl_ms as u64))
                 }
                 Some(LockReply::Held { .. }) => Some(NO_EXPIRY_RECHECK),

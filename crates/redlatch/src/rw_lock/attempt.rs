@@ -45,6 +45,7 @@ impl RwCall {
             owner: self.field(),
             named_owner: self.named,
             lease_ms: self.lease_ms,
+            waited_ms: 0,
         }
     }
 }

@@ -80,6 +80,12 @@ impl LockKeys {
     pub(crate) fn token(&self) -> String {
         prefix_name("redisson_lock_token", &self.key)
     }
+
+    /// A long waiter's claim to the lock's next turn:
+    /// `redlatch_lock_precedence:{KEY}` (`scripts/lib/precedence.lua`).
+    pub(crate) fn precedence(&self) -> String {
+        prefix_name("redlatch_lock_precedence", &self.key)
+    }
 }
 
 /// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
@@ -122,7 +128,7 @@ impl LockKeys {
             one_slot(
                 conn,
                 &self.key,
-                &[&self.channel(), &self.token()],
+                &[&self.channel(), &self.token(), &self.precedence()],
                 LOCK_SPLIT,
             )?;
         }

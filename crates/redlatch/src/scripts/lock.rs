@@ -25,15 +25,34 @@ pub(crate) struct Request {
     /// acquisition, which makes undoing an uncertain acquire safe.
     pub(crate) named_owner: bool,
     pub(crate) lease_ms: u64,
+    /// How long this owner has waited, in ms, once that is long enough to
+    /// claim the lock's next turn ([`PRECEDENCE_AFTER`]); 0 otherwise.
+    pub(crate) waited_ms: u64,
 }
+
+/// A waiter that has waited this long claims the lock's next turn: a free
+/// lock then refuses younger contenders until it comes
+/// (`scripts/lib/precedence.lua`). Below it nobody claims, so short waits
+/// cost nothing; above it the longest waiter of every process is served
+/// before newcomers, whichever process the scheduler runs first.
+pub(crate) const PRECEDENCE_AFTER: Duration = Duration::from_millis(250);
+
+/// How long a claim stands without a new attempt of its claimant, which
+/// tries again within a third of it: a claimant that vanished (a crashed
+/// process) holds a free lock back this long at most; one that gave up
+/// withdraws its claim at once.
+pub(crate) const PRECEDENCE_KEEP: Duration = Duration::from_secs(1);
 
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LockReply {
     /// Held now, by this owner.
     Acquired(Acquired),
-    /// Another owner holds it for `pttl_ms` more (-1: no expiry).
-    Held { pttl_ms: i64 },
+    /// Another owner holds it for `pttl_ms` more (-1: no expiry), or it is
+    /// free and a longer waiter's claim stands `pttl_ms` more. `first`: this
+    /// owner's own claim to the next turn stands; it must try again within
+    /// [`PRECEDENCE_KEEP`] to keep it.
+    Held { pttl_ms: i64, first: bool },
 }
 
 /// One acquire request; each send at most `limit`.
@@ -46,8 +65,11 @@ pub(crate) async fn acquire(
     let mut call = super::ACQUIRE.call(conn);
     call.key(&request.keys.key)
         .key(&request.keys.token())
+        .key(&request.keys.precedence())
         .arg(request.lease_ms)
-        .arg(&*request.owner);
+        .arg(&*request.owner)
+        .arg(request.waited_ms)
+        .arg(PRECEDENCE_KEEP.as_millis() as u64);
     let reply: Vec<Value> = call.run(conn, "acquire", limit).await?;
     parse_acquire(request, &reply, sent_at)
 }
@@ -64,11 +86,16 @@ pub(crate) async fn acquire_many(
 ) -> Result<Vec<Result<LockReply>>> {
     let mut call = super::ACQUIRE.call(conn);
     for request in requests {
-        call.key(&request.keys.key).key(&request.keys.token());
+        call.key(&request.keys.key)
+            .key(&request.keys.token())
+            .key(&request.keys.precedence());
     }
     for request in requests {
-        call.arg(request.lease_ms).arg(&*request.owner);
+        call.arg(request.lease_ms)
+            .arg(&*request.owner)
+            .arg(request.waited_ms);
     }
+    call.arg(PRECEDENCE_KEEP.as_millis() as u64);
     let sent_at = LeaseInstant::now();
     let reply: Vec<Value> = match call.run(conn, "acquire", limit).await {
         Err(error) if requests.len() > 1 && refused_before_running(&error) => {
@@ -194,11 +221,17 @@ pub(crate) async fn acquire_replicated(
         // On a cluster the re-send-safe form, for redis-rs's own re-sends.
         let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
         let mut invocation = form.script.key(&*request.keys.key);
-        invocation.key(request.keys.token());
+        invocation
+            .key(request.keys.token())
+            .key(request.keys.precedence());
         if let Some((record, _)) = &form.record {
             invocation.key(record);
         }
-        invocation.arg(request.lease_ms).arg(&*request.owner);
+        invocation
+            .arg(request.lease_ms)
+            .arg(&*request.owner)
+            .arg(request.waited_ms)
+            .arg(PRECEDENCE_KEEP.as_millis() as u64);
         if let Some((_, keep_ms)) = &form.record {
             invocation.arg(keep_ms);
         }
@@ -288,7 +321,14 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
         return Ok(LockReply::Acquired(acquired));
     }
     match reply.as_slice() {
-        [0, pttl_ms] => Ok(LockReply::Held { pttl_ms: *pttl_ms }),
+        [0, pttl_ms] => Ok(LockReply::Held {
+            pttl_ms: *pttl_ms,
+            first: false,
+        }),
+        [3, pttl_ms] => Ok(LockReply::Held {
+            pttl_ms: *pttl_ms,
+            first: true,
+        }),
         other => Err(unexpected("acquire", &request.keys.key, other)),
     }
 }
@@ -318,6 +358,24 @@ pub(crate) async fn is_taken(
             .map_err(|error| Error::from_redis("acquire", error))
     };
     bounded("acquire", limit, call).await
+}
+
+/// Withdraws `request.owner`'s claim to the lock's next turn, if it stands
+/// (a waiter that gave up). One round trip, at most `limit`.
+pub(crate) async fn withdraw_precedence(
+    conn: &mut Connection,
+    request: &Request,
+    limit: Duration,
+) -> Result<bool> {
+    let call = async {
+        super::PRECEDENCE_LEAVE
+            .key(request.keys.precedence())
+            .arg(&*request.owner)
+            .invoke_async::<i64>(conn)
+            .await
+            .map_err(|error| Error::from_redis("withdraw precedence", error))
+    };
+    Ok(bounded("withdraw precedence", limit, call).await? == 1)
 }
 
 /// Drops one hold of `request.owner`. One round trip, each send at most

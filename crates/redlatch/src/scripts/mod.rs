@@ -9,16 +9,17 @@
 //! `spublish` on a Redis Cluster).
 //!
 //! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
-//! `STATUS`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
+//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
 //! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
 //! request record and how long to keep it (see below).
 //!
 //! | script | KEYS | ARGV | returns |
 //! |---|---|---|---|
-//! | `ACQUIRE` | lock hash, counter per lock | lease ms, owner field per lock | per lock: `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held, `{-1,0}` a value it cannot use (wrong type, hold count not an integer, counter not a non-negative 64-bit integer), `{-5,message}` refused by the server (ACL); nothing written for `-1`, `-5` |
+//! | `ACQUIRE` | lock hash, counter, precedence claim per lock | lease ms, owner field, ms waited (0: no claim) per lock; claim ms | per lock: `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held (or free, and another waiter's claim stands), `{3,pttl}` held, and this owner's claim to the next turn stands, `{-1,0}` a value it cannot use (wrong type, hold count not an integer, counter not a non-negative 64-bit integer), `{-5,message}` refused by the server (ACL); nothing written for `-1`, `-5` |
 //! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type or hold count not an integer |
 //! | `RELEASE` | lock hash per lock | channel, lease ms, owner field per lock; publish | per lock: `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type (nothing written) or hold count not an integer (the field removed), `{-5,message}` refused by the server |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
+//! | `PRECEDENCE_LEAVE` | precedence claim | owner field | 1 withdrawn, 0 not this owner's |
 //! | `FORCE_UNLOCK` | lock hash | channel, publish | 1 deleted, 0 free, -1 wrong type |
 //! | `RAISE_TOKEN` | lock hash, counter | owner field, token | 1 raised, 0 not held |
 //! | `STATUS` | lock hash, counter, line?, deadlines?, signs of life? | — | `{kind, pttl, token, mode, line, field, count, ...}` |
@@ -71,7 +72,7 @@
 //! drops while the command is in flight, and the library itself sends a
 //! request again to learn its outcome; a script that changes data would
 //! then run twice. So on a cluster every script that changes data (all but
-//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`,
+//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
 //! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, which can run twice
 //! harmlessly) runs in a wrapped form generated from the same source
 //! ([`Mutating`]), which takes **one more KEY, last**: a request record
@@ -143,13 +144,19 @@ macro_rules! mutating {
     };
 }
 
-mutating!(ACQUIRE, "acquire.lua", &[], checks, lease);
+mutating!(ACQUIRE, "acquire.lua", &[], checks, lease, precedence);
 mutating!(REENTER, "reenter.lua", &[], checks, lease);
 mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
 script!(STATUS, "status.lua", GIVES_BACK);
 script!(RAISE_TOKEN, "raise_token.lua", &[]);
+script!(
+    PRECEDENCE_LEAVE,
+    "precedence_leave.lua",
+    GIVES_BACK,
+    precedence
+);
 
 mutating!(
     FAIR_ACQUIRE,
@@ -221,10 +228,11 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
         &PERMIT_ACQUIRE,
         &PERMIT_RELEASE,
     ];
-    let plain: [&'static Lua; 7] = [
+    let plain: [&'static Lua; 8] = [
         &RENEW,
         &STATUS,
         &RAISE_TOKEN,
+        &PRECEDENCE_LEAVE,
         &RW_READ_RENEW,
         &SEMAPHORE_AVAILABLE,
         &PERMIT_AVAILABLE,

@@ -160,6 +160,7 @@ async fn a_forbidden_name_fails_only_its_own_acquire_in_a_batch() {
             ">secret",
             "~ok*",
             "~redisson_lock_token:{ok*",
+            "~redlatch_lock_precedence:{ok*",
             "allchannels",
             "+@all",
         ],
@@ -455,21 +456,41 @@ const SETUPS: &[&[&[&str]]] = &[
         &["PEXPIRE", "L", "60000"],
         &["HSET", "C", "a", "1"],
     ],
+    // A longer waiter's claim to the next turn: a free lock refuses "me".
+    &[&["SET", "P", "1:other", "PX", "60000"]],
+    // "me"'s own claim: taken out when "me" takes the lock.
+    &[&["SET", "P", "1:me", "PX", "60000"]],
+    // A claim does not stop its holder's re-entry.
+    &[
+        &["HSET", "L", "me", "1"],
+        &["PEXPIRE", "L", "60000"],
+        &["SET", "P", "1:other", "PX", "60000"],
+    ],
+    // A claim key of another type is no claim, and no fault of the lock.
+    &[&["HSET", "P", "a", "1"]],
+    &[&["SET", "P", "banana"]],
 ];
 
 /// Writes setup `setup` into lock key `lock` and counter key `counter`.
 async fn set_up(admin: &mut MultiplexedConnection, setup: usize, lock: &str, counter: &str) {
+    let precedence = precedence_of(lock);
     for command in SETUPS[setup] {
         let args: Vec<&str> = command
             .iter()
             .map(|arg| match *arg {
                 "L" => lock,
                 "C" => counter,
+                "P" => precedence.as_str(),
                 other => other,
             })
             .collect();
         let _: redis::Value = cmd(admin, &args).await;
     }
+}
+
+/// The precedence claim's key of lock key `lock`.
+fn precedence_of(lock: &str) -> String {
+    format!("redlatch_lock_precedence:{{{lock}}}")
 }
 
 /// What a key holds, comparable across names: its type, its value, and
@@ -540,8 +561,8 @@ async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
     let mut rng = common::Rng::from_env();
     let acquire_args = |(lock, counter): &(String, String)| {
         (
-            vec![lock.clone(), counter.clone()],
-            vec!["30000".to_owned(), "me".to_owned()],
+            vec![lock.clone(), counter.clone(), precedence_of(lock)],
+            vec!["30000".to_owned(), "me".to_owned(), "0".to_owned()],
         )
     };
     let release_args = |(lock, _): &(String, String)| {
@@ -574,7 +595,7 @@ async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
                 "acquire",
                 &acquire,
                 &acquire_args as &dyn Fn(&_) -> _,
-                &[][..],
+                &["1000"][..],
             ),
             ("release", &release, &release_args, &["publish"][..]),
         ] {
@@ -590,7 +611,8 @@ async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
                 "case {case}, {what} of setups {setups:?}: a batch answered otherwise than its locks alone"
             );
             for (b, a) in batch.iter().zip(&alone) {
-                for (key_b, key_a) in [(&b.0, &a.0), (&b.1, &a.1)] {
+                let claims = (precedence_of(&b.0), precedence_of(&a.0));
+                for (key_b, key_a) in [(&b.0, &a.0), (&b.1, &a.1), (&claims.0, &claims.1)] {
                     assert_eq!(
                         contents(&mut admin, key_b).await,
                         contents(&mut admin, key_a).await,
