@@ -69,22 +69,46 @@ impl LockKeys {
     /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`
     /// (`redisson_rwlock:{KEY}` for a read-write lock).
     pub(crate) fn channel(&self) -> String {
+        self.channel_name().to_string()
+    }
+
+    /// [`LockKeys::channel`], unwritten (for a request's buffer).
+    pub(crate) fn channel_name(&self) -> PrefixName<'_> {
         let prefix = match self.channel {
             LockChannel::Lock => "redisson_lock__channel",
             LockChannel::ReadWrite => "redisson_rwlock",
         };
-        prefix_name(prefix, &self.key)
+        PrefixName {
+            prefix,
+            key: &self.key,
+        }
     }
 
     /// The fencing counter: `redisson_lock_token:{KEY}`.
     pub(crate) fn token(&self) -> String {
-        prefix_name("redisson_lock_token", &self.key)
+        self.token_name().to_string()
+    }
+
+    /// [`LockKeys::token`], unwritten (for a request's buffer).
+    pub(crate) fn token_name(&self) -> PrefixName<'_> {
+        PrefixName {
+            prefix: "redisson_lock_token",
+            key: &self.key,
+        }
     }
 
     /// A long waiter's claim to the lock's next turn:
     /// `redlatch_lock_precedence:{KEY}` (`scripts/lib/precedence.lua`).
     pub(crate) fn precedence(&self) -> String {
-        prefix_name("redlatch_lock_precedence", &self.key)
+        self.precedence_name().to_string()
+    }
+
+    /// [`LockKeys::precedence`], unwritten (for a request's buffer).
+    pub(crate) fn precedence_name(&self) -> PrefixName<'_> {
+        PrefixName {
+            prefix: "redlatch_lock_precedence",
+            key: &self.key,
+        }
     }
 }
 
@@ -204,7 +228,33 @@ impl RwKeys {
 /// its slot). Every name derived from a lock's key goes through this or
 /// [`suffix_name`], as Redisson's do, so both sides meet on the same names.
 pub(crate) fn prefix_name(prefix: &str, key: &str) -> String {
-    format!("{prefix}:{}", hash_tagged(key))
+    PrefixName { prefix, key }.to_string()
+}
+
+/// [`prefix_name`] unwritten: written straight into a request's buffer it
+/// costs no allocation (the acquire sends two such names per lock).
+#[derive(Clone, Copy)]
+pub(crate) struct PrefixName<'a> {
+    pub(crate) prefix: &'a str,
+    pub(crate) key: &'a str,
+}
+
+impl std::fmt::Display for PrefixName<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.contains('{') {
+            write!(out, "{}:{}", self.prefix, self.key)
+        } else {
+            write!(out, "{}:{{{}}}", self.prefix, self.key)
+        }
+    }
+}
+
+impl redis::ToRedisArgs for PrefixName<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        // Writing into memory cannot fail.
+        let _ = write!(out.writer_for_next_arg(), "{self}");
+    }
 }
 
 /// Redisson's `suffixName`: `{KEY}:SUFFIX`, or `KEY:SUFFIX` when the key
@@ -413,6 +463,31 @@ pub(crate) fn validate_owner(owner: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// A derived name written into a request is the name Redisson derives.
+    #[test]
+    fn a_name_written_unformatted_is_the_derived_name() {
+        use redis::ToRedisArgs;
+        for key in ["orders", "app:order{42}", "x{", "{}"] {
+            let keys = LockKeys::new("", key).unwrap();
+            for (name, derived) in [
+                (keys.token_name(), keys.token()),
+                (keys.precedence_name(), keys.precedence()),
+                (keys.channel_name(), keys.channel()),
+            ] {
+                assert_eq!(name.to_redis_args(), vec![derived.clone().into_bytes()]);
+                assert_eq!(derived, prefix_name(name.prefix, key));
+            }
+        }
+        assert_eq!(
+            LockKeys::new("", "orders").unwrap().token(),
+            "redisson_lock_token:{orders}"
+        );
+        assert_eq!(
+            LockKeys::new("", "order{42}").unwrap().token(),
+            "redisson_lock_token:order{42}"
+        );
+    }
+
     #[test]
     fn request_records_share_the_slot_of_the_key() {
         for key in [

@@ -64,8 +64,8 @@ pub(crate) async fn acquire(
 ) -> Result<LockReply> {
     let mut call = super::ACQUIRE.call(conn);
     call.key(&request.keys.key)
-        .key(&request.keys.token())
-        .key(&request.keys.precedence())
+        .later_key(request.keys.token_name())
+        .later_key(request.keys.precedence_name())
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(request.waited_ms)
@@ -87,8 +87,8 @@ pub(crate) async fn acquire_many(
     let mut call = super::ACQUIRE.call(conn);
     for request in requests {
         call.key(&request.keys.key)
-            .key(&request.keys.token())
-            .key(&request.keys.precedence());
+            .later_key(request.keys.token_name())
+            .later_key(request.keys.precedence_name());
     }
     for request in requests {
         call.arg(request.lease_ms)
@@ -127,7 +127,7 @@ pub(crate) async fn release_many(
         call.key(&request.keys.key);
     }
     for request in requests {
-        call.arg(request.keys.channel())
+        call.arg(request.keys.channel_name())
             .arg(request.lease_ms)
             .arg(&*request.owner);
     }
@@ -222,8 +222,8 @@ pub(crate) async fn acquire_replicated(
         let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
         let mut invocation = form.script.key(&*request.keys.key);
         invocation
-            .key(request.keys.token())
-            .key(request.keys.precedence());
+            .key(request.keys.token_name())
+            .key(request.keys.precedence_name());
         if let Some((record, _)) = &form.record {
             invocation.key(record);
         }
@@ -387,7 +387,7 @@ pub(crate) async fn release(
 ) -> Result<Released> {
     let mut call = super::RELEASE.call(conn);
     call.key(&request.keys.key)
-        .arg(request.keys.channel())
+        .arg(request.keys.channel_name())
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(conn.publish_command());

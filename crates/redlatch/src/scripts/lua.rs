@@ -5,6 +5,7 @@
 use redis::{Cmd, FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use tracing::warn;
 
+use crate::scripts::arg_list::ArgList;
 use crate::scripts::library;
 use crate::transport::Connection;
 
@@ -47,8 +48,8 @@ impl Lua {
     pub(crate) fn prepare_invoke(&'static self) -> Invocation {
         Invocation {
             lua: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+            keys: ArgList::default(),
+            args: ArgList::default(),
         }
     }
 }
@@ -56,20 +57,20 @@ impl Lua {
 /// One request of a [`Lua`] script: its keys and arguments.
 pub(crate) struct Invocation {
     lua: &'static Lua,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    keys: ArgList,
+    args: ArgList,
 }
 
 impl Invocation {
     /// Adds a key.
     pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Invocation {
-        self.keys.extend(key.to_redis_args());
+        key.write_redis_args(&mut self.keys);
         self
     }
 
     /// Adds an argument.
     pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Invocation {
-        self.args.extend(arg.to_redis_args());
+        arg.write_redis_args(&mut self.args);
         self
     }
 
@@ -86,7 +87,10 @@ impl Invocation {
             cmd.arg(self.lua.hash());
             cmd
         };
-        cmd.arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd.arg(self.keys.len());
+        for value in self.keys.iter().chain(self.args.iter()) {
+            cmd.arg(value);
+        }
         cmd
     }
 
@@ -119,10 +123,10 @@ impl Invocation {
             }
         }
         let mut invocation = self.lua.script.prepare_invoke();
-        for key in &self.keys {
+        for key in self.keys.iter() {
             invocation.key(key);
         }
-        for arg in &self.args {
+        for arg in self.args.iter() {
             invocation.arg(arg);
         }
         invocation.invoke_async(conn).await

@@ -86,6 +86,7 @@
 //! plain scripts run.
 
 pub(crate) mod acquired;
+pub(crate) mod arg_list;
 pub(crate) mod fair;
 pub(crate) mod holder_keys;
 pub(crate) mod keys;
@@ -364,6 +365,14 @@ impl Call {
         if self.settings.is_some() && self.record.is_none() {
             self.record = Some(keys::request_record_key(key));
         }
+        self.invocation.key(key);
+        self
+    }
+
+    /// Adds a key after the first (which must come by [`Call::key`]: it
+    /// decides the record's slot), written straight into the request.
+    pub(crate) fn later_key<T: ToRedisArgs>(&mut self, key: T) -> &mut Call {
+        debug_assert!(self.settings.is_none() || self.record.is_some());
         self.invocation.key(key);
         self
     }
