@@ -469,10 +469,7 @@ impl Acquisition for LockAcquisition<'_> {
 
     async fn give_up(&mut self) {
         if let Some(claim) = self.claimed.take() {
-            // Boxed: the withdrawal's future is large and rarely needed, and
-            // unboxed it would be room in every parked waiter's future
-            // (1.5 KB more per waiter, measure 5).
-            Box::pin(claim.withdraw()).await;
+            claim.withdraw().await;
         }
     }
 
