@@ -101,18 +101,27 @@ async fn stray_wake(admin: &mut redis::aio::MultiplexedConnection) {
         .unwrap();
 }
 
-/// Who claims the next turn of `claimed`, once someone does (5 s at most).
-async fn claimant(server: &testkit::RedisServer) -> Option<String> {
-    let mut admin = common::admin(server).await;
+/// The claim on `claimed` now: its owner field, if any.
+async fn claim_now(admin: &mut redis::aio::MultiplexedConnection) -> Option<String> {
+    let claim: Option<String> = redis::cmd("GET")
+        .arg(CLAIM)
+        .query_async(admin)
+        .await
+        .unwrap();
+    claim.map(|claim| claim.split_once(':').unwrap().1.to_owned())
+}
+
+/// Lets a waiter parked on `claimed` wait long, then wakes it without
+/// freeing the lock, so that it claims the next turn; returns the
+/// claimant once the claim is there (5 s at most).
+async fn let_the_waiter_claim(admin: &mut redis::aio::MultiplexedConnection) -> Option<String> {
+    tokio::time::sleep(LONG_WAIT).await;
+    stray_wake(admin).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let claim: Option<String> = redis::cmd("GET")
-            .arg(CLAIM)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
+        let claim = claim_now(admin).await;
         if claim.is_some() || tokio::time::Instant::now() >= deadline {
-            return claim.map(|claim| claim.split_once(':').unwrap().1.to_owned());
+            return claim;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -133,10 +142,7 @@ async fn a_long_waiter_claims_the_next_turn_and_a_newcomer_yields_it() {
         guard.release().await.unwrap();
         owner
     });
-    // Long enough to claim, then a reason to try again.
-    tokio::time::sleep(LONG_WAIT).await;
-    stray_wake(&mut admin).await;
-    let first = claimant(&server)
+    let first = let_the_waiter_claim(&mut admin)
         .await
         .expect("the long waiter claimed nothing");
 
@@ -162,12 +168,11 @@ async fn a_long_waiter_claims_the_next_turn_and_a_newcomer_yields_it() {
         taker, first,
         "the lock went to someone other than its claimant"
     );
-    let claim: Option<String> = redis::cmd("GET")
-        .arg(CLAIM)
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    assert_eq!(claim, None, "the claim outlived its use");
+    assert_eq!(
+        claim_now(&mut admin).await,
+        None,
+        "the claim outlived its use"
+    );
     assert!(
         newcomer
             .lock("claimed")
@@ -192,22 +197,19 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
             .acquire_timeout(Duration::from_millis(1_800))
             .await
     });
-    tokio::time::sleep(LONG_WAIT).await;
-    stray_wake(&mut admin).await;
     assert!(
-        claimant(&server).await.is_some(),
+        let_the_waiter_claim(&mut admin).await.is_some(),
         "the long waiter claimed nothing"
     );
     assert!(matches!(
         waiting.await.unwrap(),
         Err(redlatch::Error::Timeout { .. })
     ));
-    let claim: Option<String> = redis::cmd("GET")
-        .arg(CLAIM)
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    assert_eq!(claim, None, "a claimant that gave up left its claim");
+    assert_eq!(
+        claim_now(&mut admin).await,
+        None,
+        "a claimant that gave up left its claim"
+    );
 }
 
 /// A claim whose claimant vanished (no withdrawal, no new attempt) lapses:

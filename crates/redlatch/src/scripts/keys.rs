@@ -241,11 +241,7 @@ pub(crate) struct PrefixName<'a> {
 
 impl std::fmt::Display for PrefixName<'_> {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.key.contains('{') {
-            write!(out, "{}:{}", self.prefix, self.key)
-        } else {
-            write!(out, "{}:{{{}}}", self.prefix, self.key)
-        }
+        write!(out, "{}:{}", self.prefix, HashTagged(self.key))
     }
 }
 
@@ -260,15 +256,24 @@ impl redis::ToRedisArgs for PrefixName<'_> {
 /// Redisson's `suffixName`: `{KEY}:SUFFIX`, or `KEY:SUFFIX` when the key
 /// already holds a `{`.
 pub(crate) fn suffix_name(key: &str, suffix: &str) -> String {
-    format!("{}:{suffix}", hash_tagged(key))
+    format!("{}:{suffix}", HashTagged(key))
 }
 
 /// `{KEY}`, or the key itself when it already holds a `{`.
 fn hash_tagged(key: &str) -> String {
-    if key.contains('{') {
-        key.to_owned()
-    } else {
-        format!("{{{key}}}")
+    HashTagged(key).to_string()
+}
+
+/// [`hash_tagged`] unwritten: the one place the rule lives.
+struct HashTagged<'a>(&'a str);
+
+impl std::fmt::Display for HashTagged<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.contains('{') {
+            out.write_str(self.0)
+        } else {
+            write!(out, "{{{}}}", self.0)
+        }
     }
 }
 
