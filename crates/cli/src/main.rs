@@ -21,11 +21,17 @@ mod top;
 mod unlock;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use crate::exit::Failure;
 use crate::global::Global;
+
+/// The longest a command's exit waits for the runtime to stop: the
+/// library's last word (a holder record deleted on a connection of its own)
+/// takes a second at most.
+const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(2);
 
 const ABOUT: &str =
     "Distributed locks on Redis: run a command under a lock, inspect and break locks";
@@ -133,8 +139,11 @@ fn main() -> ExitCode {
             failure.code
         }
     };
-    // Leave without tearing the runtime down: the library's background tasks
-    // and the settings watcher's thread have nothing left worth waiting for.
+    // Stop the runtime before leaving: the clients' tasks are dropped with
+    // it, and a client dropped so takes what it left in Redis (its holder
+    // record) with it, within a second. Anything else still running (the
+    // settings watcher's thread) is not waited for.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
     std::process::exit(i32::from(code));
 }
 

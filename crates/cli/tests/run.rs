@@ -782,3 +782,54 @@ fn on_terminal(command: &str) -> std::process::Child {
     common::default_signals(&mut script);
     script.spawn().expect("spawn script")
 }
+
+/// Holder records (`redlatch_holder:{id}`) left on the world's server.
+fn holder_records(world: &World) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("*redlatch_holder*")
+        .query(&mut world.redis())
+        .unwrap()
+}
+
+/// A `run` that held its lock a second, ending normally or by SIGTERM,
+/// takes its holder record with it: none is left 2 s after it exits (the
+/// process used to leave with `process::exit`, before the client's tasks
+/// could take the record out: it stayed for its TTL, a minute).
+#[test]
+fn a_run_leaves_no_holder_record_behind() {
+    let world = World::new();
+    let ready = world.path("ready");
+    let script = format!("touch {r}; sleep 1", r = q(&ready));
+    let mut ended = world.spawn(&["run", "named-then-done", "--", "sh", "-c", &script]);
+    wait_file(&ready, Duration::from_secs(5));
+    let named = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !holder_records(&world).is_empty()
+    });
+    assert!(named, "the run's hold was never named");
+    assert_eq!(code(ended.wait(Duration::from_secs(10))), 0);
+    let exited = Instant::now();
+    let mut left = holder_records(&world);
+    while !left.is_empty() && exited.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+        left = holder_records(&world);
+    }
+    assert!(left.is_empty(), "2 s after a run ended: {left:?}");
+
+    let mut stopped = world.spawn(&["run", "named-then-stopped", "--", "sleep", "30"]);
+    world.wait_held("named-then-stopped", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(
+        !holder_records(&world).is_empty(),
+        "the second run was never named"
+    );
+    stopped.signal(libc::SIGTERM);
+    stopped.wait(Duration::from_secs(10));
+    let exited = Instant::now();
+    let mut left = holder_records(&world);
+    while !left.is_empty() && exited.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+        left = holder_records(&world);
+    }
+    assert!(left.is_empty(), "2 s after a stopped run ended: {left:?}");
+}

@@ -253,3 +253,136 @@ async fn a_dropped_client_takes_its_record_with_it() {
         );
     }
 }
+
+/// Reads the holder records on `server` until none is left or `limit`
+/// passes; returns those left.
+fn records_left_after(server: &testkit::RedisServer, limit: Duration) -> Vec<String> {
+    let mut conn = server.conn();
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let records: Vec<String> = redis::cmd("KEYS")
+            .arg("*redlatch_holder*")
+            .query(&mut conn)
+            .expect("KEYS");
+        if records.is_empty() || std::time::Instant::now() >= deadline {
+            return records;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `#[tokio::main]` shape: acquire, hold long enough to be named,
+/// release (or not), drop the client, and the runtime ends with `main`. The
+/// record's refresh and withdrawal are tasks that never run once the
+/// runtime stops, so the record used to stay for its TTL (58 s left 1.5 s
+/// later). It must go with the runtime, on either kind of runtime, whether
+/// the last hold was released or was still held when the program ended.
+#[test]
+fn a_program_that_ends_with_its_runtime_leaves_no_holder_record() {
+    let server = common::server();
+    for (round, (multi_thread, release)) in
+        [(false, true), (true, true), (false, false), (true, false)]
+            .into_iter()
+            .enumerate()
+    {
+        let runtime = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        .expect("runtime");
+        let url = server.url();
+        let guard = runtime.block_on(async move {
+            let client = common::client_at(&url, redlatch::Settings::DEFAULT_LEASE).await;
+            let guard = client
+                .lock(format!("ends-with-main-{round}"))
+                .acquire()
+                .await
+                .unwrap();
+            // Named after about 50 ms: 300 ms is a hold any `list` shows.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let guard = if release {
+                guard.release().await.unwrap();
+                None
+            } else {
+                Some(guard)
+            };
+            drop(client);
+            guard
+        });
+        let named: Vec<String> = redis::cmd("KEYS")
+            .arg("*redlatch_holder*")
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(
+            !named.is_empty() || release,
+            "round {round}: a held lock's holder was never named"
+        );
+        drop(runtime);
+        drop(guard);
+        let left = records_left_after(&server, Duration::from_secs(1));
+        assert!(
+            left.is_empty(),
+            "round {round} (multi_thread: {multi_thread}, released: {release}): \
+             the record outlived its program: {left:?}"
+        );
+    }
+}
+
+/// The record lives a few seconds past its last refresh, so a holder that
+/// could not take it out leaves it briefly; a live holder whose record
+/// lapsed (a stall longer than its TTL, an eviction) writes it again whole,
+/// its holds included, at the next refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_record_lives_seconds_and_comes_back_whole_after_it_lapsed() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = common::client(&server).await;
+    let guard = client.lock("named-long").acquire().await.unwrap();
+    let record = format!("redlatch_holder:{{{}}}", client.id());
+    let holds_of = |fields: &std::collections::HashMap<String, String>| {
+        fields
+            .keys()
+            .filter(|field| field.starts_with("h:") && field.ends_with("named-long"))
+            .count()
+    };
+    let named = common::eventually(Duration::from_secs(5), || {
+        let (server, record) = (&server, record.clone());
+        async move {
+            let mut admin = common::admin(server).await;
+            let fields: std::collections::HashMap<String, String> =
+                admin.hgetall(&record).await.unwrap();
+            holds_of(&fields) == 1
+        }
+    })
+    .await;
+    assert!(named, "the hold was never named in {record}");
+    let ttl: i64 = admin.pttl(&record).await.unwrap();
+    assert!(
+        (1..=5_000).contains(&ttl),
+        "a record lives at most 5 s past its refresh: PTTL {ttl}"
+    );
+    // As if it had expired: only the record goes, the lock stays held.
+    let _: () = admin.del(&record).await.unwrap();
+    let back = common::eventually(Duration::from_secs(5), || {
+        let (server, record) = (&server, record.clone());
+        async move {
+            let mut admin = common::admin(server).await;
+            let fields: std::collections::HashMap<String, String> =
+                admin.hgetall(&record).await.unwrap();
+            fields.contains_key("pid") && holds_of(&fields) == 1
+        }
+    })
+    .await;
+    assert!(guard.is_held());
+    assert!(
+        back,
+        "the record did not come back whole while the hold lived"
+    );
+    guard.release().await.unwrap();
+}

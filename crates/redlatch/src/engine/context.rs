@@ -22,6 +22,7 @@ use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
 use crate::transport::capabilities::{self, Capabilities, Support};
 use crate::transport::connection::{self, Connection};
+use crate::transport::detached::Detached;
 use crate::transport::no_evict;
 use crate::transport::topology::{ReplicaWait, Topology};
 
@@ -101,6 +102,7 @@ impl Core {
         tracing::debug!(capabilities = %capabilities.summary(), "redlatch: connected");
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
+        let last_word = Detached::new(subscriptions.clone());
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let protect = capabilities.no_evict.is_available();
         let watchdog = Watchdog::start(
@@ -125,6 +127,7 @@ impl Core {
             let prefix = settings.read().key_prefix.clone();
             watchdog.set_identity(IdentityPublisher::start(
                 conn.clone(),
+                last_word,
                 record_key(&prefix, &id.to_string()),
                 features.holder_purpose.clone(),
                 settings.clone(),

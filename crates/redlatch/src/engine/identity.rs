@@ -19,14 +19,20 @@ use crate::engine::loss_watch::Watched;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
+use crate::transport::detached::Detached;
 
 /// How long a hold lasts before it is published.
 pub(crate) const SETTLE: Duration = Duration::from_millis(50);
 /// How often the record is refreshed and ended holds taken out.
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
-/// The record outlives its last refresh by this much: a holder that died
-/// stays named while its locks' leases run out.
-const RECORD_TTL: Duration = Duration::from_secs(60);
+/// The record outlives its last refresh by this much: five refreshes, so a
+/// slow server does not make a live holder's record lapse, and a holder that
+/// ended without taking its record out (killed, `process::exit`, a signal)
+/// leaves it a few seconds at most. A lock whose holder died may outlive its
+/// record: its lease runs on (docs/REDIS-DATA.md).
+pub(crate) const RECORD_TTL: Duration = Duration::from_secs(5);
+/// How long a program ending with its runtime waits for its record to go.
+const LAST_WORD_LIMIT: Duration = Duration::from_secs(1);
 
 /// The handle the watchdog sends new holds to.
 #[derive(Clone)]
@@ -35,9 +41,11 @@ pub(crate) struct IdentityPublisher {
 }
 
 impl IdentityPublisher {
-    /// Starts the task (it ends with `shutdown`), writing to `record`.
+    /// Starts the task (it ends with `shutdown`), writing to `record`;
+    /// `last_word` deletes the record when the runtime stops under the task.
     pub(crate) fn start(
         conn: Connection,
+        last_word: Detached,
         record: String,
         purpose: Option<String>,
         settings: SharedSettings,
@@ -47,6 +55,7 @@ impl IdentityPublisher {
         let (held, incoming) = mpsc::unbounded_channel();
         let task = Task {
             conn,
+            last_word,
             record,
             purpose,
             settings,
@@ -66,15 +75,22 @@ impl IdentityPublisher {
 
 struct Task {
     conn: Connection,
+    /// Deletes the record when the task is dropped with it written (the
+    /// runtime stopped before the task could).
+    last_word: Detached,
     record: String,
     purpose: Option<String>,
     settings: SharedSettings,
     /// Server time minus this machine's, in ms, once learned (`TIME`).
     clock_offset: Option<i64>,
     /// Published holds by (key, owner): the hold's own strings, shared,
-    /// so a published hold costs the client about 50 bytes here.
-    published: HashMap<(Arc<str>, Arc<str>), Weak<Hold>>,
+    /// and when it was acquired (server ms), to write it again if the record
+    /// lapsed; a published hold costs the client about 60 bytes here.
+    published: HashMap<(Arc<str>, Arc<str>), Published>,
 }
+
+/// A published hold, and when it was acquired (server ms).
+type Published = (Weak<Hold>, i64);
 
 impl Task {
     async fn run(
@@ -120,12 +136,10 @@ impl Task {
         let offset = self.clock_offset().await;
         let mut holds = Vec::with_capacity(due.len());
         for (watched, since) in due {
-            holds.push((
-                hold_field(&watched.key, &watched.field),
-                server_ms(since, offset),
-            ));
+            let since = server_ms(since, offset);
+            holds.push((hold_field(&watched.key, &watched.field), since));
             self.published
-                .insert((watched.key, watched.field), watched.hold);
+                .insert((watched.key, watched.field), (watched.hold, since));
         }
         let mut pipe = redis::pipe();
         self.describe(&mut pipe, &holds);
@@ -137,7 +151,7 @@ impl Task {
         let ended: Vec<(Arc<str>, Arc<str>)> = self
             .published
             .iter()
-            .filter(|(_, hold)| !is_held(hold))
+            .filter(|(_, (hold, _))| !is_held(hold))
             .map(|(names, _)| names.clone())
             .collect();
         if ended.is_empty() && self.published.is_empty() {
@@ -158,14 +172,27 @@ impl Task {
         if self.published.is_empty() {
             // Nothing held any more: the record goes with the last hold.
             pipe.cmd("DEL").arg(&self.record).ignore();
-        } else {
-            if !ended.is_empty() {
-                pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
-            }
-            // Written again in case the record was flushed or expired.
-            self.describe(&mut pipe, &[]);
+            self.send(pipe).await;
+            return;
         }
-        self.send(pipe).await;
+        if !ended.is_empty() {
+            pipe.cmd("HDEL").arg(&self.record).arg(&ended).ignore();
+        }
+        pipe.cmd("PEXPIRE")
+            .arg(&self.record)
+            .arg(RECORD_TTL.as_millis() as u64);
+        if self.query::<(bool,)>(pipe).await == Some((false,)) {
+            // The record lapsed (a stall longer than its TTL) or was
+            // flushed: write it whole again.
+            let holds: Vec<(String, i64)> = self
+                .published
+                .iter()
+                .map(|((key, owner), (_, since))| (hold_field(key, owner), *since))
+                .collect();
+            let mut pipe = redis::pipe();
+            self.describe(&mut pipe, &holds);
+            self.send(pipe).await;
+        }
     }
 
     /// The client is gone, so are its holds: the record goes now rather
@@ -176,7 +203,9 @@ impl Task {
         }
         let mut pipe = redis::pipe();
         pipe.cmd("DEL").arg(&self.record).ignore();
-        self.send(pipe).await;
+        if self.query::<()>(pipe).await.is_some() {
+            self.published.clear();
+        }
     }
 
     /// Adds to `pipe` the writes that describe this process and `holds`
@@ -204,14 +233,25 @@ impl Task {
     }
 
     async fn send(&mut self, pipe: redis::Pipeline) {
+        let _ = self.query::<()>(pipe).await;
+    }
+
+    /// Runs `pipe`; its reply, or `None` when it failed or timed out.
+    async fn query<T: redis::FromRedisValue>(&mut self, pipe: redis::Pipeline) -> Option<T> {
         let limit = self.settings.read().response_timeout;
-        let sent = tokio::time::timeout(limit, pipe.query_async::<()>(&mut self.conn)).await;
+        let sent = tokio::time::timeout(limit, pipe.query_async::<T>(&mut self.conn)).await;
         // Naming holders is a courtesy: a refusal (an ACL that leaves the
         // record's key out) or an outage costs the names, nothing else.
         match sent {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => debug!(%error, "redlatch: holder identity not written"),
-            Err(_) => debug!("redlatch: holder identity not written in time"),
+            Ok(Ok(reply)) => Some(reply),
+            Ok(Err(error)) => {
+                debug!(%error, "redlatch: holder identity not written");
+                None
+            }
+            Err(_) => {
+                debug!("redlatch: holder identity not written in time");
+                None
+            }
         }
     }
 
@@ -237,6 +277,23 @@ impl Task {
         };
         self.clock_offset = Some(offset);
         offset
+    }
+}
+
+impl Drop for Task {
+    /// The task is dropped with the record written: its runtime stopped
+    /// (the program is ending) before the refresh or the withdrawal could
+    /// take the record out. Say it on a connection of its own, briefly.
+    fn drop(&mut self) {
+        if self.published.is_empty() {
+            return;
+        }
+        let mut del = redis::cmd("DEL");
+        del.arg(&self.record);
+        let limit = self.settings.read().response_timeout.min(LAST_WORD_LIMIT);
+        if !self.last_word.send_blocking(del, limit) {
+            debug!("redlatch: holder record left to its TTL");
+        }
     }
 }
 

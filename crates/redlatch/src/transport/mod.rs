@@ -3,6 +3,7 @@
 
 pub(crate) mod capabilities;
 pub(crate) mod connection;
+pub(crate) mod detached;
 pub(crate) mod no_evict;
 pub(crate) mod script_routes;
 pub(crate) mod sentinel;
