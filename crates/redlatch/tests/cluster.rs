@@ -1087,3 +1087,66 @@ async fn permits_of_semaphores_on_every_master_stay_renewed() {
         permit.release().await.unwrap();
     }
 }
+
+/// How many times `FUNCTION LOAD` compiled a library on `node`: its calls
+/// that succeeded (`INFO commandstats`); a load of a library already there
+/// fails at once, before compiling anything.
+fn library_compiles(node: &testkit::RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .expect("INFO commandstats");
+    let Some(line) = info
+        .lines()
+        .find(|line| line.starts_with("cmdstat_function|load:"))
+    else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        line.split([':', ','])
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    field("calls") - field("failed_calls") - field("rejected_calls")
+}
+
+/// A fleet that connects (a restart of every app instance) costs each
+/// master one compile of the library, not one per client: a client loads
+/// it only where it is missing. A master that lost it (a new node,
+/// `FUNCTION FLUSH`) gets it again at the first call that needs it, and
+/// only that master compiles. (Every connect used to send `FUNCTION LOAD
+/// REPLACE` to every master: six connects, six compiles each.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_that_connects_compiles_the_library_once_per_master() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let mut clients = Vec::new();
+    for _ in 0..6 {
+        clients.push(client(&cluster, Duration::from_secs(30)).await);
+    }
+    for node in cluster.nodes() {
+        assert_eq!(
+            library_compiles(node),
+            1,
+            "master {} compiled the library more than once",
+            node.port()
+        );
+    }
+    let flushed = master_node(&cluster, "after-flush");
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut flushed.conn())
+        .unwrap();
+    let guard = clients[0].lock("after-flush").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    for node in cluster.nodes() {
+        let expected = if node.port() == flushed.port() { 2 } else { 1 };
+        assert_eq!(
+            library_compiles(node),
+            expected,
+            "master {} (flushed: {})",
+            node.port(),
+            node.port() == flushed.port()
+        );
+    }
+}

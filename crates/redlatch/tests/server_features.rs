@@ -597,6 +597,57 @@ async fn a_reconnected_command_connection_is_made_unevictable_again() {
     guard.release().await.unwrap();
 }
 
+/// The same for a client whose holds are all short (released before any
+/// renewal is due): its new command connection is protected by its first
+/// calls after the reconnection, not by renewals it never makes (the
+/// watchdog used to be the only one to set the flag again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnected_client_with_short_holds_is_made_unevictable_again() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    if !client.capabilities().no_evict.is_available() {
+        return;
+    }
+    let (mut admin, admin_id) = unevictable_admin(&server).await;
+    let lock = client.lock("brief");
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let command: Vec<u64> = unevictable(&mut admin, admin_id)
+        .await
+        .into_iter()
+        .filter(|(_, resp)| resp == "2")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(command.len(), 1, "{command:?}");
+    let killed = command[0];
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(killed)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Short holds only; the first call may meet the broken connection.
+    let mut cycles = 0;
+    let again = common::eventually(Duration::from_secs(10), || {
+        cycles += 1;
+        let (server, lock) = (&server, &lock);
+        async move {
+            if let Ok(guard) = lock.acquire_timeout(Duration::from_secs(1)).await {
+                let _ = guard.release().await;
+            }
+            let mut admin = common::admin(server).await;
+            clients(&mut admin).await.iter().any(|(id, resp, flags)| {
+                *id != admin_id && *id != killed && resp == "2" && flags.contains('e')
+            })
+        }
+    })
+    .await;
+    assert!(
+        again,
+        "after {cycles} short holds the new command connection is still evictable"
+    );
+}
+
 /// Whether a hold of `client` learns within a second that its key was
 /// deleted (the renewals of the default lease would take 10 s).
 async fn loss_noticed(server: &RedisServer, client: &Client) -> bool {

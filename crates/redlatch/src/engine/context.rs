@@ -105,13 +105,7 @@ impl Core {
         let last_word = Detached::new(subscriptions.clone());
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let protect = capabilities.no_evict.is_available();
-        let watchdog = Watchdog::start(
-            conn.clone(),
-            settings.clone(),
-            protect,
-            &runtime,
-            shutdown.clone(),
-        );
+        let watchdog = Watchdog::start(conn.clone(), settings.clone(), &runtime, shutdown.clone());
         if features.watch_holds {
             watchdog.set_loss_watch(LossWatch::start(
                 watch_source,
@@ -181,9 +175,13 @@ async fn learn_capabilities(
     } else if conn.is_cluster() {
         Support::Absent
     } else {
-        tokio::time::timeout(limit, no_evict::protect(&mut conn))
+        let support = tokio::time::timeout(limit, no_evict::protect(&mut conn))
             .await
-            .unwrap_or(Support::Absent)
+            .unwrap_or(Support::Absent);
+        if support.is_available() {
+            conn.keep_unevictable();
+        }
+        support
     };
     Capabilities::new(server, functions, wait_aof, no_evict)
 }

@@ -36,7 +36,6 @@ use crate::engine::loss_watch::{Holds, LossWatch, Watched};
 use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
-use crate::transport::no_evict;
 
 /// Most holds renewed by one script call.
 pub(crate) const RENEW_BATCH: usize = 100;
@@ -44,9 +43,6 @@ pub(crate) const RENEW_BATCH: usize = 100;
 /// The tracing target of the renewals' events (renewed, retried, hold
 /// lost): a stable name to filter on, e.g. `RUST_LOG=redlatch::renewal=debug`.
 pub(crate) const LOG_TARGET: &str = "redlatch::renewal";
-
-/// How often, at most, the watchdog sets `CLIENT NO-EVICT ON` again.
-const PROTECT_EVERY: Duration = Duration::from_secs(1);
 
 /// How long after a confirmed acquire or renewal a hold is renewed: a third
 /// of its lease, so two renewals can fail before the lease runs out.
@@ -142,18 +138,15 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts the task. With `protect`, it sets `CLIENT NO-EVICT ON` again
-    /// on the connection it renews through (at most once a second, while it
-    /// has holds to renew): a reconnection loses the flag.
+    /// Starts the task, renewing through `conn`.
     pub(crate) fn start(
         conn: Connection,
         settings: SharedSettings,
-        protect: bool,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> Watchdog {
         let shared = Arc::new(Shared::new(settings));
-        runtime.spawn(run(Arc::downgrade(&shared), conn, protect, shutdown));
+        runtime.spawn(run(Arc::downgrade(&shared), conn, shutdown));
         Watchdog { shared }
     }
 
@@ -560,8 +553,7 @@ impl Shared {
     }
 }
 
-async fn run(shared: Weak<Shared>, conn: Connection, protect: bool, shutdown: CancellationToken) {
-    let mut protected_at: Option<LeaseInstant> = None;
+async fn run(shared: Weak<Shared>, conn: Connection, shutdown: CancellationToken) {
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -585,17 +577,6 @@ async fn run(shared: Weak<Shared>, conn: Connection, protect: bool, shutdown: Ca
         }
         let now = LeaseInstant::now();
         let due = strong.sweep(now);
-        if protect
-            && !due.is_empty()
-            && protected_at.is_none_or(|at| now.saturating_duration_since(at) >= PROTECT_EVERY)
-        {
-            protected_at = Some(now);
-            let mut conn = conn.clone();
-            let limit = strong.settings.read().response_timeout;
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(limit, no_evict::protect(&mut conn)).await;
-            });
-        }
         let (batched, callbacks) = plan(due, conn.is_cluster());
         for batch in batched {
             let shared = Arc::downgrade(&strong);

@@ -77,18 +77,33 @@ pub(crate) fn function_name(script: &str) -> String {
     format!("{}_{script}", LIBRARY.name)
 }
 
-/// Loads the library on the server (every master of a cluster). `replace`
-/// loads it over a copy already there; without it, a copy already there
-/// counts as loaded (no compile on the server).
-pub(crate) async fn load(conn: &mut Connection, replace: bool) -> RedisResult<()> {
+/// Loads the library on the server, or on every master of a cluster, where
+/// it is missing. Never with `REPLACE`: the library is named after its
+/// content, so a copy of that name is this library, and a server answers a
+/// load of a library it has at once, before compiling anything. So a fleet
+/// of clients that connects costs each server one compile, not one each.
+pub(crate) async fn load(conn: &mut Connection) -> RedisResult<()> {
     let mut cmd = redis::cmd("FUNCTION");
-    cmd.arg("LOAD");
-    // A cluster client sends the load to every master and needs all to succeed.
-    if replace || conn.is_cluster() {
-        cmd.arg("REPLACE");
+    cmd.arg("LOAD").arg(&LIBRARY.source);
+    if !conn.is_cluster() {
+        return loaded(cmd.query_async::<String>(conn).await);
     }
-    cmd.arg(&LIBRARY.source);
-    match cmd.query_async::<String>(conn).await {
+    // Each master on its own: a master that has the library refuses the
+    // load, and a cluster client that sent it to all would fail it all.
+    let masters = conn.keyspace_nodes().await?;
+    let loads = masters.iter().map(|node| {
+        let (mut conn, cmd) = (conn.clone(), cmd.clone());
+        async move { loaded(conn.query_on::<String>(node, &cmd).await) }
+    });
+    futures_util::future::join_all(loads)
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// A load's answer: loaded now, or there already.
+fn loaded(answer: RedisResult<String>) -> RedisResult<()> {
+    match answer {
         Ok(_) => Ok(()),
         Err(error) if already_loaded(&error) => Ok(()),
         Err(error) => Err(error),
@@ -99,7 +114,7 @@ pub(crate) async fn load(conn: &mut Connection, replace: bool) -> RedisResult<()
 /// functions from now on. `server_has_functions` is what the server's
 /// version says (Redis and Valkey 7 and later).
 pub(crate) async fn install(conn: &mut Connection, server_has_functions: bool) -> Support {
-    let support = match load(conn, false).await {
+    let support = match load(conn).await {
         Ok(()) => Support::Available,
         Err(error) if refused(&error) && !server_has_functions => Support::Absent,
         Err(error) => Support::Denied(error.to_string()),

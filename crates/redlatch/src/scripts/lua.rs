@@ -147,7 +147,7 @@ impl Invocation {
             return Ok(true);
         }
         if library::lost(error) || library::refused(error) {
-            match library::load(conn, true).await {
+            match library::load(conn).await {
                 Ok(()) => {}
                 Err(error) if library::refused(&error) => stop_using_functions(conn, &error),
                 Err(error) => return Err(error),

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::settings::cluster_pubsub::ClusterPubSub;
 use crate::settings::deployment::Servers;
 use crate::settings::{Settings, SharedSettings};
+use crate::transport::no_evict::Keeper;
 use crate::transport::script_routes::ScriptRoutes;
 use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
@@ -242,6 +243,8 @@ async fn open_sentinel(
 pub(crate) struct Connection {
     link: Link,
     routes: Arc<ScriptRoutes>,
+    /// Keeps the server from evicting it, across reconnections.
+    no_evict: Arc<Keeper>,
 }
 
 impl Connection {
@@ -249,7 +252,14 @@ impl Connection {
         Connection {
             link,
             routes: Arc::new(ScriptRoutes::default()),
+            no_evict: Arc::new(Keeper::default()),
         }
+    }
+
+    /// Keeps the connection unevictable (the server granted `CLIENT
+    /// NO-EVICT ON` at connect), also after it reconnects.
+    pub(crate) fn keep_unevictable(&self) {
+        self.no_evict.keep();
     }
 
     /// How scripts reach the server (shared by the connection's clones).
@@ -328,6 +338,19 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Where the connection is kept unevictable: sets the flag again if a
+    /// call failed on the connection since, and gives what notes this
+    /// call's outcome. `None` (nothing to do per call) elsewhere.
+    fn watched_for_reconnection(&self) -> Option<Arc<Keeper>> {
+        if !self.no_evict.wanted() {
+            return None;
+        }
+        self.no_evict.renew_if_unsure(self);
+        Some(self.no_evict.clone())
+    }
+}
+
 /// One server to send a key-less command to: the only one, or a cluster node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
@@ -396,10 +419,19 @@ fn cluster_masters(nodes: &str) -> Vec<Node> {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.link {
+        let keeper = self.watched_for_reconnection();
+        let call = match &mut self.link {
             Link::Single(conn) => conn.req_packed_command(cmd),
             Link::Cluster(conn, ..) => conn.req_packed_command(cmd),
             Link::Sentinel(conn) => conn.req_packed_command(cmd),
+        };
+        match keeper {
+            None => call,
+            Some(keeper) => Box::pin(async move {
+                let outcome = call.await;
+                keeper.note(&outcome);
+                outcome
+            }),
         }
     }
 
@@ -409,10 +441,19 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match &mut self.link {
+        let keeper = self.watched_for_reconnection();
+        let call = match &mut self.link {
             Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Link::Cluster(conn, ..) => conn.req_packed_commands(pipeline, offset, count),
             Link::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
+        };
+        match keeper {
+            None => call,
+            Some(keeper) => Box::pin(async move {
+                let outcome = call.await;
+                keeper.note(&outcome);
+                outcome
+            }),
         }
     }
 

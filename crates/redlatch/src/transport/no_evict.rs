@@ -4,7 +4,11 @@
 //! small but must not be among them: a closed command connection fails the
 //! renewals in flight, a closed watch connection leaves lost holds to the
 //! renewals. The flag belongs to one connection and dies with it, so it is
-//! sent on each connection the client opens, and again after a reconnection.
+//! sent on each connection the client opens, and again after a reconnection
+//! ([`Keeper`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use redis::RedisError;
 use redis::aio::ConnectionLike;
@@ -22,6 +26,73 @@ pub(crate) async fn protect(conn: &mut impl ConnectionLike) -> Support {
     {
         Ok(()) => Support::Available,
         Err(error) => judge(&error),
+    }
+}
+
+/// How long a protection sent after a reconnection may take.
+const PROTECT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Keeps a reconnecting connection unevictable: a call that failed on the
+/// connection itself (it broke, or could not be made) means the calls that
+/// follow may run on a new connection, without the flag; the first of them
+/// sends it again, from a task of its own. Whatever the calls are (short
+/// holds never renewed included), and at most one protection at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Keeper {
+    /// The server granted the flag at connect: keep it.
+    wanted: AtomicBool,
+    /// A call failed on the connection since the flag was last set.
+    unsure: AtomicBool,
+    /// A protection is under way.
+    sending: AtomicBool,
+}
+
+impl Keeper {
+    /// The flag was granted: keep it from now on.
+    pub(crate) fn keep(&self) {
+        self.wanted.store(true, Ordering::Relaxed);
+    }
+
+    /// True when calls must be watched for broken connections.
+    pub(crate) fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed)
+    }
+
+    /// Notes how a call ended.
+    pub(crate) fn note<T>(&self, outcome: &redis::RedisResult<T>) {
+        if let Err(error) = outcome
+            && (error.is_io_error()
+                || error.is_connection_dropped()
+                || error.is_connection_refusal()
+                || error.is_timeout())
+        {
+            self.unsure.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Before a call on `conn`: sends the flag again, in the background, if
+    /// the connection may have been replaced since it was last set.
+    pub(crate) fn renew_if_unsure<C>(self: &std::sync::Arc<Self>, conn: &C)
+    where
+        C: ConnectionLike + Clone + Send + 'static,
+    {
+        if !self.unsure.load(Ordering::Relaxed) || self.sending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.sending.store(false, Ordering::Release);
+            return;
+        };
+        self.unsure.store(false, Ordering::Relaxed);
+        let (keeper, mut conn) = (self.clone(), conn.clone());
+        runtime.spawn(async move {
+            let set = tokio::time::timeout(PROTECT_LIMIT, protect(&mut conn)).await;
+            if !matches!(set, Ok(Support::Available)) {
+                // Not set (the connection broke again): the next call tries.
+                keeper.unsure.store(true, Ordering::Relaxed);
+            }
+            keeper.sending.store(false, Ordering::Release);
+        });
     }
 }
 
