@@ -20,3 +20,6 @@ mod scripts;
 
 #[path = "trust/liveness.rs"]
 mod liveness;
+
+#[path = "trust/loss_watch.rs"]
+mod loss_watch;
