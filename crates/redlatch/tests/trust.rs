@@ -23,3 +23,6 @@ mod liveness;
 
 #[path = "trust/loss_watch.rs"]
 mod loss_watch;
+
+#[path = "trust/chaos_watch.rs"]
+mod chaos_watch;
