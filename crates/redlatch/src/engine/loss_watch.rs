@@ -7,12 +7,16 @@
 //! released sooner costs nothing here; one lost sooner is found then); from
 //! then on the server pushes an
 //! invalidation when that key is changed, deleted, expired, or flushed, and
-//! the task reads the field again (which also tracks the key again). A field
-//! that is gone marks its hold lost (`LostReason::Gone`), unless the hold
-//! was released or replaced meanwhile. A lost watch connection (a restart,
-//! a failover) is opened again and every held key read again. Our own
-//! renewals change the key too: each costs one push and one read here, off
-//! the callers' path.
+//! the task reads the field again (which also tracks the key again), at
+//! once unless the server keeps invalidating the key right after each read
+//! (a full tracking table evicting it: `engine/reread.rs` paces those). A
+//! field that is gone, or a key that is no longer a lock hash (`WRONGTYPE`:
+//! each reply is its key's answer, never the connection's), marks its hold
+//! lost (`LostReason::Gone`), unless the hold was released or replaced
+//! meanwhile. A lost watch connection (a restart, a failover) is opened
+//! again, after the client's retry delay, and every held key read again.
+//! Our own renewals change the key too: each costs one push and one read
+//! here, off the callers' path.
 //!
 //! Where the server refuses tracking (Redis before 6, an ACL without
 //! `CLIENT`, a proxy) or on a cluster, the watch stays off and the renewals
