@@ -20,3 +20,9 @@ mod scripts;
 
 #[path = "trust/liveness.rs"]
 mod liveness;
+
+#[path = "trust/loss_watch.rs"]
+mod loss_watch;
+
+#[path = "trust/chaos_watch.rs"]
+mod chaos_watch;

@@ -7,12 +7,16 @@
 //! released sooner costs nothing here; one lost sooner is found then); from
 //! then on the server pushes an
 //! invalidation when that key is changed, deleted, expired, or flushed, and
-//! the task reads the field again (which also tracks the key again). A field
-//! that is gone marks its hold lost (`LostReason::Gone`), unless the hold
-//! was released or replaced meanwhile. A lost watch connection (a restart,
-//! a failover) is opened again and every held key read again. Our own
-//! renewals change the key too: each costs one push and one read here, off
-//! the callers' path.
+//! the task reads the field again (which also tracks the key again), at
+//! once unless the server keeps invalidating the key right after each read
+//! (a full tracking table evicting it: `engine/reread.rs` paces those). A
+//! field that is gone, or a key that is no longer a lock hash (`WRONGTYPE`:
+//! each reply is its key's answer, never the connection's), marks its hold
+//! lost (`LostReason::Gone`), unless the hold was released or replaced
+//! meanwhile. A lost watch connection (a restart, a failover) is opened
+//! again, after the client's retry delay, and every held key read again.
+//! Our own renewals change the key too: each costs one push and one read
+//! here, off the callers' path.
 //!
 //! Where the server refuses tracking (Redis before 6, an ACL without
 //! `CLIENT`, a proxy) or on a cluster, the watch stays off and the renewals
@@ -29,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::engine::hold::Hold;
+use crate::engine::reread::{Pacing, Rereads};
 use crate::settings::SharedSettings;
 use crate::transport::no_evict;
 use crate::transport::watch::WatchSource;
@@ -86,8 +91,20 @@ impl LossWatch {
     }
 }
 
+/// One watched key: its holds, and the pace of its re-reads.
+#[derive(Default)]
+struct WatchedKey {
+    holds: Vec<(Arc<str>, Weak<Hold>)>,
+    pacing: Pacing,
+}
+
 /// Holds watched per key.
-type Keys = HashMap<Arc<str>, Vec<(Arc<str>, Weak<Hold>)>>;
+type Keys = HashMap<Arc<str>, WatchedKey>;
+
+/// A connection that lived this long was sound: the next failure starts
+/// the reconnect delays from the first again. One that dies sooner (killed
+/// at once, refused at once) keeps them growing.
+const SOUND_FOR: Duration = Duration::from_secs(1);
 
 async fn run(
     source: WatchSource,
@@ -105,8 +122,24 @@ async fn run(
     let mut keys: Keys = HashMap::new();
     // New holds, each with the time of its first read.
     let mut settling: VecDeque<(tokio::time::Instant, Watched)> = VecDeque::new();
-    let mut failures = 0u32;
+    // Keys whose next read waits (`engine/reread.rs`).
+    let mut rereads = Rereads::default();
+    // Connections lost (or refused) in a row; `None` before the first.
+    let mut failures: Option<u32> = None;
     loop {
+        if let Some(failed) = failures {
+            // Every reconnect waits, by the client's retry policy, as for its
+            // other connections: a connection that fails at once must not
+            // make a loop of connects.
+            let pause = settings.read().retry.delay(failed);
+            failures = Some(failed.saturating_add(1));
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        } else {
+            failures = Some(0);
+        }
         let timeout = settings.read().response_timeout;
         let (pushes_to, mut pushes) = mpsc::unbounded_channel();
         let opened = tokio::select! {
@@ -122,60 +155,104 @@ async fn run(
             }
             Err(Refusal::ForNow(error)) => {
                 debug!(%error, "redlatch: loss watch cannot connect; trying again");
-                // The client's retry policy, as for its other connections.
-                let pause = settings.read().retry.delay(failures);
-                failures = failures.saturating_add(1);
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(pause) => continue,
-                }
+                continue;
             }
         };
-        failures = 0;
-        // Whatever happened while no connection watched: read every key again.
+        let opened_at = tokio::time::Instant::now();
+        // Whatever happened while no connection watched: read every key
+        // again (a new connection tracks nothing yet).
+        rereads.clear();
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
-        if check(&mut conn, &holds, &mut keys, everything)
+        if check(&mut conn, &holds, &mut keys, &mut rereads, everything)
             .await
-            .is_err()
+            .is_ok()
         {
-            continue;
+            watch(
+                &mut conn,
+                &holds,
+                &mut keys,
+                &mut settling,
+                &mut rereads,
+                &mut incoming,
+                &mut pushes,
+                &shutdown,
+            )
+            .await;
         }
-        loop {
-            let next_settled = settling.front().map(|(at, _)| *at);
-            let due = tokio::select! {
-                () = shutdown.cancelled() => return,
-                Some(watched) = incoming.recv() => {
-                    settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
-                    continue;
-                }
-                () = sleep_until(next_settled) => {
-                    // Settled together: read them in one pipeline.
-                    let now = tokio::time::Instant::now();
-                    let mut due = Vec::new();
-                    while settling.front().is_some_and(|(at, _)| *at <= now) {
-                        if let Some((_, watched)) = settling.pop_front() {
-                            due.push(add(&mut keys, watched));
-                        }
-                    }
-                    if settling.is_empty() {
-                        // A burst of holds leaves no queue behind it.
-                        settling.shrink_to(16);
-                    }
-                    due
-                }
-                push = pushes.recv() => match push {
-                    Some(push) => match invalidated(push, &keys) {
-                        Some(due) => due,
-                        None => break,
-                    },
-                    None => break,
-                },
-            };
-            if check(&mut conn, &holds, &mut keys, due).await.is_err() {
-                break;
-            }
+        if shutdown.is_cancelled() {
+            return;
+        }
+        if opened_at.elapsed() >= SOUND_FOR {
+            failures = Some(0);
         }
     }
+}
+
+/// Watches on one connection until it fails (or the client shuts down).
+#[allow(clippy::too_many_arguments)]
+async fn watch(
+    conn: &mut MultiplexedConnection,
+    holds: &Arc<dyn Holds>,
+    keys: &mut Keys,
+    settling: &mut VecDeque<(tokio::time::Instant, Watched)>,
+    rereads: &mut Rereads,
+    incoming: &mut UnboundedReceiver<Watched>,
+    pushes: &mut UnboundedReceiver<PushInfo>,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        let next_settled = settling.front().map(|(at, _)| *at);
+        let due = tokio::select! {
+            () = shutdown.cancelled() => return,
+            Some(watched) = incoming.recv() => {
+                settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
+                continue;
+            }
+            () = sleep_until(next_settled) => {
+                // Settled together: read them in one pipeline.
+                let now = tokio::time::Instant::now();
+                let mut due = Vec::new();
+                while settling.front().is_some_and(|(at, _)| *at <= now) {
+                    if let Some((_, watched)) = settling.pop_front() {
+                        due.push(add(keys, watched));
+                    }
+                }
+                if settling.is_empty() {
+                    // A burst of holds leaves no queue behind it.
+                    settling.shrink_to(16);
+                }
+                due
+            }
+            () = sleep_until(rereads.next()) => rereads.take_due(tokio::time::Instant::now()),
+            push = pushes.recv() => match push {
+                Some(push) => match invalidated(push, keys) {
+                    Some(named) => pace(keys, rereads, named),
+                    None => return,
+                },
+                None => return,
+            },
+        };
+        if check(conn, holds, keys, rereads, due).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Of the keys an invalidation names, those to read now; the others are
+/// scheduled for later by their pacing.
+fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> Vec<Arc<str>> {
+    let now = tokio::time::Instant::now();
+    let mut now_due = Vec::new();
+    for key in named {
+        let Some(watched) = keys.get_mut(&key) else {
+            continue;
+        };
+        match watched.pacing.invalidated(now) {
+            Duration::ZERO => now_due.push(key),
+            delay => rereads.schedule(key, now + delay),
+        }
+    }
+    now_due
 }
 
 /// Sleeps until `at`; forever when there is nothing to wait for.
@@ -241,7 +318,11 @@ async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &Cancellatio
 fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
     // Nearly always one hold per key: room for one, not the default four.
     keys.entry(watched.key.clone())
-        .or_insert_with(|| Vec::with_capacity(1))
+        .or_insert_with(|| WatchedKey {
+            holds: Vec::with_capacity(1),
+            pacing: Pacing::default(),
+        })
+        .holds
         .push((watched.field, watched.hold));
     watched.key
 }
@@ -272,12 +353,17 @@ fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
 }
 
 /// Reads the owner field of every current hold on `due` keys (which tracks
-/// the keys again) and marks the holds whose field is gone. Holds no longer
-/// current are forgotten. An error means the connection failed.
+/// the keys again) and marks the holds whose field is gone, or whose key is
+/// no longer a lock hash (overwritten with another type: the lock is gone
+/// as surely as if deleted). Holds no longer current are forgotten. Each
+/// reply is its key's answer: an error about one key (not `WRONGTYPE`)
+/// reads that key again later. An error of the whole call means the
+/// connection failed.
 async fn check(
     conn: &mut MultiplexedConnection,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
+    rereads: &mut Rereads,
     due: Vec<Arc<str>>,
 ) -> redis::RedisResult<()> {
     let mut asked: Vec<(Arc<str>, Arc<str>, Arc<Hold>)> = Vec::new();
@@ -285,13 +371,13 @@ async fn check(
         let Some(watched) = keys.get_mut(&key) else {
             continue;
         };
-        watched.retain(|(field, hold)| {
+        watched.holds.retain(|(field, hold)| {
             hold.upgrade()
                 .filter(|hold| holds.is_current(&key, field, hold))
                 .map(|hold| asked.push((key.clone(), field.clone(), hold)))
                 .is_some()
         });
-        if watched.is_empty() {
+        if watched.holds.is_empty() {
             keys.remove(&key);
         }
     }
@@ -306,12 +392,48 @@ async fn check(
         for (key, field, _) in chunk {
             pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
         }
-        let present: Vec<bool> = pipeline.query_async(conn).await?;
-        for ((key, field, hold), present) in chunk.iter().zip(present) {
-            if !present {
-                holds.mark_gone(key, field, hold);
+        let answers: Vec<redis::RedisResult<bool>> =
+            pipeline.ignore_errors().query_async(conn).await?;
+        let now = tokio::time::Instant::now();
+        for ((key, field, hold), answer) in chunk.iter().zip(answers) {
+            match answer {
+                Ok(true) => {
+                    if let Some(watched) = keys.get_mut(key) {
+                        watched.pacing.found_unchanged(now);
+                    }
+                }
+                Ok(false) => lost(holds, keys, key, field, hold),
+                Err(error) if error.code() == Some("WRONGTYPE") => {
+                    lost(holds, keys, key, field, hold);
+                }
+                Err(error) => {
+                    debug!(%error, key = %key, "redlatch: loss watch cannot read a key; reading it again later");
+                    if let Some(watched) = keys.get_mut(key) {
+                        let delay = watched.pacing.read_failed();
+                        rereads.schedule(key.clone(), now + delay);
+                    }
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Marks a hold whose field is gone, and stops watching it.
+fn lost(
+    holds: &Arc<dyn Holds>,
+    keys: &mut Keys,
+    key: &Arc<str>,
+    field: &Arc<str>,
+    hold: &Arc<Hold>,
+) {
+    holds.mark_gone(key, field, hold);
+    if let Some(watched) = keys.get_mut(key) {
+        watched.holds.retain(|(watched_field, watched_hold)| {
+            !(watched_field == field && std::ptr::eq(watched_hold.as_ptr(), Arc::as_ptr(hold)))
+        });
+        if watched.holds.is_empty() {
+            keys.remove(key);
+        }
+    }
 }

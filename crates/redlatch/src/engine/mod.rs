@@ -13,6 +13,7 @@ pub(crate) mod identity;
 pub(crate) mod loss_watch;
 pub(crate) mod place;
 pub(crate) mod primitive;
+pub(crate) mod reread;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;

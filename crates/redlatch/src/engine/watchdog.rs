@@ -130,6 +130,9 @@ struct Shared {
     loss_watch: std::sync::OnceLock<LossWatch>,
     /// Where new holds go to be named, once the publisher started.
     identity: std::sync::OnceLock<IdentityPublisher>,
+    /// Keys this client is force-unlocking now (with how many calls): a
+    /// hold found gone from one meanwhile was lost to this client's call.
+    force_unlocking: Mutex<HashMap<Arc<str>, usize>>,
 }
 
 /// Handle to the client's watchdog task.
@@ -324,6 +327,23 @@ impl Watchdog {
         }
     }
 
+    /// Notes that this client is force-unlocking `key` until the returned
+    /// value drops: its holds there that the loss watch or a renewal finds
+    /// gone meanwhile (before the call's reply, which marks them) were lost
+    /// to that call, not to someone else.
+    pub(crate) fn force_unlocking(&self, key: &Arc<str>) -> ForceUnlocking {
+        *self
+            .shared
+            .force_unlocking
+            .lock()
+            .entry(key.clone())
+            .or_insert(0) += 1;
+        ForceUnlocking {
+            shared: self.shared.clone(),
+            key: key.clone(),
+        }
+    }
+
     /// Marks every lock hold on `key` lost (this client force-unlocked it).
     pub(crate) fn mark_key_lost(&self, key: &str) {
         let mut entries = self.shared.entries.lock();
@@ -375,11 +395,21 @@ impl Shared {
             renewal_round_trips: AtomicU64::new(0),
             loss_watch: std::sync::OnceLock::new(),
             identity: std::sync::OnceLock::new(),
+            force_unlocking: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl Shared {
+    /// Why a hold of `key` that Redis no longer has was lost.
+    fn gone_reason(&self, key: &str) -> LostReason {
+        if self.force_unlocking.lock().contains_key(key) {
+            LostReason::ForceUnlocked
+        } else {
+            LostReason::Gone
+        }
+    }
+
     fn ns(&self, at: LeaseInstant) -> u64 {
         at.saturating_duration_since(self.base).as_nanos() as u64
     }
@@ -534,7 +564,7 @@ impl Shared {
                 Ok(_) if current.is_none() => {}
                 Ok(_) => {
                     warn!(target: LOG_TARGET, key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
-                    hold.mark_lost(LostReason::Gone);
+                    hold.mark_lost(self.gone_reason(&key.0));
                     entries.remove(key);
                 }
                 Err(error) => {
@@ -707,6 +737,24 @@ async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
     shared.settle(&[renewal], sent_at, outcome);
 }
 
+/// A force-unlock of this client under way (`Watchdog::force_unlocking`).
+pub(crate) struct ForceUnlocking {
+    shared: Arc<Shared>,
+    key: Arc<str>,
+}
+
+impl Drop for ForceUnlocking {
+    fn drop(&mut self) {
+        let mut unlocking = self.shared.force_unlocking.lock();
+        if let Some(calls) = unlocking.get_mut(&self.key) {
+            *calls -= 1;
+            if *calls == 0 {
+                unlocking.remove(&self.key);
+            }
+        }
+    }
+}
+
 /// The watchdog's holds as the loss watch sees them.
 struct WatchedHolds(Weak<Shared>);
 
@@ -735,7 +783,7 @@ impl Holds for WatchedHolds {
             .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
         {
             warn!(target: LOG_TARGET, key = %key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
-            hold.mark_lost(LostReason::Gone);
+            hold.mark_lost(shared.gone_reason(key));
             entries.remove(&entry_key);
         }
     }

@@ -217,6 +217,9 @@ impl Lock {
     pub async fn force_unlock(&self) -> Result<bool> {
         let keys = self.keys()?;
         let core = &self.core;
+        // Before sending: the loss watch may read the key gone before the
+        // reply comes, and must know whose doing it was.
+        let _unlocking = core.watchdog.force_unlocking(&keys.key);
         let mut conn = core.conn.clone();
         let mut call = scripts::FORCE_UNLOCK.call(&conn);
         call.key(&keys.key)

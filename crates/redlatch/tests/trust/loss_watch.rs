@@ -1,0 +1,159 @@
+//! The loss watch under attack (issue 35): bad data in a watched key, a
+//! tracking table smaller than the holds, and this client's own
+//! force-unlock. Each test failed before its fix.
+
+use std::time::{Duration, Instant};
+
+use redlatch::LostReason;
+
+use crate::common;
+use crate::support::{connections_received, hexists_calls};
+
+/// Generous: the watch promises 50 ms on loopback.
+const NOTICED_WITHIN: Duration = Duration::from_secs(2);
+
+async fn admin_cmd(server: &testkit::RedisServer, words: &[&str]) {
+    let mut admin = common::admin(server).await;
+    let mut cmd = redis::cmd(words[0]);
+    for word in &words[1..] {
+        cmd.arg(*word);
+    }
+    let _: redis::Value = cmd.query_async(&mut admin).await.unwrap();
+}
+
+/// Defect 1: `SET <lock> x` made every read of the watch fail as if the
+/// connection broke: a reconnect storm (1,400+ connections in 2 s), the
+/// hold never reported lost, the client's other holds unwatched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_key_overwritten_with_another_type_is_lost_without_a_reconnect_storm() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let fixed = client
+        .lock("overwritten")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let other = client.lock("overwritten:other").acquire().await.unwrap();
+    // Past the watch's settling time: both keys are tracked.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let connections_before = connections_received(&server).await;
+    admin_cmd(&server, &["SET", "overwritten", "x"]).await;
+    let started = Instant::now();
+    tokio::time::timeout(NOTICED_WITHIN, fixed.lost())
+        .await
+        .expect("a key that is no longer a lock hash went unnoticed");
+    eprintln!("overwritten: lost noticed after {:?}", started.elapsed());
+    assert!(!fixed.is_held());
+    assert_eq!(fixed.lost_reason(), Some(LostReason::Gone));
+    // The client's other hold is still watched: its loss is found at once.
+    admin_cmd(&server, &["DEL", "overwritten:other"]).await;
+    tokio::time::timeout(NOTICED_WITHIN, other.lost())
+        .await
+        .expect("the client's other hold went unwatched");
+    // Keep the bad key there a while: nothing may loop on it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let opened = connections_received(&server).await - connections_before;
+    // The test's own admin connections (one per command) and a reconnect
+    // or two at most; the storm opened over a thousand.
+    assert!(opened <= 10, "{opened} connections opened");
+}
+
+/// Defect 1, the reconnect itself: a connection that fails again at once
+/// is retried after the client's retry policy, never in a tight loop.
+/// Here every new watch connection is killed as soon as it shows up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_connection_killed_again_and_again_reconnects_with_backoff() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let guard = client.lock("killed:watch").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = connections_received(&server).await;
+    let mut admin = common::admin(&server).await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        // The watch's connection is the only RESP3 one with tracking on.
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let opened = connections_received(&server).await - before;
+    eprintln!("killed every 5 ms for 2 s: {opened} connections opened");
+    // The client reconnects its connections, the watch after a growing
+    // delay (20 ms doubling, capped): tens, not hundreds (315 before).
+    assert!(opened <= 100, "{opened} connections opened in 2 s");
+    drop(guard);
+}
+
+/// Defect 2: with `tracking-table-max-keys 4` and 8 held locks, the
+/// server evicts a tracked key (an invalidation) for each key the watch
+/// reads, and the watch read each again at once: 4,000+ HEXISTS a second,
+/// for ever. The reads are now bounded, and a real loss is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_holds_than_the_tracking_table_cost_a_bounded_number_of_reads() {
+    let server = testkit::RedisServer::builder()
+        .arg("tracking-table-max-keys", "4")
+        .start()
+        .expect("start redis-server");
+    let client = common::client(&server).await;
+    let mut guards = Vec::new();
+    for index in 0..8 {
+        guards.push(
+            client
+                .lock(format!("table:{index}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    // Let the eviction chain start and the watch settle into its rhythm.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = hexists_calls(&server).await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reads = hexists_calls(&server).await - before;
+    let per_second = reads as f64 / started.elapsed().as_secs_f64();
+    eprintln!("8 holds, tracking table of 4: {per_second:.0} HEXISTS/s");
+    assert!(per_second < 200.0, "{per_second:.0} HEXISTS/s");
+    // A real loss is still found, within the watch's slowest re-read.
+    admin_cmd(&server, &["DEL", "table:3"]).await;
+    let started = Instant::now();
+    tokio::time::timeout(NOTICED_WITHIN, guards[3].lost())
+        .await
+        .expect("a deleted key went unnoticed under tracking-table pressure");
+    eprintln!(
+        "deleted under pressure: noticed after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(guards[3].lost_reason(), Some(LostReason::Gone));
+    for (index, guard) in guards.iter().enumerate() {
+        assert_eq!(guard.is_held(), index != 3, "table:{index}");
+    }
+}
+
+/// Defect 5: the guards were marked after the force-unlock's reply, and
+/// the watch's read sometimes got there first: 9–17 of 300 said `Gone`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_force_unlocked_by_its_own_client_says_force_unlocked() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.lock("own:force");
+    let mut wrong = Vec::new();
+    for round in 0..200 {
+        let guard = lock.acquire().await.unwrap();
+        // Past the settling time: the watch tracks the key.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(lock.force_unlock().await.unwrap());
+        let reason = guard.lost_reason();
+        if reason != Some(LostReason::ForceUnlocked) {
+            wrong.push((round, reason));
+        }
+    }
+    assert!(wrong.is_empty(), "rounds with the wrong reason: {wrong:?}");
+}
