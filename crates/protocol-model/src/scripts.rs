@@ -28,14 +28,15 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "62576ff7fd987d9f4ca37812e6851ed72cb6a230",
+        sha1: "806a89e337286760d2d21fc3ce9a83421774a1da",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \
                   its PTTL; nothing written to the lock or the counter when it answers busy. \
                   Left out: a long waiter's claim to the next turn (lib/precedence.lua), which \
-                  writes only its own key and may make a free key answer busy; a refusal \
-                  is a busy answer, so it adds no outcome the promises depend on",
+                  writes only its own key and may make a free key answer busy (cutting the \
+                  claim to the come-now window); a refusal is a busy answer, so it adds no \
+                  outcome the promises depend on",
     },
     Tie {
         file: "reenter.lua",
