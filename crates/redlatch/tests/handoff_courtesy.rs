@@ -4,6 +4,8 @@
 //! free lock then keeps for it. Its own test binary: it measures scheduling-sensitive turn counts, so it
 //! should not share the machine with the heavy contention tests.
 
+#[path = "handoff_courtesy/claims_chaos.rs"]
+mod claims_chaos;
 mod common;
 
 use std::sync::Arc;
