@@ -38,9 +38,9 @@ pub(crate) struct Request {
 pub(crate) const PRECEDENCE_AFTER: Duration = Duration::from_millis(250);
 
 /// How long a claim stands without a new attempt of its claimant, which
-/// tries again within a third of it: a claimant that vanished (a crashed
-/// process) holds a free lock back this long at most; one that gave up
-/// withdraws its claim at once.
+/// tries again within a third of it, as long as nobody is refused: the
+/// first refusal of a free lock cuts it to [`PRECEDENCE_COME`]. One that
+/// gave up withdraws its claim at once.
 pub(crate) const PRECEDENCE_KEEP: Duration = Duration::from_secs(1);
 
 /// How long a free lock keeps a claimed turn once it has refused someone:
