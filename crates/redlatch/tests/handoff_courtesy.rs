@@ -537,6 +537,15 @@ async fn a_busy_lock_answers_busy_when_the_server_is_out_of_memory() {
         "functions: a free lock under OOM answered {:?}",
         taken.map(|guard| guard.map(|guard| guard.owner().to_owned()))
     );
+    // And it is given back under OOM.
+    let guard = taken.unwrap().unwrap();
+    guard.release().await.expect("release under OOM");
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("claimed")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!exists, "the release under OOM left the lock");
 }
 
 /// A tiny append-only log shared by tasks.
