@@ -11,6 +11,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The tests that measure turns and rates take turns themselves: the
+/// claims' chaos test loads the machine enough to skew the others'
+/// figures. Async tests `lock().await` it, the chaos test (no runtime yet)
+/// `blocking_lock()`s it.
+static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Two clients each loop acquire → release on one lock with no pause, the
 /// case where a releaser barges; returns how many of the hand-offs went to
 /// the other client.
@@ -52,6 +58,7 @@ const TEST_BUILD_GRACE: Duration = Duration::from_millis(50);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releasing_client_steps_aside_for_waiters_of_other_clients() {
+    let _measuring = MEASURING.lock().await;
     let server = common::server();
     // Control, in the same conditions: the releaser may take the lock straight back.
     let barging = turns_taken(&server, "turns-barging", Duration::ZERO).await;
@@ -246,6 +253,7 @@ async fn a_vanished_claimants_claim_lapses() {
 /// makes the freed lock refuse the contender, and the waiter gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
+    let _measuring = MEASURING.lock().await;
     const ROUNDS: usize = 100;
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -319,6 +327,7 @@ async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
 /// token then skips the claimant's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rarely_polled_claimant_does_not_stall_a_busy_lock() {
+    let _measuring = MEASURING.lock().await;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     const RUN: Duration = Duration::from_secs(6);
     const HOLD: Duration = Duration::from_millis(100);
