@@ -1,8 +1,10 @@
 //! Turn taking between processes: a client that just released a lock to
 //! waiters elsewhere steps aside briefly instead of taking it straight back,
 //! and a waiter that has waited long claims the lock's next turn, which a
-//! free lock then keeps for it. Its own test binary: it measures scheduling-sensitive turn counts, so it
-//! should not share the machine with the heavy contention tests.
+//! free lock then keeps for it (one short window once it refused someone);
+//! the claims under chaos in `handoff_courtesy/claims_chaos.rs`. Its own
+//! test binary: it measures scheduling-sensitive turn counts, so it should
+//! not share the machine with the heavy contention tests.
 
 #[path = "handoff_courtesy/claims_chaos.rs"]
 mod claims_chaos;
