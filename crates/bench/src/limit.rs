@@ -108,7 +108,7 @@ pub struct LimitPoint {
 
 /// EVALSHA arguments of the acquire script: a random lock key, one fencing
 /// counter (INCR costs the same on any key), redlatch's default lease.
-fn acquire_args(scripts: &Scripts) -> [&str; 9] {
+fn acquire_args(scripts: &Scripts) -> [&str; 10] {
     [
         &scripts.acquire,
         "3",
@@ -119,6 +119,7 @@ fn acquire_args(scripts: &Scripts) -> [&str; 9] {
         "bench-owner",
         "0",
         "1000",
+        "200",
     ]
 }
 

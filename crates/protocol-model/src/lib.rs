@@ -16,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+pub mod claims;
 pub mod lock;
 pub mod recipes;
 pub mod redlock;

@@ -28,14 +28,24 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "62576ff7fd987d9f4ca37812e6851ed72cb6a230",
+        sha1: "806a89e337286760d2d21fc3ce9a83421774a1da",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \
                   its PTTL; nothing written to the lock or the counter when it answers busy. \
-                  Left out: a long waiter's claim to the next turn (lib/precedence.lua), which \
-                  writes only its own key and may make a free key answer busy; a refusal \
-                  is a busy answer, so it adds no outcome the promises depend on",
+                  The long waiter's claim it reads and writes (lib/precedence.lua) is modelled \
+                  apart, in claims::ClaimModel::acquire: it writes only its own key and makes a \
+                  free key answer busy, which adds no outcome this step's promises depend on",
+    },
+    Tie {
+        file: "lib/precedence.lua",
+        sha1: "6b1e4f663cf47b30c2e6b3b65fb012b74fd87cc6",
+        step: "claims::ClaimModel::acquire",
+        recheck: "a free key under another owner's claim refuses a younger owner and cuts the \
+                  claim to the come-now window (never lengthens it); the claimant takes the \
+                  free key and the claim out together; a held key: the long waiter claims (or \
+                  renews) the next turn for keep, unless an older claim stands; a claim only \
+                  refuses, never grants",
     },
     Tie {
         file: "reenter.lua",
@@ -130,8 +140,8 @@ pub const NOT_MODELLED: &[(&str, &str)] = &[
     ("permit_available.lua", "reads only"),
     (
         "precedence_leave.lua",
-        "long waiters' claims to the next turn are not modelled: they only refuse a free \
-         lock (docs/SAFETY.md, invariant (g))",
+        "a claimant's withdrawal only ends its claim sooner: the claims model \
+         (claims.rs) lets a claimant stop with its claim standing, the worse case",
     ),
     (
         "raise_token.lua",

@@ -213,3 +213,37 @@ fn without_request_records_a_re_sent_release_runs_twice() {
         "{timeline}"
     );
 }
+
+#[test]
+fn a_claim_that_only_lapses_refuses_a_free_lock_past_the_come_now_window() {
+    // Before issue 35: a claimant that does not come (stopped, or polled
+    // rarely) held the free lock back until its claim lapsed.
+    use redlatch_protocol_model::claims::{ClaimModel, ClaimRule, names};
+    let model = ClaimModel {
+        rule: ClaimRule::LapseOnly,
+        keep: 3,
+        come: 1,
+        stops: 1,
+    };
+    let timeline = found(
+        &find(model, names::REFUSES_BRIEFLY, DEPTH),
+        names::REFUSES_BRIEFLY,
+    );
+    assert!(timeline.contains("claims the next turn"), "{timeline}");
+    assert!(timeline.contains("refused"), "{timeline}");
+}
+
+#[test]
+fn a_claim_that_never_lapses_keeps_a_free_lock_from_a_waiter_for_ever() {
+    // What the claim's expiry is for: a claimant that stops would otherwise
+    // keep the free lock from everyone.
+    use redlatch_protocol_model::claims::{ClaimModel, ClaimRule, names};
+    let model = ClaimModel {
+        rule: ClaimRule::NeverLapse,
+        keep: 3,
+        come: 1,
+        stops: 1,
+    };
+    let timeline = found(&find(model, names::SERVED, DEPTH), names::SERVED);
+    assert!(timeline.contains("stops"), "{timeline}");
+}

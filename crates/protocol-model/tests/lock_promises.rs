@@ -192,3 +192,33 @@ fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
         ],
     );
 }
+
+#[test]
+fn a_claim_never_keeps_a_free_lock_from_the_others_for_ever() {
+    // A long waiter claims the next turn and may stop for good with its
+    // claim standing, or be left unpolled as long as the scheduler likes.
+    use redlatch_protocol_model::claims::{self, ClaimModel, ClaimRule};
+    let model = ClaimModel {
+        rule: ClaimRule::CutOnRefusal,
+        keep: 3,
+        come: 1,
+        stops: 1,
+    };
+    let checked = check(
+        model,
+        Bound {
+            default: 30,
+            long: 40,
+        }
+        .depth(),
+        2,
+    );
+    assert_hold(
+        &checked,
+        &[
+            claims::names::EXCLUSIVE,
+            claims::names::REFUSES_BRIEFLY,
+            claims::names::SERVED,
+        ],
+    );
+}

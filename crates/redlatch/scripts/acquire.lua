@@ -11,13 +11,16 @@
 -- ARGV[3i]    how long this owner has waited, in ms, when that is long enough
 --             to claim precedence; 0: it does not ask
 -- ARGV[3n+1]  how long a claim lasts without a new attempt, in ms
+-- ARGV[3n+2]  how long a free lock keeps a claimed turn once it refused
+--             someone, in ms: the claimant's time to come
 -- Returns, two entries per lock, in order:
 --         1, token   acquired afresh; token = INCR of the counter; lease set
 --         2, token   re-entered (hold count + 1); token = current counter value;
 --                    the lease is lengthened, never shortened (lib/lease.lua)
 --         0, pttl    held by another owner; pttl = its remaining lease (-1: no
 --                    expiry); or free, but a longer waiter claimed its next turn:
---                    pttl = what is left of that claim
+--                    the claim is cut to ARGV[3n+2] (lib/precedence.lua) and
+--                    pttl = what is left of it
 --         3, pttl    held by another owner, and this owner's claim to the next
 --                    turn stands (it must try again within the claim's time)
 --        -1, 0       a value this lock cannot use: the hash is another type, the
@@ -30,17 +33,20 @@
 -- before the lock is written (a fresh acquisition's INCR is the check: it
 -- fails on a counter that is not an integer, and a negative counter's INCR
 -- is undone at once). A busy lock is answered without
--- looking at the counter. An error of the server itself (READONLY on a
--- demoted master, OOM) ends the call with that error.
+-- looking at the counter, and without an error when the server is out of
+-- memory (the claim's write is skipped then). An error of the server itself
+-- (READONLY on a demoted master, OOM on a write the lock needs) ends the
+-- call with that error.
 -- A re-entry never looks at the claim: its owner holds the lock already.
 local locks = math.floor(#KEYS / 3)
 local keep = ARGV[3 * locks + 1]
+local come = tonumber(ARGV[3 * locks + 2])
 local function acquire(lock, counter, first, lease, owner, waited)
   local kind = redis.call('type', lock).ok
   if kind == 'none' then
     local turn = may_pass(first, owner, waited)
     if not turn then
-      return 0, math.max(redis.call('pttl', first), 1)
+      return 0, math.max(come_now(first, come), 1)
     end
     -- INCR refuses a counter that is not an integer (or would overflow);
     -- one that was negative is put back: tokens must only ever grow.

@@ -1,13 +1,23 @@
 //! Turn taking between processes: a client that just released a lock to
 //! waiters elsewhere steps aside briefly instead of taking it straight back,
 //! and a waiter that has waited long claims the lock's next turn, which a
-//! free lock then keeps for it. Its own test binary: it measures scheduling-sensitive turn counts, so it
-//! should not share the machine with the heavy contention tests.
+//! free lock then keeps for it (one short window once it refused someone);
+//! the claims under chaos in `handoff_courtesy/claims_chaos.rs`. Its own
+//! test binary: it measures scheduling-sensitive turn counts, so it should
+//! not share the machine with the heavy contention tests.
 
+#[path = "handoff_courtesy/claims_chaos.rs"]
+mod claims_chaos;
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The tests that measure turns and rates take turns themselves: the
+/// claims' chaos test loads the machine enough to skew the others'
+/// figures. Async tests `lock().await` it, the chaos test (no runtime yet)
+/// `blocking_lock()`s it.
+static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Two clients each loop acquire → release on one lock with no pause, the
 /// case where a releaser barges; returns how many of the hand-offs went to
@@ -50,6 +60,7 @@ const TEST_BUILD_GRACE: Duration = Duration::from_millis(50);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releasing_client_steps_aside_for_waiters_of_other_clients() {
+    let _measuring = MEASURING.lock().await;
     let server = common::server();
     // Control, in the same conditions: the releaser may take the lock straight back.
     let barging = turns_taken(&server, "turns-barging", Duration::ZERO).await;
@@ -244,6 +255,7 @@ async fn a_vanished_claimants_claim_lapses() {
 /// makes the freed lock refuse the contender, and the waiter gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
+    let _measuring = MEASURING.lock().await;
     const ROUNDS: usize = 100;
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -274,7 +286,8 @@ async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
             .arg(60_000)
             .arg("stranger")
             .arg(0)
-            .arg(1_000);
+            .arg(1_000)
+            .arg(200);
         pipe
     };
     hold_as_stranger(&mut admin).await;
@@ -302,6 +315,248 @@ async fn a_contender_that_always_wins_the_race_cannot_starve_a_long_waiter() {
         .await
         .expect("the freed lock did not go to the waiter")
         .unwrap();
+}
+
+/// A claimant polled only now and then (a `select!` loop busy with other
+/// work, a starved runtime) must not keep a busy lock from its holders:
+/// each brief poll finds the lock held and renews the claim, and the freed
+/// lock then refused everyone else until the claim lapsed (1 s). Its claim
+/// lives only while it comes when woken: once the freed lock has refused
+/// someone, it keeps the turn for the claimant one short window
+/// (`PRECEDENCE_COME`), no longer. The claimant may also take the lock
+/// during a poll and hold it, unpolled, until its next one: that is a hold,
+/// not a refusal, and the fencing tokens tell it apart (the worker's next
+/// token then skips the claimant's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rarely_polled_claimant_does_not_stall_a_busy_lock() {
+    let _measuring = MEASURING.lock().await;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    const RUN: Duration = Duration::from_secs(6);
+    const HOLD: Duration = Duration::from_millis(100);
+    let server = common::server();
+    let worker = common::client(&server).await;
+    let claimant = common::client(&server).await;
+    let done = Arc::new(AtomicBool::new(false));
+    let working = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let lock = worker.lock("busy");
+            let start = std::time::Instant::now();
+            // Each acquire's wait, and whether another owner held the lock
+            // meanwhile (its token is not the worker's last one plus one).
+            let mut waits: Vec<(Duration, bool)> = Vec::new();
+            let mut last_token = None;
+            while start.elapsed() < RUN {
+                let asked = std::time::Instant::now();
+                let guard = lock.acquire().await.expect("worker acquire");
+                let waited = asked.elapsed();
+                let skipped = last_token.is_some_and(|last| guard.token() != last + 1);
+                last_token = Some(guard.token());
+                waits.push((waited, skipped));
+                tokio::time::sleep(HOLD).await;
+                guard.release().await.expect("worker release");
+            }
+            done.store(true, SeqCst);
+            (waits, start.elapsed())
+        })
+    };
+    let polling = tokio::spawn(async move {
+        let lock = claimant.lock("busy");
+        let mut taken = 0u32;
+        while !done.load(SeqCst) {
+            let acquiring = lock.acquire();
+            tokio::pin!(acquiring);
+            loop {
+                // A brief poll, then other work for 1.2 s without polling.
+                match tokio::time::timeout(Duration::from_millis(20), &mut acquiring).await {
+                    Ok(guard) => {
+                        guard.expect("claimant acquire").release().await.unwrap();
+                        taken += 1;
+                        break;
+                    }
+                    Err(_) if done.load(SeqCst) => break,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(1_200)).await,
+                }
+            }
+        }
+        taken
+    });
+    let (waits, ran) = working.await.unwrap();
+    let taken = polling.await.unwrap();
+    // Time the claimant held the lock is not the worker's to count.
+    let claimant_held: Duration = waits.iter().filter(|w| w.1).map(|w| w.0).sum();
+    let slowest_free = waits
+        .iter()
+        .filter(|w| !w.1)
+        .map(|w| w.0)
+        .max()
+        .unwrap_or_default();
+    let rate = waits.len() as f64 / (ran - claimant_held).as_secs_f64();
+    eprintln!(
+        "worker: {} holds in {ran:?}, {claimant_held:?} of it behind the claimant's {taken} holds: \
+         {rate:.1}/s; slowest acquire with nobody else holding {slowest_free:?}",
+        waits.len()
+    );
+    // Unclaimed the worker holds 10 times a second; a claim that stood
+    // until it lapsed (1 s) after each poll left 4.
+    assert!(rate >= 7.0, "{rate:.1} holds/s: the claim stalled the lock");
+    assert!(
+        slowest_free < Duration::from_millis(750),
+        "a worker acquire waited {slowest_free:?} with nobody else holding the lock"
+    );
+}
+
+/// An acquire dropped while its claiming attempt is in flight (the script
+/// set the claim, its reply is on the way) leaves no claim behind: the
+/// attempt runs to its end in the background and its undo withdraws it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimant_dropped_mid_attempt_leaves_no_claim() {
+    const REPLY_DELAY: Duration = Duration::from_millis(150);
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    hold_as_stranger(&mut admin).await;
+    let proxy = testkit::Proxy::start(server.addr()).unwrap();
+    let waiter = common::client_at(&proxy.url(), redlatch::Settings::DEFAULT_LEASE).await;
+    let waiting = tokio::spawn(async move { waiter.lock("claimed").acquire().await });
+    // Replies (and wake-ups) now take a while: the claim is written well
+    // before its claimant hears of it.
+    proxy.set(
+        testkit::Direction::ToClient,
+        testkit::LinkFaults {
+            latency: REPLY_DELAY,
+            ..testkit::LinkFaults::default()
+        },
+    );
+    tokio::time::sleep(LONG_WAIT).await;
+    stray_wake(&mut admin).await;
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move { claim_now(&mut admin).await.is_some() }
+        })
+        .await,
+        "the long waiter claimed nothing"
+    );
+    // The claim is in Redis, its reply still on the way: drop the acquire.
+    waiting.abort();
+    let dropped = tokio::time::Instant::now();
+    // Left standing, the claim would last a second past the attempt.
+    let withdrawn = common::eventually(Duration::from_millis(600), || {
+        let mut admin = admin.clone();
+        async move { claim_now(&mut admin).await.is_none() }
+    })
+    .await;
+    assert!(
+        withdrawn,
+        "the dropped claimant's claim still stood {:?} after the drop",
+        dropped.elapsed()
+    );
+}
+
+/// `try_acquire` on a free lock under a longer waiter's claim answers
+/// `None` (the claim is what keeps contenders that never wait, a
+/// `try_acquire` loop among them, from taking every turn), but only for one
+/// short window when the claimant does not come: the refusal cuts the claim
+/// to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_acquire_yields_a_claimed_free_lock_for_one_short_window_only() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    // A claimant that attempted just now and then stopped coming.
+    let _: () = redis::cmd("SET")
+        .arg(CLAIM)
+        .arg("1:someone-stopped")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let client = common::client(&server).await;
+    let lock = client.lock("claimed");
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "a try_acquire took a free lock claimed by a longer waiter"
+    );
+    let refused = tokio::time::Instant::now();
+    let mut taken = None;
+    while taken.is_none() && refused.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        taken = lock.try_acquire().await.unwrap();
+    }
+    let guard = taken.expect("the free lock stayed refused 3 s after its claimant stopped coming");
+    eprintln!("the free lock was refused for {:?}", refused.elapsed());
+    assert!(
+        refused.elapsed() < Duration::from_secs(1),
+        "the free lock was refused for {:?}",
+        refused.elapsed()
+    );
+    guard.release().await.unwrap();
+}
+
+/// Under `maxmemory` pressure a busy lock answers "busy", to a newcomer
+/// and to a long waiter alike, whether the scripts run as functions or by
+/// EVALSHA: neither the function's flags nor the claim's write turn it
+/// into an out-of-memory error. A free lock: see the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_lock_answers_busy_when_the_server_is_out_of_memory() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let functions = common::client(&server).await;
+    let evalsha = common::evalsha_client_at(&server.url(), redlatch::Settings::DEFAULT_LEASE).await;
+    hold_as_stranger(&mut admin).await;
+    // Every write that adds data is refused from now on.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (form, client) in [("functions", &functions), ("EVALSHA", &evalsha)] {
+        let lock = client.lock("claimed");
+        let once = lock.try_acquire().await;
+        assert!(
+            matches!(once, Ok(None)),
+            "{form}: a try_acquire of a busy lock under OOM answered {once:?}"
+        );
+        // Long enough to claim the next turn, which OOM refuses to write.
+        let waited = lock.acquire_timeout(LONG_WAIT * 2).await;
+        assert!(
+            matches!(waited, Err(redlatch::Error::Timeout { .. })),
+            "{form}: a long wait for a busy lock under OOM ended with {:?}",
+            waited.map(|guard| guard.owner().to_owned())
+        );
+    }
+    // A free lock: the function runs under OOM and takes it (the hold's few
+    // bytes let past maxmemory, as a release's are); by EVALSHA the server
+    // refuses the hold's write.
+    let _: i64 = redis::cmd("DEL")
+        .arg("claimed")
+        .arg(CLAIM)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let refused = evalsha.lock("claimed").try_acquire().await;
+    assert!(
+        matches!(&refused, Err(redlatch::Error::Redis { source, .. }) if source.code() == Some("OOM")),
+        "EVALSHA: a free lock under OOM answered {:?}",
+        refused.map(|guard| guard.map(|guard| guard.owner().to_owned()))
+    );
+    let taken = functions.lock("claimed").try_acquire().await;
+    assert!(
+        matches!(&taken, Ok(Some(_))),
+        "functions: a free lock under OOM answered {:?}",
+        taken.map(|guard| guard.map(|guard| guard.owner().to_owned()))
+    );
+    // And it is given back under OOM.
+    let guard = taken.unwrap().unwrap();
+    guard.release().await.expect("release under OOM");
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("claimed")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!exists, "the release under OOM left the lock");
 }
 
 /// A tiny append-only log shared by tasks.

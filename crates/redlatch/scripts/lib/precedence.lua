@@ -3,7 +3,11 @@
 -- with an expiry), so that a free lock goes to the longest waiter that
 -- asked rather than to whichever contender the scheduler runs first. A
 -- claim never grants a lock: it only makes a free lock refuse younger
--- contenders until the claimant comes (or its claim lapses).
+-- contenders until the claimant comes (or its claim lapses). A claim
+-- lives only while its claimant attempts when woken: the first refusal of a
+-- free lock cuts it to a short "come now" window, so a claimant that is not
+-- there to take its turn (a future polled rarely, a stopped process) holds
+-- a free lock back that window at most per attempt it made.
 
 -- Server time in ms.
 local function server_ms()
@@ -35,8 +39,22 @@ local function may_pass(key, owner, waited)
   return nil
 end
 
+-- A free lock refuses a contender for the claim on `key`: the claimant
+-- has `come` ms left at most to take its turn (never more than the claim
+-- had). Returns the ms left.
+local function come_now(key, come)
+  local left = redis.call('pttl', key)
+  if left < 0 or left > come then
+    redis.call('pexpire', key, come)
+    return come
+  end
+  return left
+end
+
 -- Records `owner`'s claim (it has waited `waited` ms) unless an older one
--- stands; keeps it `keep` ms. True when the claim is the owner's now.
+-- stands; keeps it `keep` ms. True when the claim is the owner's now. A
+-- server out of memory refuses the claim's write: then there is no claim
+-- (the lock is busy all the same), never an error.
 local function claim(key, owner, waited, keep)
   local now = server_ms()
   local since = now - waited
@@ -44,6 +62,10 @@ local function claim(key, owner, waited, keep)
   if standing and claimant ~= owner and standing <= since then
     return false
   end
-  redis.call('set', key, since .. ':' .. owner, 'px', keep)
+  local written = redis.pcall('set', key, since .. ':' .. owner, 'px', keep)
+  if type(written) == 'table' and written.err then
+    if string.find(written.err, '^OOM') then return false end
+    error(written)
+  end
   return true
 end

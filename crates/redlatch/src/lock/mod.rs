@@ -100,7 +100,7 @@ pub struct Lock {
 handle_options!(Lock, "lock", "acquire");
 waiting_methods!(
     Lock,
-    "One attempt: the guard if the lock was free (or re-entered), `None` if another owner holds it. One round trip.",
+    "One attempt: the guard if the lock was free (or re-entered), `None` if another owner holds it, or if it is free but a waiter that has waited longer claimed its next turn (then for 200 ms at most: this refusal cuts the claim to that; docs/SAFETY.md, invariant (g)). One round trip.",
     "Waits at most `wait` for the lock. A zero `wait` makes one attempt."
 );
 

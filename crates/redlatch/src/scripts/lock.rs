@@ -38,10 +38,27 @@ pub(crate) struct Request {
 pub(crate) const PRECEDENCE_AFTER: Duration = Duration::from_millis(250);
 
 /// How long a claim stands without a new attempt of its claimant, which
-/// tries again within a third of it: a claimant that vanished (a crashed
-/// process) holds a free lock back this long at most; one that gave up
-/// withdraws its claim at once.
+/// tries again within a third of it, as long as nobody is refused: the
+/// first refusal of a free lock cuts it to [`PRECEDENCE_COME`]. One that
+/// gave up withdraws its claim at once.
 pub(crate) const PRECEDENCE_KEEP: Duration = Duration::from_secs(1);
+
+/// How long a free lock keeps a claimed turn once it has refused someone:
+/// the claimant's time to come. A claimant that its client woke first comes
+/// in one round trip; one that is not there to take its turn (a future
+/// polled rarely, a stopped process) loses the claim after this, so it
+/// holds a free lock back this long at most per attempt it made.
+pub(crate) const PRECEDENCE_COME: Duration = Duration::from_millis(200);
+
+/// The claim's terms, the acquire script's last arguments: how long a
+/// claim stands without a new attempt, and how long a refusing free lock
+/// waits for its claimant.
+fn claim_terms() -> [u64; 2] {
+    [
+        PRECEDENCE_KEEP.as_millis() as u64,
+        PRECEDENCE_COME.as_millis() as u64,
+    ]
+}
 
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +85,8 @@ pub(crate) async fn acquire(
         .later_key(request.keys.precedence_name())
         .arg(request.lease_ms)
         .arg(&*request.owner)
-        .arg(request.waited_ms)
-        .arg(PRECEDENCE_KEEP.as_millis() as u64);
+        .arg(request.waited_ms);
+    call.arg(&claim_terms()[..]);
     let reply: Vec<Value> = call.run(conn, "acquire", limit).await?;
     parse_acquire(request, &reply, sent_at)
 }
@@ -95,7 +112,7 @@ pub(crate) async fn acquire_many(
             .arg(&*request.owner)
             .arg(request.waited_ms);
     }
-    call.arg(PRECEDENCE_KEEP.as_millis() as u64);
+    call.arg(&claim_terms()[..]);
     let sent_at = LeaseInstant::now();
     let reply: Vec<Value> = match call.run(conn, "acquire", limit).await {
         Err(error) if requests.len() > 1 && refused_before_running(&error) => {
@@ -230,8 +247,8 @@ pub(crate) async fn acquire_replicated(
         invocation
             .arg(request.lease_ms)
             .arg(&*request.owner)
-            .arg(request.waited_ms)
-            .arg(PRECEDENCE_KEEP.as_millis() as u64);
+            .arg(request.waited_ms);
+        invocation.arg(&claim_terms()[..]);
         if let Some((_, keep_ms)) = &form.record {
             invocation.arg(keep_ms);
         }

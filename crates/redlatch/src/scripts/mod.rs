@@ -15,7 +15,7 @@
 //!
 //! | script | KEYS | ARGV | returns |
 //! |---|---|---|---|
-//! | `ACQUIRE` | lock hash, counter, precedence claim per lock | lease ms, owner field, ms waited (0: no claim) per lock; claim ms | per lock: `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held (or free, and another waiter's claim stands), `{3,pttl}` held, and this owner's claim to the next turn stands, `{-1,0}` a value it cannot use (wrong type, hold count not an integer, counter not a non-negative 64-bit integer), `{-5,message}` refused by the server (ACL); nothing written for `-1`, `-5` |
+//! | `ACQUIRE` | lock hash, counter, precedence claim per lock | lease ms, owner field, ms waited (0: no claim) per lock; claim ms, come-now ms | per lock: `{1,token}` fresh, `{2,token}` re-entered, `{0,pttl}` held (or free, and another waiter's claim stands), `{3,pttl}` held, and this owner's claim to the next turn stands, `{-1,0}` a value it cannot use (wrong type, hold count not an integer, counter not a non-negative 64-bit integer), `{-5,message}` refused by the server (ACL); nothing written for `-1`, `-5` |
 //! | `REENTER` | lock hash | lease ms, owner field | hold count, 0 not held, -1 wrong type or hold count not an integer |
 //! | `RELEASE` | lock hash per lock | channel, lease ms, owner field per lock; publish | per lock: `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type (nothing written) or hold count not an integer (the field removed), `{-5,message}` refused by the server |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
@@ -111,6 +111,14 @@ pub(crate) use lua::{Invocation, Lua};
 /// (their commands are not refused under OOM).
 const GIVES_BACK: &[&str] = &["allow-oom"];
 
+/// Function flags of the reentrant lock's acquire and re-entry: run under
+/// OOM too, so that a busy lock answers "busy" (and a re-entry of a lock
+/// not held "not held") as their EVALSHA forms do, where a function without
+/// the flag is refused outright. A write they then make (a free lock's
+/// hold, one more hold) is let past `maxmemory`, as a release's is; by
+/// EVALSHA the server refuses it with OOM.
+const ANSWERS_UNDER_OOM: &[&str] = &["allow-oom"];
+
 /// The file's name without `.lua`: the script's name in the function library.
 fn file_stem(file: &str) -> String {
     file.trim_end_matches(".lua").to_owned()
@@ -145,8 +153,15 @@ macro_rules! mutating {
     };
 }
 
-mutating!(ACQUIRE, "acquire.lua", &[], checks, lease, precedence);
-mutating!(REENTER, "reenter.lua", &[], checks, lease);
+mutating!(
+    ACQUIRE,
+    "acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks,
+    lease,
+    precedence
+);
+mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
 mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);

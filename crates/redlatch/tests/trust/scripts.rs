@@ -595,7 +595,7 @@ async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
                 "acquire",
                 &acquire,
                 &acquire_args as &dyn Fn(&_) -> _,
-                &["1000"][..],
+                &["1000", "200"][..],
             ),
             ("release", &release, &release_args, &["publish"][..]),
         ] {
