@@ -386,3 +386,67 @@ async fn a_holder_record_lives_seconds_and_comes_back_whole_after_it_lapsed() {
     );
     guard.release().await.unwrap();
 }
+
+/// Red team: a program that ends with its runtime while Redis is stalled
+/// (SIGSTOP), with several clients that each hold a named lock. Each
+/// client's last word (its record's deletion, on a connection of its own)
+/// waits for an answer that cannot come; the program must not wait that
+/// long once per client (it did: one limit per client, one after the
+/// other, 500 ms each here). The records are left to their 5 s TTL.
+#[test]
+fn many_clients_ending_with_their_runtime_on_a_stalled_server_wait_once() {
+    const CLIENTS: usize = 8;
+    for multi_thread in [false, true] {
+        // A server per round: the first round's stall is not the second's.
+        let server = common::server();
+        let runtime = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        .expect("runtime");
+        let url = server.url();
+        let guards = runtime.block_on(async move {
+            let mut guards = Vec::new();
+            for n in 0..CLIENTS {
+                let client = common::client_at(&url, redlatch::Settings::DEFAULT_LEASE).await;
+                let guard = client
+                    .lock(format!("stalled-end-{multi_thread}-{n}"))
+                    .acquire()
+                    .await
+                    .unwrap();
+                guards.push((client, guard));
+            }
+            // Named after about 50 ms.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            guards
+        });
+        let named: Vec<String> = redis::cmd("KEYS")
+            .arg("*redlatch_holder*")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(named.len(), CLIENTS, "every client named its holds");
+        server.pause().expect("SIGSTOP");
+        let started = std::time::Instant::now();
+        drop(runtime);
+        let ended_in = started.elapsed();
+        server.resume().expect("SIGCONT");
+        drop(guards);
+        eprintln!("multi_thread {multi_thread}: the runtime stopped in {ended_in:?}");
+        // One last word's limit (500 ms here) and a margin; eight in a
+        // row took 4 s.
+        assert!(
+            ended_in < Duration::from_millis(2_000),
+            "multi_thread {multi_thread}: {CLIENTS} clients ending on a stalled server \
+             kept the program {ended_in:?}"
+        );
+        // Whatever is left goes with its TTL.
+        let left = records_left_after(&server, Duration::from_secs(7));
+        assert!(left.is_empty(), "records outlived their TTL: {left:?}");
+    }
+}
