@@ -347,6 +347,15 @@ fn quorum_message(
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The server is there but cannot serve for now (a cluster or Sentinel
+/// failover under way, a dataset loading): worth a retry.
+pub(crate) fn unavailable_for_now(error: &redis::RedisError) -> bool {
+    matches!(
+        error.code(),
+        Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN" | "LOADING")
+    )
+}
+
 impl Error {
     /// Sorts a redis-rs error into the variant a caller can act on.
     /// The same failure again, for another caller of one coalesced call
@@ -387,12 +396,7 @@ impl Error {
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
-            // The server is there but cannot serve for now (a cluster or
-            // Sentinel failover under way, a dataset loading): worth a retry.
-            || matches!(
-                source.code(),
-                Some("CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN" | "LOADING")
-            )
+            || unavailable_for_now(&source)
         {
             Error::Unavailable { op, source }
         } else if source.code() == Some("WRONGTYPE") {

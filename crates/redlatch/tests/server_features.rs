@@ -767,3 +767,70 @@ async fn compatibility_row() {
         None => print!("{row}"),
     }
 }
+
+/// Calls and refusals of `CLIENT NO-EVICT` the server counted.
+async fn no_evict_sent(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_client|no-evict:"))
+        .flat_map(|stats| stats.split(','))
+        .filter_map(|field| {
+            let (name, n) = field.trim().split_once('=')?;
+            matches!(name, "calls" | "rejected_calls").then(|| n.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// Red team: a server that granted `CLIENT NO-EVICT` at connect and
+/// denies it after a reconnection (an ACL changed, a failover to a server
+/// configured otherwise). The denial is an answer: asking again on every
+/// call after it doubles the client's commands for ever (it did: one
+/// `CLIENT NO-EVICT` per call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protection_denied_after_a_reconnection_is_not_asked_again_on_every_call() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    if !client.capabilities().no_evict.is_available() {
+        return;
+    }
+    let mut admin = common::admin(&server).await;
+    let lock = client.lock("denied-later");
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-client|no-evict")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let before = no_evict_sent(&mut admin).await;
+    let mut cycles = 0;
+    for _ in 0..50 {
+        if let Ok(guard) = lock.acquire_timeout(Duration::from_secs(1)).await {
+            cycles += 1;
+            let _ = guard.release().await;
+        }
+    }
+    let asked = no_evict_sent(&mut admin).await - before;
+    eprintln!("{cycles} acquire/release cycles after the denial: {asked} CLIENT NO-EVICT");
+    assert!(
+        cycles >= 45,
+        "only {cycles} of 50 cycles after the reconnection"
+    );
+    // Once after the reconnection (denied), perhaps once more for the
+    // watch; not once per call.
+    assert!(asked <= 4, "{asked} CLIENT NO-EVICT in {cycles} cycles");
+}

@@ -12,21 +12,25 @@ use std::time::Duration;
 
 use redis::RedisError;
 use redis::aio::ConnectionLike;
+use tracing::debug;
 
 use crate::transport::capabilities::Support;
 
 /// Asks the server not to evict the connection `conn` is (or, for a
 /// multiplexed connection, now runs on). What the server answered.
 pub(crate) async fn protect(conn: &mut impl ConnectionLike) -> Support {
-    match redis::cmd("CLIENT")
+    match ask(conn).await {
+        Ok(()) => Support::Available,
+        Err(error) => judge(&error),
+    }
+}
+
+async fn ask(conn: &mut impl ConnectionLike) -> redis::RedisResult<()> {
+    redis::cmd("CLIENT")
         .arg("NO-EVICT")
         .arg("ON")
         .query_async::<()>(conn)
         .await
-    {
-        Ok(()) => Support::Available,
-        Err(error) => judge(&error),
-    }
 }
 
 /// How long a protection sent after a reconnection may take.
@@ -36,7 +40,9 @@ const PROTECT_LIMIT: Duration = Duration::from_secs(3);
 /// connection itself (it broke, or could not be made) means the calls that
 /// follow may run on a new connection, without the flag; the first of them
 /// sends it again, from a task of its own. Whatever the calls are (short
-/// holds never renewed included), and at most one protection at a time.
+/// holds never renewed included), and at most one protection at a time. A
+/// server that answers no (an ACL changed, a failover to a server set up
+/// otherwise) is not asked again: the flag is no longer kept.
 #[derive(Debug, Default)]
 pub(crate) struct Keeper {
     /// The server granted the flag at connect: keep it.
@@ -86,14 +92,27 @@ impl Keeper {
         self.unsure.store(false, Ordering::Relaxed);
         let (keeper, mut conn) = (self.clone(), conn.clone());
         runtime.spawn(async move {
-            let set = tokio::time::timeout(PROTECT_LIMIT, protect(&mut conn)).await;
-            if !matches!(set, Ok(Support::Available)) {
+            match tokio::time::timeout(PROTECT_LIMIT, ask(&mut conn)).await {
+                Ok(Ok(())) => {}
+                // Refused: asked again, it would be refused on every call.
+                Ok(Err(error)) if refused(&error) => {
+                    debug!(%error, "redlatch: the server no longer makes this client unevictable");
+                    keeper.wanted.store(false, Ordering::Relaxed);
+                }
                 // Not set (the connection broke again): the next call tries.
-                keeper.unsure.store(true, Ordering::Relaxed);
+                _ => keeper.unsure.store(true, Ordering::Relaxed),
             }
             keeper.sending.store(false, Ordering::Release);
         });
     }
+}
+
+/// The server answered, and not that it is busy for now: an answer that
+/// asking again would get again.
+fn refused(error: &RedisError) -> bool {
+    error.code().is_some()
+        && !crate::error::unavailable_for_now(error)
+        && error.code() != Some("BUSY")
 }
 
 /// An older server does not know the subcommand; a renamed or disabled
