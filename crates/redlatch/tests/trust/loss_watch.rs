@@ -157,3 +157,75 @@ async fn a_hold_force_unlocked_by_its_own_client_says_force_unlocked() {
     }
     assert!(wrong.is_empty(), "rounds with the wrong reason: {wrong:?}");
 }
+
+/// Red team: the server refuses a new connection for a moment (`maxclients`
+/// reached: `-ERR max number of clients reached`) just when the watch
+/// reconnects. That is a refusal for now, not the server refusing tracking:
+/// the watch must connect again once it can, and find a later loss at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let guard = client
+        .lock("full:server")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // One connection for the whole test: new ones are refused meanwhile.
+    let mut admin = common::admin(&server).await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let watch_ids: Vec<String> = list
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|pair| pair.strip_prefix("id="))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(watch_ids.len(), 1, "one tracking connection: {list}");
+    let connected = list.lines().count();
+    // Full once the watch's connection is gone.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(connected - 1)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&watch_ids[0])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Several refused reconnects.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(10_000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Room again: past the reconnect delays, then a loss.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg("full:server")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+        .await
+        .expect("after a full server refused its reconnect, the watch never came back");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
