@@ -450,3 +450,47 @@ fn many_clients_ending_with_their_runtime_on_a_stalled_server_wait_once() {
         assert!(left.is_empty(), "records outlived their TTL: {left:?}");
     }
 }
+
+/// Red team: a client dropped while its server is stalled (SIGSTOP), its
+/// runtime running on. Its record's withdrawal waits the response timeout
+/// and fails; the task then ended, and its drop sent the last word meant
+/// for a stopped runtime: blocking the runtime's thread for a second, with
+/// every other task of the program on it.
+#[test]
+fn a_client_dropped_on_a_stalled_server_never_blocks_its_runtime() {
+    let server = common::server();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = server.url();
+    let longest_gap = runtime.block_on(async {
+        // The default response timeout (3 s): the last word's limit is 1 s.
+        let client = redlatch::Client::builder(&url).connect().await.unwrap();
+        let guard = client.lock("stalled-drop").acquire().await.unwrap();
+        // Named after about 50 ms.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Released, still named until the next refresh: the client goes
+        // with its record to withdraw.
+        guard.release().await.unwrap();
+        server.pause().expect("SIGSTOP");
+        drop(client);
+        // What else runs on this runtime: a ticker.
+        let mut longest_gap = Duration::ZERO;
+        let mut last = std::time::Instant::now();
+        let until = last + Duration::from_secs(5);
+        while std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            longest_gap = longest_gap.max(last.elapsed());
+            last = std::time::Instant::now();
+        }
+        server.resume().expect("SIGCONT");
+        longest_gap
+    });
+    eprintln!("the longest tick of the runtime: {longest_gap:?}");
+    // A blocked thread stops it a whole second; a loaded machine, far less.
+    assert!(
+        longest_gap < Duration::from_millis(600),
+        "the runtime stood still {longest_gap:?} while a client was dropped"
+    );
+}

@@ -197,15 +197,18 @@ impl Task {
 
     /// The client is gone, so are its holds: the record goes now rather
     /// than at its TTL (a refresh would have deleted it within [`REFRESH`]).
+    /// This is the last word, answered or not: a server that did not answer
+    /// it within the response timeout leaves the record to its TTL, and the
+    /// task's drop, which runs on the runtime's thread here, must not block
+    /// it to try again.
     async fn withdraw(mut self) {
         if self.published.is_empty() {
             return;
         }
         let mut pipe = redis::pipe();
         pipe.cmd("DEL").arg(&self.record).ignore();
-        if self.query::<()>(pipe).await.is_some() {
-            self.published.clear();
-        }
+        let _ = self.query::<()>(pipe).await;
+        self.published.clear();
     }
 
     /// Adds to `pipe` the writes that describe this process and `holds`
