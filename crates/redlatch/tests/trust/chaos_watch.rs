@@ -6,7 +6,12 @@
 //! renames, expires and touches them, flushes, kills the watch's
 //! connection, and restarts the server (and the workers force-unlock
 //! their own locks now and then); once with the default tracking
-//! table, once with one of two keys.
+//! table, once with one of two keys. It also does what must lose nothing:
+//! writes and flushes keys of the same names in another database (whose
+//! invalidations reach this one's readers), stops the server (SIGSTOP)
+//! longer than the clients' response timeout, and pauses its clients
+//! (`CLIENT PAUSE`); and overwrites keys with a list, or with a hash
+//! that lacks the holder's field.
 //!
 //! At the end of every hold, checked against the server: a guard that says
 //! lost is not in Redis (with a reason the actor's deeds explain), and a
@@ -86,8 +91,9 @@ async fn the_watch_stays_true_and_calm_with_a_tracking_table_of_two_keys() {
 /// What the actor and the workers share.
 struct Shared {
     url: String,
-    /// Server restarts so far: a hold that lived through one may also be
-    /// lost as `NotRenewed` (the server was away longer than its lease).
+    /// Server restarts and stalls so far: a hold that lived through one may
+    /// also be lost as `NotRenewed` (the server was away longer than its
+    /// lease).
     restarts: AtomicU64,
     /// Force-unlocks by the workers so far: a hold that lived through one
     /// on its key may be lost as `ForceUnlocked`.
@@ -425,6 +431,8 @@ async fn actor(
     let mut rng = common::Rng::new(seed);
     let names = names();
     let mut admin = Admin::new(&shared.url);
+    // The same names in another database.
+    let mut elsewhere = Admin::new(&format!("{}/5", shared.url));
     let mut storms = Vec::new();
     let mut renamed = 0u64;
     let mut last_restart = Instant::now();
@@ -468,6 +476,50 @@ async fn actor(
                         .await;
                 }
                 None
+            }
+            // The same name in database 5: tracking is by name, so the
+            // watch hears of it; nothing here is lost.
+            93..96 => {
+                let deed = match rng.below(3) {
+                    0 => redis::cmd("SET").arg(name).arg("x").clone(),
+                    1 => redis::cmd("DEL").arg(name).clone(),
+                    _ => redis::cmd("FLUSHDB").clone(),
+                };
+                let _: redis::RedisResult<redis::Value> = elsewhere.query(&deed).await;
+                None
+            }
+            // Longer than the clients' 500 ms response timeout.
+            96 if last_restart.elapsed() > Duration::from_secs(3) => {
+                shared.restarts.fetch_add(1, Ordering::AcqRel);
+                server.pause().expect("SIGSTOP");
+                tokio::time::sleep(Duration::from_millis(600 + rng.below(300))).await;
+                server.resume().expect("SIGCONT");
+                last_restart = Instant::now();
+                None
+            }
+            97 => Some(
+                redis::cmd("CLIENT")
+                    .arg("PAUSE")
+                    .arg(300)
+                    .arg("ALL")
+                    .clone(),
+            ),
+            // Another type, or a hash without the holder's field.
+            98 => {
+                let _: redis::RedisResult<redis::Value> =
+                    admin.query(redis::cmd("DEL").arg(name)).await;
+                Some(redis::cmd("LPUSH").arg(name).arg("x").clone())
+            }
+            99 => {
+                let _: redis::RedisResult<redis::Value> =
+                    admin.query(redis::cmd("DEL").arg(name)).await;
+                Some(
+                    redis::cmd("HSET")
+                        .arg(name)
+                        .arg("not-a-holder")
+                        .arg(1)
+                        .clone(),
+                )
             }
             90..93 if last_restart.elapsed() > Duration::from_secs(3) => {
                 tokio::task::block_in_place(|| server.restart()).expect("restart the server");
