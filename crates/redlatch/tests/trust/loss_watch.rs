@@ -229,3 +229,110 @@ async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
         .expect("after a full server refused its reconnect, the watch never came back");
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
+
+/// Red team: thousands of holds on one client, all lost at once (a
+/// flush). Each is reported lost, promptly, with one read each (or so),
+/// no reconnection, and the holder record, which named them, goes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_holds_flushed_at_once_are_each_lost_with_one_read() {
+    const HOLDS: usize = 2_000;
+    let server = common::server();
+    let client = common::client(&server).await;
+    let locks: Vec<redlatch::Lock> = (0..HOLDS)
+        .map(|index| client.lock(format!("many:{index}")))
+        .collect();
+    let acquires = locks
+        .iter()
+        .map(|lock| lock.acquire_with_lease(Duration::from_secs(60)));
+    let guards: Vec<redlatch::Guard> = futures_util::future::try_join_all(acquires).await.unwrap();
+    // Every hold read once (settled) and named.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (reads_before, connections_before) = (
+        hexists_calls(&server).await,
+        connections_received(&server).await,
+    );
+    admin_cmd(&server, &["FLUSHALL"]).await;
+    let started = Instant::now();
+    for (index, guard) in guards.iter().enumerate() {
+        tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("many:{index} was never found lost"));
+        assert_eq!(guard.lost_reason(), Some(LostReason::Gone), "many:{index}");
+    }
+    eprintln!(
+        "{HOLDS} holds flushed: all lost after {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let reads = hexists_calls(&server).await - reads_before;
+    let opened = connections_received(&server).await - connections_before;
+    eprintln!("{reads} HEXISTS, {opened} connections");
+    assert!(reads <= 2 * HOLDS as u64, "{reads} reads for {HOLDS} holds");
+    // The test's own admin connections only.
+    assert!(opened <= 6, "{opened} connections opened");
+    let mut admin = common::admin(&server).await;
+    let records: Vec<String> = redis::cmd("KEYS")
+        .arg("*redlatch_holder*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(records.is_empty(), "records of lost holds: {records:?}");
+}
+
+/// Red team: a server that closes idle connections (`timeout 1`) closes
+/// the watch's, which only listens, every second or two. Each close costs
+/// a reconnection and a read of every held key, no more; and a loss right
+/// after one is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_closes_idle_connections_costs_the_watch_a_reconnect_each_time() {
+    const HOLDS: usize = 50;
+    let server = testkit::RedisServer::builder()
+        .arg("timeout", "1")
+        .start()
+        .expect("start redis-server");
+    let client = common::client(&server).await;
+    let mut guards = Vec::new();
+    for index in 0..HOLDS {
+        guards.push(
+            client
+                .lock(format!("idle:{index}"))
+                .acquire_with_lease(Duration::from_secs(60))
+                .await
+                .unwrap(),
+        );
+    }
+    let (reads_before, connections_before) = (
+        hexists_calls(&server).await,
+        connections_received(&server).await,
+    );
+    let started = Instant::now();
+    // The server's idle check runs about ten times a second.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let reads = hexists_calls(&server).await - reads_before;
+    let opened = connections_received(&server).await - connections_before;
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "timeout 1, {HOLDS} idle holds: {:.1} connections/s, {:.0} HEXISTS/s",
+        opened as f64 / seconds,
+        reads as f64 / seconds
+    );
+    // At most a reconnection (and a read of every key) per second.
+    assert!(
+        (opened as f64) <= 2.0 * seconds + 4.0,
+        "{opened} connections"
+    );
+    assert!(
+        (reads as f64) <= (HOLDS as f64) * (seconds + 1.0),
+        "{reads} HEXISTS"
+    );
+    admin_cmd(&server, &["DEL", "idle:7"]).await;
+    tokio::time::timeout(NOTICED_WITHIN, guards[7].lost())
+        .await
+        .expect("a loss after the server closed the idle watch went unnoticed");
+    assert!(
+        guards
+            .iter()
+            .enumerate()
+            .all(|(index, guard)| guard.is_held() == (index != 7))
+    );
+}
