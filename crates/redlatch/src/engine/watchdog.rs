@@ -344,12 +344,19 @@ impl Watchdog {
         }
     }
 
-    /// Marks every lock hold on `key` lost (this client force-unlocked it).
-    pub(crate) fn mark_key_lost(&self, key: &str) {
+    /// Marks the lock holds on `key` lost that this client's force-unlock
+    /// took down: those acquired with a token up to `up_to` (the counter
+    /// when the lock was deleted; `None`: unknown, every hold). A later
+    /// acquisition of this client, whose reply was read before the
+    /// force-unlock's, is held.
+    pub(crate) fn mark_key_lost(&self, key: &str, up_to: Option<u64>) {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
             // A Redlock hold needs more than one server's unlock to be lost.
-            if &**entry_key == key && entry.hold.kind.is_lock() {
+            if &**entry_key == key
+                && entry.hold.kind.is_lock()
+                && up_to.is_none_or(|up_to| entry.hold.token <= up_to)
+            {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {

@@ -223,17 +223,23 @@ impl Lock {
         let mut conn = core.conn.clone();
         let mut call = scripts::FORCE_UNLOCK.call(&conn);
         call.key(&keys.key)
+            .later_key(keys.token_name())
             .arg(keys.channel())
             .arg(conn.publish_command());
         let limit = core.current_settings().response_timeout;
-        let reply: i64 = call
+        let (reply, token): (i64, i64) = call
             .run(&mut conn, "force unlock", limit)
             .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
             .await
             .map_err(|error| error.unknown_outcome("force unlock"))?;
-        core.watchdog.mark_key_lost(&keys.key);
         match reply {
-            1 => Ok(true),
+            1 => {
+                // Only the holds it took down: one this client took after
+                // it ran (its reply read first) has a higher token.
+                core.watchdog
+                    .mark_key_lost(&keys.key, u64::try_from(token).ok());
+                Ok(true)
+            }
             0 => Ok(false),
             -1 => Err(Error::WrongType {
                 key: keys.key.to_string(),

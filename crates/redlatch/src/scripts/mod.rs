@@ -20,7 +20,7 @@
 //! | `RELEASE` | lock hash per lock | channel, lease ms, owner field per lock; publish | per lock: `{1,n}` unlocked (n receivers), `{0,0}` one hold fewer, `{-1,0}` not held, `{-2,0}` wrong type (nothing written) or hold count not an integer (the field removed), `{-5,message}` refused by the server |
 //! | `RENEW` | lock hash per entry | owner field, lease ms per entry | 1 or 0 per entry |
 //! | `PRECEDENCE_LEAVE` | precedence claim | owner field | 1 withdrawn, 0 not this owner's |
-//! | `FORCE_UNLOCK` | lock hash | channel, publish | 1 deleted, 0 free, -1 wrong type |
+//! | `FORCE_UNLOCK` | lock hash, counter | channel, publish | `{1,token}` deleted (token: the counter then, -1 unreadable), `{0,0}` free, `{-1,0}` wrong type |
 //! | `RAISE_TOKEN` | lock hash, counter | owner field, token | 1 raised, 0 not held |
 //! | `STATUS` | lock hash, counter, line?, deadlines?, signs of life? | — | `{kind, pttl, token, mode, line, field, count, ...}` |
 //! | `FAIR_ACQUIRE` | lock hash, line, deadlines, counter, signs of life | lease ms, owner field, wait ms, place ms, waiter channel prefix, publish | `{1,token}`, `{2,token}`, `{0,pttl,first}`, `{-1,0,0}` a value it cannot use (as `ACQUIRE`) |

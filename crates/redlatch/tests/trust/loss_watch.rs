@@ -336,3 +336,53 @@ async fn a_server_that_closes_idle_connections_costs_the_watch_a_reconnect_each_
             .all(|(index, guard)| guard.is_held() == (index != 7))
     );
 }
+
+/// Red team: a force-unlock marks this client's holds on the key lost when
+/// its reply comes; a hold this client took after the force-unlock ran in
+/// Redis (its reply read late: a future polled rarely, a busy runtime) is
+/// held all the same and must not be marked. Marked, it says lost while
+/// Redis has it, is never renewed nor released, and the lock stays taken
+/// until its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_marks_only_the_holds_it_took_down() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.lock("forced:then:taken");
+    let old = lock.acquire().await.unwrap();
+    let unlock = lock.force_unlock();
+    tokio::pin!(unlock);
+    // One poll sends it.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(unlock.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the force-unlock answered at once");
+    let mut admin = common::admin(&server).await;
+    let ran = common::eventually(Duration::from_secs(2), || {
+        let mut admin = admin.clone();
+        async move {
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg("forced:then:taken")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            exists == 0
+        }
+    })
+    .await;
+    assert!(ran, "the force-unlock never ran");
+    // Taken again, by this client, before the force-unlock's reply is read.
+    let new = lock.acquire().await.unwrap();
+    assert!(unlock.await.unwrap(), "the force-unlock deleted nothing");
+    assert_eq!(old.lost_reason(), Some(LostReason::ForceUnlocked));
+    let in_redis: bool = redis::cmd("HEXISTS")
+        .arg("forced:then:taken")
+        .arg(new.owner())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(in_redis, "the new hold is not in Redis");
+    assert!(
+        new.is_held(),
+        "a hold taken after the force-unlock ran was marked lost ({:?}) while Redis has it",
+        new.lost_reason()
+    );
+    new.release().await.unwrap();
+}
