@@ -494,3 +494,49 @@ fn a_client_dropped_on_a_stalled_server_never_blocks_its_runtime() {
         "the runtime stood still {longest_gap:?} while a client was dropped"
     );
 }
+
+/// Red team: a record that lapsed (a stall longer than its TTL, an
+/// eviction) is written again whole at the next refresh, unless a new hold
+/// is named first: that write made a record of the new hold alone, the
+/// refresh found it there, and the older holds stayed unnamed for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_lapsed_comes_back_whole_even_when_a_new_hold_is_named_first() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = common::client(&server).await;
+    let record = format!("redlatch_holder:{{{}}}", client.id());
+    let named = |fields: &std::collections::HashMap<String, String>, name: &str| {
+        fields
+            .keys()
+            .any(|field| field.starts_with("h:") && field.ends_with(name))
+    };
+    let older = client.lock("lapsed-older").acquire().await.unwrap();
+    let published = common::eventually(Duration::from_secs(5), || {
+        let (server, record) = (&server, record.clone());
+        async move {
+            let mut admin = common::admin(server).await;
+            let fields: std::collections::HashMap<String, String> =
+                admin.hgetall(&record).await.unwrap();
+            named(&fields, "lapsed-older")
+        }
+    })
+    .await;
+    assert!(published, "the older hold was never named");
+    // As if it had expired; a new hold is named (50 ms) before the next
+    // refresh (within 1 s) most of the time.
+    let _: () = admin.del(&record).await.unwrap();
+    let newer = client.lock("lapsed-newer").acquire().await.unwrap();
+    // Past the naming and two refreshes.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let fields: std::collections::HashMap<String, String> = admin.hgetall(&record).await.unwrap();
+    assert!(
+        named(&fields, "lapsed-newer"),
+        "the newer hold is unnamed: {fields:?}"
+    );
+    assert!(
+        named(&fields, "lapsed-older"),
+        "the older hold stayed unnamed after its record lapsed: {fields:?}"
+    );
+    newer.release().await.unwrap();
+    older.release().await.unwrap();
+}

@@ -142,8 +142,15 @@ impl Task {
                 .insert((watched.key, watched.field), (watched.hold, since));
         }
         let mut pipe = redis::pipe();
+        // Whether the record was there: one that lapsed (a stall longer than
+        // its TTL, an eviction) is written again whole, or the holds named
+        // before would stay out of it (the refresh finds this write's record).
+        pipe.cmd("EXISTS").arg(&self.record);
         self.describe(&mut pipe, &holds);
-        self.send(pipe).await;
+        if self.query::<(bool,)>(pipe).await == Some((false,)) && self.published.len() > holds.len()
+        {
+            self.write_whole().await;
+        }
     }
 
     /// Takes ended holds out and keeps the record alive while any is held.
@@ -184,15 +191,20 @@ impl Task {
         if self.query::<(bool,)>(pipe).await == Some((false,)) {
             // The record lapsed (a stall longer than its TTL) or was
             // flushed: write it whole again.
-            let holds: Vec<(String, i64)> = self
-                .published
-                .iter()
-                .map(|((key, owner), (_, since))| (hold_field(key, owner), *since))
-                .collect();
-            let mut pipe = redis::pipe();
-            self.describe(&mut pipe, &holds);
-            self.send(pipe).await;
+            self.write_whole().await;
         }
+    }
+
+    /// Writes the record again with every published hold.
+    async fn write_whole(&mut self) {
+        let holds: Vec<(String, i64)> = self
+            .published
+            .iter()
+            .map(|((key, owner), (_, since))| (hold_field(key, owner), *since))
+            .collect();
+        let mut pipe = redis::pipe();
+        self.describe(&mut pipe, &holds);
+        self.send(pipe).await;
     }
 
     /// The client is gone, so are its holds: the record goes now rather
