@@ -221,3 +221,46 @@ async fn a_frozen_master_is_given_up_after_a_response_timeout() {
         .expect("the waiter is woken and gets the lock");
     next.release().await.unwrap();
 }
+
+/// Red team: a program on Sentinel that ends with its runtime (the
+/// `#[tokio::main]` shape) takes its holder record with it, as one on a
+/// single server does: its last word finds the master through Sentinel on
+/// a connection of its own, after the runtime that held the client's
+/// Sentinel connections has stopped.
+#[test]
+fn a_program_on_sentinel_that_ends_with_its_runtime_leaves_no_holder_record() {
+    let group = SentinelGroup::start(1).expect("start master, replica and 3 sentinels");
+    let master = group.master_port().unwrap();
+    let server = group.server_on(master).expect("the master");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // Still held when the program ends.
+    let guard = runtime.block_on(async {
+        let client = client(&group).await;
+        let guard = client.lock("ends-on-sentinel").acquire().await.unwrap();
+        // Named after about 50 ms.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(client);
+        guard
+    });
+    let records = |server: &testkit::RedisServer| -> Vec<String> {
+        redis::cmd("KEYS")
+            .arg("*redlatch_holder*")
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    assert_eq!(records(server).len(), 1, "the hold was never named");
+    let started = Instant::now();
+    drop(runtime);
+    drop(guard);
+    eprintln!("the runtime stopped in {:?}", started.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut left = records(server);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        left = records(server);
+    }
+    assert!(left.is_empty(), "the record outlived its program: {left:?}");
+}
