@@ -300,7 +300,8 @@ async fn open(
 /// a broken connection or a server busy starting refuses for now.
 fn refusal(error: redis::RedisError) -> Refusal {
     match error.code() {
-        None | Some("LOADING" | "MASTERDOWN" | "TRYAGAIN" | "BUSY") => Refusal::ForNow(error),
+        None | Some("BUSY") => Refusal::ForNow(error),
+        Some(_) if crate::error::unavailable_for_now(&error) => Refusal::ForNow(error),
         Some(_) => Refusal::ForGood(error),
     }
 }

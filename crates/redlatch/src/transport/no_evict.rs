@@ -107,12 +107,16 @@ impl Keeper {
     }
 }
 
-/// The server answered, and not that it is busy for now: an answer that
-/// asking again would get again.
+/// The server refuses the command itself (an ACL, a server that does not
+/// know it or renamed `CLIENT`): asked again, it would refuse again. Any
+/// other answer (a server full, loading, busy) may pass: the next call asks.
 fn refused(error: &RedisError) -> bool {
-    error.code().is_some()
-        && !crate::error::unavailable_for_now(error)
-        && error.code() != Some("BUSY")
+    let detail = error.detail().unwrap_or_default().to_ascii_lowercase();
+    match error.code() {
+        Some("NOPERM") => true,
+        Some("ERR") => detail.contains("unknown command") || detail.contains("unknown subcommand"),
+        _ => false,
+    }
 }
 
 /// An older server does not know the subcommand; a renamed or disabled
@@ -138,6 +142,21 @@ mod tests {
             Ok(redis::Value::ServerError(error)) => error.into(),
             other => panic!("not a server error: {other:?}"),
         }
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_command_stops_the_keeper_asking() {
+        let acl = server_error(
+            "NOPERM",
+            "User default has no permissions to run the 'client|no-evict' command",
+        );
+        assert!(refused(&acl));
+        let old = server_error("ERR", "unknown subcommand 'NO-EVICT'. Try CLIENT HELP.");
+        assert!(refused(&old));
+        let full = server_error("ERR", "max number of clients reached");
+        assert!(!refused(&full));
+        let loading = server_error("LOADING", "Redis is loading the dataset in memory");
+        assert!(!refused(&loading));
     }
 
     #[test]
