@@ -233,3 +233,33 @@ fn blocking_read_write_lock_shares_reads_and_excludes_the_writer() {
         "dropping the last blocking guard released before returning"
     );
 }
+
+/// Red team: a blocking program that drops its client and ends (`main`
+/// returns): the client's runtime is shut down in the background, so its
+/// holder record must be gone by the time the drop returns, or the process
+/// ends before the record's deletion is sent and leaves it for its TTL.
+#[test]
+fn a_dropped_blocking_client_has_taken_its_holder_record_when_the_drop_returns() {
+    let server = common::server();
+    let mut admin = server.conn();
+    let client = connect(&server);
+    let guard = client.lock("blocking-named").acquire().expect("free");
+    // Named after about 50 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let named: Vec<String> = redis::cmd("KEYS")
+        .arg("*redlatch_holder*")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(named.len(), 1, "the hold was never named");
+    guard.release().expect("release");
+    drop(client);
+    // Right away: a program would end now.
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*redlatch_holder*")
+        .query(&mut admin)
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "the record outlived the dropped client: {left:?}"
+    );
+}

@@ -148,12 +148,22 @@ impl Wake for Unpark {
     }
 }
 
+/// The longest the last handle's drop waits for the runtime to stop: the
+/// client's last word (its holder record deleted on a connection of its
+/// own) takes a second at most.
+const SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Drop for Bridge {
     fn drop(&mut self) {
         if let Some(runtime) = self.runtime.take() {
-            // Dropping a runtime waits for its worker, which panics inside an
-            // async context; nothing is left to wait for once the last handle goes.
-            runtime.shutdown_background();
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Waiting for the worker panics inside an async context.
+                runtime.shutdown_background();
+            } else {
+                // A program may end right after this drop: what the client
+                // leaves in Redis goes before it returns.
+                runtime.shutdown_timeout(SHUTDOWN_LIMIT);
+            }
         }
     }
 }
