@@ -11,6 +11,9 @@
 //! Dropping a blocking guard releases what it holds **before** the drop
 //! returns (one round trip), unlike the async guards, which release in the
 //! background: a plain thread that drops a guard and exits leaves nothing held.
+//! Dropping the client's last handle stops its runtime before the drop
+//! returns (up to 2 s), and with it what the client leaves in Redis (its
+//! holder record): a program may end right after.
 //!
 //! ```
 //! # let server = testkit::RedisServer::start().unwrap();
