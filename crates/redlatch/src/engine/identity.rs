@@ -209,18 +209,25 @@ impl Task {
 
     /// The client is gone, so are its holds: the record goes now rather
     /// than at its TTL (a refresh would have deleted it within [`REFRESH`]).
-    /// This is the last word, answered or not: a server that did not answer
-    /// it within the response timeout leaves the record to its TTL, and the
-    /// task's drop, which runs on the runtime's thread here, must not block
-    /// it to try again.
+    /// A server that did not answer within the response timeout (it stalls)
+    /// leaves the record to its TTL: the task's drop, which runs on the
+    /// runtime's thread here, must not block it to try again. A connection
+    /// that failed (the runtime may be stopping under it) leaves the record
+    /// to the drop, which says it on a connection of its own.
     async fn withdraw(mut self) {
         if self.published.is_empty() {
             return;
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("DEL").arg(&self.record).ignore();
-        let _ = self.query::<()>(pipe).await;
-        self.published.clear();
+        let mut del = redis::cmd("DEL");
+        del.arg(&self.record);
+        let limit = self.settings.read().response_timeout;
+        let sent = tokio::time::timeout(limit, del.query_async::<()>(&mut self.conn)).await;
+        match sent {
+            Ok(Err(error)) if !error.is_timeout() => {
+                debug!(%error, "redlatch: holder record not withdrawn; trying on a connection of its own");
+            }
+            _ => self.published.clear(),
+        }
     }
 
     /// Adds to `pipe` the writes that describe this process and `holds`
