@@ -264,3 +264,68 @@ fn a_program_on_sentinel_that_ends_with_its_runtime_leaves_no_holder_record() {
     }
     assert!(left.is_empty(), "the record outlived its program: {left:?}");
 }
+
+/// Red team: after a failover that leaves the old master up as a replica,
+/// the loss watch stays on it (nothing closes its connection) while the
+/// commands move to the new master. A replica that lags or whose link is
+/// down (a full resync under way, a partition between the servers) then
+/// answers the watch from stale data: a hold taken on the new master is
+/// not there, and must not be marked lost for it; and a loss on the new
+/// master must still be found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loss_watch_follows_the_master_past_a_failover_to_a_stale_replica() {
+    let group = SentinelGroup::start(1).expect("start master, replica and 3 sentinels");
+    let client = client(&group).await;
+    let old = group.master_port().unwrap();
+    // Watched on the old master.
+    let before = client
+        .lock("watched-before")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (group, new) = tokio::task::spawn_blocking(move || {
+        let new = group.failover();
+        (group, new)
+    })
+    .await
+    .unwrap();
+    let new = new.expect("a manual failover completes");
+    assert_ne!(old, new);
+    // The old master, now a replica, loses its link: its data goes stale.
+    let stale = group.server_on(old).expect("the old master");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(1)
+        .query(&mut stale.conn())
+        .unwrap();
+    // Taken on the new master (the old one answers READONLY).
+    let after = acquire_eventually(&client, "watched-after").await;
+    let after = {
+        // A fixed lease: only the watch can find its loss.
+        after.release().await.unwrap();
+        client
+            .lock("watched-after")
+            .acquire_with_lease(Duration::from_secs(60))
+            .await
+            .unwrap()
+    };
+    assert!(exists_on(&group, new, "watched-after").await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        after.is_held(),
+        "a hold on the new master was marked lost ({:?}): the watch read a stale replica",
+        after.lost_reason()
+    );
+    // A loss on the new master is found.
+    let server = group.server_on(new).expect("the new master");
+    let _: () = redis::cmd("DEL")
+        .arg("watched-after")
+        .query(&mut server.conn())
+        .map(|_: i64| ())
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(3), after.lost())
+        .await
+        .expect("a loss on the new master went unnoticed: the watch reads the old one");
+    drop(before);
+}

@@ -15,6 +15,12 @@
 //! lost (`LostReason::Gone`), unless the hold was released or replaced
 //! meanwhile. A lost watch connection (a restart, a failover) is opened
 //! again, after the client's retry delay, and every held key read again.
+//! Through Sentinel the watch reads only from the master: a failover can
+//! leave the old master up as a replica, with the watch's connection still
+//! open to it and its data stale (a resync under way, a broken link), so
+//! every read carries `ROLE`, and an idle watch asks it every
+//! [`ROLE_EVERY`]; a server that is no longer the master is left for the
+//! one Sentinel names now, as if the connection had failed.
 //! Our own renewals change the key too: each costs one push and one read
 //! here, off the callers' path.
 //!
@@ -45,6 +51,11 @@ pub(crate) const SETTLE: Duration = Duration::from_millis(10);
 
 /// Most keys read in one pipeline.
 const CHECK_BATCH: usize = 256;
+
+/// How often a watch through Sentinel asks its server whether it is still
+/// the master, while it holds anything: how late a failover that left the
+/// old master up (as a replica) is noticed when nothing else is read.
+const ROLE_EVERY: Duration = Duration::from_secs(1);
 
 /// A held key and the hold to mark lost when its field goes.
 pub(crate) struct Watched {
@@ -163,12 +174,21 @@ async fn run(
         // again (a new connection tracks nothing yet).
         rereads.clear();
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
-        if check(&mut conn, &holds, &mut keys, &mut rereads, everything)
-            .await
-            .is_ok()
+        let master_only = matches!(source, WatchSource::Sentinel(_));
+        if check(
+            &mut conn,
+            master_only,
+            &holds,
+            &mut keys,
+            &mut rereads,
+            everything,
+        )
+        .await
+        .is_ok()
         {
             watch(
                 &mut conn,
+                master_only,
                 &holds,
                 &mut keys,
                 &mut settling,
@@ -192,6 +212,7 @@ async fn run(
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     conn: &mut MultiplexedConnection,
+    master_only: bool,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
     settling: &mut VecDeque<(tokio::time::Instant, Watched)>,
@@ -200,8 +221,10 @@ async fn watch(
     pushes: &mut UnboundedReceiver<PushInfo>,
     shutdown: &CancellationToken,
 ) {
+    let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
     loop {
         let next_settled = settling.front().map(|(at, _)| *at);
+        let role_check = (master_only && !keys.is_empty()).then_some(next_role_check);
         let due = tokio::select! {
             () = shutdown.cancelled() => return,
             Some(watched) = incoming.recv() => {
@@ -224,6 +247,14 @@ async fn watch(
                 due
             }
             () = sleep_until(rereads.next()) => rereads.take_due(tokio::time::Instant::now()),
+            () = sleep_until(role_check) => {
+                next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
+                match redis::cmd("ROLE").query_async::<Value>(conn).await {
+                    Ok(role) if is_master(&role) => continue,
+                    // Demoted, or gone: the master Sentinel names now.
+                    _ => return,
+                }
+            }
             push = pushes.recv() => match push {
                 Some(push) => match invalidated(push, keys) {
                     Some(named) => pace(keys, rereads, named),
@@ -232,7 +263,10 @@ async fn watch(
                 None => return,
             },
         };
-        if check(conn, holds, keys, rereads, due).await.is_err() {
+        if check(conn, master_only, holds, keys, rereads, due)
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -359,9 +393,12 @@ fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
 /// as surely as if deleted). Holds no longer current are forgotten. Each
 /// reply is its key's answer: an error about one key (not `WRONGTYPE`)
 /// reads that key again later. An error of the whole call means the
-/// connection failed.
+/// connection failed; with `master_only` (Sentinel), so does a server that
+/// is no longer the master (`ROLE` at the end of each pipeline): its
+/// answers are a replica's, and none is taken.
 async fn check(
     conn: &mut MultiplexedConnection,
+    master_only: bool,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
     rereads: &mut Rereads,
@@ -393,10 +430,25 @@ async fn check(
         for (key, field, _) in chunk {
             pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
         }
-        let answers: Vec<redis::RedisResult<bool>> =
+        if master_only {
+            pipeline.cmd("ROLE");
+        }
+        let mut answers: Vec<redis::RedisResult<Value>> =
             pipeline.ignore_errors().query_async(conn).await?;
+        if master_only
+            && !answers
+                .pop()
+                .is_some_and(|role| role.is_ok_and(|role| is_master(&role)))
+        {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the watch's server is no longer the master",
+            )));
+        }
         let now = tokio::time::Instant::now();
         for ((key, field, hold), answer) in chunk.iter().zip(answers) {
+            let answer =
+                answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
             match answer {
                 Ok(true) => {
                     if let Some(watched) = keys.get_mut(key) {
@@ -418,6 +470,19 @@ async fn check(
         }
     }
     Ok(())
+}
+
+/// Whether a `ROLE` reply says master.
+fn is_master(role: &Value) -> bool {
+    match role {
+        Value::Array(fields) => {
+            matches!(
+                fields.first(),
+                Some(Value::BulkString(kind)) if kind.as_slice() == b"master"
+            ) || matches!(fields.first(), Some(Value::SimpleString(kind)) if kind == "master")
+        }
+        _ => false,
+    }
 }
 
 /// Marks a hold whose field is gone, and stops watching it.
