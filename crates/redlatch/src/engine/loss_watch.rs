@@ -174,10 +174,10 @@ async fn run(
         // again (a new connection tracks nothing yet).
         rereads.clear();
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
-        let master_only = matches!(source, WatchSource::Sentinel(_));
+        let mut master_only = matches!(source, WatchSource::Sentinel(_));
         if check(
             &mut conn,
-            master_only,
+            &mut master_only,
             &holds,
             &mut keys,
             &mut rereads,
@@ -188,7 +188,7 @@ async fn run(
         {
             watch(
                 &mut conn,
-                master_only,
+                &mut master_only,
                 &holds,
                 &mut keys,
                 &mut settling,
@@ -212,7 +212,7 @@ async fn run(
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     conn: &mut MultiplexedConnection,
-    master_only: bool,
+    master_only: &mut bool,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
     settling: &mut VecDeque<(tokio::time::Instant, Watched)>,
@@ -224,7 +224,7 @@ async fn watch(
     let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
     loop {
         let next_settled = settling.front().map(|(at, _)| *at);
-        let role_check = (master_only && !keys.is_empty()).then_some(next_role_check);
+        let role_check = (*master_only && !keys.is_empty()).then_some(next_role_check);
         let due = tokio::select! {
             () = shutdown.cancelled() => return,
             Some(watched) = incoming.recv() => {
@@ -249,11 +249,14 @@ async fn watch(
             () = sleep_until(rereads.next()) => rereads.take_due(tokio::time::Instant::now()),
             () = sleep_until(role_check) => {
                 next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
-                match redis::cmd("ROLE").query_async::<Value>(conn).await {
-                    Ok(role) if is_master(&role) => continue,
-                    // Demoted, or gone: the master Sentinel names now.
-                    _ => return,
+                if master_or_refused(
+                    redis::cmd("ROLE").query_async::<Value>(conn).await,
+                    master_only,
+                ) {
+                    continue;
                 }
+                // Demoted, or gone: the master Sentinel names now.
+                return;
             }
             push = pushes.recv() => match push {
                 Some(push) => match invalidated(push, keys) {
@@ -398,7 +401,7 @@ fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
 /// answers are a replica's, and none is taken.
 async fn check(
     conn: &mut MultiplexedConnection,
-    master_only: bool,
+    master_only: &mut bool,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
     rereads: &mut Rereads,
@@ -430,15 +433,22 @@ async fn check(
         for (key, field, _) in chunk {
             pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
         }
-        if master_only {
+        let asks_role = *master_only;
+        if asks_role {
             pipeline.cmd("ROLE");
         }
         let mut answers: Vec<redis::RedisResult<Value>> =
             pipeline.ignore_errors().query_async(conn).await?;
-        if master_only
-            && !answers
-                .pop()
-                .is_some_and(|role| role.is_ok_and(|role| is_master(&role)))
+        let role = asks_role.then(|| {
+            answers.pop().unwrap_or_else(|| {
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "no ROLE reply",
+                )))
+            })
+        });
+        if let Some(role) = role
+            && !master_or_refused(role, master_only)
         {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Client,
@@ -472,6 +482,22 @@ async fn check(
     Ok(())
 }
 
+/// Whether the watch may take its server's answers, from its `ROLE`
+/// reply: yes from a master; no from a replica or without an answer. A
+/// server that refuses `ROLE` (an ACL, a proxy) cannot tell: from then on
+/// this connection's answers are taken without asking (`master_only` off).
+fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) -> bool {
+    match role {
+        Ok(role) => is_master(&role),
+        Err(error) if error.code().is_some_and(|code| code != "LOADING") => {
+            debug!(%error, "redlatch: the server refuses ROLE; the loss watch cannot tell a demoted master");
+            *master_only = false;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Whether a `ROLE` reply says master.
 fn is_master(role: &Value) -> bool {
     match role {
@@ -501,5 +527,40 @@ fn lost(
         if watched.holds.is_empty() {
             keys.remove(key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(code: &str, detail: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()) {
+            Ok(Value::ServerError(error)) => error.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_a_master_s_answers_are_taken_unless_the_server_refuses_role() {
+        let role = |kind: &str| {
+            Value::Array(vec![
+                Value::BulkString(kind.as_bytes().to_vec()),
+                Value::Int(0),
+                Value::Array(Vec::new()),
+            ])
+        };
+        let mut master_only = true;
+        assert!(master_or_refused(Ok(role("master")), &mut master_only));
+        assert!(!master_or_refused(Ok(role("slave")), &mut master_only));
+        let broken = redis::RedisError::from((redis::ErrorKind::Io, "broken pipe"));
+        assert!(!master_or_refused(Err(broken), &mut master_only));
+        assert!(master_only);
+        let denied = refusal(
+            "NOPERM",
+            "this user has no permissions to run the 'role' command",
+        );
+        assert!(master_or_refused(Err(denied), &mut master_only));
+        assert!(!master_only, "a refused ROLE is not asked again");
     }
 }
