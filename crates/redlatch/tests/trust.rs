@@ -20,3 +20,6 @@ mod scripts;
 
 #[path = "trust/liveness.rs"]
 mod liveness;
+
+#[path = "trust/deadline.rs"]
+mod deadline;

@@ -331,8 +331,14 @@ impl Lock {
                 return;
             }
             tokio::time::sleep(left.min(look_every)).await;
+            // A look never outlasts the courtesy (nor, so, the caller's wait):
+            // a stalled server ends it, and the attempt reports the fault.
+            let limit = settings
+                .response_timeout
+                .min(until.saturating_duration_since(LeaseInstant::now()))
+                .max(COURTESY_LOOK);
             if !matches!(
-                scripts::lock::is_taken(&mut conn, &request.keys, settings.response_timeout).await,
+                scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;
