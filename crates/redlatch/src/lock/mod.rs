@@ -186,8 +186,14 @@ impl Lock {
 
     /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
-    /// [`Error::Timeout`]; else as [`Lock::acquire_with_lease`].
+    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`Lock::acquire_with_lease`].
     ///
     /// # Cancel safety
     /// As [`Lock::acquire`].
