@@ -8,7 +8,8 @@
 //! taker cannot use, retrying after connection errors when the primitive says
 //! that is safe, and giving up. A bounded wait ([`Wait::For`]) is one
 //! deadline for the whole call (invariant (f), docs/SAFETY.md): each attempt
-//! is cut off where the wait ends (min(response timeout, time left)), a
+//! is cut off where the wait ends (min(response timeout, time left), at
+//! least [`ATTEMPT_FLOOR`]), a
 //! retry's back-off that would reach the deadline is not slept, and the
 //! withdrawal of what waiting left gets [`GIVE_UP_GRACE`] at most before it
 //! goes on in the background. Cancellation needs nothing here: every
@@ -25,6 +26,13 @@ use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
+
+/// The least time an attempt of a bounded wait is given before it is cut
+/// off: an attempt that starts just before the wait ends (after the local
+/// queue or the courtesy took most of it) still gets a healthy server's
+/// answer, rather than an error blaming the server's silence. The most a
+/// bounded acquire can run past its wait is this plus [`GIVE_UP_GRACE`].
+const ATTEMPT_FLOOR: Duration = Duration::from_millis(25);
 
 /// How long a bounded wait that ran out waits for the withdrawal of what
 /// waiting left (a place in line, a claim) before returning; the
@@ -84,8 +92,9 @@ impl Deadline {
     }
 }
 
-/// `call`, cut off when `deadline` (if any) passes with
-/// [`Error::ResponseTimeout`] naming the caller's wait. Dropping a call is
+/// `call`, cut off when `deadline` (if any) passes (but not before
+/// [`ATTEMPT_FLOOR`]) with [`Error::ResponseTimeout`] naming the caller's
+/// wait. Dropping a call is
 /// safe: every acquire attempt is a
 /// [`hand_over`](crate::engine::cancel::hand_over), which completes or
 /// undoes it in the background.
@@ -96,7 +105,7 @@ impl Deadline {
 pub(crate) fn within<F>(deadline: Option<Deadline>, op: &'static str, call: F) -> Within<F> {
     let cut = deadline.map(|deadline| {
         Box::pin(Cut {
-            sleep: tokio::time::sleep(deadline.left(LeaseInstant::now())),
+            sleep: tokio::time::sleep(deadline.left(LeaseInstant::now()).max(ATTEMPT_FLOOR)),
             op,
             wait: deadline.wait,
         })
@@ -414,6 +423,36 @@ async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration, first
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_call_past_the_wait_is_cut_off_naming_the_wait_and_others_are_not() {
+        let started = LeaseInstant::now();
+        let wait = Duration::from_millis(100);
+        let cut = Wait::For(wait).cut_off(started);
+        let silent = std::future::pending::<Result<()>>();
+        let outcome = within(cut, "acquire", silent).await;
+        assert!(started.elapsed() >= wait, "cut off early");
+        assert!(
+            matches!(
+                outcome,
+                Err(Error::ResponseTimeout {
+                    op: "acquire",
+                    limit: TimeLimit::Wait(w),
+                }) if w == wait
+            ),
+            "{outcome:?}"
+        );
+        // The wait is over: a call made now still gets the floor.
+        let answered = within(cut, "acquire", async {
+            tokio::time::sleep(ATTEMPT_FLOOR / 2).await;
+            Ok(7)
+        });
+        assert_eq!(answered.await.unwrap(), 7);
+        // A single try, a zero wait and an unbounded wait cut nothing off.
+        for wait in [Wait::Once, Wait::For(Duration::ZERO), Wait::Forever] {
+            assert!(wait.cut_off(started).is_none(), "{wait:?}");
+        }
+    }
 
     #[test]
     fn a_single_attempt_ends_at_once_and_a_long_wait_never() {
