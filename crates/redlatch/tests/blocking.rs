@@ -236,11 +236,12 @@ fn blocking_read_write_lock_shares_reads_and_excludes_the_writer() {
 
 /// The blocking rows of the deadline test (`trust::deadline` has the async
 /// ones): each blocking acquire with a bound returns within its wait plus a
-/// margin from a frozen server (SIGSTOP), with an error naming the caller's
-/// wait, and a dead one, with a connection error. One thread per row, all
+/// margin from a frozen server (SIGSTOP) or a slow one (the testkit's
+/// proxy, latency past the wait), with an error naming the caller's wait,
+/// and from a dead one, with a connection error. One thread per row, all
 /// at once. (Before: a 500 ms wait took 3 to 24 s.)
 #[test]
-fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_or_dead_server() {
+fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_slow_or_dead_server() {
     use std::time::Instant;
 
     use redlatch::{Error, TimeLimit};
@@ -276,18 +277,27 @@ fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_or_dead_
     ];
     const WAIT: Duration = Duration::from_millis(500);
     const MARGIN: Duration = Duration::from_secs(1);
-    for dead in [false, true] {
+    for fault in ["frozen", "slow", "dead"] {
         let mut server = common::server();
+        let proxy = testkit::Proxy::start(server.addr()).unwrap();
+        let url = if fault == "slow" {
+            proxy.url()
+        } else {
+            server.url()
+        };
         // The default response timeout (3 s), longer than the wait.
         let client = blocking::Client::connect_with(
-            redlatch::Client::builder(&server.url()).connect_timeout(Duration::from_secs(2)),
+            redlatch::Client::builder(&url).connect_timeout(Duration::from_secs(2)),
         )
         .expect("connect");
         drop(client.lock("warm").acquire().expect("warm"));
-        if dead {
-            server.kill().unwrap();
-        } else {
-            server.pause().unwrap();
+        match fault {
+            "frozen" => server.pause().unwrap(),
+            "slow" => proxy.set_both(testkit::LinkFaults {
+                latency: WAIT * 4,
+                ..testkit::LinkFaults::default()
+            }),
+            _ => server.kill().unwrap(),
         }
         let rows: Vec<_> = ROWS
             .iter()
@@ -305,20 +315,19 @@ fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_or_dead_
             let (name, outcome, took) = row.join().unwrap();
             let fine = took <= WAIT + MARGIN
                 && match &outcome {
-                    Err(Error::ResponseTimeout { limit, .. }) if !dead => {
+                    Err(Error::ResponseTimeout { limit, .. }) if fault != "dead" => {
                         *limit == TimeLimit::Wait(WAIT)
                     }
-                    Err(error) => dead && error.is_transient(),
+                    Err(error) => fault == "dead" && error.is_transient(),
                     Ok(()) => false,
                 };
             if !fine {
                 wrong.push(format!("{name}: {outcome:?} after {took:?}"));
             }
         }
-        if !dead {
+        if fault == "frozen" {
             server.resume().unwrap();
         }
-        let fault = if dead { "dead" } else { "frozen" };
         assert!(wrong.is_empty(), "{fault} server:\n{}", wrong.join("\n"));
     }
 }
