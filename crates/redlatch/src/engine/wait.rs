@@ -255,8 +255,10 @@ pub(crate) async fn wait_from<A: Acquisition>(
         |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
     let wakes = acquisition.wakes();
     let mut retries = 0;
-    // No attempt has been made yet: the first is made however short the wait.
-    let mut first_attempt = true;
+    // Redis has answered an attempt of this call with "not now": a wait
+    // that runs out from then on ends as not acquired (the lock was held
+    // when last seen), even with an attempt in flight.
+    let mut answered_busy = false;
     // This call's wait was counted (once per call).
     let mut counted = false;
     // Per ticket, the subscription generation and messages seen before the
@@ -265,12 +267,11 @@ pub(crate) async fn wait_from<A: Acquisition>(
     loop {
         marks.clear();
         marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
-        if !first_attempt && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
+        if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
             // The wait ended while parked or pausing: no time for a call.
             give_up_within_grace(acquisition).await;
             return Ok(None);
         }
-        first_attempt = false;
         let was_first = acquisition.goes_first();
         let step = match within(cut_off, "acquire", acquisition.attempt()).await {
             Ok(step) => step,
@@ -287,8 +288,14 @@ pub(crate) async fn wait_from<A: Acquisition>(
                     }
                 ) {
                     // The wait ran out with the attempt in flight: it goes
-                    // on (and is undone) in the background; what waiting
-                    // left is withdrawn as the acquisition drops.
+                    // on (and is undone) in the background. Redis that
+                    // answered "not now" before is slow, not silent: not
+                    // acquired. Else the error names the wait; what
+                    // waiting left is withdrawn as the acquisition drops.
+                    if answered_busy {
+                        give_up_within_grace(acquisition).await;
+                        return Ok(None);
+                    }
                     return Err(error);
                 }
                 let Some(policy) = acquisition.retry_after(&error) else {
@@ -320,7 +327,10 @@ pub(crate) async fn wait_from<A: Acquisition>(
                 }
                 return Ok(Some(value));
             }
-            Step::Busy { retry_in } => retry_in,
+            Step::Busy { retry_in } => {
+                answered_busy = true;
+                retry_in
+            }
         };
         let first = acquisition.goes_first();
         if woken && (wakes == (Wakes::One { pass_on_busy: true }) || (was_first && !first)) {
