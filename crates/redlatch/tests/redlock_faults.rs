@@ -426,6 +426,7 @@ async fn every_bounded_redlock_acquire_returns_within_its_wait_under_faulty_mast
         for &i in row.frozen {
             masters[i].resume().unwrap();
         }
+        eprintln!("{}: {took:?} for {:?}: {outcome:?}", row.name, row.wait);
         let live = 3 - row.frozen.len() - row.dead.len() - row.slow.len();
         let why = match &outcome {
             _ if took > row.wait + MARGIN => Some(format!("took {took:?}")),

@@ -241,6 +241,7 @@ async fn every_way_under(fault: Fault) -> Vec<(&'static str, Result<(), Error>, 
 fn assert_bounded(fault: Fault, outcomes: &[(&'static str, Result<(), Error>, Duration)]) {
     let mut wrong = Vec::new();
     for (name, outcome, took) in outcomes {
+        eprintln!("{fault:?} server: {name} after {took:?}: {outcome:?}");
         let why = match (fault, outcome) {
             _ if *took > WAIT + MARGIN => Some(format!("took {took:?}")),
             (Fault::Frozen | Fault::Slow, Err(Error::ResponseTimeout { limit, .. }))
