@@ -9,10 +9,10 @@
 //! that is safe, and giving up. A bounded wait ([`Wait::For`]) is one
 //! deadline for the whole call (invariant (f), docs/SAFETY.md): each attempt
 //! is cut off where the wait ends (min(response timeout, time left), at
-//! least [`ATTEMPT_FLOOR`]), a
-//! retry's back-off that would reach the deadline is not slept, and the
-//! withdrawal of what waiting left gets [`GIVE_UP_GRACE`] at most before it
-//! goes on in the background. Cancellation needs nothing here: every
+//! least [`ATTEMPT_FLOOR`]), a retry's back-off that would reach the
+//! deadline is not slept, and the withdrawal of what waiting left gets
+//! [`GIVE_UP_GRACE`] at most before it goes on in the background.
+//! Cancellation needs nothing here: every
 //! attempt is a [`hand_over`](crate::engine::cancel::hand_over), and
 //! whatever a waiter holds (a channel membership, a place in line) is a value
 //! whose `Drop` lets go of it.
@@ -94,8 +94,7 @@ impl Deadline {
 
 /// `call`, cut off when `deadline` (if any) passes (but not before
 /// [`ATTEMPT_FLOOR`]) with [`Error::ResponseTimeout`] naming the caller's
-/// wait. Dropping a call is
-/// safe: every acquire attempt is a
+/// wait. Dropping a call is safe: every acquire attempt is a
 /// [`hand_over`](crate::engine::cancel::hand_over), which completes or
 /// undoes it in the background.
 ///
