@@ -170,7 +170,9 @@ mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
 script!(STATUS, "status.lua", GIVES_BACK);
-script!(RAISE_TOKEN, "raise_token.lua", &[]);
+// Part of a Redlock acquire: the counters written back before the guard
+// is handed out.
+script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
 script!(
     PRECEDENCE_LEAVE,
     "precedence_leave.lua",

@@ -635,3 +635,49 @@ async fn every_primitive_answers_as_it_should_when_the_server_is_out_of_memory()
     }
     assert!(failures.is_empty(), "under OOM:\n{}", failures.join("\n"));
 }
+
+/// A Redlock whose nodes' fencing counters differ writes the highest back
+/// to a majority before it hands out the guard (`RAISE_TOKEN`): on nodes
+/// out of memory that write must run as the acquire's did, or a free lock
+/// the acquire took on every node is refused for the write-back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_whose_counters_lag_is_taken_on_nodes_out_of_memory() {
+    let masters = common::masters(3);
+    let mut admins = Vec::new();
+    let mut clients = Vec::new();
+    for server in masters.iter() {
+        admins.push(common::admin(server).await);
+        clients.push(common::client(server).await);
+    }
+    if !clients[0].capabilities().functions.is_available() {
+        // By EVALSHA a free lock is refused with OOM before any write-back.
+        return;
+    }
+    // Three different counters: whichever majority answers first, its
+    // tokens differ, and the highest must be written back to the other.
+    for (admin, counter) in admins.iter_mut().zip([100, 200]) {
+        let _: () = redis::cmd("SET")
+            .arg("redisson_lock_token:{oom:lagging}")
+            .arg(counter)
+            .query_async(admin)
+            .await
+            .unwrap();
+    }
+    for admin in &mut admins {
+        set_maxmemory(admin, 1).await;
+    }
+    let redlock = Redlock::new(clients).unwrap();
+    let taken = redlock.lock("oom:lagging").try_acquire().await;
+    for admin in &mut admins {
+        set_maxmemory(admin, 0).await;
+    }
+    let guard = match taken {
+        Ok(Some(guard)) => guard,
+        other => panic!(
+            "a free Redlock with lagging counters under OOM answered {:?}: {}",
+            answer(&other),
+            describe(&other)
+        ),
+    };
+    guard.release().await.unwrap();
+}
