@@ -82,7 +82,7 @@
 //! runs, so the body sees the KEYS and ARGV of the table above. A request
 //! whose record exists returns the recorded reply and changes nothing;
 //! otherwise the body runs and its reply (unless an error) is recorded with
-//! `SET ... PX`. On one server and under Sentinel nothing re-sends, and the
+//! `SET ... PX` (not when a server out of memory refuses it: see [`resendable`]). On one server and under Sentinel nothing re-sends, and the
 //! plain scripts run.
 
 pub(crate) mod acquired;
@@ -382,6 +382,9 @@ pub(crate) struct Pipelined {
 /// ARGV, a recorded reply is returned as it is, and otherwise the body runs
 /// (in a function, so its `return`s work) and a reply that is not an error
 /// is recorded. `cmsgpack` keeps integers exact and nested replies as they are.
+/// A server out of memory refuses the record only as an EVAL script's first
+/// write, when the body wrote nothing (a busy lock): the reply goes back
+/// unrecorded, and a re-send that runs the body again changes nothing either.
 fn resendable(source: &str) -> String {
     format!(
         "local redlatch_record = table.remove(KEYS)\n\
@@ -393,7 +396,8 @@ fn resendable(source: &str) -> String {
          end\n\
          local redlatch_reply = redlatch_body()\n\
          if type(redlatch_reply) == 'table' and redlatch_reply.err then return redlatch_reply end\n\
-         redis.call('set', redlatch_record, cmsgpack.pack(redlatch_reply), 'px', redlatch_keep_ms)\n\
+         local redlatch_kept = redis.pcall('set', redlatch_record, cmsgpack.pack(redlatch_reply), 'px', redlatch_keep_ms)\n\
+         if type(redlatch_kept) == 'table' and redlatch_kept.err and not string.find(redlatch_kept.err, '^OOM') then error(redlatch_kept) end\n\
          return redlatch_reply\n"
     )
 }
