@@ -4,6 +4,7 @@
 //! free one does is the documented outcome of its form (docs/SAFETY.md,
 //! "Redis out of memory"). One server for every row; the rows are prepared
 //! while memory is there, checked under OOM, and looked at again after.
+//! Re-entered holds, Redlock's fixed lease and its counter write-back too.
 
 use std::time::{Duration, Instant};
 
@@ -69,9 +70,8 @@ fn free_answer(form: &str, row: &str) -> Answer {
 }
 
 /// One primitive in one form, prepared while the server has memory: a
-/// stranger holds `busy`, this client holds one hold to give back, one
-/// re-entered twice over (whose inner release must not add memory either)
-/// and one kept by the watchdog on a short lease.
+/// stranger holds `busy`, this client holds one hold to give back and one
+/// kept by the watchdog on a short lease; `free` is free.
 struct Row<L: AcquireLock, S: AcquireLock> {
     row: String,
     form: &'static str,
