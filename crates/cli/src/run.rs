@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
-use redlatch::{AcquireLock, Fenced, Guard, RedlockGuard, Settings, SettingsWatcher};
+use redlatch::{AcquireLock, Fenced, Guard, RedlockGuard, Settings, SettingsWatcher, TimeLimit};
 use tokio::time::Instant;
 
 use crate::config_file;
@@ -157,6 +157,8 @@ async fn take_lock(
     args: &RunArgs,
     settings: Settings,
 ) -> Result<Held<Guard>, Failure> {
+    // `--wait` counts from here: connecting and acquiring share it.
+    let started = Instant::now();
     let limit = wait_limit(args, &settings);
     let purpose = purpose(args);
     let client =
@@ -168,7 +170,7 @@ async fn take_lock(
         lock = lock.with_owner(owner.as_str());
     }
     let busy = busy(lock.status(), LockView::single);
-    hold(global, args, &lock, wait, busy, watchers).await
+    hold(global, args, &lock, (wait, started), busy, watchers).await
 }
 
 /// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
@@ -216,6 +218,7 @@ async fn take_redlock(
     if let Some(lease) = args.lease {
         settings.default_lease = lease;
     }
+    let started = Instant::now();
     let limit = wait_limit(args, &settings);
     let redlock = connect::redlock(global, settings, limit).await?;
     let watchers = watch(global, args, &redlock.clients())?;
@@ -225,20 +228,38 @@ async fn take_redlock(
         .and_then(|client| client.settings().wait_timeout));
     let lock = redlock.lock(args.name.as_str());
     let busy = busy(lock.status(), LockView::from_redlock);
-    hold(global, args, &lock, wait, busy, watchers).await
+    hold(global, args, &lock, (wait, started), busy, watchers).await
 }
 
-/// The acquire `--wait` allows on `lock`, either kind; `busy` says who
-/// holds it, read only if another owner kept it.
+/// The acquire `--wait` allows on `lock`, either kind, within what is left
+/// of the wait counted from `started` (connecting took the rest: one
+/// deadline for the whole run); `busy` says who holds it, read only if
+/// another owner kept it.
 async fn hold<L: AcquireLock>(
     global: &Global,
     args: &RunArgs,
     lock: &L,
-    wait: Option<Duration>,
+    (wait, started): (Option<Duration>, Instant),
     busy: impl Future<Output = Option<String>>,
     watchers: Vec<SettingsWatcher>,
 ) -> Result<Held<L::Guard>, Failure> {
-    let acquired = acquire(lock, wait).await;
+    let acquired = match (
+        acquire(lock, wait.map(|wait| left_of(wait, started))).await,
+        wait,
+    ) {
+        // The share left after connecting ran out: it is `--wait` that did.
+        (
+            Err(redlatch::Error::ResponseTimeout {
+                op,
+                limit: TimeLimit::Wait(_),
+            }),
+            Some(wait),
+        ) => Err(redlatch::Error::ResponseTimeout {
+            op,
+            limit: TimeLimit::Wait(wait),
+        }),
+        (acquired, _) => acquired,
+    };
     let busy = match acquired {
         Ok(None) => busy.await,
         _ => None,
@@ -317,6 +338,17 @@ fn held<G>(
             &error,
         )),
     }
+}
+
+/// What is left at once of `wait` counted from `started`: a zero wait stays
+/// zero (one try), a wait that connecting used up leaves a millisecond (the
+/// acquire then gives up at once, as a wait that ran out).
+fn left_of(wait: Duration, started: Instant) -> Duration {
+    if wait.is_zero() {
+        return wait;
+    }
+    wait.saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1))
 }
 
 /// One acquire as `--wait` asks: `None` when another owner kept the lock.

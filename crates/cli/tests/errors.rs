@@ -497,3 +497,99 @@ fn a_cluster_node_behind_redis_gets_advice() {
     assert_eq!(status, 78, "{stderr}");
     assert!(stderr.contains("set mode = \"cluster\""), "{stderr}");
 }
+
+/// The CLI's rows of the deadline test: `run --wait` is one deadline for
+/// connecting and acquiring, whatever the server does. Each row exits
+/// within the wait plus a margin (the margin holds the "held by" line's
+/// status read, 500 ms at most): a frozen or dead server with 69 naming
+/// `--wait`, a slow one (every byte delayed, the lock held elsewhere) with
+/// 75. (Before: connecting and acquiring each had the whole wait; the slow
+/// row took the time to connect plus the wait.)
+#[test]
+fn run_wait_is_one_deadline_for_connecting_and_acquiring_under_every_fault() {
+    #[derive(Debug, Clone, Copy)]
+    enum Fault {
+        Frozen,
+        Dead,
+        /// A proxy adds this latency each way; the lock is held elsewhere.
+        SlowAndHeld(Duration),
+    }
+    const WAIT: Duration = Duration::from_secs(3);
+    const MARGIN: Duration = Duration::from_millis(1_500);
+    let rows = [
+        (Fault::Frozen, 69),
+        (Fault::Dead, 69),
+        (Fault::SlowAndHeld(Duration::from_millis(150)), 75),
+    ];
+    let runs: Vec<_> = rows
+        .into_iter()
+        .map(|(fault, expected)| {
+            std::thread::spawn(move || {
+                let mut world = World::new();
+                let proxy = testkit::Proxy::start(world.server.addr()).unwrap();
+                let mut url = world.server.url();
+                let _held = match fault {
+                    Fault::Frozen => {
+                        world.server.pause().unwrap();
+                        None
+                    }
+                    Fault::Dead => {
+                        world.server.kill().unwrap();
+                        None
+                    }
+                    Fault::SlowAndHeld(latency) => {
+                        // Held by another owner for the whole wait (the lock's hash).
+                        let mut conn = world.redis();
+                        let () = redis::cmd("HSET")
+                            .arg("deadline")
+                            .arg("elsewhere:owner")
+                            .arg(1)
+                            .query(&mut conn)
+                            .unwrap();
+                        let _: bool = redis::cmd("PEXPIRE")
+                            .arg("deadline")
+                            .arg(60_000)
+                            .query(&mut conn)
+                            .unwrap();
+                        proxy.set_both(testkit::LinkFaults {
+                            latency,
+                            ..testkit::LinkFaults::default()
+                        });
+                        url = proxy.url();
+                        Some(())
+                    }
+                };
+                let started = Instant::now();
+                let (status, stderr) = finishes_within(
+                    WAIT * 4,
+                    &[
+                        "--redis", &url, "run", "deadline", "--wait", "3s", "--", "true",
+                    ],
+                );
+                let took = started.elapsed();
+                if matches!(fault, Fault::Frozen) {
+                    world.server.resume().unwrap();
+                }
+                (fault, expected, status, stderr, took)
+            })
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for run in runs {
+        let (fault, expected, status, stderr, took) = run.join().unwrap();
+        eprintln!("{fault:?}: exit {status} after {took:?}: {stderr}");
+        // A slow server may answer "held" and then not answer a later
+        // attempt within the wait: that names the wait.
+        let named_wait =
+            status == 69 && (stderr.contains("(--wait)") || stderr.contains("caller's wait (3s)"));
+        let refused = matches!(fault, Fault::Dead) && stderr.contains("Connection refused");
+        let fine = match expected {
+            75 => status == 75 || named_wait,
+            _ => status == expected && (named_wait || refused),
+        };
+        if !fine || took > WAIT + MARGIN {
+            wrong.push(format!("{fault:?}: exit {status} after {took:?}: {stderr}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

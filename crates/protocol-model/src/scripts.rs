@@ -56,7 +56,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "release.lua",
-        sha1: "3b6a42c56fb42b28634568424575190a2cb71a05",
+        sha1: "53abc87c2e28950981426a0455f7cdc93fd23f6e",
         step: "server::Server::release",
         recheck: "the last hold deletes the key and publishes; others decrement and only \
                   lengthen the lease; a missing key publishes; another owner's hold is untouched",
@@ -77,19 +77,19 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "rw_write_acquire.lua",
-        sha1: "2ae291f1790821ea37c487bb77547092edf6eb19",
+        sha1: "068d7c95c45667048739dd11f9ad8b9db69c9153",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },
     Tie {
         file: "rw_read_release.lua",
-        sha1: "96dc36bb4bf108300d387e5fb37c4256c528e890",
+        sha1: "2acee2251af39bef49af2086f3cda5d988905ad6",
         step: "rwlock::RwServer::release",
         recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
     },
     Tie {
         file: "rw_write_release.lua",
-        sha1: "3f2d09efe870cda81d4ef52b698c051405302a39",
+        sha1: "b52c974fbbdcd34aa9550340301876c225d6b7e5",
         step: "rwlock::RwServer::release",
         recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
     },
@@ -101,7 +101,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "semaphore_release.lua",
-        sha1: "015a3575b6dcabbb8b302f33d688ba9b97953519",
+        sha1: "341c38d0abbacc40d7965ea7e0a5e9a2c62f6898",
         step: "semaphore::Permits::release",
         recheck: "a release adds its permits back by INCRBY and publishes",
     },

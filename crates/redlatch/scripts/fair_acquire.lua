@@ -63,7 +63,10 @@ elseif held then
   return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
 end
 local place = tonumber(ARGV[4])
-if place > 0 then
+-- Out of memory a place is not taken (nor its sign of life written): the
+-- lock is busy all the same, and the caller asks again.
+local placed = place > 0
+if placed then
   if not redis.call('zscore', KEYS[3], ARGV[2]) then
     -- Join at the back: the deadline of the waiter before, or the lock's
     -- remaining lease, plus W (Redisson's arithmetic, PTTL's -1/-2 included).
@@ -75,12 +78,23 @@ if place > 0 then
     else
       ttl = redis.call('pttl', KEYS[1])
     end
-    if redis.call('zadd', KEYS[3], ttl + wait + now, ARGV[2]) == 1 then
+    local joined = unless_out_of_memory('zadd', KEYS[3], ttl + wait + now, ARGV[2])
+    if joined == 1 then
       redis.call('rpush', KEYS[2], ARGV[2])
     end
+    placed = joined ~= false
   end
-  -- A sign of life; the set goes by itself once every sign ran out.
-  redis.call('zadd', KEYS[5], now + place, ARGV[2])
+end
+if placed then
+  -- A sign of life; the set goes by itself once every sign ran out. A sign
+  -- renewed takes no memory: out of memory too, a waiter keeps its place.
+  if redis.call('zscore', KEYS[5], ARGV[2]) then
+    give_back('zadd', KEYS[5], now + place, ARGV[2])
+  else
+    placed = unless_out_of_memory('zadd', KEYS[5], now + place, ARGV[2]) ~= false
+  end
+end
+if placed then
   local latest = redis.call('zrange', KEYS[5], -1, -1, 'withscores')
   redis.call('pexpire', KEYS[5], math.max(tonumber(latest[2]) - now, place))
   first = first or ARGV[2]

@@ -43,7 +43,7 @@ if not holds then
   return {-2, 0}
 end
 if holds > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[3], -1)
+  give_back('hincrby', KEYS[1], ARGV[3], -1)
   lengthen(KEYS[1], ARGV[2])
   return {0, 0}
 end

@@ -12,7 +12,7 @@ for i = 1, #KEYS do
   local score = redis.pcall('zscore', KEYS[i], ARGV[2 * i - 1])
   if type(score) ~= 'table' and score and tonumber(score) > now then
     local expiry = now + tonumber(ARGV[2 * i])
-    redis.call('zadd', KEYS[i], 'XX', string.format('%d', expiry), ARGV[2 * i - 1])
+    give_back('zadd', KEYS[i], 'XX', string.format('%d', expiry), ARGV[2 * i - 1])
     out[i] = 1
   end
 end

@@ -41,7 +41,7 @@ local function release(lock, channel, lease, owner)
     return -2, 0
   end
   if holds > 1 then
-    redis.call('hincrby', lock, owner, -1)
+    give_back('hincrby', lock, owner, -1)
     lengthen(lock, lease)
     return 0, 0
   end

@@ -36,7 +36,7 @@ if corrupt then
   redis.call('hdel', KEYS[1], ARGV[2])
   done = {-2, 0}
 else
-  local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+  local n = give_back('hincrby', KEYS[1], ARGV[2], -1)
   if n <= 0 then
     redis.call('hdel', KEYS[1], ARGV[2])
   end

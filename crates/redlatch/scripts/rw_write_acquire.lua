@@ -53,9 +53,11 @@ local claim = tonumber(ARGV[3])
 if claim > 0 then
   local time = redis.call('time')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  redis.call('zadd', KEYS[3], now + claim, ARGV[2])
-  -- The set disappears by itself once every claim in it has lapsed.
-  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-  redis.call('pexpire', KEYS[3], math.max(tonumber(last[2]) - now, claim))
+  -- Out of memory the claim is skipped: the lock is busy all the same.
+  if unless_out_of_memory('zadd', KEYS[3], now + claim, ARGV[2]) then
+    -- The set disappears by itself once every claim in it has lapsed.
+    local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+    redis.call('pexpire', KEYS[3], math.max(tonumber(last[2]) - now, claim))
+  end
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -31,7 +31,7 @@ end
 -- a last one does (kept, it would hold the lock with no guard to give it back).
 local holds = integer(redis.call('hget', KEYS[1], ARGV[3]))
 if holds and holds > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[3], -1)
+  give_back('hincrby', KEYS[1], ARGV[3], -1)
   lengthen(KEYS[1], ARGV[2])
   return {0, 0}
 end

@@ -21,7 +21,12 @@ local delta = tonumber(ARGV[2])
 if delta < 0 and count + delta < 0 then
   return {0, count}
 end
-count = redis.call('incrby', KEYS[1], delta)
+-- As a release: a count that is there takes no memory to change.
+if kind == 'none' then
+  count = redis.call('incrby', KEYS[1], delta)
+else
+  count = give_back('incrby', KEYS[1], delta)
+end
 if count > 0 then
   redis.call(publish, ARGV[1], count)
 end

@@ -10,6 +10,13 @@ local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and (kind ~= 'string' or not tonumber(redis.call('get', KEYS[1]))) then
   return -1
 end
-local count = redis.call('incrby', KEYS[1], ARGV[2])
+-- A count that is there takes no memory to raise; a missing one is written
+-- as a new count is (refused for memory by EVAL on a server out of it).
+local count
+if kind == 'none' then
+  count = redis.call('incrby', KEYS[1], ARGV[2])
+else
+  count = give_back('incrby', KEYS[1], ARGV[2])
+end
 redis.call(publish, ARGV[1], count)
 return count

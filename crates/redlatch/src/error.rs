@@ -95,12 +95,18 @@ pub enum Error {
         source: redis::RedisError,
     },
 
-    /// Redis did not answer within the client's response timeout. The server is
-    /// slow, paused or overloaded; the command may or may not have run.
-    #[error("redis did not answer {op} within the response timeout")]
+    /// Redis did not answer within `limit`: the client's response timeout
+    /// (one call), the caller's wait (a bounded acquire, whose every call,
+    /// retry and back-off fits in its wait), or a Redlock's node timeout. The
+    /// server is slow, paused or overloaded; the command may or may not have
+    /// run (an anonymous owner's possible hold is given back in the
+    /// background).
+    #[error("redis did not answer {op} within {limit}")]
     ResponseTimeout {
         /// What the library was doing.
         op: &'static str,
+        /// The time limit that ran out.
+        limit: TimeLimit,
     },
 
     /// Opening the connection took longer than `limit`: the server accepts
@@ -305,6 +311,32 @@ pub enum Error {
     },
 }
 
+/// Which time limit ran out, in [`Error::ResponseTimeout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimeLimit {
+    /// The client's [response timeout](crate::Settings::response_timeout):
+    /// one call.
+    Response,
+    /// The caller's wait (`acquire_timeout`'s `wait`): the whole acquire,
+    /// its calls, retries and back-offs included.
+    Wait(Duration),
+    /// A [`Redlock`](crate::Redlock)'s node timeout
+    /// ([`Redlock::with_node_timeout`](crate::Redlock::with_node_timeout)):
+    /// one node's share of one call.
+    Node(Duration),
+}
+
+impl std::fmt::Display for TimeLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimeLimit::Response => f.write_str("the response timeout"),
+            TimeLimit::Wait(wait) => write!(f, "the caller's wait ({wait:?})"),
+            TimeLimit::Node(limit) => write!(f, "the node timeout ({limit:?})"),
+        }
+    }
+}
+
 /// One node of a [`Redlock`](crate::Redlock) that failed a call, in
 /// [`Error::QuorumFailed`].
 #[derive(Debug)]
@@ -362,7 +394,7 @@ impl Error {
     /// (`engine/coalesce.rs`): every caller of a batch gets the batch's error.
     pub(crate) fn for_another_caller(&self) -> Error {
         match self {
-            Error::ResponseTimeout { op } => Error::ResponseTimeout { op },
+            Error::ResponseTimeout { op, limit } => Error::ResponseTimeout { op, limit: *limit },
             Error::Unavailable { op, source } => Error::Unavailable {
                 op,
                 source: source.clone(),
@@ -385,7 +417,10 @@ impl Error {
 
     pub(crate) fn from_redis(op: &'static str, source: redis::RedisError) -> Error {
         if source.is_timeout() {
-            Error::ResponseTimeout { op }
+            Error::ResponseTimeout {
+                op,
+                limit: TimeLimit::Response,
+            }
         } else if matches!(source.code(), Some("MOVED" | "ASK")) {
             // Only a plain connection passes these on: the cluster client
             // follows them.
@@ -544,7 +579,11 @@ mod tests {
             refused.unknown_outcome("release"),
             Error::Unavailable { .. }
         ));
-        let timeout = Error::ResponseTimeout { op: "release" }.unknown_outcome("release");
+        let timeout = Error::ResponseTimeout {
+            op: "release",
+            limit: TimeLimit::Response,
+        }
+        .unknown_outcome("release");
         assert!(matches!(timeout, Error::OutcomeUnknown { .. }));
     }
 

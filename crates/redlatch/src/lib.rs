@@ -121,7 +121,7 @@ mod vocabulary;
 
 pub use client::{Client, ClientBuilder};
 pub use engine::hold::LostReason;
-pub use error::{Error, NodeFailure, Result};
+pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;
 pub use lock::Lock;
 pub use lock::guard::Guard;

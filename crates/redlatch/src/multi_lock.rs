@@ -7,7 +7,7 @@ use crate::lease_clock::LeaseInstant;
 
 use futures_util::future::join_all;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TimeLimit};
 use crate::lock::Lock;
 use crate::lock::guard::Guard;
 
@@ -81,12 +81,15 @@ impl MultiLock {
     /// background) and stops the acquire in flight, which leaves nothing
     /// behind.
     pub async fn acquire(&self) -> Result<MultiGuard> {
-        self.acquire_each(|lock, _| async move { lock.acquire().await.map(Some) })
-            .await?
-            .ok_or_else(|| Error::Protocol {
-                op: "multi-lock acquire",
-                detail: "a lock acquired without waiting came back empty".to_owned(),
-            })
+        self.acquire_each(
+            None,
+            |lock, _| async move { lock.acquire().await.map(Some) },
+        )
+        .await?
+        .ok_or_else(|| Error::Protocol {
+            op: "multi-lock acquire",
+            detail: "a lock acquired without waiting came back empty".to_owned(),
+        })
     }
 
     /// One attempt per lock, in key order, stopping at the first that is
@@ -98,27 +101,44 @@ impl MultiLock {
     /// # Cancel safety
     /// As [`MultiLock::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
-        self.acquire_each(|lock, _| async move { lock.try_acquire().await })
+        self.acquire_each(None, |lock, _| async move { lock.try_acquire().await })
             .await
     }
 
     /// Waits at most `wait` for all the locks: the wait covers the whole
-    /// acquisition, not each lock.
+    /// acquisition, not each lock, and every call in it (a stalled server
+    /// costs the wait, not a response timeout per lock). The locks taken are
+    /// given back before it returns when Redis answers within the wait, else
+    /// in the background.
     ///
     /// # Errors
     /// [`Error::Timeout`] naming the lock that was still held when `wait`
-    /// ran out (the locks taken are released); else as [`MultiLock::acquire`].
+    /// ran out (the locks taken are released); [`Error::ResponseTimeout`]
+    /// naming the caller's wait when Redis had not answered by then; else as
+    /// [`MultiLock::acquire`].
     ///
     /// # Cancel safety
     /// As [`MultiLock::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
         let deadline = LeaseInstant::now().checked_add(wait);
         let outcome = self
-            .acquire_each(move |lock, now| async move {
+            .acquire_each(deadline, move |lock, now| async move {
                 let left = deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+                if left.is_zero() && !wait.is_zero() {
+                    // The locks before it took the whole wait.
+                    return Err(lock_timeout(lock, wait));
+                }
                 match lock.acquire_timeout(left).await {
                     Ok(guard) => Ok(Some(guard)),
                     Err(Error::Timeout { name, .. }) => Err(Error::Timeout { name, waited: wait }),
+                    // The whole multi-lock's wait ran out, not this lock's share.
+                    Err(Error::ResponseTimeout {
+                        op,
+                        limit: TimeLimit::Wait(_),
+                    }) => Err(Error::ResponseTimeout {
+                        op,
+                        limit: TimeLimit::Wait(wait),
+                    }),
                     Err(other) => Err(other),
                 }
             })
@@ -156,8 +176,13 @@ impl MultiLock {
     }
 
     /// Takes the locks in order with `take`; on `None` or an error, the
-    /// guards taken so far are dropped (each releases in the background).
-    async fn acquire_each<'a, F, Fut>(&'a self, take: F) -> Result<Option<MultiGuard>>
+    /// guards taken so far are released, waited for until `deadline` (a
+    /// bounded wait's end) at most, then in the background.
+    async fn acquire_each<'a, F, Fut>(
+        &'a self,
+        deadline: Option<LeaseInstant>,
+        take: F,
+    ) -> Result<Option<MultiGuard>>
     where
         F: Fn(&'a Lock, LeaseInstant) -> Fut,
         Fut: Future<Output = Result<Option<Guard>>> + 'a,
@@ -168,11 +193,11 @@ impl MultiLock {
             match take(lock, LeaseInstant::now()).await {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => {
-                    release_all(guards).await;
+                    release_all(guards, deadline).await;
                     return Ok(None);
                 }
                 Err(error) => {
-                    release_all(guards).await;
+                    release_all(guards, deadline).await;
                     return Err(error);
                 }
             }
@@ -182,9 +207,27 @@ impl MultiLock {
 }
 
 /// Releases guards concurrently, ignoring outcomes (a partial acquisition
-/// being undone: the caller gets the error that stopped it).
-async fn release_all(guards: Vec<Guard>) {
-    let _ = join_all(guards.into_iter().rev().map(Guard::release)).await;
+/// being undone: the caller gets the error that stopped it), waiting until
+/// `deadline` at most: releases run to their end in the background.
+async fn release_all(guards: Vec<Guard>, deadline: Option<LeaseInstant>) {
+    let releases = join_all(guards.into_iter().rev().map(Guard::release));
+    match deadline {
+        Some(at) => {
+            let left = at.saturating_duration_since(LeaseInstant::now());
+            let _ = tokio::time::timeout(left, releases).await;
+        }
+        None => {
+            let _ = releases.await;
+        }
+    }
+}
+
+/// The error of a multi-lock wait that ran out before `lock` was tried.
+fn lock_timeout(lock: &Lock, waited: Duration) -> Error {
+    Error::Timeout {
+        name: lock.name().to_owned(),
+        waited,
+    }
 }
 
 /// Every lock of a [`MultiLock`], held together. Dropping it releases them

@@ -263,3 +263,101 @@ fn a_dropped_blocking_client_has_taken_its_holder_record_when_the_drop_returns()
         "the record outlived the dropped client: {left:?}"
     );
 }
+
+/// The blocking rows of the deadline test (`trust::deadline` has the async
+/// ones): each blocking acquire with a bound returns within its wait plus a
+/// margin from a frozen server (SIGSTOP) or a slow one (the testkit's
+/// proxy, latency past the wait), with an error naming the caller's wait,
+/// and from a dead one, with a connection error. One thread per row, all
+/// at once. (Before: a 500 ms wait took 3 to 24 s.)
+#[test]
+fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_slow_or_dead_server() {
+    use std::time::Instant;
+
+    use redlatch::{Error, TimeLimit};
+
+    type Row = (
+        &'static str,
+        fn(&blocking::Client, Duration) -> redlatch::Result<()>,
+    );
+    const ROWS: &[Row] = &[
+        ("lock", |c, w| c.lock("dl").acquire_timeout(w).map(drop)),
+        ("fair lock", |c, w| {
+            c.fair_lock("dl-fair").acquire_timeout(w).map(drop)
+        }),
+        ("read", |c, w| {
+            c.read_write_lock("dl-rw").read_timeout(w).map(drop)
+        }),
+        ("write", |c, w| {
+            c.read_write_lock("dl-rw").write_timeout(w).map(drop)
+        }),
+        ("semaphore", |c, w| {
+            c.semaphore("dl-sem").acquire_timeout(w).map(drop)
+        }),
+        ("permit semaphore", |c, w| {
+            c.permit_semaphore("dl-permits")
+                .acquire_timeout(w)
+                .map(drop)
+        }),
+        ("multi-lock", |c, w| {
+            blocking::MultiLock::new([c.lock("dl-a"), c.lock("dl-b")])
+                .acquire_timeout(w)
+                .map(drop)
+        }),
+    ];
+    const WAIT: Duration = Duration::from_millis(500);
+    const MARGIN: Duration = Duration::from_secs(1);
+    for fault in ["frozen", "slow", "dead"] {
+        let mut server = common::server();
+        let proxy = testkit::Proxy::start(server.addr()).unwrap();
+        let url = if fault == "slow" {
+            proxy.url()
+        } else {
+            server.url()
+        };
+        // The default response timeout (3 s), longer than the wait.
+        let client = blocking::Client::connect_with(
+            redlatch::Client::builder(&url).connect_timeout(Duration::from_secs(2)),
+        )
+        .expect("connect");
+        drop(client.lock("warm").acquire().expect("warm"));
+        match fault {
+            "frozen" => server.pause().unwrap(),
+            "slow" => proxy.set_both(testkit::LinkFaults {
+                latency: WAIT * 4,
+                ..testkit::LinkFaults::default()
+            }),
+            _ => server.kill().unwrap(),
+        }
+        let rows: Vec<_> = ROWS
+            .iter()
+            .map(|&(name, acquire)| {
+                let client = client.clone();
+                std::thread::spawn(move || {
+                    let started = Instant::now();
+                    let outcome = acquire(&client, WAIT);
+                    (name, outcome, started.elapsed())
+                })
+            })
+            .collect();
+        let mut wrong = Vec::new();
+        for row in rows {
+            let (name, outcome, took) = row.join().unwrap();
+            let fine = took <= WAIT + MARGIN
+                && match &outcome {
+                    Err(Error::ResponseTimeout { limit, .. }) if fault != "dead" => {
+                        *limit == TimeLimit::Wait(WAIT)
+                    }
+                    Err(error) => fault == "dead" && error.is_transient(),
+                    Ok(()) => false,
+                };
+            if !fine {
+                wrong.push(format!("{name}: {outcome:?} after {took:?}"));
+            }
+        }
+        if fault == "frozen" {
+            server.resume().unwrap();
+        }
+        assert!(wrong.is_empty(), "{fault} server:\n{}", wrong.join("\n"));
+    }
+}

@@ -1150,3 +1150,63 @@ async fn a_fleet_that_connects_compiles_the_library_once_per_master() {
         );
     }
 }
+
+/// On a cluster every script that changes data records its reply (the
+/// request record of the re-send-safe form). A busy lock writes nothing but
+/// that record, so on masters out of memory (`maxmemory` under
+/// `noeviction`) the record must not turn its "busy" into an OOM error, by
+/// FCALL or by EVALSHA (where Redis refuses a script's first write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_lock_answers_busy_on_masters_out_of_memory() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let stranger = client(&cluster, Duration::from_secs(30)).await;
+    let functions = client(&cluster, Duration::from_secs(30)).await;
+    let evalsha = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .script_functions(false)
+        .connect()
+        .await
+        .expect("connect to the cluster");
+    let held = stranger.lock("oom-busy").acquire().await.unwrap();
+    let permits = stranger.semaphore("oom-permits");
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = permits.acquire().await.unwrap();
+    let set_maxmemory = |bytes: u64| {
+        for node in cluster.nodes() {
+            let mut conn = node.client().get_connection().unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(bytes)
+                .query(&mut conn)
+                .unwrap();
+        }
+    };
+    set_maxmemory(1);
+    let mut failures = Vec::new();
+    for (form, client) in [("functions", &functions), ("EVALSHA", &evalsha)] {
+        let once = client.lock("oom-busy").try_acquire().await;
+        if !matches!(once, Ok(None)) {
+            failures.push(format!(
+                "{form}: try_acquire of a busy lock answered {:?}",
+                once.map(|guard| guard.map(|guard| guard.owner().to_owned()))
+            ));
+        }
+        let once = client.semaphore("oom-permits").try_acquire().await;
+        if !matches!(once, Ok(None)) {
+            failures.push(format!(
+                "{form}: try_acquire of a busy semaphore answered {:?}",
+                once.map(|permit| permit.is_some())
+            ));
+        }
+    }
+    let released = (held.release().await, permit.release().await);
+    set_maxmemory(0);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        released.0.is_ok() && released.1.is_ok(),
+        "releases on masters out of memory answered {released:?}"
+    );
+}

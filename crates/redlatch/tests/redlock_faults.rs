@@ -313,3 +313,184 @@ async fn a_dead_master_and_slow_ones_make_contention_a_wait_not_a_quorum_failure
     assert!(acquired.is_held());
     acquired.release().await.unwrap();
 }
+
+/// The Redlock rows of the deadline test (`trust::deadline` has the single
+/// server's): under each fault of some masters, a bounded acquire returns
+/// within its wait plus a margin, acquired when a majority answers, else
+/// with an error naming the limit that ran out: the caller's wait, or each
+/// silent node's node timeout (never the response timeout, which the node
+/// timeout undercuts). A new fault is one row. (Before: with 2 of 3 masters
+/// frozen, a 300 ms wait took 4.7 s and blamed the response timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bounded_redlock_acquire_returns_within_its_wait_under_faulty_masters() {
+    use redlatch::TimeLimit;
+
+    /// What is done to which of three masters.
+    struct Row {
+        name: &'static str,
+        frozen: &'static [usize],
+        dead: &'static [usize],
+        slow: &'static [usize],
+        wait: Duration,
+    }
+    const ROWS: &[Row] = &[
+        Row {
+            name: "minority frozen",
+            frozen: &[2],
+            dead: &[],
+            slow: &[],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "majority frozen",
+            frozen: &[0, 2],
+            dead: &[],
+            slow: &[],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "majority frozen, wait past the node timeout",
+            frozen: &[0, 1],
+            dead: &[],
+            slow: &[],
+            wait: Duration::from_millis(1_500),
+        },
+        Row {
+            name: "all frozen",
+            frozen: &[0, 1, 2],
+            dead: &[],
+            slow: &[],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "minority dead",
+            frozen: &[],
+            dead: &[1],
+            slow: &[],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "majority dead",
+            frozen: &[],
+            dead: &[0, 1],
+            slow: &[],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "majority slow",
+            frozen: &[],
+            dead: &[],
+            slow: &[1, 2],
+            wait: Duration::from_millis(300),
+        },
+        Row {
+            name: "minority frozen, majority slow",
+            frozen: &[0],
+            dead: &[],
+            slow: &[1, 2],
+            wait: Duration::from_millis(500),
+        },
+    ];
+    const MARGIN: Duration = Duration::from_secs(1);
+    let node_timeout = Duration::from_secs(1);
+    let runs = ROWS.iter().map(|row| async move {
+        let mut masters = masters(3);
+        let proxies: Vec<testkit::Proxy> = (0..3)
+            .map(|i| testkit::Proxy::start(masters[i].addr()).unwrap())
+            .collect();
+        // Defaults (3 s response timeout, 3 retries) but for the node timeout.
+        let redlock = redlatch::Redlock::connect(
+            &proxies.iter().map(testkit::Proxy::url).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap()
+        .with_node_timeout(node_timeout)
+        .unwrap();
+        let lock = redlock.lock("rl:deadline");
+        lock.acquire().await.unwrap().release().await.unwrap();
+        for &i in row.frozen {
+            masters[i].pause().unwrap();
+        }
+        for &i in row.dead {
+            masters[i].kill().unwrap();
+        }
+        for &i in row.slow {
+            proxies[i].set_both(testkit::LinkFaults {
+                latency: node_timeout * 2,
+                ..testkit::LinkFaults::default()
+            });
+        }
+        let started = Instant::now();
+        let outcome = lock.acquire_timeout(row.wait).await;
+        let took = started.elapsed();
+        for &i in row.frozen {
+            masters[i].resume().unwrap();
+        }
+        eprintln!("{}: {took:?} for {:?}: {outcome:?}", row.name, row.wait);
+        let live = 3 - row.frozen.len() - row.dead.len() - row.slow.len();
+        let why = match &outcome {
+            _ if took > row.wait + MARGIN => Some(format!("took {took:?}")),
+            Ok(_) if live >= 2 => None,
+            Err(Error::ResponseTimeout { limit, .. }) if live < 2 && *limit == TimeLimit::Wait(row.wait) => None,
+            // An attempt that failed before the wait ran out, with no time
+            // for another: each silent node names its node timeout.
+            Err(Error::QuorumFailed { failures, .. }) if live < 2 => failures
+                .iter()
+                .find(|failure| {
+                    matches!(
+                        *failure.error,
+                        Error::ResponseTimeout { limit, .. } if limit != TimeLimit::Node(node_timeout)
+                    )
+                })
+                .map(|failure| format!("{} blamed {}", failure.node, failure.error)),
+            _ => Some("unexpected outcome".to_owned()),
+        };
+        why.map(|why| format!("{}: {why} ({outcome:?})", row.name))
+    });
+    let wrong: Vec<String> = futures_util::future::join_all(runs)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A Redlock attempt whose nodes did not answer names their node timeout,
+/// not the clients' response timeout. (Before: "redis did not answer
+/// acquire within the response timeout" where the 1 s node timeout applied.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_majority_is_reported_with_its_node_timeout() {
+    use redlatch::TimeLimit;
+
+    let masters = masters(3);
+    let node_timeout = Duration::from_millis(300);
+    let redlock = redlock_with(&masters, LEASE, Duration::from_secs(3))
+        .await
+        .with_node_timeout(node_timeout)
+        .unwrap();
+    masters[0].pause().unwrap();
+    masters[1].pause().unwrap();
+    let outcome = redlock.lock("rl:named-limit").try_acquire().await;
+    masters[0].resume().unwrap();
+    masters[1].resume().unwrap();
+    let Err(Error::QuorumFailed { failures, .. }) = &outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(failures.len(), 2, "{outcome:?}");
+    for failure in failures {
+        assert!(
+            matches!(
+                *failure.error,
+                Error::ResponseTimeout { limit, .. } if limit == TimeLimit::Node(node_timeout)
+            ),
+            "{}: {}",
+            failure.node,
+            failure.error
+        );
+        assert!(
+            failure.error.to_string().contains("node timeout"),
+            "{}",
+            failure.error
+        );
+    }
+}

@@ -7,6 +7,8 @@
 #![recursion_limit = "256"]
 
 mod common;
+#[path = "server_features/out_of_memory.rs"]
+mod out_of_memory;
 
 use std::time::Duration;
 

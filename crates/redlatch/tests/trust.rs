@@ -26,3 +26,6 @@ mod loss_watch;
 
 #[path = "trust/chaos_watch.rs"]
 mod chaos_watch;
+
+#[path = "trust/deadline.rs"]
+mod deadline;

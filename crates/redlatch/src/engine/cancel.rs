@@ -282,7 +282,10 @@ mod permutation_checks {
             if id.is_multiple_of(2) {
                 Ok(id)
             } else {
-                Err(Error::ResponseTimeout { op: "fake call" })
+                Err(Error::ResponseTimeout {
+                    op: "fake call",
+                    limit: crate::error::TimeLimit::Response,
+                })
             }
         }
     }

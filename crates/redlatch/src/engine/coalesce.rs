@@ -381,7 +381,10 @@ mod permutation_checks {
                 log.lock().push((requests.clone(), fails));
                 yield_now().await;
                 if fails {
-                    return Err(Error::ResponseTimeout { op: "fake batch" });
+                    return Err(Error::ResponseTimeout {
+                        op: "fake batch",
+                        limit: crate::error::TimeLimit::Response,
+                    });
                 }
                 Ok(requests.iter().map(|&r| outcome_of(r)).collect())
             })

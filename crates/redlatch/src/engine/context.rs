@@ -219,7 +219,10 @@ async fn replica_wait_usable(
             "{what}: the server refused {}: {error}",
             if wait.fsync { "WAITAOF" } else { "WAIT" }
         ))),
-        Err(_) => Err(Error::ResponseTimeout { op: "connect" }),
+        Err(_) => Err(Error::ResponseTimeout {
+            op: "connect",
+            limit: crate::error::TimeLimit::Response,
+        }),
     }
 }
 

@@ -6,18 +6,38 @@
 //! joining the wake-up channels *before* the second attempt (an unlock in
 //! between would otherwise be missed), parking, passing on a wake-up its
 //! taker cannot use, retrying after connection errors when the primitive says
-//! that is safe, and giving up. Cancellation needs nothing here: every
+//! that is safe, and giving up. A bounded wait ([`Wait::For`]) is one
+//! deadline for the whole call (invariant (f), docs/SAFETY.md): each attempt
+//! is cut off where the wait ends (min(response timeout, time left), at
+//! least [`ATTEMPT_FLOOR`]), a retry's back-off that would reach the
+//! deadline is not slept, and the withdrawal of what waiting left gets
+//! [`GIVE_UP_GRACE`] at most before it goes on in the background.
+//! Cancellation needs nothing here: every
 //! attempt is a [`hand_over`](crate::engine::cancel::hand_over), and
 //! whatever a waiter holds (a channel membership, a place in line) is a value
 //! whose `Drop` lets go of it.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::engine::wakeup::{Ticket, Wake};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
 use crate::settings::RetryPolicy;
+
+/// The least time an attempt of a bounded wait is given before it is cut
+/// off: an attempt that starts just before the wait ends (after the local
+/// queue or the courtesy took most of it) still gets a healthy server's
+/// answer, rather than an error blaming the server's silence. The most a
+/// bounded acquire can run past its wait is this plus [`GIVE_UP_GRACE`].
+const ATTEMPT_FLOOR: Duration = Duration::from_millis(25);
+
+/// How long a bounded wait that ran out waits for the withdrawal of what
+/// waiting left (a place in line, a claim) before returning; the
+/// withdrawal goes on in the background past it (a stalled server).
+const GIVE_UP_GRACE: Duration = Duration::from_millis(200);
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +58,97 @@ impl Wait {
             Wait::Once => Some(started),
             Wait::For(wait) => started.checked_add(wait),
             Wait::Forever => None,
+        }
+    }
+
+    /// The deadline that cuts calls off, and the wait it ends: a bounded
+    /// wait's. A single try (or a zero wait, which makes one attempt) and
+    /// an unbounded wait leave each call to the response timeout.
+    pub(crate) fn cut_off(self, started: LeaseInstant) -> Option<Deadline> {
+        match self {
+            Wait::For(wait) if !wait.is_zero() => Some(Deadline {
+                at: started.checked_add(wait)?,
+                wait,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The end of a bounded wait: every call, retry and back-off of the
+/// acquire fits before it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline {
+    /// When the wait ends.
+    pub(crate) at: LeaseInstant,
+    /// The caller's wait, which the error of a call cut off names.
+    pub(crate) wait: Duration,
+}
+
+impl Deadline {
+    /// Time left from `now`.
+    pub(crate) fn left(&self, now: LeaseInstant) -> Duration {
+        self.at.saturating_duration_since(now)
+    }
+}
+
+/// `call`, cut off when `deadline` (if any) passes (but not before
+/// [`ATTEMPT_FLOOR`]) with [`Error::ResponseTimeout`] naming the caller's
+/// wait. Dropping a call is safe: every acquire attempt is a
+/// [`hand_over`](crate::engine::cancel::hand_over), which completes or
+/// undoes it in the background.
+///
+/// A plain future, not an `async fn`: a waiter holds it while parked, and
+/// the timer is boxed, so it adds a pointer to the attempt's size (an
+/// `async fn` would keep room for the call twice, and the timer inline).
+pub(crate) fn within<F>(deadline: Option<Deadline>, op: &'static str, call: F) -> Within<F> {
+    let cut = deadline.map(|deadline| {
+        Box::pin(Cut {
+            sleep: tokio::time::sleep(deadline.left(LeaseInstant::now()).max(ATTEMPT_FLOOR)),
+            op,
+            wait: deadline.wait,
+        })
+    });
+    Within { call, cut }
+}
+
+pin_project_lite::pin_project! {
+    /// See [`within`].
+    pub(crate) struct Within<F> {
+        #[pin]
+        call: F,
+        cut: Option<Pin<Box<Cut>>>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Where a call is cut off, and what its error says.
+    pub(crate) struct Cut {
+        #[pin]
+        sleep: tokio::time::Sleep,
+        op: &'static str,
+        wait: Duration,
+    }
+}
+
+impl<T, F: Future<Output = Result<T>>> Future for Within<F> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.project();
+        if let Poll::Ready(outcome) = this.call.poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        let Some(cut) = this.cut.as_mut() else {
+            return Poll::Pending;
+        };
+        let cut = cut.as_mut().project();
+        match cut.sleep.poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Error::ResponseTimeout {
+                op: cut.op,
+                limit: TimeLimit::Wait(*cut.wait),
+            })),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -138,10 +249,15 @@ pub(crate) async fn wait_from<A: Acquisition>(
     mut woken: bool,
 ) -> Result<Option<A::Output>> {
     let deadline = wait.deadline(started);
+    let cut_off = wait.cut_off(started);
     let remaining =
         |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
     let wakes = acquisition.wakes();
     let mut retries = 0;
+    // Redis has answered an attempt of this call with "not now": a wait
+    // that runs out from then on ends as not acquired (the lock was held
+    // when last seen), even with an attempt in flight.
+    let mut answered_busy = false;
     // This call's wait was counted (once per call).
     let mut counted = false;
     // Per ticket, the subscription generation and messages seen before the
@@ -150,24 +266,52 @@ pub(crate) async fn wait_from<A: Acquisition>(
     loop {
         marks.clear();
         marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
+        if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
+            // The wait ended while parked or pausing: no time for a call.
+            give_up_within_grace(acquisition).await;
+            return Ok(None);
+        }
         let was_first = acquisition.goes_first();
-        let step = match acquisition.attempt().await {
+        let step = match within(cut_off, "acquire", acquisition.attempt()).await {
             Ok(step) => step,
             Err(error) => {
                 if woken {
                     pass_on(&tickets);
                 }
                 tickets.clear();
+                if matches!(
+                    error,
+                    Error::ResponseTimeout {
+                        limit: TimeLimit::Wait(_),
+                        ..
+                    }
+                ) {
+                    // The wait ran out with the attempt in flight: it goes
+                    // on (and is undone) in the background. Redis that
+                    // answered "not now" before is slow, not silent: not
+                    // acquired. Else the error names the wait; what
+                    // waiting left is withdrawn as the acquisition drops.
+                    if answered_busy {
+                        give_up_within_grace(acquisition).await;
+                        return Ok(None);
+                    }
+                    return Err(error);
+                }
                 let Some(policy) = acquisition.retry_after(&error) else {
                     return Err(error);
                 };
-                // Retries follow the retry policy, not the wait: a single try
-                // also rides out a short outage.
+                // Retries follow the retry policy: a single try also rides
+                // out a short outage. A bounded wait never sleeps past its
+                // end: a back-off it has no time left for gives up at once.
                 if retries >= policy.attempts {
                     return Err(error);
                 }
+                let delay = policy.delay(retries);
+                if cut_off.is_some_and(|cut| delay >= cut.left(LeaseInstant::now())) {
+                    return Err(error);
+                }
                 tracing::debug!(%error, retry = retries, "redlatch: attempt failed, retrying");
-                tokio::time::sleep(policy.delay(retries)).await;
+                tokio::time::sleep(delay).await;
                 retries += 1;
                 woken = false;
                 continue;
@@ -182,7 +326,10 @@ pub(crate) async fn wait_from<A: Acquisition>(
                 }
                 return Ok(Some(value));
             }
-            Step::Busy { retry_in } => retry_in,
+            Step::Busy { retry_in } => {
+                answered_busy = true;
+                retry_in
+            }
         };
         let first = acquisition.goes_first();
         if woken && (wakes == (Wakes::One { pass_on_busy: true }) || (was_first && !first)) {
@@ -192,7 +339,11 @@ pub(crate) async fn wait_from<A: Acquisition>(
         }
         let now = LeaseInstant::now();
         if deadline.is_some_and(|at| now >= at) {
-            acquisition.give_up().await;
+            if cut_off.is_some() {
+                give_up_within_grace(acquisition).await;
+            } else {
+                acquisition.give_up().await;
+            }
             return Ok(None);
         }
         let limit = retry_in.min(remaining(now));
@@ -228,6 +379,13 @@ pub(crate) async fn wait_from<A: Acquisition>(
             tokio::time::sleep(pause.min(remaining(LeaseInstant::now()))).await;
         }
     }
+}
+
+/// Gives up a bounded wait that ran out: waits [`GIVE_UP_GRACE`] at most
+/// for the withdrawal, which goes on in the background past it (withdrawals
+/// are run to their end however their caller goes).
+async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
+    let _ = tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up()).await;
 }
 
 /// Counts how a park ended.
@@ -274,6 +432,36 @@ async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration, first
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_call_past_the_wait_is_cut_off_naming_the_wait_and_others_are_not() {
+        let started = LeaseInstant::now();
+        let wait = Duration::from_millis(100);
+        let cut = Wait::For(wait).cut_off(started);
+        let silent = std::future::pending::<Result<()>>();
+        let outcome = within(cut, "acquire", silent).await;
+        assert!(started.elapsed() >= wait, "cut off early");
+        assert!(
+            matches!(
+                outcome,
+                Err(Error::ResponseTimeout {
+                    op: "acquire",
+                    limit: TimeLimit::Wait(w),
+                }) if w == wait
+            ),
+            "{outcome:?}"
+        );
+        // The wait is over: a call made now still gets the floor.
+        let answered = within(cut, "acquire", async {
+            tokio::time::sleep(ATTEMPT_FLOOR / 2).await;
+            Ok(7)
+        });
+        assert_eq!(answered.await.unwrap(), 7);
+        // A single try, a zero wait and an unbounded wait cut nothing off.
+        for wait in [Wait::Once, Wait::For(Duration::ZERO), Wait::Forever] {
+            assert!(wait.cut_off(started).is_none(), "{wait:?}");
+        }
+    }
 
     #[test]
     fn a_single_attempt_ends_at_once_and_a_long_wait_never() {

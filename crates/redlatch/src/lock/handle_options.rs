@@ -94,9 +94,16 @@ macro_rules! waiting_methods {
 
             #[doc = $timeout_doc]
             ///
+            /// Every call, retry and back-off fits in `wait` (one deadline for
+            /// the call): a stalled, slow or unreachable server costs the wait,
+            /// not a response timeout per attempt. A zero `wait` makes one
+            /// attempt, bounded by the response timeout.
+            ///
             /// # Errors
             #[doc = concat!(
-                "[`Error::Timeout`](crate::Error::Timeout) when the wait ran out; else as [`",
+                "[`Error::Timeout`](crate::Error::Timeout) when the lock stayed held for the wait; ",
+                "[`Error::ResponseTimeout`](crate::Error::ResponseTimeout) naming the caller's wait ",
+                "([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not answered when it ran out; else as [`",
                 stringify!($handle),
                 "::acquire`]."
             )]

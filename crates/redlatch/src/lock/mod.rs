@@ -186,8 +186,14 @@ impl Lock {
 
     /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
-    /// [`Error::Timeout`]; else as [`Lock::acquire_with_lease`].
+    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`Lock::acquire_with_lease`].
     ///
     /// # Cancel safety
     /// As [`Lock::acquire`].
@@ -340,8 +346,14 @@ impl Lock {
                 return;
             }
             tokio::time::sleep(left.min(look_every)).await;
+            // A look never outlasts the courtesy (nor, so, the caller's wait):
+            // a stalled server ends it, and the attempt reports the fault.
+            let limit = settings
+                .response_timeout
+                .min(until.saturating_duration_since(LeaseInstant::now()))
+                .max(COURTESY_LOOK);
             if !matches!(
-                scripts::lock::is_taken(&mut conn, &request.keys, settings.response_timeout).await,
+                scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;

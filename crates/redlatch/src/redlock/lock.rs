@@ -147,9 +147,18 @@ impl RedlockLock {
 
     /// Waits at most `wait`; renewed lease. A zero `wait` makes one attempt.
     ///
+    /// Every attempt, retry and back-off fits in `wait` (one deadline for
+    /// the call): frozen or slow masters cost the wait, not a node timeout
+    /// per attempt and the retry policy's delays.
+    ///
     /// # Errors
     /// [`Error::Timeout`] when the lock stayed held elsewhere for the whole
-    /// wait; else as [`RedlockLock::acquire`].
+    /// wait; [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`RedlockLock::acquire`]
+    /// (a [`Error::QuorumFailed`] whose silent nodes name the node timeout,
+    /// [`TimeLimit::Node`](crate::TimeLimit::Node), when an attempt failed
+    /// with no time left for another).
     ///
     /// # Cancel safety
     /// As [`RedlockLock::acquire`].
@@ -186,10 +195,12 @@ impl RedlockLock {
         self.acquire_inner(Wait::Once, Some(lease)).await
     }
 
-    /// Waits at most `wait`, with a fixed `lease`.
+    /// Waits at most `wait`, with a fixed `lease`; every attempt, retry and
+    /// back-off fits in `wait`, as [`RedlockLock::acquire_timeout`].
     ///
     /// # Errors
-    /// [`Error::Timeout`]; else as [`RedlockLock::acquire_with_lease`].
+    /// As [`RedlockLock::acquire_timeout`]; else as
+    /// [`RedlockLock::acquire_with_lease`].
     ///
     /// # Cancel safety
     /// As [`RedlockLock::acquire`].

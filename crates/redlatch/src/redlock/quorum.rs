@@ -8,16 +8,17 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
 use crate::client::Client;
-use crate::error::{Error, NodeFailure, Result};
+use crate::error::{Error, NodeFailure, Result, TimeLimit};
 use crate::redlock::node::Node;
-use crate::transport::bounded;
+use crate::transport::bounded_by;
 
 /// How many of `nodes` make a majority.
 pub(crate) fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
-/// Runs `call` on every node at once, each bounded by `limit`; the replies
+/// Runs `call` on every node at once, each bounded by `limit` (the node
+/// timeout, which a node that does not answer is told it ran out); the replies
 /// come back in node order. A node that never connected fails at once.
 ///
 /// Dropping a reply's future at the limit cuts that node's call off; calls
@@ -36,12 +37,32 @@ where
         let call = node.client.as_ref().map(|client| call(i, client));
         async move {
             match call {
-                Some(call) => bounded(op, limit, call).await,
+                Some(call) => node_bounded(op, limit, call).await,
                 None => Err(node.not_connected()),
             }
         }
     });
     futures_util::future::join_all(calls).await
+}
+
+/// One node's call, failing after `limit`, the node timeout, with an error
+/// that names it: also when the call's own limit, set to the node timeout
+/// too, fired first.
+async fn node_bounded<T>(
+    op: &'static str,
+    limit: Duration,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let started = tokio::time::Instant::now();
+    match bounded_by(op, limit, TimeLimit::Node(limit), call).await {
+        Err(Error::ResponseTimeout { op, .. }) if started.elapsed() >= limit => {
+            Err(Error::ResponseTimeout {
+                op,
+                limit: TimeLimit::Node(limit),
+            })
+        }
+        reply => reply,
+    }
 }
 
 /// Calls still running when [`fan_out_until`] returned, with their node index.
@@ -104,7 +125,7 @@ where
             let not_connected = node.not_connected();
             Box::pin(async move {
                 let reply = match call {
-                    Some(call) => bounded(op, limit, call).await,
+                    Some(call) => node_bounded(op, limit, call).await,
                     None => Err(not_connected),
                 };
                 (i, reply)

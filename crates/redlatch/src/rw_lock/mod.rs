@@ -170,8 +170,14 @@ impl ReadWriteLock {
 
     /// Waits at most `wait` to read.
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
-    /// [`Error::Timeout`]; else as [`ReadWriteLock::read`].
+    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`ReadWriteLock::read`].
     ///
     /// # Cancel safety
     /// As [`ReadWriteLock::read`].
@@ -224,8 +230,14 @@ impl ReadWriteLock {
 
     /// Waits at most `wait` to write; withdraws the claim when it runs out.
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
-    /// [`Error::Timeout`]; else as [`ReadWriteLock::write`].
+    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`ReadWriteLock::write`].
     ///
     /// # Cancel safety
     /// As [`ReadWriteLock::write`].

@@ -82,7 +82,7 @@
 //! runs, so the body sees the KEYS and ARGV of the table above. A request
 //! whose record exists returns the recorded reply and changes nothing;
 //! otherwise the body runs and its reply (unless an error) is recorded with
-//! `SET ... PX`. On one server and under Sentinel nothing re-sends, and the
+//! `SET ... PX` (not when a server out of memory refuses it: see [`resendable`]). On one server and under Sentinel nothing re-sends, and the
 //! plain scripts run.
 
 pub(crate) mod acquired;
@@ -108,15 +108,18 @@ pub(crate) use lua::{Invocation, Lua};
 
 /// Function flags of scripts that only give back, extend or read: they must
 /// run even when the server is out of memory, as their EVALSHA forms do
-/// (their commands are not refused under OOM).
+/// (where a write that takes no memory would be refused as a script's
+/// first, `scripts/lib/memory.lua` lets it through).
 const GIVES_BACK: &[&str] = &["allow-oom"];
 
-/// Function flags of the reentrant lock's acquire and re-entry: run under
-/// OOM too, so that a busy lock answers "busy" (and a re-entry of a lock
-/// not held "not held") as their EVALSHA forms do, where a function without
-/// the flag is refused outright. A write they then make (a free lock's
-/// hold, one more hold) is let past `maxmemory`, as a release's is; by
-/// EVALSHA the server refuses it with OOM.
+/// Function flags of every acquire and re-entry (and of a semaphore's
+/// count set or changed): run under OOM too, so that a busy primitive
+/// answers "busy" (and a re-entry of a lock not held "not held") as their
+/// EVALSHA forms do, where a function without the flag is refused
+/// outright. A write they then make (a free lock's hold, one more hold, a
+/// permit taken, a count set) is let past `maxmemory`, as a release's is;
+/// by EVALSHA the server refuses it with OOM unless the script wrote
+/// something before (docs/SAFETY.md, "Redis out of memory", says which).
 const ANSWERS_UNDER_OOM: &[&str] = &["allow-oom"];
 
 /// The file's name without `.lua`: the script's name in the function library.
@@ -141,7 +144,8 @@ macro_rules! script {
 /// A script that changes data, in its plain and re-send-safe forms; the
 /// shared parts named after the file (`scripts/lib/NAME.lua`: `checks`, the
 /// validity checks; `fair_line`, the fair lock's line; `lease`, the rule
-/// that never shortens a lease) come first.
+/// that never shortens a lease; `memory`, what a write does on a server
+/// out of memory) come first.
 macro_rules! mutating {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
@@ -162,11 +166,13 @@ mutating!(
     precedence
 );
 mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
-mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease);
+mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
 script!(STATUS, "status.lua", GIVES_BACK);
-script!(RAISE_TOKEN, "raise_token.lua", &[]);
+// Part of a Redlock acquire: the counters written back before the guard
+// is handed out.
+script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
 script!(
     PRECEDENCE_LEAVE,
     "precedence_leave.lua",
@@ -177,10 +183,11 @@ script!(
 mutating!(
     FAIR_ACQUIRE,
     "fair_acquire.lua",
-    &[],
+    ANSWERS_UNDER_OOM,
     checks,
     fair_line,
-    lease
+    lease,
+    memory
 );
 mutating!(
     FAIR_RELEASE,
@@ -188,39 +195,79 @@ mutating!(
     GIVES_BACK,
     checks,
     fair_line,
-    lease
+    lease,
+    memory
 );
 mutating!(FAIR_LEAVE, "fair_leave.lua", GIVES_BACK, fair_line);
 
-mutating!(RW_READ_ACQUIRE, "rw_read_acquire.lua", &[], checks, lease);
-mutating!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua", &[], checks, lease);
+mutating!(
+    RW_READ_ACQUIRE,
+    "rw_read_acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks,
+    lease
+);
+mutating!(
+    RW_WRITE_ACQUIRE,
+    "rw_write_acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks,
+    lease,
+    memory
+);
 mutating!(
     RW_READ_RELEASE,
     "rw_read_release.lua",
     GIVES_BACK,
     checks,
-    lease
+    lease,
+    memory
 );
 mutating!(
     RW_WRITE_RELEASE,
     "rw_write_release.lua",
     GIVES_BACK,
     checks,
-    lease
+    lease,
+    memory
 );
 mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua", GIVES_BACK);
 script!(RW_READ_RENEW, "rw_read_renew.lua", GIVES_BACK, lease);
 
-mutating!(SEMAPHORE_TRY_SET, "semaphore_try_set.lua", &[]);
-mutating!(SEMAPHORE_ADD, "semaphore_add.lua", &[]);
-mutating!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua", &[], checks);
-mutating!(SEMAPHORE_RELEASE, "semaphore_release.lua", GIVES_BACK);
+mutating!(
+    SEMAPHORE_TRY_SET,
+    "semaphore_try_set.lua",
+    ANSWERS_UNDER_OOM
+);
+mutating!(
+    SEMAPHORE_ADD,
+    "semaphore_add.lua",
+    ANSWERS_UNDER_OOM,
+    memory
+);
+mutating!(
+    SEMAPHORE_ACQUIRE,
+    "semaphore_acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks
+);
+mutating!(
+    SEMAPHORE_RELEASE,
+    "semaphore_release.lua",
+    GIVES_BACK,
+    memory
+);
 script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua", GIVES_BACK);
 
-mutating!(PERMIT_ACQUIRE, "permit_acquire.lua", &[], checks);
+mutating!(
+    PERMIT_ACQUIRE,
+    "permit_acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks
+);
 mutating!(PERMIT_RELEASE, "permit_release.lua", GIVES_BACK);
 script!(PERMIT_AVAILABLE, "permit_available.lua", GIVES_BACK);
-script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK);
+script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK, memory);
 
 /// Every script, each form once: the function library's content.
 pub(crate) fn every_script() -> Vec<&'static Lua> {
@@ -335,6 +382,9 @@ pub(crate) struct Pipelined {
 /// ARGV, a recorded reply is returned as it is, and otherwise the body runs
 /// (in a function, so its `return`s work) and a reply that is not an error
 /// is recorded. `cmsgpack` keeps integers exact and nested replies as they are.
+/// A server out of memory refuses the record only as an EVAL script's first
+/// write, when the body wrote nothing (a busy lock): the reply goes back
+/// unrecorded, and a re-send that runs the body again changes nothing either.
 fn resendable(source: &str) -> String {
     format!(
         "local redlatch_record = table.remove(KEYS)\n\
@@ -346,7 +396,8 @@ fn resendable(source: &str) -> String {
          end\n\
          local redlatch_reply = redlatch_body()\n\
          if type(redlatch_reply) == 'table' and redlatch_reply.err then return redlatch_reply end\n\
-         redis.call('set', redlatch_record, cmsgpack.pack(redlatch_reply), 'px', redlatch_keep_ms)\n\
+         local redlatch_kept = redis.pcall('set', redlatch_record, cmsgpack.pack(redlatch_reply), 'px', redlatch_keep_ms)\n\
+         if type(redlatch_kept) == 'table' and redlatch_kept.err and not string.find(redlatch_kept.err, '^OOM') then error(redlatch_kept) end\n\
          return redlatch_reply\n"
     )
 }

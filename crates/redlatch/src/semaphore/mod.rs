@@ -278,9 +278,15 @@ impl Semaphore {
 
     /// Waits at most `wait` for `permits` permits. A zero `wait` makes one attempt.
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
     /// [`Error::NoPermits`] when not enough were free for the whole wait;
-    /// else as [`Semaphore::acquire_many`].
+    /// [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as [`Semaphore::acquire_many`].
     ///
     /// # Cancel safety
     /// As [`Semaphore::acquire_many`].

@@ -192,8 +192,15 @@ impl PermitSemaphore {
 
     /// Waits at most `wait` for a renewed permit. A zero `wait` makes one attempt.
     ///
+    /// Every call, retry and back-off fits in `wait` (one deadline for the
+    /// call): a stalled, slow or unreachable server costs the wait, not a
+    /// response timeout per attempt.
+    ///
     /// # Errors
-    /// [`Error::NoPermits`] when none came free within `wait`; else as
+    /// [`Error::NoPermits`] when none came free within `wait`;
+    /// [`Error::ResponseTimeout`] naming the caller's wait
+    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
+    /// answered when it ran out; else as
     /// [`PermitSemaphore::acquire`].
     ///
     /// # Cancel safety

@@ -16,17 +16,29 @@ pub(crate) mod watch;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TimeLimit};
 
 pub(crate) use connection::Connection;
 
-/// Runs one call, failing with [`Error::ResponseTimeout`] after `limit`.
+/// Runs one call, failing with [`Error::ResponseTimeout`] after `limit`,
+/// the response timeout.
 pub(crate) async fn bounded<T>(
     op: &'static str,
     limit: Duration,
     call: impl Future<Output = Result<T>>,
 ) -> Result<T> {
+    bounded_by(op, limit, TimeLimit::Response, call).await
+}
+
+/// Runs one call, failing after `limit` with [`Error::ResponseTimeout`]
+/// naming `which` limit that was.
+pub(crate) async fn bounded_by<T>(
+    op: &'static str,
+    limit: Duration,
+    which: TimeLimit,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
     tokio::time::timeout(limit, call)
         .await
-        .unwrap_or(Err(Error::ResponseTimeout { op }))
+        .unwrap_or(Err(Error::ResponseTimeout { op, limit: which }))
 }

@@ -21,13 +21,20 @@ use crate::common;
 const CHECKS: &str = include_str!("../../scripts/lib/checks.lua");
 const FAIR_LINE: &str = include_str!("../../scripts/lib/fair_line.lua");
 const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
-const CHECKS_AND_LEASE: &str = concat!(
+const MEMORY: &str = include_str!("../../scripts/lib/memory.lua");
+const CHECKS_LEASE_AND_MEMORY: &str = concat!(
     include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/lease.lua")
+    include_str!("../../scripts/lib/lease.lua"),
+    include_str!("../../scripts/lib/memory.lua")
 );
-const CHECKS_FAIR_LINE_AND_LEASE: &str = concat!(
+const CHECKS_FAIR_LINE_LEASE_AND_MEMORY: &str = concat!(
     include_str!("../../scripts/lib/checks.lua"),
     include_str!("../../scripts/lib/fair_line.lua"),
+    include_str!("../../scripts/lib/lease.lua"),
+    include_str!("../../scripts/lib/memory.lua")
+);
+const CHECKS_AND_LEASE: &str = concat!(
+    include_str!("../../scripts/lib/checks.lua"),
     include_str!("../../scripts/lib/lease.lua")
 );
 
@@ -46,7 +53,7 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "release",
         include_str!("../../scripts/release.lua"),
-        CHECKS_AND_LEASE,
+        CHECKS_LEASE_AND_MEMORY,
     ),
     ("renew", include_str!("../../scripts/renew.lua"), LEASE),
     (
@@ -63,12 +70,12 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "fair_acquire",
         include_str!("../../scripts/fair_acquire.lua"),
-        CHECKS_FAIR_LINE_AND_LEASE,
+        CHECKS_FAIR_LINE_LEASE_AND_MEMORY,
     ),
     (
         "fair_release",
         include_str!("../../scripts/fair_release.lua"),
-        CHECKS_FAIR_LINE_AND_LEASE,
+        CHECKS_FAIR_LINE_LEASE_AND_MEMORY,
     ),
     (
         "fair_leave",
@@ -83,17 +90,17 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "rw_write_acquire",
         include_str!("../../scripts/rw_write_acquire.lua"),
-        CHECKS_AND_LEASE,
+        CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_read_release",
         include_str!("../../scripts/rw_read_release.lua"),
-        CHECKS_AND_LEASE,
+        CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_write_release",
         include_str!("../../scripts/rw_write_release.lua"),
-        CHECKS_AND_LEASE,
+        CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_writer_leave",
@@ -113,7 +120,7 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "semaphore_add",
         include_str!("../../scripts/semaphore_add.lua"),
-        "",
+        MEMORY,
     ),
     (
         "semaphore_acquire",
@@ -123,7 +130,7 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "semaphore_release",
         include_str!("../../scripts/semaphore_release.lua"),
-        "",
+        MEMORY,
     ),
     (
         "semaphore_available",
@@ -148,7 +155,7 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
     (
         "permit_renew",
         include_str!("../../scripts/permit_renew.lua"),
-        "",
+        MEMORY,
     ),
 ];
 

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use chrono::{DateTime, Utc};
 use redlatch::Guard;
 
@@ -16,15 +18,31 @@ use super::contract::{OrderContext, OrderError};
 /// it); otherwise within `wait` (busy, 503, when it stayed held). Redis
 /// failures answer 503 too. The lock's fencing counter expires at
 /// `forget_at` (see [`expire_counter`]).
+///
+/// One deadline for the grab: the lock (its attempts and retries) and the
+/// counter's expiry fit in the Redis response timeout, or in `wait` when
+/// that is longer. A stalled Redis answers 503 then, not after a response
+/// timeout per call in a row.
 pub(super) async fn acquire(
     ctx: &OrderContext,
     name: &str,
     wait: Duration,
     forget_at: DateTime<Utc>,
 ) -> Result<Guard, OrderError> {
-    let guard = take(ctx, name, wait).await?;
+    let budget = wait.max(ctx.locks.settings().response_timeout);
+    let deadline = Instant::now() + budget;
+    let guard = take(ctx, name, wait, budget).await?;
     if guard.token() == 1 {
-        expire_counter(ctx, name, forget_at).await;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if tokio::time::timeout(left, expire_counter(ctx, name, forget_at))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                name,
+                "seckill: no time left to set the fencing counter's expiry"
+            );
+        }
     }
     Ok(guard)
 }
@@ -48,13 +66,25 @@ async fn expire_counter(ctx: &OrderContext, name: &str, at: DateTime<Utc>) {
     }
 }
 
-async fn take(ctx: &OrderContext, name: &str, wait: Duration) -> Result<Guard, OrderError> {
+/// The lock itself, within `budget`: a bounded wait is bounded by the
+/// library; a single try (which retries a call Redis did not answer) is cut
+/// off here, which leaves nothing behind (an attempt in flight is given
+/// back in the background).
+async fn take(
+    ctx: &OrderContext,
+    name: &str,
+    wait: Duration,
+    budget: Duration,
+) -> Result<Guard, OrderError> {
     let lock = ctx.locks.lock(name);
     if wait.is_zero() {
-        return match lock.try_acquire().await {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(OrderError::InProgress),
-            Err(other) => Err(OrderError::Redis(other.to_string())),
+        return match tokio::time::timeout(budget, lock.try_acquire()).await {
+            Ok(Ok(Some(guard))) => Ok(guard),
+            Ok(Ok(None)) => Err(OrderError::InProgress),
+            Ok(Err(other)) => Err(OrderError::Redis(other.to_string())),
+            Err(_) => Err(OrderError::Redis(format!(
+                "redis did not answer the user's lock within {budget:?}"
+            ))),
         };
     }
     match lock.acquire_timeout(wait).await {

@@ -486,3 +486,102 @@ async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
     })
     .await;
 }
+
+/// What happens to Redis in a row of the shop's deadline test.
+#[derive(Clone, Copy, Debug)]
+enum RedisFault {
+    /// SIGSTOP: connections open, nothing answers.
+    Stalled,
+    /// Killed: connections refused.
+    Dead,
+}
+
+/// The shop's rows of the deadline test: with Redis stalled (SIGSTOP) or
+/// dead, a `redis-lock` grab answers 503 `redis_unavailable` within its
+/// Redis budget (the response timeout, 3 s, or the lock wait when longer)
+/// plus a margin: one request, one deadline, whatever the lock wait.
+/// (Before: with no lock wait, the seed's tryLock, 6.1 s while Redis
+/// stalled: two Redis waits in a row, the lock's attempt and its retry.)
+async fn grabs_answer_within_one_redis_timeout(fault: RedisFault, database: TestDatabase) {
+    /// The shop's response timeout on its locks' client.
+    const REDIS_TIMEOUT: Duration = Duration::from_secs(3);
+    const MARGIN: Duration = Duration::from_secs(1);
+    let mut redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    let rows = [Duration::ZERO, Duration::from_secs(1)];
+    let mut services = Vec::new();
+    for lock_wait in rows {
+        let service = start_instances(
+            &redis.url(),
+            &database.url,
+            StrategyKind::RedisLock,
+            1,
+            Tuning {
+                lock_wait,
+                ..Tuning::default()
+            },
+        )
+        .await
+        .remove(0);
+        services.push((lock_wait, service));
+    }
+    let base = services[0].1.url();
+    let voucher = create_voucher(&http, &base, 10, open_window()).await;
+    // Warm: each instance has placed an order (its connection and scripts are up).
+    for (user, (_, service)) in services.iter().enumerate() {
+        let answer = click(&http, &service.url(), voucher, 100 + user as i64).await;
+        assert!(matches!(answer.status, Some(201 | 202)), "{answer:?}");
+    }
+    match fault {
+        RedisFault::Stalled => redis.pause().expect("pause redis-server"),
+        RedisFault::Dead => redis.kill().expect("kill redis-server"),
+    }
+    let grabs = services
+        .iter()
+        .enumerate()
+        .map(|(user, (lock_wait, service))| {
+            let (http, base) = (http.clone(), service.url());
+            async move {
+                let asked = Instant::now();
+                let answer = click(&http, &base, voucher, user as i64 + 1).await;
+                (*lock_wait, answer, asked.elapsed())
+            }
+        });
+    let answers = futures_util::future::join_all(grabs).await;
+    if let RedisFault::Stalled = fault {
+        redis.resume().expect("resume redis-server");
+    }
+    for (lock_wait, answer, took) in answers {
+        eprintln!("{fault:?} Redis, lock wait {lock_wait:?}: {took:?}: {answer:?}");
+        let budget = REDIS_TIMEOUT.max(lock_wait) + MARGIN;
+        assert_eq!(
+            answer.status,
+            Some(503),
+            "{fault:?}, lock wait {lock_wait:?}: {answer:?}"
+        );
+        assert_eq!(answer.body["error"], "redis_unavailable", "{answer:?}");
+        assert!(
+            took <= budget,
+            "{fault:?}, lock wait {lock_wait:?}: answered after {took:?} (budget {budget:?})"
+        );
+    }
+    for (_, service) in services {
+        service.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_lock_grab_answers_within_one_redis_timeout_while_redis_stalls() {
+    on_backend(Backend::Sqlite, "stalled_grab", |database| {
+        grabs_answer_within_one_redis_timeout(RedisFault::Stalled, database)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_lock_grab_answers_within_one_redis_timeout_when_redis_is_dead() {
+    on_backend(Backend::Sqlite, "dead_grab", |database| {
+        grabs_answer_within_one_redis_timeout(RedisFault::Dead, database)
+    })
+    .await;
+}
