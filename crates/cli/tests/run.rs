@@ -314,12 +314,8 @@ fn sleeper_under(world: &World, args: &[&str]) -> (common::Running, i32, Orphan)
     command.extend(["--", "sh", "-c", &script]);
     let run = world.spawn(&command);
     world.wait_held(args[0], Duration::from_secs(5));
-    wait_file(&pid_file, Duration::from_secs(5));
-    let child: i32 = fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The file appears before `echo` writes the pid into it: wait for the line.
+    let child = pid_in(&pid_file);
     (run, child, orphan)
 }
 
