@@ -36,7 +36,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::engine::hold::Hold;
 use crate::engine::reread::{Pacing, Rereads};
@@ -137,6 +137,12 @@ async fn run(
     let mut rereads = Rereads::default();
     // Connections lost (or refused) in a row; `None` before the first.
     let mut failures: Option<u32> = None;
+    // A server that granted tracking once and refuses it at a reconnect
+    // (a password being rotated, an ACL changed for a moment) may grant it
+    // again: only a refusal at the first connection turns the watch off.
+    let mut granted_once = false;
+    // Such a refusal was logged (once per run of refusals).
+    let mut refused_now = false;
     loop {
         if let Some(failed) = failures {
             // Every reconnect waits, by the client's retry policy, as for its
@@ -159,16 +165,25 @@ async fn run(
         };
         let mut conn = match opened {
             Ok(conn) => conn,
-            Err(Refusal::ForGood(error)) => {
+            Err(Refusal::ForGood(error)) if !granted_once => {
                 info!(%error, "redlatch: the server refuses client-side caching; lost holds are found by the renewals");
                 drain(&mut incoming, &shutdown).await;
                 return;
+            }
+            Err(Refusal::ForGood(error)) => {
+                if !refused_now {
+                    warn!(%error, "redlatch: the server refused the loss watch's reconnection; trying again (renewals find lost holds meanwhile)");
+                }
+                refused_now = true;
+                continue;
             }
             Err(Refusal::ForNow(error)) => {
                 debug!(%error, "redlatch: loss watch cannot connect; trying again");
                 continue;
             }
         };
+        granted_once = true;
+        refused_now = false;
         let opened_at = tokio::time::Instant::now();
         // Whatever happened while no connection watched: read every key
         // again (a new connection tracks nothing yet).

@@ -230,6 +230,97 @@ async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
 
+/// A watch that worked, refused at a reconnect by an answer that would
+/// mean "never" at the first connect (here NOAUTH: the password changed
+/// for a moment, as in a rotation; an ACL briefly denying CLIENT is the
+/// same): the refusal passes, so the watch tries again after its delays,
+/// and a loss after the refusal ended is found at once. (It used to turn
+/// the watch off for the client's life: a fixed-lease hold then learned of
+/// a loss only when its lease ran out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let guard = client
+        .lock("rotated:password")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Authenticated already: it keeps working through the change.
+    let mut admin = common::admin(&server).await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let watch_id = list
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .find_map(|line| {
+            line.split(' ')
+                .find_map(|pair| pair.strip_prefix("id="))
+                .map(str::to_owned)
+        })
+        .expect("the watch's connection");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("rotating")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&watch_id)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Reconnects refused with NOAUTH meanwhile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // Judged from the watch's return, not a guess at its delays: the
+    // server sees a tracking connection again.
+    let back = common::eventually(Duration::from_secs(10), || {
+        let server = &server;
+        async move {
+            let mut admin = common::admin(server).await;
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            list.lines().any(|line| {
+                line.split(' ')
+                    .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+            })
+        }
+    })
+    .await;
+    assert!(back, "the watch never came back after a refused reconnect");
+    // Read the key again on return, then a loss.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg("rotated:password")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+        .await
+        .expect("the loss after the refusal went unnoticed");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
 /// Red team: thousands of holds on one client, all lost at once (a
 /// flush). Each is reported lost, promptly, with one read each (or so),
 /// no reconnection, and the holder record, which named them, goes too.
