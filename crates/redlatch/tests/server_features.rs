@@ -890,7 +890,9 @@ fn documented_acl(password: &str) -> String {
 }
 
 /// The commands the scripts call (`redis.call('x'` and `redis.pcall('x'`
-/// in crates/redlatch/scripts, their shared parts too), lower case.
+/// in crates/redlatch/scripts, their shared parts too, and the commands
+/// handed to `scripts/lib/memory.lua`'s wrappers), lower case. (`PUBLISH`
+/// and `SPUBLISH` come as an argument, and the ACL lists both.)
 fn commands_the_scripts_call() -> std::collections::BTreeSet<String> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
     let mut sources = Vec::new();
@@ -904,7 +906,12 @@ fn commands_the_scripts_call() -> std::collections::BTreeSet<String> {
     }
     let mut commands = std::collections::BTreeSet::new();
     for source in &sources {
-        for call in ["redis.call('", "redis.pcall('"] {
+        for call in [
+            "redis.call('",
+            "redis.pcall('",
+            "give_back('",
+            "unless_out_of_memory('",
+        ] {
             for rest in source.split(call).skip(1) {
                 let name: String = rest
                     .chars()
