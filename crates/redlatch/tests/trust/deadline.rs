@@ -307,7 +307,8 @@ const CUT_OFF_WAITS_MS: [u64; 7] = [1, 5, 24, 30, 45, 80, 150];
 /// Red team: bounded waits that run out at random moments (an attempt in
 /// flight, a place or a claim just written, Redis answering after the
 /// cut-off) on every primitive with something that waiting leaves in Redis
-/// (a fair lock's place, a writer's claim, a next-turn claim, permits),
+/// (a fair lock's place, a writer's claim, a next-turn claim, permits, a
+/// multi-lock's first lock while it waits for the second),
 /// and on re-entries of a named owner that holds the lock throughout. Once
 /// the background give-backs have landed: the named owner's outer hold is
 /// the only hold left, every permit is back, and a fresh waiter on every
@@ -369,6 +370,9 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
                         .acquire()
                         .await
                         .unwrap(),
+                    // The second in key order: the multi-lock holds the
+                    // first while it waits for this one.
+                    contender.lock("cut:multi-b").acquire().await.unwrap(),
                 );
                 tokio::time::sleep(held_for).await;
                 drop(held);
@@ -382,6 +386,7 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
             let rw = client.read_write_lock("cut:rw");
             let sem = client.semaphore("cut:sem");
             let permits = client.permit_semaphore("cut:permits");
+            let multi = MultiLock::new([client.lock("cut:multi-a"), client.lock("cut:multi-b")]);
             let name = |r: &Result<(), Error>| match r {
                 Ok(()) => "taken".to_owned(),
                 Err(e) => format!("{e:?}")
@@ -397,6 +402,7 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
                 async { rw.write_timeout(wait).await.map(drop) },
                 async { sem.acquire_timeout(wait).await.map(drop) },
                 async { permits.acquire_timeout(wait).await.map(drop) },
+                async { multi.acquire_timeout(wait).await.map(drop) },
             );
             for (way, row) in [
                 ("lock", rows.0),
@@ -405,6 +411,7 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
                 ("write", rows.3),
                 ("semaphore", rows.4),
                 ("permit", rows.5),
+                ("multi", rows.6),
             ] {
                 *outcomes.entry(format!("{way} {}", name(&row))).or_default() += 1;
             }
@@ -427,8 +434,10 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
     // The next waiter of every primitive is served at once.
     let fresh = crate::common::client(&server).await;
     let soon = Duration::from_millis(1500);
+    let multi = MultiLock::new([fresh.lock("cut:multi-a"), fresh.lock("cut:multi-b")]);
     let served = tokio::join!(
         async { fresh.lock("cut:lock").acquire_timeout(soon).await.map(drop) },
+        async { multi.acquire_timeout(soon).await.map(drop) },
         async {
             fresh
                 .fair_lock("cut:fair")
@@ -463,7 +472,8 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
             && served.1.is_ok()
             && served.2.is_ok()
             && served.3.is_ok()
-            && served.4.is_ok(),
+            && served.4.is_ok()
+            && served.5.is_ok(),
         "a fresh waiter was not served: {served:?}"
     );
     assert_eq!(
