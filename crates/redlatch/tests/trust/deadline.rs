@@ -497,3 +497,109 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
     outer.release().await.unwrap();
     assert_eq!(crate::common::holds_left(&mut admin, "cut:").await, 0);
 }
+
+/// Red team: a bounded wait of any length is a wait: below a millisecond,
+/// longer than a lease may be (31 days) and `Duration::MAX` each take a
+/// free primitive of every kind at once, as they do a lock. Failed before:
+/// the fair lock refused the first two with `InvalidDuration` (it checked
+/// the wait as a lease: "must be at least 1 ms", "must be at most 30 days"),
+/// and `Duration::MAX` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_of_any_length_takes_a_free_primitive() {
+    let server = crate::common::server();
+    let client = crate::common::client(&server).await;
+    assert!(
+        client
+            .semaphore("any:sem")
+            .try_set_permits(1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        client
+            .permit_semaphore("any:permits")
+            .try_set_permits(1)
+            .await
+            .unwrap()
+    );
+    let mut wrong = Vec::new();
+    for wait in [
+        Duration::from_micros(500),
+        Duration::from_secs(31 * 24 * 3600),
+        Duration::MAX,
+    ] {
+        let rows: [(&str, Result<(), Error>); 8] = [
+            (
+                "lock",
+                client
+                    .lock("any:lock")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "fair lock",
+                client
+                    .fair_lock("any:fair")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "spin lock",
+                client
+                    .spin_lock("any:spin")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "read",
+                client
+                    .read_write_lock("any:rw-r")
+                    .read_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "write",
+                client
+                    .read_write_lock("any:rw-w")
+                    .write_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "semaphore",
+                client
+                    .semaphore("any:sem")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "permit semaphore",
+                client
+                    .permit_semaphore("any:permits")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "multi-lock",
+                MultiLock::new([client.lock("any:m-a"), client.lock("any:m-b")])
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+        ];
+        for (name, outcome) in rows {
+            if let Err(error) = outcome {
+                wrong.push(format!("{name}, wait {wait:?}: {error}"));
+            }
+        }
+        // The drops' releases land before the next wait.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
