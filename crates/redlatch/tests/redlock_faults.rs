@@ -605,3 +605,33 @@ async fn redlock_waits_cut_off_at_random_leave_no_hold_on_any_master() {
         .expect("a fresh waiter is served");
     guard.release().await.unwrap();
 }
+
+/// Red team: a Redlock wait of any length is a wait: 500 µs, 31 days and
+/// `Duration::MAX` each take a free lock, with a renewed lease and a fixed
+/// one (as `trust::deadline::a_wait_of_any_length_takes_a_free_primitive`
+/// for one server's primitives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_wait_of_any_length_takes_a_free_lock() {
+    let masters = masters(3);
+    let redlock = redlock(&masters, LEASE).await;
+    let mut wrong = Vec::new();
+    for wait in [
+        Duration::from_micros(500),
+        Duration::from_secs(31 * 24 * 3600),
+        Duration::MAX,
+    ] {
+        let lock = redlock.lock("rl:any-wait");
+        match lock.acquire_timeout(wait).await {
+            Ok(guard) => guard.release().await.unwrap(),
+            Err(error) => wrong.push(format!("renewed, wait {wait:?}: {error}")),
+        }
+        match lock
+            .acquire_timeout_with_lease(wait, Duration::from_secs(5))
+            .await
+        {
+            Ok(guard) => guard.release().await.unwrap(),
+            Err(error) => wrong.push(format!("fixed lease, wait {wait:?}: {error}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
