@@ -603,3 +603,45 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A bounded acquire that queued behind a waiter of its own client (the
+/// client saw the lock held) and whose wait ran out there ends not
+/// acquired, even when the server is slower than the 25 ms floor left for a
+/// last attempt: the lock was held when last seen, Redis is slow, not
+/// silent. (The model found it on Valkey 8.1.8: with 20 ms of latency each
+/// way, `acquire_timeout(500ms)` behind a local waiter gave
+/// `ResponseTimeout { limit: Wait(500ms) }`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_ran_out_behind_a_local_waiter_ends_not_acquired_through_latency() {
+    let server = crate::common::server();
+    let proxy = Proxy::start(server.addr()).unwrap();
+    let holder = Client::connect(&server.url()).await.unwrap();
+    let held = holder.lock("behind-local").acquire().await.unwrap();
+    let client = Client::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap();
+    proxy.set_both(LinkFaults {
+        latency: Duration::from_millis(20),
+        ..LinkFaults::default()
+    });
+    // A waiter of the same client, parked: the next acquire queues behind it.
+    let queued = {
+        let lock = client.lock("behind-local");
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for round in 0..3 {
+        let started = Instant::now();
+        let outcome = client.lock("behind-local").acquire_timeout(WAIT).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(outcome, Err(Error::Timeout { .. })),
+            "round {round}: {outcome:?} after {took:?}"
+        );
+        assert!(took <= WAIT + MARGIN, "round {round}: {took:?}");
+    }
+    held.release().await.unwrap();
+    let _ = queued.await;
+}
