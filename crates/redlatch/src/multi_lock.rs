@@ -107,7 +107,9 @@ impl MultiLock {
 
     /// Waits at most `wait` for all the locks: the wait covers the whole
     /// acquisition, not each lock, and every call in it (a stalled server
-    /// costs the wait, not a response timeout per lock). The locks taken are
+    /// costs the wait, not a response timeout per lock). A lock reached
+    /// after the wait ran out still gets one attempt (bounded by the
+    /// engine's 25 ms floor), as a single lock's bounded wait does. The locks taken are
     /// given back before it returns when Redis answers within the wait, else
     /// in the background.
     ///
@@ -124,10 +126,15 @@ impl MultiLock {
         let outcome = self
             .acquire_each(deadline, move |lock, now| async move {
                 let left = deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-                if left.is_zero() && !wait.is_zero() {
-                    // The locks before it took the whole wait.
-                    return Err(lock_timeout(lock, wait));
-                }
+                // The locks before it took the whole wait: this one still
+                // gets one attempt (cut off at the engine's attempt floor),
+                // as a single lock whose wait ended before its attempt
+                // does; a free lock is taken, never reported held.
+                let left = if wait.is_zero() {
+                    left
+                } else {
+                    left.max(Duration::from_nanos(1))
+                };
                 match lock.acquire_timeout(left).await {
                     Ok(guard) => Ok(Some(guard)),
                     Err(Error::Timeout { name, .. }) => Err(Error::Timeout { name, waited: wait }),
@@ -219,14 +226,6 @@ async fn release_all(guards: Vec<Guard>, deadline: Option<LeaseInstant>) {
         None => {
             let _ = releases.await;
         }
-    }
-}
-
-/// The error of a multi-lock wait that ran out before `lock` was tried.
-fn lock_timeout(lock: &Lock, waited: Duration) -> Error {
-    Error::Timeout {
-        name: lock.name().to_owned(),
-        waited,
     }
 }
 

@@ -494,3 +494,144 @@ async fn a_silent_majority_is_reported_with_its_node_timeout() {
         );
     }
 }
+
+/// Red team: Redlock's bounded waits cut off at random moments (votes in
+/// flight on some masters, a majority granted just after the wait, the
+/// counters' write-back under way), through 15 ms (±15) of latency to every
+/// master, against a contender that holds the lock for a random time most
+/// rounds. Once the rounds end, no master keeps a hold (the background
+/// give-backs landed well within the lease) and a fresh acquire is served.
+/// `REDLATCH_DEADLINE_ROUNDS` sets the rounds (30 by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_waits_cut_off_at_random_leave_no_hold_on_any_master() {
+    let masters = masters(3);
+    let proxies: Vec<testkit::Proxy> = (0..3)
+        .map(|i| {
+            let proxy = testkit::Proxy::start(masters[i].addr()).unwrap();
+            proxy.set_both(testkit::LinkFaults {
+                latency: Duration::from_millis(15),
+                jitter: Duration::from_millis(15),
+                ..testkit::LinkFaults::default()
+            });
+            proxy
+        })
+        .collect();
+    let lease = Duration::from_secs(10);
+    let mut clients = Vec::new();
+    for proxy in &proxies {
+        let client = redlatch::Client::builder(&proxy.url())
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_millis(500))
+            .default_lease(lease)
+            .connect()
+            .await
+            .unwrap();
+        clients.push((proxy.url(), client));
+    }
+    let waiter = redlatch::Redlock::with_labels(clients).unwrap();
+    let contender = redlock(&masters, lease).await;
+    let rounds: u64 = std::env::var("REDLATCH_DEADLINE_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(30);
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let mut below = |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..rounds {
+        let wait = Duration::from_millis([1, 5, 24, 30, 45, 80, 150][below(7) as usize]);
+        let held_for = Duration::from_millis(below(120));
+        let contend = below(4) != 0;
+        let holding = async {
+            if contend {
+                let guard = contender.lock("rlcut").acquire().await.unwrap();
+                tokio::time::sleep(held_for).await;
+                drop(guard);
+            }
+        };
+        let waiting = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let outcome = waiter.lock("rlcut").acquire_timeout(wait).await;
+            let kind = match &outcome {
+                Ok(_) => "taken".to_owned(),
+                Err(error) => format!("{error:?}")
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+            };
+            *outcomes.entry(kind).or_default() += 1;
+        };
+        tokio::join!(holding, waiting);
+    }
+    eprintln!("{rounds} rounds: {outcomes:?}");
+    // Well within the lease: only a hold nobody gave back would still be there.
+    let mut left = Vec::new();
+    for (i, server) in masters.iter().enumerate() {
+        let mut conn = redlock_common::admin(server).await;
+        let gone = tokio::time::timeout(Duration::from_secs(3), async {
+            loop {
+                let exists: i64 = redis::cmd("EXISTS")
+                    .arg("rlcut")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if exists == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        if gone.is_err() {
+            left.push(i);
+        }
+    }
+    assert!(left.is_empty(), "holds left on masters {left:?}");
+    let fresh = redlock(&masters, lease).await;
+    let guard = fresh
+        .lock("rlcut")
+        .acquire_timeout(Duration::from_millis(1500))
+        .await
+        .expect("a fresh waiter is served");
+    guard.release().await.unwrap();
+}
+
+/// Red team: a Redlock wait of any length is a wait: 500 µs, 31 days and
+/// `Duration::MAX` each take a free lock, with a renewed lease and a fixed
+/// one (as `trust::deadline::a_wait_of_any_length_takes_a_free_primitive`
+/// for one server's primitives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_wait_of_any_length_takes_a_free_lock() {
+    let masters = masters(3);
+    let redlock = redlock(&masters, LEASE).await;
+    let mut wrong = Vec::new();
+    for wait in [
+        Duration::from_micros(500),
+        Duration::from_secs(31 * 24 * 3600),
+        Duration::MAX,
+    ] {
+        let lock = redlock.lock("rl:any-wait");
+        match lock.acquire_timeout(wait).await {
+            Ok(guard) => guard.release().await.unwrap(),
+            Err(error) => wrong.push(format!("renewed, wait {wait:?}: {error}")),
+        }
+        match lock
+            .acquire_timeout_with_lease(wait, Duration::from_secs(5))
+            .await
+        {
+            Ok(guard) => guard.release().await.unwrap(),
+            Err(error) => wrong.push(format!("fixed lease, wait {wait:?}: {error}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -867,3 +867,178 @@ async fn calls_after_the_server_closed_an_idle_connection_succeed() {
         }
     }
 }
+
+/// The least-privilege ACL of docs/DEPLOYMENT.md (its first ```acl block,
+/// on one line), with `password` for `>CHANGE-ME`: `user` stripped, as
+/// the test server's `--user` takes it.
+fn documented_acl(password: &str) -> String {
+    let doc = include_str!("../../../docs/DEPLOYMENT.md");
+    let block = doc
+        .split("```acl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("an ```acl block in docs/DEPLOYMENT.md");
+    let line = block
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    line.strip_prefix("user ")
+        .expect("the ACL block holds a `user` line")
+        .replace(">CHANGE-ME", &format!(">{password}"))
+}
+
+/// The commands the scripts call (`redis.call('x'` and `redis.pcall('x'`
+/// in crates/redlatch/scripts, their shared parts too, and the commands
+/// handed to `scripts/lib/memory.lua`'s wrappers), lower case. (`PUBLISH`
+/// and `SPUBLISH` come as an argument, and the ACL lists both.)
+fn commands_the_scripts_call() -> std::collections::BTreeSet<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
+    let mut sources = Vec::new();
+    for dir in [dir.to_owned(), format!("{dir}/lib")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "lua") {
+                sources.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    let mut commands = std::collections::BTreeSet::new();
+    for source in &sources {
+        for call in [
+            "redis.call('",
+            "redis.pcall('",
+            "give_back('",
+            "unless_out_of_memory('",
+        ] {
+            for rest in source.split(call).skip(1) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphabetic())
+                    .collect();
+                commands.insert(name.to_ascii_lowercase());
+            }
+        }
+    }
+    commands
+}
+
+/// Red team: every command a script calls is one the documented
+/// least-privilege ACL allows (Redis checks ACLs inside scripts: a command
+/// left out fails the script for that user). Failed before: `zincrby`, which
+/// the fair lock's line calls when a waiter takes the lock or gives up its
+/// place with others behind it, was not in the ACL.
+#[test]
+fn the_documented_acl_allows_every_command_the_scripts_call() {
+    let acl = documented_acl("x");
+    let allowed: std::collections::BTreeSet<String> = acl
+        .split_whitespace()
+        .filter_map(|rule| rule.strip_prefix('+'))
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<String> = commands_the_scripts_call()
+        .into_iter()
+        .filter(|command| !allowed.contains(command))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "called by the scripts, not allowed by docs/DEPLOYMENT.md's ACL: {missing:?}"
+    );
+}
+
+/// Red team: a fair lock with a line (a holder, waiters behind it, one that
+/// gives up its place), as the documented least-privilege ACL user, by
+/// functions and by EVALSHA: every waiter that stays is served, and the one
+/// that gives up gets a timeout, never an error. Failed before: the first
+/// waiter, served while another was still in line, got `NOPERM` (the
+/// fair acquire's `zincrby`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_lock_with_a_line_works_for_the_documented_acl_user() {
+    let server = RedisServer::builder()
+        .arg("user", &documented_acl("locker-secret"))
+        .start()
+        .unwrap();
+    let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
+    for functions in [true, false] {
+        let connect = || {
+            Client::builder(&url)
+                .key_prefix("app:")
+                .connect_timeout(Duration::from_secs(2))
+                .script_functions(functions)
+                .connect()
+        };
+        let (holder, first, second, leaving) = (
+            connect().await.unwrap(),
+            connect().await.unwrap(),
+            connect().await.unwrap(),
+            connect().await.unwrap(),
+        );
+        let name = format!("line-{functions}");
+        let held = holder.fair_lock(name.as_str()).acquire().await.unwrap();
+        let waiting = |client: Client| {
+            let name = name.clone();
+            tokio::spawn(async move {
+                let guard = client
+                    .fair_lock(name.as_str())
+                    .acquire_timeout(Duration::from_secs(10))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                guard.release().await
+            })
+        };
+        let first = waiting(first);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let second = waiting(second);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Behind both, it gives up: its place goes, the others' deadlines shift.
+        let gave_up = leaving
+            .fair_lock(name.as_str())
+            .acquire_timeout(Duration::from_millis(300))
+            .await;
+        assert!(
+            matches!(gave_up, Err(Error::Timeout { .. })),
+            "functions {functions}: the waiter that gave up: {gave_up:?}"
+        );
+        held.release().await.unwrap();
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        assert!(
+            first.is_ok() && second.is_ok(),
+            "functions {functions}: waiters in line: {first:?}, {second:?}"
+        );
+    }
+}
+
+/// Red team: as the documented least-privilege ACL user, a held lock's
+/// status names its holder (host, pid, program) from the holder's record,
+/// as `list` and `top` show it. Failed before: the record is read with
+/// `HMGET`, which the ACL left out, so every holder stayed unnamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_is_named_for_the_documented_acl_user() {
+    let server = RedisServer::builder()
+        .arg("user", &documented_acl("locker-secret"))
+        .start()
+        .unwrap();
+    let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
+    let client = Client::builder(&url)
+        .key_prefix("app:")
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap();
+    let lock = client.lock("named-holder");
+    let guard = lock.acquire().await.unwrap();
+    let named = common::eventually(Duration::from_secs(5), || {
+        let lock = lock.clone();
+        async move {
+            let status = lock.status().await.unwrap();
+            status
+                .holders
+                .iter()
+                .any(|holder| holder.identity.is_some())
+        }
+    })
+    .await;
+    assert!(named, "{:?}", lock.status().await);
+    guard.release().await.unwrap();
+}

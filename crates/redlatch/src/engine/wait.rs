@@ -232,7 +232,15 @@ pub(crate) async fn wait_for<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
 ) -> Result<Option<A::Output>> {
-    wait_from(acquisition, wait, LeaseInstant::now(), Vec::new(), false).await
+    wait_from(
+        acquisition,
+        wait,
+        LeaseInstant::now(),
+        Vec::new(),
+        false,
+        false,
+    )
+    .await
 }
 
 /// Runs `acquisition` until it succeeds, `wait` (counted from `started`,
@@ -240,13 +248,16 @@ pub(crate) async fn wait_for<A: Acquisition>(
 /// (`Ok(None)`), or an attempt fails for good. `tickets` are channel
 /// memberships the caller made already (a lock that joined its client's
 /// queue of waiters), `woken` whether a message ended the caller's own
-/// first park.
+/// first park, `seen_held` whether the call has seen the lock held already
+/// (it queued behind a waiter of its client): a wait that runs out from
+/// then on ends not acquired, as after a busy answer.
 pub(crate) async fn wait_from<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
     started: LeaseInstant,
     mut tickets: Vec<Ticket>,
     mut woken: bool,
+    seen_held: bool,
 ) -> Result<Option<A::Output>> {
     let deadline = wait.deadline(started);
     let cut_off = wait.cut_off(started);
@@ -257,7 +268,7 @@ pub(crate) async fn wait_from<A: Acquisition>(
     // Redis has answered an attempt of this call with "not now": a wait
     // that runs out from then on ends as not acquired (the lock was held
     // when last seen), even with an attempt in flight.
-    let mut answered_busy = false;
+    let mut answered_busy = seen_held;
     // This call's wait was counted (once per call).
     let mut counted = false;
     // Per ticket, the subscription generation and messages seen before the

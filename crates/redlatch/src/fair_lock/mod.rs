@@ -208,8 +208,13 @@ impl FairLock {
             _ => limits::watchdog_lease_millis("place lease", self.place_lease)?,
         };
         // Redisson dates places with the acquire's own wait when it has one.
+        // A wait is never refused for its length, as no other primitive's
+        // is: one below a millisecond dates as one, one past the longest
+        // lease as an unbounded wait does.
         let wait_ms = match wait {
-            Wait::For(timeout) if !timeout.is_zero() => limits::lease_millis("wait", timeout)?,
+            Wait::For(timeout) if !timeout.is_zero() && timeout <= limits::MAX_LEASE => {
+                limits::lease_millis("wait", timeout.max(limits::MIN_LEASE))?
+            }
             _ => limits::lease_millis("fair lock wait timeout", settings.fair_lock_wait_timeout)?,
         };
         let times = PlaceTimes {

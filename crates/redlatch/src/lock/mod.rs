@@ -376,6 +376,8 @@ impl Lock {
         let mut tickets = Vec::new();
         // The first park ended with an unlock message.
         let mut woken = false;
+        // Queued behind a waiter of this client, which found the lock held.
+        let mut seen_held = false;
         // A named owner that holds the lock re-enters at once (invariant
         // (e)): it neither steps aside nor queues behind waiters for a lock
         // it holds.
@@ -404,6 +406,7 @@ impl Lock {
                 let wake = queued.park(epoch, seen, limit, false).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
+                seen_held = true;
                 tickets.push(queued);
             }
         }
@@ -414,7 +417,7 @@ impl Lock {
             started,
             claimed: None,
         };
-        wait_from(&mut acquisition, wait, started, tickets, woken).await
+        wait_from(&mut acquisition, wait, started, tickets, woken, seen_held).await
     }
 }
 

@@ -290,3 +290,358 @@ async fn every_bounded_acquire_returns_within_its_wait_from_a_dead_server() {
     let outcomes = every_way_under(Fault::Dead).await;
     assert_bounded(Fault::Dead, &outcomes);
 }
+
+/// Rounds of [`bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waiter_is_served`];
+/// `REDLATCH_DEADLINE_ROUNDS` for a long run (docs/TESTING.md).
+fn cut_off_rounds() -> u64 {
+    std::env::var("REDLATCH_DEADLINE_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(30)
+}
+
+/// Waits that end before, around and after a round trip through the
+/// proxy's latency (a few below the engine's 25 ms attempt floor).
+const CUT_OFF_WAITS_MS: [u64; 7] = [1, 5, 24, 30, 45, 80, 150];
+
+/// Red team: bounded waits that run out at random moments (an attempt in
+/// flight, a place or a claim just written, Redis answering after the
+/// cut-off) on every primitive with something that waiting leaves in Redis
+/// (a fair lock's place, a writer's claim, a next-turn claim, permits, a
+/// multi-lock's first lock while it waits for the second),
+/// and on re-entries of a named owner that holds the lock throughout. Once
+/// the background give-backs have landed: the named owner's outer hold is
+/// the only hold left, every permit is back, and a fresh waiter on every
+/// primitive is served at once (no place, claim or hold left to wait out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waiter_is_served() {
+    let server = crate::common::server();
+    let proxy = Proxy::start(server.addr()).unwrap();
+    proxy.set_both(LinkFaults {
+        latency: Duration::from_millis(15),
+        jitter: Duration::from_millis(15),
+        ..LinkFaults::default()
+    });
+    let lease = Duration::from_secs(2);
+    let client = crate::common::client_at(&proxy.url(), lease).await;
+    let contender = crate::common::client_with_lease(&server, lease).await;
+    let mut admin = crate::common::admin(&server).await;
+    let mut rng = crate::common::Rng::from_env();
+    let outer = client
+        .lock("cut:named")
+        .with_owner("keeper")
+        .acquire()
+        .await
+        .unwrap();
+    for name in ["cut:sem", "cut:permits"] {
+        if name == "cut:sem" {
+            assert!(contender.semaphore(name).try_set_permits(1).await.unwrap());
+        } else {
+            assert!(
+                contender
+                    .permit_semaphore(name)
+                    .try_set_permits(1)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+    let started = Instant::now();
+    let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..cut_off_rounds() {
+        let wait = Duration::from_millis(CUT_OFF_WAITS_MS[rng.below(7) as usize]);
+        let held_for = Duration::from_millis(rng.below(120));
+        let contend = rng.below(4) != 0;
+        // The contender takes each primitive (most rounds), and gives it
+        // back at a random moment of the client's wait.
+        let holding = {
+            let contender = contender.clone();
+            async move {
+                if !contend {
+                    return;
+                }
+                let held = (
+                    contender.lock("cut:lock").acquire().await.unwrap(),
+                    contender.fair_lock("cut:fair").acquire().await.unwrap(),
+                    contender.read_write_lock("cut:rw").read().await.unwrap(),
+                    contender.semaphore("cut:sem").acquire().await.unwrap(),
+                    contender
+                        .permit_semaphore("cut:permits")
+                        .acquire()
+                        .await
+                        .unwrap(),
+                    // The second in key order: the multi-lock holds the
+                    // first while it waits for this one.
+                    contender.lock("cut:multi-b").acquire().await.unwrap(),
+                );
+                tokio::time::sleep(held_for).await;
+                drop(held);
+            }
+        };
+        let waits = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let lock = client.lock("cut:lock");
+            let named = client.lock("cut:named").with_owner("keeper");
+            let fair = client.fair_lock("cut:fair");
+            let rw = client.read_write_lock("cut:rw");
+            let sem = client.semaphore("cut:sem");
+            let permits = client.permit_semaphore("cut:permits");
+            let multi = MultiLock::new([client.lock("cut:multi-a"), client.lock("cut:multi-b")]);
+            let name = |r: &Result<(), Error>| match r {
+                Ok(()) => "taken".to_owned(),
+                Err(e) => format!("{e:?}")
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+            };
+            let rows = tokio::join!(
+                async { lock.acquire_timeout(wait).await.map(drop) },
+                async { named.acquire_timeout(wait).await.map(drop) },
+                async { fair.acquire_timeout(wait).await.map(drop) },
+                async { rw.write_timeout(wait).await.map(drop) },
+                async { sem.acquire_timeout(wait).await.map(drop) },
+                async { permits.acquire_timeout(wait).await.map(drop) },
+                async { multi.acquire_timeout(wait).await.map(drop) },
+            );
+            for (way, row) in [
+                ("lock", rows.0),
+                ("named", rows.1),
+                ("fair", rows.2),
+                ("write", rows.3),
+                ("semaphore", rows.4),
+                ("permit", rows.5),
+                ("multi", rows.6),
+            ] {
+                *outcomes.entry(format!("{way} {}", name(&row))).or_default() += 1;
+            }
+        };
+        tokio::join!(holding, waits);
+    }
+    eprintln!(
+        "{} rounds in {:?}: {outcomes:?}",
+        cut_off_rounds(),
+        started.elapsed()
+    );
+    // Every give-back has landed: the outer hold only.
+    let left = crate::common::settled(Duration::from_secs(10), || {
+        let mut admin = admin.clone();
+        async move { crate::common::holds_left(&mut admin, "cut:").await - 1 }
+    })
+    .await;
+    assert_eq!(left, 0, "holds left besides the named owner's outer hold");
+    assert!(outer.is_held(), "the outer hold was given back by an undo");
+    // The next waiter of every primitive is served at once.
+    let fresh = crate::common::client(&server).await;
+    let soon = Duration::from_millis(1500);
+    let multi = MultiLock::new([fresh.lock("cut:multi-a"), fresh.lock("cut:multi-b")]);
+    let served = tokio::join!(
+        async { fresh.lock("cut:lock").acquire_timeout(soon).await.map(drop) },
+        async { multi.acquire_timeout(soon).await.map(drop) },
+        async {
+            fresh
+                .fair_lock("cut:fair")
+                .acquire_timeout(soon)
+                .await
+                .map(drop)
+        },
+        async {
+            fresh
+                .read_write_lock("cut:rw")
+                .write_timeout(soon)
+                .await
+                .map(drop)
+        },
+        async {
+            fresh
+                .semaphore("cut:sem")
+                .acquire_timeout(soon)
+                .await
+                .map(drop)
+        },
+        async {
+            fresh
+                .permit_semaphore("cut:permits")
+                .acquire_timeout(soon)
+                .await
+                .map(drop)
+        },
+    );
+    assert!(
+        served.0.is_ok()
+            && served.1.is_ok()
+            && served.2.is_ok()
+            && served.3.is_ok()
+            && served.4.is_ok()
+            && served.5.is_ok(),
+        "a fresh waiter was not served: {served:?}"
+    );
+    assert_eq!(
+        fresh
+            .semaphore("cut:sem")
+            .available_permits()
+            .await
+            .unwrap(),
+        1,
+        "semaphore permits"
+    );
+    assert_eq!(
+        fresh
+            .permit_semaphore("cut:permits")
+            .available_permits()
+            .await
+            .unwrap(),
+        1,
+        "permit semaphore permits"
+    );
+    outer.release().await.unwrap();
+    assert_eq!(crate::common::holds_left(&mut admin, "cut:").await, 0);
+}
+
+/// Red team: a bounded wait of any length is a wait: below a millisecond,
+/// longer than a lease may be (31 days) and `Duration::MAX` each take a
+/// free primitive of every kind at once, as they do a lock. Failed before:
+/// the fair lock refused the first two with `InvalidDuration` (it checked
+/// the wait as a lease: "must be at least 1 ms", "must be at most 30 days"),
+/// and `Duration::MAX` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_of_any_length_takes_a_free_primitive() {
+    let server = crate::common::server();
+    let client = crate::common::client(&server).await;
+    assert!(
+        client
+            .semaphore("any:sem")
+            .try_set_permits(1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        client
+            .permit_semaphore("any:permits")
+            .try_set_permits(1)
+            .await
+            .unwrap()
+    );
+    let mut wrong = Vec::new();
+    for wait in [
+        Duration::from_micros(500),
+        Duration::from_secs(31 * 24 * 3600),
+        Duration::MAX,
+    ] {
+        let rows: [(&str, Result<(), Error>); 8] = [
+            (
+                "lock",
+                client
+                    .lock("any:lock")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "fair lock",
+                client
+                    .fair_lock("any:fair")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "spin lock",
+                client
+                    .spin_lock("any:spin")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "read",
+                client
+                    .read_write_lock("any:rw-r")
+                    .read_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "write",
+                client
+                    .read_write_lock("any:rw-w")
+                    .write_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "semaphore",
+                client
+                    .semaphore("any:sem")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "permit semaphore",
+                client
+                    .permit_semaphore("any:permits")
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+            (
+                "multi-lock",
+                MultiLock::new([client.lock("any:m-a"), client.lock("any:m-b")])
+                    .acquire_timeout(wait)
+                    .await
+                    .map(drop),
+            ),
+        ];
+        for (name, outcome) in rows {
+            if let Err(error) = outcome {
+                wrong.push(format!("{name}, wait {wait:?}: {error}"));
+            }
+        }
+        // The drops' releases land before the next wait.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A bounded acquire that queued behind a waiter of its own client (the
+/// client saw the lock held) and whose wait ran out there ends not
+/// acquired, even when the server is slower than the 25 ms floor left for a
+/// last attempt: the lock was held when last seen, Redis is slow, not
+/// silent. (The model found it on Valkey 8.1.8: with 20 ms of latency each
+/// way, `acquire_timeout(500ms)` behind a local waiter gave
+/// `ResponseTimeout { limit: Wait(500ms) }`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_ran_out_behind_a_local_waiter_ends_not_acquired_through_latency() {
+    let server = crate::common::server();
+    let proxy = Proxy::start(server.addr()).unwrap();
+    let holder = Client::connect(&server.url()).await.unwrap();
+    let held = holder.lock("behind-local").acquire().await.unwrap();
+    let client = Client::builder(&proxy.url())
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap();
+    proxy.set_both(LinkFaults {
+        latency: Duration::from_millis(20),
+        ..LinkFaults::default()
+    });
+    // A waiter of the same client, parked: the next acquire queues behind it.
+    let queued = {
+        let lock = client.lock("behind-local");
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for round in 0..3 {
+        let started = Instant::now();
+        let outcome = client.lock("behind-local").acquire_timeout(WAIT).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(outcome, Err(Error::Timeout { .. })),
+            "round {round}: {outcome:?} after {took:?}"
+        );
+        assert!(took <= WAIT + MARGIN, "round {round}: {took:?}");
+    }
+    held.release().await.unwrap();
+    let _ = queued.await;
+}

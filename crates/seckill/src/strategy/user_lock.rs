@@ -30,10 +30,13 @@ pub(super) async fn acquire(
     forget_at: DateTime<Utc>,
 ) -> Result<Guard, OrderError> {
     let budget = wait.max(ctx.locks.settings().response_timeout);
-    let deadline = Instant::now() + budget;
+    // `None`: a wait too long to represent, which never runs out.
+    let deadline = Instant::now().checked_add(budget);
     let guard = take(ctx, name, wait, budget).await?;
     if guard.token() == 1 {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.map_or(Duration::MAX, |at| {
+            at.saturating_duration_since(Instant::now())
+        });
         if tokio::time::timeout(left, expire_counter(ctx, name, forget_at))
             .await
             .is_err()

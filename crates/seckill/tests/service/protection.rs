@@ -677,3 +677,33 @@ async fn stock_returned_here_clears_the_sold_out_flag(database: TestDatabase) {
     assert_eq!(answer.status, Some(201), "{answer:?}");
     service.shutdown().await;
 }
+
+/// A `--lock-wait` too long to represent as an instant (humantime reads
+/// "600000000000years") never runs out: an order on a free user's lock is
+/// placed. (The grab added the wait to the clock and panicked on every
+/// request.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_too_long_to_represent_never_runs_out() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let service = one(
+        &redis,
+        &database,
+        Tuning {
+            lock_wait: Duration::MAX,
+            ..Tuning::default()
+        },
+    )
+    .await;
+    let base = service.url();
+    let http = client();
+    let voucher = create_voucher(&http, &base, 10, open_window()).await;
+    let (status, _, body) = post(
+        http.post(order_url(&base, voucher))
+            .header("X-User-Id", "9")
+            .header("Idempotency-Key", "forever"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    service.shutdown().await;
+}
