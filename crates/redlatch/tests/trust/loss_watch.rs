@@ -158,6 +158,27 @@ async fn a_hold_force_unlocked_by_its_own_client_says_force_unlocked() {
     assert!(wrong.is_empty(), "rounds with the wrong reason: {wrong:?}");
 }
 
+/// The ids of the connections that track keys (`flags` with `t`): the
+/// loss watch's.
+async fn tracking_connection_ids(admin: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(admin)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|pair| pair.strip_prefix("id="))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
 /// Red team: the server refuses a new connection for a moment (`maxclients`
 /// reached: `-ERR max number of clients reached`) just when the watch
 /// reconnects. That is a refusal for now, not the server refusing tracking:
@@ -174,24 +195,13 @@ async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // One connection for the whole test: new ones are refused meanwhile.
     let mut admin = common::admin(&server).await;
+    let watch_ids = tracking_connection_ids(&mut admin).await;
+    assert_eq!(watch_ids.len(), 1, "one tracking connection: {watch_ids:?}");
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query_async(&mut admin)
         .await
         .unwrap();
-    let watch_ids: Vec<String> = list
-        .lines()
-        .filter(|line| {
-            line.split(' ')
-                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-        })
-        .filter_map(|line| {
-            line.split(' ')
-                .find_map(|pair| pair.strip_prefix("id="))
-                .map(str::to_owned)
-        })
-        .collect();
-    assert_eq!(watch_ids.len(), 1, "one tracking connection: {list}");
     let connected = list.lines().count();
     // Full once the watch's connection is gone.
     let _: () = redis::cmd("CONFIG")
@@ -249,22 +259,9 @@ async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Authenticated already: it keeps working through the change.
     let mut admin = common::admin(&server).await;
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(&mut admin)
+    let watch_id = tracking_connection_ids(&mut admin)
         .await
-        .unwrap();
-    let watch_id = list
-        .lines()
-        .filter(|line| {
-            line.split(' ')
-                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-        })
-        .find_map(|line| {
-            line.split(' ')
-                .find_map(|pair| pair.strip_prefix("id="))
-                .map(str::to_owned)
-        })
+        .pop()
         .expect("the watch's connection");
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -295,15 +292,7 @@ async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
         let server = &server;
         async move {
             let mut admin = common::admin(server).await;
-            let list: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            list.lines().any(|line| {
-                line.split(' ')
-                    .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-            })
+            !tracking_connection_ids(&mut admin).await.is_empty()
         }
     })
     .await;
