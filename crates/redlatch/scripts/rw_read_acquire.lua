@@ -4,7 +4,7 @@
 -- stream of readers cannot starve writers; re-entries and a writer reading
 -- (downgrade) never wait.
 -- KEYS[1]  lock hash (NAME): field 'mode' = 'read' | 'write', holder fields -> hold count
--- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[2]  fencing counter, never expires (as in acquire.lua)
 -- KEYS[3]  waiting writers (redlatch_rwlock_writers:{NAME}): zset write field -> claim
 --          deadline, server time in ms
 -- ARGV[1]  lease in milliseconds
@@ -15,8 +15,9 @@
 --          (a hold's timeout key and the hash are lengthened, never shortened:
 --          lib/lease.lua)
 -- ARGV[5]  '1': re-enter only (never take a first hold)
--- Returns {1, token}  first read hold of this owner; token = INCR of the counter
---         {2, token}  one more read hold of this owner; token = current counter value
+-- Returns {1, token}  first read hold of this owner; token = the counter's next (lib/checks.lua)
+--         {2, token}  one more read hold of this owner; token = the counter's value (a token
+--                     no other hold of this name has had since this one)
 --         {0, wait}   blocked by a writer (holding or waiting) or a plain lock:
 --                     wait = ms until worth another try (-1: the holder has no expiry)
 --         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
@@ -76,6 +77,6 @@ if redis.call('pttl', timeout) < tonumber(ARGV[1]) then
 end
 lengthen(KEYS[1], ARGV[1])
 if n == 1 then
-  return {1, redis.call('incr', KEYS[2])}
+  return {1, next_token(KEYS[2])}
 end
 return {2, tonumber(redis.call('get', KEYS[2]) or '0')}

@@ -201,7 +201,9 @@ impl FairLock {
         let core = &self.core;
         let settings = core.current_settings();
         let keys =
-            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?
+                .per_name_counter(settings.per_name_token_counters)
+                .checked_for(&core.conn)?);
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let place_ms = match wait {
             Wait::Once => 0,

@@ -279,7 +279,9 @@ impl Lock {
 
     fn keys(&self) -> Result<LockKeys> {
         let settings = self.core.current_settings();
-        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
+        LockKeys::new(&settings.key_prefix, &self.name)?
+            .per_name_counter(settings.per_name_token_counters)
+            .checked_for(&self.core.conn)
     }
 
     /// Builds the request: checks the name, owner and lease.

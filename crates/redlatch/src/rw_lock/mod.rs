@@ -334,7 +334,9 @@ impl ReadWriteLock {
         let core = &self.core;
         let settings = core.current_settings();
         let keys =
-            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?
+                .per_name_counter(settings.per_name_token_counters)
+                .checked_for(&core.conn)?);
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let claim_ms = match (side, wait) {
             (Side::Write, Wait::For(_) | Wait::Forever) => {
