@@ -656,18 +656,27 @@ async fn tokens_grow_per_name_across_restarts_a_lost_counter_and_an_upgrade() {
 
     server.restart_keeping_data().unwrap();
     let kept = token_of("fenced").await;
-    assert!(kept > last, "after a restart with data: {kept} after {last}");
+    assert!(
+        kept > last,
+        "after a restart with data: {kept} after {last}"
+    );
     last = kept;
 
     server.restart().unwrap();
     let lost = token_of("fenced").await;
-    assert!(lost > last, "after a restart without data: {lost} after {last}");
+    assert!(
+        lost > last,
+        "after a restart without data: {lost} after {last}"
+    );
     last = lost;
 
     let mut admin = common::admin(&server).await;
     let _: () = admin.del("redlatch_lock_token").await.unwrap();
     let deleted = token_of("fenced").await;
-    assert!(deleted > last, "after the counter was deleted: {deleted} after {last}");
+    assert!(
+        deleted > last,
+        "after the counter was deleted: {deleted} after {last}"
+    );
 }
 
 /// A named owner's acquire that re-enters gets the token of the hold it
@@ -684,10 +693,7 @@ async fn a_reentry_keeps_its_holds_token_while_other_locks_take_tokens() {
     let second = lock.acquire().await.unwrap();
     assert_eq!(second.token(), first.token());
     assert!(first.is_held() && second.is_held());
-    assert_eq!(
-        lock.status().await.unwrap().last_token,
-        Some(first.token())
-    );
+    assert_eq!(lock.status().await.unwrap().last_token, Some(first.token()));
     let fair = client.fair_lock("kept-fair").with_owner("job-1");
     let outer = fair.acquire().await.unwrap();
     drop(client.lock("elsewhere-2").acquire().await.unwrap());
@@ -695,4 +701,42 @@ async fn a_reentry_keeps_its_holds_token_while_other_locks_take_tokens() {
     assert_eq!(inner.token(), outer.token());
     assert!(outer.is_held());
     drop((first, second, other, outer, inner));
+}
+
+/// The same for a read-write lock's named owner: its write and its read
+/// re-entries keep their hold's token while other locks take tokens, and
+/// its first guards stay held.
+#[tokio::test]
+async fn a_read_write_reentry_keeps_its_holds_token_while_other_locks_take_tokens() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let lock = client.read_write_lock("kept-rw").with_owner("job-1");
+    let write = lock.write().await.unwrap();
+    drop(client.lock("elsewhere").acquire().await.unwrap());
+    let again = lock.write().await.unwrap();
+    assert_eq!(again.token(), write.token());
+    assert!(write.is_held());
+    drop((write, again));
+    let read = client
+        .read_write_lock("kept-rw-read")
+        .with_owner("job-2")
+        .read()
+        .await
+        .unwrap();
+    let other = client
+        .read_write_lock("kept-rw-read")
+        .with_owner("job-3")
+        .read()
+        .await
+        .unwrap();
+    assert!(other.token() > read.token());
+    let reread = client
+        .read_write_lock("kept-rw-read")
+        .with_owner("job-2")
+        .read()
+        .await
+        .unwrap();
+    assert_eq!(reread.token(), read.token());
+    assert!(read.is_held() && reread.is_held());
+    drop((read, other, reread));
 }

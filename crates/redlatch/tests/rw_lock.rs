@@ -45,7 +45,7 @@ async fn readers_in_separate_clients_hold_it_at_once() {
         guard.release().await.unwrap();
     }
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{shared}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -249,7 +249,7 @@ async fn reads_and_writes_reenter_and_count_holds() {
     );
     first.release().await.unwrap();
     let left: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(left, vec!["redisson_lock_token:{again}".to_owned()]);
+    assert_eq!(left, vec!["redlatch_lock_token".to_owned()]);
 
     let write = named.write().await.unwrap();
     let inner = write.reenter().await.unwrap();
@@ -369,7 +369,7 @@ async fn cancelled_writer_withdraws_its_claim_and_wakes_readers() {
     joined.release().await.unwrap();
     read.release().await.unwrap();
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{cancel}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -431,7 +431,7 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
             let mut admin = admin.clone();
             async move {
                 let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+                keys == vec!["redlatch_lock_token".to_owned()]
             }
         })
         .await,

@@ -36,7 +36,8 @@ end
 -- The hash field of a lock hash that keeps the hold's fencing token, beside
 -- the owner's hold count: a re-entry hands the same token back. Its name has
 -- no ':', so it is never an owner field (`<client-id>:<owner>`, Redisson's
--- `<uuid>:<thread>`). Only exclusive holds (plain and fair locks) keep one.
+-- `<uuid>:<thread>`). Exclusive holds (plain, fair, write) keep one, for
+-- as long as they last; a read hold keeps its token in its first timeout key.
 local TOKEN_FIELD = 'redlatch_token'
 
 -- The next fencing token: INCR of `counter`. A counter that was absent (INCR

@@ -183,7 +183,11 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
             .key(&fair.queue)
             .key(&fair.timeouts)
             .key(&fair.alive)
-            .arg(if fair.lock.counter_is_per_name() { "1" } else { "0" })
+            .arg(if fair.lock.counter_is_per_name() {
+                "1"
+            } else {
+                "0"
+            })
             .invoke_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;

@@ -619,7 +619,10 @@ mod tests {
         }
         let per_name = |key| LockKeys::new("", key).unwrap().per_name_counter(true);
         assert_eq!(per_name("orders").token(), "redisson_lock_token:{orders}");
-        assert_eq!(per_name("order{42}").token(), "redisson_lock_token:order{42}");
+        assert_eq!(
+            per_name("order{42}").token(),
+            "redisson_lock_token:order{42}"
+        );
     }
 
     /// Every slot has a counter tag, the tag lands in its slot, and it is
@@ -654,10 +657,7 @@ mod tests {
         assert!(sharded.token().starts_with("redlatch_lock_token:{"));
         let rw = RwKeys::new("", "doc").unwrap();
         assert_eq!(rw.token, "redlatch_lock_token");
-        assert_eq!(
-            rw.per_name_counter(true).token,
-            "redisson_lock_token:{doc}"
-        );
+        assert_eq!(rw.per_name_counter(true).token, "redisson_lock_token:{doc}");
     }
 
     #[test]

@@ -139,8 +139,10 @@ pub struct Settings {
     /// counter, `redlatch_lock_token`, and no key is left behind per name;
     /// turn it on only where Redisson's `RFencedLock` locks the same names
     /// and both sides' tokens must be ordered. Applies to acquisitions that
-    /// start after the change; switching is safe either way (tokens keep
-    /// growing per name: `docs/SAFETY.md`, "Fencing tokens").
+    /// start after the change. Before switching it on a server that has
+    /// counters of the other kind, delete the counters of the kind switched
+    /// to (they start again from the server's clock, above every token):
+    /// `docs/SAFETY.md`, "Fencing tokens".
     pub per_name_token_counters: bool,
 }
 
