@@ -117,19 +117,6 @@ fn a_counter_that_starts_again_at_one_gives_an_older_token_after_it_was_lost() {
 }
 
 #[test]
-fn a_failover_without_replica_acknowledgement_gives_an_older_token() {
-    let mut config = Config::redlatch();
-    config.faults = Faults {
-        failovers: 1,
-        other_names: 1,
-        ..Faults::default()
-    };
-    let property = lock::names::TOKENS_NEVER_GO_BACK;
-    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
-    assert!(timeline.contains("failover"), "{timeline}");
-}
-
-#[test]
 fn with_replica_acknowledgement_a_failover_that_loses_a_renewal_leaves_two_holders() {
     // WAIT covers the acquire, not the renewals (docs/DEPLOYMENT.md): the
     // promoted replica has the acquire's shorter lease.

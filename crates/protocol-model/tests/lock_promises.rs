@@ -203,6 +203,9 @@ fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
         failovers: 0,
         cancels: 1,
         lost_messages: 1,
+        other_names: 1,
+        counter_losses: 0,
+        empty_restarts: 0,
     };
     let checked = run(
         config,
