@@ -28,7 +28,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "806a89e337286760d2d21fc3ce9a83421774a1da",
+        sha1: "6adbf20ee2b5fdbad66ada71aae0d1a79ebbf61b",
         step: "server::Server::acquire",
         recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
                   more hold, the lease only lengthened (never-shorten); another owner: busy with \
