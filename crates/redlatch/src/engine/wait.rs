@@ -392,13 +392,13 @@ pub(crate) async fn wait_from<A: Acquisition>(
             // Epoch 1: subscribed once, never since (after a resubscription
             // messages may have been missed: attempt again).
             let fresh = !tickets.is_empty() && tickets.iter().all(|t| t.epoch() == 1);
-            // Cut off where the wait ends, as an attempt is (then the loop gives up).
+            // Cut off where the wait ends, as an attempt is (then the loop
+            // gives up). Boxed: a parked waiter's future would otherwise keep
+            // room for it (trust::liveness bounds that size).
             let looked = match fresh {
                 true => {
-                    within(cut_off, "acquire", async {
-                        Ok(acquisition.recheck().await)
-                    })
-                    .await
+                    let look = async { Ok(acquisition.recheck().await) };
+                    Box::pin(within(cut_off, "acquire", look)).await
                 }
                 false => Ok(None),
             };

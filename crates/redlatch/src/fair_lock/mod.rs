@@ -138,10 +138,12 @@ impl FairLock {
     /// watchdog renews it until the guard goes (unless [`FairLock::with_lease`]).
     ///
     /// One round trip when the lock is free and nobody waits. Otherwise the
-    /// call joins the line, subscribes to its own channel and parks until its
-    /// turn comes (a message from the release), the holder's lease ends (when
-    /// first in line), or its place needs renewing (a third of the place
-    /// lease); each wake-up costs one round trip.
+    /// call joins the line, subscribes to its own channel, reads the line's
+    /// head and the lock's PTTL (one round trip, no script; it attempts
+    /// again instead when it is first and the lock free), and parks until
+    /// its turn comes (a message from the release), the holder's lease ends
+    /// (when first in line), or its place needs renewing (a third of the
+    /// place lease); each wake-up costs one round trip.
     ///
     /// Touches the lock hash, the line, the place deadlines, the counter.
     ///
