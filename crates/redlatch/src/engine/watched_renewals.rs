@@ -25,7 +25,8 @@
 //! no longer the master renews nothing here. Whenever this route cannot
 //! answer (no watch connection now, a transaction refused, a broken
 //! connection, a demoted master), the batch is sent on the command
-//! connection, as it is where the watch is off.
+//! connection, as it is where the watch is off; so is one that finds the
+//! script or the function library missing, loaded again there.
 
 use std::sync::Arc;
 
@@ -70,7 +71,9 @@ impl WatchRoute {
     ) -> RedisResult<Vec<i64>> {
         let route = self.open.lock().clone();
         if let Some(mut route) = route {
-            match renew_on(&mut route, invocation, keys).await {
+            // As the client runs its scripts: FCALL, or EVALSHA.
+            let script = invocation.command(conn);
+            match transaction(&mut route, script, keys).await {
                 Ok(renewed) => return Ok(renewed),
                 Err(error) => {
                     tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection failed; sending it on the command connection");
@@ -91,25 +94,11 @@ impl Drop for OpenRoute {
     }
 }
 
-/// One renewal transaction on the watch's connection, sent again once when
-/// the server lost the script.
-async fn renew_on(
-    route: &mut Route,
-    invocation: &Invocation,
-    keys: &[Arc<str>],
-) -> RedisResult<Vec<i64>> {
-    match transaction(route, invocation, keys).await {
-        Err(error) if error.code() == Some("NOSCRIPT") => {
-            invocation.load_on(&mut route.conn).await?;
-            transaction(route, invocation, keys).await
-        }
-        done => done,
-    }
-}
-
+/// One renewal transaction on the watch's connection. A script or library
+/// the server lost is an error here: the command connection's call loads it.
 async fn transaction(
     route: &mut Route,
-    invocation: &Invocation,
+    script: redis::Cmd,
     keys: &[Arc<str>],
 ) -> RedisResult<Vec<i64>> {
     let mut pipeline = redis::pipe();
@@ -117,7 +106,7 @@ async fn transaction(
     if route.asks_role {
         pipeline.cmd("ROLE");
     }
-    pipeline.add_command(invocation.evalsha());
+    pipeline.add_command(script);
     pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
     let exists = pipeline.cmd("EXISTS");
     for key in keys {

@@ -94,26 +94,6 @@ impl Invocation {
         cmd
     }
 
-    /// The request as EVALSHA, whatever the client's script route: for a
-    /// connection of the client's own other than its command connection
-    /// (the loss watch's), where the function library may be missing.
-    pub(crate) fn evalsha(&self) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.lua.hash()).arg(self.keys.len());
-        for value in self.keys.iter().chain(self.args.iter()) {
-            cmd.arg(value);
-        }
-        cmd
-    }
-
-    /// Loads the script on `conn` (after NOSCRIPT from [`Invocation::evalsha`]).
-    pub(crate) async fn load_on<C: redis::aio::ConnectionLike>(
-        &self,
-        conn: &mut C,
-    ) -> RedisResult<()> {
-        self.lua.script.load_async(conn).await.map(drop)
-    }
-
     /// Runs the request: by FCALL, loading the library again if the server
     /// lost it (a restart without persistence, a `FUNCTION FLUSH`, a new
     /// cluster node), and by EVALSHA where functions cannot be used, loading
