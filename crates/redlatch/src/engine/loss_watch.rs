@@ -212,8 +212,10 @@ async fn run(
         rereads.clear();
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
         let mut master_only = matches!(source, WatchSource::Sentinel(_));
-        // Renewals go through this connection until it fails.
-        let _open_route = route.open(&conn, master_only);
+        // Renewals go through this connection until it fails (or a renewal
+        // finds it not answering: `broken`).
+        let open_route = route.open(&conn, master_only);
+        let broken = open_route.broken().clone();
         if check(
             &mut conn,
             &mut master_only,
@@ -235,9 +237,11 @@ async fn run(
                 &mut incoming,
                 &mut pushes,
                 &shutdown,
+                &broken,
             )
             .await;
         }
+        drop(open_route);
         if shutdown.is_cancelled() {
             return;
         }
@@ -259,6 +263,7 @@ async fn watch(
     incoming: &mut UnboundedReceiver<Watched>,
     pushes: &mut UnboundedReceiver<PushInfo>,
     shutdown: &CancellationToken,
+    broken: &CancellationToken,
 ) {
     let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
     loop {
@@ -266,6 +271,9 @@ async fn watch(
         let role_check = (*master_only && !keys.is_empty()).then_some(next_role_check);
         let due = tokio::select! {
             () = shutdown.cancelled() => return,
+            // A renewal got no answer here: a stalled connection hears of
+            // no change either.
+            () = broken.cancelled() => return,
             Some(watched) = incoming.recv() => {
                 settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
                 continue;

@@ -681,7 +681,7 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
             Some(watch) => {
                 let keys: Vec<Arc<str>> =
                     batch.iter().map(|renewal| renewal.key.0.clone()).collect();
-                watch.renew(&invocation, &keys, &mut conn).await
+                watch.renew(&invocation, &keys, &mut conn, limit).await
             }
             None => invocation.invoke_async::<Vec<i64>>(&mut conn).await,
         }

@@ -27,6 +27,16 @@
 //! connection, a demoted master), the batch is sent on the command
 //! connection, as it is where the watch is off; so is one that finds the
 //! script or the function library missing, loaded again there.
+//!
+//! The route gets half of the batch's time, so that the command connection
+//! has the other half. A route that does not answer at all (a stalled or
+//! broken connection: no server reply, not even an error) is closed at once
+//! and the watch told to open a new connection: a stalled watch connection
+//! hears of no change either, and every renewal after would wait on it
+//! again, until the holds' leases ran out (red team, issue 36). A renewal
+//! that got no answer there may still run later: it only lengthens a lease
+//! its hold still has (renew.lua), and the watchdog counts the lease from
+//! before it was sent.
 
 use std::sync::Arc;
 
@@ -34,6 +44,10 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::scripts::Invocation;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
 use crate::sync::Mutex;
 use crate::transport::Connection;
 
@@ -48,49 +62,92 @@ struct Route {
     conn: MultiplexedConnection,
     /// Through Sentinel: every transaction asks `ROLE` first.
     asks_role: bool,
+    /// Cancelled when a renewal got no answer here: the watch drops the
+    /// connection and opens another.
+    broken: CancellationToken,
 }
 
 impl WatchRoute {
     /// Renewals go through `conn` until the returned value drops (the
     /// watch's connection failed, or the client shut down).
     pub(crate) fn open(&self, conn: &MultiplexedConnection, asks_role: bool) -> OpenRoute {
+        let broken = CancellationToken::new();
         *self.open.lock() = Some(Route {
             conn: conn.clone(),
             asks_role,
+            broken: broken.clone(),
         });
-        OpenRoute(self.clone())
+        OpenRoute {
+            route: self.clone(),
+            broken,
+        }
     }
 
     /// Runs a renewal batch (`keys`: its keys, in order): through the
-    /// watch's connection when it is open and answers, else on `conn`.
+    /// watch's connection when it is open and answers within half of
+    /// `budget` (the batch's time), else on `conn`.
     pub(crate) async fn renew(
         &self,
         invocation: &Invocation,
         keys: &[Arc<str>],
         conn: &mut Connection,
+        budget: Duration,
     ) -> RedisResult<Vec<i64>> {
         let route = self.open.lock().clone();
         if let Some(mut route) = route {
             // As the client runs its scripts: FCALL, or EVALSHA.
             let script = invocation.command(conn);
-            match transaction(&mut route, script, keys).await {
-                Ok(renewed) => return Ok(renewed),
-                Err(error) => {
-                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection failed; sending it on the command connection");
+            match tokio::time::timeout(budget / 2, transaction(&mut route, script, keys)).await {
+                Ok(Ok(renewed)) => return Ok(renewed),
+                // The server answered (a lost script, a refused
+                // transaction, a demoted master): the connection is sound.
+                Ok(Err(error)) if error.code().is_some() => {
+                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
+                }
+                failed => {
+                    let error = match failed {
+                        Ok(Err(error)) => error.to_string(),
+                        _ => "no answer in time".to_owned(),
+                    };
+                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
+                    self.close(&route.broken);
                 }
             }
         }
         invocation.invoke_async(conn).await
     }
+
+    /// Closes the route opened with `broken` (not a newer one) and tells
+    /// the watch to open a new connection.
+    fn close(&self, broken: &CancellationToken) {
+        broken.cancel();
+        let mut open = self.open.lock();
+        if open
+            .as_ref()
+            .is_some_and(|route| route.broken.is_cancelled())
+        {
+            open.take();
+        }
+    }
 }
 
 /// The watch's connection, open for renewals while this lives.
-pub(crate) struct OpenRoute(WatchRoute);
+pub(crate) struct OpenRoute {
+    route: WatchRoute,
+    broken: CancellationToken,
+}
+
+impl OpenRoute {
+    /// Cancelled when a renewal found the connection not answering.
+    pub(crate) fn broken(&self) -> &CancellationToken {
+        &self.broken
+    }
+}
 
 impl Drop for OpenRoute {
     fn drop(&mut self) {
         // Dropping the clone here lets the connection close with the watch's.
-        self.0.open.lock().take();
+        self.route.close(&self.broken);
     }
 }
 

@@ -577,3 +577,137 @@ async fn hexists_and_pexpire_calls(server: &testkit::RedisServer) -> (u64, u64) 
         info_counter(server, "commandstats", "cmdstat_pexpire").await,
     )
 }
+
+/// Red team of the renewals through the watch (issue 36): the watch's
+/// connection stalls (a half-dead TCP connection, a proxy that stops
+/// forwarding it) while the command connection stays sound. Before: every
+/// renewal went to the stalled connection, timed out there with no time
+/// left for the command connection, and was tried there again; the hold
+/// was lost (`NotRenewed`) after one lease, and the watch, hearing nothing,
+/// never found a DEL either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_watch_connection_costs_no_renewal_and_is_replaced() {
+    let server = common::server();
+    let proxy = staller::Staller::start(server.addr());
+    // Renewed every 500 ms; the response timeout is 500 ms.
+    let lease = Duration::from_millis(1_500);
+    let client = common::client_at(&proxy.url(), lease).await;
+    let guard = client.lock("stalled:watch").acquire().await.unwrap();
+    let fixed = client
+        .lock("stalled:fixed")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    // Past the settling time: the keys are tracked on the watch connection.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(proxy.stall_watch(), 1, "one watch connection");
+    // Four leases with the watch's connection stalled.
+    tokio::time::sleep(lease * 4).await;
+    assert!(
+        guard.is_held(),
+        "a hold lost while only the watch's connection stalled: {:?}",
+        guard.lost_reason()
+    );
+    assert!(crate::support::pttl(&server, "stalled:watch").await > 0);
+    // The watch watches again, on a new connection: losses are found.
+    admin_cmd(&server, &["DEL", "stalled:watch"]).await;
+    admin_cmd(&server, &["DEL", "stalled:fixed"]).await;
+    tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+        .await
+        .expect("a DEL went unnoticed after the watch's connection stalled");
+    tokio::time::timeout(NOTICED_WITHIN, fixed.lost())
+        .await
+        .expect("a fixed-lease hold's DEL went unnoticed after the watch's connection stalled");
+    assert_eq!(fixed.lost_reason(), Some(LostReason::Gone));
+    proxy.heal();
+}
+
+/// A TCP proxy that can stall, one by one, the connections that turned
+/// tracking on (the loss watch's): nothing passes either way until healed.
+mod staller {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::thread;
+    use std::time::Duration;
+
+    #[derive(Default)]
+    struct Link {
+        watch: AtomicBool,
+        stalled: AtomicBool,
+    }
+
+    pub struct Staller {
+        port: u16,
+        links: Arc<Mutex<Vec<Arc<Link>>>>,
+    }
+
+    impl Staller {
+        pub fn start(upstream: SocketAddr) -> Staller {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let links: Arc<Mutex<Vec<Arc<Link>>>> = Arc::default();
+            let accepted = links.clone();
+            thread::spawn(move || {
+                for client in listener.incoming() {
+                    let Ok(client) = client else { return };
+                    let Ok(server) = TcpStream::connect(upstream) else {
+                        continue;
+                    };
+                    let link = Arc::new(Link::default());
+                    accepted.lock().unwrap().push(link.clone());
+                    let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                    pump(client, server, link.clone(), true);
+                    pump(s2, c2, link, false);
+                }
+            });
+            Staller { port, links }
+        }
+
+        pub fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+
+        /// Stalls the watch connections open now; how many.
+        pub fn stall_watch(&self) -> usize {
+            let links = self.links.lock().unwrap();
+            let watches = links
+                .iter()
+                .filter(|link| link.watch.load(Ordering::SeqCst));
+            watches
+                .inspect(|link| link.stalled.store(true, Ordering::SeqCst))
+                .count()
+        }
+
+        pub fn heal(&self) {
+            for link in self.links.lock().unwrap().iter() {
+                link.stalled.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn pump(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>, requests: bool) {
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = to.shutdown(Shutdown::Both);
+                        return;
+                    }
+                    Ok(n) => n,
+                };
+                if requests && buf[..n].windows(8).any(|w| w == b"TRACKING") {
+                    link.watch.store(true, Ordering::SeqCst);
+                }
+                while link.stalled.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
