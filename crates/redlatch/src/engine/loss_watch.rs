@@ -214,7 +214,7 @@ async fn run(
         let mut master_only = matches!(source, WatchSource::Sentinel(_));
         // Renewals go through this connection until it fails (or a renewal
         // finds it not answering: `broken`).
-        let open_route = route.open(&conn, master_only);
+        let open_route = route.open(&conn, master_only, shutdown.child_token());
         let broken = open_route.broken().clone();
         if check(
             &mut conn,
@@ -236,7 +236,8 @@ async fn run(
                 &mut rereads,
                 &mut incoming,
                 &mut pushes,
-                &shutdown,
+                // Also cancelled when a renewal got no answer here: a stalled
+                // connection hears of no change either.
                 &broken,
             )
             .await;
@@ -263,7 +264,6 @@ async fn watch(
     incoming: &mut UnboundedReceiver<Watched>,
     pushes: &mut UnboundedReceiver<PushInfo>,
     shutdown: &CancellationToken,
-    broken: &CancellationToken,
 ) {
     let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
     loop {
@@ -271,9 +271,6 @@ async fn watch(
         let role_check = (*master_only && !keys.is_empty()).then_some(next_role_check);
         let due = tokio::select! {
             () = shutdown.cancelled() => return,
-            // A renewal got no answer here: a stalled connection hears of
-            // no change either.
-            () = broken.cancelled() => return,
             Some(watched) = incoming.recv() => {
                 settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
                 continue;

@@ -70,8 +70,14 @@ struct Route {
 impl WatchRoute {
     /// Renewals go through `conn` until the returned value drops (the
     /// watch's connection failed, or the client shut down).
-    pub(crate) fn open(&self, conn: &MultiplexedConnection, asks_role: bool) -> OpenRoute {
-        let broken = CancellationToken::new();
+    /// `broken` (a child of the client's shutdown) is cancelled when a
+    /// renewal finds the connection not answering.
+    pub(crate) fn open(
+        &self,
+        conn: &MultiplexedConnection,
+        asks_role: bool,
+        broken: CancellationToken,
+    ) -> OpenRoute {
         *self.open.lock() = Some(Route {
             conn: conn.clone(),
             asks_role,
