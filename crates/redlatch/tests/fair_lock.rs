@@ -74,7 +74,7 @@ async fn ten_waiters_in_separate_clients_acquire_in_line_order() {
     let owners: Vec<String> = acquired.into_iter().map(|(_, owner)| owner).collect();
     assert_eq!(owners, joined, "acquired in another order than the line's");
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{fifo}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -274,7 +274,7 @@ async fn cancelled_and_timed_out_waiters_leave_nothing_behind() {
     guard.release().await.unwrap();
     let mut keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
     keys.sort();
-    assert_eq!(keys, vec!["redisson_lock_token:{leave}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -371,7 +371,7 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
             let mut admin = admin.clone();
             async move {
                 let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+                keys == vec!["redlatch_lock_token".to_owned()]
             }
         })
         .await,

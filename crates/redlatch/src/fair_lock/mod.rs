@@ -71,8 +71,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// lock's, so [`Lock`](crate::Lock)s and Redisson `RLock`s of the same name
 /// exclude fair holders too), the line `redisson_lock_queue:{PREFIX+NAME}`
 /// (list of owners), the deadlines `redisson_lock_timeout:{PREFIX+NAME}`
-/// (zset, ms since the epoch by the server's clock), the counter
-/// `redisson_lock_token:{PREFIX+NAME}`, one channel per waiter,
+/// (zset, ms since the epoch by the server's clock), the shared fencing
+/// counter (as [`Lock`](crate::Lock)'s), one channel per waiter,
 /// `redisson_lock__channel:{PREFIX+NAME}:<owner>`, and redlatch's signs of
 /// life `redlatch_fair_alive:{PREFIX+NAME}` (the braces as Redisson places
 /// them: a name holding a `{` is used as it is).
@@ -202,8 +202,11 @@ impl FairLock {
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys =
-            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let keys = Arc::new(
+            FairKeys::new(&settings.key_prefix, &self.name)?
+                .per_name_counter(settings.per_name_token_counters)
+                .checked_for(&core.conn)?,
+        );
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let place_ms = match wait {
             Wait::Once => 0,

@@ -40,8 +40,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 ///
 /// # Keys (on every node)
 ///
-/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
-/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the node's
+/// fencing counter `redlatch_lock_token` and the channel
 /// `redisson_lock__channel:{PREFIX+NAME}`: the layout of the single-server
 /// [`Lock`](crate::Lock) and of Redisson's `RLock`.
 ///
