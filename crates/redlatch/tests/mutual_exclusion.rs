@@ -180,7 +180,11 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
         "the string key is refused on its own: {odd:?}"
     );
     let tokens: std::collections::BTreeSet<u64> = guards.iter().map(|g| g.token()).collect();
-    assert_eq!(tokens, [1].into(), "each name's own counter starts at 1");
+    assert_eq!(
+        tokens.len(),
+        guards.len(),
+        "each acquire of the batch took its own token from the shared counter"
+    );
     assert!(
         calls < (LOCKS as u64) / 2,
         "{calls} script calls for {} acquires: not coalesced",

@@ -173,7 +173,7 @@ mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
 mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
-script!(STATUS, "status.lua", GIVES_BACK);
+script!(STATUS, "status.lua", GIVES_BACK, checks);
 // Part of a Redlock acquire: the counters written back before the guard
 // is handed out.
 script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);

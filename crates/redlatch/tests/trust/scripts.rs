@@ -159,7 +159,7 @@ async fn a_forbidden_name_fails_only_its_own_acquire_in_a_batch() {
             "on",
             ">secret",
             "~ok*",
-            "~redisson_lock_token:{ok*",
+            "~redlatch_lock_token",
             "~redlatch_lock_precedence:{ok*",
             "allchannels",
             "+@all",
@@ -204,8 +204,8 @@ async fn a_negative_fencing_counter_is_refused_like_a_corrupt_one() {
     let mut admin = common::admin(&server).await;
 
     // Fresh acquisitions: plain, fair, read and write.
+    let counter = "redlatch_lock_token".to_owned();
     for name in ["plain", "fair", "read", "write"] {
-        let counter = format!("redisson_lock_token:{{{name}}}");
         let _: () = cmd(&mut admin, &["SET", &counter, "-5"]).await;
         let outcome = match name {
             "plain" => client.lock(name).acquire().await.map(|guard| guard.token()),
@@ -232,14 +232,14 @@ async fn a_negative_fencing_counter_is_refused_like_a_corrupt_one() {
         let value: String = cmd(&mut admin, &["GET", &counter]).await;
         assert_eq!(value, "-5", "{name}: the counter was written");
         let written: Vec<String> = cmd(&mut admin, &["KEYS", &format!("*{name}*")]).await;
-        assert_eq!(written, vec![counter], "{name}: something was written");
+        assert!(written.is_empty(), "{name}: {written:?} was written");
     }
+    let _: () = cmd(&mut admin, &["DEL", &counter]).await;
 
-    // A re-entry reads the counter: a negative one is refused too.
+    // A re-entry reads its hold's token: a negative one is refused too.
     let lock = client.lock("again").with_owner("me");
     let guard = lock.acquire().await.unwrap();
-    assert_eq!(guard.token(), 1);
-    let _: () = cmd(&mut admin, &["SET", "redisson_lock_token:{again}", "-5"]).await;
+    let _: () = cmd(&mut admin, &["HSET", "again", "redlatch_token", "-5"]).await;
     let outcome = lock.acquire().await.map(|guard| guard.token());
     assert!(
         matches!(outcome, Err(Error::WrongType { .. })),
@@ -474,6 +474,11 @@ const SETUPS: &[&[&[&str]]] = &[
 /// Writes setup `setup` into lock key `lock` and counter key `counter`.
 async fn set_up(admin: &mut MultiplexedConnection, setup: usize, lock: &str, counter: &str) {
     let precedence = precedence_of(lock);
+    // A counter the setup leaves absent exists: an absent one starts at the
+    // server's time, which differs between the batch and the lone calls.
+    if !SETUPS[setup].iter().any(|command| command.contains(&"C")) {
+        let _: redis::Value = cmd(admin, &["SET", counter, "1"]).await;
+    }
     for command in SETUPS[setup] {
         let args: Vec<&str> = command
             .iter()
