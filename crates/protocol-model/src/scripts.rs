@@ -28,7 +28,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "lib/checks.lua",
-        sha1: "a6aed0b5955c4c95ae9e867cf90116c442744286",
+        sha1: "4ffd3de89ad7986d87e7d6e1bb2694c5271a24dd",
         step: "server::Server::next_token",
         recheck: "next_token: INCR; a counter INCR finds absent (it gives 1) starts at the \
                   server's time in microseconds (TIME), never at 1; a counter that cannot give an \
@@ -38,7 +38,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "5a312571363476a080dcedb9442bb840a57f92c1",
+        sha1: "2a5e6f8d7b27cceaa80f5ec602fec67cd61cb37d",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
                   token, the lease set; the same owner: one more hold, the hold's token, the \
@@ -88,7 +88,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "rw_write_acquire.lua",
-        sha1: "253a60b68c0989fd667a97bcbb3ffd494e9d2924",
+        sha1: "bc5b24c3a92ecff8b24235a9d0c4138ff80cc8e0",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },

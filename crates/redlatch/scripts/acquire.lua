@@ -60,7 +60,7 @@ local function acquire(lock, counter, first, lease, owner, waited)
     if not token then
       return -1, 0
     end
-    redis.call('hset', lock, owner, 1, TOKEN_FIELD, string.format('%.0f', token))
+    redis.call('hset', lock, owner, 1, TOKEN_FIELD, kept_token(token))
     redis.call('pexpire', lock, lease)
     if turn == 'own' then redis.call('del', first) end
     return 1, token
@@ -76,8 +76,7 @@ local function acquire(lock, counter, first, lease, owner, waited)
     end
     return 0, pttl
   end
-  local token = counter_value(redis.call('hget', lock, TOKEN_FIELD)
-    or redis.call('get', counter))
+  local token = hold_token(lock, counter)
   if not token or not is_hold_count(count) then
     return -1, 0
   end

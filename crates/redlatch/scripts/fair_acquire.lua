@@ -45,9 +45,8 @@ if not is_hold_count(held) then
   return {-1, 0, 0}
 end
 -- A re-entry's token, read before the hold count is raised: a kept token
--- the lock cannot use (counter_value) refuses the re-entry unwritten.
-local kept = held and counter_value(redis.call('hget', KEYS[1], TOKEN_FIELD)
-  or redis.call('get', KEYS[4]))
+-- the lock cannot use (hold_token) refuses the re-entry unwritten.
+local kept = held and hold_token(KEYS[1], KEYS[4])
 if held and not kept then
   return {-1, 0, 0}
 end
@@ -63,7 +62,7 @@ if lock_kind == 'none' then
     -- Everyone behind moves one place up.
     shorten_all(KEYS[3], wait)
     local token = next_token(KEYS[4])
-    redis.call('hset', KEYS[1], ARGV[2], 1, TOKEN_FIELD, string.format('%.0f', token))
+    redis.call('hset', KEYS[1], ARGV[2], 1, TOKEN_FIELD, kept_token(token))
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token}
   end

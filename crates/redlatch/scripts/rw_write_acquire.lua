@@ -36,9 +36,8 @@ end
 if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
     and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   -- Read before the hold count is raised: a kept token the lock cannot use
-  -- (counter_value, lib/checks.lua) refuses the re-entry unwritten.
-  local kept = counter_value(redis.call('hget', KEYS[1], TOKEN_FIELD)
-    or redis.call('get', KEYS[2]))
+  -- (hold_token, lib/checks.lua) refuses the re-entry unwritten.
+  local kept = hold_token(KEYS[1], KEYS[2])
   if not kept then
     return {-1, 0}
   end
@@ -55,7 +54,7 @@ end
 if lock_kind == 'none' then
   local token = next_token(KEYS[2])
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1,
-    TOKEN_FIELD, string.format('%.0f', token))
+    TOKEN_FIELD, kept_token(token))
   redis.call('pexpire', KEYS[1], ARGV[1])
   redis.call('zrem', KEYS[3], ARGV[2])
   return {1, token}

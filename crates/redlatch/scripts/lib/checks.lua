@@ -52,6 +52,25 @@ end
 -- as long as they last; a read hold keeps its token in its first timeout key.
 local TOKEN_FIELD = 'redlatch_token'
 
+-- A hold's token as its hash keeps it: 't' and the decimal token. Not a
+-- number to Lua: Redisson's read-lock scripts take every field of a hash
+-- whose value reads as a number for a reader's hold count and walk that
+-- many timeout keys, and Redisson's read lock enters a hash without a
+-- 'mode' (a plain lock's): a bare token (about 2^50) would stall the server.
+local function kept_token(token)
+  return 't' .. string.format('%.0f', token)
+end
+
+-- The token of the hold in `lock`: the one it keeps (TOKEN_FIELD), or for
+-- a hold that keeps none (an older redlatch's) the value of `counter`; nil
+-- when the lock cannot use it (counter_value).
+local function hold_token(lock, counter)
+  local kept = redis.call('hget', lock, TOKEN_FIELD)
+  if not kept then return counter_value(redis.call('get', counter)) end
+  local digits = string.match(kept, '^t(%d+)$')
+  return digits and counter_value(digits)
+end
+
 -- The next fencing token: INCR of `counter`. A counter that was absent (INCR
 -- gave 1: a new deployment, a server restarted without its data, a counter
 -- evicted) starts at the server's time in microseconds, above every token a
