@@ -281,7 +281,7 @@ async fn a_reentry_whose_kept_token_is_corrupt_fails_and_writes_nothing() {
         let freed = common::eventually(Duration::from_secs(5), || {
             let mut admin = admin.clone();
             let name = name.clone();
-            async move { admin.exists::<_, bool>(&name).await.unwrap() == false }
+            async move { !admin.exists::<_, bool>(&name).await.unwrap() }
         })
         .await;
         if !freed {
