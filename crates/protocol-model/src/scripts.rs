@@ -36,7 +36,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "14394021db2bd1ddf47448c7848a519025919f49",
+        sha1: "368a5c844ef0874f50a2e474b9532d1e30446704",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
                   token, the lease set; the same owner: one more hold, the hold's token, the \
