@@ -23,6 +23,8 @@ const IN_FLIGHT_EACH: usize = 64;
 /// the holds watched (10 ms in) and named (50 ms in), the fill's buffers
 /// given back; well within the lease, which the watchdog keeps renewing.
 const SETTLED: Duration = Duration::from_millis(1500);
+/// Renewal periods measured (the goal: no hold lost over five).
+const PERIODS: u32 = 5;
 /// Locks per renewal call in Redisson's design (its watchdog's batch).
 const REDISSON_BATCH: f64 = 100.0;
 
@@ -37,6 +39,8 @@ struct Figures {
     redis_cpu_share: Vec<f64>,
     redis_usec_per_period: Vec<f64>,
     client_cpu_share: Vec<f64>,
+    /// The client's CPU time over the periods ÷ (locks × periods), µs.
+    client_usec_per_lock: Vec<f64>,
     release_seconds: Vec<f64>,
     /// Releases that returned an error (lost holds, replies too late).
     release_errors: Vec<f64>,
@@ -52,7 +56,7 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let watch = bench.settings.held_watch;
     let url = bench.url();
     let mut conn = crate::contender::admin_connection(&bench.server).await?;
-    let periods: u32 = if bench.settings.quick { 2 } else { 3 };
+    let periods: u32 = if bench.settings.quick { 2 } else { PERIODS };
     let mut figures = Figures::default();
     for run in 0..bench.settings.runs {
         eprintln!(
@@ -142,6 +146,11 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     table.row(vec![
         "client CPU share while renewing (CPU s ÷ wall s)".into(),
         cell(&figures.client_cpu_share, 3),
+        na(),
+    ]);
+    table.row(vec![
+        "  client CPU per lock per renewal period (µs)".into(),
+        cell(&figures.client_usec_per_lock, 2),
         na(),
     ]);
     table.row(vec![
@@ -319,6 +328,9 @@ async fn one_run(
         .push(renewals as f64 / f64::from(periods));
     figures.redis_cpu_share.push(redis_cpu / wall);
     figures.client_cpu_share.push(client_cpu / wall);
+    figures
+        .client_usec_per_lock
+        .push(client_cpu * 1e6 / (held as f64 * f64::from(periods)));
     figures
         .redis_usec_per_period
         .push(usec as f64 / f64::from(periods));

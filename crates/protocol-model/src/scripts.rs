@@ -38,7 +38,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "2a5e6f8d7b27cceaa80f5ec602fec67cd61cb37d",
+        sha1: "7ebf24faf4fec4dd978752108f817b69913ae5c7",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
                   token, the lease set; the same owner: one more hold, the hold's token, the \

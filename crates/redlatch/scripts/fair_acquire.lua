@@ -52,8 +52,7 @@ if held and not kept then
 end
 local now = server_now()
 local wait = tonumber(ARGV[3])
-drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
-local first = redis.call('lindex', KEYS[2], 0)
+local first = drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
 if lock_kind == 'none' then
   if not first or first == ARGV[2] then
     if first then redis.call('lpop', KEYS[2]) end

@@ -18,8 +18,7 @@
 local publish = ARGV[4] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function wake_first()
-  drop_dead(KEYS[2], KEYS[3], KEYS[4], server_now())
-  local head = redis.call('lindex', KEYS[2], 0)
+  local head = drop_dead(KEYS[2], KEYS[3], KEYS[4], server_now())
   if not head then return 0 end
   return redis.call(publish, ARGV[1] .. ':' .. head, '0')
 end

@@ -14,8 +14,10 @@ pub(crate) mod loss_watch;
 pub(crate) mod place;
 pub(crate) mod primitive;
 pub(crate) mod reread;
+pub(crate) mod schedule;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
+pub(crate) mod watched_renewals;
 
 pub(crate) use context::Core;

@@ -18,6 +18,11 @@
 //! per-hold timeout keys), `permit_renew.lua` for expirable permits. A Redlock hold, which needs a majority of several
 //! servers, is renewed by its own callback ([`RenewNow`]) on the same
 //! schedule.
+//!
+//! The holds are indexed by when each is next due (`engine/schedule.rs`):
+//! a wake-up visits the due holds only, a reply wakes the task only when it
+//! brings the next wake-up forward, and the holds' mutex, which every
+//! acquire takes to register its hold, is taken for short steps.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -34,11 +39,22 @@ use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch, Watched};
 use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
+use crate::engine::schedule::{Entries, Entry, EntryId, HoldKey, Sweep, early_window};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
 
 /// Most holds renewed by one script call.
 pub(crate) const RENEW_BATCH: usize = 100;
+
+/// Most due holds a sweep visits per locking of the holds' mutex: an
+/// acquire registering its hold waits for one step, not a whole sweep.
+const SWEEP_STEP: usize = 1_000;
+
+#[cfg(test)]
+thread_local! {
+    /// Holds visited by sweeps on this thread (the tests count them).
+    static SWEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// The tracing target of the renewals' events (renewed, retried, hold
 /// lost): a stable name to filter on, e.g. `RUST_LOG=redlatch::renewal=debug`.
@@ -55,67 +71,15 @@ fn retry_delay(lease_ms: u64) -> Duration {
     (renewal_period(lease_ms) / 3).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
-/// The key a renewal touches and the owner (hash field or permit id).
-type HoldKey = (Arc<str>, Arc<str>);
-
 /// One hold in a renewal batch, with the lease sent for it.
 #[derive(Clone)]
 struct Renewal {
     key: HoldKey,
     hold: Arc<Hold>,
     lease_ms: u64,
-}
-
-struct Entry {
-    hold: Arc<Hold>,
-    /// Guards alive for this hold (re-entries included).
-    guards: usize,
-    next_renewal: LeaseInstant,
-    renewing: bool,
-}
-
-/// The tracked holds, and how many of them are single-server lock holds.
-#[derive(Default)]
-struct Entries {
-    map: HashMap<HoldKey, Entry>,
-    locks: usize,
-}
-
-impl Entries {
-    fn insert(&mut self, key: HoldKey, entry: Entry) {
-        let lock = entry.hold.kind.is_lock();
-        if let Some(old) = self.map.insert(key, entry)
-            && old.hold.kind.is_lock()
-        {
-            self.locks -= 1;
-        }
-        if lock {
-            self.locks += 1;
-        }
-        crate::metrics::held_locks(self.locks);
-    }
-
-    fn remove(&mut self, key: &HoldKey) {
-        if let Some(old) = self.map.remove(key)
-            && old.hold.kind.is_lock()
-        {
-            self.locks -= 1;
-            crate::metrics::held_locks(self.locks);
-        }
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&HoldKey, &mut Entry) -> bool) {
-        let mut locks = self.locks;
-        self.map.retain(|key, entry| {
-            let kept = keep(key, entry);
-            if !kept && entry.hold.kind.is_lock() {
-                locks -= 1;
-            }
-            kept
-        });
-        self.locks = locks;
-        crate::metrics::held_locks(self.locks);
-    }
+    /// Where the watchdog tracks it: the reply finds it there (if it is
+    /// still that hold) without hashing its key.
+    id: EntryId,
 }
 
 struct Shared {
@@ -184,14 +148,20 @@ impl Watchdog {
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
         let key: HoldKey = (new.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if let Some(entry) = entries.map.get_mut(&key)
+        if let Some(entry) = entries.get(&key)
             && !entry.hold.is_marked_lost()
         {
             let tracked = entry.hold.token;
             if new.token == tracked {
-                entry.guards += 1;
                 let hold = entry.hold.clone();
-                self.join(entry, &hold, new.sent_at, new.lease_ms, new.renewed);
+                self.join(
+                    &mut entries,
+                    &key,
+                    &hold,
+                    new.sent_at,
+                    new.lease_ms,
+                    new.renewed,
+                );
                 return hold;
             }
             if new.token < tracked {
@@ -212,7 +182,8 @@ impl Watchdog {
     /// renewal the hold is renewed from now on (invariant (b)).
     fn join(
         &self,
-        entry: &mut Entry,
+        entries: &mut Entries,
+        key: &HoldKey,
         hold: &Arc<Hold>,
         sent_at: LeaseInstant,
         lease_ms: u64,
@@ -221,11 +192,17 @@ impl Watchdog {
         let was_renewed = hold.renewed();
         hold.count_guard(renewed, true);
         hold.confirm(sent_at, lease_ms);
-        if renewed && !was_renewed && !entry.renewing {
+        let due = entries.update(key, |entry| {
+            entry.guards += 1;
             // It was a fixed lease until now: the first renewal is due a
             // renewal period after the request that asked for it.
-            entry.next_renewal = sent_at + renewal_period(lease_ms);
-            self.shared.wake_if_before(entry.next_renewal);
+            (renewed && !was_renewed && !entry.renewing).then(|| {
+                entry.next_renewal = sent_at + renewal_period(lease_ms);
+                entry.next_renewal
+            })
+        });
+        if let Some(Some(due)) = due {
+            self.shared.wake_if_before(due);
         }
     }
 
@@ -234,7 +211,6 @@ impl Watchdog {
     pub(crate) fn holds(&self, key: &str, owner: &str) -> bool {
         let entries = self.shared.entries.lock();
         entries
-            .map
             .get(&(Arc::from(key), Arc::from(owner)))
             .is_some_and(|entry| entry.hold.is_held())
     }
@@ -269,20 +245,7 @@ impl Watchdog {
             });
         }
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
-        let due = if hold.renewed() {
-            next_renewal.min(hold.valid_until())
-        } else {
-            hold.valid_until()
-        };
-        entries.insert(
-            key,
-            Entry {
-                hold,
-                guards: 1,
-                next_renewal,
-                renewing: false,
-            },
-        );
+        let due = entries.insert(Entry::new(hold, 1, next_renewal));
         self.shared.wake_if_before(due);
     }
 
@@ -300,14 +263,14 @@ impl Watchdog {
     ) -> bool {
         let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        match entries.map.get_mut(&key) {
-            Some(entry) if Arc::ptr_eq(&entry.hold, hold) && !hold.is_marked_lost() => {
-                entry.guards += 1;
-                self.join(entry, hold, sent_at, lease_ms, renewed);
-                true
-            }
-            _ => false,
+        let current = entries
+            .get(&key)
+            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold));
+        if !current || hold.is_marked_lost() {
+            return false;
         }
+        self.join(&mut entries, &key, hold, sent_at, lease_ms, renewed);
+        true
     }
 
     /// Drops one guard of `hold` (`renewed`: whether it asked for renewal);
@@ -316,12 +279,16 @@ impl Watchdog {
     pub(crate) fn remove_guard(&self, hold: &Arc<Hold>, renewed: bool) {
         let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if let Some(entry) = entries.map.get_mut(&key)
-            && Arc::ptr_eq(&entry.hold, hold)
+        if entries
+            .get(&key)
+            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
         {
             hold.count_guard(renewed, false);
-            entry.guards -= 1;
-            if entry.guards == 0 {
+            let left = entries.update(&key, |entry| {
+                entry.guards -= 1;
+                entry.guards
+            });
+            if left == Some(0) {
                 entries.remove(&key);
             }
         }
@@ -370,17 +337,17 @@ impl Watchdog {
     /// should get it promptly).
     pub(crate) fn renew_all_soon(&self) {
         let now = LeaseInstant::now();
-        for entry in self.shared.entries.lock().map.values_mut() {
+        self.shared.entries.lock().update_all(|entry| {
             if entry.hold.renewed() && entry.hold.kind.follows_default_lease() {
                 entry.next_renewal = now;
             }
-        }
+        });
         self.shared.wake.notify_one();
     }
 
     /// Lock holds currently tracked (one per owner and lock).
     pub(crate) fn held_count(&self) -> usize {
-        self.shared.entries.lock().locks
+        self.shared.entries.lock().locks()
     }
 
     /// Renewal script calls made so far on this client's connection (batched
@@ -429,48 +396,66 @@ impl Shared {
 
     /// Marks expired holds lost, and picks the renewals that are due (or
     /// nearly: renewing a little early lets more holds share a batch).
+    /// Visits only the holds due by now (each within its early window), a
+    /// step of at most [`SWEEP_STEP`] holds per locking of the mutex.
     fn sweep(&self, now: LeaseInstant) -> Vec<Renewal> {
+        self.sweep_in_steps(now, SWEEP_STEP)
+    }
+
+    /// [`Shared::sweep`], `step` holds per locking of the mutex.
+    fn sweep_in_steps(&self, now: LeaseInstant, step: usize) -> Vec<Renewal> {
         let mut due = Vec::new();
         let default_lease_ms = self.settings.read().default_lease.as_millis() as u64;
-        let mut entries = self.entries.lock();
-        entries.retain(|key, entry| {
-            let hold = &entry.hold;
-            if hold.is_marked_lost() {
-                return false;
-            }
-            if let HoldKind::Callback(callback) = &hold.kind
-                && callback.strong_count() == 0
-            {
-                // Its owner is gone: nothing left to renew or tell.
-                return false;
-            }
-            if now >= hold.valid_until() {
-                let reason = if hold.renewed() {
-                    warn!(target: LOG_TARGET, key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
-                    LostReason::NotRenewed
-                } else {
-                    LostReason::LeaseRanOut
-                };
-                hold.mark_lost(reason);
-                return false;
-            }
-            let period = renewal_period(hold.lease_ms());
-            if hold.renewed() && !entry.renewing && entry.next_renewal <= now + period / 3 {
-                entry.renewing = true;
-                due.push(Renewal {
-                    key: key.clone(),
-                    hold: hold.clone(),
-                    // Renewed locks and permits follow the live default lease.
-                    lease_ms: if hold.kind.follows_default_lease() {
-                        default_lease_ms
+        let mut sweep = Sweep::new(now);
+        loop {
+            let mut entries = self.entries.lock();
+            let more = entries.sweep_step(&mut sweep, step, |id, entry| {
+                #[cfg(test)]
+                SWEPT.with(|swept| swept.set(swept.get() + 1));
+                let hold = &entry.hold;
+                if hold.is_marked_lost() {
+                    return false;
+                }
+                if let HoldKind::Callback(callback) = &hold.kind
+                    && callback.strong_count() == 0
+                {
+                    // Its owner is gone: nothing left to renew or tell.
+                    return false;
+                }
+                if now >= hold.valid_until() {
+                    let reason = if hold.renewed() {
+                        warn!(target: LOG_TARGET, key = %hold.key, kind = ?hold.kind, token = hold.token, "redlatch: lease ran out before a renewal got through; hold lost");
+                        LostReason::NotRenewed
                     } else {
-                        hold.lease_ms()
-                    },
-                });
+                        LostReason::LeaseRanOut
+                    };
+                    hold.mark_lost(reason);
+                    return false;
+                }
+                if hold.renewed()
+                    && !entry.renewing
+                    && entry.next_renewal <= now + early_window(hold.lease_ms())
+                {
+                    entry.renewing = true;
+                    due.push(Renewal {
+                        key: (hold.key.clone(), hold.owner.clone()),
+                        hold: hold.clone(),
+                        id,
+                        // Renewed locks and permits follow the live default lease.
+                        lease_ms: if hold.kind.follows_default_lease() {
+                            default_lease_ms
+                        } else {
+                            hold.lease_ms()
+                        },
+                    });
+                }
+                true
+            });
+            drop(entries);
+            if !more {
+                return due;
             }
-            true
-        });
-        due
+        }
     }
 
     /// Plans the task's next wake-up (`idle_until` when nothing is held)
@@ -487,18 +472,7 @@ impl Shared {
 
     /// The next instant anything needs the task: a renewal or an expiry.
     fn next_due(&self) -> Option<LeaseInstant> {
-        let entries = self.entries.lock();
-        entries
-            .map
-            .values()
-            .map(|entry| {
-                if entry.hold.renewed() && !entry.renewing {
-                    entry.next_renewal.min(entry.hold.valid_until())
-                } else {
-                    entry.hold.valid_until()
-                }
-            })
-            .min()
+        self.entries.lock().earliest()
     }
 
     /// Applies the outcome of one renewal batch: per hold, 1 renewed, 0 gone.
@@ -545,43 +519,40 @@ impl Shared {
                 key,
                 hold,
                 lease_ms,
+                id,
             },
         ) in batch.iter().enumerate()
         {
-            let current = entries
-                .map
-                .get_mut(key)
-                .filter(|entry| Arc::ptr_eq(&entry.hold, hold));
+            let current = entries.current(*id, hold);
+            let mut next_renewal = |entries: &mut Entries, at: LeaseInstant| {
+                entries.update_at(*id, |entry| {
+                    entry.renewing = false;
+                    entry.next_renewal = at;
+                });
+                earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
+            };
             match &outcome {
                 Ok(renewed) if renewed.get(index) == Some(&1) => {
                     // A callback confirms its hold itself, against its own validity.
                     if !matches!(hold.kind, HoldKind::Callback(_)) {
                         hold.confirm(sent_at, *lease_ms);
                     }
-                    if let Some(entry) = current {
-                        entry.renewing = false;
-                        entry.next_renewal = sent_at + renewal_period(*lease_ms);
-                        earliest = Some(
-                            earliest.map_or(entry.next_renewal, |at| at.min(entry.next_renewal)),
-                        );
+                    if current {
+                        next_renewal(&mut entries, sent_at + renewal_period(*lease_ms));
                     }
                 }
                 // Released meanwhile (its last guard left before the reply
                 // came): the renewal ran after the release, and nothing was lost.
-                Ok(_) if current.is_none() => {}
+                Ok(_) if !current => {}
                 Ok(_) => {
                     warn!(target: LOG_TARGET, key = %key.0, kind = ?hold.kind, token = hold.token, "redlatch: renewal found the hold gone; hold lost");
                     hold.mark_lost(self.gone_reason(&key.0));
-                    entries.remove(key);
+                    entries.remove_at(*id);
                 }
                 Err(error) => {
                     debug!(target: LOG_TARGET, key = %key.0, %error, "redlatch: renewal failed, retrying");
-                    if let Some(entry) = current {
-                        entry.renewing = false;
-                        entry.next_renewal = now + retry_delay(hold.lease_ms());
-                        earliest = Some(
-                            earliest.map_or(entry.next_renewal, |at| at.min(entry.next_renewal)),
-                        );
+                    if current {
+                        next_renewal(&mut entries, now + retry_delay(hold.lease_ms()));
                     }
                 }
             }
@@ -676,8 +647,11 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         .map(|renewal| renewal.hold.valid_until())
         .min()
         .unwrap_or(sent_at);
-    let response_timeout = match shared.upgrade() {
-        Some(shared) => shared.settings.read().response_timeout,
+    let (response_timeout, watch) = match shared.upgrade() {
+        Some(shared) => (
+            shared.settings.read().response_timeout,
+            shared.loss_watch.get().map(|watch| watch.route().clone()),
+        ),
         None => return,
     };
     // A batch holds one kind of renewal only (see `plan`): the first says which.
@@ -700,9 +674,19 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         .saturating_duration_since(sent_at)
         .min(response_timeout)
         .max(Duration::from_millis(1));
-    let reply = tokio::time::timeout(limit, invocation.invoke_async::<Vec<i64>>(&mut conn))
-        .instrument(span)
-        .await;
+    // Watched holds through the loss watch's connection, so that the
+    // renewal costs the watch nothing (`engine/watched_renewals.rs`).
+    let send = async {
+        match watch.filter(|_| kind.is_lock) {
+            Some(watch) => {
+                let keys: Vec<Arc<str>> =
+                    batch.iter().map(|renewal| renewal.key.0.clone()).collect();
+                watch.renew(&invocation, &keys, &mut conn).await
+            }
+            None => invocation.invoke_async::<Vec<i64>>(&mut conn).await,
+        }
+    };
+    let reply = tokio::time::timeout(limit, send).instrument(span).await;
     let Some(shared) = shared.upgrade() else {
         return;
     };
@@ -771,7 +755,6 @@ impl Holds for WatchedHolds {
             shared
                 .entries
                 .lock()
-                .map
                 .get(&(key.clone(), field.clone()))
                 .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
         })
@@ -785,7 +768,6 @@ impl Holds for WatchedHolds {
         let entry_key: HoldKey = (key.clone(), field.clone());
         // Released or replaced meanwhile: nothing was lost.
         if entries
-            .map
             .get(&entry_key)
             .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
         {
@@ -847,6 +829,7 @@ mod tests {
             key: (key, owner),
             hold,
             lease_ms: 30_000,
+            id: 0,
         }
     }
 
@@ -857,6 +840,51 @@ mod tests {
             .collect();
         kinds.dedup();
         kinds
+    }
+
+    /// 10,000 renewed holds, 100 of them due: a sweep visits those 100,
+    /// not every hold (it walked all of them at every wake-up: work per
+    /// renewal period quadratic in the holds). The next wake-up is then the
+    /// next hold due, read without a walk.
+    #[test]
+    // Under the permutation checks the mutex is shuttle's: it runs there only.
+    #[cfg(not(feature = "__permutation-checks"))]
+    fn a_sweep_visits_the_due_holds_and_no_others() {
+        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+            crate::settings::Settings::default(),
+        )));
+        let dog = Watchdog {
+            shared: Arc::new(Shared::new(settings)),
+        };
+        let now = LeaseInstant::now();
+        let period = renewal_period(30_000);
+        let mut guards = Vec::new();
+        for i in 0..10_000 {
+            // The first 100 were confirmed a period ago: due now.
+            let sent_at = if i < 100 { now - period } else { now };
+            guards.push(dog.register(NewHold {
+                key: Arc::from(format!("lock:{i}")),
+                owner: Arc::from("client:owner"),
+                kind: HoldKind::Batched(&TEST_RENEWAL),
+                lease_ms: 30_000,
+                renewed: true,
+                token: 1,
+                named_owner: false,
+                sent_at,
+            }));
+        }
+        SWEPT.with(|swept| swept.set(0));
+        let due = dog.shared.sweep(now);
+        let swept = SWEPT.with(std::cell::Cell::get);
+        assert_eq!(due.len(), 100, "the holds due now");
+        assert!(swept <= 200, "a sweep for 100 due holds visited {swept}");
+        assert_eq!(
+            dog.shared.next_due(),
+            Some(now + period),
+            "the next one due"
+        );
+        assert_eq!(dog.held_count(), 10_000);
+        dog.shared.entries.lock().check();
     }
 
     #[test]
@@ -1011,14 +1039,7 @@ mod permutation_checks {
         });
         settler.join().unwrap();
         let planned = planner.join().unwrap();
-        let next_renewal = shared
-            .entries
-            .lock()
-            .map
-            .values()
-            .next()
-            .unwrap()
-            .next_renewal;
+        let next_renewal = shared.entries.lock().iter().next().unwrap().next_renewal;
         let woken = futures_util::FutureExt::now_or_never(shared.wake.notified()).is_some();
         assert!(
             planned <= next_renewal || woken,
@@ -1042,8 +1063,8 @@ mod permutation_checks {
         );
         assert!(fresh.renewed(), "the watchdog guard's hold is not renewed");
         let entries = dog.shared.entries.lock();
-        assert_eq!(entries.map.len(), 1);
-        assert_eq!(entries.map.values().next().unwrap().guards, 2);
+        assert_eq!(entries.iter().count(), 1);
+        assert_eq!(entries.iter().next().unwrap().guards, 2);
     }
 
     /// A release racing a renewal: the guard leaves, then the release runs
@@ -1127,6 +1148,147 @@ mod permutation_checks {
             !new.is_marked_lost(),
             "the live acquisition's guard is lost"
         );
+    }
+
+    /// A reply for `key` (a hold of its own), sent at `sent_at`.
+    fn reply_for(key: &str, token: u64, renewed: bool, sent_at: LeaseInstant) -> NewHold {
+        NewHold {
+            key: Arc::from(key),
+            ..reply(token, renewed, sent_at)
+        }
+    }
+
+    /// The index of holds by due time under any order of its changes: a
+    /// sweep split into steps of one hold (the mutex let go between steps)
+    /// whose renewals are then settled, while a guard is released (and the
+    /// release runs in Redis), a new hold registers, a fixed-lease hold
+    /// gains a watchdog guard, and the loss watch finds a hold gone. Every
+    /// hold but the new one is due at the start. Afterwards every tracked
+    /// hold sits in the index once and no later than it is due (so the
+    /// task's plan sleeps past none), the released hold is untracked and not
+    /// lost, the gone one is lost and untracked, the others held.
+    fn the_index_keeps_every_hold_once_in_any_order() {
+        let dog = watchdog();
+        let due_now = LeaseInstant::now() - renewal_period(LEASE_MS);
+        let released = dog.register(reply_for("released", 1, true, due_now));
+        let reentered = dog.register(reply_for("reentered", 2, false, due_now));
+        let gone = dog.register(reply_for("gone", 3, true, due_now));
+        let released_in_redis = Arc::new(AtomicBool::new(true));
+        let gone_in_redis = Arc::new(AtomicBool::new(true));
+        let task = thread::spawn({
+            let (dog, released_in_redis, gone_in_redis) = (
+                dog.clone(),
+                released_in_redis.clone(),
+                gone_in_redis.clone(),
+            );
+            move || {
+                let due = dog.shared.sweep_in_steps(LeaseInstant::now(), 1);
+                let sent_at = LeaseInstant::now();
+                let outcome = due
+                    .iter()
+                    .map(|renewal| {
+                        i64::from(match &*renewal.key.0 {
+                            "released" => released_in_redis.load(Ordering::Acquire),
+                            "gone" => gone_in_redis.load(Ordering::Acquire),
+                            _ => true,
+                        })
+                    })
+                    .collect();
+                dog.shared.settle(&due, sent_at, Ok(outcome));
+            }
+        });
+        let release = thread::spawn({
+            let (dog, released) = (dog.clone(), released.clone());
+            move || {
+                dog.remove_guard(&released, true);
+                released_in_redis.store(false, Ordering::Release);
+            }
+        });
+        let newcomer = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply_for("new", 4, true, LeaseInstant::now()))
+        });
+        let reentry = thread::spawn({
+            let (dog, reentered) = (dog.clone(), reentered.clone());
+            move || assert!(dog.add_guard(&reentered, LeaseInstant::now(), LEASE_MS, true))
+        });
+        let watch = thread::spawn({
+            let (dog, gone) = (dog.clone(), gone.clone());
+            move || {
+                gone_in_redis.store(false, Ordering::Release);
+                let holds = dog.holds_for_watch();
+                holds.mark_gone(&gone.key, &gone.owner, &gone);
+            }
+        });
+        task.join().unwrap();
+        release.join().unwrap();
+        let new = newcomer.join().unwrap();
+        reentry.join().unwrap();
+        watch.join().unwrap();
+
+        let entries = dog.shared.entries.lock();
+        entries.check();
+        assert!(
+            !released.is_marked_lost(),
+            "a released hold was counted lost"
+        );
+        assert!(gone.is_marked_lost(), "a hold gone from Redis still held");
+        for hold in [&new, &reentered] {
+            assert!(hold.is_held() && hold.renewed());
+            assert!(
+                entries
+                    .get(&(hold.key.clone(), hold.owner.clone()))
+                    .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
+            );
+        }
+        assert_eq!(entries.locks(), 2, "only the new and the re-entered hold");
+    }
+
+    /// A hold registered, or given its first watchdog guard, while the task
+    /// plans its sleep is never slept past: the plan saw it, or the task
+    /// finds a wake-up when it parks.
+    fn a_hold_registered_while_the_task_plans_is_never_slept_past() {
+        let dog = watchdog();
+        let fixed = dog.register(reply_for("fixed", 1, false, LeaseInstant::now()));
+        let shared = dog.shared.clone();
+        // The task took the wake-up the registration left.
+        let _ = futures_util::FutureExt::now_or_never(shared.wake.notified());
+        let planner = thread::spawn({
+            let shared = shared.clone();
+            move || shared.plan_wake(LeaseInstant::now() + Duration::from_secs(3_600))
+        });
+        let due_now = LeaseInstant::now() - renewal_period(LEASE_MS);
+        let registrar = thread::spawn({
+            let dog = dog.clone();
+            move || dog.register(reply_for("new", 2, true, due_now))
+        });
+        let reentry = thread::spawn({
+            let (dog, fixed) = (dog.clone(), fixed.clone());
+            move || assert!(dog.add_guard(&fixed, due_now, LEASE_MS, true))
+        });
+        let new = registrar.join().unwrap();
+        reentry.join().unwrap();
+        let planned = planner.join().unwrap();
+        let woken = futures_util::FutureExt::now_or_never(shared.wake.notified()).is_some();
+        let entries = shared.entries.lock();
+        entries.check();
+        let first_due = entries.earliest().unwrap();
+        assert!(first_due <= due_now + renewal_period(LEASE_MS));
+        assert!(
+            planned <= first_due || woken,
+            "the task would sleep past a hold registered while it planned"
+        );
+        drop(new);
+    }
+
+    #[test]
+    fn permutation_the_index_keeps_every_hold_once_in_any_order() {
+        explore(the_index_keeps_every_hold_once_in_any_order);
+    }
+
+    #[test]
+    fn permutation_a_hold_registered_while_the_task_plans_is_never_slept_past() {
+        explore(a_hold_registered_while_the_task_plans_is_never_slept_past);
     }
 
     #[test]

@@ -628,3 +628,90 @@ async fn a_batch_answers_and_writes_for_each_lock_what_the_lock_alone_would() {
         }
     }
 }
+
+/// The commands the server ran since `CONFIG RESETSTAT`, by name, with
+/// how many times each, leaving out the test's own (`EVALSHA`, `CONFIG`,
+/// `INFO`).
+async fn commands_called(admin: &mut MultiplexedConnection) -> Vec<(String, u64)> {
+    let info: String = cmd(admin, &["INFO", "commandstats"]).await;
+    let mut called: Vec<(String, u64)> = info
+        .lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            let own = ["evalsha", "config", "info"]
+                .iter()
+                .any(|command| name.starts_with(command));
+            (!own).then(|| (name.to_owned(), calls))
+        })
+        .collect();
+    called.sort();
+    called
+}
+
+/// The uncontended cycle's cost on the server (issue 36): a free lock
+/// nobody claimed is taken with EXISTS (the lock and its claim in one
+/// call), INCR, HSET and PEXPIRE, and released with HGET, DEL and PUBLISH.
+/// Each command a script calls has a fixed cost well above the command's
+/// own work; before, every fresh acquire also checked the lock's TYPE and
+/// read its claim (GET): 8 commands per lock, 7 now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_cycle_calls_seven_commands_per_lock() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let (acquire, release) = redlatch::Lock::script_sources();
+    let (acquire, release) = (redis::Script::new(acquire), redis::Script::new(release));
+    let _: String = acquire
+        .prepare_invoke()
+        .load_async(&mut admin)
+        .await
+        .unwrap();
+    let _: String = release
+        .prepare_invoke()
+        .load_async(&mut admin)
+        .await
+        .unwrap();
+    let locks: Vec<(String, String)> = (0..3)
+        .map(|i| {
+            let lock = format!("cycle:{i}");
+            let counter = format!("redisson_lock_token:{{{lock}}}");
+            (lock, counter)
+        })
+        .collect();
+    let acquire_args = |(lock, counter): &(String, String)| {
+        (
+            vec![lock.clone(), counter.clone(), precedence_of(lock)],
+            vec!["30000".to_owned(), "me".to_owned(), "0".to_owned()],
+        )
+    };
+    let release_args = |(lock, _): &(String, String)| {
+        (
+            vec![lock.clone()],
+            vec![format!("ch:{lock}"), "30000".to_owned(), "me".to_owned()],
+        )
+    };
+    // Counters that exist: a counter's first INCR starts it at the
+    // server's time instead (TIME and SET, once per counter's life).
+    for (_, counter) in &locks {
+        let _: () = cmd(&mut admin, &["SET", counter, "5"]).await;
+    }
+    let _: () = cmd(&mut admin, &["CONFIG", "RESETSTAT"]).await;
+    let acquired = run_script(&mut admin, &acquire, &locks, acquire_args, &["1000", "200"]).await;
+    let released = run_script(&mut admin, &release, &locks, release_args, &["publish"]).await;
+    assert_eq!(acquired, vec![(1, Some(redis::Value::Int(6))); 3]);
+    assert_eq!(released, vec![(1, Some(redis::Value::Int(0))); 3]);
+    let per_lock = |name: &str| (name.to_owned(), 3);
+    assert_eq!(
+        commands_called(&mut admin).await,
+        [
+            "del", "exists", "hget", "hset", "incr", "pexpire", "publish"
+        ]
+        .map(per_lock),
+        "the commands an uncontended cycle of three locks called"
+    );
+}

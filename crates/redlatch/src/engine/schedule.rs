@@ -1,0 +1,359 @@
+//! The watchdog's holds, kept two ways: by key (which hold an owner has on
+//! a lock) and by when each next needs the watchdog (its renewal, or the end
+//! of its lease). A wake-up of the watchdog visits the holds that are due
+//! and no others, and planning the next wake-up reads the earliest: the
+//! work per renewal period grows with the holds, not with their square
+//! (docs/BENCHMARKS.md, measure 9: every wake-up used to walk every hold).
+//!
+//! The holds live in a slab, each at an [`EntryId`]; the index by key and
+//! the order both name that id, and a renewal carries it to its reply, so
+//! the watchdog's own steps (a sweep, a reply) find a hold without hashing
+//! its key.
+//!
+//! The order is one slot per hold: an instant and a window. A hold to be
+//! renewed sits at its next renewal (or its lease's end, if that comes
+//! first), in the window of its lease: a renewal may go out that much
+//! early, to share a batch with holds due just after it. Any other hold (a
+//! fixed lease, a renewal in flight) sits at the end of its lease, in the
+//! window of zero. One order per window, so that a sweep walks each only as
+//! far as its own window reaches.
+//!
+//! A slot is never later than what it stands for: every change that brings
+//! a hold's due time forward goes through [`Entries`], which moves the slot.
+//! A slot may be earlier (a Redlock guard's extension lengthens its hold's
+//! lease outside the watchdog's lock): the sweep then visits the hold a
+//! little early, finds nothing to do and moves it where it belongs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::hold::Hold;
+use crate::engine::watchdog::renewal_period;
+use crate::lease_clock::LeaseInstant;
+
+/// The key a renewal touches and the owner (hash field or permit id).
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+
+/// Where a tracked hold lives in [`Entries`]. Once the hold is no longer
+/// tracked the id may name another hold: check with [`Entries::current`].
+pub(crate) type EntryId = usize;
+
+/// How early a renewal may go out for a hold of `lease_ms`: a third of its
+/// renewal period, so that holds due about together share a batch.
+pub(crate) fn early_window(lease_ms: u64) -> Duration {
+    renewal_period(lease_ms) / 3
+}
+
+/// One tracked hold.
+pub(crate) struct Entry {
+    pub(crate) hold: Arc<Hold>,
+    /// Guards alive for this hold (re-entries included).
+    pub(crate) guards: usize,
+    pub(crate) next_renewal: LeaseInstant,
+    /// A renewal of it is in flight.
+    pub(crate) renewing: bool,
+    /// Where it sits in the order; only [`Entries`] moves it.
+    slot: Slot,
+}
+
+impl Entry {
+    /// A hold with `guards` guards, next renewed at `next_renewal`.
+    pub(crate) fn new(hold: Arc<Hold>, guards: usize, next_renewal: LeaseInstant) -> Entry {
+        Entry {
+            hold,
+            guards,
+            next_renewal,
+            renewing: false,
+            // Placed by `Entries::insert`.
+            slot: Slot {
+                window: Duration::ZERO,
+                at: next_renewal,
+            },
+        }
+    }
+
+    /// The key it is tracked under.
+    fn key(&self) -> HoldKey {
+        (self.hold.key.clone(), self.hold.owner.clone())
+    }
+
+    /// When the watchdog must next look at this hold, and how early it may
+    /// (the window of its slot).
+    fn due(&self) -> Slot {
+        let valid_until = self.hold.valid_until();
+        if self.hold.renewed() && !self.renewing {
+            Slot {
+                window: early_window(self.hold.lease_ms()),
+                at: self.next_renewal.min(valid_until),
+            }
+        } else {
+            Slot {
+                window: Duration::ZERO,
+                at: valid_until,
+            }
+        }
+    }
+}
+
+/// A place in the order: the window's order, then the instant there (the
+/// hold's id tells apart holds due at the same instant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    window: Duration,
+    at: LeaseInstant,
+}
+
+/// The tracked holds, by key and by when each is due, and how many of them
+/// are single-server lock holds.
+#[derive(Default)]
+pub(crate) struct Entries {
+    ids: HashMap<HoldKey, EntryId>,
+    slab: Vec<Option<Entry>>,
+    /// Ids free for the next hold.
+    free: Vec<EntryId>,
+    /// Per window, the holds in the order they are due.
+    order: BTreeMap<Duration, BTreeSet<(LeaseInstant, EntryId)>>,
+    locks: usize,
+}
+
+/// How far a sweep split over several lockings of the mutex got: the last
+/// hold it visited (windows in increasing order, each in time order).
+pub(crate) struct Sweep {
+    now: LeaseInstant,
+    after: Option<(Duration, (LeaseInstant, EntryId))>,
+}
+
+impl Sweep {
+    /// A sweep of what is due at `now` (each window reaching that much further).
+    pub(crate) fn new(now: LeaseInstant) -> Sweep {
+        Sweep { now, after: None }
+    }
+}
+
+impl Entries {
+    /// The hold tracked under `key`.
+    pub(crate) fn get(&self, key: &HoldKey) -> Option<&Entry> {
+        self.ids.get(key).and_then(|id| self.slab[*id].as_ref())
+    }
+
+    /// True while `id` names `hold` (not released, lost or replaced since).
+    pub(crate) fn current(&self, id: EntryId, hold: &Arc<Hold>) -> bool {
+        self.slab
+            .get(id)
+            .and_then(Option::as_ref)
+            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
+    }
+
+    /// Lock holds tracked (a permit or a Redlock hold is not one).
+    pub(crate) fn locks(&self) -> usize {
+        self.locks
+    }
+
+    /// Tracks `entry` under its hold's key and owner (replacing a hold
+    /// tracked there); returns when it is first due.
+    pub(crate) fn insert(&mut self, mut entry: Entry) -> LeaseInstant {
+        let key = entry.key();
+        self.remove(&key);
+        let id = self.free.pop().unwrap_or(self.slab.len());
+        entry.slot = entry.due();
+        self.place(id, entry.slot);
+        if entry.hold.kind.is_lock() {
+            self.locks += 1;
+            crate::metrics::held_locks(self.locks);
+        }
+        let due = entry.slot.at;
+        if id == self.slab.len() {
+            self.slab.push(Some(entry));
+        } else {
+            self.slab[id] = Some(entry);
+        }
+        self.ids.insert(key, id);
+        due
+    }
+
+    /// Stops tracking the hold under `key`.
+    pub(crate) fn remove(&mut self, key: &HoldKey) {
+        if let Some(id) = self.ids.get(key) {
+            self.remove_at(*id);
+        }
+    }
+
+    /// Stops tracking the hold at `id`.
+    pub(crate) fn remove_at(&mut self, id: EntryId) {
+        let Some(old) = self.slab.get_mut(id).and_then(Option::take) else {
+            return;
+        };
+        self.ids.remove(&old.key());
+        self.unplace(id, old.slot);
+        self.free.push(id);
+        if old.hold.kind.is_lock() {
+            self.locks -= 1;
+            crate::metrics::held_locks(self.locks);
+        }
+    }
+
+    /// Changes the hold under `key` and moves it to where it is now due;
+    /// `None` when no hold is tracked there.
+    pub(crate) fn update<R>(
+        &mut self,
+        key: &HoldKey,
+        change: impl FnOnce(&mut Entry) -> R,
+    ) -> Option<R> {
+        let id = *self.ids.get(key)?;
+        self.update_at(id, change)
+    }
+
+    /// Changes the hold at `id` and moves it to where it is now due.
+    pub(crate) fn update_at<R>(
+        &mut self,
+        id: EntryId,
+        change: impl FnOnce(&mut Entry) -> R,
+    ) -> Option<R> {
+        let entry = self.slab.get_mut(id)?.as_mut()?;
+        let result = change(entry);
+        let (was, due) = (entry.slot, entry.due());
+        if was != due {
+            entry.slot = due;
+            self.unplace(id, was);
+            self.place(id, due);
+        }
+        Some(result)
+    }
+
+    /// Changes every hold and moves each to where it is now due.
+    pub(crate) fn update_all(&mut self, mut change: impl FnMut(&mut Entry)) {
+        for id in 0..self.slab.len() {
+            self.update_at(id, &mut change);
+        }
+    }
+
+    /// Keeps only the holds `keep` says to keep (a walk over every hold).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&HoldKey, &Entry) -> bool) {
+        for id in 0..self.slab.len() {
+            if let Some(entry) = &self.slab[id]
+                && !keep(&entry.key(), entry)
+            {
+                self.remove_at(id);
+            }
+        }
+    }
+
+    /// The earliest instant a hold is due: when the watchdog must wake.
+    pub(crate) fn earliest(&self) -> Option<LeaseInstant> {
+        self.order
+            .values()
+            .filter_map(BTreeSet::first)
+            .map(|(at, _)| *at)
+            .min()
+    }
+
+    /// Visits up to `limit` more of the holds due at the sweep's instant
+    /// (each window's holds up to that instant plus the window), in order.
+    /// `visit` says whether to keep the hold; a kept one moves to where it
+    /// is now due (one moved further but still within reach is visited
+    /// again by a later step, once: its slot is then exact). Returns false
+    /// once the sweep has visited everything due.
+    pub(crate) fn sweep_step(
+        &mut self,
+        sweep: &mut Sweep,
+        limit: usize,
+        mut visit: impl FnMut(EntryId, &mut Entry) -> bool,
+    ) -> bool {
+        let mut picked: Vec<(Duration, (LeaseInstant, EntryId))> = Vec::new();
+        let first_window = sweep.after.map_or(Duration::ZERO, |(window, _)| window);
+        'windows: for (window, holds) in self.order.range(first_window..) {
+            let lower = match sweep.after {
+                Some((after_window, position)) if after_window == *window => {
+                    Bound::Excluded(position)
+                }
+                _ => Bound::Unbounded,
+            };
+            let upper = Bound::Included((sweep.now + *window, EntryId::MAX));
+            for position in holds.range((lower, upper)) {
+                if picked.len() == limit {
+                    break 'windows;
+                }
+                picked.push((*window, *position));
+            }
+        }
+        let Some(last) = picked.last() else {
+            return false;
+        };
+        sweep.after = Some(*last);
+        let more = picked.len() == limit;
+        for (_, (_, id)) in picked {
+            let keep = match self.slab[id].as_mut() {
+                Some(entry) => visit(id, entry),
+                None => continue,
+            };
+            if keep {
+                self.update_at(id, |_| ());
+            } else {
+                self.remove_at(id);
+            }
+        }
+        more
+    }
+
+    fn place(&mut self, id: EntryId, slot: Slot) {
+        self.order
+            .entry(slot.window)
+            .or_default()
+            .insert((slot.at, id));
+    }
+
+    fn unplace(&mut self, id: EntryId, slot: Slot) {
+        if let Some(holds) = self.order.get_mut(&slot.window) {
+            holds.remove(&(slot.at, id));
+            if holds.is_empty() {
+                self.order.remove(&slot.window);
+            }
+        }
+    }
+
+    /// Every tracked hold, in no order.
+    #[cfg(all(test, feature = "__permutation-checks"))]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.slab.iter().flatten()
+    }
+
+    /// Checks the order and the keys against the holds: each hold once,
+    /// under its key, at its slot, never later than it is due. Panics
+    /// otherwise.
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let live = self.slab.iter().flatten().count();
+        let placed: usize = self.order.values().map(BTreeSet::len).sum();
+        assert_eq!(placed, live, "slots and holds differ in number");
+        assert_eq!(self.ids.len(), live, "keys and holds differ in number");
+        assert_eq!(live + self.free.len(), self.slab.len(), "an id leaked");
+        for (id, entry) in self.slab.iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            assert_eq!(
+                self.ids.get(&entry.key()),
+                Some(&id),
+                "a hold's key names another id"
+            );
+            let slot = entry.slot;
+            assert!(
+                self.order
+                    .get(&slot.window)
+                    .is_some_and(|holds| holds.contains(&(slot.at, id))),
+                "a hold is missing from the order"
+            );
+            assert!(
+                slot.at <= entry.due().at,
+                "a hold sits later than it is due"
+            );
+        }
+        let locks = self
+            .slab
+            .iter()
+            .flatten()
+            .filter(|e| e.hold.kind.is_lock())
+            .count();
+        assert_eq!(locks, self.locks, "lock holds miscounted");
+    }
+}
