@@ -113,7 +113,7 @@ fn acquire_args(scripts: &Scripts) -> [&str; 10] {
         &scripts.acquire,
         "3",
         "bench:limit:__rand_int__",
-        "redisson_lock_token:{bench:limit}",
+        "redlatch_lock_token",
         "redlatch_lock_precedence:{bench:limit}",
         LEASE_MS,
         "bench-owner",

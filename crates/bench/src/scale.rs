@@ -217,8 +217,8 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
         ));
     }
     section.notes.push(
-        "redlatch's Redis figure includes the fencing counter `redisson_lock_token:{NAME}`, \
-         which stays after release (one small string per lock name ever used)."
+        "redlatch's locks share one fencing counter per server (`redlatch_lock_token`), \
+         so nothing stays after release (before issue 36: one counter per lock name ever used)."
             .to_owned(),
     );
     Ok(section)

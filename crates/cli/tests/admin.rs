@@ -12,12 +12,11 @@ use serde_json::{Value, json};
 /// What Redis holds for lock `name`: owner → count, PTTL, last token.
 fn redis_view(world: &World, name: &str) -> (HashMap<String, u64>, i64, Option<u64>) {
     let mut conn = world.redis();
-    let fields: HashMap<String, u64> = redis::cmd("HGETALL").arg(name).query(&mut conn).unwrap();
+    let mut fields: HashMap<String, u64> =
+        redis::cmd("HGETALL").arg(name).query(&mut conn).unwrap();
     let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).unwrap();
-    let token: Option<u64> = redis::cmd("GET")
-        .arg(format!("redisson_lock_token:{{{name}}}"))
-        .query(&mut conn)
-        .unwrap();
+    // The hold keeps its token beside the owner's count.
+    let token = fields.remove("redlatch_token");
     (fields, pttl, token)
 }
 

@@ -29,7 +29,7 @@ fn owner(n: u64) -> String {
 }
 
 /// Writes the locks as redlatch (and Redisson) do: a hash of owner → hold
-/// count with a lease, and the fencing token's key.
+/// count and the hold's fencing token with a lease.
 fn hold_locks(world: &World) {
     let mut conn = world.redis();
     let mut put = |name: &str, n: u64, ttl_s: u64, token: u64| {
@@ -38,12 +38,11 @@ fn hold_locks(world: &World) {
             .arg(name)
             .arg(owner(n))
             .arg(1)
+            .arg("redlatch_token")
+            .arg(token)
             .cmd("PEXPIRE")
             .arg(name)
             .arg(ttl_s * 1000)
-            .cmd("SET")
-            .arg(format!("redisson_lock_token:{{{name}}}"))
-            .arg(token)
             .exec(&mut conn)
             .expect("write a lock");
     };

@@ -27,12 +27,21 @@ pub const TIES: &[Tie] = &[
                   than the lease (a key without expiry, PTTL -1, gets the lease)",
     },
     Tie {
+        file: "lib/checks.lua",
+        sha1: "aea7f2c66ad42acbf21a1249c7a907f6042bf40e",
+        step: "server::Server::next_token",
+        recheck: "next_token: INCR; a counter INCR finds absent (it gives 1) starts at the \
+                  server's time in microseconds (TIME), never at 1; the validity checks refuse \
+                  before anything is written (not modelled: the model's data is never corrupt)",
+    },
+    Tie {
         file: "acquire.lua",
-        sha1: "806a89e337286760d2d21fc3ce9a83421774a1da",
+        sha1: "368a5c844ef0874f50a2e474b9532d1e30446704",
         step: "server::Server::acquire",
-        recheck: "a free key: INCR the counter, one hold, the lease set; the same owner: one \
-                  more hold, the lease only lengthened (never-shorten); another owner: busy with \
-                  its PTTL; nothing written to the lock or the counter when it answers busy. \
+        recheck: "a free key: the counter's next token (next_token), one hold keeping that \
+                  token, the lease set; the same owner: one more hold, the hold's token, the \
+                  lease only lengthened (never-shorten); another owner: busy with its PTTL; \
+                  nothing written to the lock or the counter when it answers busy. \
                   The long waiter's claim it reads and writes (lib/precedence.lua) is modelled \
                   apart, in claims::ClaimModel::acquire: it writes only its own key and makes a \
                   free key answer busy, which adds no outcome this step's promises depend on",
@@ -56,7 +65,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "release.lua",
-        sha1: "53abc87c2e28950981426a0455f7cdc93fd23f6e",
+        sha1: "38a59176a484c099297fc23ba21ed8f5bb78e560",
         step: "server::Server::release",
         recheck: "the last hold deletes the key and publishes; others decrement and only \
                   lengthen the lease; a missing key publishes; another owner's hold is untouched",
@@ -70,26 +79,26 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "rw_read_acquire.lua",
-        sha1: "c02a8571a642da501ea61102163263e9b160e5b4",
+        sha1: "355d412f03013c811f9602896887921a4d9647ca",
         step: "rwlock::RwServer::read_acquire",
         recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
                   sets its own lease",
     },
     Tie {
         file: "rw_write_acquire.lua",
-        sha1: "068d7c95c45667048739dd11f9ad8b9db69c9153",
+        sha1: "0224c71a17e6dbe3f1cd11980d56dbfc8aba63f1",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },
     Tie {
         file: "rw_read_release.lua",
-        sha1: "2acee2251af39bef49af2086f3cda5d988905ad6",
+        sha1: "7db518bc70f582d19e781b9018d60e327c0bb36f",
         step: "rwlock::RwServer::release",
         recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
     },
     Tie {
         file: "rw_write_release.lua",
-        sha1: "b52c974fbbdcd34aa9550340301876c225d6b7e5",
+        sha1: "c795fcf8d3564fbdca058b14b43250ca754665c0",
         step: "rwlock::RwServer::release",
         recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
     },

@@ -17,6 +17,9 @@ pub struct Hold {
     pub count: u8,
     /// The tick at which the key expires (`PEXPIRE`).
     pub deadline: Tick,
+    /// The hold's fencing token, kept in the hash (`redlatch_token`): a
+    /// re-entry answers it.
+    pub token: u32,
 }
 
 /// How a script that finds a hold already set treats its lease.
@@ -79,7 +82,9 @@ pub struct Effects {
 pub struct Server {
     /// The lock hash, when the key exists.
     pub hold: Option<Hold>,
-    /// The fencing counter (`redisson_lock_token:{NAME}`), never expires.
+    /// The fencing counter, never expires; 0: absent. Shared with every
+    /// other name of the server (`redlatch_lock_token`), so it may grow
+    /// between two acquisitions of this name.
     pub counter: u32,
     /// Request records (`redlatch_request:*`): request id → recorded reply.
     pub records: Vec<(u8, Reply)>,
@@ -110,8 +115,21 @@ impl Server {
         self.records.sort_by_key(|(id, _)| *id);
     }
 
-    /// `acquire.lua`: a fresh hold (INCR the counter, HSET, PEXPIRE), a
-    /// re-entry of the same owner (HINCRBY, lease by `rule`), or busy.
+    /// `next_token` (`lib/checks.lua`): INCR the counter; an absent one
+    /// starts at `clock`, the server's time in microseconds, when given
+    /// (without it, at 1: the counter before issue 36).
+    pub fn next_token(&mut self, clock: Option<u32>) -> u32 {
+        self.counter = match (self.counter, clock) {
+            (0, Some(micros)) => micros,
+            (counter, _) => counter + 1,
+        };
+        self.counter
+    }
+
+    /// `acquire.lua`: a fresh hold (the counter's next token, HSET with the
+    /// token, PEXPIRE), a re-entry of the same owner (HINCRBY, lease by
+    /// `rule`, the hold's token), or busy.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         now: Tick,
@@ -119,19 +137,21 @@ impl Server {
         lease: Tick,
         rule: LeaseRule,
         grant: u8,
+        clock: Option<u32>,
     ) -> (Reply, Effects) {
         let mut effects = Effects::default();
         match &mut self.hold {
             None => {
-                self.counter += 1;
+                let token = self.next_token(clock);
                 self.hold = Some(Hold {
                     owner,
                     count: 1,
                     deadline: now + lease,
+                    token,
                 });
-                effects.issued = Some(self.counter);
+                effects.issued = Some(token);
                 let reply = Reply::Acquired {
-                    token: self.counter,
+                    token,
                     fresh: true,
                     grant,
                 };
@@ -141,7 +161,7 @@ impl Server {
                 hold.count += 1;
                 effects.shortened = set_lease(hold, now, lease, rule);
                 let reply = Reply::Acquired {
-                    token: self.counter,
+                    token: hold.token,
                     fresh: false,
                     grant,
                 };
@@ -174,7 +194,7 @@ impl Server {
                     ..Effects::default()
                 };
                 let reply = Reply::Acquired {
-                    token: self.counter,
+                    token: hold.token,
                     fresh: false,
                     grant,
                 };

@@ -102,6 +102,21 @@ fn a_failover_without_replica_acknowledgement_leaves_two_holders() {
 }
 
 #[test]
+fn a_counter_that_starts_again_at_one_gives_an_older_token_after_it_was_lost() {
+    // The counter before issue 36: lost (evicted, deleted, an empty
+    // restart), it started again at 1.
+    let mut config = Config::redlatch();
+    config.counter_from_clock = false;
+    config.faults = Faults {
+        counter_losses: 1,
+        ..Faults::default()
+    };
+    let property = lock::names::TOKENS_NEVER_GO_BACK;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(timeline.contains("counter vanishes"), "{timeline}");
+}
+
+#[test]
 fn with_replica_acknowledgement_a_failover_that_loses_a_renewal_leaves_two_holders() {
     // WAIT covers the acquire, not the renewals (docs/DEPLOYMENT.md): the
     // promoted replica has the acquire's shorter lease.

@@ -39,6 +39,7 @@ fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belie
             names::NEVER_SHORTEN,
             names::RUNS_ONCE,
             names::TOKENS_INCREASE,
+            names::TOKENS_NEVER_GO_BACK,
         ],
     );
 }
@@ -158,6 +159,38 @@ fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrene
 }
 
 #[test]
+fn tokens_never_go_back_across_other_names_a_lost_counter_an_empty_restart_and_an_acknowledged_failover()
+ {
+    // The shared counter (issue 36): other names move it between this
+    // name's acquisitions; it vanishes alone, or with everything in an
+    // empty restart, and starts again from the server's clock; a failover
+    // with wait_for_replicas hands the replica's counter on. Re-entries
+    // answer their hold's token, not the counter's.
+    let mut config = Config::redlatch();
+    config.replica_ack = true;
+    config.renewals = 0;
+    config.reentry_lease = Some(2);
+    config.faults = Faults {
+        failovers: 1,
+        other_names: 2,
+        counter_losses: 1,
+        empty_restarts: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 14,
+            long: 18,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::TOKENS_NEVER_GO_BACK, names::TOKENS_INCREASE],
+    );
+}
+
+#[test]
 fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
     // The runs above take one fault family each, deep; this one mixes them
     // all (one of each), shallower, for the interactions between them.
@@ -170,6 +203,9 @@ fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
         failovers: 0,
         cancels: 1,
         lost_messages: 1,
+        other_names: 1,
+        counter_losses: 0,
+        empty_restarts: 0,
     };
     let checked = run(
         config,

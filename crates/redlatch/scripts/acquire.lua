@@ -4,7 +4,8 @@
 -- Layout compatible with Redisson's RLock: hash KEYS[1], field = owner -> hold count.
 -- For each lock i = 1..#KEYS/3:
 -- KEYS[3i-2]  lock hash (NAME)
--- KEYS[3i-1]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[3i-1]  fencing counter, never expires: redlatch_lock_token (one per
+--             server, per slot on a cluster) or redisson_lock_token:{NAME}
 -- KEYS[3i]    precedence claim (redlatch_lock_precedence:{NAME}, lib/precedence.lua)
 -- ARGV[3i-2]  lease in milliseconds
 -- ARGV[3i-1]  owner field (<client-uuid>:<owner>)
@@ -14,8 +15,10 @@
 -- ARGV[3n+2]  how long a free lock keeps a claimed turn once it refused
 --             someone, in ms: the claimant's time to come
 -- Returns, two entries per lock, in order:
---         1, token   acquired afresh; token = INCR of the counter; lease set
---         2, token   re-entered (hold count + 1); token = current counter value;
+--         1, token   acquired afresh; token = the counter's next (next_token,
+--                    lib/checks.lua), kept in the hash; lease set
+--         2, token   re-entered (hold count + 1); token = the hold's (a hold
+--                    without one: the counter's value);
 --                    the lease is lengthened, never shortened (lib/lease.lua)
 --         0, pttl    held by another owner; pttl = its remaining lease (-1: no
 --                    expiry); or free, but a longer waiter claimed its next turn:
@@ -38,40 +41,46 @@
 -- (READONLY on a demoted master, OOM on a write the lock needs) ends the
 -- call with that error.
 -- A re-entry never looks at the claim: its owner holds the lock already.
+-- The common case, a free lock nobody claimed, costs four calls: EXISTS of
+-- the lock and its claim at once, INCR, HSET, PEXPIRE. No TYPE check: a
+-- key of another type fails HGET, the first command that reads it as a
+-- hash (WRONGTYPE), which the batch's pcall turns into the -1 outcome.
 local locks = math.floor(#KEYS / 3)
 local keep = ARGV[3 * locks + 1]
 local come = tonumber(ARGV[3 * locks + 2])
 local function acquire(lock, counter, first, lease, owner, waited)
-  local kind = redis.call('type', lock).ok
-  if kind == 'none' then
-    local turn = may_pass(first, owner, waited)
+  -- One read answers the common case: neither the lock nor a claim is there.
+  local free = redis.call('exists', lock, first) == 0
+  local count, pttl = false, -2
+  if not free then
+    count = redis.call('hget', lock, owner)
+    if not count then pttl = redis.call('pttl', lock) end
+  end
+  if not count and pttl == -2 then
+    local turn = free and 'pass' or may_pass(first, owner, waited)
     if not turn then
       return 0, math.max(come_now(first, come), 1)
     end
     -- INCR refuses a counter that is not an integer (or would overflow);
     -- one that was negative is put back: tokens must only ever grow.
-    local token = redis.call('incr', counter)
+    local token = next_token(counter)
     if token < 1 then
       redis.call('decr', counter)
       return -1, 0
     end
-    redis.call('hset', lock, owner, 1)
+    redis.call('hset', lock, owner, 1, TOKEN_FIELD, string.format('%.0f', token))
     redis.call('pexpire', lock, lease)
     if turn == 'own' then redis.call('del', first) end
     return 1, token
   end
-  if kind ~= 'hash' then
-    return -1, 0
-  end
-  local count = redis.call('hget', lock, owner)
   if not count then
-    local pttl = redis.call('pttl', lock)
     if waited > 0 and claim(first, owner, waited, keep) then
       return 3, pttl
     end
     return 0, pttl
   end
-  local token = counter_value(redis.call('get', counter))
+  local token = counter_value(redis.call('hget', lock, TOKEN_FIELD)
+    or redis.call('get', counter))
   if not token or not is_hold_count(count) then
     return -1, 0
   end

@@ -5,7 +5,7 @@
 -- KEYS[1]  lock hash (NAME): field = owner -> hold count
 -- KEYS[2]  the line (redisson_lock_queue:{NAME}): list of owner fields, oldest first
 -- KEYS[3]  deadlines (redisson_lock_timeout:{NAME}): zset owner -> ms since the epoch
--- KEYS[4]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[4]  fencing counter, never expires (as in acquire.lua)
 -- KEYS[5]  signs of life (redlatch_fair_alive:{NAME}): zset owner -> ms, redlatch only
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field (<client-id>:<owner>)
@@ -15,8 +15,9 @@
 -- ARGV[5]  waiter channel prefix (redisson_lock__channel:{NAME}); the waiter with
 --          owner field F listens on PREFIX:F
 -- ARGV[6]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
--- Returns {1, token}        acquired afresh; token = INCR of the counter; lease set
---         {2, token}        re-entered (hold count + 1); token = current counter value;
+-- Returns {1, token}        acquired afresh; token = the counter's next (next_token,
+--                           lib/checks.lua), kept in the hash; lease set
+--         {2, token}        re-entered (hold count + 1); token = the hold's;
 --                           the lease is lengthened, never shortened (lib/lease.lua)
 --         {0, pttl, first}  not acquired: pttl = the holder's remaining lease (-1: no
 --                           expiry; 0: free, but another waiter is first, and was woken);
@@ -44,8 +45,7 @@ if not is_hold_count(held) then
 end
 local now = server_now()
 local wait = tonumber(ARGV[3])
-drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
-local first = redis.call('lindex', KEYS[2], 0)
+local first = drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
 if lock_kind == 'none' then
   if not first or first == ARGV[2] then
     if first then redis.call('lpop', KEYS[2]) end
@@ -53,14 +53,16 @@ if lock_kind == 'none' then
     redis.call('zrem', KEYS[5], ARGV[2])
     -- Everyone behind moves one place up.
     shorten_all(KEYS[3], wait)
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    local token = next_token(KEYS[4])
+    redis.call('hset', KEYS[1], ARGV[2], 1, TOKEN_FIELD, string.format('%.0f', token))
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, redis.call('incr', KEYS[4])}
+    return {1, token}
   end
 elseif held then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   lengthen(KEYS[1], ARGV[1])
-  return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
+  return {2, tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)
+    or redis.call('get', KEYS[4]) or '0')}
 end
 local place = tonumber(ARGV[4])
 -- Out of memory a place is not taken (nor its sign of life written): the

@@ -18,8 +18,7 @@
 local publish = ARGV[4] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function wake_first()
-  drop_dead(KEYS[2], KEYS[3], KEYS[4], server_now())
-  local head = redis.call('lindex', KEYS[2], 0)
+  local head = drop_dead(KEYS[2], KEYS[3], KEYS[4], server_now())
   if not head then return 0 end
   return redis.call(publish, ARGV[1] .. ':' .. head, '0')
 end
@@ -36,7 +35,7 @@ end
 local holds = integer(count)
 if not holds then
   -- Kept, the field would hold the lock with no guard to give it back.
-  redis.call('hdel', KEYS[1], ARGV[3])
+  redis.call('hdel', KEYS[1], ARGV[3], TOKEN_FIELD)
   if redis.call('exists', KEYS[1]) == 0 then
     wake_first()
   end

@@ -1,6 +1,6 @@
 -- force_unlock: delete the lock whoever holds it and wake waiters.
 -- KEYS[1]  lock hash (NAME)
--- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), only read
+-- KEYS[2]  fencing counter (as in acquire.lua), only read
 -- ARGV[1]  channel (redisson_lock__channel:{NAME})
 -- ARGV[2]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, token}  a lock was deleted; token = the counter then: every hold

@@ -2,7 +2,7 @@
 -- Redlock takes the highest counter of the nodes it acquired; writing it back
 -- to a majority makes every later majority see it (any two majorities share a node).
 -- KEYS[1]  lock hash (NAME)
--- KEYS[2]  fencing counter (redisson_lock_token:{NAME})
+-- KEYS[2]  fencing counter (as in acquire.lua)
 -- ARGV[1]  owner field (<redlock-id>:<owner>)
 -- ARGV[2]  token: the counter's new lower bound
 -- Returns  1 the counter is now >= ARGV[2]; 0 the owner no longer holds the lock (counter untouched)

@@ -34,7 +34,7 @@ local function release(lock, channel, lease, owner)
   local holds = count == '1' and 1 or integer(count)
   if not holds then
     -- Kept, the field would hold the lock with no guard to give it back.
-    redis.call('hdel', lock, owner)
+    redis.call('hdel', lock, owner, TOKEN_FIELD)
     if redis.call('exists', lock) == 0 then
       redis.call(publish, channel, '0')
     end

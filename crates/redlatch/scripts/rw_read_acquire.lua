@@ -4,7 +4,7 @@
 -- stream of readers cannot starve writers; re-entries and a writer reading
 -- (downgrade) never wait.
 -- KEYS[1]  lock hash (NAME): field 'mode' = 'read' | 'write', holder fields -> hold count
--- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[2]  fencing counter, never expires (as in acquire.lua)
 -- KEYS[3]  waiting writers (redlatch_rwlock_writers:{NAME}): zset write field -> claim
 --          deadline, server time in ms
 -- ARGV[1]  lease in milliseconds
@@ -15,8 +15,9 @@
 --          (a hold's timeout key and the hash are lengthened, never shortened:
 --          lib/lease.lua)
 -- ARGV[5]  '1': re-enter only (never take a first hold)
--- Returns {1, token}  first read hold of this owner; token = INCR of the counter
---         {2, token}  one more read hold of this owner; token = current counter value
+-- Returns {1, token}  first read hold of this owner; token = the counter's next (lib/checks.lua),
+--                     kept as the value of its timeout key PREFIX:1
+--         {2, token}  one more read hold of this owner; token = its first hold's
 --         {0, wait}   blocked by a writer (holding or waiting) or a plain lock:
 --                     wait = ms until worth another try (-1: the holder has no expiry)
 --         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
@@ -70,12 +71,19 @@ if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+local token = n == 1 and next_token(KEYS[2])
+-- The owner's first read hold's timeout key keeps its token, for its
+-- re-entries (Redisson reads only these keys' expiries; its own say '1').
+local value = token and string.format('%.0f', token) or 1
 local timeout = ARGV[4] .. ':' .. n
-if redis.call('pttl', timeout) < tonumber(ARGV[1]) then
-  redis.call('set', timeout, 1, 'px', ARGV[1])
+local left = redis.call('pttl', timeout)
+if left < tonumber(ARGV[1]) then
+  redis.call('set', timeout, value, 'px', ARGV[1])
+elseif token then
+  redis.call('set', timeout, value, 'px', left)
 end
 lengthen(KEYS[1], ARGV[1])
-if n == 1 then
-  return {1, redis.call('incr', KEYS[2])}
+if token then
+  return {1, token}
 end
-return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+return {2, tonumber(redis.call('get', ARGV[4] .. ':1') or redis.call('get', KEYS[2]) or '0')}

@@ -48,7 +48,7 @@ if mode == 'write' then
 end
 local longest = -2
 for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-  if field ~= 'mode' then
+  if field ~= 'mode' and field ~= TOKEN_FIELD then
     local count = tonumber(redis.call('hget', KEYS[1], field)) or 0
     local alive = -2
     for i = count, 1, -1 do

@@ -1,7 +1,7 @@
 -- rw_write_acquire: take the write hold on a read-write lock (Redisson's
 -- RReadWriteLock layout), re-enter it, or claim a place as a waiting writer.
 -- KEYS[1]  lock hash (NAME): field 'mode' = 'read' | 'write', holder fields -> hold count
--- KEYS[2]  fencing counter (redisson_lock_token:{NAME}), never expires
+-- KEYS[2]  fencing counter, never expires (as in acquire.lua)
 -- KEYS[3]  waiting writers (redlatch_rwlock_writers:{NAME}): zset write field -> claim
 --          deadline, server time in ms; new readers wait while a claim is live
 -- ARGV[1]  lease in milliseconds
@@ -10,8 +10,9 @@
 --          it; 0 = a single try that claims nothing
 -- ARGV[4]  '1': re-enter only (never take a first hold)
 -- ARGV[5]  the same owner's read field (<client-uuid>:<owner>)
--- Returns {1, token}  acquired afresh; token = INCR of the counter; lease set
---         {2, token}  re-entered (hold count + 1); token = current counter value;
+-- Returns {1, token}  acquired afresh; token = the counter's next (lib/checks.lua),
+--                     kept in the hash (TOKEN_FIELD) while the write hold lasts; lease set
+--         {2, token}  re-entered (hold count + 1); token = the hold's;
 --                     the lease is lengthened, never shortened (lib/lease.lua)
 --         {0, pttl}   held by readers, another writer or a plain lock: its remaining
 --                     lease (-1: no expiry)
@@ -35,7 +36,8 @@ if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
     and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   lengthen(KEYS[1], ARGV[1])
-  return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+  return {2, tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)
+    or redis.call('get', KEYS[2]) or '0')}
 end
 if ARGV[4] == '1' then
   return {-3, 0}
@@ -44,10 +46,12 @@ if lock_kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[5]) == 1 then
   return {-4, 0}
 end
 if lock_kind == 'none' then
-  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  local token = next_token(KEYS[2])
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1,
+    TOKEN_FIELD, string.format('%.0f', token))
   redis.call('pexpire', KEYS[1], ARGV[1])
   redis.call('zrem', KEYS[3], ARGV[2])
-  return {1, redis.call('incr', KEYS[2])}
+  return {1, token}
 end
 local claim = tonumber(ARGV[3])
 if claim > 0 then

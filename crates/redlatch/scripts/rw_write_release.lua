@@ -35,7 +35,7 @@ if holds and holds > 1 then
   lengthen(KEYS[1], ARGV[2])
   return {0, 0}
 end
-redis.call('hdel', KEYS[1], ARGV[3])
+redis.call('hdel', KEYS[1], ARGV[3], TOKEN_FIELD)
 if redis.call('hlen', KEYS[1]) == 1 then
   redis.call('del', KEYS[1])
 else

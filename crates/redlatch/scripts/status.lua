@@ -1,19 +1,28 @@
 -- status: an atomic snapshot of one lock (plain, fair, or read-write).
 -- KEYS[1]  lock hash (NAME)
 -- KEYS[2]  fencing counter
+-- ARGV[1]  '1' when KEYS[2] is the lock's own counter (one per name), whose
+--          value is the lock's last token even when it is free
 -- KEYS[3]  the fair lock's line (redisson_lock_queue:{NAME}), optional
 -- KEYS[4]  the fair lock's deadlines (redisson_lock_timeout:{NAME}), optional
 -- KEYS[5]  the fair lock's signs of life (redlatch_fair_alive:{NAME}), optional
 -- Returns  {kind, pttl, last_token, mode, line, field1, count1, field2, count2, ...}
 --          kind: 1 hash (held), 0 none (free), -1 another type (WRONGTYPE)
 --          pttl: remaining lease in ms, -1 no expiry, -2 free
---          last_token: the counter's value, -1 when never acquired
+--          last_token: the token of the hold (TOKEN_FIELD, lib/checks.lua); without
+--                      one, the lock's own counter's value; -1 when unknown
 --          mode: 'read' or 'write' for a read-write lock, '' otherwise
 --          line: owner fields waiting in line, oldest first, the dead left out
 --                (deadline passed, or a redlatch waiter's sign of life ran out)
 --          fields: the holders and their hold counts (a read-write lock's 'mode' left out)
 local kind = redis.call('type', KEYS[1]).ok
-local token = tonumber(redis.call('get', KEYS[2]) or '-1')
+local token = -1
+if kind == 'hash' then
+  token = tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)) or -1
+end
+if token < 0 and ARGV[1] == '1' then
+  token = tonumber(redis.call('get', KEYS[2]) or '-1')
+end
 local line = {}
 if KEYS[4] and redis.call('type', KEYS[3]).ok == 'list'
     and redis.call('type', KEYS[4]).ok == 'zset' then
@@ -39,7 +48,7 @@ local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
   if fields[i] == 'mode' then
     out[4] = fields[i + 1]
-  else
+  elseif fields[i] ~= TOKEN_FIELD then
     out[#out + 1] = fields[i]
     out[#out + 1] = fields[i + 1]
   end

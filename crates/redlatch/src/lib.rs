@@ -69,7 +69,7 @@
 //! |---|---|---|
 //! | the lock | `PREFIX+NAME` | hash: `<client-id>:<owner>` → hold count; PEXPIRE = lease |
 //! | wake-ups | `redisson_lock__channel:{PREFIX+NAME}` | `0` published on the final release |
-//! | fencing counter | `redisson_lock_token:{PREFIX+NAME}` | INCR on each fresh acquisition; never expires |
+//! | fencing counter | `redlatch_lock_token` (`redlatch_lock_token:{TAG}` per hash slot on a cluster; `redisson_lock_token:{PREFIX+NAME}` with `per_name_token_counters`) | shared by every lock: INCR on each fresh acquisition (absent: the server's time in µs); never expires |
 //!
 //! ## Deployments
 //!

@@ -166,8 +166,9 @@ async fn acquire_with_a_corrupt_fencing_counter_fails_and_writes_nothing() {
     let mut wrong = Vec::new();
     for kind in ["lock", "fair", "write", "read"] {
         let name = format!("corrupt-{kind}");
-        let counter = format!("redisson_lock_token:{{{name}}}");
-        let () = admin.set(&counter, "not-a-number").await.unwrap();
+        // The shared counter: a corrupt one fails every lock of the server.
+        let counter = "redlatch_lock_token";
+        let () = admin.set(counter, "not-a-number").await.unwrap();
         let outcome = try_kind(&client, kind, &name).await;
         if !matches!(outcome, Err(Error::WrongType { .. })) {
             wrong.push(format!("{kind}: {outcome:?} instead of WrongType"));
@@ -178,7 +179,7 @@ async fn acquire_with_a_corrupt_fencing_counter_fails_and_writes_nothing() {
                 "{kind}: the failed acquire left the lock (PTTL {pttl} ms)"
             ));
         }
-        let () = admin.set(&counter, 5).await.unwrap();
+        let () = admin.set(counter, 5).await.unwrap();
         match try_kind(&other, kind, &name).await {
             Ok(true) => {}
             outcome => wrong.push(format!("{kind}: {outcome:?} once the counter was repaired")),

@@ -1210,3 +1210,58 @@ async fn a_busy_lock_answers_busy_on_masters_out_of_memory() {
         "releases on masters out of memory answered {released:?}"
     );
 }
+
+/// Issue 36 on a cluster: a thousand names, each locked once, leave at most
+/// one key without an expiry per hash slot they fall in, each a shared
+/// counter `redlatch_lock_token:{TAG}`; tokens grow per name. Failed
+/// before: one `redisson_lock_token:{NAME}` per name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_names_used_once_leave_one_counter_per_slot_at_most() {
+    let cluster = cluster();
+    let client = client(&cluster, Duration::from_secs(5)).await;
+    // Two tenants' names (two slots), and a few spread over the masters.
+    let names: Vec<String> = (0..1000)
+        .map(|i| match i % 10 {
+            0 => format!("user:{i}"),
+            odd if odd % 2 == 1 => format!("{{tenant-a}}:user:{i}"),
+            _ => format!("{{tenant-b}}:user:{i}"),
+        })
+        .collect();
+    for name in &names {
+        let first = client.lock(name.as_str()).acquire().await.unwrap();
+        let token = first.token();
+        first.release().await.unwrap();
+        let again = client.lock(name.as_str()).acquire().await.unwrap();
+        assert!(again.token() > token, "{name}");
+        again.release().await.unwrap();
+    }
+    let mut lasting = BTreeSet::new();
+    for node in cluster.nodes() {
+        let mut conn = node.conn();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        for key in keys {
+            // A replica answers MOVED: its master lists the key too.
+            let ttl: redis::RedisResult<i64> = redis::cmd("TTL").arg(&key).query(&mut conn);
+            if matches!(ttl, Ok(-1)) {
+                lasting.insert(key);
+            }
+        }
+    }
+    let slots: std::collections::HashSet<redis::cluster_routing::Slot> = names
+        .iter()
+        .map(|name| redis::cluster_routing::Slot::for_key(name))
+        .collect();
+    assert!(
+        lasting.len() <= slots.len() && !lasting.is_empty(),
+        "{} keys without expiry for {} slots",
+        lasting.len(),
+        slots.len()
+    );
+    for key in &lasting {
+        assert!(key.starts_with("redlatch_lock_token:{"), "{key}");
+        assert!(
+            slots.contains(&redis::cluster_routing::Slot::for_key(key)),
+            "{key} is in no slot of the names"
+        );
+    }
+}

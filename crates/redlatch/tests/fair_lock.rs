@@ -74,7 +74,7 @@ async fn ten_waiters_in_separate_clients_acquire_in_line_order() {
     let owners: Vec<String> = acquired.into_iter().map(|(_, owner)| owner).collect();
     assert_eq!(owners, joined, "acquired in another order than the line's");
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{fifo}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -274,7 +274,7 @@ async fn cancelled_and_timed_out_waiters_leave_nothing_behind() {
     guard.release().await.unwrap();
     let mut keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
     keys.sort();
-    assert_eq!(keys, vec!["redisson_lock_token:{leave}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -371,7 +371,7 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
             let mut admin = admin.clone();
             async move {
                 let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+                keys == vec!["redlatch_lock_token".to_owned()]
             }
         })
         .await,
@@ -405,4 +405,60 @@ async fn a_fixed_lease_is_not_renewed_and_runs_out() {
         .expect("lost() resolves when the fixed lease runs out");
     assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
     assert!(next.token() > guard.token());
+}
+
+/// Script calls (`FCALL` and `EVALSHA`) the server ran since its stats were reset.
+async fn script_calls(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_fcall:") || line.starts_with("cmdstat_evalsha:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_waiter_behind_a_holder_parks_after_one_script_call() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.fair_lock("one-look").acquire().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("one-look");
+        async move { lock.acquire().await.unwrap() }
+    });
+    assert!(line_reaches(&admin, "one-look", 1).await);
+    // Time to subscribe and look again; a second attempt would come now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Before: 2 (the attempt that took its place, and one more once
+    // subscribed, in case a release came in between).
+    assert_eq!(
+        script_calls(&mut admin).await,
+        1,
+        "the waiter ran the acquire script more than once before parking"
+    );
+    guard.release().await.unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the release wakes the parked waiter")
+        .unwrap();
+    assert!(turn.is_held());
+    turn.release().await.unwrap();
 }

@@ -641,13 +641,27 @@ impl<'e> Case<'e> {
                 .connect_timeout(Duration::from_secs(2))
                 .response_timeout(Duration::from_secs(2))
                 .key_prefix(prefix.clone())
+                // One counter per lock, which the model follows token by
+                // token (the shared counter: fencing_and_status.rs).
+                .per_name_token_counters(true)
                 .script_functions(c != PROXIED)
                 .connect()
                 .await
                 .expect("connect to the test server");
             clients.push(client);
         }
-        let admin = common::admin(&env.server).await;
+        let mut admin = common::admin(&env.server).await;
+        // Counters that exist: an absent one would start at the server's
+        // time in microseconds, where the model counts from 1.
+        for l in 0..LOCKS {
+            let counter = format!("redisson_lock_token:{{{prefix}{}}}", lock_name(l));
+            let _: () = redis::cmd("SET")
+                .arg(counter)
+                .arg(1)
+                .query_async(&mut admin)
+                .await
+                .expect("seed the fencing counter");
+        }
         let set = clients[0]
             .semaphore(SEMAPHORE)
             .try_set_permits(PERMITS as u32)
@@ -659,7 +673,12 @@ impl<'e> Case<'e> {
             clients,
             admin,
             prefix,
-            locks: (0..LOCKS).map(|_| LockM::default()).collect(),
+            locks: (0..LOCKS)
+                .map(|_| LockM {
+                    last_token: 1,
+                    ..LockM::default()
+                })
+                .collect(),
             guards: Vec::new(),
             beliefs: HashMap::new(),
             next_epoch: 0,
@@ -1662,11 +1681,20 @@ impl<'e> Case<'e> {
     /// Compares Redis and the guards with the model; `Err` describes the first difference.
     async fn compare(&mut self) -> Step {
         for l in 0..LOCKS {
-            let hash: BTreeMap<String, String> = redis::cmd("HGETALL")
+            let mut hash: BTreeMap<String, String> = redis::cmd("HGETALL")
                 .arg(self.key(l))
                 .query_async(&mut self.admin)
                 .await
                 .map_err(|e| e.to_string())?;
+            // The hold's token, kept beside its count, is its guards' token.
+            if let Some(token) = hash.remove("redlatch_token") {
+                let hold = self.locks[l].hold.as_ref();
+                ensure!(
+                    hold.is_some_and(|h| token == h.token.to_string()),
+                    "lock {l}: the hash keeps token {token}, the model's hold {:?}",
+                    hold.map(|h| h.token)
+                );
+            }
             let expected: BTreeMap<String, String> = self.locks[l]
                 .hold
                 .iter()

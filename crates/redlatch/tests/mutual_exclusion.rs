@@ -39,7 +39,9 @@ async fn contended_read_sleep_write_keeps_exact_count_and_one_holder() {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
                     // Non-atomic read-modify-write: only the lock keeps it exact.
-                    let value: i64 = data.get("counter").await.unwrap_or(0);
+                    // A failed read must fail the test, not restart the count at 0.
+                    let value: Option<i64> = data.get("counter").await.expect("read counter");
+                    let value = value.unwrap_or(0);
                     tokio::time::sleep(Duration::from_micros(200)).await;
                     let () = data.set("counter", value + 1).await.expect("write counter");
                     inside.fetch_sub(1, Ordering::SeqCst);
@@ -178,7 +180,11 @@ async fn concurrent_acquires_share_script_calls_and_keep_their_own_outcomes() {
         "the string key is refused on its own: {odd:?}"
     );
     let tokens: std::collections::BTreeSet<u64> = guards.iter().map(|g| g.token()).collect();
-    assert_eq!(tokens, [1].into(), "each name's own counter starts at 1");
+    assert_eq!(
+        tokens.len(),
+        guards.len(),
+        "each acquire of the batch took its own token from the shared counter"
+    );
     assert!(
         calls < (LOCKS as u64) / 2,
         "{calls} script calls for {} acquires: not coalesced",

@@ -216,15 +216,19 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
 end \
 return {redis.call('pttl', KEYS[1]), -1}";
 
-/// The fenced lock both ways, on every kind of name: Redisson's
-/// `RFencedLock` and redlatch share the counter `redisson_lock_token:{NAME}`,
-/// so tokens keep increasing whichever side takes the lock, and each side
-/// sees the other's hold.
+/// The fenced lock both ways, on every kind of name: with
+/// `per_name_token_counters`, Redisson's `RFencedLock` and redlatch share
+/// the counter `redisson_lock_token:{NAME}`, so tokens keep increasing
+/// whichever side takes the lock, and each side sees the other's hold.
 #[tokio::test]
 async fn fencing_tokens_increase_across_redisson_fenced_locks_and_redlatch() {
     for name in LEGAL_NAMES {
         let server = common::server();
-        let client = common::client(&server).await;
+        let client = redlatch::Client::builder(&server.url())
+            .per_name_token_counters(true)
+            .connect()
+            .await
+            .unwrap();
         let mut java = common::admin(&server).await;
         let counter = names::prefix_name("redisson_lock_token", name);
         let java_acquire = |java: &mut redis::aio::MultiplexedConnection| {

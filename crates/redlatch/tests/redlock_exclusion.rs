@@ -130,7 +130,7 @@ async fn tokens_keep_increasing_when_a_master_restarts_empty() {
     // The restarted master's counter was raised back to the others'.
     let mut conn = redlock_common::admin(&masters[0]).await;
     let counter: Option<u64> = redis::cmd("GET")
-        .arg("redisson_lock_token:{rl:restart}")
+        .arg("redlatch_lock_token")
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redlock_common::{admin, masters, redlock};
 
-const COUNTER: &str = "redisson_lock_token:{rl:fence}";
+const COUNTER: &str = "redlatch_lock_token";
 
 async fn counter(server: &testkit::RedisServer) -> u64 {
     let value: Option<u64> = redis::cmd("GET")
@@ -25,7 +25,7 @@ async fn token_written_back_to_a_majority_outlives_the_nodes_that_had_it() {
     // Masters 0 and 1 have handed out token 100 (to an attempt that got no
     // majority); 2, 3 and 4 lag behind, each differently, so no majority
     // returns the same value and the highest must be written back.
-    for (server, counter) in masters.iter().zip([100, 100, 0, 10, 20]) {
+    for (server, counter) in masters.iter().zip([100, 100, 1, 10, 20]) {
         let _: () = redis::cmd("SET")
             .arg(COUNTER)
             .arg(counter)

@@ -45,7 +45,7 @@ async fn readers_in_separate_clients_hold_it_at_once() {
         guard.release().await.unwrap();
     }
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{shared}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -162,7 +162,11 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     assert!(waited <= Duration::from_secs(5), "writer waited {waited:?}");
     // Alone: no reader holds while it writes.
     let fields = hash(&mut admin, "busy").await;
-    assert_eq!(fields.len(), 2, "mode and the writer only: {fields:?}");
+    assert_eq!(
+        fields.len(),
+        3,
+        "mode, the writer and its token only: {fields:?}"
+    );
     assert_eq!(reading.load(Ordering::SeqCst), 0);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(reading.load(Ordering::SeqCst), 0, "a reader got in");
@@ -249,7 +253,7 @@ async fn reads_and_writes_reenter_and_count_holds() {
     );
     first.release().await.unwrap();
     let left: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(left, vec!["redisson_lock_token:{again}".to_owned()]);
+    assert_eq!(left, vec!["redlatch_lock_token".to_owned()]);
 
     let write = named.write().await.unwrap();
     let inner = write.reenter().await.unwrap();
@@ -369,7 +373,7 @@ async fn cancelled_writer_withdraws_its_claim_and_wakes_readers() {
     joined.release().await.unwrap();
     read.release().await.unwrap();
     let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redisson_lock_token:{cancel}".to_owned()]);
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
 }
 
 #[tokio::test]
@@ -431,7 +435,7 @@ async fn acquires_dropped_at_any_point_leave_nothing_behind() {
             let mut admin = admin.clone();
             async move {
                 let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-                keys == vec!["redisson_lock_token:{dropped}".to_owned()]
+                keys == vec!["redlatch_lock_token".to_owned()]
             }
         })
         .await,
@@ -515,7 +519,7 @@ async fn a_named_read_does_not_reenter_a_write_of_another_owner() {
     );
     let counts: Vec<_> = holds
         .iter()
-        .filter(|(field, _)| field.as_str() != "mode")
+        .filter(|(field, _)| !["mode", "redlatch_token"].contains(&field.as_str()))
         .collect();
     assert_eq!(counts.len(), 1, "{holds:?}");
     assert_eq!(

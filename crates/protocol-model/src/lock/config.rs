@@ -18,6 +18,14 @@ pub struct Faults {
     pub cancels: u8,
     /// Unlock messages lost (a subscription connection killed).
     pub lost_messages: u8,
+    /// Acquisitions of other names on the same server: each takes a token
+    /// from the shared counter.
+    pub other_names: u8,
+    /// The counter alone vanishes (evicted, deleted by hand); the lock hash stays.
+    pub counter_losses: u8,
+    /// The master restarts without its data (no persistence): the hash, the
+    /// counter and the request records are gone.
+    pub empty_restarts: u8,
 }
 
 /// The model's parameters.
@@ -44,6 +52,9 @@ pub struct Config {
     /// A parked waiter tries again at the holder's lease end even without
     /// the unlock message (the engine's re-check); off only to show why.
     pub lease_end_recheck: bool,
+    /// An absent counter starts at the server's time in microseconds
+    /// (`next_token`, issue 36); off, at 1, as before.
+    pub counter_from_clock: bool,
     /// The faults allowed.
     pub faults: Faults,
 }
@@ -62,6 +73,7 @@ impl Config {
             request_records: true,
             lease_end_recheck: true,
             replica_ack: false,
+            counter_from_clock: true,
             faults: Faults::default(),
         }
     }

@@ -117,6 +117,22 @@ impl Narrated for LockModel {
                 "lab",
                 "failover: the replica becomes master with what it had received",
             )],
+            Action::OtherName => vec![Line::other(
+                now,
+                "redis",
+                format!(
+                    "another name takes token {} from the shared counter",
+                    after.master.counter
+                ),
+            )],
+            Action::LoseCounter => vec![Line::other(
+                now,
+                "lab",
+                "the fencing counter vanishes (evicted, deleted)",
+            )],
+            Action::RestartEmpty => {
+                vec![Line::other(now, "lab", "redis restarts without its data")]
+            }
         }
     }
 

@@ -25,6 +25,11 @@ pub mod names {
         "no write is accepted from a holder whose lock was taken by another since";
     /// "The promise": tokens.
     pub const TOKENS_INCREASE: &str = "guard.token() is strictly increasing per lock name";
+    /// "Fencing tokens": the shared counter, its loss, restarts and
+    /// failovers with `wait_for_replicas` (issue 36).
+    pub const TOKENS_NEVER_GO_BACK: &str = "the tokens of a name's acquisitions never go back, \
+         across other names' tokens, a lost counter, an empty restart and a failover with \
+         wait_for_replicas";
     /// Faults: subscription killed; liveness.
     pub const WAKES: &str = "a released lock wakes a waiter: no waiter waits past the lease";
     /// Faults: acquire cancelled at any moment.
@@ -61,6 +66,9 @@ impl LockModel {
             }),
             Property::always(names::TOKENS_INCREASE, |_, s: &LockState| {
                 s.history.failed_over || !s.history.token_went_back
+            }),
+            Property::always(names::TOKENS_NEVER_GO_BACK, |_, s: &LockState| {
+                s.history.unacknowledged_failover || !s.history.received_token_went_back
             }),
             Property::eventually(names::WAKES, |_, s: &LockState| {
                 s.clients

@@ -140,6 +140,12 @@ pub enum Action {
     Replicate,
     /// The replica becomes master with what it has.
     Failover,
+    /// Another name's acquisition takes a token from the shared counter.
+    OtherName,
+    /// The master's counter vanishes (eviction, DEL).
+    LoseCounter,
+    /// The master restarts empty (no persistence).
+    RestartEmpty,
 }
 
 /// The whole state.
@@ -170,6 +176,10 @@ pub struct LockState {
     pub received_grant: u8,
     /// The highest token a fresh acquisition took so far (ghost).
     pub last_token: u32,
+    /// The server's clock in microseconds, as `TIME` reads it: it advances
+    /// with the ticks, and by one at least with each token handed out (the
+    /// assumption of docs/SAFETY.md: at most one token per microsecond).
+    pub micros: u32,
     /// Ghost facts the properties read.
     pub history: History,
 }
@@ -179,8 +189,15 @@ pub struct LockState {
 pub struct History {
     /// Some client was paused.
     pub paused: bool,
-    /// A failover happened.
+    /// A failover happened, or the master restarted without its data.
     pub failed_over: bool,
+    /// A failover without `wait_for_replicas` happened.
+    pub unacknowledged_failover: bool,
+    /// Fresh acquisitions a client received: (grant, token), by grant.
+    pub received: Vec<(u8, u32)>,
+    /// A received token was not above one received for an earlier
+    /// acquisition, or not below one of a later one.
+    pub received_token_went_back: bool,
     /// A fresh acquisition took a token not above an earlier one.
     pub token_went_back: bool,
     /// A script moved a key's expiry earlier.

@@ -38,6 +38,7 @@ impl Model for LockModel {
             grants: 0,
             received_grant: 0,
             last_token: 0,
+            micros: 1,
             history: History::default(),
         }]
     }
@@ -92,6 +93,15 @@ impl Model for LockModel {
         if state.budget.failovers > 0 {
             actions.push(Action::Failover);
         }
+        if state.budget.other_names > 0 {
+            actions.push(Action::OtherName);
+        }
+        if state.budget.counter_losses > 0 && state.master.counter > 0 {
+            actions.push(Action::LoseCounter);
+        }
+        if state.budget.empty_restarts > 0 {
+            actions.push(Action::RestartEmpty);
+        }
     }
 
     fn next_state(&self, state: &LockState, action: Action) -> Option<LockState> {
@@ -99,6 +109,7 @@ impl Model for LockModel {
         match action {
             Action::Tick => {
                 next.now += 1;
+                next.micros += MICROS_PER_TICK;
                 next.master.expire(next.now);
                 next.replica.expire(next.now);
             }
@@ -176,9 +187,30 @@ impl Model for LockModel {
                 next.clients[usize::from(c)].phase = Phase::Cancelled;
             }
             Action::Replicate => next.replica = next.master.clone(),
+            Action::OtherName => {
+                next.budget.other_names -= 1;
+                let clock = self.clock(&next);
+                next.master.next_token(clock);
+                next.micros += 1;
+                if self.config.faults.failovers > 0 || self.config.replica_ack {
+                    next.master.writes += 1;
+                }
+            }
+            Action::LoseCounter => {
+                next.budget.counter_losses -= 1;
+                next.master.counter = 0;
+            }
+            Action::RestartEmpty => {
+                next.budget.empty_restarts -= 1;
+                next.history.failed_over = true;
+                next.master.hold = None;
+                next.master.counter = 0;
+                next.master.records.clear();
+            }
             Action::Failover => {
                 next.budget.failovers -= 1;
                 next.history.failed_over = true;
+                next.history.unacknowledged_failover |= !self.config.replica_ack;
                 if self.config.replica_ack {
                     // WAIT never confirmed what the replica lacks: those
                     // acquisitions fail (the engine undoes them).
@@ -332,13 +364,25 @@ impl LockModel {
         let (now, owner, lease, rule) =
             (state.now, request.client, request.lease, self.config.rule);
         let grant = state.grants + 1;
+        let clock = self.clock(state);
         let master = &mut state.master;
         match request.kind {
-            Kind::Acquire => master.acquire(now, owner, lease, rule, grant),
+            Kind::Acquire => {
+                let ran = master.acquire(now, owner, lease, rule, grant, clock);
+                if ran.1.issued.is_some() {
+                    state.micros += 1;
+                }
+                ran
+            }
             Kind::Reenter => master.reenter(now, owner, lease, rule, grant),
             Kind::Renew => master.renew(now, owner, lease, rule),
             Kind::Release | Kind::GiveBack => master.release(now, owner, lease, rule),
         }
+    }
+
+    /// What `TIME` gives a counter that starts afresh, if it starts from the clock.
+    fn clock(&self, state: &LockState) -> Option<u32> {
+        self.config.counter_from_clock.then_some(state.micros)
     }
 
     /// A reply reaches its client: the engine's handling of each reply.
@@ -356,6 +400,14 @@ impl LockModel {
                     return;
                 }
                 state.received_grant = state.received_grant.max(grant);
+                let history = &mut state.history;
+                if history.received.iter().any(|&(earlier, seen)| {
+                    (earlier < grant && seen >= token) || (earlier > grant && seen <= token)
+                }) {
+                    history.received_token_went_back = true;
+                }
+                history.received.push((grant, token));
+                history.received.sort_unstable();
                 let client = &mut state.clients[usize::from(c)];
                 *client = Client {
                     phase: Phase::Holding,
@@ -396,6 +448,10 @@ impl LockModel {
         }
     }
 }
+
+/// How far the server's clock in microseconds moves in a tick (any step
+/// forward will do: a tick is far longer than a script).
+const MICROS_PER_TICK: u32 = 8;
 
 /// A client sends a new request.
 fn send(state: &mut LockState, client: u8, kind: Kind, lease: u8) {

@@ -33,6 +33,28 @@ local function counter_value(raw)
   return tonumber(raw)
 end
 
+-- The hash field of a lock hash that keeps the hold's fencing token, beside
+-- the owner's hold count: a re-entry hands the same token back. Its name has
+-- no ':', so it is never an owner field (`<client-id>:<owner>`, Redisson's
+-- `<uuid>:<thread>`). Exclusive holds (plain, fair, write) keep one, for
+-- as long as they last; a read hold keeps its token in its first timeout key.
+local TOKEN_FIELD = 'redlatch_token'
+
+-- The next fencing token: INCR of `counter`. A counter that was absent (INCR
+-- gave 1: a new deployment, a server restarted without its data, a counter
+-- evicted) starts at the server's time in microseconds, above every token a
+-- lost counter handed out unless it handed out more than one per microsecond
+-- since it was made or the server's clock went back (docs/SAFETY.md).
+local function next_token(counter)
+  local token = redis.call('incr', counter)
+  if token == 1 then
+    local time = redis.call('time')
+    token = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    redis.call('set', counter, string.format('%.0f', token))
+  end
+  return token
+end
+
 -- True when INCR on `key` would give a token above every earlier one: the
 -- key is absent, or holds a non-negative decimal 64-bit integer below the
 -- maximum.

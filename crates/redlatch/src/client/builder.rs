@@ -380,6 +380,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Keep one fencing counter per lock name (`redisson_lock_token:{KEY}`,
+    /// Redisson's `RFencedLock` layout) instead of the shared counter
+    /// (default off): for names that Redisson's `RFencedLock` locks too
+    /// ([`Settings::per_name_token_counters`](crate::Settings::per_name_token_counters)).
+    pub fn per_name_token_counters(mut self, on: bool) -> Self {
+        self.settings.per_name_token_counters = on;
+        self
+    }
+
     /// Lease of locks renewed by the watchdog (default 30 s, at least 30 ms).
     pub fn default_lease(mut self, lease: Duration) -> Self {
         self.settings.default_lease = lease;

@@ -2,7 +2,9 @@
 //! locks through client-side caching and marks a hold lost the moment its
 //! key no longer carries it, instead of at the next renewal.
 //!
-//! The watch connection (RESP3, `CLIENT TRACKING ON`) reads each held key's
+//! The watch connection (RESP3, `CLIENT TRACKING ON OPTIN NOLOOP`: a read
+//! tracks its key when `CLIENT CACHING yes` comes before it, and the
+//! connection is told of no change it made itself) reads each held key's
 //! owner field once (`HEXISTS`), [`SETTLE`] after the hold began (a hold
 //! released sooner costs nothing here; one lost sooner is found then); from
 //! then on the server pushes an
@@ -21,8 +23,11 @@
 //! every read carries `ROLE`, and an idle watch asks it every
 //! [`ROLE_EVERY`]; a server that is no longer the master is left for the
 //! one Sentinel names now, as if the connection had failed.
-//! Our own renewals change the key too: each costs one push and one read
-//! here, off the callers' path.
+//! Our own renewals change the key too: the renewals of lock holds go
+//! through this connection (`engine/watched_renewals.rs`), so they push
+//! nothing here and leave the key tracked, at no read; a renewal that
+//! cannot take that route (the connection down, a demoted master) goes on
+//! the command connection, and costs a push and a read here.
 //!
 //! Where the server refuses tracking (Redis before 6, an ACL without
 //! `CLIENT`, a proxy) or on a cluster, the watch stays off and the renewals
@@ -40,6 +45,7 @@ use tracing::{debug, info, warn};
 
 use crate::engine::hold::Hold;
 use crate::engine::reread::{Pacing, Rereads};
+use crate::engine::watched_renewals::WatchRoute;
 use crate::settings::SharedSettings;
 use crate::transport::no_evict;
 use crate::transport::watch::WatchSource;
@@ -77,6 +83,7 @@ pub(crate) trait Holds: Send + Sync + 'static {
 #[derive(Clone)]
 pub(crate) struct LossWatch {
     held: UnboundedSender<Watched>,
+    route: WatchRoute,
 }
 
 impl LossWatch {
@@ -91,8 +98,22 @@ impl LossWatch {
         shutdown: CancellationToken,
     ) -> LossWatch {
         let (held, incoming) = mpsc::unbounded_channel();
-        runtime.spawn(run(source, protect, holds, settings, incoming, shutdown));
-        LossWatch { held }
+        let route = WatchRoute::default();
+        runtime.spawn(run(
+            source,
+            protect,
+            holds,
+            settings,
+            incoming,
+            route.clone(),
+            shutdown,
+        ));
+        LossWatch { held, route }
+    }
+
+    /// The route the watchdog renews watched holds by.
+    pub(crate) fn route(&self) -> &WatchRoute {
+        &self.route
     }
 
     /// Watches one more held key.
@@ -123,6 +144,7 @@ async fn run(
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Watched>,
+    route: WatchRoute,
     shutdown: CancellationToken,
 ) {
     if let WatchSource::Unsupported(why) = &source {
@@ -190,6 +212,8 @@ async fn run(
         rereads.clear();
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
         let mut master_only = matches!(source, WatchSource::Sentinel(_));
+        // Renewals go through this connection until it fails.
+        let _open_route = route.open(&conn, master_only);
         if check(
             &mut conn,
             &mut master_only,
@@ -330,22 +354,32 @@ async fn open(
     timeout: Duration,
 ) -> Result<MultiplexedConnection, Refusal> {
     let mut conn = source.open(pushes, timeout).await.map_err(refusal)?;
-    match redis::cmd("CLIENT")
+    // `CACHING yes` is asked once here: every read of the watch and every
+    // renewal through it counts on it (a `PING` then takes the flag back).
+    // Each answer apart: a refusal's code says whether to try again.
+    let answers: Vec<redis::RedisResult<Value>> = redis::pipe()
+        .cmd("CLIENT")
         .arg("TRACKING")
         .arg("ON")
-        .query_async::<()>(&mut conn)
+        .arg("OPTIN")
+        .arg("NOLOOP")
+        .cmd("CLIENT")
+        .arg("CACHING")
+        .arg("yes")
+        .cmd("PING")
+        .ignore_errors()
+        .query_async(&mut conn)
         .await
-    {
-        Ok(()) => {
-            if protect {
-                // Granted at connect on the command connection: a refusal
-                // here changes nothing but the flag.
-                let _ = no_evict::protect(&mut conn).await;
-            }
-            Ok(conn)
-        }
-        Err(error) => Err(refusal(error)),
+        .map_err(refusal)?;
+    if let Some(Err(error)) = answers.into_iter().find(Result::is_err) {
+        return Err(refusal(error));
     }
+    if protect {
+        // Granted at connect on the command connection: a refusal
+        // here changes nothing but the flag.
+        let _ = no_evict::protect(&mut conn).await;
+    }
+    Ok(conn)
 }
 
 /// A server's answer refuses for good (RESP3 or tracking unknown, denied);
@@ -446,6 +480,8 @@ async fn check(
     for chunk in asked.chunks(CHECK_BATCH) {
         let mut pipeline = redis::pipe();
         for (key, field, _) in chunk {
+            // Tracked: the read that follows is remembered (OPTIN).
+            pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
             pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
         }
         let asks_role = *master_only;
@@ -514,7 +550,7 @@ fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) ->
 }
 
 /// Whether a `ROLE` reply says master.
-fn is_master(role: &Value) -> bool {
+pub(crate) fn is_master(role: &Value) -> bool {
     match role {
         Value::Array(fields) => {
             matches!(

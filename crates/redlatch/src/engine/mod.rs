@@ -18,5 +18,6 @@ pub(crate) mod schedule;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
+pub(crate) mod watched_renewals;
 
 pub(crate) use context::Core;

@@ -218,6 +218,18 @@ pub(crate) trait Acquisition: Send {
         false
     }
 
+    /// Called once the channels [`join`](Self::join) returned are
+    /// subscribed, in place of the attempt that otherwise follows: a
+    /// cheaper look at what a message missed before the subscription could
+    /// have announced. `Some(retry_in)`: nothing, park now (the look began
+    /// after the subscription, so every later message is heard); `None`:
+    /// attempt again. Only for channels of this waiter alone, new with
+    /// this acquire (a fair lock waiter's own): every message on them
+    /// counts, none came before the attempt that made the waiter wait.
+    fn recheck(&mut self) -> impl Future<Output = Option<Duration>> + Send {
+        async { None }
+    }
+
     /// A pause after each wake-up, to spread out competitors that all retry
     /// at once (Redlock after a split vote).
     fn pause_after_wake(&self) -> Duration {
@@ -377,6 +389,30 @@ pub(crate) async fn wait_from<A: Acquisition>(
             }
             futures_util::future::join_all(tickets.iter().map(|t| t.subscribed(limit))).await;
             woken = false;
+            // Epoch 1: subscribed once, never since (after a resubscription
+            // messages may have been missed: attempt again).
+            let fresh = !tickets.is_empty() && tickets.iter().all(|t| t.epoch() == 1);
+            // Cut off where the wait ends, as an attempt is (then the loop
+            // gives up). Boxed: a parked waiter's future would otherwise keep
+            // room for it (trust::liveness bounds that size).
+            let looked = match fresh {
+                true => {
+                    let look = async { Ok(acquisition.recheck().await) };
+                    Box::pin(within(cut_off, "acquire", look)).await
+                }
+                false => Ok(None),
+            };
+            if let Ok(Some(retry_in)) = looked {
+                let now = LeaseInstant::now();
+                for ticket in &tickets {
+                    ticket.note_lease_end(now + retry_in);
+                }
+                let limit = retry_in.min(remaining(now));
+                let marks: Vec<(u64, u64)> = tickets.iter().map(|_| (1, 0)).collect();
+                let wake = park_on_any(&tickets, &marks, limit, first).await;
+                record_wake(wake);
+                woken = wake == Wake::Message;
+            }
         } else {
             for ticket in &tickets {
                 ticket.note_lease_end(now + retry_in);

@@ -647,8 +647,11 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         .map(|renewal| renewal.hold.valid_until())
         .min()
         .unwrap_or(sent_at);
-    let response_timeout = match shared.upgrade() {
-        Some(shared) => shared.settings.read().response_timeout,
+    let (response_timeout, watch) = match shared.upgrade() {
+        Some(shared) => (
+            shared.settings.read().response_timeout,
+            shared.loss_watch.get().map(|watch| watch.route().clone()),
+        ),
         None => return,
     };
     // A batch holds one kind of renewal only (see `plan`): the first says which.
@@ -671,9 +674,19 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         .saturating_duration_since(sent_at)
         .min(response_timeout)
         .max(Duration::from_millis(1));
-    let reply = tokio::time::timeout(limit, invocation.invoke_async::<Vec<i64>>(&mut conn))
-        .instrument(span)
-        .await;
+    // Watched holds through the loss watch's connection, so that the
+    // renewal costs the watch nothing (`engine/watched_renewals.rs`).
+    let send = async {
+        match watch.filter(|_| kind.is_lock) {
+            Some(watch) => {
+                let keys: Vec<Arc<str>> =
+                    batch.iter().map(|renewal| renewal.key.0.clone()).collect();
+                watch.renew(&invocation, &keys, &mut conn).await
+            }
+            None => invocation.invoke_async::<Vec<i64>>(&mut conn).await,
+        }
+    };
+    let reply = tokio::time::timeout(limit, send).instrument(span).await;
     let Some(shared) = shared.upgrade() else {
         return;
     };

@@ -19,7 +19,7 @@ use crate::fair_lock::family::FairFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
-use crate::scripts::fair::{FairReply, PlaceTimes};
+use crate::scripts::fair::{self, FairReply, PlaceTimes};
 use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 
@@ -71,8 +71,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// lock's, so [`Lock`](crate::Lock)s and Redisson `RLock`s of the same name
 /// exclude fair holders too), the line `redisson_lock_queue:{PREFIX+NAME}`
 /// (list of owners), the deadlines `redisson_lock_timeout:{PREFIX+NAME}`
-/// (zset, ms since the epoch by the server's clock), the counter
-/// `redisson_lock_token:{PREFIX+NAME}`, one channel per waiter,
+/// (zset, ms since the epoch by the server's clock), the shared fencing
+/// counter (as [`Lock`](crate::Lock)'s), one channel per waiter,
 /// `redisson_lock__channel:{PREFIX+NAME}:<owner>`, and redlatch's signs of
 /// life `redlatch_fair_alive:{PREFIX+NAME}` (the braces as Redisson places
 /// them: a name holding a `{` is used as it is).
@@ -138,10 +138,12 @@ impl FairLock {
     /// watchdog renews it until the guard goes (unless [`FairLock::with_lease`]).
     ///
     /// One round trip when the lock is free and nobody waits. Otherwise the
-    /// call joins the line, subscribes to its own channel and parks until its
-    /// turn comes (a message from the release), the holder's lease ends (when
-    /// first in line), or its place needs renewing (a third of the place
-    /// lease); each wake-up costs one round trip.
+    /// call joins the line, subscribes to its own channel, reads the line's
+    /// head and the lock's PTTL (one round trip, no script; it attempts
+    /// again instead when it is first and the lock free), and parks until
+    /// its turn comes (a message from the release), the holder's lease ends
+    /// (when first in line), or its place needs renewing (a third of the
+    /// place lease); each wake-up costs one round trip.
     ///
     /// Touches the lock hash, the line, the place deadlines, the counter.
     ///
@@ -200,8 +202,11 @@ impl FairLock {
     async fn wait_for_turn(&self, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys =
-            Arc::new(FairKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let keys = Arc::new(
+            FairKeys::new(&settings.key_prefix, &self.name)?
+                .per_name_counter(settings.per_name_token_counters)
+                .checked_for(&core.conn)?,
+        );
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let place_ms = match wait {
             Wait::Once => 0,
@@ -301,6 +306,35 @@ impl Acquisition for FairAcquisition<'_> {
     fn join(&mut self) -> Result<Vec<Ticket>> {
         let channel = self.keys.waiter_channel(&self.terms.owner);
         Ok(vec![self.lock.core.wakeups.join(&channel)])
+    }
+
+    /// In place of a second attempt once subscribed: a wake-up goes only to
+    /// the first waiter in line while the lock is free (the release, a
+    /// newcomer, a waiter leaving), so unless this owner is first and the
+    /// lock free, none was missed. Two plain reads instead of the acquire
+    /// script. An anonymous owner's channel is new with this acquire; a
+    /// named owner's may have carried messages before: it attempts, as on a
+    /// cluster or after any error.
+    async fn recheck(&mut self) -> Option<Duration> {
+        let core = &self.lock.core;
+        if self.terms.named || self.place.is_none() || core.conn.is_cluster() {
+            return None;
+        }
+        let mut conn = core.conn.clone();
+        let limit = core.current_settings().response_timeout;
+        let (head, pttl_ms) = fair::line_head(&mut conn, &self.keys, limit).await.ok()?;
+        if head.as_deref() != Some(&*self.terms.owner) {
+            // Still behind someone (or out of line: attempt to find out).
+            return head.is_some().then(|| renewal_period(self.times.place_ms));
+        }
+        // First in line: the holder's lease end, as the attempt would say.
+        let lease_left = u64::try_from(pttl_ms).ok().map(Duration::from_millis);
+        match pttl_ms {
+            -2 => None,
+            _ => Some(
+                renewal_period(self.times.place_ms).min(lease_left.unwrap_or(NO_EXPIRY_RECHECK)),
+            ),
+        }
     }
 
     /// The outcome is unknown: the attempt gives back whatever the old

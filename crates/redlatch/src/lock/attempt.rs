@@ -68,3 +68,59 @@ impl AttemptCall for LockAttempt {
         lock::release(&mut conn, &self.0, limit).await
     }
 }
+
+/// One acquire of the reentrant lock that leaves at once on its own, never
+/// queued behind a call of its client already on its way: a Redlock node's.
+/// Each node client carries one acquisition's call at a time; coalesced, the
+/// next acquisition's call to a node still answering the last one (a node
+/// after the first majority) would wait for that answer before leaving,
+/// where alone it is pipelined behind it on the connection.
+#[derive(Clone)]
+pub(crate) struct LockAttemptAlone(pub(crate) LockAttempt);
+
+impl AttemptCall for LockAttemptAlone {
+    type Reply = LockReply;
+
+    fn key(&self) -> &str {
+        self.0.key()
+    }
+
+    fn named(&self) -> bool {
+        self.0.named()
+    }
+
+    fn lease_ms(&self) -> u64 {
+        self.0.lease_ms()
+    }
+
+    fn send(
+        &self,
+        core: &Core,
+        sent_at: LeaseInstant,
+    ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
+        let mut conn = core.conn.clone();
+        let request = self.0.0.clone();
+        let limit = core.current_settings().response_timeout;
+        let replica_wait = core.replica_wait;
+        async move {
+            match replica_wait {
+                Some(wait) => {
+                    lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
+                }
+                None => lock::acquire(&mut conn, &request, sent_at, limit).await,
+            }
+        }
+    }
+
+    fn took_hold(reply: &LockReply) -> bool {
+        LockAttempt::took_hold(reply)
+    }
+
+    async fn withdraw(&self, conn: Connection, limit: Duration) {
+        self.0.withdraw(conn, limit).await;
+    }
+
+    async fn release(&self, conn: Connection, limit: Duration) -> Result<Released> {
+        self.0.release(conn, limit).await
+    }
+}

@@ -63,8 +63,9 @@ const COURTESY_FREE_SHARE: u32 = 10;
 ///
 /// # Keys
 ///
-/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
-/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `PREFIX+NAME` (hash: owner → hold count and `redlatch_token` → the
+/// hold's token, with PEXPIRE), the fencing counter shared by every lock
+/// (`redlatch_lock_token`; see [`Settings::per_name_token_counters`](crate::Settings::per_name_token_counters)) and the channel
 /// `redisson_lock__channel:{PREFIX+NAME}`: the layout of Redisson's `RLock`,
 /// so Java services using Redisson and Rust services using redlatch exclude
 /// each other on the same name.
@@ -279,7 +280,9 @@ impl Lock {
 
     fn keys(&self) -> Result<LockKeys> {
         let settings = self.core.current_settings();
-        LockKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
+        LockKeys::new(&settings.key_prefix, &self.name)?
+            .per_name_counter(settings.per_name_token_counters)
+            .checked_for(&self.core.conn)
     }
 
     /// Builds the request: checks the name, owner and lease.

@@ -71,7 +71,11 @@ pub struct LockStatus {
     pub holders: Vec<Holder>,
     /// Remaining lease; `None` when free or when the key has no expiry.
     pub ttl: Option<Duration>,
-    /// The last fencing token handed out for this name; `None` if never acquired.
+    /// The fencing token of the current exclusive hold (plain or fair lock).
+    /// For a free lock or a read-write lock, the last token handed out for
+    /// this name when it has a counter of its own
+    /// ([`Settings::per_name_token_counters`](crate::Settings::per_name_token_counters)),
+    /// else `None`: the shared counter says nothing about one name.
     pub last_token: Option<u64>,
     /// Client connections subscribed to the lock's channel (for a
     /// read-write lock, its `redisson_rwlock` channel): each process with at
@@ -167,7 +171,9 @@ impl LockStatus {
 /// subscribers of the plain and read-write channels. Reads only.
 pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
     let settings = core.current_settings();
-    let fair = FairKeys::new(&settings.key_prefix, name)?.checked_for(&core.conn)?;
+    let fair = FairKeys::new(&settings.key_prefix, name)?
+        .per_name_counter(settings.per_name_token_counters)
+        .checked_for(&core.conn)?;
     let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&core.conn)?;
     let mut conn = core.conn.clone();
     let call = async {
@@ -177,6 +183,11 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
             .key(&fair.queue)
             .key(&fair.timeouts)
             .key(&fair.alive)
+            .arg(if fair.lock.counter_is_per_name() {
+                "1"
+            } else {
+                "0"
+            })
             .invoke_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;

@@ -34,7 +34,8 @@ pub(crate) struct RedlockHold {
     guards: Mutex<usize>,
     /// Cancelled once the last guard is released: stops a renewal in flight.
     pub(crate) stop: CancellationToken,
-    /// Where the background rest of its calls runs: the runtime it was taken on.
+    /// Where the background rest of its calls runs: the first connected
+    /// node's client's runtime ([`Redlock::background`]).
     pub(crate) background: Spawner,
 }
 
@@ -48,14 +49,14 @@ impl RedlockHold {
         stop: CancellationToken,
     ) -> RedlockHold {
         RedlockHold {
-            redlock,
             name,
             requests,
             hold,
             node_timeout,
             guards: Mutex::new(1),
             stop,
-            background: Spawner::new(&tokio::runtime::Handle::current()),
+            background: redlock.background(),
+            redlock,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::redlock::node::Node;
 use crate::redlock::quorum;
 use crate::settings::Settings;
 use crate::settings::deployment::redact_url;
+use crate::sync::Spawner;
 
 /// Longest per-node timeout chosen by default: a node that has not answered
 /// by then is counted as failed for this call. One second leaves room for
@@ -323,6 +324,19 @@ impl Redlock {
             .find_map(|node| node.client.as_ref())
             .map(|client| client.core.current_settings())
             .unwrap_or_default()
+    }
+
+    /// Where the background rest of its calls runs: the first connected
+    /// node's client's runtime (the ambient one when no node is connected).
+    pub(crate) fn background(&self) -> Spawner {
+        self.inner
+            .nodes
+            .iter()
+            .find_map(|node| node.client.as_ref())
+            .map_or_else(
+                || Spawner::new(&tokio::runtime::Handle::current()),
+                |client| client.core.background.clone(),
+            )
     }
 
     /// A fresh owner name, unique to one acquisition and the same on every node.

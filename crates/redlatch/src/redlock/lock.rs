@@ -17,7 +17,7 @@ use crate::engine::primitive::{HoldKind, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
-use crate::lock::attempt::LockAttempt;
+use crate::lock::attempt::{LockAttempt, LockAttemptAlone};
 use crate::lock::status::LockStatus;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
@@ -28,7 +28,6 @@ use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{LockReply, Request};
 use crate::settings::{RetryPolicy, limits};
-use crate::sync::Spawner;
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
 const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
@@ -41,8 +40,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 ///
 /// # Keys (on every node)
 ///
-/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the counter
-/// `redisson_lock_token:{PREFIX+NAME}` and the channel
+/// `PREFIX+NAME` (hash: owner → hold count, with PEXPIRE), the node's
+/// fencing counter `redlatch_lock_token` and the channel
 /// `redisson_lock__channel:{PREFIX+NAME}`: the layout of the single-server
 /// [`Lock`](crate::Lock) and of Redisson's `RLock`.
 ///
@@ -261,26 +260,41 @@ impl RedlockLock {
         }
     }
 
-    /// One request per node (node order), all with one fresh owner.
+    /// One request per node (node order), all with one fresh owner. Nodes
+    /// with the same key prefix (usually all) share one set of key names.
     fn requests(&self, lease_ms: u64) -> Result<Vec<Request>> {
         let owner = self.redlock.anonymous_owner();
-        let lead_prefix = self.redlock.lead_settings().key_prefix.clone();
-        self.redlock
-            .inner
-            .nodes
-            .iter()
-            .map(|node| {
-                let settings = node.client.as_ref().map(|c| c.core.current_settings());
-                let prefix = settings.as_ref().map_or(&lead_prefix, |s| &s.key_prefix);
-                Ok(Request {
-                    keys: Arc::new(LockKeys::new(prefix, &self.name)?),
-                    owner: owner.clone(),
-                    named_owner: false,
-                    lease_ms,
-                    waited_ms: 0,
-                })
-            })
-            .collect()
+        let lead = self.redlock.lead_settings();
+        let mut shared: Option<Arc<LockKeys>> = None;
+        let mut requests = Vec::with_capacity(self.redlock.inner.nodes.len());
+        for node in &self.redlock.inner.nodes {
+            let settings = node.client.as_ref().map(|c| c.core.current_settings());
+            let prefix = settings
+                .as_ref()
+                .map_or(&lead.key_prefix, |s| &s.key_prefix);
+            let keys = match &shared {
+                // The key is prefix + name: the same length and start, the same prefix.
+                Some(keys)
+                    if keys.key.len() == prefix.len() + self.name.len()
+                        && keys.key.starts_with(prefix.as_str()) =>
+                {
+                    keys.clone()
+                }
+                _ => {
+                    let keys = Arc::new(LockKeys::new(prefix, &self.name)?);
+                    shared = Some(keys.clone());
+                    keys
+                }
+            };
+            requests.push(Request {
+                keys,
+                owner: owner.clone(),
+                named_owner: false,
+                lease_ms,
+                waited_ms: 0,
+            });
+        }
+        Ok(requests)
     }
 
     async fn acquire_inner(
@@ -348,8 +362,7 @@ impl RedlockLock {
         let call = async move { this.attempt_on_nodes(lease_ms, renewed).await };
         // An outcome nobody took holds a guard, which releases when dropped.
         let undo = |unclaimed: Result<Outcome>| async move { drop(unclaimed) };
-        let background = Spawner::new(&tokio::runtime::Handle::current());
-        hand_over(&background, call, undo).await
+        hand_over(&self.redlock.background(), call, undo).await
     }
 
     /// Acquires everywhere at once, then decides.
@@ -377,12 +390,12 @@ impl RedlockLock {
             "acquire",
             limit,
             |i, client| {
-                let client = client.clone();
-                let request = requests[i].clone();
                 // `attempt::attempt` runs in a task of its own: when the limit
                 // cuts the wait short, the task still finishes and gives back
                 // any hold.
-                async move { attempt::attempt(&client.core, LockAttempt(request)).await }
+                let client = client.clone();
+                let call = LockAttemptAlone(LockAttempt(requests[i].clone()));
+                async move { attempt::attempt(&client.core, call).await }
             },
             settled,
         )
@@ -477,7 +490,7 @@ impl RedlockLock {
             }
         };
         if at_token >= needed {
-            let background = Spawner::new(&tokio::runtime::Handle::current());
+            let background = self.redlock.background();
             for i in lagging {
                 let raising = raise(i);
                 spawn_undo(&background, async move {

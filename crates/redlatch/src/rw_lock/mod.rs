@@ -74,8 +74,8 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 /// `<client-id>:<owner>:write` → hold count; one key per read hold,
 /// `{PREFIX+NAME}:<client-id>:<owner>:rwlock_timeout:<n>`, with the lease (a
 /// reader that dies is forgotten when its keys expire); the channel
-/// `redisson_rwlock:{PREFIX+NAME}`; the counter
-/// `redisson_lock_token:{PREFIX+NAME}`. redlatch adds the waiting writers'
+/// `redisson_rwlock:{PREFIX+NAME}`; the shared fencing counter (as
+/// [`Lock`](crate::Lock)'s). redlatch adds the waiting writers'
 /// claims, `redlatch_rwlock_writers:{PREFIX+NAME}` (zset, server time in ms).
 ///
 /// ```
@@ -333,8 +333,11 @@ impl ReadWriteLock {
     async fn wait_for(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys =
-            Arc::new(RwKeys::new(&settings.key_prefix, &self.name)?.checked_for(&core.conn)?);
+        let keys = Arc::new(
+            RwKeys::new(&settings.key_prefix, &self.name)?
+                .per_name_counter(settings.per_name_token_counters)
+                .checked_for(&core.conn)?,
+        );
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let claim_ms = match (side, wait) {
             (Side::Write, Wait::For(_) | Wait::Forever) => {

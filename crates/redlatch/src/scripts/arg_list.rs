@@ -20,6 +20,11 @@ impl ArgList {
         self.ends.len()
     }
 
+    /// How many bytes the values take together.
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
     /// The values, in the order they were added.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
@@ -81,6 +86,7 @@ mod tests {
             vec![&b"key"[..], &b"30000"[..], &b""[..], &[1u8, 0, 255][..]]
         );
         assert_eq!(list.len(), 4);
+        assert_eq!(list.bytes(), "key30000".len() + 3);
     }
 
     #[test]

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::FairKeys;
 use crate::scripts::lock::{Released, Request, released};
-use crate::transport::Connection;
+use crate::transport::{Connection, bounded};
 
 /// The times one fair acquire works with, in ms.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +66,29 @@ pub(crate) async fn acquire(
         }),
         other => Err(unexpected("fair acquire", &keys.lock.key, other)),
     }
+}
+
+/// The line's first waiter (owner field) and the lock's `PTTL` (-2: free),
+/// read by plain commands in one pipeline, no script: what a waiter that
+/// took its place and subscribed since needs to see to park at once. One
+/// round trip, at most `limit`. Not for a cluster (two keys in one pipeline).
+pub(crate) async fn line_head(
+    conn: &mut Connection,
+    keys: &FairKeys,
+    limit: Duration,
+) -> Result<(Option<String>, i64)> {
+    let call = async {
+        redis::pipe()
+            .cmd("LINDEX")
+            .arg(&keys.queue)
+            .arg(0)
+            .cmd("PTTL")
+            .arg(&*keys.lock.key)
+            .query_async::<(Option<String>, i64)>(conn)
+            .await
+            .map_err(|error| Error::from_redis("fair acquire", error))
+    };
+    bounded("fair acquire", limit, call).await
 }
 
 /// Leaves the line; the waiters behind move one place up (`wait_ms` off

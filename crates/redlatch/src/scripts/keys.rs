@@ -23,6 +23,27 @@ pub(crate) struct LockKeys {
     name_at: usize,
     /// Which channel the final release publishes on.
     channel: LockChannel,
+    /// Which fencing counter hands out the lock's tokens.
+    fence: Fence,
+}
+
+/// Which fencing counter a lock takes its tokens from.
+///
+/// Tokens only need to grow per lock name, and a counter that only grows
+/// gives that to every name that shares it: one counter per server (per
+/// hash slot on a cluster, where a script may only touch one slot) leaves a
+/// bounded set of keys without an expiry, where one counter per name left
+/// one key per name ever locked (`docs/SAFETY.md`, "Fencing tokens").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fence {
+    /// `redlatch_lock_token`: one counter for every lock of the server.
+    Server,
+    /// `redlatch_lock_token:{TAG}`, TAG a short decimal string of the
+    /// lock key's hash slot: one counter per slot of a cluster.
+    Slot,
+    /// `redisson_lock_token:{KEY}`: one counter per name, shared with
+    /// Redisson's `RFencedLock` (`Settings::per_name_token_counters`).
+    PerName,
 }
 
 /// The channel a lock's final release publishes `0` on.
@@ -58,7 +79,18 @@ impl LockKeys {
             key: Arc::from(key),
             name_at: prefix.len(),
             channel: LockChannel::Lock,
+            fence: Fence::Server,
         })
+    }
+
+    /// Takes tokens from one counter per name (`per_name`, Redisson's
+    /// `RFencedLock` layout) rather than the shared counter.
+    /// [`LockKeys::checked_for`] picks the shared counter's slot on a cluster.
+    pub(crate) fn per_name_counter(mut self, per_name: bool) -> LockKeys {
+        if per_name {
+            self.fence = Fence::PerName;
+        }
+        self
     }
 
     /// The lock's name, without the key prefix.
@@ -84,17 +116,29 @@ impl LockKeys {
         }
     }
 
-    /// The fencing counter: `redisson_lock_token:{KEY}`.
+    /// The fencing counter ([`Fence`]): `redlatch_lock_token`,
+    /// `redlatch_lock_token:{TAG}` on a cluster, or, per name,
+    /// `redisson_lock_token:{KEY}`.
     pub(crate) fn token(&self) -> String {
         self.token_name().to_string()
     }
 
     /// [`LockKeys::token`], unwritten (for a request's buffer).
-    pub(crate) fn token_name(&self) -> PrefixName<'_> {
-        PrefixName {
-            prefix: "redisson_lock_token",
-            key: &self.key,
+    pub(crate) fn token_name(&self) -> TokenName<'_> {
+        match self.fence {
+            Fence::Server => TokenName::Server,
+            Fence::Slot => TokenName::Slot(slot_tag(slot(&self.key))),
+            Fence::PerName => TokenName::PerName(PrefixName {
+                prefix: "redisson_lock_token",
+                key: &self.key,
+            }),
         }
+    }
+
+    /// True when the counter is the lock's own (one per name): its value is
+    /// then the lock's last token, which `status` reports for a free lock.
+    pub(crate) fn counter_is_per_name(&self) -> bool {
+        self.fence == Fence::PerName
     }
 
     /// A long waiter's claim to the lock's next turn:
@@ -145,10 +189,13 @@ impl LockKeys {
     /// (or key prefix) with braces usually breaks that (`a{b}` puts the key
     /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
     /// rather than failing later with CROSSSLOT. On one server any name works.
-    pub(crate) fn checked_for(self, conn: &Connection) -> Result<LockKeys> {
+    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<LockKeys> {
         // The derived names are built only where slots matter (every acquire
         // checks its keys).
         if conn.is_cluster() {
+            if self.fence == Fence::Server {
+                self.fence = Fence::Slot;
+            }
             one_slot(
                 conn,
                 &self.key,
@@ -195,7 +242,8 @@ impl SemaphoreKeys {
 impl FairKeys {
     /// As [`LockKeys::checked_for`], with the line and its deadlines (the
     /// per-waiter channels extend the lock channel, so share its slot).
-    pub(crate) fn checked_for(self, conn: &Connection) -> Result<FairKeys> {
+    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<FairKeys> {
+        self.lock = self.lock.checked_for(conn)?;
         let others = [
             &*self.lock.channel(),
             &self.lock.token(),
@@ -211,7 +259,9 @@ impl FairKeys {
 impl RwKeys {
     /// As [`LockKeys::checked_for`], with the waiting writers and the read
     /// hold timeout keys (which all start with `timeout_base`).
-    pub(crate) fn checked_for(self, conn: &Connection) -> Result<RwKeys> {
+    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<RwKeys> {
+        self.fence = self.as_lock_keys().checked_for(conn)?.fence;
+        self.token = self.as_lock_keys().token();
         let others = [
             &*self.channel,
             &self.token,
@@ -251,6 +301,72 @@ impl redis::ToRedisArgs for PrefixName<'_> {
         // Writing into memory cannot fail.
         let _ = write!(out.writer_for_next_arg(), "{self}");
     }
+}
+
+/// A fencing counter's name ([`LockKeys::token_name`]), unwritten.
+#[derive(Clone, Copy)]
+pub(crate) enum TokenName<'a> {
+    /// `redlatch_lock_token`.
+    Server,
+    /// `redlatch_lock_token:{TAG}`, TAG the decimal number given.
+    Slot(u32),
+    /// `redisson_lock_token:{KEY}`.
+    PerName(PrefixName<'a>),
+}
+
+/// The shared counter's name on one server and through Sentinel.
+pub(crate) const SERVER_COUNTER: &str = "redlatch_lock_token";
+
+impl std::fmt::Display for TokenName<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenName::Server => out.write_str(SERVER_COUNTER),
+            TokenName::Slot(tag) => write!(out, "{SERVER_COUNTER}:{{{tag}}}"),
+            TokenName::PerName(name) => name.fmt(out),
+        }
+    }
+}
+
+impl redis::ToRedisArgs for TokenName<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write;
+        // Writing into memory cannot fail.
+        let _ = write!(out.writer_for_next_arg(), "{self}");
+    }
+}
+
+/// The shared fencing counter of hash slot `slot` on a cluster:
+/// `redlatch_lock_token:{TAG}` ([`slot_tag`]).
+#[cfg(test)]
+pub(crate) fn slot_counter(slot: u16) -> String {
+    TokenName::Slot(slot_tag(slot)).to_string()
+}
+
+/// The smallest decimal number whose text hashes to `slot`: the tag of that
+/// slot's shared fencing counter. The table (every slot has one below
+/// 200,000) is built once, at the first use on a cluster.
+pub(crate) fn slot_tag(slot: u16) -> u32 {
+    static TAGS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = vec![u32::MAX; usize::from(CLUSTER_SLOTS)];
+        let mut missing = tags.len();
+        let mut text = String::new();
+        for n in 0u32.. {
+            use std::fmt::Write;
+            text.clear();
+            let _ = write!(text, "{n}");
+            let at = usize::from(crc16_xmodem(text.as_bytes()) % CLUSTER_SLOTS);
+            if tags[at] == u32::MAX {
+                tags[at] = n;
+                missing -= 1;
+                if missing == 0 {
+                    break;
+                }
+            }
+        }
+        tags
+    });
+    tags[usize::from(slot % CLUSTER_SLOTS)]
 }
 
 /// Redisson's `suffixName`: `{KEY}:SUFFIX`, or `KEY:SUFFIX` when the key
@@ -313,13 +429,7 @@ pub(crate) fn request_record_key(key: &str) -> String {
     let tag = match hash_tag(key) {
         Some(tag) => tag.to_owned(),
         None if !key.contains('}') => key.to_owned(),
-        None => {
-            let wanted = slot(key);
-            (0u32..)
-                .map(|n| n.to_string())
-                .find(|tag| crc16_xmodem(tag.as_bytes()) % CLUSTER_SLOTS == wanted)
-                .expect("every slot has a decimal tag")
-        }
+        None => slot_tag(slot(key)).to_string(),
     };
     format!("redlatch_request:{{{tag}}}:{id}")
 }
@@ -365,6 +475,12 @@ impl FairKeys {
         })
     }
 
+    /// As [`LockKeys::per_name_counter`].
+    pub(crate) fn per_name_counter(mut self, per_name: bool) -> FairKeys {
+        self.lock = self.lock.per_name_counter(per_name);
+        self
+    }
+
     /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
     pub(crate) fn waiter_channel(&self, owner: &str) -> String {
         format!("{}:{owner}", self.lock.channel())
@@ -387,6 +503,8 @@ pub(crate) struct RwKeys {
     pub(crate) timeout_base: String,
     /// Where `NAME` starts in `key`.
     name_at: usize,
+    /// Which counter `token` is.
+    fence: Fence,
 }
 
 impl RwKeys {
@@ -398,8 +516,18 @@ impl RwKeys {
             timeout_base: hash_tagged(&lock.key),
             token: lock.token(),
             name_at: lock.name_at,
+            fence: lock.fence,
             key: lock.key.to_string(),
         })
+    }
+
+    /// As [`LockKeys::per_name_counter`].
+    pub(crate) fn per_name_counter(mut self, per_name: bool) -> RwKeys {
+        if per_name {
+            self.fence = Fence::PerName;
+            self.token = self.as_lock_keys().token();
+        }
+        self
     }
 
     /// As [`LockKeys`], for code shared with the other locks (guards, watchdog).
@@ -408,6 +536,7 @@ impl RwKeys {
             key: Arc::from(self.key.as_str()),
             name_at: self.name_at,
             channel: LockChannel::ReadWrite,
+            fence: self.fence,
         }
     }
 }
@@ -474,8 +603,13 @@ mod tests {
         use redis::ToRedisArgs;
         for key in ["orders", "app:order{42}", "x{", "{}"] {
             let keys = LockKeys::new("", key).unwrap();
+            let token = keys.clone().per_name_counter(true);
+            assert_eq!(
+                token.token_name().to_redis_args(),
+                vec![token.token().into_bytes()]
+            );
+            assert_eq!(token.token(), prefix_name("redisson_lock_token", key));
             for (name, derived) in [
-                (keys.token_name(), keys.token()),
                 (keys.precedence_name(), keys.precedence()),
                 (keys.channel_name(), keys.channel()),
             ] {
@@ -483,14 +617,47 @@ mod tests {
                 assert_eq!(derived, prefix_name(name.prefix, key));
             }
         }
+        let per_name = |key| LockKeys::new("", key).unwrap().per_name_counter(true);
+        assert_eq!(per_name("orders").token(), "redisson_lock_token:{orders}");
         assert_eq!(
-            LockKeys::new("", "orders").unwrap().token(),
-            "redisson_lock_token:{orders}"
-        );
-        assert_eq!(
-            LockKeys::new("", "order{42}").unwrap().token(),
+            per_name("order{42}").token(),
             "redisson_lock_token:order{42}"
         );
+    }
+
+    /// Every slot has a counter tag, the tag lands in its slot, and it is
+    /// the smallest decimal number that does.
+    #[test]
+    fn every_slot_has_a_shared_counter_in_that_slot() {
+        let mut most = 0;
+        for at in 0..CLUSTER_SLOTS {
+            let tag = slot_tag(at);
+            most = most.max(tag);
+            assert_eq!(slot(&slot_counter(at)), at, "{tag}");
+            assert_eq!(slot(&tag.to_string()), at);
+            if tag > 0 {
+                assert_ne!(slot(&(tag - 1).to_string()), at);
+            }
+        }
+        assert!(most < 200_000, "{most}");
+        assert_eq!(slot_counter(slot("0")), "redlatch_lock_token:{0}");
+    }
+
+    /// The counter's name follows the fence: shared per server, per slot on
+    /// a cluster (the lock's slot), or Redisson's per-name counter.
+    #[test]
+    fn the_counter_name_follows_the_fence() {
+        let keys = LockKeys::new("app:", "order:42").unwrap();
+        assert_eq!(keys.token(), "redlatch_lock_token");
+        let per_name = keys.clone().per_name_counter(true);
+        assert_eq!(per_name.token(), "redisson_lock_token:{app:order:42}");
+        let mut sharded = keys.clone();
+        sharded.fence = Fence::Slot;
+        assert_eq!(slot(&sharded.token()), slot(&keys.key));
+        assert!(sharded.token().starts_with("redlatch_lock_token:{"));
+        let rw = RwKeys::new("", "doc").unwrap();
+        assert_eq!(rw.token, "redlatch_lock_token");
+        assert_eq!(rw.per_name_counter(true).token, "redisson_lock_token:{doc}");
     }
 
     #[test]
@@ -515,7 +682,10 @@ mod tests {
         let keys = LockKeys::new("app:", "order:42").unwrap();
         assert_eq!(&*keys.key, "app:order:42");
         assert_eq!(keys.channel(), "redisson_lock__channel:{app:order:42}");
-        assert_eq!(keys.token(), "redisson_lock_token:{app:order:42}");
+        assert_eq!(
+            keys.per_name_counter(true).token(),
+            "redisson_lock_token:{app:order:42}"
+        );
     }
 
     #[test]
@@ -575,7 +745,8 @@ mod tests {
             let keys = LockKeys::new("app:", name).unwrap();
             let home = slot(&keys.key);
             assert_eq!(slot(&keys.channel()), home, "{name}");
-            assert_eq!(slot(&keys.token()), home, "{name}");
+            let per_name = keys.per_name_counter(true);
+            assert_eq!(slot(&per_name.token()), home, "{name}");
         }
         // Every other primitive's keys and channels too.
         for name in ["order:42", "order:{42}"] {

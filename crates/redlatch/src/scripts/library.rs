@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 
 use redis::{RedisError, RedisResult, Script};
 
+use crate::scripts::Lua;
 use crate::transport::Connection;
 use crate::transport::capabilities::Support;
 
@@ -33,11 +34,23 @@ fn function_body(source: &str) -> String {
     source.replacen(LEASE, LEASE_GT, 1)
 }
 
+/// The script `lua` as the library's local `redlatch_script_{n}`: its
+/// shared parts (local functions only) run once, when the library loads,
+/// and the callback closes over them, so a call creates none of them again.
+fn function_text(n: usize, lua: &Lua) -> String {
+    format!(
+        "local redlatch_script_{n}\ndo\n{}redlatch_script_{n} = function(KEYS, ARGV)\n{}\nend\nend\n",
+        function_body(lua.parts),
+        lua.body
+    )
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let scripts = super::every_script();
     let bodies: Vec<String> = scripts
         .iter()
-        .map(|lua| function_body(&lua.source))
+        .enumerate()
+        .map(|(n, lua)| function_text(n, lua))
         .collect();
     // Named after what it holds: the SHA-1 of every function's name, body and flags.
     let content: String = scripts
@@ -57,7 +70,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     for (n, (lua, body)) in scripts.iter().zip(&bodies).enumerate() {
         let flags: Vec<String> = lua.flags.iter().map(|flag| format!("'{flag}'")).collect();
         source.push_str(&format!(
-            "local function redlatch_script_{n}(KEYS, ARGV)\n{body}\nend\n\
+            "{body}\
              redis.register_function{{function_name='{name}_{}', callback=redlatch_script_{n}, flags={{{}}}}}\n",
             lua.name,
             flags.join(", "),
@@ -172,9 +185,9 @@ mod tests {
                 lua.name
             );
             if lua.source.contains(LEASE) {
+                let text = function_text(0, lua);
                 assert!(
-                    function_body(&lua.source).contains("'GT'")
-                        && !function_body(&lua.source).contains(LEASE),
+                    text.contains("'GT'") && !text.contains(LEASE),
                     "{} keeps the portable lease rule in the library",
                     lua.name
                 );

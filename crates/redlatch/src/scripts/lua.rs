@@ -2,6 +2,8 @@
 //! library (FCALL) where the server has the library, by EVALSHA otherwise,
 //! and loaded again when the server lost it.
 
+use std::sync::OnceLock;
+
 use redis::{Cmd, FromRedisValue, RedisError, RedisResult, Script, ToRedisArgs};
 use tracing::warn;
 
@@ -15,26 +17,49 @@ pub(crate) struct Lua {
     /// The file's name without `.lua`, `_resendable` added for the
     /// re-send-safe form: the function's name after the library's prefix.
     pub(crate) name: String,
+    /// The shared parts (`scripts/lib/*.lua`): local functions only, which
+    /// the function library defines once per load, not once per call.
+    pub(crate) parts: &'static str,
+    /// What runs on each call, after the parts.
+    pub(crate) body: String,
+    /// The whole script, as EVALSHA runs it: the parts, then the body.
     pub(crate) source: String,
     /// Redis function flags of the function (`allow-oom` for scripts that
     /// only give back or extend).
     pub(crate) flags: &'static [&'static str],
     script: Script,
+    /// [`Lua::function_name`], made once.
+    function: OnceLock<String>,
 }
 
 impl Lua {
-    pub(crate) fn new(name: String, source: String, flags: &'static [&'static str]) -> Lua {
+    pub(crate) fn new(
+        name: String,
+        parts: &'static str,
+        body: String,
+        flags: &'static [&'static str],
+    ) -> Lua {
+        let source = format!("{parts}{body}");
         Lua {
             script: Script::new(&source),
             name,
+            parts,
+            body,
             source,
             flags,
+            function: OnceLock::new(),
         }
     }
 
     /// The SHA-1 of the source, as EVALSHA names it.
     pub(crate) fn hash(&self) -> &str {
         self.script.get_hash()
+    }
+
+    /// The script's name in redlatch's function library, as FCALL names it.
+    pub(crate) fn function_name(&self) -> &str {
+        self.function
+            .get_or_init(|| library::function_name(&self.name))
     }
 
     /// A request with `key` as its first key.
@@ -78,16 +103,17 @@ impl Invocation {
     /// has redlatch's function library, EVALSHA otherwise (for a pipeline;
     /// see [`Invocation::load_missing`]).
     pub(crate) fn command(&self, conn: &Connection) -> Cmd {
-        let mut cmd = if conn.script_routes().functions() {
-            let mut cmd = redis::cmd("FCALL");
-            cmd.arg(library::function_name(&self.lua.name));
-            cmd
+        let (command, script) = if conn.script_routes().functions() {
+            ("FCALL", self.lua.function_name())
         } else {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.lua.hash());
-            cmd
+            ("EVALSHA", self.lua.hash())
         };
-        cmd.arg(self.keys.len());
+        // Sized once: grown value by value, a batch's command reallocated
+        // its buffers a dozen times on every call.
+        let values = 3 + self.keys.len() + self.args.len();
+        let bytes = 32 + script.len() + self.keys.bytes() + self.args.bytes();
+        let mut cmd = Cmd::with_capacity(values, bytes);
+        cmd.arg(command).arg(script).arg(self.keys.len());
         for value in self.keys.iter().chain(self.args.iter()) {
             cmd.arg(value);
         }

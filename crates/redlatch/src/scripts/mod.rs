@@ -133,10 +133,12 @@ fn file_stem(file: &str) -> String {
 macro_rules! script {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-            Lua::new(file_stem($file), concat!(
-                $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
-                include_str!(concat!("../../scripts/", $file))
-            ).to_owned(), $flags)
+            Lua::new(
+                file_stem($file),
+                concat!("", $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*),
+                include_str!(concat!("../../scripts/", $file)).to_owned(),
+                $flags,
+            )
         });
     };
 }
@@ -149,10 +151,12 @@ macro_rules! script {
 macro_rules! mutating {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
-            Mutating::new(file_stem($file), concat!(
-                $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*
-                include_str!(concat!("../../scripts/", $file))
-            ), $flags)
+            Mutating::new(
+                file_stem($file),
+                concat!("", $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*),
+                include_str!(concat!("../../scripts/", $file)),
+                $flags,
+            )
         });
     };
 }
@@ -169,7 +173,7 @@ mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
 mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
 script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
-script!(STATUS, "status.lua", GIVES_BACK);
+script!(STATUS, "status.lua", GIVES_BACK, checks);
 // Part of a Redlock acquire: the counters written back before the guard
 // is handed out.
 script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
@@ -327,10 +331,15 @@ pub(crate) struct Mutating {
 }
 
 impl Mutating {
-    fn new(name: String, source: &'static str, flags: &'static [&'static str]) -> Mutating {
+    fn new(
+        name: String,
+        parts: &'static str,
+        body: &'static str,
+        flags: &'static [&'static str],
+    ) -> Mutating {
         Mutating {
-            resendable: Lua::new(format!("{name}_resendable"), resendable(source), flags),
-            plain: Lua::new(name, source.to_owned(), flags),
+            resendable: Lua::new(format!("{name}_resendable"), parts, resendable(body), flags),
+            plain: Lua::new(name, parts, body.to_owned(), flags),
         }
     }
 

@@ -133,6 +133,17 @@ pub struct Settings {
     /// [`FairLock`](crate::FairLock)). An acquire with a timeout uses its
     /// timeout instead, as Redisson's `tryLock(waitTime, …)` does.
     pub fair_lock_wait_timeout: Duration,
+    /// Keep one fencing counter per lock name, `redisson_lock_token:{KEY}`,
+    /// as Redisson's `RFencedLock` does (default off). Off, every lock of a
+    /// server (of a hash slot, on a cluster) takes its tokens from one shared
+    /// counter, `redlatch_lock_token`, and no key is left behind per name;
+    /// turn it on only where Redisson's `RFencedLock` locks the same names
+    /// and both sides' tokens must be ordered. Applies to acquisitions that
+    /// start after the change. Before switching it on a server that has
+    /// counters of the other kind, delete the counters of the kind switched
+    /// to (they start again from the server's clock, above every token):
+    /// `docs/SAFETY.md`, "Fencing tokens".
+    pub per_name_token_counters: bool,
 }
 
 impl Default for Settings {
@@ -146,6 +157,7 @@ impl Default for Settings {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             handoff_grace: HANDOFF_GRACE,
             fair_lock_wait_timeout: FAIR_LOCK_WAIT_TIMEOUT,
+            per_name_token_counters: false,
         }
     }
 }
@@ -322,6 +334,7 @@ struct LockSection {
     wait_timeout: Option<String>,
     handoff_grace: Option<String>,
     fair_lock_wait_timeout: Option<String>,
+    per_name_token_counters: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -365,6 +378,9 @@ impl SettingsFile {
         if let Some(text) = &self.lock.fair_lock_wait_timeout {
             settings.fair_lock_wait_timeout = duration("lock.fair_lock_wait_timeout", text)?;
         }
+        if let Some(per_name) = self.lock.per_name_token_counters {
+            settings.per_name_token_counters = per_name;
+        }
         if let Some(attempts) = self.retry.attempts {
             settings.retry.attempts = attempts;
         }
@@ -402,6 +418,7 @@ mod tests {
             key_prefix = "p:"
             wait_timeout = "250ms"
             fair_lock_wait_timeout = "20s"
+            per_name_token_counters = true
             [retry]
             attempts = 7
             base_delay = "10ms"
@@ -416,6 +433,7 @@ mod tests {
         assert_eq!(settings.key_prefix, "p:");
         assert_eq!(settings.wait_timeout, Some(Duration::from_millis(250)));
         assert_eq!(settings.fair_lock_wait_timeout, Duration::from_secs(20));
+        assert!(settings.per_name_token_counters);
         assert_eq!(settings.retry.attempts, 7);
         assert_eq!(settings.retry.base_delay, Duration::from_millis(10));
         assert_eq!(settings.retry.max_delay, Duration::from_secs(1));

@@ -151,7 +151,7 @@ pub async fn holds_left(conn: &mut redis::aio::MultiplexedConnection, prefix: &s
             .expect("HGETALL");
         left += fields
             .iter()
-            .filter(|(field, _)| field != "mode")
+            .filter(|(field, _)| field != "mode" && field != "redlatch_token")
             .map(|(_, count)| count.parse::<i64>().unwrap_or(0))
             .sum::<i64>();
     }

@@ -657,7 +657,7 @@ async fn a_redlock_whose_counters_lag_is_taken_on_nodes_out_of_memory() {
     // tokens differ, and the highest must be written back to the other.
     for (admin, counter) in admins.iter_mut().zip([100, 200]) {
         let _: () = redis::cmd("SET")
-            .arg("redisson_lock_token:{oom:lagging}")
+            .arg("redlatch_lock_token")
             .arg(counter)
             .query_async(admin)
             .await

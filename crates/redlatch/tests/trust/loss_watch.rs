@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redlatch::LostReason;
 
 use crate::common;
-use crate::support::{connections_received, hexists_calls};
+use crate::support::{connections_received, hexists_calls, info_counter};
 
 /// Generous: the watch promises 50 ms on loopback.
 const NOTICED_WITHIN: Duration = Duration::from_secs(2);
@@ -480,4 +480,100 @@ async fn a_force_unlock_marks_only_the_holds_it_took_down() {
         new.lost_reason()
     );
     new.release().await.unwrap();
+}
+
+/// Issue 36: every renewal changes its lock's key, and the watch paid for
+/// each: the server pushed an invalidation and the watch read the key back
+/// (a second HEXISTS per renewed hold; 0.18 of a core for Redis at 10,000
+/// locks renewed a second, against 0.05 with the watch off). Renewals now
+/// leave the keys watched without a read back; and a DEL, a force-unlock by
+/// another client, an overwrite, an expiry and a flush right after a round
+/// of renewals are still found by the watch, before the next round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_cost_the_watch_no_read_back_and_leave_the_keys_watched() {
+    const HOLDS: usize = 12;
+    // Renewed every second; the losses are caused 300 ms after a round.
+    let lease = Duration::from_secs(3);
+    let server = common::server();
+    let client = common::client_with_lease(&server, lease).await;
+    let other = common::client(&server).await;
+    let started = Instant::now();
+    let mut guards = Vec::new();
+    for index in 0..HOLDS {
+        guards.push(
+            client
+                .lock(format!("renewed:{index}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    let read = client.read_write_lock("renewed:rw").read().await.unwrap();
+    // Past the settling time: every key read once, and tracked.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (hexists_before, pexpire_before) = hexists_and_pexpire_calls(&server).await;
+    // Two rounds of renewals (at 1 s and 2 s), then 300 ms.
+    tokio::time::sleep(
+        (started + Duration::from_millis(2_300)).saturating_duration_since(Instant::now()),
+    )
+    .await;
+    let (hexists_after, pexpire_after) = hexists_and_pexpire_calls(&server).await;
+    // Each renewal of a lock runs one HEXISTS and one PEXPIRE in its
+    // script (a read hold's: HGET and two PEXPIREs); any other HEXISTS is
+    // the watch reading a key back.
+    let renewals = pexpire_after - pexpire_before;
+    let read_back = (hexists_after - hexists_before).saturating_sub(renewals);
+    let per_renewal = read_back as f64 / renewals.max(1) as f64;
+    eprintln!("{renewals} renewals, {read_back} reads back: {per_renewal:.2} per renewal");
+    assert!(
+        renewals >= HOLDS as u64,
+        "only {renewals} renewals in two rounds"
+    );
+    assert!(
+        per_renewal < 0.2,
+        "{read_back} reads back for {renewals} renewals"
+    );
+    // Losses right after the second round, each found before the third.
+    let found_within = Duration::from_millis(600);
+    admin_cmd(&server, &["DEL", "renewed:0"]).await;
+    assert!(other.lock("renewed:1").force_unlock().await.unwrap());
+    admin_cmd(&server, &["SET", "renewed:2", "x"]).await;
+    admin_cmd(&server, &["PEXPIRE", "renewed:3", "50"]).await;
+    let caused = Instant::now();
+    for (index, how) in ["deleted", "force-unlocked", "overwritten", "expired"]
+        .iter()
+        .enumerate()
+    {
+        tokio::time::timeout(
+            found_within.saturating_sub(caused.elapsed()),
+            guards[index].lost(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("renewed:{index} {how} after renewals went unnoticed"));
+        assert_eq!(guards[index].lost_reason(), Some(LostReason::Gone), "{how}");
+    }
+    eprintln!(
+        "four losses after renewals found within {:?}",
+        caused.elapsed()
+    );
+    assert!(guards[4..].iter().all(|guard| guard.is_held()));
+    admin_cmd(&server, &["FLUSHALL"]).await;
+    let flushed = Instant::now();
+    for guard in &guards[4..] {
+        tokio::time::timeout(found_within, guard.lost())
+            .await
+            .expect("a renewed hold flushed went unnoticed");
+    }
+    tokio::time::timeout(found_within, read.lost())
+        .await
+        .expect("a renewed read hold flushed went unnoticed");
+    eprintln!("flush after renewals found within {:?}", flushed.elapsed());
+}
+
+/// HEXISTS and PEXPIRE calls the server ran so far.
+async fn hexists_and_pexpire_calls(server: &testkit::RedisServer) -> (u64, u64) {
+    (
+        hexists_calls(server).await,
+        info_counter(server, "commandstats", "cmdstat_pexpire").await,
+    )
 }

@@ -41,7 +41,7 @@ impl Strategy for EarlyRelease {
         user_id: i64,
     ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
         Box::pin(async move {
-            let end_at = ctx.check_sale_open(voucher_id).await?;
+            ctx.check_sale_open(voucher_id).await?;
             ctx.check_stock_left(voucher_id).await?;
             // It waits for the lock (2 s at least, whatever `--lock-wait` says):
             // the bug shows when the user's next click is queued on the lock
@@ -51,7 +51,6 @@ impl Strategy for EarlyRelease {
                 ctx,
                 &super::redis_lock::lock_name(voucher_id, user_id),
                 wait,
-                super::redis_lock::fence_expires_at(end_at, ctx.fence_keep),
             )
             .await?;
             let written = async {

@@ -69,7 +69,7 @@ impl Strategy for RedisLock {
             ctx.check_stock_left(voucher_id).await?;
             let name = lock_name(voucher_id, user_id);
             let forget_at = fence_expires_at(end_at, ctx.fence_keep);
-            let guard = user_lock::acquire(ctx, &name, ctx.lock_wait, forget_at).await?;
+            let guard = user_lock::acquire(ctx, &name, ctx.lock_wait).await?;
             let placed = async {
                 // The seed's order: check under the lock, then write.
                 if ctx.db.has_order(voucher_id, user_id).await? {

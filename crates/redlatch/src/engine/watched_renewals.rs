@@ -1,0 +1,141 @@
+//! Renewals of watched holds through the loss watch's own connection, so
+//! that our own renewals cost the watch nothing.
+//!
+//! A renewal changes its lock's key (PEXPIRE). Sent on the command
+//! connection, every renewal made the server push an invalidation to the
+//! watch and the watch read the key back (HEXISTS), per hold per renewal:
+//! with 10,000 locks renewed a second, Redis's CPU share went from 0.05
+//! without the watch to 0.18 with it (docs/BENCHMARKS.md, issue 36).
+//!
+//! The watch's connection tracks in `OPTIN NOLOOP` mode
+//! (`engine/loss_watch.rs`), and a renewal batch goes through it as one
+//! transaction: `MULTI`, the renewal script, `CLIENT CACHING yes`,
+//! `EXISTS` of the batch's keys, `EXEC`. NOLOOP: the server sends this
+//! connection no invalidation for its own writes; but a write still drops
+//! the key from the server's tracking table, so the `EXISTS` after it
+//! tracks the keys again, in the same transaction, where no other client's
+//! change can fall between. The script itself tracks nothing (OPTIN, no
+//! `CACHING yes` before it): on Redis before 7.2 every read inside a script
+//! would track all of the script's keys, a batch of 100 costing 40,000
+//! tracking-table inserts. So a renewal leaves each key tracked, and any
+//! later change by anyone else is pushed at once, as before; it costs the
+//! server one `EXISTS` per batch and the watch nothing.
+//!
+//! Through Sentinel the transaction starts with `ROLE`: a server that is
+//! no longer the master renews nothing here. Whenever this route cannot
+//! answer (no watch connection now, a transaction refused, a broken
+//! connection, a demoted master), the batch is sent on the command
+//! connection, as it is where the watch is off; so is one that finds the
+//! script or the function library missing, loaded again there.
+
+use std::sync::Arc;
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisError, RedisResult, Value};
+
+use crate::scripts::Invocation;
+use crate::sync::Mutex;
+use crate::transport::Connection;
+
+/// The loss watch's connection while it is open, for the renewals.
+#[derive(Clone, Default)]
+pub(crate) struct WatchRoute {
+    open: Arc<Mutex<Option<Route>>>,
+}
+
+#[derive(Clone)]
+struct Route {
+    conn: MultiplexedConnection,
+    /// Through Sentinel: every transaction asks `ROLE` first.
+    asks_role: bool,
+}
+
+impl WatchRoute {
+    /// Renewals go through `conn` until the returned value drops (the
+    /// watch's connection failed, or the client shut down).
+    pub(crate) fn open(&self, conn: &MultiplexedConnection, asks_role: bool) -> OpenRoute {
+        *self.open.lock() = Some(Route {
+            conn: conn.clone(),
+            asks_role,
+        });
+        OpenRoute(self.clone())
+    }
+
+    /// Runs a renewal batch (`keys`: its keys, in order): through the
+    /// watch's connection when it is open and answers, else on `conn`.
+    pub(crate) async fn renew(
+        &self,
+        invocation: &Invocation,
+        keys: &[Arc<str>],
+        conn: &mut Connection,
+    ) -> RedisResult<Vec<i64>> {
+        let route = self.open.lock().clone();
+        if let Some(mut route) = route {
+            // As the client runs its scripts: FCALL, or EVALSHA.
+            let script = invocation.command(conn);
+            match transaction(&mut route, script, keys).await {
+                Ok(renewed) => return Ok(renewed),
+                Err(error) => {
+                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection failed; sending it on the command connection");
+                }
+            }
+        }
+        invocation.invoke_async(conn).await
+    }
+}
+
+/// The watch's connection, open for renewals while this lives.
+pub(crate) struct OpenRoute(WatchRoute);
+
+impl Drop for OpenRoute {
+    fn drop(&mut self) {
+        // Dropping the clone here lets the connection close with the watch's.
+        self.0.open.lock().take();
+    }
+}
+
+/// One renewal transaction on the watch's connection. A script or library
+/// the server lost is an error here: the command connection's call loads it.
+async fn transaction(
+    route: &mut Route,
+    script: redis::Cmd,
+    keys: &[Arc<str>],
+) -> RedisResult<Vec<i64>> {
+    let mut pipeline = redis::pipe();
+    pipeline.atomic();
+    if route.asks_role {
+        pipeline.cmd("ROLE");
+    }
+    pipeline.add_command(script);
+    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
+    let exists = pipeline.cmd("EXISTS");
+    for key in keys {
+        exists.arg(&**key);
+    }
+    exists.ignore();
+    let mut answers: Vec<RedisResult<Value>> = pipeline
+        .ignore_errors()
+        .query_async(&mut route.conn)
+        .await?;
+    let renewed = answers
+        .pop()
+        .unwrap_or_else(|| Err(no_reply("the script")))?;
+    if route.asks_role {
+        let role = answers.pop().unwrap_or_else(|| Err(no_reply("ROLE")))?;
+        if !crate::engine::loss_watch::is_master(&role) {
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "the loss watch's server is no longer the master",
+            )));
+        }
+    }
+    redis::from_redis_value(renewed).map_err(Into::into)
+}
+
+fn no_reply(what: &'static str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "no reply in the renewal transaction",
+        what.to_owned(),
+    ))
+}
