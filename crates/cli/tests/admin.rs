@@ -12,12 +12,20 @@ use serde_json::{Value, json};
 /// What Redis holds for lock `name`: owner → count, PTTL, last token.
 fn redis_view(world: &World, name: &str) -> (HashMap<String, u64>, i64, Option<u64>) {
     let mut conn = world.redis();
-    let mut fields: HashMap<String, u64> =
+    let mut fields: HashMap<String, String> =
         redis::cmd("HGETALL").arg(name).query(&mut conn).unwrap();
     let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).unwrap();
-    // The hold keeps its token beside the owner's count.
-    let token = fields.remove("redlatch_token");
-    (fields, pttl, token)
+    // The hold keeps its token beside the owner's count, as `t<token>`.
+    let token = fields.remove("redlatch_token").map(|kept| {
+        kept.strip_prefix('t')
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or_else(|| panic!("kept token {kept:?}"))
+    });
+    let counts = fields
+        .into_iter()
+        .map(|(field, count)| (field, count.parse().expect("a hold count")))
+        .collect();
+    (counts, pttl, token)
 }
 
 fn stdout_json(output: &std::process::Output) -> Value {

@@ -39,7 +39,7 @@ fn hold_locks(world: &World) {
             .arg(owner(n))
             .arg(1)
             .arg("redlatch_token")
-            .arg(token)
+            .arg(format!("t{token}"))
             .cmd("PEXPIRE")
             .arg(name)
             .arg(ttl_s * 1000)

@@ -28,15 +28,17 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "lib/checks.lua",
-        sha1: "aea7f2c66ad42acbf21a1249c7a907f6042bf40e",
+        sha1: "4ffd3de89ad7986d87e7d6e1bb2694c5271a24dd",
         step: "server::Server::next_token",
         recheck: "next_token: INCR; a counter INCR finds absent (it gives 1) starts at the \
-                  server's time in microseconds (TIME), never at 1; the validity checks refuse \
-                  before anything is written (not modelled: the model's data is never corrupt)",
+                  server's time in microseconds (TIME), never at 1; a counter that cannot give an \
+                  exact token (negative, past 2^53 - 1) gives none, INCR undone; the validity \
+                  checks refuse before anything is written (not modelled: the model's data is \
+                  never corrupt and its counters stay small)",
     },
     Tie {
         file: "acquire.lua",
-        sha1: "368a5c844ef0874f50a2e474b9532d1e30446704",
+        sha1: "7ebf24faf4fec4dd978752108f817b69913ae5c7",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
                   token, the lease set; the same owner: one more hold, the hold's token, the \
@@ -79,14 +81,14 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "rw_read_acquire.lua",
-        sha1: "355d412f03013c811f9602896887921a4d9647ca",
+        sha1: "d8c495850f14b8f4c2bd584180969fc141ecfb78",
         step: "rwlock::RwServer::read_acquire",
         recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
                   sets its own lease",
     },
     Tie {
         file: "rw_write_acquire.lua",
-        sha1: "0224c71a17e6dbe3f1cd11980d56dbfc8aba63f1",
+        sha1: "bc5b24c3a92ecff8b24235a9d0c4138ff80cc8e0",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },

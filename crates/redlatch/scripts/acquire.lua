@@ -27,8 +27,10 @@
 --         3, pttl    held by another owner, and this owner's claim to the next
 --                    turn stands (it must try again within the claim's time)
 --        -1, 0       a value this lock cannot use: the hash is another type, the
---                    owner's hold count is not an integer, or the counter is not a
---                    non-negative 64-bit integer INCR can raise; nothing is written
+--                    owner's hold count is not an integer, the counter is not a
+--                    non-negative integer INCR can raise to a token of at most
+--                    2^53 - 1 (lib/checks.lua), or the hold's kept token is not
+--                    such an integer; nothing is written
 --        -5, error   the server refused a command on this lock's keys (an ACL
 --                    NOPERM, say); error = its message; nothing is written
 -- One lock's fault is its own: the others of the call get their own outcomes.
@@ -61,14 +63,14 @@ local function acquire(lock, counter, first, lease, owner, waited)
     if not turn then
       return 0, math.max(come_now(first, come), 1)
     end
-    -- INCR refuses a counter that is not an integer (or would overflow);
-    -- one that was negative is put back: tokens must only ever grow.
+    -- INCR (next_token) is the counter's check: it raises on one that is
+    -- not an integer, and gives nothing (undone) from a negative one or one
+    -- past the largest exact token.
     local token = next_token(counter)
-    if token < 1 then
-      redis.call('decr', counter)
+    if not token then
       return -1, 0
     end
-    redis.call('hset', lock, owner, 1, TOKEN_FIELD, string.format('%.0f', token))
+    redis.call('hset', lock, owner, 1, TOKEN_FIELD, kept_token(token))
     redis.call('pexpire', lock, lease)
     if turn == 'own' then redis.call('del', first) end
     return 1, token
@@ -79,8 +81,7 @@ local function acquire(lock, counter, first, lease, owner, waited)
     end
     return 0, pttl
   end
-  local token = counter_value(redis.call('hget', lock, TOKEN_FIELD)
-    or redis.call('get', counter))
+  local token = hold_token(lock, counter)
   if not token or not is_hold_count(count) then
     return -1, 0
   end

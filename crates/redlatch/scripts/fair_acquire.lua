@@ -23,8 +23,9 @@
 --                           expiry; 0: free, but another waiter is first, and was woken);
 --                           first = 1 when this owner is first in line
 --         {-1, 0, 0}        a value the lock cannot use: a key holds another type, the
---                           owner's hold count is not an integer, or the counter is not a
---                           non-negative 64-bit integer INCR can raise; nothing is written
+--                           owner's hold count is not an integer, the counter cannot
+--                           give a token (is_counter: lib/checks.lua), or a re-entered
+--                           hold's kept token is not one; nothing is written
 local publish = ARGV[6] or 'publish'
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
@@ -43,6 +44,12 @@ local held = lock_kind == 'hash' and redis.call('hget', KEYS[1], ARGV[2])
 if not is_hold_count(held) then
   return {-1, 0, 0}
 end
+-- A re-entry's token, read before the hold count is raised: a kept token
+-- the lock cannot use (hold_token) refuses the re-entry unwritten.
+local kept = held and hold_token(KEYS[1], KEYS[4])
+if held and not kept then
+  return {-1, 0, 0}
+end
 local now = server_now()
 local wait = tonumber(ARGV[3])
 local first = drop_dead(KEYS[2], KEYS[3], KEYS[5], now)
@@ -54,15 +61,14 @@ if lock_kind == 'none' then
     -- Everyone behind moves one place up.
     shorten_all(KEYS[3], wait)
     local token = next_token(KEYS[4])
-    redis.call('hset', KEYS[1], ARGV[2], 1, TOKEN_FIELD, string.format('%.0f', token))
+    redis.call('hset', KEYS[1], ARGV[2], 1, TOKEN_FIELD, kept_token(token))
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token}
   end
 elseif held then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   lengthen(KEYS[1], ARGV[1])
-  return {2, tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)
-    or redis.call('get', KEYS[4]) or '0')}
+  return {2, kept}
 end
 local place = tonumber(ARGV[4])
 -- Out of memory a place is not taken (nor its sign of life written): the

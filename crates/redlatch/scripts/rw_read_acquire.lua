@@ -21,8 +21,9 @@
 --         {0, wait}   blocked by a writer (holding or waiting) or a plain lock:
 --                     wait = ms until worth another try (-1: the holder has no expiry)
 --         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
---                     hold count is not an integer, or the counter is not a non-negative
---                     64-bit integer INCR can raise; nothing is written
+--                     hold count is not an integer, the counter cannot give a token
+--                     (is_counter: lib/checks.lua), or a re-entered hold's kept token
+--                     (its first timeout key) is not one; nothing is written
 --         {-3, 0}     re-enter only, and this owner holds no read
 if redis.replicate_commands then redis.replicate_commands() end
 local function kind(key) return redis.call('type', key).ok end
@@ -47,6 +48,22 @@ end
 local reading = mode and redis.call('hexists', KEYS[1], ARGV[2]) == 1
 if ARGV[5] == '1' and not reading then
   return {-3, 0}
+end
+-- A re-entry's token, read before anything is written: its first hold's
+-- (the value of PREFIX:1; without that key, the counter's). One the lock
+-- cannot use (counter_value, lib/checks.lua) refuses the re-entry.
+local kept = false
+if reading then
+  local first = ARGV[4] .. ':1'
+  local first_kind = kind(first)
+  if first_kind == 'string' then
+    kept = counter_value(redis.call('get', first))
+  elseif first_kind == 'none' then
+    kept = counter_value(redis.call('get', KEYS[2]))
+  else
+    kept = nil
+  end
+  if not kept then return {-1, 0} end
 end
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 if not reading and not writing then
@@ -86,4 +103,4 @@ lengthen(KEYS[1], ARGV[1])
 if token then
   return {1, token}
 end
-return {2, tonumber(redis.call('get', ARGV[4] .. ':1') or redis.call('get', KEYS[2]) or '0')}
+return {2, kept or 0}

@@ -17,8 +17,9 @@
 --         {0, pttl}   held by readers, another writer or a plain lock: its remaining
 --                     lease (-1: no expiry)
 --         {-1, 0}     a value the lock cannot use: a key holds another type, the owner's
---                     hold count is not an integer, or the counter is not a non-negative
---                     64-bit integer INCR can raise; nothing is written
+--                     hold count is not an integer, the counter cannot give a token
+--                     (is_counter: lib/checks.lua), or a re-entered hold's kept token
+--                     is not one; nothing is written
 --         {-3, 0}     re-enter only, and this owner does not hold the write lock
 --         {-4, 0}     this owner reads the lock: it would wait for itself (no upgrade)
 if redis.replicate_commands then redis.replicate_commands() end
@@ -34,10 +35,15 @@ if (lock_kind ~= 'none' and lock_kind ~= 'hash')
 end
 if lock_kind == 'hash' and redis.call('hget', KEYS[1], 'mode') == 'write'
     and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  -- Read before the hold count is raised: a kept token the lock cannot use
+  -- (hold_token, lib/checks.lua) refuses the re-entry unwritten.
+  local kept = hold_token(KEYS[1], KEYS[2])
+  if not kept then
+    return {-1, 0}
+  end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   lengthen(KEYS[1], ARGV[1])
-  return {2, tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)
-    or redis.call('get', KEYS[2]) or '0')}
+  return {2, kept}
 end
 if ARGV[4] == '1' then
   return {-3, 0}
@@ -48,7 +54,7 @@ end
 if lock_kind == 'none' then
   local token = next_token(KEYS[2])
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1,
-    TOKEN_FIELD, string.format('%.0f', token))
+    TOKEN_FIELD, kept_token(token))
   redis.call('pexpire', KEYS[1], ARGV[1])
   redis.call('zrem', KEYS[3], ARGV[2])
   return {1, token}

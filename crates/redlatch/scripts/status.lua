@@ -18,7 +18,9 @@
 local kind = redis.call('type', KEYS[1]).ok
 local token = -1
 if kind == 'hash' then
-  token = tonumber(redis.call('hget', KEYS[1], TOKEN_FIELD)) or -1
+  local kept = redis.call('hget', KEYS[1], TOKEN_FIELD)
+  local digits = kept and string.match(kept, '^t(%d+)$')
+  token = digits and counter_value(digits) or -1
 end
 if token < 0 and ARGV[1] == '1' then
   token = tonumber(redis.call('get', KEYS[2]) or '-1')

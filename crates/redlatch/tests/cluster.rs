@@ -1249,7 +1249,7 @@ async fn a_thousand_names_used_once_leave_one_counter_per_slot_at_most() {
     }
     let slots: std::collections::HashSet<redis::cluster_routing::Slot> = names
         .iter()
-        .map(|name| redis::cluster_routing::Slot::for_key(name))
+        .map(redis::cluster_routing::Slot::for_key)
         .collect();
     assert!(
         lasting.len() <= slots.len() && !lasting.is_empty(),

@@ -16,7 +16,11 @@ use redlatch::Error;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_is_reloaded_transparently() {
     let server = common::server();
-    let lease = Duration::from_millis(300);
+    // Renewed every 300 ms: several renewals meet a flushed server, each
+    // with two periods to spare before the lease ends (a 300 ms lease was
+    // lost once at load 15, where a renewal's fallback after a flush took
+    // its two round trips late).
+    let lease = Duration::from_millis(900);
     // One client runs its scripts as functions, the other by EVALSHA: each
     // flush below takes both the function library and the script cache.
     let client = common::client_with_lease(&server, lease).await;
@@ -55,7 +59,16 @@ async fn script_flush_mid_run_is_reloaded_transparently() {
         worker.await.unwrap();
     }
     assert_eq!(done.load(Ordering::Relaxed), 400);
-    // The watchdogs load their scripts again too: the 300 ms leases survived.
+    // One more flush, then more than a lease of renewals after it.
+    for flush in ["SCRIPT", "FUNCTION"] {
+        let () = redis::cmd(flush)
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    // The watchdogs load their scripts again too: the leases survived.
     assert!(renewed.is_held() && renewed_by_evalsha.is_held());
     renewed
         .release()

@@ -1690,7 +1690,7 @@ impl<'e> Case<'e> {
             if let Some(token) = hash.remove("redlatch_token") {
                 let hold = self.locks[l].hold.as_ref();
                 ensure!(
-                    hold.is_some_and(|h| token == h.token.to_string()),
+                    hold.is_some_and(|h| token == format!("t{}", h.token)),
                     "lock {l}: the hash keeps token {token}, the model's hold {:?}",
                     hold.map(|h| h.token)
                 );

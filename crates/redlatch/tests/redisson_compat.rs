@@ -274,3 +274,68 @@ async fn fencing_tokens_increase_across_redisson_fenced_locks_and_redlatch() {
         );
     }
 }
+
+/// Redisson's read-hold renewal, written from its documented behaviour:
+/// while its own field holds, the hash's lease is set again and, when the
+/// hash has other fields, every field whose value Lua reads as a number is
+/// taken for a reader's hold count and that many of its timeout keys
+/// (`{NAME}:<field>:rwlock_timeout:<i>`) are extended. KEYS[1] the lock
+/// hash; ARGV[1] lease ms, ARGV[2] its own field, ARGV[3] the timeout keys'
+/// base (`{NAME}`). 1 when renewed, 0 when its field is gone.
+const REDISSON_READ_RENEW: &str = "\
+if redis.call('hget', KEYS[1], ARGV[2]) == false then return 0 end \
+redis.call('pexpire', KEYS[1], ARGV[1]) \
+if redis.call('hlen', KEYS[1]) > 1 then \
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do \
+    local count = tonumber(redis.call('hget', KEYS[1], field)) \
+    if type(count) == 'number' then \
+      for i = count, 1, -1 do \
+        redis.call('pexpire', ARGV[3] .. ':' .. field .. ':rwlock_timeout:' .. i, ARGV[1]) \
+      end \
+    end \
+  end \
+end \
+return 1";
+
+/// Redisson's read lock takes a hash without a `mode` field for free, so a
+/// Redisson reader can enter a name a redlatch `Lock` holds (both sides
+/// misused on one name). Its renewal then reads every field of the hash as
+/// a hold count: the plain hold's kept token must not read as a number, or
+/// the renewal walks some 2^50 timeout keys and stalls the whole server.
+/// Failed before: the kept token was the bare decimal token, and the
+/// renewal did not answer within 5 s (the server answered BUSY).
+#[tokio::test]
+async fn a_redisson_reader_beside_a_redlatch_lock_does_not_stall_the_server() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut java = common::admin(&server).await;
+    let name = "mixed-kinds";
+    let guard = client.lock(name).acquire().await.unwrap();
+    let field = JAVA_OWNER;
+    let taken: Option<i64> = Script::new(names::REDISSON_READ_LOCK)
+        .key(name)
+        .key(format!(
+            "{}:rwlock_timeout",
+            names::suffix_name(name, field)
+        ))
+        .arg(30_000)
+        .arg(field)
+        .arg(format!("{field}:write"))
+        .invoke_async(&mut java)
+        .await
+        .unwrap();
+    assert_eq!(
+        taken, None,
+        "Redisson's read lock takes a hash with no mode"
+    );
+    let script = Script::new(REDISSON_READ_RENEW);
+    let mut renew = script.key(name);
+    renew.arg(30_000).arg(field).arg(format!("{{{name}}}"));
+    let renewal = renew.invoke_async::<i64>(&mut java);
+    let renewed = tokio::time::timeout(Duration::from_secs(5), renewal).await;
+    assert!(
+        matches!(renewed, Ok(Ok(1))),
+        "Redisson's read renewal beside a redlatch hold: {renewed:?}"
+    );
+    guard.release().await.unwrap();
+}

@@ -1042,3 +1042,140 @@ async fn a_holder_is_named_for_the_documented_acl_user() {
     assert!(named, "{:?}", lock.status().await);
     guard.release().await.unwrap();
 }
+
+/// Issue 36: the watchdog's renewals of lock holds go through the loss
+/// watch's connection in transactions, for the documented ACL user too;
+/// a user without `MULTI`/`EXEC` keeps them on the command connection,
+/// renewed all the same and still watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_take_the_watch_s_connection_only_where_transactions_are_allowed() {
+    for transactions in [true, false] {
+        let mut acl = documented_acl("locker-secret");
+        if !transactions {
+            acl = acl.replace(" +multi", "").replace(" +exec", "");
+        }
+        let server = RedisServer::builder().arg("user", &acl).start().unwrap();
+        let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
+        let client = Client::builder(&url)
+            .key_prefix("app:")
+            .connect_timeout(Duration::from_secs(2))
+            .default_lease(Duration::from_millis(900))
+            .connect()
+            .await
+            .unwrap();
+        let mut guards = Vec::new();
+        for index in 0..4 {
+            guards.push(
+                client
+                    .lock(format!("acl-renewed:{index}"))
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
+        }
+        // Four rounds of renewals (every 300 ms).
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        assert!(
+            guards.iter().all(|guard| guard.is_held()),
+            "transactions {transactions}"
+        );
+        let mut admin = common::admin(&server).await;
+        let stats = stats(&mut admin).await;
+        let renewals = count(&stats, "cmdstat_pexpire");
+        let read_back = count(&stats, "cmdstat_hexists").saturating_sub(renewals);
+        eprintln!(
+            "transactions {transactions}: {renewals} renewals, {read_back} reads back, {stats:?}"
+        );
+        assert!(
+            renewals >= 8,
+            "transactions {transactions}: {renewals} renewals"
+        );
+        if transactions {
+            assert!(count(&stats, "cmdstat_exec") >= 2, "{stats:?}");
+            // The watch's first read of each key, no more.
+            assert!(read_back <= 4, "{read_back} reads back: {stats:?}");
+        } else {
+            assert_eq!(count(&stats, "cmdstat_exec"), 0, "{stats:?}");
+        }
+        let _: i64 = redis::cmd("DEL")
+            .arg("app:acl-renewed:2")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_millis(250), guards[2].lost())
+            .await
+            .expect("a DEL after renewals went unnoticed");
+    }
+}
+
+/// Issue 36, red team: the ACL takes `MULTI` (or `EXEC`) away after the
+/// watch opened its route for renewals. Every renewal transaction is then
+/// refused; the batch must go on the command connection and the holds stay
+/// renewed (no panic in the watchdog, no hold lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_survive_transactions_taken_away_after_connect() {
+    for command in ["multi", "exec"] {
+        let acl = documented_acl("locker-secret");
+        let server = RedisServer::builder().arg("user", &acl).start().unwrap();
+        let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
+        let client = Client::builder(&url)
+            .key_prefix("app:")
+            .connect_timeout(Duration::from_secs(2))
+            .default_lease(Duration::from_millis(900))
+            .connect()
+            .await
+            .unwrap();
+        let mut guards = Vec::new();
+        for index in 0..4 {
+            guards.push(
+                client
+                    .lock(format!("acl-taken:{index}"))
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut admin = common::admin(&server).await;
+        // A round of renewals through the route first.
+        let started = std::time::Instant::now();
+        while count(&stats(&mut admin).await, "cmdstat_exec") == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{command}: no renewal transaction"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg(format!("-{command}"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let renewed_before = count(&stats(&mut admin).await, "cmdstat_pexpire");
+        // Four more rounds (every 300 ms): each past the lease's end if
+        // the renewals had stopped.
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        let renewed = count(&stats(&mut admin).await, "cmdstat_pexpire") - renewed_before;
+        assert!(
+            guards.iter().all(|guard| guard.is_held()),
+            "{command} taken away: a hold was lost"
+        );
+        assert!(renewed >= 8, "{command} taken away: {renewed} renewals");
+        // And a loss is still known (by the watch or the next renewal:
+        // neither is left waiting on a half-open transaction).
+        let _: i64 = redis::cmd("DEL")
+            .arg("app:acl-taken:1")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(2), guards[1].lost())
+            .await
+            .unwrap_or_else(|_| panic!("{command} taken away: a DEL went unnoticed"));
+        for (index, guard) in guards.into_iter().enumerate() {
+            if index != 1 {
+                guard.release().await.unwrap();
+            }
+        }
+    }
+}

@@ -25,11 +25,23 @@ local function in_range(value, below)
   return value <= '9223372036854775807'
 end
 
--- The fencing counter's value read by GET (false: absent, 0) as a number,
--- or nil when the lock cannot use it: not an integer, or negative.
+-- The largest fencing token: 2^53 - 1. A script's numbers are Lua's
+-- doubles, exact only up to 2^53; above it INCR's reply is rounded (2^53 + 1
+-- reads as 2^53), and two acquisitions could be answered one token.
+local MAX_TOKEN = '9007199254740991'
+
+-- True when `value` (a decimal string with no sign nor leading zero) is at
+-- most `limit` (another), compared as the numbers they spell.
+local function at_most(value, limit)
+  return #value < #limit or (#value == #limit and value <= limit)
+end
+
+-- The fencing counter's value read by GET, or a hold's kept token (false:
+-- absent, 0) as a number, or nil when the lock cannot use it: not an
+-- integer, negative, or above MAX_TOKEN.
 local function counter_value(raw)
   if not raw then return 0 end
-  if not in_range(raw, false) then return nil end
+  if not in_range(raw, false) or not at_most(raw, MAX_TOKEN) then return nil end
   return tonumber(raw)
 end
 
@@ -40,13 +52,40 @@ end
 -- as long as they last; a read hold keeps its token in its first timeout key.
 local TOKEN_FIELD = 'redlatch_token'
 
+-- A hold's token as its hash keeps it: 't' and the decimal token. Not a
+-- number to Lua: Redisson's read-lock scripts take every field of a hash
+-- whose value reads as a number for a reader's hold count and walk that
+-- many timeout keys, and Redisson's read lock enters a hash without a
+-- 'mode' (a plain lock's): a bare token (about 2^50) would stall the server.
+local function kept_token(token)
+  return 't' .. string.format('%.0f', token)
+end
+
+-- The token of the hold in `lock`: the one it keeps (TOKEN_FIELD), or for
+-- a hold that keeps none (an older redlatch's) the value of `counter`; nil
+-- when the lock cannot use it (counter_value).
+local function hold_token(lock, counter)
+  local kept = redis.call('hget', lock, TOKEN_FIELD)
+  if not kept then return counter_value(redis.call('get', counter)) end
+  local digits = string.match(kept, '^t(%d+)$')
+  return digits and counter_value(digits)
+end
+
 -- The next fencing token: INCR of `counter`. A counter that was absent (INCR
 -- gave 1: a new deployment, a server restarted without its data, a counter
 -- evicted) starts at the server's time in microseconds, above every token a
 -- lost counter handed out unless it handed out more than one per microsecond
 -- since it was made or the server's clock went back (docs/SAFETY.md).
+-- nil when the counter cannot give a token: it was negative (INCR is undone:
+-- tokens must only ever grow) or INCR passed MAX_TOKEN (undone too; a double
+-- of 2^53 or more is what any INCR above MAX_TOKEN reads as). INCR itself
+-- raises on a counter that is not an integer or would overflow.
 local function next_token(counter)
   local token = redis.call('incr', counter)
+  if token < 1 or token > tonumber(MAX_TOKEN) then
+    redis.call('decr', counter)
+    return nil
+  end
   if token == 1 then
     local time = redis.call('time')
     token = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -55,14 +94,15 @@ local function next_token(counter)
   return token
 end
 
--- True when INCR on `key` would give a token above every earlier one: the
--- key is absent, or holds a non-negative decimal 64-bit integer below the
--- maximum.
+-- True when INCR on `key` would give a token above every earlier one (and
+-- exact: next_token): the key is absent, or holds a non-negative decimal
+-- integer below MAX_TOKEN.
 local function is_counter(key)
   local key_type = redis.call('type', key).ok
   if key_type == 'none' then return true end
   if key_type ~= 'string' then return false end
-  return in_range(redis.call('get', key), true)
+  local value = redis.call('get', key)
+  return in_range(value, true) and at_most(value, MAX_TOKEN) and value ~= MAX_TOKEN
 end
 
 -- True when an owner's field in a lock hash (HGET's reply; false: absent)

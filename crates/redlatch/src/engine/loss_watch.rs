@@ -165,6 +165,13 @@ async fn run(
     let mut granted_once = false;
     // Such a refusal was logged (once per run of refusals).
     let mut refused_now = false;
+    // Our own writes go untold (NOLOOP), until the server's tracking table
+    // is seen full: then Redis evicts keys from it while it runs this
+    // connection's commands, and NOLOOP leaves those evictions untold too
+    // (a key the watch counts as tracked would not be). From then on the
+    // watch tracks without NOLOOP and the renewals take the command
+    // connection, each costing a push and a read, as before issue 36.
+    let mut noloop = true;
     loop {
         if let Some(failed) = failures {
             // Every reconnect waits, by the client's retry policy, as for its
@@ -183,10 +190,10 @@ async fn run(
         let (pushes_to, mut pushes) = mpsc::unbounded_channel();
         let opened = tokio::select! {
             () = shutdown.cancelled() => return,
-            opened = open(&source, protect, pushes_to, timeout) => opened,
+            opened = open(&source, protect, noloop, pushes_to, timeout) => opened,
         };
-        let mut conn = match opened {
-            Ok(conn) => conn,
+        let (mut conn, transactions) = match opened {
+            Ok(opened) => opened,
             Err(Refusal::ForGood(error)) if !granted_once => {
                 info!(%error, "redlatch: the server refuses client-side caching; lost holds are found by the renewals");
                 drain(&mut incoming, &shutdown).await;
@@ -213,9 +220,10 @@ async fn run(
         let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
         let mut master_only = matches!(source, WatchSource::Sentinel(_));
         // Renewals go through this connection until it fails (or a renewal
-        // finds it not answering: `broken`).
-        let open_route = route.open(&conn, master_only, shutdown.child_token());
-        let broken = open_route.broken().clone();
+        // finds it not answering: `broken`, which also ends `watch`).
+        let broken = shutdown.child_token();
+        let _open_route =
+            (noloop && transactions).then(|| route.open(&conn, master_only, broken.clone()));
         if check(
             &mut conn,
             &mut master_only,
@@ -226,8 +234,7 @@ async fn run(
         )
         .await
         .is_ok()
-        {
-            watch(
+            && watch(
                 &mut conn,
                 &mut master_only,
                 &holds,
@@ -236,13 +243,22 @@ async fn run(
                 &mut rereads,
                 &mut incoming,
                 &mut pushes,
+                noloop,
                 // Also cancelled when a renewal got no answer here: a stalled
                 // connection hears of no change either.
                 &broken,
             )
-            .await;
+            .await
+                == Ended::TableFull
+        {
+            info!(
+                "redlatch: the server's tracking table is full; the loss watch reads each renewed key back from now on"
+            );
+            noloop = false;
+            // Not a failure: connect again at once.
+            failures = None;
+            continue;
         }
-        drop(open_route);
         if shutdown.is_cancelled() {
             return;
         }
@@ -252,7 +268,17 @@ async fn run(
     }
 }
 
-/// Watches on one connection until it fails (or the client shuts down).
+/// Why [`watch`] returned.
+#[derive(PartialEq)]
+enum Ended {
+    /// The connection failed, or the client shut down.
+    Failed,
+    /// A key was evicted from the server's tracking table (with `noloop`).
+    TableFull,
+}
+
+/// Watches on one connection until it fails (or the client shuts down),
+/// or, tracking with NOLOOP, until the tracking table is seen full.
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     conn: &mut MultiplexedConnection,
@@ -263,14 +289,15 @@ async fn watch(
     rereads: &mut Rereads,
     incoming: &mut UnboundedReceiver<Watched>,
     pushes: &mut UnboundedReceiver<PushInfo>,
+    noloop: bool,
     shutdown: &CancellationToken,
-) {
+) -> Ended {
     let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
     loop {
         let next_settled = settling.front().map(|(at, _)| *at);
         let role_check = (*master_only && !keys.is_empty()).then_some(next_role_check);
         let due = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return Ended::Failed,
             Some(watched) = incoming.recv() => {
                 settling.push_back((tokio::time::Instant::now() + SETTLE, watched));
                 continue;
@@ -300,40 +327,48 @@ async fn watch(
                     continue;
                 }
                 // Demoted, or gone: the master Sentinel names now.
-                return;
+                return Ended::Failed;
             }
             push = pushes.recv() => match push {
                 Some(push) => match invalidated(push, keys) {
-                    Some(named) => pace(keys, rereads, named),
-                    None => return,
+                    Some(named) => match pace(keys, rereads, named) {
+                        (_, true) if noloop => return Ended::TableFull,
+                        (now_due, _) => now_due,
+                    },
+                    None => return Ended::Failed,
                 },
-                None => return,
+                None => return Ended::Failed,
             },
         };
         if check(conn, master_only, holds, keys, rereads, due)
             .await
             .is_err()
         {
-            return;
+            return Ended::Failed;
         }
     }
 }
 
 /// Of the keys an invalidation names, those to read now; the others are
-/// scheduled for later by their pacing.
-fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> Vec<Arc<str>> {
+/// scheduled for later by their pacing. True when one is (a key
+/// invalidated right after a read: the tracking table evicting it).
+fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> (Vec<Arc<str>>, bool) {
     let now = tokio::time::Instant::now();
     let mut now_due = Vec::new();
+    let mut evicted = false;
     for key in named {
         let Some(watched) = keys.get_mut(&key) else {
             continue;
         };
         match watched.pacing.invalidated(now) {
             Duration::ZERO => now_due.push(key),
-            delay => rereads.schedule(key, now + delay),
+            delay => {
+                evicted = true;
+                rereads.schedule(key, now + delay);
+            }
         }
     }
-    now_due
+    (now_due, evicted)
 }
 
 /// Sleeps until `at`; forever when there is nothing to wait for.
@@ -352,22 +387,26 @@ enum Refusal {
     ForNow(redis::RedisError),
 }
 
+/// Opens a watch connection, tracking; with whether it may carry the
+/// renewals (`engine/watched_renewals.rs`: the server allows `MULTI`).
 async fn open(
     source: &WatchSource,
     protect: bool,
+    noloop: bool,
     pushes: UnboundedSender<PushInfo>,
     timeout: Duration,
-) -> Result<MultiplexedConnection, Refusal> {
+) -> Result<(MultiplexedConnection, bool), Refusal> {
     let mut conn = source.open(pushes, timeout).await.map_err(refusal)?;
     // `CACHING yes` is asked once here: every read of the watch and every
     // renewal through it counts on it (a `PING` then takes the flag back).
     // Each answer apart: a refusal's code says whether to try again.
+    let mut tracking = redis::cmd("CLIENT");
+    tracking.arg("TRACKING").arg("ON").arg("OPTIN");
+    if noloop {
+        tracking.arg("NOLOOP");
+    }
     let answers: Vec<redis::RedisResult<Value>> = redis::pipe()
-        .cmd("CLIENT")
-        .arg("TRACKING")
-        .arg("ON")
-        .arg("OPTIN")
-        .arg("NOLOOP")
+        .add_command(tracking)
         .cmd("CLIENT")
         .arg("CACHING")
         .arg("yes")
@@ -384,7 +423,26 @@ async fn open(
         // here changes nothing but the flag.
         let _ = no_evict::protect(&mut conn).await;
     }
-    Ok(conn)
+    // The renewals' route needs transactions: an ACL without `MULTI`
+    // (`@transaction`) leaves the renewals on the command connection.
+    // Asked as plain commands (an empty transaction): the client library's
+    // transaction reader does not expect a refused `MULTI` (its connection
+    // task panics).
+    let probe = redis::pipe()
+        .cmd("MULTI")
+        .cmd("EXEC")
+        .ignore_errors()
+        .query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
+        .await
+        .map_err(refusal)?;
+    let transactions = match probe.as_slice() {
+        [Ok(_), Ok(_)] => true,
+        // `MULTI` allowed, `EXEC` not: the connection would stay in a
+        // transaction, queueing the watch's reads.
+        [Ok(_), Err(error)] => return Err(Refusal::ForGood(error.clone())),
+        _ => false,
+    };
+    Ok((conn, transactions))
 }
 
 /// A server's answer refuses for good (RESP3 or tracking unknown, denied);

@@ -1244,10 +1244,14 @@ mod permutation_checks {
         assert_eq!(entries.locks(), 2, "only the new and the re-entered hold");
     }
 
-    /// A hold registered, or given its first watchdog guard, while the task
-    /// plans its sleep is never slept past: the plan saw it, or the task
-    /// finds a wake-up when it parks.
-    fn a_hold_registered_while_the_task_plans_is_never_slept_past() {
+    /// A hold that becomes due while the task plans its sleep (`change`:
+    /// a new hold registered, or a fixed-lease hold's first watchdog guard,
+    /// both due now) is never slept past: the plan saw it, or the task
+    /// finds a wake-up when it parks. One change per check: each must wake
+    /// the task by itself.
+    fn a_hold_due_while_the_task_plans_is_never_slept_past(
+        change: fn(&Watchdog, &Arc<Hold>, LeaseInstant),
+    ) {
         let dog = watchdog();
         let fixed = dog.register(reply_for("fixed", 1, false, LeaseInstant::now()));
         let shared = dog.shared.clone();
@@ -1258,16 +1262,11 @@ mod permutation_checks {
             move || shared.plan_wake(LeaseInstant::now() + Duration::from_secs(3_600))
         });
         let due_now = LeaseInstant::now() - renewal_period(LEASE_MS);
-        let registrar = thread::spawn({
-            let dog = dog.clone();
-            move || dog.register(reply_for("new", 2, true, due_now))
-        });
-        let reentry = thread::spawn({
+        let changer = thread::spawn({
             let (dog, fixed) = (dog.clone(), fixed.clone());
-            move || assert!(dog.add_guard(&fixed, due_now, LEASE_MS, true))
+            move || change(&dog, &fixed, due_now)
         });
-        let new = registrar.join().unwrap();
-        reentry.join().unwrap();
+        changer.join().unwrap();
         let planned = planner.join().unwrap();
         let woken = futures_util::FutureExt::now_or_never(shared.wake.notified()).is_some();
         let entries = shared.entries.lock();
@@ -1276,9 +1275,17 @@ mod permutation_checks {
         assert!(first_due <= due_now + renewal_period(LEASE_MS));
         assert!(
             planned <= first_due || woken,
-            "the task would sleep past a hold registered while it planned"
+            "the task would sleep past a hold that became due while it planned"
         );
-        drop(new);
+    }
+
+    fn registered(dog: &Watchdog, _: &Arc<Hold>, due_now: LeaseInstant) {
+        // The guard lives on in the watchdog's entry.
+        drop(dog.register(reply_for("new", 2, true, due_now)));
+    }
+
+    fn reentered_with_the_watchdog(dog: &Watchdog, fixed: &Arc<Hold>, due_now: LeaseInstant) {
+        assert!(dog.add_guard(fixed, due_now, LEASE_MS, true));
     }
 
     #[test]
@@ -1288,7 +1295,14 @@ mod permutation_checks {
 
     #[test]
     fn permutation_a_hold_registered_while_the_task_plans_is_never_slept_past() {
-        explore(a_hold_registered_while_the_task_plans_is_never_slept_past);
+        explore(|| a_hold_due_while_the_task_plans_is_never_slept_past(registered));
+    }
+
+    #[test]
+    fn permutation_a_hold_reentered_with_the_watchdog_while_the_task_plans_is_never_slept_past() {
+        explore(|| {
+            a_hold_due_while_the_task_plans_is_never_slept_past(reentered_with_the_watchdog)
+        });
     }
 
     #[test]

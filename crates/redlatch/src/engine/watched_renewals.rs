@@ -26,7 +26,10 @@
 //! answer (no watch connection now, a transaction refused, a broken
 //! connection, a demoted master), the batch is sent on the command
 //! connection, as it is where the watch is off; so is one that finds the
-//! script or the function library missing, loaded again there.
+//! script or the function library missing, loaded again there. The watch
+//! opens this route only where the server allows `MULTI`, and closes it
+//! for good once it sees the tracking table full (NOLOOP would hide that
+//! table's evictions: `engine/loss_watch.rs`).
 //!
 //! The route gets half of the batch's time, so that the command connection
 //! has the other half. A route that does not answer at all (a stalled or

@@ -63,8 +63,8 @@ const COURTESY_FREE_SHARE: u32 = 10;
 ///
 /// # Keys
 ///
-/// `PREFIX+NAME` (hash: owner → hold count and `redlatch_token` → the
-/// hold's token, with PEXPIRE), the fencing counter shared by every lock
+/// `PREFIX+NAME` (hash: owner → hold count and `redlatch_token` → `t` and
+/// the hold's token, with PEXPIRE), the fencing counter shared by every lock
 /// (`redlatch_lock_token`; see [`Settings::per_name_token_counters`](crate::Settings::per_name_token_counters)) and the channel
 /// `redisson_lock__channel:{PREFIX+NAME}`: the layout of Redisson's `RLock`,
 /// so Java services using Redisson and Rust services using redlatch exclude

@@ -33,7 +33,7 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
 /// (`suffixName(NAME, <uuid>:<thread>) + ":rwlock_timeout"`); ARGV[1] lease
 /// ms, ARGV[2] the reader's field, ARGV[3] the same thread's write field.
 /// nil when taken, else the PTTL.
-const REDISSON_READ_LOCK: &str = "\
+pub(crate) const REDISSON_READ_LOCK: &str = "\
 local mode = redis.call('hget', KEYS[1], 'mode') \
 if mode == false then \
   redis.call('hset', KEYS[1], 'mode', 'read') \

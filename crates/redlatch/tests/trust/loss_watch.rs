@@ -121,10 +121,12 @@ async fn more_holds_than_the_tracking_table_cost_a_bounded_number_of_reads() {
     let per_second = reads as f64 / started.elapsed().as_secs_f64();
     eprintln!("8 holds, tracking table of 4: {per_second:.0} HEXISTS/s");
     assert!(per_second < 200.0, "{per_second:.0} HEXISTS/s");
-    // A real loss is still found, within the watch's slowest re-read.
+    // A real loss is still found. How soon is the watch's slowest re-read
+    // (1 s) plus however late a loaded machine runs the watch's task: the
+    // bound here only tells "found" from "never" (the bench times it).
     admin_cmd(&server, &["DEL", "table:3"]).await;
     let started = Instant::now();
-    tokio::time::timeout(NOTICED_WITHIN, guards[3].lost())
+    tokio::time::timeout(Duration::from_secs(10), guards[3].lost())
         .await
         .expect("a deleted key went unnoticed under tracking-table pressure");
     eprintln!(
