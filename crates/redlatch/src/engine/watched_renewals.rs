@@ -146,13 +146,6 @@ pub(crate) struct OpenRoute {
     broken: CancellationToken,
 }
 
-impl OpenRoute {
-    /// Cancelled when a renewal found the connection not answering.
-    pub(crate) fn broken(&self) -> &CancellationToken {
-        &self.broken
-    }
-}
-
 impl Drop for OpenRoute {
     fn drop(&mut self) {
         // Dropping the clone here lets the connection close with the watch's.
