@@ -156,7 +156,9 @@ pub enum Error {
 
     /// The URL names one node of a Redis Cluster, which serves only the
     /// keys of its own slots, on a connection that is not a cluster one:
-    /// the server answered with a redirection (`MOVED`, `ASK`), or
+    /// the server answered with a redirection (`MOVED`, `ASK`) or refused
+    /// keys of several hash slots (`CROSSSLOT`: the server-wide fencing
+    /// counter beside a lock's keys), or
     /// [`Client::locks`](crate::Client::locks) found `cluster_enabled:1`
     /// (its walk would miss the other nodes' locks). Connect to it as a
     /// cluster ([`ClientBuilder::cluster`](crate::ClientBuilder::cluster),
@@ -428,6 +430,14 @@ impl Error {
                 op,
                 detail: format!("it redirected {op}: {source}"),
             }
+        } else if source.code() == Some("CROSSSLOT") {
+            // Only a cluster node refuses keys of several slots, and a
+            // plain connection's call names the server-wide fencing counter
+            // beside the lock's keys: the node says so before any MOVED.
+            Error::ClusterNode {
+                op,
+                detail: format!("it refused {op} for keys of several hash slots: {source}"),
+            }
         } else if source.is_io_error()
             || source.is_connection_dropped()
             || source.is_connection_refusal()
@@ -536,6 +546,14 @@ mod tests {
         assert!(!moved.may_have_run());
         let ask = Error::from_redis("status", server_error(b"-ASK 8958 127.0.0.1:7001\r\n"));
         assert!(matches!(ask, Error::ClusterNode { .. }), "{ask:?}");
+        let cross = Error::from_redis(
+            "status",
+            server_error(b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"),
+        );
+        assert!(
+            matches!(cross, Error::ClusterNode { op: "status", .. }),
+            "{cross:?}"
+        );
     }
 
     #[test]
