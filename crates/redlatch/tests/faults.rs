@@ -46,13 +46,7 @@ async fn script_flush_mid_run_is_reloaded_transparently() {
         }));
     }
     for _ in 0..5 {
-        for flush in ["SCRIPT", "FUNCTION"] {
-            let () = redis::cmd(flush)
-                .arg("FLUSH")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-        }
+        flush_scripts(&mut admin).await;
         tokio::time::sleep(Duration::from_millis(60)).await;
     }
     for worker in workers {
@@ -60,13 +54,7 @@ async fn script_flush_mid_run_is_reloaded_transparently() {
     }
     assert_eq!(done.load(Ordering::Relaxed), 400);
     // One more flush, then more than a lease of renewals after it.
-    for flush in ["SCRIPT", "FUNCTION"] {
-        let () = redis::cmd(flush)
-            .arg("FLUSH")
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-    }
+    flush_scripts(&mut admin).await;
     tokio::time::sleep(lease + Duration::from_millis(300)).await;
     // The watchdogs load their scripts again too: the leases survived.
     assert!(renewed.is_held() && renewed_by_evalsha.is_held());
@@ -78,6 +66,17 @@ async fn script_flush_mid_run_is_reloaded_transparently() {
         .release()
         .await
         .expect("renewed across SCRIPT FLUSH");
+}
+
+/// Takes the server's script cache and function library away.
+async fn flush_scripts(admin: &mut redis::aio::MultiplexedConnection) {
+    for flush in ["SCRIPT", "FUNCTION"] {
+        let () = redis::cmd(flush)
+            .arg("FLUSH")
+            .query_async(admin)
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

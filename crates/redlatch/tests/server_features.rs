@@ -1043,6 +1043,30 @@ async fn a_holder_is_named_for_the_documented_acl_user() {
     guard.release().await.unwrap();
 }
 
+/// Four locks `app:{prefix}:{0..4}` held by the documented ACL user,
+/// renewed every 300 ms (900 ms leases).
+async fn four_renewed_holds(server: &RedisServer, prefix: &str) -> (Client, Vec<redlatch::Guard>) {
+    let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
+    let client = Client::builder(&url)
+        .key_prefix("app:")
+        .connect_timeout(Duration::from_secs(2))
+        .default_lease(Duration::from_millis(900))
+        .connect()
+        .await
+        .unwrap();
+    let mut guards = Vec::new();
+    for index in 0..4 {
+        guards.push(
+            client
+                .lock(format!("{prefix}:{index}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    (client, guards)
+}
+
 /// Issue 36: the watchdog's renewals of lock holds go through the loss
 /// watch's connection in transactions, for the documented ACL user too;
 /// a user without `MULTI`/`EXEC` keeps them on the command connection,
@@ -1055,24 +1079,7 @@ async fn renewals_take_the_watch_s_connection_only_where_transactions_are_allowe
             acl = acl.replace(" +multi", "").replace(" +exec", "");
         }
         let server = RedisServer::builder().arg("user", &acl).start().unwrap();
-        let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
-        let client = Client::builder(&url)
-            .key_prefix("app:")
-            .connect_timeout(Duration::from_secs(2))
-            .default_lease(Duration::from_millis(900))
-            .connect()
-            .await
-            .unwrap();
-        let mut guards = Vec::new();
-        for index in 0..4 {
-            guards.push(
-                client
-                    .lock(format!("acl-renewed:{index}"))
-                    .acquire()
-                    .await
-                    .unwrap(),
-            );
-        }
+        let (_client, guards) = four_renewed_holds(&server, "acl-renewed").await;
         // Four rounds of renewals (every 300 ms).
         tokio::time::sleep(Duration::from_millis(1_300)).await;
         assert!(
@@ -1117,24 +1124,7 @@ async fn renewals_survive_transactions_taken_away_after_connect() {
     for command in ["multi", "exec"] {
         let acl = documented_acl("locker-secret");
         let server = RedisServer::builder().arg("user", &acl).start().unwrap();
-        let url = format!("redis://locker:locker-secret@127.0.0.1:{}", server.port());
-        let client = Client::builder(&url)
-            .key_prefix("app:")
-            .connect_timeout(Duration::from_secs(2))
-            .default_lease(Duration::from_millis(900))
-            .connect()
-            .await
-            .unwrap();
-        let mut guards = Vec::new();
-        for index in 0..4 {
-            guards.push(
-                client
-                    .lock(format!("acl-taken:{index}"))
-                    .acquire()
-                    .await
-                    .unwrap(),
-            );
-        }
+        let (_client, guards) = four_renewed_holds(&server, "acl-taken").await;
         let mut admin = common::admin(&server).await;
         // A round of renewals through the route first.
         let started = std::time::Instant::now();

@@ -38,21 +38,7 @@ impl AttemptCall for LockAttempt {
         core: &Core,
         sent_at: LeaseInstant,
     ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
-        let mut conn = core.conn.clone();
-        let request = self.0.clone();
-        let limit = core.current_settings().response_timeout;
-        let replica_wait = core.replica_wait;
-        let coalesced = core.lock_calls.as_ref().map(|calls| calls.acquire.clone());
-        async move {
-            match (replica_wait, coalesced) {
-                (Some(wait), _) => {
-                    lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
-                }
-                // With the other acquires of this client under way now, in one call.
-                (None, Some(calls)) => calls.call(request).await,
-                (None, None) => lock::acquire(&mut conn, &request, sent_at, limit).await,
-            }
-        }
+        send_acquire(core, self.0.clone(), sent_at, true)
     }
 
     fn took_hold(reply: &LockReply) -> bool {
@@ -98,18 +84,7 @@ impl AttemptCall for LockAttemptAlone {
         core: &Core,
         sent_at: LeaseInstant,
     ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
-        let mut conn = core.conn.clone();
-        let request = self.0.0.clone();
-        let limit = core.current_settings().response_timeout;
-        let replica_wait = core.replica_wait;
-        async move {
-            match replica_wait {
-                Some(wait) => {
-                    lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
-                }
-                None => lock::acquire(&mut conn, &request, sent_at, limit).await,
-            }
-        }
+        send_acquire(core, self.0.0.clone(), sent_at, false)
     }
 
     fn took_hold(reply: &LockReply) -> bool {
@@ -122,5 +97,31 @@ impl AttemptCall for LockAttemptAlone {
 
     async fn release(&self, conn: Connection, limit: Duration) -> Result<Released> {
         self.0.release(conn, limit).await
+    }
+}
+
+/// Sends one acquire: followed by `WAIT` when replicas must confirm it,
+/// else (`coalesce`) in one call with the other acquires of this client
+/// under way now, or alone.
+fn send_acquire(
+    core: &Core,
+    request: Request,
+    sent_at: LeaseInstant,
+    coalesce: bool,
+) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
+    let mut conn = core.conn.clone();
+    let limit = core.current_settings().response_timeout;
+    let replica_wait = core.replica_wait;
+    let coalesced = coalesce
+        .then(|| core.lock_calls.as_ref().map(|calls| calls.acquire.clone()))
+        .flatten();
+    async move {
+        match (replica_wait, coalesced) {
+            (Some(wait), _) => {
+                lock::acquire_replicated(&mut conn, &request, sent_at, limit, wait).await
+            }
+            (None, Some(calls)) => calls.call(request).await,
+            (None, None) => lock::acquire(&mut conn, &request, sent_at, limit).await,
+        }
     }
 }
