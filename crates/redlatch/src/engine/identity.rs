@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
-use crate::engine::loss_watch::Watched;
+use crate::engine::hold::Watched;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -108,7 +108,7 @@ impl Task {
                 Some((watched, since)) = incoming.recv() => {
                     settling.push_back((Instant::now() + SETTLE, watched, since));
                 }
-                () = crate::engine::loss_watch::sleep_until(next_settled) => {
+                () = crate::engine::sleep::sleep_until(next_settled) => {
                     let now = Instant::now();
                     let mut due = Vec::new();
                     while settling.front().is_some_and(|(at, _, _)| *at <= now) {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::hold::Hold;
-use crate::engine::watchdog::renewal_period;
+use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
 
 /// The key a renewal touches and the owner (hash field or permit id).

@@ -35,10 +35,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
+use crate::engine::hold::Watched;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::identity::IdentityPublisher;
-use crate::engine::loss_watch::{Holds, LossWatch, Watched};
+use crate::engine::loss_watch::{Holds, LossWatch};
 use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
+// fair_lock/ still names renewal_period by this path.
+pub(crate) use crate::engine::renewal::renewal_period;
+use crate::engine::renewal::{LOG_TARGET, retry_delay};
 use crate::engine::schedule::{Entries, Entry, EntryId, HoldKey, Sweep, early_window};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -54,21 +58,6 @@ const SWEEP_STEP: usize = 1_000;
 thread_local! {
     /// Holds visited by sweeps on this thread (the tests count them).
     static SWEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The tracing target of the renewals' events (renewed, retried, hold
-/// lost): a stable name to filter on, e.g. `RUST_LOG=redlatch::renewal=debug`.
-pub(crate) const LOG_TARGET: &str = "redlatch::renewal";
-
-/// How long after a confirmed acquire or renewal a hold is renewed: a third
-/// of its lease, so two renewals can fail before the lease runs out.
-pub(crate) fn renewal_period(lease_ms: u64) -> Duration {
-    Duration::from_millis((lease_ms / 3).max(1))
-}
-
-/// How soon a renewal that did not get through is tried again.
-fn retry_delay(lease_ms: u64) -> Duration {
-    (renewal_period(lease_ms) / 3).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 /// One hold in a renewal batch, with the lease sent for it.
@@ -885,14 +874,6 @@ mod tests {
         );
         assert_eq!(dog.held_count(), 10_000);
         dog.shared.entries.lock().check();
-    }
-
-    #[test]
-    fn renewals_come_at_a_third_of_the_lease() {
-        assert_eq!(renewal_period(30_000), Duration::from_secs(10));
-        assert_eq!(renewal_period(1), Duration::from_millis(1));
-        assert_eq!(retry_delay(30_000), Duration::from_secs(1));
-        assert_eq!(retry_delay(30), Duration::from_millis(10));
     }
 
     #[test]
