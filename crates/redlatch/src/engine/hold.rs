@@ -145,7 +145,7 @@ impl Hold {
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
         if self.lost_reason.set(reason).is_ok() && self.kind.counts_as_lock() {
-            crate::metrics::lock_lost(&reason);
+            crate::engine::metrics::lock_lost(&reason);
         }
         self.lost.notify_waiters();
     }

@@ -349,9 +349,10 @@ pub(crate) fn this_process() -> (String, u32, String) {
 }
 
 fn host_name() -> String {
+    // What gethostname(2) answers, read without a crate for one call.
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    if let Ok(name) = nix::unistd::gethostname() {
-        return name.to_string_lossy().into_owned();
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        return name.trim_end().to_owned();
     }
     ["HOSTNAME", "COMPUTERNAME"]
         .iter()

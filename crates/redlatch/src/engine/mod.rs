@@ -9,8 +9,14 @@ pub(crate) mod coalesce;
 pub(crate) mod context;
 pub(crate) mod courtesy;
 pub(crate) mod hold;
+#[cfg(feature = "holder-records")]
 pub(crate) mod identity;
 pub(crate) mod loss_watch;
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics;
+#[cfg(not(feature = "metrics"))]
+#[path = "metrics_off.rs"]
+pub(crate) mod metrics;
 pub(crate) mod place;
 pub(crate) mod primitive;
 pub(crate) mod renewal;

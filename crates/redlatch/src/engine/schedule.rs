@@ -161,7 +161,7 @@ impl Entries {
         self.place(id, entry.slot);
         if entry.hold.kind.is_lock() {
             self.locks += 1;
-            crate::metrics::held_locks(self.locks);
+            crate::engine::metrics::held_locks(self.locks);
         }
         let due = entry.slot.at;
         if id == self.slab.len() {
@@ -190,7 +190,7 @@ impl Entries {
         self.free.push(id);
         if old.hold.kind.is_lock() {
             self.locks -= 1;
-            crate::metrics::held_locks(self.locks);
+            crate::engine::metrics::held_locks(self.locks);
         }
     }
 

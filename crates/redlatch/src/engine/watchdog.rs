@@ -37,6 +37,7 @@ use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::Watched;
 use crate::engine::hold::{Hold, LostReason, NewHold};
+#[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch};
 use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
@@ -82,6 +83,7 @@ struct Shared {
     /// Where newly held lock keys go to be watched, once the watch started.
     loss_watch: std::sync::OnceLock<LossWatch>,
     /// Where new holds go to be named, once the publisher started.
+    #[cfg(feature = "holder-records")]
     identity: std::sync::OnceLock<IdentityPublisher>,
     /// Keys this client is force-unlocking now (with how many calls): a
     /// hold found gone from one meanwhile was lost to this client's call.
@@ -112,6 +114,7 @@ impl Watchdog {
     }
 
     /// Names every hold from now on (`engine/identity.rs`).
+    #[cfg(feature = "holder-records")]
     pub(crate) fn set_identity(&self, publisher: IdentityPublisher) {
         let _ = self.shared.identity.set(publisher);
     }
@@ -224,6 +227,7 @@ impl Watchdog {
             });
         }
         // Holds of this server only: a Redlock hold's keys are elsewhere.
+        #[cfg(feature = "holder-records")]
         if !matches!(hold.kind, HoldKind::Callback(_))
             && let Some(identity) = self.shared.identity.get()
         {
@@ -357,6 +361,7 @@ impl Shared {
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
             loss_watch: std::sync::OnceLock::new(),
+            #[cfg(feature = "holder-records")]
             identity: std::sync::OnceLock::new(),
             force_unlocking: Mutex::new(HashMap::new()),
         }
@@ -491,7 +496,7 @@ impl Shared {
         match &outcome {
             Ok(renewed) => {
                 let count = renewed.iter().filter(|flag| **flag == 1).count();
-                crate::metrics::renewed(count as u64);
+                crate::engine::metrics::renewed(count as u64);
                 debug!(
                     target: LOG_TARGET,
                     renewed = count,
@@ -500,7 +505,7 @@ impl Shared {
                     batch.len()
                 );
             }
-            Err(_) => crate::metrics::renewal_failed(batch.len() as u64),
+            Err(_) => crate::engine::metrics::renewal_failed(batch.len() as u64),
         }
         for (
             index,
@@ -839,7 +844,7 @@ mod tests {
     // Under the permutation checks the mutex is shuttle's: it runs there only.
     #[cfg(not(feature = "__permutation-checks"))]
     fn a_sweep_visits_the_due_holds_and_no_others() {
-        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+        let settings = Arc::new(crate::sync::unpoisoned::RwLock::new(Arc::new(
             crate::settings::Settings::default(),
         )));
         let dog = Watchdog {
@@ -938,7 +943,7 @@ mod permutation_checks {
 
     /// A watchdog with no task: the checks plan and settle renewals.
     fn watchdog() -> Arc<Watchdog> {
-        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+        let settings = Arc::new(crate::sync::unpoisoned::RwLock::new(Arc::new(
             crate::settings::Settings::default(),
         )));
         Arc::new(Watchdog {
