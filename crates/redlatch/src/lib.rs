@@ -26,25 +26,72 @@
 //!   masters at once, and fencing tokens that keep increasing across them
 //!   (`docs/REDLOCK.md` of the repository).
 //!
+//! ## The pattern
+//!
+//! A handler that must not run twice at once for one user: wait a bounded
+//! time, work while the lock is held and stop if it is lost, pass the
+//! fencing token to the store so that a holder that stalled past its lease
+//! cannot overwrite a newer one, and read `NotHeld` on release as "the
+//! lease ran out while I worked".
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> redlatch::Result<()> {
 //! # let server = testkit::RedisServer::start().unwrap();
 //! # let url = server.url();
+//! # /// The protected resource: refuses a write older than one it took.
+//! # struct Store { newest: std::sync::Mutex<u64> }
+//! # impl Store {
+//! #     async fn place_order(&self, token: u64, _order: &str) -> Result<(), String> {
+//! #         let mut newest = self.newest.lock().unwrap();
+//! #         if token < *newest { return Err(format!("stale token {token}")); }
+//! #         *newest = token;
+//! #         Ok(())
+//! #     }
+//! # }
+//! # let store = Store { newest: std::sync::Mutex::new(0) };
+//! use std::time::Duration;
+//! use redlatch::Error;
+//!
 //! let client = redlatch::Client::connect(&url).await?; // "redis://127.0.0.1:6379"
 //! let lock = client.lock("voucher:7:user:42");
 //!
-//! let guard = lock.acquire().await?;      // waits; the watchdog keeps it
-//! println!("fencing token {}", guard.token());
-//! guard.release().await?;                 // Err(NotHeld) if it was lost meanwhile
+//! // A bounded wait: a busy lock is an answer ("try again"), not a hang.
+//! let guard = match lock.acquire_timeout(Duration::from_millis(200)).await {
+//!     Ok(guard) => guard,
+//!     Err(Error::Timeout { .. }) => return Ok(()), // busy: tell the user
+//!     Err(other) => return Err(other),
+//! };
+//! // Work while held; the watchdog renews the lease meanwhile. `lost()`
+//! // resolves if the lock goes (a stall past the lease, a failover).
+//! tokio::select! {
+//!     placed = store.place_order(guard.token(), "voucher 7") => {
+//!         placed.expect("the store refuses only stale tokens");
+//!     }
+//!     () = guard.lost() => {
+//!         eprintln!("lock lost ({:?}): the order may not have been placed", guard.lost_reason());
+//!         return Ok(());
+//!     }
+//! }
+//! match guard.release().await {
+//!     Ok(()) => {}
+//!     // The lease ran out before the release: the token kept the store
+//!     // safe, but the work was not protected to its end.
+//!     Err(Error::NotHeld { .. }) => eprintln!("lock lost before the release"),
+//!     Err(other) => return Err(other),
+//! }
 //!
+//! // Re-entry: the same owner holds it again, with the same token.
 //! if let Some(guard) = lock.try_acquire().await? {
-//!     let again = guard.reenter().await?;  // hold count 2, same token
-//!     drop(again);                         // hold count 1
-//! }                                        // released
+//!     let again = guard.reenter().await?; // hold count 2
+//!     assert_eq!(again.token(), guard.token());
+//! } // both dropped: released in the background
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The same with no async runtime: [`blocking::Client::builder`] takes the
+//! same settings, and its handles have the same calls, which block.
 //!
 //! ## Other primitives
 //!
@@ -80,6 +127,11 @@
 //! followed), or independent masters ([`Redlock`]); [`Deployment`] names any
 //! of them the same way in code, in a settings file's `[redis]` section and,
 //! with the `clap` feature, as command-line flags (`DeploymentArgs`).
+//!
+//! What a client keeps on the server (connections, keys, commands per
+//! acquire) is tabled in the README, "What redlatch puts on your Redis";
+//! [`ClientBuilder::lean`] drops the two extras (holder records and the
+//! loss watch's connection).
 //!
 //! ## Features
 //!
@@ -131,7 +183,7 @@ mod sync;
 mod transport;
 mod vocabulary;
 
-pub use client::{Client, ClientBuilder};
+pub use client::{Builder, Client, ClientBuilder};
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;
@@ -162,3 +214,19 @@ pub use spin_lock::SpinLock;
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
 pub use vocabulary::{AcquireLock, ExtendLease, Fenced, HeldLock, Reenter};
+
+/// The Rust snippets of the README, compiled by `cargo test --doc` so that
+/// they stay true to the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeSnippets;
+
+/// The Rust snippets of docs/DEPLOYMENT.md, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/DEPLOYMENT.md")]
+pub struct DeploymentSnippets;
+
+/// The Rust snippets of docs/REDLOCK.md, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/REDLOCK.md")]
+pub struct RedlockSnippets;

@@ -13,10 +13,11 @@ const THREADS: usize = 8;
 const INCREMENTS: usize = 25;
 
 fn connect(server: &testkit::RedisServer) -> blocking::Client {
-    let builder = redlatch::Client::builder(&server.url())
+    blocking::Client::builder(&server.url())
         .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_millis(500));
-    blocking::Client::connect_with(builder).expect("connect")
+        .response_timeout(Duration::from_millis(500))
+        .connect()
+        .expect("connect")
 }
 
 #[test]
@@ -360,4 +361,44 @@ fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_slow_or_
         }
         assert!(wrong.is_empty(), "{fault} server:\n{}", wrong.join("\n"));
     }
+}
+
+/// The facade has the async builder (same settings, a blocking `connect`)
+/// and the async lock's acquires: a fixed lease on the handle or per call,
+/// one attempt with a lease, and the settings' default wait.
+#[test]
+fn the_blocking_builder_and_lock_have_the_async_ones_calls() {
+    let server = common::server();
+    let mut settings = redlatch::Settings::default();
+    settings.wait_timeout = Some(Duration::from_millis(100));
+    let client = blocking::Client::builder(&server.url())
+        .settings(settings)
+        .key_prefix("b:")
+        .lean()
+        .connect()
+        .expect("connect");
+    assert_eq!(client.settings().key_prefix, "b:");
+
+    let lease = Duration::from_secs(7);
+    let leased = client.lock("fixed").with_lease(lease);
+    let guard = leased.acquire().expect("acquire with the handle's lease");
+    assert_eq!(guard.lease(), lease);
+    drop(guard);
+
+    let lock = client.lock("tried");
+    let guard = lock
+        .try_acquire_with_lease(lease)
+        .expect("try")
+        .expect("free");
+    assert_eq!(guard.lease(), lease);
+    assert!(lock.try_acquire_with_lease(lease).expect("try").is_none());
+    // Held by another owner: the settings' 100 ms wait runs out.
+    let other = client.lock("tried").with_owner("other");
+    assert!(matches!(
+        other.acquire_default_wait(),
+        Err(redlatch::Error::Timeout { .. })
+    ));
+    drop(guard);
+    let guard = other.acquire_default_wait().expect("free again");
+    assert!(guard.is_held());
 }

@@ -144,10 +144,14 @@ async fn unreachable_majority_at_connect_is_quorum_failed_and_a_minority_is_tole
     let mut masters = masters(3);
     masters[0].kill().unwrap();
     let urls = masters.urls();
-    let mut settings = redlatch::Settings::default();
-    settings.connect_timeout = Duration::from_millis(300);
-    settings.retry.attempts = 0;
-    let redlock = redlatch::Redlock::connect_with(&urls, settings.clone())
+    let builders = || {
+        urls.iter().map(|url| {
+            redlatch::Client::builder(url)
+                .connect_timeout(Duration::from_millis(300))
+                .retries(0)
+        })
+    };
+    let redlock = redlatch::Redlock::connect_with(builders())
         .await
         .expect("two of three connect");
     let guard = redlock
@@ -158,7 +162,7 @@ async fn unreachable_majority_at_connect_is_quorum_failed_and_a_minority_is_tole
         .expect("a majority answers");
     guard.release().await.expect("release");
     masters[1].kill().unwrap();
-    let error = redlatch::Redlock::connect_with(&urls, settings)
+    let error = redlatch::Redlock::connect_with(builders())
         .await
         .expect_err("one of three");
     assert!(

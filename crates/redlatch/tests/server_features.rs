@@ -1170,3 +1170,83 @@ async fn renewals_survive_transactions_taken_away_after_connect() {
         }
     }
 }
+
+/// Connections this server has besides `admin`, once their number has
+/// stayed the same for 500 ms (background connections open after connect).
+async fn settled_connections(admin: &redis::aio::MultiplexedConnection) -> i64 {
+    common::settled(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move { clients(&mut admin).await.len() as i64 - 1 }
+    })
+    .await
+}
+
+/// Every command the server ran since `before` (a `stats` reading), but the
+/// test's own `INFO`, by name: what the README's footprint table counts.
+fn commands_since(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
+    after
+        .iter()
+        .filter(|(name, _)| name.starts_with("cmdstat_") && name != "cmdstat_info")
+        .map(|(name, n)| (name.clone(), n - count(before, name)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// The README's "What redlatch puts on your Redis": a default client keeps
+/// three connections on one server (commands, subscriptions, the loss
+/// watch), a lean one two; an uncontended acquire and its release are one
+/// script call each, and a hold writes nothing beside its lock but the
+/// client's holder record (none when lean).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_client_keeps_three_connections_and_a_lean_one_two() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    assert_eq!(settled_connections(&admin).await, 0);
+
+    for (profile, builder, connections) in [
+        ("default", Client::builder(&server.url()), 3),
+        ("lean", Client::builder(&server.url()).lean(), 2),
+    ] {
+        let client = builder.connect().await.unwrap();
+        // A hold long enough to be watched and named, and a waiter (the
+        // subscription), so that every connection a client opens is open.
+        let guard = client.lock("footprint").acquire().await.unwrap();
+        let waiter = client.lock("footprint");
+        let waited = waiter.acquire_timeout(Duration::from_millis(100)).await;
+        assert!(matches!(waited, Err(Error::Timeout { .. })));
+        drop(waiter);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            settled_connections(&admin).await,
+            connections,
+            "{profile}: {:?}",
+            clients(&mut admin).await
+        );
+        guard.release().await.unwrap();
+
+        let before = stats(&mut admin).await;
+        let guard = client.lock("cycle").acquire().await.unwrap();
+        guard.release().await.unwrap();
+        let cycle = commands_since(&before, &stats(&mut admin).await);
+        eprintln!("{profile}: one uncontended acquire and release: {cycle:?}");
+        let scripts: u64 = ["cmdstat_fcall", "cmdstat_evalsha"]
+            .iter()
+            .map(|name| count(&cycle, name))
+            .sum();
+        assert_eq!(scripts, 2, "{profile}: {cycle:?}");
+
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        keys.sort();
+        eprintln!("{profile}: keys after the holds: {keys:?}");
+        drop(client);
+        assert_eq!(
+            settled_connections(&admin).await,
+            0,
+            "{profile}: connections left after the client was dropped"
+        );
+    }
+}

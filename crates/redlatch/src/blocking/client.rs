@@ -3,8 +3,43 @@
 use std::sync::Arc;
 
 use super::{Bridge, FairLock, Lock, PermitSemaphore, ReadWriteLock, Semaphore};
+use crate::client::Builder;
 use crate::error::Result;
 use crate::settings::Settings;
+
+/// Builds a blocking [`Client`]: the async [`crate::ClientBuilder`]'s
+/// methods, the same settings and defaults, and a `connect` that blocks.
+///
+/// ```
+/// # let server = testkit::RedisServer::start().unwrap();
+/// # let url = server.url();
+/// use std::time::Duration;
+///
+/// let client = redlatch::blocking::Client::builder(&url) // "redis://127.0.0.1:6379"
+///     .key_prefix("shop:")
+///     .default_lease(Duration::from_secs(10))
+///     .connect()?;
+/// assert_eq!(client.settings().default_lease, Duration::from_secs(10));
+/// # Ok::<(), redlatch::Error>(())
+/// ```
+///
+/// A cluster or a Sentinel group as for the async client:
+/// `blocking::ClientBuilder::cluster(nodes)`,
+/// `blocking::ClientBuilder::sentinel(sentinels, master)`.
+pub type ClientBuilder = Builder<Client>;
+
+impl Builder<Client> {
+    /// Checks the settings and connects, on a runtime of the client's own
+    /// (see [`crate::ClientBuilder::connect`]).
+    ///
+    /// # Errors
+    /// As [`crate::ClientBuilder::connect`], and
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the runtime
+    /// cannot start.
+    pub fn connect(self) -> Result<Client> {
+        Client::connect_with(self.making())
+    }
+}
 
 /// A blocking [`crate::Client`]: the same connection and background tasks,
 /// run by a runtime of its own (one worker thread), with methods that block.
@@ -32,10 +67,16 @@ impl Client {
     /// As [`crate::ClientBuilder::connect`], and [`Error::InvalidConfig`](crate::Error::InvalidConfig)
     /// if the runtime cannot start.
     pub fn connect(url: &str) -> Result<Client> {
-        Client::connect_with(crate::Client::builder(url))
+        Client::builder(url).connect()
     }
 
-    /// Connects with the settings of `builder` (see [`crate::ClientBuilder`]).
+    /// Starts a [`ClientBuilder`] for `url`, as [`crate::Client::builder`].
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// Connects with the settings of an async `builder`, for one made
+    /// elsewhere (such as [`Deployment::builder`](crate::Deployment::builder)).
     ///
     /// ```
     /// # let server = testkit::RedisServer::start().unwrap();

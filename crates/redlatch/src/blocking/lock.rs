@@ -38,6 +38,16 @@ impl Lock {
         }
     }
 
+    /// The same lock, with holds on a fixed `lease` that the watchdog does
+    /// not renew (see [`crate::Lock::with_lease`]): its `acquire`,
+    /// `try_acquire` and `acquire_timeout` take that lease.
+    pub fn with_lease(self, lease: Duration) -> Lock {
+        Lock {
+            inner: self.inner.with_lease(lease),
+            bridge: self.bridge,
+        }
+    }
+
     /// Blocks until the lock is held (see [`crate::Lock::acquire`]).
     ///
     /// # Errors
@@ -62,6 +72,19 @@ impl Lock {
         self.bridge.acquire_timeout("acquire", &self.inner, wait)
     }
 
+    /// Blocks as long as the settings' wait timeout says (see
+    /// [`crate::Lock::acquire_default_wait`]).
+    ///
+    /// # Errors
+    /// As [`crate::Lock::acquire_default_wait`].
+    pub fn acquire_default_wait(&self) -> Result<Guard> {
+        let lock = self.inner.clone();
+        let guard = self
+            .bridge
+            .run("acquire", async move { lock.acquire_default_wait().await })?;
+        Ok(self.guard(guard))
+    }
+
     /// Blocks until held, with a fixed lease (see [`crate::Lock::acquire_with_lease`]).
     ///
     /// # Errors
@@ -73,6 +96,18 @@ impl Lock {
             async move { lock.acquire_with_lease(lease).await },
         )?;
         Ok(self.guard(guard))
+    }
+
+    /// One attempt with a fixed lease (see [`crate::Lock::try_acquire_with_lease`]).
+    ///
+    /// # Errors
+    /// As [`crate::Lock::try_acquire_with_lease`].
+    pub fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
+        let lock = self.inner.clone();
+        let guard = self.bridge.run("acquire", async move {
+            lock.try_acquire_with_lease(lease).await
+        })?;
+        Ok(guard.map(|guard| self.guard(guard)))
     }
 
     /// Blocks at most `wait`, with a fixed lease (see
@@ -117,5 +152,10 @@ impl Guard<crate::Guard> {
     /// The Redis key of the lock (prefix included).
     pub fn key(&self) -> &str {
         self.get().key()
+    }
+
+    /// The lease it was acquired with (see [`crate::Guard::lease`]).
+    pub fn lease(&self) -> Duration {
+        self.get().lease()
     }
 }

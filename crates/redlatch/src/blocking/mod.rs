@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
-pub use client::Client;
+pub use client::{Client, ClientBuilder};
 pub use fair_lock::FairLock;
 pub use guard::Guard;
 pub use lock::Lock;

@@ -1,5 +1,6 @@
 //! The builder that checks a client's settings and connects.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,11 +14,19 @@ use crate::settings::deployment::Servers;
 use crate::settings::tls_files::TlsFiles;
 use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
 
-/// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
+/// Longest [`Builder::wait_for_replicas`] timeout accepted: WAIT blocks
 /// the client's connection to that master while it runs.
 pub(crate) const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
 
-/// Builds a [`Client`] with settings other than the defaults.
+/// Builds a [`Client`] with settings other than the defaults: the
+/// [`Builder`] whose [`connect`](Builder::connect) is awaited. The blocking
+/// facade's `blocking::ClientBuilder` is the same builder, with the same
+/// methods, whose `connect` blocks.
+pub type ClientBuilder = Builder<Client>;
+
+/// The one builder behind [`ClientBuilder`] and `blocking::ClientBuilder`;
+/// `C` is the client that `connect` makes. Every method but `connect` is
+/// shared.
 ///
 /// The URL carries the address, database, password and ACL user, as redis-rs
 /// reads it: `redis://[USER][:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://` for TLS
@@ -39,8 +48,8 @@ pub(crate) const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-#[must_use = "a builder does nothing until .connect() is awaited"]
-pub struct ClientBuilder {
+#[must_use = "a builder does nothing until .connect() is called"]
+pub struct Builder<C> {
     pub(crate) url: String,
     pub(crate) settings: Settings,
     pub(crate) topology: Topology,
@@ -49,15 +58,17 @@ pub struct ClientBuilder {
     features: Features,
     /// `master_auth` was called on a builder that does not use Sentinel.
     misplaced_master_auth: bool,
+    /// The client `connect` makes (awaited, or blocking).
+    makes: PhantomData<fn() -> C>,
 }
 
-impl ClientBuilder {
-    /// Longest [`ClientBuilder::wait_for_replicas`] timeout accepted: WAIT blocks
+impl<C> Builder<C> {
+    /// Longest [`wait_for_replicas`](Self::wait_for_replicas) timeout accepted: WAIT blocks
     /// the client's connection to that master while it runs.
     pub const MAX_REPLICA_WAIT: Duration = MAX_REPLICA_WAIT;
 
-    pub(crate) fn new(url: &str) -> ClientBuilder {
-        ClientBuilder {
+    pub(crate) fn new(url: &str) -> Builder<C> {
+        Builder {
             url: url.to_owned(),
             settings: Settings::default(),
             topology: Topology {
@@ -69,6 +80,7 @@ impl ClientBuilder {
             replica_wait: None,
             features: Features::default(),
             misplaced_master_auth: false,
+            makes: PhantomData,
         }
     }
 
@@ -91,13 +103,13 @@ impl ClientBuilder {
     /// let guard = client.lock("order:42").acquire().await?;
     /// # drop(guard); Ok(()) }
     /// ```
-    pub fn cluster<I, S>(nodes: I) -> ClientBuilder
+    pub fn cluster<I, S>(nodes: I) -> Builder<C>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
-        let mut builder = ClientBuilder::new(nodes.first().map_or("", String::as_str));
+        let mut builder = Builder::new(nodes.first().map_or("", String::as_str));
         builder.topology.servers = Servers::Cluster(nodes);
         builder
     }
@@ -117,7 +129,7 @@ impl ClientBuilder {
     ///     .await?;
     /// # drop(client); Ok(()) }
     /// ```
-    pub fn cluster_pubsub(mut self, pubsub: ClusterPubSub) -> ClientBuilder {
+    pub fn cluster_pubsub(mut self, pubsub: ClusterPubSub) -> Builder<C> {
         self.topology.cluster_pubsub = pubsub;
         self
     }
@@ -142,13 +154,13 @@ impl ClientBuilder {
     /// .await?;
     /// # drop(client); Ok(()) }
     /// ```
-    pub fn sentinel<I, S>(sentinels: I, master_name: &str) -> ClientBuilder
+    pub fn sentinel<I, S>(sentinels: I, master_name: &str) -> Builder<C>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         let sentinels: Vec<String> = sentinels.into_iter().map(Into::into).collect();
-        let mut builder = ClientBuilder::new(sentinels.first().map_or("", String::as_str));
+        let mut builder = Builder::new(sentinels.first().map_or("", String::as_str));
         builder.topology.servers = Servers::Sentinel {
             sentinels,
             master: master_name.to_owned(),
@@ -399,42 +411,28 @@ impl ClientBuilder {
         self
     }
 
-    /// Checks the settings and connects.
+    /// The lean profile, in one call: no holder records
+    /// ([`holder_identity(false)`](Self::holder_identity)) and no loss watch
+    /// ([`watch_holds(false)`](Self::watch_holds)). The client then keeps
+    /// two connections on one server instead of three, writes nothing
+    /// beside the locks but what their own protocol needs, and each hold
+    /// costs the server no read of its own; in exchange a lock lost
+    /// outside the protocol (deleted, flushed, failed over) is noticed by
+    /// the next renewal (within a third of the lease) rather than within
+    /// milliseconds, and [`Holder::identity`](crate::Holder::identity) is
+    /// `None` for this client's holds. The locks, fencing, wake-ups and
+    /// the watchdog are unchanged. Later calls may turn either back on.
     ///
-    /// Costs one connection for commands (opened now) and one for
-    /// subscriptions (opened in the background, reconnected as needed). On a
-    /// cluster each of the two is a connection per node it talks to; through
-    /// Sentinel, each lookup of the master also opens a short-lived connection
-    /// to a Sentinel and to the master it names.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] or
-    /// [`Error::InvalidDuration`] for bad settings (also: a server that
-    /// refuses the `WAIT` or `WAITAOF` that `wait_for_replicas` or
-    /// `wait_for_fsync` need), [`Error::TlsFile`] for a TLS file that
-    /// cannot be used, [`Error::Unavailable`] when Redis cannot be reached,
-    /// [`Error::ConnectTimeout`] when one server did not answer within the
-    /// connect timeout, [`Error::TlsCertificate`] when a certificate is
-    /// refused in the handshake, [`Error::Redis`] when the server refuses
-    /// the credentials.
-    ///
-    /// # Cancel safety
-    /// Dropping the future abandons the connection attempt; nothing is left behind.
-    pub async fn connect(self) -> Result<Client> {
-        self.validate()?;
-        let ClientBuilder {
-            url,
-            settings,
-            topology,
-            replica_wait,
-            features,
-            ..
-        } = self;
-        // Straight to the core: one async layer less keeps callers' futures shallow.
-        let core = Core::open(&url, settings, &topology, replica_wait, features).await?;
-        Ok(Client {
-            core: Arc::new(core),
-        })
+    /// ```no_run
+    /// # async fn demo() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::builder("redis://127.0.0.1:6379")
+    ///     .lean()
+    ///     .connect()
+    ///     .await?;
+    /// # drop(client); Ok(()) }
+    /// ```
+    pub fn lean(self) -> Self {
+        self.holder_identity(false).watch_holds(false)
     }
 
     fn validate(&self) -> Result<()> {
@@ -468,6 +466,61 @@ impl ClientBuilder {
         }
         Ok(())
     }
+
+    /// The same settings, for a client of another kind (a blocking
+    /// builder's, made async for the runtime that serves it).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn making<D>(self) -> Builder<D> {
+        Builder {
+            url: self.url,
+            settings: self.settings,
+            topology: self.topology,
+            replica_wait: self.replica_wait,
+            features: self.features,
+            misplaced_master_auth: self.misplaced_master_auth,
+            makes: PhantomData,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Checks the settings and connects.
+    ///
+    /// Costs one connection for commands (opened now) and one for
+    /// subscriptions (opened in the background, reconnected as needed). On a
+    /// cluster each of the two is a connection per node it talks to; through
+    /// Sentinel, each lookup of the master also opens a short-lived connection
+    /// to a Sentinel and to the master it names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] or
+    /// [`Error::InvalidDuration`] for bad settings (also: a server that
+    /// refuses the `WAIT` or `WAITAOF` that `wait_for_replicas` or
+    /// `wait_for_fsync` need), [`Error::TlsFile`] for a TLS file that
+    /// cannot be used, [`Error::Unavailable`] when Redis cannot be reached,
+    /// [`Error::ConnectTimeout`] when one server did not answer within the
+    /// connect timeout, [`Error::TlsCertificate`] when a certificate is
+    /// refused in the handshake, [`Error::Redis`] when the server refuses
+    /// the credentials.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the connection attempt; nothing is left behind.
+    pub async fn connect(self) -> Result<Client> {
+        self.validate()?;
+        let Builder {
+            url,
+            settings,
+            topology,
+            replica_wait,
+            features,
+            ..
+        } = self;
+        // Straight to the core: one async layer less keeps callers' futures shallow.
+        let core = Core::open(&url, settings, &topology, replica_wait, features).await?;
+        Ok(Client {
+            core: Arc::new(core),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -498,6 +551,17 @@ mod tests {
         let many_retries = ClientBuilder::new("redis://127.0.0.1").retries(1000);
         assert!(matches!(check(many_retries), Err(Error::InvalidConfig(_))));
         assert!(check(ClientBuilder::new("redis://127.0.0.1")).is_ok());
+    }
+
+    #[test]
+    fn the_lean_profile_turns_off_holder_records_and_the_loss_watch() {
+        let lean = ClientBuilder::new("redis://127.0.0.1").lean();
+        assert!(!lean.features.holder_identity && !lean.features.watch_holds);
+        assert!(lean.features.script_functions && lean.features.no_evict);
+        let one_back = ClientBuilder::new("redis://127.0.0.1")
+            .lean()
+            .watch_holds(true);
+        assert!(one_back.features.watch_holds && !one_back.features.holder_identity);
     }
 
     #[test]

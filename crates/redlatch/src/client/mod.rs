@@ -2,7 +2,7 @@
 
 mod builder;
 
-pub use builder::ClientBuilder;
+pub use builder::{Builder, ClientBuilder};
 
 mod deployment;
 pub(crate) mod listing;

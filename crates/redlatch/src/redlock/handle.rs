@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::client::Client;
+use crate::client::{Client, ClientBuilder};
 use crate::error::{Error, Result};
 use crate::redlock::node::Node;
 use crate::redlock::quorum;
 use crate::settings::Settings;
-use crate::settings::deployment::redact_url;
 use crate::sync::Spawner;
 
 /// Longest per-node timeout chosen by default: a node that has not answered
@@ -146,42 +145,63 @@ impl Redlock {
     /// # Errors
     /// As [`Redlock::connect_with`].
     pub async fn connect(urls: &[impl AsRef<str>]) -> Result<Redlock> {
-        Redlock::connect_with(urls, Settings::default()).await
+        Redlock::connect_with(urls.iter().map(|url| Client::builder(url.as_ref()))).await
     }
 
-    /// Connects to every master at once, each client with `settings`.
+    /// Connects to every master at once, each with its [`ClientBuilder`]
+    /// (settings, TLS, [`lean`](crate::ClientBuilder::lean)...): the shape
+    /// of [`Client::builder`]`(url).….connect()`, once per master. A
+    /// master may be a Sentinel-watched group
+    /// ([`ClientBuilder::sentinel`]); it is labelled by its URLs.
     ///
     /// Masters that cannot be reached now are kept as failed nodes (every
     /// call counts them as failed, naming the connect error); the Redlock
-    /// works while a majority of all `urls` answers.
+    /// works while a majority of all masters answers.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let masters = testkit::Servers::start(3).unwrap();
+    /// # let urls = masters.urls();
+    /// use std::time::Duration;
+    ///
+    /// let redlock = redlatch::Redlock::connect_with(urls.iter().map(|url| {
+    ///     redlatch::Client::builder(url)
+    ///         .default_lease(Duration::from_secs(10))
+    ///         .connect_timeout(Duration::from_secs(1))
+    /// }))
+    /// .await?;
+    /// assert_eq!(redlock.node_count(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for no URL or a bad one,
+    /// [`Error::InvalidConfig`] for no master or a bad URL,
     /// [`Error::InvalidDuration`] for bad settings,
     /// [`Error::QuorumFailed`] when fewer than a majority connect.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the connection attempts.
-    pub async fn connect_with(urls: &[impl AsRef<str>], settings: Settings) -> Result<Redlock> {
-        if urls.is_empty() {
+    pub async fn connect_with(
+        builders: impl IntoIterator<Item = ClientBuilder>,
+    ) -> Result<Redlock> {
+        let connecting: Vec<_> = builders
+            .into_iter()
+            .map(|builder| async move {
+                let label = builder.topology.servers.label();
+                (label, builder.connect().await)
+            })
+            .collect();
+        if connecting.is_empty() {
             return Err(Error::InvalidConfig(
                 "a Redlock needs at least one Redis URL".to_owned(),
             ));
         }
-        settings.validate()?;
-        let connecting = urls.iter().map(|url| {
-            let url = url.as_ref().to_owned();
-            let settings = settings.clone();
-            async move {
-                let connected = Client::builder(&url).settings(settings).connect().await;
-                (url, connected)
-            }
-        });
         let results = futures_util::future::join_all(connecting).await;
         let mut nodes = Vec::with_capacity(results.len());
         let mut failures = Vec::new();
-        for (url, connected) in results {
-            let label = redact_url(&url);
+        for (label, connected) in results {
             match connected {
                 Ok(client) => nodes.push(Node {
                     label,
@@ -359,8 +379,9 @@ mod tests {
 
     #[test]
     fn labels_never_show_passwords() {
-        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact_url("redis://h:1"), "redis://h:1");
+        let label = |url: &str| Client::builder(url).topology.servers.label();
+        assert_eq!(label("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(label("redis://h:1"), "redis://h:1");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use redlatch::{Redlock, RedlockLock, Settings};
+use redlatch::{Client, Redlock, RedlockLock, Settings};
 
 use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
@@ -76,7 +76,10 @@ pub async fn connect(
     // A master the worker cannot reach (restart-master) must not hold
     // up its start for the default 10 s.
     settings.connect_timeout = lease * 2;
-    let redlock = Redlock::connect_with(urls, settings)
+    let builders = urls
+        .iter()
+        .map(|url| Client::builder(url).settings(settings.clone()));
+    let redlock = Redlock::connect_with(builders)
         .await
         .map_err(|error| error.to_string())?;
     Ok(LibraryRecipe::new(move || redlock.lock(LOCK_KEY)))
