@@ -117,10 +117,10 @@ async fn key_prefix_applies_to_key_channel_and_counter() {
     assert_eq!(own, None, "no counter per name");
 }
 
-#[cfg(feature = "holder-records")]
 /// Every hold's client names itself beside the lock (host, pid, program,
 /// since when, purpose), for every lock kind; the name goes within a
 /// refresh after the hold ends; the lock hash keeps Redisson's layout.
+#[cfg(feature = "holder-records")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_names_the_holder_and_the_name_goes_with_the_hold() {
     let server = common::server();
