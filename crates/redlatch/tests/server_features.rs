@@ -587,7 +587,11 @@ async fn a_reconnected_command_connection_is_made_unevictable_again() {
     let killed = command[0];
     let again = common::eventually(Duration::from_secs(10), || {
         let server = &server;
+        let client = &client;
         async move {
+            // A call reconnects the command connection: without holder
+            // records (their refresh each second) nothing else may use it.
+            let _ = client.lock("nudge").status().await;
             let mut admin = common::admin(server).await;
             clients(&mut admin).await.iter().any(|(id, resp, flags)| {
                 *id != admin_id && *id != killed && resp == "2" && flags.contains('e')
