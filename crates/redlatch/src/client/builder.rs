@@ -356,7 +356,7 @@ impl<C> Builder<C> {
         self
     }
 
-    /// Replaces all settings at once (for example from [`Settings::load`]);
+    /// Replaces all settings at once (for example from `Settings::load`);
     /// the other builder methods change one field.
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;

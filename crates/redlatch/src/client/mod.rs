@@ -161,8 +161,6 @@ impl Client {
         self.core.apply_settings(settings)
     }
 
-    #[cfg(feature = "watch")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     /// Keeps this client's settings in step with a TOML file (see
     /// [`Settings::load`]) while the returned watcher lives.
     ///
@@ -174,6 +172,8 @@ impl Client {
     /// # Errors
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) or [`Error::InvalidDuration`](crate::Error::InvalidDuration) when the file is
     /// bad now, or cannot be watched.
+    #[cfg(feature = "watch")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     pub fn watch_settings(&self, path: impl AsRef<std::path::Path>) -> Result<SettingsWatcher> {
         SettingsWatcher::start(
             self.core.clone(),
@@ -182,8 +182,6 @@ impl Client {
         )
     }
 
-    #[cfg(feature = "watch")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     /// As [`Client::watch_settings`], with `adjust` applied to the settings
     /// read from the file before they take effect: for values that must win
     /// over the file, such as command-line flags.
@@ -199,6 +197,8 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::watch_settings`].
+    #[cfg(feature = "watch")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     pub fn watch_settings_with(
         &self,
         path: impl AsRef<std::path::Path>,

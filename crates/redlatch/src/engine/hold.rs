@@ -145,7 +145,7 @@ impl Hold {
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
         if self.lost_reason.set(reason).is_ok() && self.kind.counts_as_lock() {
-            crate::engine::metrics::lock_lost(&reason);
+            crate::engine::metrics::lock_lost(reason.label());
         }
         self.lost.notify_waiters();
     }
@@ -203,6 +203,18 @@ pub enum LostReason {
     NotRenewed,
     /// A fixed lease (not renewed) ran out.
     LeaseRanOut,
+}
+
+impl LostReason {
+    /// Its short name: the `reason` label of `redlatch_locks_lost_total`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            LostReason::Gone => "gone",
+            LostReason::ForceUnlocked => "force_unlocked",
+            LostReason::NotRenewed => "not_renewed",
+            LostReason::LeaseRanOut => "lease_ran_out",
+        }
+    }
 }
 
 impl std::fmt::Display for LostReason {

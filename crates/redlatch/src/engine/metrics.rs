@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use crate::engine::hold::LostReason;
-
 /// Time spent in an acquire call (seconds).
 pub const ACQUIRE_SECONDS: &str = "redlatch_acquire_seconds";
 /// Successful acquisitions.
@@ -91,13 +89,8 @@ pub(crate) fn renewal_failed(locks: u64) {
     ::metrics::counter!(RENEWAL_FAILURES).increment(locks);
 }
 
-pub(crate) fn lock_lost(reason: &LostReason) {
-    let reason = match reason {
-        LostReason::Gone => "gone",
-        LostReason::ForceUnlocked => "force_unlocked",
-        LostReason::NotRenewed => "not_renewed",
-        LostReason::LeaseRanOut => "lease_ran_out",
-    };
+/// `reason`: [`LostReason::label`](crate::engine::hold::LostReason::label).
+pub(crate) fn lock_lost(reason: &'static str) {
     ::metrics::counter!(LOCKS_LOST, "reason" => reason).increment(1);
 }
 

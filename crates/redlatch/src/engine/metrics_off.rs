@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use crate::engine::hold::LostReason;
-
 pub(crate) fn acquire_finished(_outcome: &'static str, _took: Duration) {}
 
 pub(crate) fn acquired(_reentered: bool) {}
@@ -18,7 +16,7 @@ pub(crate) fn renewed(_locks: u64) {}
 
 pub(crate) fn renewal_failed(_locks: u64) {}
 
-pub(crate) fn lock_lost(_reason: &LostReason) {}
+pub(crate) fn lock_lost(_reason: &'static str) {}
 
 pub(crate) fn release_not_held() {}
 

@@ -219,10 +219,10 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
     bounded("status", settings.response_timeout, call).await
 }
 
-#[cfg(feature = "holder-records")]
 /// Fills in each holder's identity from its client's record (one `HMGET`
 /// per holder). Names are a courtesy: a record that cannot be read (an ACL,
 /// a cluster node down) leaves the holder unnamed.
+#[cfg(feature = "holder-records")]
 async fn name_holders(conn: &mut Connection, prefix: &str, status: &mut LockStatus) {
     for holder in &mut status.holders {
         let Some(client) = holder_keys::client_id(&holder.owner) else {

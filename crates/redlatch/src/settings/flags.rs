@@ -83,7 +83,7 @@ impl DeploymentArgs {
     pub const DEFAULT_REDIS_URL: &str = DEFAULT_REDIS_URL;
 
     /// The deployment these flags name; `from_file` is the settings file's
-    /// (from [`Deployment::load`]), used when no server flag was given. TLS
+    /// (from `Deployment::load`), used when no server flag was given. TLS
     /// flags replace the file's `[tls]`.
     ///
     /// # Errors

@@ -92,11 +92,11 @@ impl RetryPolicy {
 }
 
 /// Settings a client reads at each call, so they can change while it runs
-/// ([`Client::update_settings`](crate::Client::update_settings),
-/// [`Client::watch_settings`](crate::Client::watch_settings)).
+/// ([`Client::update_settings`](crate::Client::update_settings), and
+/// `Client::watch_settings` with the `watch` feature).
 ///
 /// Construct with `Settings::default()` and change fields, or load a file
-/// with [`Settings::load`].
+/// with `Settings::load` (the `settings-file` feature).
 ///
 /// ```
 /// let mut settings = redlatch::Settings::default();
