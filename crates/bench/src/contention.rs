@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::Bench;
 use crate::contender::Kind;
 use crate::handoff::HandoffStats;
+use crate::harness::Bench;
 use crate::point;
 use crate::report::{Section, Table};
 use crate::stats::Summary;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redlatch::Client;
 
-use crate::Bench;
+use crate::harness::Bench;
 use crate::report::{Section, Table};
 
 /// Renewed every 200 ms: about 25 renewal rounds in the full run.

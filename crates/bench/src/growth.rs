@@ -2,10 +2,10 @@
 //! 64, 256 tasks in one client process, and 16 tasks in each of 1, 4, 16
 //! client processes.
 
-use crate::Bench;
 use crate::contender::Kind;
 use crate::contention;
 use crate::handoff::HandoffStats;
+use crate::harness::Bench;
 use crate::point;
 use crate::report::{Section, Table};
 use crate::stats::Summary;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use futures_util::{StreamExt, stream};
 use redis::aio::MultiplexedConnection;
 
-use crate::Bench;
 use crate::alloc::{live_blocks, live_bytes};
+use crate::harness::Bench;
 use crate::redis_info::{self, CommandStat, own_cpu, used_cpu, used_memory};
 use crate::report::{Section, Table};
 use crate::stats::{Summary, group};

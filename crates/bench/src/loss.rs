@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redlatch::Client;
 
-use crate::Bench;
+use crate::harness::Bench;
 use crate::report::{Section, Table};
 use crate::stats::{nanos_histogram, quantile_us};
 

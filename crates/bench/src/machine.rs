@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::Bench;
+use crate::harness::Bench;
 use crate::report::{Section, Table};
 
 /// Versions of the peers, as pinned in crates/bench/Cargo.toml.

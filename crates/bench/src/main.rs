@@ -9,6 +9,7 @@ mod contention;
 mod eviction;
 mod growth;
 mod handoff;
+mod harness;
 mod held;
 mod limit;
 mod loss;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use testkit::RedisServer;
 
+use crate::harness::{Bench, Settings};
 use crate::report::Section;
 
 #[global_allocator]
@@ -89,34 +91,6 @@ enum Command {
     /// A client process of a multi-process measure (started by the harness).
     #[command(hide = true)]
     Worker(procs::WorkerArgs),
-}
-
-/// Windows and repetitions of one harness run.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub runs: usize,
-    pub window: Duration,
-    pub contend_window: Duration,
-    pub headline_window: Duration,
-    /// Locks held by one client in measure 9.
-    pub held: usize,
-    /// Their lease.
-    pub held_lease: Duration,
-    /// Whether measure 9's client watches its holds (the default).
-    pub held_watch: bool,
-    pub quick: bool,
-}
-
-/// What every measure shares: the settings and the single-master server.
-pub struct Bench {
-    pub settings: Settings,
-    pub server: RedisServer,
-}
-
-impl Bench {
-    pub fn url(&self) -> String {
-        self.server.url()
-    }
 }
 
 fn main() {

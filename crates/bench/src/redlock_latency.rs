@@ -3,9 +3,9 @@
 
 use testkit::Servers;
 
-use crate::Bench;
 use crate::clock::{now_ns, ns};
 use crate::contender::{Kind, Locker};
+use crate::harness::Bench;
 use crate::report::{Section, Table};
 use crate::stats::{Summary, nanos_histogram, quantile_us};
 

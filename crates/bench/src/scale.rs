@@ -8,9 +8,9 @@ use std::time::Duration;
 use futures_util::{StreamExt, stream};
 use redis::aio::MultiplexedConnection;
 
-use crate::Bench;
 use crate::alloc::{live_blocks, live_bytes};
 use crate::contender::LEASE;
+use crate::harness::Bench;
 use crate::redis_info::used_memory;
 use crate::report::{Section, Table};
 use crate::stats::{Summary, group};

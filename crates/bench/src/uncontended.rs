@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::Bench;
 use crate::contender::Kind;
+use crate::harness::Bench;
 use crate::limit::{self, Scripts};
 use crate::point;
 use crate::report::{Section, Table};

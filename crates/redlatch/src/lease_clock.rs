@@ -78,16 +78,27 @@ impl Sub<Duration> for LeaseInstant {
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod clock {
-    use nix::time::{ClockId, clock_gettime};
-
     pub(super) fn now_nanos() -> u64 {
-        match clock_gettime(ClockId::CLOCK_BOOTTIME) {
-            Ok(now) => (now.tv_sec() as u64)
+        match boot_time() {
+            Some(now) => (now.tv_sec as u64)
                 .saturating_mul(1_000_000_000)
-                .saturating_add(now.tv_nsec() as u64),
+                .saturating_add(now.tv_nsec as u64),
             // Only fails on kernels older than 2.6.39: count from process start instead.
-            Err(_) => super::fallback::now_nanos(),
+            None => super::fallback::now_nanos(),
         }
+    }
+
+    /// CLOCK_BOOTTIME now, straight from libc (which tokio already links):
+    /// one call does not justify a crate of its own.
+    pub(super) fn boot_time() -> Option<libc::timespec> {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid, writable timespec that outlives the call,
+        // which writes nothing else.
+        let status = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };
+        (status == 0).then_some(now)
     }
 
     pub(super) use super::suspend::suspended_nanos;
@@ -165,8 +176,8 @@ mod tests {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn the_lease_clock_is_the_boot_clock_that_counts_suspended_time() {
-        let boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).unwrap();
-        let boot_nanos = boot.tv_sec() as u64 * 1_000_000_000 + boot.tv_nsec() as u64;
+        let boot = clock::boot_time().unwrap();
+        let boot_nanos = boot.tv_sec as u64 * 1_000_000_000 + boot.tv_nsec as u64;
         let lease = LeaseInstant::now().nanos;
         assert!(lease >= boot_nanos && lease - boot_nanos < 50_000_000);
     }

@@ -108,7 +108,8 @@
 //! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
 //!   writer, reentrant, writers may downgrade, and a waiting writer is not
 //!   starved by new readers (Redisson's `RReadWriteLock`).
-//! - [`blocking`]: the same API for programs without an async runtime.
+//! - `blocking` (the `blocking` feature): the same API for programs without
+//!   an async runtime.
 //!
 //! ## Redis data
 //!
@@ -134,9 +135,16 @@
 //!
 //! ## Features
 //!
+//! `default-features = false` leaves the lock itself (every primitive,
+//! Redlock, the watchdog, wake-ups, fencing) over `redis` and `tokio`.
+//!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `blocking` | yes | [`blocking`]: the same API for programs without an async runtime |
+//! | `settings-file` | yes | `Settings::from_toml`/`load`, `Deployment::from_toml`/`load`: TOML settings files |
+//! | `metrics` | yes | `redlatch::metrics`: series through the `metrics` facade |
+//! | `holder-records` | yes | `HolderIdentity`: each client names itself as the holder of its locks, read back by `Lock::status` |
+//! | `watch` | no | `Client::watch_settings`: a settings file reloaded as it changes (implies `settings-file`) |
+//! | `blocking` | no | `redlatch::blocking`: the same API for programs without an async runtime |
 //! | `tls` | no | `rediss://` URLs, a private CA and client certificates ([`TlsFiles`]; rustls with the ring provider, installed if the program chose none) |
 //! | `clap` | no | `DeploymentArgs`: `--redis`, `--redis-cluster`, `--sentinel`, `--sentinel-master`, `--tls-*` for a clap 4 program |
 //!
@@ -150,8 +158,10 @@
 //! subscription...) is described in `docs/SAFETY.md` of the repository.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod engine;
@@ -159,6 +169,8 @@ mod error;
 mod fair_lock;
 mod lease_clock;
 mod lock;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 mod multi_lock;
 mod redlock;
@@ -177,6 +189,8 @@ pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;
 pub use lock::Lock;
 pub use lock::guard::Guard;
+#[cfg(feature = "holder-records")]
+#[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
 pub use lock::holder_identity::HolderIdentity;
 pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
@@ -186,12 +200,16 @@ pub use rw_lock::guard::{ReadGuard, WriteGuard};
 pub use rw_lock::sides::{ReadSide, WriteSide};
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use settings::SettingsWatcher;
 pub use settings::cluster_pubsub::ClusterPubSub;
 pub use settings::deployment::{Deployment, Servers};
 #[cfg(feature = "clap")]
+#[cfg_attr(docsrs, doc(cfg(feature = "clap")))]
 pub use settings::flags::DeploymentArgs;
 pub use settings::tls_files::TlsFiles;
-pub use settings::{RetryPolicy, Settings, SettingsWatcher};
+pub use settings::{RetryPolicy, Settings};
 pub use spin_lock::SpinLock;
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;

@@ -2,8 +2,8 @@
 //! (`engine/coalesce.rs`, `engine/cancel.rs`, `engine/wakeup.rs`): a mutex,
 //! atomics, and where background tasks are started.
 //!
-//! Normally they are `parking_lot`'s mutex, the standard atomics and the
-//! client's tokio runtime. In the crate's own unit tests built with the
+//! Normally they are the standard mutex (without poisoning, see
+//! [`unpoisoned`]), the standard atomics and the client's tokio runtime. In the crate's own unit tests built with the
 //! internal feature `__permutation-checks` they are shuttle's, so that the
 //! permutation checks (docs/TESTING.md) can run those state machines under
 //! every interleaving of their tasks. The feature changes nothing else: a
@@ -16,14 +16,54 @@ use tokio::runtime::Handle;
 pub(crate) use std::sync::atomic::Ordering;
 
 #[cfg(not(all(test, feature = "__permutation-checks")))]
-pub(crate) use parking_lot::Mutex;
-#[cfg(not(all(test, feature = "__permutation-checks")))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+#[cfg(not(all(test, feature = "__permutation-checks")))]
+pub(crate) use unpoisoned::Mutex;
 
 #[cfg(all(test, feature = "__permutation-checks"))]
 pub(crate) use checked::Mutex;
 #[cfg(all(test, feature = "__permutation-checks"))]
 pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+
+/// The standard mutex and read-write lock without poisoning: `lock()`,
+/// `read()` and `write()` give the guard directly, as the `parking_lot`
+/// locks they replace did (the code was written for that behaviour). On
+/// Linux the standard ones are futexes too, and they cost no crates.
+pub(crate) mod unpoisoned {
+    use std::sync::{MutexGuard, PoisonError, RwLockReadGuard, RwLockWriteGuard};
+
+    /// A mutex whose `lock` ignores poisoning.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) const fn new(value: T) -> Mutex<T> {
+            Mutex(std::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+
+    /// A read-write lock whose `read` and `write` ignore poisoning.
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T>(std::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) const fn new(value: T) -> RwLock<T> {
+            RwLock(std::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+}
 
 /// Starts the engine's background tasks on the client's runtime (under the
 /// permutation checks, as shuttle tasks).
@@ -97,7 +137,7 @@ impl Spawner {
 mod checked {
     use std::sync::PoisonError;
 
-    /// shuttle's mutex with `parking_lot`'s interface (no poisoning).
+    /// shuttle's mutex with [`unpoisoned`](super::unpoisoned)'s interface.
     #[derive(Debug, Default)]
     pub(crate) struct Mutex<T>(shuttle::sync::Mutex<T>);
 

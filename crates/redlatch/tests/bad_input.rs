@@ -12,6 +12,7 @@ mod common;
 mod names_and_durations;
 #[path = "bad_input/scripts_raw.rs"]
 mod scripts_raw;
+#[cfg(feature = "settings-file")]
 #[path = "bad_input/settings_file.rs"]
 mod settings_file;
 

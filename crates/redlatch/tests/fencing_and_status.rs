@@ -117,6 +117,7 @@ async fn key_prefix_applies_to_key_channel_and_counter() {
     assert_eq!(own, None, "no counter per name");
 }
 
+#[cfg(feature = "holder-records")]
 /// Every hold's client names itself beside the lock (host, pid, program,
 /// since when, purpose), for every lock kind; the name goes within a
 /// refresh after the hold ends; the lock hash keeps Redisson's layout.
@@ -208,6 +209,7 @@ async fn status_names_the_holder_and_the_name_goes_with_the_hold() {
     assert!(gone, "the holds stayed named after their release");
 }
 
+#[cfg(feature = "holder-records")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_does_not_name_itself_writes_no_record() {
     let server = common::server();

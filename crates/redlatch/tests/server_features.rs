@@ -1009,6 +1009,7 @@ async fn a_fair_lock_with_a_line_works_for_the_documented_acl_user() {
     }
 }
 
+#[cfg(feature = "holder-records")]
 /// Red team: as the documented least-privilege ACL user, a held lock's
 /// status names its holder (host, pid, program) from the holder's record,
 /// as `list` and `top` show it. Failed before: the record is read with

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
-use crate::RedisServer;
+use crate::server::RedisServer;
 use crate::server_settings::{Auth, LOG_FILE, ServerBuilder, TlsSettings};
 
 impl ServerBuilder {
@@ -51,7 +51,7 @@ impl ServerBuilder {
     /// with the server certificate of `certs`; with `client_certs`, clients
     /// must present a certificate signed by its CA (`tls-auth-clients yes`).
     /// The plain port stays open (the testkit checks readiness on it).
-    pub fn tls(mut self, certs: &crate::TlsCertificates, client_certs: bool) -> Self {
+    pub fn tls(mut self, certs: &crate::tls::TlsCertificates, client_certs: bool) -> Self {
         self.tls = Some(TlsSettings {
             cert: certs.server_cert(),
             key: certs.server_key(),

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::RedisServer;
+use crate::server::RedisServer;
 
 /// How long the cluster may take to agree on its slots after creation.
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -237,7 +237,7 @@ fn master_serving(nodes: &str, slot: u16) -> Option<u16> {
 /// The server's own command-line client (`redis-cli`, or `valkey-cli`
 /// beside a `valkey-server`), else `redis-cli` on `PATH`.
 fn redis_cli_path() -> io::Result<PathBuf> {
-    let server = crate::redis_server_path()?;
+    let server = crate::binary::redis_server_path()?;
     for name in ["redis-cli", "valkey-cli"] {
         let beside = server.with_file_name(name);
         if beside.is_file() {

@@ -4,7 +4,8 @@ use std::io;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::{RedisServer, ServerBuilder};
+use crate::server::RedisServer;
+use crate::server_settings::ServerBuilder;
 
 /// How long replicas may take to connect and finish their first sync.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(20);

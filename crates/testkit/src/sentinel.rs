@@ -5,7 +5,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::replication::ReplicaSet;
-use crate::{RedisServer, ServerBuilder};
+use crate::server::RedisServer;
+use crate::server_settings::ServerBuilder;
 
 /// The name the Sentinels know the master by.
 pub const MASTER_NAME: &str = "testkit-master";

@@ -71,7 +71,7 @@ impl RedisServer {
     }
 
     pub(crate) fn launch(settings: ServerBuilder) -> io::Result<RedisServer> {
-        let program = crate::redis_server_path()?;
+        let program = crate::binary::redis_server_path()?;
         let dir = tempfile::Builder::new()
             .prefix("redlatch-redis-")
             .tempdir()?;

@@ -3,7 +3,8 @@
 use std::io;
 use std::ops::{Index, IndexMut};
 
-use crate::{RedisServer, ServerBuilder};
+use crate::server::RedisServer;
+use crate::server_settings::ServerBuilder;
 
 /// N independent [`RedisServer`]s (no replication between them), each on its
 /// own port. Index it like a slice: `servers[0].kill()`.

@@ -3,7 +3,8 @@
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::{RedisServer, Servers};
+use crate::server::RedisServer;
+use crate::servers::Servers;
 
 fn ping(conn: &mut redis::Connection) -> redis::RedisResult<String> {
     redis::cmd("PING").query(conn)

@@ -322,6 +322,8 @@ impl<C> Builder<C> {
     /// refuses the write (an ACL without that key), holders go unnamed.
     ///
     /// [`Client::locks`]: crate::Client::locks
+    #[cfg(feature = "holder-records")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
     pub fn holder_identity(mut self, on: bool) -> Self {
         self.features.holder_identity = on;
         self
@@ -329,6 +331,8 @@ impl<C> Builder<C> {
 
     /// What this client holds its locks for, shown beside its identity
     /// (e.g. `"nightly report"`); none by default.
+    #[cfg(feature = "holder-records")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
     pub fn holder_purpose(mut self, purpose: impl Into<String>) -> Self {
         self.features.holder_purpose = Some(purpose.into());
         self

@@ -18,7 +18,9 @@ use crate::lock::Lock;
 use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
-use crate::settings::{ApplySettings, Settings, SettingsWatcher};
+#[cfg(feature = "watch")]
+use crate::settings::SettingsWatcher;
+use crate::settings::{ApplySettings, Settings};
 use crate::spin_lock::SpinLock;
 use crate::transport::capabilities::Capabilities;
 use crate::transport::shared::RedisConnection;
@@ -160,6 +162,8 @@ impl Client {
         self.core.apply_settings(settings)
     }
 
+    #[cfg(feature = "watch")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     /// Keeps this client's settings in step with a TOML file (see
     /// [`Settings::load`]) while the returned watcher lives.
     ///
@@ -179,6 +183,8 @@ impl Client {
         )
     }
 
+    #[cfg(feature = "watch")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
     /// As [`Client::watch_settings`], with `adjust` applied to the settings
     /// read from the file before they take effect: for values that must win
     /// over the file, such as command-line flags.

@@ -121,7 +121,7 @@ where
             Ok(None) => "not_acquired",
             Err(_) => "error",
         };
-        crate::metrics::acquire_finished(label, started.elapsed());
+        crate::engine::metrics::acquire_finished(label, started.elapsed());
         outcome
     })
 }

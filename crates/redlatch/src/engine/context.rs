@@ -5,23 +5,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use crate::sync::unpoisoned::RwLock;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::engine::coalesce::LockCalls;
 use crate::engine::courtesy::Courtesy;
+#[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
 use crate::engine::wakeup::Wakeups;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
+#[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys::record_key;
 use crate::scripts::library;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
 use crate::transport::capabilities::{self, Capabilities, Support};
 use crate::transport::connection::{self, Connection};
+#[cfg(feature = "holder-records")]
 use crate::transport::detached::Detached;
 use crate::transport::no_evict;
 use crate::transport::topology::{ReplicaWait, Topology};
@@ -34,7 +37,9 @@ pub(crate) struct Features {
     pub(crate) script_functions: bool,
     pub(crate) watch_holds: bool,
     pub(crate) no_evict: bool,
+    #[cfg(feature = "holder-records")]
     pub(crate) holder_identity: bool,
+    #[cfg(feature = "holder-records")]
     pub(crate) holder_purpose: Option<String>,
 }
 
@@ -44,7 +49,9 @@ impl Default for Features {
             script_functions: true,
             watch_holds: true,
             no_evict: true,
+            #[cfg(feature = "holder-records")]
             holder_identity: true,
+            #[cfg(feature = "holder-records")]
             holder_purpose: None,
         }
     }
@@ -102,6 +109,7 @@ impl Core {
         tracing::debug!(capabilities = %capabilities.summary(), "redlatch: connected");
         let runtime = tokio::runtime::Handle::current();
         let shutdown = CancellationToken::new();
+        #[cfg(feature = "holder-records")]
         let last_word = Detached::new(subscriptions.clone());
         let wakeups = Wakeups::start(subscriptions, settings.clone(), &runtime, shutdown.clone());
         let protect = capabilities.no_evict.is_available();
@@ -117,6 +125,7 @@ impl Core {
             ));
         }
         let id = Uuid::new_v4();
+        #[cfg(feature = "holder-records")]
         if features.holder_identity {
             let prefix = settings.read().key_prefix.clone();
             watchdog.set_identity(IdentityPublisher::start(

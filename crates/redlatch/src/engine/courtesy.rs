@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use parking_lot::Mutex;
+use crate::sync::unpoisoned::Mutex;
 
 /// Above this many remembered releases, expired ones are swept out.
 const SWEEP_AT: usize = 1024;

@@ -1,7 +1,7 @@
 //! One hold renewed by the client's watchdog: a lock held by one owner, an
 //! expirable permit, or a Redlock hold. Its guards and the watchdog share it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
@@ -145,7 +145,7 @@ impl Hold {
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
         if self.lost_reason.set(reason).is_ok() && self.kind.counts_as_lock() {
-            crate::metrics::lock_lost(&reason);
+            crate::engine::metrics::lock_lost(&reason);
         }
         self.lost.notify_waiters();
     }
@@ -179,6 +179,14 @@ impl Hold {
             LostReason::LeaseRanOut
         })
     }
+}
+
+/// A held key with its field and the hold that has it: what the loss watch
+/// watches (and marks lost when the field goes) and the holder records name.
+pub(crate) struct Watched {
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) hold: Weak<Hold>,
 }
 
 /// Why a guard's lock is no longer held ([`Guard::lost_reason`](crate::Guard::lost_reason)).

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
-use crate::engine::loss_watch::Watched;
+use crate::engine::hold::Watched;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -108,7 +108,7 @@ impl Task {
                 Some((watched, since)) = incoming.recv() => {
                     settling.push_back((Instant::now() + SETTLE, watched, since));
                 }
-                () = crate::engine::loss_watch::sleep_until(next_settled) => {
+                () = crate::engine::sleep::sleep_until(next_settled) => {
                     let now = Instant::now();
                     let mut due = Vec::new();
                     while settling.front().is_some_and(|(at, _, _)| *at <= now) {
@@ -349,9 +349,10 @@ pub(crate) fn this_process() -> (String, u32, String) {
 }
 
 fn host_name() -> String {
+    // What gethostname(2) answers, read without a crate for one call.
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    if let Ok(name) = nix::unistd::gethostname() {
-        return name.to_string_lossy().into_owned();
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        return name.trim_end().to_owned();
     }
     ["HOSTNAME", "COMPUTERNAME"]
         .iter()

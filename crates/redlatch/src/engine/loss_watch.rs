@@ -43,12 +43,13 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::engine::hold::Hold;
+use crate::engine::hold::{Hold, Watched};
 use crate::engine::reread::{Pacing, Rereads};
+use crate::engine::sleep::sleep_until;
 use crate::engine::watched_renewals::WatchRoute;
 use crate::settings::SharedSettings;
 use crate::transport::no_evict;
-use crate::transport::watch::WatchSource;
+use crate::transport::watch::{WatchSource, is_master};
 
 /// How long a new hold waits before its first read: the short holds of a
 /// busy client never cost the server a read, and a hold lost before is
@@ -62,13 +63,6 @@ const CHECK_BATCH: usize = 256;
 /// the master, while it holds anything: how late a failover that left the
 /// old master up (as a replica) is noticed when nothing else is read.
 const ROLE_EVERY: Duration = Duration::from_secs(1);
-
-/// A held key and the hold to mark lost when its field goes.
-pub(crate) struct Watched {
-    pub(crate) key: Arc<str>,
-    pub(crate) field: Arc<str>,
-    pub(crate) hold: Weak<Hold>,
-}
 
 /// What the watch asks of the watchdog, which owns the holds.
 pub(crate) trait Holds: Send + Sync + 'static {
@@ -371,14 +365,6 @@ fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> (Vec<Ar
     (now_due, evicted)
 }
 
-/// Sleeps until `at`; forever when there is nothing to wait for.
-pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Why a watch connection could not be set up.
 enum Refusal {
     /// The server refuses tracking: no use trying again.
@@ -609,19 +595,6 @@ fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) ->
             true
         }
         Err(_) => false,
-    }
-}
-
-/// Whether a `ROLE` reply says master.
-pub(crate) fn is_master(role: &Value) -> bool {
-    match role {
-        Value::Array(fields) => {
-            matches!(
-                fields.first(),
-                Some(Value::BulkString(kind)) if kind.as_slice() == b"master"
-            ) || matches!(fields.first(), Some(Value::SimpleString(kind)) if kind == "master")
-        }
-        _ => false,
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::hold::Hold;
-use crate::engine::watchdog::renewal_period;
+use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
 
 /// The key a renewal touches and the owner (hash field or permit id).
@@ -161,7 +161,7 @@ impl Entries {
         self.place(id, entry.slot);
         if entry.hold.kind.is_lock() {
             self.locks += 1;
-            crate::metrics::held_locks(self.locks);
+            crate::engine::metrics::held_locks(self.locks);
         }
         let due = entry.slot.at;
         if id == self.slab.len() {
@@ -190,7 +190,7 @@ impl Entries {
         self.free.push(id);
         if old.hold.kind.is_lock() {
             self.locks -= 1;
-            crate::metrics::held_locks(self.locks);
+            crate::engine::metrics::held_locks(self.locks);
         }
     }
 

@@ -376,7 +376,7 @@ pub(crate) async fn wait_from<A: Acquisition>(
             // with nowhere to listen (a spin lock; Redlock with no node
             // reachable) comes back here each round: one contended wait.
             if !counted {
-                crate::metrics::contended_wait();
+                crate::engine::metrics::contended_wait();
                 counted = true;
             }
             tickets = acquisition.join()?;
@@ -437,7 +437,7 @@ async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
 
 /// Counts how a park ended.
 pub(crate) fn record_wake(wake: Wake) {
-    crate::metrics::woken(match wake {
+    crate::engine::metrics::woken(match wake {
         Wake::Message => "message",
         Wake::TimedOut => "lease_end",
         Wake::Resubscribed => "resubscribed",

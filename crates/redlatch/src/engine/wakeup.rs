@@ -598,7 +598,7 @@ impl Subscriber {
                         return SessionEnd::Disconnected;
                     }
                 }
-                _ = sleep_until_first(&lingering) => {
+                _ = crate::engine::sleep::sleep_until(lingering.front().map(|(due, _)| *due)) => {
                     if let Some((_, name)) = lingering.pop_front()
                         && self.forget_if_unused(&name)
                         && subscribed.remove(&name)
@@ -704,14 +704,6 @@ impl Subscriber {
                 member.channel.subscribed.send_replace(false);
             }
         }
-    }
-}
-
-/// Resolves when the first lingering channel is due; never when none is.
-async fn sleep_until_first(lingering: &VecDeque<(tokio::time::Instant, String)>) {
-    match lingering.front() {
-        Some((due, _)) => tokio::time::sleep_until(*due).await,
-        None => std::future::pending().await,
     }
 }
 

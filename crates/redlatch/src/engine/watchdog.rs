@@ -35,10 +35,15 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
+use crate::engine::hold::Watched;
 use crate::engine::hold::{Hold, LostReason, NewHold};
+#[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
-use crate::engine::loss_watch::{Holds, LossWatch, Watched};
+use crate::engine::loss_watch::{Holds, LossWatch};
 use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
+// fair_lock/ still names renewal_period by this path.
+pub(crate) use crate::engine::renewal::renewal_period;
+use crate::engine::renewal::{LOG_TARGET, retry_delay};
 use crate::engine::schedule::{Entries, Entry, EntryId, HoldKey, Sweep, early_window};
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -54,21 +59,6 @@ const SWEEP_STEP: usize = 1_000;
 thread_local! {
     /// Holds visited by sweeps on this thread (the tests count them).
     static SWEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The tracing target of the renewals' events (renewed, retried, hold
-/// lost): a stable name to filter on, e.g. `RUST_LOG=redlatch::renewal=debug`.
-pub(crate) const LOG_TARGET: &str = "redlatch::renewal";
-
-/// How long after a confirmed acquire or renewal a hold is renewed: a third
-/// of its lease, so two renewals can fail before the lease runs out.
-pub(crate) fn renewal_period(lease_ms: u64) -> Duration {
-    Duration::from_millis((lease_ms / 3).max(1))
-}
-
-/// How soon a renewal that did not get through is tried again.
-fn retry_delay(lease_ms: u64) -> Duration {
-    (renewal_period(lease_ms) / 3).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 /// One hold in a renewal batch, with the lease sent for it.
@@ -93,6 +83,7 @@ struct Shared {
     /// Where newly held lock keys go to be watched, once the watch started.
     loss_watch: std::sync::OnceLock<LossWatch>,
     /// Where new holds go to be named, once the publisher started.
+    #[cfg(feature = "holder-records")]
     identity: std::sync::OnceLock<IdentityPublisher>,
     /// Keys this client is force-unlocking now (with how many calls): a
     /// hold found gone from one meanwhile was lost to this client's call.
@@ -123,6 +114,7 @@ impl Watchdog {
     }
 
     /// Names every hold from now on (`engine/identity.rs`).
+    #[cfg(feature = "holder-records")]
     pub(crate) fn set_identity(&self, publisher: IdentityPublisher) {
         let _ = self.shared.identity.set(publisher);
     }
@@ -235,6 +227,7 @@ impl Watchdog {
             });
         }
         // Holds of this server only: a Redlock hold's keys are elsewhere.
+        #[cfg(feature = "holder-records")]
         if !matches!(hold.kind, HoldKind::Callback(_))
             && let Some(identity) = self.shared.identity.get()
         {
@@ -368,6 +361,7 @@ impl Shared {
             next_wake_ns: AtomicU64::new(u64::MAX),
             renewal_round_trips: AtomicU64::new(0),
             loss_watch: std::sync::OnceLock::new(),
+            #[cfg(feature = "holder-records")]
             identity: std::sync::OnceLock::new(),
             force_unlocking: Mutex::new(HashMap::new()),
         }
@@ -502,7 +496,7 @@ impl Shared {
         match &outcome {
             Ok(renewed) => {
                 let count = renewed.iter().filter(|flag| **flag == 1).count();
-                crate::metrics::renewed(count as u64);
+                crate::engine::metrics::renewed(count as u64);
                 debug!(
                     target: LOG_TARGET,
                     renewed = count,
@@ -511,7 +505,7 @@ impl Shared {
                     batch.len()
                 );
             }
-            Err(_) => crate::metrics::renewal_failed(batch.len() as u64),
+            Err(_) => crate::engine::metrics::renewal_failed(batch.len() as u64),
         }
         for (
             index,
@@ -850,7 +844,7 @@ mod tests {
     // Under the permutation checks the mutex is shuttle's: it runs there only.
     #[cfg(not(feature = "__permutation-checks"))]
     fn a_sweep_visits_the_due_holds_and_no_others() {
-        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+        let settings = Arc::new(crate::sync::unpoisoned::RwLock::new(Arc::new(
             crate::settings::Settings::default(),
         )));
         let dog = Watchdog {
@@ -885,14 +879,6 @@ mod tests {
         );
         assert_eq!(dog.held_count(), 10_000);
         dog.shared.entries.lock().check();
-    }
-
-    #[test]
-    fn renewals_come_at_a_third_of_the_lease() {
-        assert_eq!(renewal_period(30_000), Duration::from_secs(10));
-        assert_eq!(renewal_period(1), Duration::from_millis(1));
-        assert_eq!(retry_delay(30_000), Duration::from_secs(1));
-        assert_eq!(retry_delay(30), Duration::from_millis(10));
     }
 
     #[test]
@@ -957,7 +943,7 @@ mod permutation_checks {
 
     /// A watchdog with no task: the checks plan and settle renewals.
     fn watchdog() -> Arc<Watchdog> {
-        let settings = Arc::new(parking_lot::RwLock::new(Arc::new(
+        let settings = Arc::new(crate::sync::unpoisoned::RwLock::new(Arc::new(
             crate::settings::Settings::default(),
         )));
         Arc::new(Watchdog {

@@ -111,14 +111,14 @@ impl WatchRoute {
                 // The server answered (a lost script, a refused
                 // transaction, a demoted master): the connection is sound.
                 Ok(Err(error)) if error.code().is_some() => {
-                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
+                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
                 }
                 failed => {
                     let error = match failed {
                         Ok(Err(error)) => error.to_string(),
                         _ => "no answer in time".to_owned(),
                     };
-                    tracing::debug!(target: crate::engine::watchdog::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
+                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
                     self.close(&route.broken);
                 }
             }
@@ -181,7 +181,7 @@ async fn transaction(
         .unwrap_or_else(|| Err(no_reply("the script")))?;
     if route.asks_role {
         let role = answers.pop().unwrap_or_else(|| Err(no_reply("ROLE")))?;
-        if !crate::engine::loss_watch::is_master(&role) {
+        if !crate::transport::watch::is_master(&role) {
             return Err(RedisError::from((
                 redis::ErrorKind::Client,
                 "the loss watch's server is no longer the master",

@@ -85,7 +85,7 @@ impl Guard {
             reentered = acquired.reentered,
             "redlatch: acquired"
         );
-        crate::metrics::acquired(acquired.reentered);
+        crate::engine::metrics::acquired(acquired.reentered);
         Guard {
             core: core.clone(),
             keys,
@@ -268,7 +268,7 @@ impl Guard {
         async move {
             let released = release.await;
             if let Err(Error::NotHeld { .. }) = released {
-                crate::metrics::release_not_held();
+                crate::engine::metrics::release_not_held();
             }
             released
         }

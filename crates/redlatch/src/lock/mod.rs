@@ -5,6 +5,7 @@ pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod handle_options;
 pub(crate) mod hold_accessors;
+#[cfg(feature = "holder-records")]
 pub(crate) mod holder_identity;
 pub(crate) mod status;
 
@@ -405,7 +406,7 @@ impl Lock {
                     .saturating_duration_since(now)
                     .min(remaining(now));
                 let (epoch, seen) = (queued.epoch(), queued.messages());
-                crate::metrics::contended_wait();
+                crate::engine::metrics::contended_wait();
                 let wake = queued.park(epoch, seen, limit, false).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;

@@ -6,11 +6,15 @@ use redis::Value;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
+#[cfg(feature = "holder-records")]
 use crate::lock::holder_identity::{self, HolderIdentity};
 use crate::scripts;
+#[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys;
 use crate::scripts::keys::{FairKeys, RwKeys};
-use crate::transport::{Connection, bounded};
+#[cfg(feature = "holder-records")]
+use crate::transport::Connection;
+use crate::transport::bounded;
 
 /// One owner holding the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +28,8 @@ pub struct Holder {
     /// ([`ClientBuilder::holder_identity`](crate::ClientBuilder::holder_identity));
     /// `None` for a Redisson holder, a hold younger than about 50 ms, or a
     /// client that does not publish.
+    #[cfg(feature = "holder-records")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
     pub identity: Option<HolderIdentity>,
 }
 
@@ -149,6 +155,7 @@ impl LockStatus {
             holders.push(Holder {
                 owner: text(&pair[0])?,
                 count: count.max(0) as u64,
+                #[cfg(feature = "holder-records")]
                 identity: None,
             });
         }
@@ -205,12 +212,14 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
         } else {
             plain
         };
+        #[cfg(feature = "holder-records")]
         name_holders(&mut conn, &settings.key_prefix, &mut status).await;
         Ok(status)
     };
     bounded("status", settings.response_timeout, call).await
 }
 
+#[cfg(feature = "holder-records")]
 /// Fills in each holder's identity from its client's record (one `HMGET`
 /// per holder). Names are a courtesy: a record that cannot be read (an ACL,
 /// a cluster node down) leaves the holder unnamed.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use parking_lot::Mutex;
+use crate::sync::unpoisoned::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};

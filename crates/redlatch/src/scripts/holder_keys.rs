@@ -4,6 +4,7 @@
 //! reads it.
 
 /// The record's key for the client whose id is `client_id`.
+#[cfg(feature = "holder-records")]
 pub(crate) fn record_key(prefix: &str, client_id: &str) -> String {
     format!("{prefix}redlatch_holder:{{{client_id}}}")
 }
@@ -12,6 +13,7 @@ pub(crate) fn record_key(prefix: &str, client_id: &str) -> String {
 /// client id the record's key already carries, its length first so that no
 /// two (owner, key) pairs share a field, then the lock's key. Short, as it
 /// is kept once per long hold.
+#[cfg(feature = "holder-records")]
 pub(crate) fn hold_field(key: &str, owner: &str) -> String {
     let own = if looks_like_owner(owner) {
         &owner[37..]
@@ -22,6 +24,7 @@ pub(crate) fn hold_field(key: &str, owner: &str) -> String {
 }
 
 /// The client id an owner field starts with, where it has one.
+#[cfg(feature = "holder-records")]
 pub(crate) fn client_id(owner: &str) -> Option<&str> {
     looks_like_owner(owner).then(|| &owner[..36])
 }
@@ -46,6 +49,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "holder-records")]
     fn hold_fields_never_collide() {
         assert_ne!(hold_field("ab", "c"), hold_field("b", "ca"));
     }

@@ -8,23 +8,17 @@ use std::time::Duration;
 
 use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
-use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::settings::Settings;
-
-/// What a watcher keeps in step: the settings of a running client. Held
-/// weakly, so a watcher does not keep a dropped client alive.
-pub(crate) trait ApplySettings: Send + Sync {
-    /// Replaces the settings in force, as `Client::update_settings`.
-    fn apply_settings(&self, settings: Settings) -> Result<()>;
-}
+use crate::settings::{ApplySettings, Settings};
+use crate::sync::unpoisoned::Mutex;
 
 /// Editors save in bursts (truncate, write, rename): wait for quiet first.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// Applies changes of a settings file to a running [`Client`](crate::Client)
 /// until dropped. Made by [`Client::watch_settings`](crate::Client::watch_settings).
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub struct SettingsWatcher {
     path: PathBuf,
     state: Arc<WatchState>,

@@ -3,6 +3,8 @@
 
 pub(crate) mod capabilities;
 pub(crate) mod connection;
+// Only the holder records send a last word as the runtime stops.
+#[cfg(feature = "holder-records")]
 pub(crate) mod detached;
 pub(crate) mod no_evict;
 pub(crate) mod script_routes;

@@ -63,3 +63,18 @@ impl WatchSource {
             .await
     }
 }
+
+/// Whether a `ROLE` reply says master: a watch connection through Sentinel
+/// asks before it takes its server's answers.
+pub(crate) fn is_master(role: &redis::Value) -> bool {
+    use redis::Value;
+    match role {
+        Value::Array(fields) => {
+            matches!(
+                fields.first(),
+                Some(Value::BulkString(kind)) if kind.as_slice() == b"master"
+            ) || matches!(fields.first(), Some(Value::SimpleString(kind)) if kind == "master")
+        }
+        _ => false,
+    }
+}

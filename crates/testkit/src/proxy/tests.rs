@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Direction, LinkFaults, Proxy, RETRANSMISSION_TIMEOUT};
-use crate::RedisServer;
+use crate::server::RedisServer;
 
 fn connect(proxy: &Proxy) -> redis::Connection {
     let client = redis::Client::open(proxy.url()).expect("url");
