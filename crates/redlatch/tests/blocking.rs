@@ -401,4 +401,7 @@ fn the_blocking_builder_and_lock_have_the_async_ones_calls() {
     drop(guard);
     let guard = other.acquire_default_wait().expect("free again");
     assert!(guard.is_held());
+    assert!(client.capabilities().server.is_some());
+    let listed = client.locks("tried").expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
 }

@@ -144,6 +144,23 @@ impl Client {
         self.inner.held_locks()
     }
 
+    /// What the server offered at connect (see [`crate::Client::capabilities`]).
+    pub fn capabilities(&self) -> &crate::Capabilities {
+        self.inner.capabilities()
+    }
+
+    /// The held locks whose names start with `name_prefix` (see
+    /// [`crate::Client::locks`]).
+    ///
+    /// # Errors
+    /// As [`crate::Client::locks`].
+    pub fn locks(&self, name_prefix: &str) -> Result<Vec<crate::LockStatus>> {
+        let client = self.inner.clone();
+        let prefix = name_prefix.to_owned();
+        self.bridge
+            .run("list locks", async move { client.locks(&prefix).await })
+    }
+
     /// The async client underneath, for calls this facade does not wrap.
     /// Its futures must be run by a runtime of the caller's.
     pub fn as_async(&self) -> &crate::Client {

@@ -486,11 +486,15 @@ impl<C> Builder<C> {
 impl ClientBuilder {
     /// Checks the settings and connects.
     ///
-    /// Costs one connection for commands (opened now) and one for
-    /// subscriptions (opened in the background, reconnected as needed). On a
-    /// cluster each of the two is a connection per node it talks to; through
-    /// Sentinel, each lookup of the master also opens a short-lived connection
-    /// to a Sentinel and to the master it names.
+    /// Costs one connection for commands (opened now), one for
+    /// subscriptions (opened in the background, reconnected as needed) and
+    /// one for the loss watch ([`watch_holds`](Self::watch_holds); none when
+    /// [`lean`](Self::lean)): three per client. On a cluster the first two
+    /// are each a connection per node it talks to, and there is no watch;
+    /// through Sentinel, each lookup of the master also opens a short-lived
+    /// connection to a Sentinel and to the master it names. Everything a
+    /// client keeps on the server is tabled in the README, "What redlatch
+    /// puts on your Redis".
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] or

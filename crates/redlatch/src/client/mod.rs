@@ -30,8 +30,9 @@ use crate::transport::shared::RedisConnection;
 ///
 /// Cheap to clone (an `Arc`): clones share one multiplexed command
 /// connection (reconnected by itself), one subscription connection for every
-/// waiter, and one watchdog task that renews every held lock. Create one per
-/// process and pass clones around.
+/// waiter, one loss-watch connection (none with
+/// [`ClientBuilder::lean`]), and one watchdog task that renews every held
+/// lock. Create one per process and pass clones around.
 ///
 /// Every client has a random [`id`](Client::id) (a UUID v4). Lock owners are
 /// `<id>:<owner>`, so owners are unique across processes.
