@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::checker::{CounterExample, Figures, Findings};
-use super::faults::Fault;
+use super::fault::Fault;
 use super::recipes::RecipeName;
 use super::recipes::info::Promise;
 use super::verdict::{Status, promised_against};

@@ -2,7 +2,7 @@
 //! two-command step (SETNX then EXPIRE, say).
 
 use super::kind::FaultKind;
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 

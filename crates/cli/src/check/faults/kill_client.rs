@@ -1,7 +1,7 @@
 //! `kill-client`: a holder killed with SIGKILL while it holds the lock.
 
 use super::kind::FaultKind;
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::workload::lab::Lab;
 
 /// SIGKILL right after taking the lock; a new worker takes its place.

@@ -1,15 +1,14 @@
 //! The faults the lab injects. Each is one file implementing
-//! [`FaultKind`]; [`Fault`] names them (`fault.rs`) and [`Fault::kind`]
+//! [`FaultKind`]; [`Fault`] names them (`check/fault.rs`) and [`Fault::kind`]
 //! below finds each one's file.
 //!
 //! Adding a fault: a new file here implementing [`FaultKind`], its name and
-//! help text in `fault.rs`, and its `mod` line and one arm in `kind` below.
+//! help text in `check/fault.rs`, and its `mod` line and one arm in `kind` below.
 //! Then say what each recipe promises under it (`recipes/*.rs`).
 
 mod clock_jump;
 mod crash_between;
 mod failover;
-pub mod fault;
 mod flush_scripts;
 mod kill_client;
 mod kill_subscribers;
@@ -20,7 +19,6 @@ mod partition;
 mod partition_one_way;
 mod pause_client;
 mod pause_redis;
-pub mod point;
 mod restart_master;
 mod restart_master_late;
 mod restart_redis;
@@ -28,9 +26,9 @@ mod restart_redis_late;
 
 use std::time::Duration;
 
-pub use fault::Fault;
 pub use kind::FaultKind;
 
+use crate::check::fault::Fault;
 use crate::check::recipes::info::Info;
 
 impl Fault {

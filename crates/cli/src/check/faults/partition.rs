@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::kind::{FaultKind, Needs};
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::workload::lab::{Lab, Later};
 use crate::check::workload::links::Links;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::kind::{FaultKind, Needs};
 use super::partition::cut;
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::workload::lab::Lab;
 use crate::check::workload::links::Links;
 

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::kind::FaultKind;
-use super::point::Point;
 use crate::check::event::{Event, What};
+use crate::check::points::Point;
 use crate::check::workload::lab::{Lab, Later};
 
 /// SIGSTOP at the recipe's pause point, SIGCONT 2.5 leases later.

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::kind::{FaultKind, Needs};
-use super::point::Point;
 use super::restart_master::{NEEDS, applies, prepare, restart_shared};
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 

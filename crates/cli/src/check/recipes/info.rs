@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
+use crate::check::points::Point;
 
 /// What a recipe promises under a fault; each `true` must hold in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -3,8 +3,8 @@
 
 use super::info::{Info, Promise};
 use super::recipe::Recipe;
-use crate::check::faults::point::Point;
-use crate::check::workload::points::Points;
+use crate::check::points::Point;
+use crate::check::points::Points;
 
 /// Claims everything, keeps nothing.
 pub const INFO: Info = Info {

@@ -10,8 +10,8 @@ use redlatch::{Client, ClientBuilder, Lock};
 use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
 use super::recipe::{LOCK_KEY, LockServers};
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
+use crate::check::points::Point;
 
 /// What the unfenced lock promises (see `docs/SAFETY.md`).
 pub const INFO: Info = Info {

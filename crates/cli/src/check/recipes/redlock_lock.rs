@@ -10,8 +10,8 @@ use redlatch::{Redlock, RedlockLock, Settings};
 use super::info::{Info, Promise};
 use super::library::LibraryRecipe;
 use super::recipe::LOCK_KEY;
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
+use crate::check::points::Point;
 
 /// Masters of the Redlock.
 const MASTERS: usize = 5;

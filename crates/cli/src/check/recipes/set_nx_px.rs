@@ -12,8 +12,8 @@ use redis::aio::ConnectionManager;
 use super::commands::{connect, fresh_token, query};
 use super::info::{Info, Promise};
 use super::recipe::{LOCK_KEY, Recipe};
-use crate::check::faults::point::Point;
-use crate::check::workload::points::Points;
+use crate::check::points::Point;
+use crate::check::points::Points;
 
 /// Promises nothing the lab holds it to: it is the seeds' "good enough"
 /// recipe, shown beside redlatch's lock for comparison.
