@@ -22,11 +22,6 @@ impl FaultKind for CrashBetween {
         Some(Point::Between)
     }
 
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
-    }
-
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {
         lab.kill_and_replace(index);
         Ok(())

@@ -12,11 +12,6 @@ impl FaultKind for KillClient {
         Some(Point::Holding)
     }
 
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
-    }
-
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {
         lab.kill_and_replace(index);
         Ok(())

@@ -1,5 +1,6 @@
 //! The faults the lab injects. Each is one file implementing
-//! [`FaultKind`]; [`Fault`] names them (`check/fault.rs`) and [`Fault::kind`]
+//! [`FaultKind`] (faults that differ in one value share one: `partition.rs`,
+//! `restart_master.rs`, `server_command.rs`); [`Fault`] names them (`check/fault.rs`) and [`Fault::kind`]
 //! below finds each one's file.
 //!
 //! Adding a fault: a new file here implementing [`FaultKind`], its name and
@@ -9,20 +10,17 @@
 mod clock_jump;
 mod crash_between;
 mod failover;
-mod flush_scripts;
 mod kill_client;
-mod kill_subscribers;
 pub mod kind;
 mod latency;
 mod none;
 mod partition;
-mod partition_one_way;
 mod pause_client;
 mod pause_redis;
 mod restart_master;
-mod restart_master_late;
 mod restart_redis;
 mod restart_redis_late;
+mod server_command;
 
 use std::time::Duration;
 
@@ -42,15 +40,15 @@ impl Fault {
             Fault::PauseRedis => &pause_redis::PauseRedis,
             Fault::RestartRedis => &restart_redis::RestartRedis,
             Fault::RestartRedisLate => &restart_redis_late::RestartRedisLate,
-            Fault::FlushScripts => &flush_scripts::FlushScripts,
-            Fault::KillSubscribers => &kill_subscribers::KillSubscribers,
+            Fault::FlushScripts => &server_command::FLUSH_SCRIPTS,
+            Fault::KillSubscribers => &server_command::KILL_SUBSCRIBERS,
             Fault::ClockJump => &clock_jump::ClockJump,
-            Fault::Partition => &partition::Partition,
-            Fault::PartitionOneWay => &partition_one_way::PartitionOneWay,
+            Fault::Partition => &partition::BOTH_WAYS,
+            Fault::PartitionOneWay => &partition::ONE_WAY,
             Fault::Latency => &latency::Latency,
             Fault::Failover => &failover::Failover,
-            Fault::RestartMaster => &restart_master::RestartMaster,
-            Fault::RestartMasterLate => &restart_master_late::RestartMasterLate,
+            Fault::RestartMaster => &restart_master::AT_ONCE,
+            Fault::RestartMasterLate => &restart_master::LATE,
         }
     }
 

@@ -19,11 +19,6 @@ impl FaultKind for PauseClient {
         lease * 5 / 2
     }
 
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
-    }
-
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {
         let id = lab.workers[index].id;
         lab.injected(What::Paused { worker: id });

@@ -41,6 +41,20 @@ impl Promise {
     };
 }
 
+/// A fenced recipe's promise under `fault`, from its `unfenced` twin's:
+/// under a client pause two workers may still believe they hold the lock,
+/// but the store refuses the one that was overtaken.
+pub fn fenced(fault: Fault, unfenced: fn(Fault) -> Promise) -> Promise {
+    match fault {
+        Fault::PauseClient => Promise {
+            no_lost_updates: true,
+            no_stale_writes: true,
+            ..Promise::LIVE
+        },
+        other => unfenced(other),
+    }
+}
+
 /// Facts about a recipe the lab needs before running it.
 #[derive(Debug, Clone, Copy)]
 pub struct Info {
@@ -61,4 +75,20 @@ pub struct Info {
     pub sentinel: bool,
     /// Whether it needs replicas (runs under `failover` only).
     pub replicas_only: bool,
+}
+
+impl Info {
+    /// A recipe on one lock server that promises nothing, pauses worst
+    /// before its write, and has neither scripts nor a step of two
+    /// commands: each recipe says how it differs.
+    pub const PLAIN: Info = Info {
+        fenced: false,
+        pause_point: Point::BeforeWrite,
+        has_between: false,
+        uses_scripts: false,
+        promises: |_| Promise::NOTHING,
+        servers: 1,
+        sentinel: false,
+        replicas_only: false,
+    };
 }

@@ -14,8 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::check::clock::now_ns;
 use crate::check::event::{EventLog, What};
-use crate::check::points::Point;
-use crate::check::points::Points;
+use crate::check::points::{Point, Points};
 use crate::check::random::Random;
 use crate::check::recipes::recipe::{LockServers, Recipe};
 use crate::check::recipes::{AsyncRecipeFn, RecipeName, with_recipe};
