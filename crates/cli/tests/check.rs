@@ -23,7 +23,7 @@ mod soak;
 
 use std::process::Command;
 
-use harness::{BIN, cell, check, figure, violations};
+use harness::{BIN, cell, check, figure, violations, words};
 use serde_json::Value;
 
 #[test]
@@ -38,14 +38,9 @@ fn a_noop_lock_is_caught_with_overlaps_and_fails_the_exit_status() {
 
 #[test]
 fn setnx_expire_crashing_between_its_commands_leaves_nobody_acquiring() {
-    let (code, report) = check(&[
-        "--recipe",
-        "setnx-expire",
-        "--fault",
-        "crash-between",
-        "--duration",
-        "5s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe setnx-expire --fault crash-between --duration 5s",
+    ));
     let setnx = cell(&report, "setnx-expire", "crash-between");
     // The lab arms a worker 0.3 s in, but it crashes only once it next wins
     // the lock, later on a busy machine: judge from the crash itself. A
@@ -86,14 +81,9 @@ fn get_del_paused_between_get_and_del_overlaps_the_next_holders() {
     // on a busy machine can be well over a second after it is armed, and a
     // DEL that races the victim's own release shows no overlap. 6 s leaves
     // room for two or three pauses to end inside the run even so.
-    let (code, report) = check(&[
-        "--recipe",
-        "get-del",
-        "--fault",
-        "pause-client",
-        "--duration",
-        "6s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe get-del --fault pause-client --duration 6s",
+    ));
     let get_del = cell(&report, "get-del", "pause-client");
     assert!(figure(get_del, "overlaps") > 0, "{get_del}");
     let overlap = get_del["counter_examples"]
@@ -115,16 +105,9 @@ fn get_del_paused_between_get_and_del_overlaps_the_next_holders() {
 
 #[test]
 fn a_paused_holder_loses_an_update_without_fencing_and_is_refused_with_it() {
-    let (code, report) = check(&[
-        "--recipe",
-        "set-nx-px",
-        "--recipe",
-        "redlatch-fenced",
-        "--fault",
-        "pause-client",
-        "--duration",
-        "3s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe set-nx-px --recipe redlatch-fenced --fault pause-client --duration 3s",
+    ));
     let plain = cell(&report, "set-nx-px", "pause-client");
     assert!(figure(plain, "lost_updates") > 0, "{plain}");
     assert!(figure(plain, "stale_accepted") > 0, "{plain}");
@@ -172,16 +155,9 @@ fn the_recipe_that_needs_replicas_is_not_run_under_script_or_subscriber_faults()
     // It runs on a Sentinel group, which only the failover cell has: under
     // these faults its workers found no server and a full `check` said
     // BROKEN (and exited 1) for want of anyone acquiring.
-    let (code, report) = check(&[
-        "--recipe",
-        "redlatch-wait",
-        "--fault",
-        "flush-scripts",
-        "--fault",
-        "kill-subscribers",
-        "--duration",
-        "1s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe redlatch-wait --fault flush-scripts --fault kill-subscribers --duration 1s",
+    ));
     for fault in ["flush-scripts", "kill-subscribers"] {
         let cell = cell(&report, "redlatch-wait", fault);
         assert_eq!(cell["status"], "not-applicable", "{fault}: {cell}");
@@ -203,20 +179,9 @@ fn bad_options_are_usage_errors() {
 
 #[test]
 fn redlock_keeps_its_promises_with_one_master_of_five_faulted() {
-    let (code, report) = check(&[
-        "--recipe",
-        "redlock",
-        "--recipe",
-        "redlock-fenced",
-        "--fault",
-        "pause-redis",
-        "--fault",
-        "pause-client",
-        "--duration",
-        "4s",
-        "--lease",
-        "1s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe redlock --recipe redlock-fenced --fault pause-redis --fault pause-client --duration 4s --lease 1s",
+    ));
     let paused_master = cell(&report, "redlock", "pause-redis");
     assert!(violations(paused_master).is_empty(), "{paused_master}");
     assert!(figure(paused_master, "sections") > 10, "{paused_master}");

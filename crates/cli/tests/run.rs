@@ -309,14 +309,40 @@ fn sleeper_under(world: &World, args: &[&str]) -> (common::Running, i32, Orphan)
     let pid_file = world.path("child.pid");
     let orphan = Orphan(pid_file.clone());
     let script = format!("echo $$ > {}; exec sleep 30", q(&pid_file));
-    let mut command = vec!["run"];
-    command.extend_from_slice(args);
-    command.extend(["--", "sh", "-c", &script]);
-    let run = world.spawn(&command);
-    world.wait_held(args[0], Duration::from_secs(5));
+    let run = held_run(world, args, &script);
     // The file appears before `echo` writes the pid into it: wait for the line.
     let child = pid_in(&pid_file);
     (run, child, orphan)
+}
+
+/// `redlatch run ARGS -- sh -c SCRIPT` (ARGS: the lock name first), once
+/// the lock is held.
+fn held_run(world: &World, args: &[&str], script: &str) -> common::Running {
+    let mut command = vec!["run"];
+    command.extend_from_slice(args);
+    command.extend(["--", "sh", "-c", script]);
+    let run = world.spawn(&command);
+    world.wait_held(args[0], Duration::from_secs(5));
+    run
+}
+
+/// [`held_run`] of a command that leaves a grandchild (`sleep 300`)
+/// running: the run, the command's and the grandchild's pids, and the
+/// guards that kill both if the test ends first.
+fn job_with_grandchild(
+    world: &World,
+    args: &[&str],
+) -> (common::Running, i32, i32, (Orphan, Orphan)) {
+    let child_file = world.path("child.pid");
+    let grandchild_file = world.path("grandchild.pid");
+    let orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
+    let script = format!(
+        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
+        g = q(&grandchild_file),
+        c = q(&child_file)
+    );
+    let run = held_run(world, args, &script);
+    (run, pid_in(&child_file), pid_in(&grandchild_file), orphans)
 }
 
 /// The key deleted under a running command: command stopped, exit 79.
@@ -459,26 +485,16 @@ fn terminal_ctrl_c_reaches_the_command_once() {
     let world = World::new();
     let count = world.path("interrupts");
     let ready = world.path("ready");
-    let child_script = world.path("child.sh");
     // `wait` returns at the first SIGINT; a second one, arriving during the
     // foreground `sleep 0.3`, runs the trap again when that sleep ends.
-    fs::write(
-        &child_script,
-        format!(
+    let (mut terminal, mut keys) = run_on_terminal(
+        &world,
+        &format!(
             "trap 'echo int >> {c}' INT\nsleep 3 & p=$!\ntouch {r}\nwait\nsleep 0.3\nkill $p 2>/dev/null\nexit 5\n",
             c = q(&count),
             r = q(&ready)
         ),
-    )
-    .unwrap();
-    let inner = format!(
-        "exec {} --redis {} run tty -- sh {}",
-        q(std::path::Path::new(common::BIN)),
-        world.server.url(),
-        q(&child_script)
     );
-    let mut terminal = on_terminal(&inner);
-    let mut keys = terminal.stdin.take().unwrap();
     wait_file(&ready, Duration::from_secs(5));
     keys.write_all(b"\x03").unwrap(); // Ctrl-C, typed on the terminal
     keys.flush().unwrap();
@@ -486,6 +502,15 @@ fn terminal_ctrl_c_reaches_the_command_once() {
     drop(keys);
     assert_eq!(code(status), 5, "script's status is the command's");
     assert_eq!(fs::read_to_string(&count).unwrap(), "int\n", "SIGINT count");
+}
+
+/// Reads the two pids (`$PPID $$`: redlatch's and the command's) a job
+/// wrote to `path` (waiting for the file, which the job moves in whole).
+fn pid_pair_in(path: &std::path::Path) -> (i32, i32) {
+    wait_file(path, Duration::from_secs(10));
+    let text = fs::read_to_string(path).unwrap();
+    let (redlatch, child) = text.trim().split_once(' ').unwrap();
+    (redlatch.parse().unwrap(), child.parse().unwrap())
 }
 
 /// Reads the pid a job wrote to `path` (waiting for the file).
@@ -505,18 +530,8 @@ fn pid_in(path: &std::path::Path) -> i32 {
 #[test]
 fn lost_lock_stops_the_commands_grandchildren_too() {
     let world = World::new();
-    let child_file = world.path("child.pid");
-    let grandchild_file = world.path("grandchild.pid");
-    let _orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
-    let script = format!(
-        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
-        g = q(&grandchild_file),
-        c = q(&child_file)
-    );
-    let mut run = world.spawn(&["run", "job", "--lease", "1s", "--", "bash", "-c", &script]);
-    world.wait_held("job", Duration::from_secs(5));
-    let child = pid_in(&child_file);
-    let grandchild = pid_in(&grandchild_file);
+    let (mut run, child, grandchild, _orphans) =
+        job_with_grandchild(&world, &["job", "--lease", "1s"]);
     assert!(alive(grandchild), "the grandchild did not start");
     let _: i64 = redis::cmd("DEL")
         .arg("job")
@@ -540,18 +555,7 @@ fn lost_lock_stops_the_commands_grandchildren_too() {
 #[test]
 fn killed_redlatch_takes_its_whole_job_with_it() {
     let world = World::new();
-    let child_file = world.path("child.pid");
-    let grandchild_file = world.path("grandchild.pid");
-    let _orphans = (Orphan(child_file.clone()), Orphan(grandchild_file.clone()));
-    let script = format!(
-        "sleep 300 & echo $! > {g}; echo $$ > {c}; wait",
-        g = q(&grandchild_file),
-        c = q(&child_file)
-    );
-    let mut run = world.spawn(&["run", "crash", "--", "bash", "-c", &script]);
-    world.wait_held("crash", Duration::from_secs(5));
-    let child = pid_in(&child_file);
-    let grandchild = pid_in(&grandchild_file);
+    let (mut run, child, grandchild, _orphans) = job_with_grandchild(&world, &["crash"]);
     run.signal(libc::SIGKILL);
     run.wait(Duration::from_secs(5));
     assert!(
@@ -578,24 +582,14 @@ fn command_reads_the_terminal_in_the_foreground() {
     let world = World::new();
     let answer = world.path("answer");
     let ready = world.path("ready");
-    let child_script = world.path("child.sh");
-    fs::write(
-        &child_script,
-        format!(
+    let (mut terminal, mut keys) = run_on_terminal(
+        &world,
+        &format!(
             "touch {r}\nread line\necho \"got $line\" > {a}\n",
             r = q(&ready),
             a = q(&answer)
         ),
-    )
-    .unwrap();
-    let inner = format!(
-        "exec {} --redis {} run tty -- sh {}",
-        q(std::path::Path::new(common::BIN)),
-        world.server.url(),
-        q(&child_script)
     );
-    let mut terminal = on_terminal(&inner);
-    let mut keys = terminal.stdin.take().unwrap();
     wait_file(&ready, Duration::from_secs(5));
     keys.write_all(b"yes\r").unwrap();
     keys.flush().unwrap();
@@ -651,16 +645,8 @@ fn ctrl_z_stops_redlatch_with_the_command_and_fg_resumes_both() {
         keys.write_all(text.as_bytes()).unwrap();
         keys.flush().unwrap();
     };
-    type_keys(format!(
-        "{} --redis {} run tty -- sh {}\r",
-        q(std::path::Path::new(common::BIN)),
-        world.server.url(),
-        q(&child_script)
-    ));
-    wait_file(&pids, Duration::from_secs(10));
-    let text = fs::read_to_string(&pids).unwrap();
-    let (redlatch, child) = text.trim().split_once(' ').unwrap();
-    let (redlatch, child): (i32, i32) = (redlatch.parse().unwrap(), child.parse().unwrap());
+    type_keys(format!("{}\r", run_line(&world, "tty", &child_script)));
+    let (redlatch, child) = pid_pair_in(&pids);
     type_keys("\x1a".to_owned()); // Ctrl-Z
     let stopped = common::eventually(Duration::from_secs(10), || {
         state(redlatch) == Some('T') && state(child) == Some('T')
@@ -718,21 +704,10 @@ fn detached_job_reading_the_terminal_is_hung_up_not_spun() {
     .unwrap();
     let mut terminal = on_terminal("bash --norc --noprofile -i");
     let mut keys = terminal.stdin.take().unwrap();
-    keys.write_all(
-        format!(
-            "({} --redis {} run orphan -- sh {} &)\r",
-            q(std::path::Path::new(common::BIN)),
-            world.server.url(),
-            q(&child_script)
-        )
-        .as_bytes(),
-    )
-    .unwrap();
+    keys.write_all(format!("({} &)\r", run_line(&world, "orphan", &child_script)).as_bytes())
+        .unwrap();
     keys.flush().unwrap();
-    wait_file(&pids, Duration::from_secs(10));
-    let text = fs::read_to_string(&pids).unwrap();
-    let (redlatch, child) = text.trim().split_once(' ').unwrap();
-    let (redlatch, child): (i32, i32) = (redlatch.parse().unwrap(), child.parse().unwrap());
+    let (redlatch, child) = pid_pair_in(&pids);
     let ended = common::eventually(Duration::from_secs(10), || {
         !alive(child) && !alive(redlatch)
     });
@@ -762,6 +737,26 @@ fn has_script() -> bool {
         eprintln!("skipped: util-linux `script` is not installed");
     }
     found
+}
+
+/// The shell line `redlatch --redis URL run LOCK -- sh SCRIPT`.
+fn run_line(world: &World, lock: &str, script: &std::path::Path) -> String {
+    format!(
+        "{} --redis {} run {lock} -- sh {}",
+        q(std::path::Path::new(common::BIN)),
+        world.server.url(),
+        q(script)
+    )
+}
+
+/// `redlatch run tty -- sh` a file holding `script`, on a pseudo-terminal
+/// ([`on_terminal`]): the terminal, and its keyboard.
+fn run_on_terminal(world: &World, script: &str) -> (std::process::Child, std::process::ChildStdin) {
+    let child_script = world.path("child.sh");
+    fs::write(&child_script, script).unwrap();
+    let mut terminal = on_terminal(&format!("exec {}", run_line(world, "tty", &child_script)));
+    let keys = terminal.stdin.take().unwrap();
+    (terminal, keys)
 }
 
 /// Runs `command` with `sh` on a pseudo-terminal made by `script`; the

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::faults::Fault;
+use super::fault::Fault;
 use super::recipes::RecipeName;
 use super::workload::cell::Setup;
 

@@ -126,17 +126,7 @@ fn table(out: &mut String, report: &Report) {
     out.push_str("</tr></thead>\n<tbody>\n");
     for cell in &report.cells {
         let figures = cell.findings.as_ref().map(|findings| &findings.figures);
-        let mut verdict = match &cell.note {
-            Some(note) => format!("{} ({note})", cell.status.word()),
-            None => cell.status.word().to_owned(),
-        };
-        if cell.lease_ms != report.lease_ms || cell.duration_ms != report.duration_ms {
-            let _ = write!(
-                verdict,
-                " [lease {} ms, {} ms run]",
-                cell.lease_ms, cell.duration_ms
-            );
-        }
+        let verdict = report::verdict(cell, report);
         let class = match cell.status {
             Status::Broken => "broken",
             Status::Expected => "expected",

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::checker::{CounterExample, Figures, Findings};
-use super::faults::Fault;
+use super::fault::Fault;
 use super::recipes::RecipeName;
 use super::recipes::info::Promise;
 use super::verdict::{Status, promised_against};
@@ -73,17 +73,7 @@ pub fn text(report: &Report) -> String {
     );
     for cell in &report.cells {
         let figures = cell.findings.as_ref().map(|findings| &findings.figures);
-        let mut verdict = match &cell.note {
-            Some(note) => format!("{} ({note})", cell.status.word()),
-            None => cell.status.word().to_owned(),
-        };
-        if cell.lease_ms != report.lease_ms || cell.duration_ms != report.duration_ms {
-            let _ = write!(
-                verdict,
-                " [lease {} ms, {} ms run]",
-                cell.lease_ms, cell.duration_ms
-            );
-        }
+        let verdict = verdict(cell, report);
         let _ = writeln!(
             out,
             "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6}  {verdict}",
@@ -116,6 +106,23 @@ pub fn text(report: &Report) -> String {
         }
     );
     out
+}
+
+/// A cell's verdict in words, with its note, and its lease and run length
+/// where they differ from the report's.
+pub fn verdict(cell: &Cell, report: &Report) -> String {
+    let mut verdict = match &cell.note {
+        Some(note) => format!("{} ({note})", cell.status.word()),
+        None => cell.status.word().to_owned(),
+    };
+    if cell.lease_ms != report.lease_ms || cell.duration_ms != report.duration_ms {
+        let _ = write!(
+            verdict,
+            " [lease {} ms, {} ms run]",
+            cell.lease_ms, cell.duration_ms
+        );
+    }
+    verdict
 }
 
 pub fn figure(figures: Option<&Figures>, pick: impl Fn(&Figures) -> u64) -> String {

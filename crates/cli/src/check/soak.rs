@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::args::{CheckArgs, PROMISE_BROKEN};
-use super::faults::Fault;
+use super::fault::Fault;
 use super::judge::{millis, run_cell};
 use super::progress;
 use super::random::Random;

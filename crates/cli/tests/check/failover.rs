@@ -1,7 +1,7 @@
 //! A Sentinel failover that loses a grant: the master is killed right
 //! after granting a lock it has not replicated.
 
-use crate::harness::{cell, check, figure, violations};
+use crate::harness::{cell, check, figure, violations, words};
 use crate::network::first_fault;
 
 #[test]
@@ -12,14 +12,9 @@ fn a_failover_may_grant_the_plain_lock_twice_and_replica_wait_prevents_it() {
     // its watch reconnects to the promoted replica and finds the lock gone
     // within milliseconds, so a double grant needs a new holder to get in
     // before that: the cell may show one, and when it does, it says so.
-    let (code, report) = check(&[
-        "--recipe",
-        "redlatch",
-        "--recipe",
-        "redlatch-wait",
-        "--fault",
-        "failover",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe redlatch --recipe redlatch-wait --fault failover",
+    ));
     let plain = cell(&report, "redlatch", "failover");
     first_fault(plain);
     assert_eq!(plain["lease_ms"], 10_000, "{plain}");

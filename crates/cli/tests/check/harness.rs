@@ -16,6 +16,12 @@ pub fn turn() -> MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The words of a command line with no quoting, as arguments:
+/// `words("--recipe get-del --fault none")`.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Runs `redlatch check --json ARGS`; returns the exit status and the report.
 pub fn check(args: &[&str]) -> (i32, Value) {
     let _turn = turn();

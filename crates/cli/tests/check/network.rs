@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::harness::{
-    cell, check, distinct_timelines, figure, heading_names, shown_violations, violations,
+    cell, check, distinct_timelines, figure, heading_names, shown_violations, violations, words,
 };
 
 #[test]
@@ -126,16 +126,9 @@ fn a_slow_lossy_network_leaves_no_false_holder_and_redlock_still_grants() {
 
 #[test]
 fn redlock_under_bare_majorities_needs_the_delayed_restart() {
-    let (code, report) = check(&[
-        "--recipe",
-        "redlock",
-        "--fault",
-        "restart-master",
-        "--fault",
-        "restart-master-late",
-        "--duration",
-        "4s",
-    ]);
+    let (code, report) = check(&words(
+        "--recipe redlock --fault restart-master --fault restart-master-late --duration 4s",
+    ));
     let at_once = cell(&report, "redlock", "restart-master");
     first_fault(at_once);
     assert!(

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{
     cell, check, check_text, distinct_timelines, figure, heading_names, shown_violations, turn,
+    words,
 };
 
 /// The text report's parts: the settings line, the table, each
@@ -70,16 +71,9 @@ const VIOLATIONS: [&str; 4] = ["Overlap", "LostUpdate", "StaleWrite", "Stuck"];
 #[test]
 fn a_timeline_shared_by_several_violations_is_shown_once_and_the_table_says_when_the_fault_came_and_how_many_calls_failed()
  {
-    let (code, text) = check_text(&[
-        "--recipe",
-        "set-nx-px",
-        "--fault",
-        "pause-client",
-        "--workers",
-        "2",
-        "--duration",
-        "3s",
-    ]);
+    let (code, text) = check_text(&words(
+        "--recipe set-nx-px --fault pause-client --workers 2 --duration 3s",
+    ));
     assert_eq!(code, 0, "{text}");
     let report = parse(&text);
 

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::harness::check;
+use crate::harness::{check, words};
 
 fn totals_sum(report: &Value, name: &str) -> u64 {
     report["totals"]
@@ -15,20 +15,9 @@ fn totals_sum(report: &Value, name: &str) -> u64 {
 
 #[test]
 fn a_soak_of_the_fenced_lock_adds_up_its_cells_and_keeps_every_promise() {
-    let (code, report) = check(&[
-        "--soak",
-        "400",
-        "--seed",
-        "3",
-        "--fault",
-        "none",
-        "--fault",
-        "kill-client",
-        "--duration",
-        "1s",
-        "--think",
-        "1ms",
-    ]);
+    let (code, report) = check(&words(
+        "--soak 400 --seed 3 --fault none --fault kill-client --duration 1s --think 1ms",
+    ));
     assert_eq!(code, 0, "{report}");
     assert_eq!(report["seed"], 3);
     assert_eq!(report["promises_kept"], true);
@@ -54,16 +43,9 @@ fn a_soak_of_the_fenced_lock_adds_up_its_cells_and_keeps_every_promise() {
 
 #[test]
 fn a_soak_of_no_lock_reports_the_cells_that_broke_its_promises() {
-    let (code, report) = check(&[
-        "--soak",
-        "100",
-        "--recipe",
-        "noop",
-        "--fault",
-        "none",
-        "--duration",
-        "1s",
-    ]);
+    let (code, report) = check(&words(
+        "--soak 100 --recipe noop --fault none --duration 1s",
+    ));
     assert_eq!(code, 1, "{report}");
     assert_eq!(report["promises_kept"], false);
     let broken = report["broken"].as_array().expect("broken cells");
@@ -74,13 +56,6 @@ fn a_soak_of_no_lock_reports_the_cells_that_broke_its_promises() {
 
 #[test]
 fn a_soak_with_no_fault_that_applies_is_a_usage_error() {
-    let (code, _) = check(&[
-        "--soak",
-        "10",
-        "--recipe",
-        "set-nx-px",
-        "--fault",
-        "failover",
-    ]);
+    let (code, _) = check(&words("--soak 10 --recipe set-nx-px --fault failover"));
     assert_eq!(code, 64);
 }

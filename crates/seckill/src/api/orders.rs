@@ -35,7 +35,7 @@ pub async fn place(
             metrics::sold_out_flag_answer(state.instance);
             return Err(OrderError::SoldOut.into());
         }
-        let placed = state.strategy.order(&state.ctx, voucher_id, user_id).await;
+        let placed = state.strategy.place(&state.ctx, voucher_id, user_id).await;
         match &placed {
             Ok(_) => state.sold_out.clear(voucher_id),
             Err(OrderError::SoldOut) => state.sold_out.mark(voucher_id),

@@ -157,15 +157,23 @@ impl OrderContext {
     }
 }
 
+/// One click on a voucher whose sale was found open: what a strategy
+/// places an order for.
+#[derive(Clone, Copy, Debug)]
+pub struct Click {
+    pub voucher_id: i64,
+    pub user_id: i64,
+    /// When the sale ends.
+    pub sale_ends_at: DateTime<Utc>,
+}
+
+/// What placing an order answers, as a future a `dyn Strategy` can return.
+pub type Placed<'a> = BoxFuture<'a, Result<OrderId, OrderError>>;
+
 /// One way of placing an order.
 pub trait Strategy: Send + Sync {
-    /// Places one order of `voucher_id` for `user_id` and returns its id.
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>>;
+    /// Places one order for `click`, in `ctx`, and returns its id.
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a>;
 
     /// Whether a placed order is only accepted for writing (answered 202)
     /// rather than written (201).
@@ -181,6 +189,25 @@ pub trait Strategy: Send + Sync {
         _stock: i64,
     ) -> BoxFuture<'a, Result<(), OrderError>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+impl dyn Strategy {
+    /// Places one order of `voucher_id` for `user_id`. Every strategy
+    /// checks the sale window first (seed §1's first check): here, once.
+    pub async fn place(
+        &self,
+        ctx: &OrderContext,
+        voucher_id: i64,
+        user_id: i64,
+    ) -> Result<OrderId, OrderError> {
+        let sale_ends_at = ctx.check_sale_open(voucher_id).await?;
+        let click = Click {
+            voucher_id,
+            user_id,
+            sale_ends_at,
+        };
+        self.order(ctx, click).await
     }
 }
 

@@ -16,9 +16,7 @@
 //! waits for this one's file lock, and a check inside it would see the
 //! order. [`redis_lock`](super::redis_lock) is the fix: commit, then release.
 
-use futures_util::future::BoxFuture;
-
-use super::contract::{OrderContext, OrderError, OrderId, Strategy};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy};
 use super::user_lock;
 
 /// The gap between the release and the commit. Wider than the teaching
@@ -34,32 +32,26 @@ const EARLY_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2
 pub struct EarlyRelease;
 
 impl Strategy for EarlyRelease {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            ctx.check_stock_left(voucher_id).await?;
+            ctx.check_stock_left(click.voucher_id).await?;
             // It waits for the lock (2 s at least, whatever `--lock-wait` says):
             // the bug shows when the user's next click is queued on the lock
             // at the moment it is released.
             let wait = ctx.lock_wait.max(EARLY_RELEASE_WAIT);
             let guard = user_lock::acquire(
                 ctx,
-                &super::redis_lock::lock_name(voucher_id, user_id),
+                &super::redis_lock::lock_name(click.voucher_id, click.user_id),
                 wait,
             )
             .await?;
             let written = async {
-                if ctx.db.has_order(voucher_id, user_id).await? {
+                if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                     return Err(OrderError::AlreadyOrdered);
                 }
-                let order = ctx.new_order(voucher_id, user_id).await?;
+                let order = ctx.new_order(click.voucher_id, click.user_id).await?;
                 let mut tx = ctx.db.begin_write().await?;
-                if !tx.decrement_if_left(voucher_id).await? {
+                if !tx.decrement_if_left(click.voucher_id).await? {
                     return Err(OrderError::SoldOut);
                 }
                 tx.insert_order(&order).await?;
@@ -69,7 +61,7 @@ impl Strategy for EarlyRelease {
             // The bug: let go of the lock first (on every path, as a
             // `finally` would), commit afterwards.
             if let Err(error) = guard.release().await {
-                tracing::warn!(voucher_id, user_id, %error, "seckill: releasing the user's lock");
+                tracing::warn!(voucher_id = click.voucher_id, user_id = click.user_id, %error, "seckill: releasing the user's lock");
             }
             let (tx, order_id) = written?;
             tokio::time::sleep(RELEASE_TO_COMMIT).await;

@@ -14,11 +14,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use parking_lot::Mutex as SyncMutex;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy, race_window};
 
 /// Which lock a request takes: one per user and voucher.
 type LockKey = (i64, i64);
@@ -69,21 +68,15 @@ impl Drop for UserGuard {
 }
 
 impl Strategy for LocalLock {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            ctx.check_stock_left(voucher_id).await?;
-            let _user = self.lock((voucher_id, user_id)).await;
-            if ctx.db.has_order(voucher_id, user_id).await? {
+            ctx.check_stock_left(click.voucher_id).await?;
+            let _user = self.lock((click.voucher_id, click.user_id)).await;
+            if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                 return Err(OrderError::AlreadyOrdered);
             }
             race_window().await;
-            ctx.sell_if_left(voucher_id, user_id).await
+            ctx.sell_if_left(click.voucher_id, click.user_id).await
         })
     }
 }

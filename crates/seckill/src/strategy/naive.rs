@@ -5,28 +5,20 @@
 //! schema the stock goes below zero and users get several orders; with the
 //! normal schema the CHECK and UNIQUE constraints refuse those writes (410/409).
 
-use futures_util::future::BoxFuture;
-
-use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy, race_window};
 
 /// Check-then-act on the stock, no per-user check.
 pub struct Naive;
 
 impl Strategy for Naive {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            ctx.check_stock_left(voucher_id).await?;
+            ctx.check_stock_left(click.voucher_id).await?;
             race_window().await;
-            let order = ctx.new_order(voucher_id, user_id).await?;
+            let order = ctx.new_order(click.voucher_id, click.user_id).await?;
             // The write trusts the read above: `stock = stock - 1`, no condition.
             let mut tx = ctx.db.begin_write().await?;
-            if !tx.decrement(voucher_id).await? {
+            if !tx.decrement(click.voucher_id).await? {
                 return Err(OrderError::NotFound);
             }
             tx.insert_order(&order).await?;

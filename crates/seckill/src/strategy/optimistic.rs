@@ -6,28 +6,20 @@
 //! order and all insert one (lab schema), or all but one get 409 from the
 //! UNIQUE constraint (normal schema).
 
-use futures_util::future::BoxFuture;
-
-use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy, race_window};
 
 /// Conditional decrement; per-user check without exclusion.
 pub struct Optimistic;
 
 impl Strategy for Optimistic {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            ctx.check_stock_left(voucher_id).await?;
-            if ctx.db.has_order(voucher_id, user_id).await? {
+            ctx.check_stock_left(click.voucher_id).await?;
+            if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                 return Err(OrderError::AlreadyOrdered);
             }
             race_window().await;
-            ctx.sell_if_left(voucher_id, user_id).await
+            ctx.sell_if_left(click.voucher_id, click.user_id).await
         })
     }
 }

@@ -16,32 +16,26 @@
 //! buyer clicks again. Once stock can come back, the compare is open to ABA
 //! ([`optimistic_version`](super::optimistic_version) is not).
 
-use futures_util::future::BoxFuture;
-
-use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy, race_window};
 
 /// Compare-and-set on the stock value read.
 pub struct OptimisticCompare;
 
 impl Strategy for OptimisticCompare {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            let seen = ctx.check_stock_left(voucher_id).await?;
-            if ctx.db.has_order(voucher_id, user_id).await? {
+            let seen = ctx.check_stock_left(click.voucher_id).await?;
+            if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                 return Err(OrderError::AlreadyOrdered);
             }
             race_window().await;
-            let order = ctx.new_order(voucher_id, user_id).await?;
+            let order = ctx.new_order(click.voucher_id, click.user_id).await?;
             let mut tx = ctx.db.begin_write().await?;
-            if !tx.decrement_if_stock_is(voucher_id, seen).await? {
+            if !tx.decrement_if_stock_is(click.voucher_id, seen).await? {
                 drop(tx);
-                return Err(refused(ctx, voucher_id, "the stock changed since it was read").await);
+                return Err(
+                    refused(ctx, click.voucher_id, "the stock changed since it was read").await,
+                );
             }
             tx.insert_order(&order).await?;
             tx.commit().await?;

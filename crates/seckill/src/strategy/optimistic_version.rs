@@ -17,39 +17,34 @@
 //! return does bump it) goes unseen, so a sale runs one strategy at a
 //! time.
 
-use futures_util::future::BoxFuture;
-
-use super::contract::{OrderContext, OrderError, OrderId, Strategy, race_window};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy, race_window};
 use super::optimistic_compare::refused;
 
 /// Compare-and-set on the version column.
 pub struct OptimisticVersion;
 
 impl Strategy for OptimisticVersion {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
-            let seen_version = match ctx.db.stock_and_version(voucher_id).await? {
+            let seen_version = match ctx.db.stock_and_version(click.voucher_id).await? {
                 None => return Err(OrderError::NotFound),
                 Some((stock, _)) if stock < 1 => return Err(OrderError::SoldOut),
                 Some((_, version)) => version,
             };
-            if ctx.db.has_order(voucher_id, user_id).await? {
+            if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                 return Err(OrderError::AlreadyOrdered);
             }
             race_window().await;
-            let order = ctx.new_order(voucher_id, user_id).await?;
+            let order = ctx.new_order(click.voucher_id, click.user_id).await?;
             let mut tx = ctx.db.begin_write().await?;
-            if !tx.decrement_if_version_is(voucher_id, seen_version).await? {
+            if !tx
+                .decrement_if_version_is(click.voucher_id, seen_version)
+                .await?
+            {
                 drop(tx);
                 return Err(refused(
                     ctx,
-                    voucher_id,
+                    click.voucher_id,
                     "the voucher's version changed since it was read",
                 )
                 .await);

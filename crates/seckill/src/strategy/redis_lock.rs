@@ -26,9 +26,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
 
-use super::contract::{OrderContext, OrderError, OrderId, Strategy};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy};
 use super::user_lock;
 
 /// A redlatch lock per user and voucher around one transaction.
@@ -58,21 +57,15 @@ fn writes_refused_from(end_at: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
 pub const STALL_MARK: &str = "seckill: stalled before write";
 
 impl Strategy for RedisLock {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            let end_at = ctx.check_sale_open(voucher_id).await?;
-            ctx.check_stock_left(voucher_id).await?;
-            let name = lock_name(voucher_id, user_id);
-            let forget_at = fence_expires_at(end_at, ctx.fence_keep);
+            ctx.check_stock_left(click.voucher_id).await?;
+            let name = lock_name(click.voucher_id, click.user_id);
+            let forget_at = fence_expires_at(click.sale_ends_at, ctx.fence_keep);
             let guard = user_lock::acquire(ctx, &name, ctx.lock_wait).await?;
             let placed = async {
                 // The seed's order: check under the lock, then write.
-                if ctx.db.has_order(voucher_id, user_id).await? {
+                if ctx.db.has_order(click.voucher_id, click.user_id).await? {
                     return Err(OrderError::AlreadyOrdered);
                 }
                 if !guard.is_held() {
@@ -86,10 +79,10 @@ impl Strategy for RedisLock {
                     eprintln!("{STALL_MARK}");
                     tokio::time::sleep(stall).await;
                 }
-                let order = ctx.new_order(voucher_id, user_id).await?;
+                let order = ctx.new_order(click.voucher_id, click.user_id).await?;
                 let mut tx = ctx.db.begin_write().await?;
                 // After a long stall the fencing state may be gone: too late.
-                if Utc::now() >= writes_refused_from(end_at, ctx.fence_keep) {
+                if Utc::now() >= writes_refused_from(click.sale_ends_at, ctx.fence_keep) {
                     return Err(OrderError::Ended);
                 }
                 if ctx.fencing && !tx.fence(&name, guard.token(), forget_at).await? {
@@ -98,7 +91,7 @@ impl Strategy for RedisLock {
                         guard.token()
                     )));
                 }
-                if !tx.decrement_if_left(voucher_id).await? {
+                if !tx.decrement_if_left(click.voucher_id).await? {
                     return Err(OrderError::SoldOut);
                 }
                 tx.insert_order(&order).await?;
@@ -109,7 +102,7 @@ impl Strategy for RedisLock {
             if let Err(error) = guard.release().await {
                 // The order (if any) is committed; say that the lock had
                 // lapsed, since another request may have overlapped.
-                tracing::warn!(voucher_id, user_id, %error, "seckill: releasing the user's lock");
+                tracing::warn!(voucher_id = click.voucher_id, user_id = click.user_id, %error, "seckill: releasing the user's lock");
             }
             placed
         })

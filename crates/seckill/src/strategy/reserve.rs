@@ -43,7 +43,7 @@ use std::sync::LazyLock;
 
 use chrono::Utc;
 
-use super::contract::{OrderContext, OrderError, OrderId, Strategy};
+use super::contract::{Click, OrderContext, OrderError, Placed, Strategy};
 use crate::id_worker;
 
 /// The stream of accepted orders.
@@ -71,27 +71,21 @@ static INIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("reser
 pub struct Reserve;
 
 impl Strategy for Reserve {
-    fn order<'a>(
-        &'a self,
-        ctx: &'a OrderContext,
-        voucher_id: i64,
-        user_id: i64,
-    ) -> BoxFuture<'a, Result<OrderId, OrderError>> {
+    fn order<'a>(&'a self, ctx: &'a OrderContext, click: Click) -> Placed<'a> {
         Box::pin(async move {
-            ctx.check_sale_open(voucher_id).await?;
             let now = Utc::now();
             let seconds = id_worker::seconds_since_epoch(now)?;
             let mut conn = ctx.redis.clone();
             let mut initialised = false;
             loop {
                 let (reply, sequence): (i64, u64) = RESERVE
-                    .key(stock_key(voucher_id))
-                    .key(buyers_key(voucher_id))
+                    .key(stock_key(click.voucher_id))
+                    .key(buyers_key(click.voucher_id))
                     .key(ORDERS_STREAM)
                     .key(id_worker::day_key(now))
-                    .arg(user_id)
+                    .arg(click.user_id)
                     .arg(seconds)
-                    .arg(voucher_id)
+                    .arg(click.voucher_id)
                     .arg(now.timestamp_millis())
                     .invoke_async(&mut conn)
                     .await?;
@@ -100,7 +94,7 @@ impl Strategy for Reserve {
                     1 => return Err(OrderError::SoldOut),
                     2 => return Err(OrderError::AlreadyOrdered),
                     -1 if !initialised => {
-                        initialise_lazily(ctx, voucher_id).await?;
+                        initialise_lazily(ctx, click.voucher_id).await?;
                         initialised = true;
                     }
                     -2 => {
@@ -111,7 +105,8 @@ impl Strategy for Reserve {
                     }
                     other => {
                         return Err(OrderError::Redis(format!(
-                            "reserve.lua answered {other} for voucher {voucher_id}"
+                            "reserve.lua answered {other} for voucher {}",
+                            click.voucher_id
                         )));
                     }
                 }

@@ -10,7 +10,8 @@ use seckill::strategy::StrategyKind;
 use serde_json::Value;
 
 use crate::support::{
-    Backend, TestDatabase, click, client, create_voucher, open_window, start_instances,
+    Backend, TestDatabase, click, client, create_voucher, metrics_page, open_window,
+    redis_and_instances,
 };
 
 fn doc(path: &str) -> String {
@@ -81,28 +82,14 @@ async fn a_running_shop_exports_the_series_an_order_touches() {
     let database = TestDatabase::create(Backend::Sqlite, "dashboards")
         .await
         .expect("SQLite");
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let services = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await;
+    let (_redis, services) =
+        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
     let base = services[0].url();
     let http = client();
     let voucher = create_voucher(&http, &base, 1, open_window()).await;
     assert_eq!(click(&http, &base, voucher, 1).await.status, Some(201));
     assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
-    let page = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("text");
+    let page = metrics_page(&http, &base).await;
     for name in [
         redlatch::metrics::ACQUIRE_SECONDS,
         redlatch::metrics::ACQUISITIONS,

@@ -16,7 +16,8 @@ use sqlx::{Connection, Executor};
 
 use crate::on_every_backend;
 use crate::support::{
-    Click, TestDatabase, click, client, create_voucher, open_window, start_instances,
+    Click, TestDatabase, click, client, create_voucher, metrics_page, open_window, start_instances,
+    stock_of,
 };
 
 /// Patience for anything the consumer does in the background.
@@ -96,26 +97,14 @@ async fn wait_for_orders(database_url: &str, voucher: i64, ids: &BTreeSet<i64>) 
 
 async fn db_stock(database_url: &str, voucher: i64) -> i64 {
     let db = Db::connect(database_url).await.expect("database");
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     db.close().await;
     stock
 }
 
 /// The value of the series `name{labels}` on `/metrics` (0 when absent).
 async fn metric(http: &reqwest::Client, base: &str, series: &str) -> f64 {
-    let page = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("text");
+    let page = metrics_page(http, base).await;
     page.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::on_every_backend;
 use crate::support::{
-    Backend, TestDatabase, click, client, config, create_voucher, open_window, start_instances,
+    Backend, TestDatabase, click, client, config, create_voucher, open_window, redis_and_instances,
+    start_instances,
 };
 
 const SECRET: &str = "a secret for the tests, 32 bytes or more";
@@ -46,12 +47,12 @@ fn user_token(user: i64) -> String {
     .expect("token")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idempotency_keys_of_strangers_leave_nothing_in_redis() {
-    let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let http = client();
-    // As deployed: users by JWT, on every interface, with an admin token.
+/// An instance as deployed: users by JWT, on every interface, with an
+/// admin token; and its URL on the loopback.
+async fn deployed(
+    redis: &testkit::RedisServer,
+    database: &TestDatabase,
+) -> (seckill::serve::Service, String) {
     let mut exposed = config(
         &redis.url(),
         &database.url,
@@ -73,6 +74,16 @@ async fn idempotency_keys_of_strangers_leave_nothing_in_redis() {
     .await
     .expect("instance starts");
     let base = format!("http://127.0.0.1:{}", service.addr().port());
+    (service, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_of_strangers_leave_nothing_in_redis() {
+    let database = sqlite().await;
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let http = client();
+    // As deployed: users by JWT, on every interface, with an admin token.
+    let (service, base) = deployed(&redis, &database).await;
     let long_path = format!("/{}", "x".repeat(60_000));
     let strangers = [
         ("a made-up path", format!("{base}/no/such/path"), None),
@@ -242,17 +253,10 @@ async fn other_sites_pages_cannot_create_vouchers_or_replay_dead_letters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_does_not_keep_a_sold_out_that_stopped_being_true() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
+    let (_redis, mut services) =
+        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
+    let service = services.remove(0);
     let http = client();
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
     let base = service.url();
     let voucher = create_voucher(&http, &base, 1, open_window()).await;
     let bought = click(&http, &base, voucher, 1).await;
@@ -291,27 +295,7 @@ async fn orders_are_read_by_their_buyer_and_the_admin_only() {
     let database = sqlite().await;
     let redis = testkit::RedisServer::start().expect("redis-server");
     let http = client();
-    let mut exposed = config(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        false,
-    );
-    exposed.listen = "0.0.0.0:0".parse().expect("address");
-    let service = seckill::serve::start_tuned(
-        exposed,
-        Tuning {
-            auth: AuthConfig::Jwt {
-                secret: SECRET.to_owned(),
-            },
-            admin_token: Some("the admin token".to_owned()),
-            ..Tuning::default()
-        },
-    )
-    .await
-    .expect("instance starts");
-    let base = format!("http://127.0.0.1:{}", service.addr().port());
+    let (service, base) = deployed(&redis, &database).await;
     let (begin_at, end_at) = open_window();
     let created = http
         .post(format!("{base}/vouchers"))
@@ -377,17 +361,10 @@ async fn orders_are_read_by_their_buyer_and_the_admin_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_lists_come_in_pages() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
+    let (_redis, mut services) =
+        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
+    let service = services.remove(0);
     let http = client();
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
     let base = service.url();
     let voucher = create_voucher(&http, &base, 5, open_window()).await;
     let mut placed = Vec::new();
@@ -642,11 +619,8 @@ async fn a_guessable_jwt_secret_is_refused_at_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_gets_a_bounded_number_of_idempotency_keys_a_day() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let http = client();
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
+    let (redis, mut services) = redis_and_instances(
+        &database,
         StrategyKind::RedisLock,
         1,
         Tuning {
@@ -654,8 +628,9 @@ async fn a_caller_gets_a_bounded_number_of_idempotency_keys_a_day() {
             ..Tuning::default()
         },
     )
-    .await
-    .remove(0);
+    .await;
+    let service = services.remove(0);
+    let http = client();
     let base = service.url();
     let voucher = create_voucher(&http, &base, 10, open_window()).await;
     let keyed = |user: i64, key: &str| {

@@ -20,7 +20,7 @@ use seckill::strategy::StrategyKind;
 use serde_json::{Value, json};
 
 use crate::on_every_backend;
-use crate::support::{TestDatabase, client, create_voucher, open_window, start_instances};
+use crate::support::{TestDatabase, client, create_voucher, open_window, redis_and_instances};
 
 on_every_backend!(random_requests);
 
@@ -193,15 +193,8 @@ async fn send(http: &reqwest::Client, base: &str, request: &Request) -> (u16, Ve
 }
 
 async fn random_requests(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let services = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        2,
-        Tuning::default(),
-    )
-    .await;
+    let (_redis, services) =
+        redis_and_instances(&database, StrategyKind::RedisLock, 2, Tuning::default()).await;
     let bases: Vec<String> = services.iter().map(|service| service.url()).collect();
     let http = client();
     let stock = 3;

@@ -7,7 +7,7 @@ use seckill::serve::Tuning;
 use seckill::strategy::StrategyKind;
 
 use crate::support::{
-    Backend, click, client, create_voucher, on_backend, open_window, start_instances,
+    Backend, click, client, create_voucher, on_backend, open_window, redis_and_instances,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,15 +64,8 @@ async fn order_ids_are_unique_and_increasing_per_instance() {
         Backend::Sqlite,
         "order_ids_per_instance",
         |database| async move {
-            let redis = testkit::RedisServer::start().expect("redis-server");
-            let services = start_instances(
-                &redis.url(),
-                &database.url,
-                StrategyKind::RedisLock,
-                2,
-                Tuning::default(),
-            )
-            .await;
+            let (_redis, services) =
+                redis_and_instances(&database, StrategyKind::RedisLock, 2, Tuning::default()).await;
             let http = client();
             let voucher = create_voucher(&http, &services[0].url(), 100, open_window()).await;
             let mut per_instance = vec![Vec::new(), Vec::new()];

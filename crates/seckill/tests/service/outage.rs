@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::on_every_backend;
 use crate::support::{
-    Backend, TestDatabase, click, client, create_voucher, on_backend, open_window, start_instances,
+    Backend, TestDatabase, click, client, create_voucher, on_backend, open_window,
+    redis_and_instances, start_instances, stock_of,
 };
 
 /// The shop's response timeout on its shared connection is 3 s; an answer
@@ -46,17 +47,10 @@ async fn get(http: &reqwest::Client, url: &str) -> Option<(u16, Value)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_answers_503_with_retry_after_within_the_timeout() {
     on_backend(Backend::Sqlite, "stalled_redis", |database| async move {
-        let redis = testkit::RedisServer::start().expect("redis-server");
+        let (redis, mut services) =
+            redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
+        let service = services.remove(0);
         let http = client();
-        let service = start_instances(
-            &redis.url(),
-            &database.url,
-            StrategyKind::Reserve,
-            1,
-            Tuning::default(),
-        )
-        .await
-        .remove(0);
         let base = service.url();
         let voucher = create_voucher(&http, &base, 10, open_window()).await;
         assert_eq!(click(&http, &base, voucher, 1).await.status, Some(202));
@@ -225,12 +219,7 @@ async fn reserve_writes_orders_accepted_after_redis_lost_its_data(database: Test
     }
     // Stock exact: the database's and Redis's both count the written orders.
     let orders = db.orders(voucher).await.expect("orders").len() as i64;
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     assert_eq!(stock, 10 - orders, "database stock");
     let mut admin = redis
         .client()
@@ -254,17 +243,10 @@ on_every_backend!(an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned
 /// A lost INCR of the day's counter hands out an id that an order already
 /// has; the consumer must not take the second order for the first.
 async fn an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
+    let (redis, mut services) =
+        redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
+    let service = services.remove(0);
     let http = client();
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::Reserve,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
     let base = service.url();
     let db = seckill::db::Db::connect(&database.url).await.expect("db");
     let voucher = create_voucher(&http, &base, 10, open_window()).await;
@@ -350,17 +332,10 @@ async fn an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned(database
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_names_a_reserve_consumer_that_cannot_consume() {
     on_backend(Backend::Sqlite, "consumer_ready", |database| async move {
-        let redis = testkit::RedisServer::start().expect("redis-server");
+        let (redis, mut services) =
+            redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
+        let service = services.remove(0);
         let http = client();
-        let service = start_instances(
-            &redis.url(),
-            &database.url,
-            StrategyKind::Reserve,
-            1,
-            Tuning::default(),
-        )
-        .await
-        .remove(0);
         let base = service.url();
         let ready_url = format!("{base}/health/ready");
         assert_eq!(
@@ -418,11 +393,8 @@ async fn ready_names_a_reserve_consumer_that_cannot_consume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
     on_backend(Backend::Sqlite, "in_flight_cap", |database| async move {
-        let redis = testkit::RedisServer::start().expect("redis-server");
-        let http = client();
-        let service = start_instances(
-            &redis.url(),
-            &database.url,
+        let (redis, mut services) = redis_and_instances(
+            &database,
             StrategyKind::Reserve,
             1,
             Tuning {
@@ -430,8 +402,9 @@ async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
                 ..Tuning::default()
             },
         )
-        .await
-        .remove(0);
+        .await;
+        let service = services.remove(0);
+        let http = client();
         let base = service.url();
         let voucher = create_voucher(&http, &base, 10, open_window()).await;
         redis.pause().expect("pause redis-server");

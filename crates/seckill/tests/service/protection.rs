@@ -15,7 +15,8 @@ use sqlx::{Connection, Executor};
 
 use crate::on_every_backend;
 use crate::support::{
-    Backend, TestDatabase, click, client, config, create_voucher, open_window, start_instances,
+    Backend, TestDatabase, click, client, config, create_voucher, metrics_page, open_window,
+    start_instances,
 };
 
 const SECRET: &str = "a secret for the tests, 32 bytes or more";
@@ -505,14 +506,7 @@ async fn over_the_rate_limit_a_user_gets_429_with_retry_after() {
         "no keyed click came within a second of the one before"
     );
 
-    let page = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("text");
+    let page = metrics_page(&http, &base).await;
     assert!(page.contains(seckill::metrics::RATE_LIMITED), "{page}");
     service.shutdown().await;
 }
@@ -574,14 +568,7 @@ async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDat
     let answer = click(&http, &base, voucher, 3).await;
     assert_eq!(answer.status, Some(410), "{answer:?}");
     assert_eq!(answer.body["error"], "sold_out");
-    let page = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("text");
+    let page = metrics_page(&http, &base).await;
     assert!(
         page.contains(seckill::metrics::SOLD_OUT_FLAG_ANSWERS),
         "{page}"

@@ -12,7 +12,7 @@ use seckill::strategy::reserve::{CONSUMER_GROUP, ORDERS_STREAM};
 use crate::on_every_backend;
 use crate::support::{
     Backend, Click, TestDatabase, click_storm, client, create_voucher, on_backend, open_window,
-    start_instances, tally,
+    start_instances, stock_of, tally,
 };
 
 const STOCK: i64 = 100;
@@ -106,12 +106,7 @@ async fn reserve_loses_no_accepted_order_when_an_instance_crashes(database: Test
     };
 
     let orders = db.orders(voucher).await.expect("orders");
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     db.close().await;
     let order_ids: HashSet<i64> = orders.iter().map(|order| order.id).collect();
     let users: HashSet<i64> = orders.iter().map(|order| order.user_id).collect();
@@ -209,12 +204,7 @@ async fn a_dead_consumers_pending_orders_are_claimed() {
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            let stock = db
-                .voucher(voucher)
-                .await
-                .expect("voucher")
-                .expect("exists")
-                .stock;
+            let stock = stock_of(&db, voucher).await;
             assert_eq!(stock, 7);
             db.close().await;
             let metrics = http
@@ -347,12 +337,7 @@ async fn an_instance_aborted_mid_batch_leaves_every_accepted_order_written_once(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     db.close().await;
     let mut ids: Vec<i64> = orders.iter().map(|order| order.id).collect();
     let mut expected = accepted.clone();

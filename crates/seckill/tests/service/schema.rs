@@ -9,7 +9,8 @@ use seckill::strategy::StrategyKind;
 
 use crate::on_every_backend;
 use crate::support::{
-    TestDatabase, click_storm, client, config, create_voucher, open_window, start_instances, tally,
+    TestDatabase, click_storm, client, config, create_voucher, open_window, redis_and_instances,
+    stock_of, tally,
 };
 
 on_every_backend!(a_database_holds_one_schema_kind_only);
@@ -48,15 +49,8 @@ async fn a_database_holds_one_schema_kind_only(database: TestDatabase) {
 
 async fn constraints_keep_the_naive_strategy_from_corrupting_data(database: TestDatabase) {
     const STOCK: i64 = 10;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let services = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::Naive,
-        2,
-        Tuning::default(),
-    )
-    .await;
+    let (_redis, services) =
+        redis_and_instances(&database, StrategyKind::Naive, 2, Tuning::default()).await;
     let bases: Vec<String> = services.iter().map(|service| service.url()).collect();
     let http = client();
     let voucher = create_voucher(&http, &bases[0], STOCK, open_window()).await;
@@ -70,12 +64,7 @@ async fn constraints_keep_the_naive_strategy_from_corrupting_data(database: Test
     );
     let db = Db::connect(&database.url).await.expect("database");
     let orders = db.orders(voucher).await.expect("orders");
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     db.close().await;
     let users: HashSet<i64> = orders.iter().map(|order| order.user_id).collect();
     assert_eq!(users.len(), orders.len(), "one order per user");

@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::on_every_backend;
 use crate::support::{
     TestDatabase, click, click_storm, client, config, create_voucher, open_window, start_instances,
+    stock_of,
 };
 
 on_every_backend!(every_strategy_keeps_the_window_and_the_rules);
@@ -92,12 +93,7 @@ async fn every_strategy_keeps_the_window_and_the_rules(database: TestDatabase) {
             (order_id, user),
             "{strategy}"
         );
-        let stock = db
-            .voucher(voucher)
-            .await
-            .expect("voucher")
-            .expect("exists")
-            .stock;
+        let stock = stock_of(&db, voucher).await;
         assert_eq!(stock, 0, "{strategy}");
         service.shutdown().await;
     }
@@ -130,12 +126,7 @@ async fn stock_and_orders_per_user(
     voucher: i64,
 ) -> (i64, BTreeMap<i64, usize>) {
     let db = Db::connect(&database.url).await.expect("database");
-    let stock = db
-        .voucher(voucher)
-        .await
-        .expect("voucher")
-        .expect("exists")
-        .stock;
+    let stock = stock_of(&db, voucher).await;
     let mut per_user = BTreeMap::new();
     for order in db.orders(voucher).await.expect("orders") {
         *per_user.entry(order.user_id).or_default() += 1;

@@ -229,6 +229,19 @@ pub async fn start_instances(
     start_instances_on(&single, database_url, strategy, count, tuning).await
 }
 
+/// A fresh Redis and `count` instances of `strategy` on it and `database`.
+/// Keep the server: dropping it stops Redis.
+pub async fn redis_and_instances(
+    database: &TestDatabase,
+    strategy: StrategyKind,
+    count: u16,
+    tuning: Tuning,
+) -> (testkit::RedisServer, Vec<Service>) {
+    let redis = testkit::RedisServer::start().expect("redis-server");
+    let services = start_instances(&redis.url(), &database.url, strategy, count, tuning).await;
+    (redis, services)
+}
+
 /// Starts `count` instances together on `redis` (any deployment) and one database.
 pub async fn start_instances_on(
     redis: &redlatch::Deployment,
@@ -418,4 +431,24 @@ fn database_name_replaces_the_path() {
         with_database("postgres://u:p@h/db?sslmode=disable", "x"),
         "postgres://u:p@h/x?sslmode=disable"
     );
+}
+
+/// The stock of `voucher_id` in the database (the voucher must exist).
+pub async fn stock_of(db: &Db, voucher_id: i64) -> i64 {
+    db.voucher(voucher_id)
+        .await
+        .expect("voucher")
+        .expect("exists")
+        .stock
+}
+
+/// The `/metrics` page of the instance at `base`.
+pub async fn metrics_page(http: &reqwest::Client, base: &str) -> String {
+    http.get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text")
 }

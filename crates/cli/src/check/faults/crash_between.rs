@@ -2,7 +2,7 @@
 //! two-command step (SETNX then EXPIRE, say).
 
 use super::kind::FaultKind;
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
@@ -20,11 +20,6 @@ impl FaultKind for CrashBetween {
 
     fn point(&self, _pause_point: Point) -> Option<Point> {
         Some(Point::Between)
-    }
-
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
     }
 
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {

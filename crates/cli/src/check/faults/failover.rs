@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::kind::{FaultKind, Needs};
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::failover::SentinelLock;
 use crate::check::workload::lab::Lab;

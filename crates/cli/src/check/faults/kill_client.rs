@@ -1,7 +1,7 @@
 //! `kill-client`: a holder killed with SIGKILL while it holds the lock.
 
 use super::kind::FaultKind;
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::workload::lab::Lab;
 
 /// SIGKILL right after taking the lock; a new worker takes its place.
@@ -10,11 +10,6 @@ pub struct KillClient;
 impl FaultKind for KillClient {
     fn point(&self, _pause_point: Point) -> Option<Point> {
         Some(Point::Holding)
-    }
-
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
     }
 
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {

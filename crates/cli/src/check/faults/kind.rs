@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::lab::Lab;
 
@@ -21,8 +21,9 @@ pub struct Needs {
     pub proxies: bool,
 }
 
-/// One fault. Only [`inject`](Self::inject) is required: the defaults
-/// describe a fault the lab does by itself, at once, to any recipe.
+/// One fault. Every method has a default: a fault the lab does by itself
+/// overrides [`inject`](Self::inject); one done to a worker names its
+/// [`point`](Self::point) and what [`on_stopped`](Self::on_stopped) does.
 pub trait FaultKind: Sync {
     /// What the cell sets up for it.
     fn needs(&self) -> Needs {
@@ -64,12 +65,16 @@ pub trait FaultKind: Sync {
     /// Done once the servers and links exist, before any worker starts.
     fn prepare(&self, _lab: &mut Lab) {}
 
-    /// Done at each injection time: the fault itself, or arming a worker
-    /// that will stop at [`point`](Self::point).
+    /// Done at each injection time: the fault itself. By default, for a
+    /// fault done to a worker, it arms the next worker to stop at
+    /// [`point`](Self::point).
     ///
     /// # Errors
     /// When a server cannot be reached or acted on; the run is lost.
-    fn inject(&self, lab: &mut Lab) -> Result<(), String>;
+    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
+        lab.arm_next();
+        Ok(())
+    }
 
     /// Done to worker `index` once it stopped itself at its point. By
     /// default it is let go on.

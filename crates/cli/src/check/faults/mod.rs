@@ -1,36 +1,32 @@
 //! The faults the lab injects. Each is one file implementing
-//! [`FaultKind`]; [`Fault`] names them (`fault.rs`) and [`Fault::kind`]
+//! [`FaultKind`] (faults that differ in one value share one: `partition.rs`,
+//! `restart_master.rs`, `server_command.rs`); [`Fault`] names them (`check/fault.rs`) and [`Fault::kind`]
 //! below finds each one's file.
 //!
 //! Adding a fault: a new file here implementing [`FaultKind`], its name and
-//! help text in `fault.rs`, and its `mod` line and one arm in `kind` below.
+//! help text in `check/fault.rs`, and its `mod` line and one arm in `kind` below.
 //! Then say what each recipe promises under it (`recipes/*.rs`).
 
 mod clock_jump;
 mod crash_between;
 mod failover;
-pub mod fault;
-mod flush_scripts;
 mod kill_client;
-mod kill_subscribers;
 pub mod kind;
 mod latency;
 mod none;
 mod partition;
-mod partition_one_way;
 mod pause_client;
 mod pause_redis;
-pub mod point;
 mod restart_master;
-mod restart_master_late;
 mod restart_redis;
 mod restart_redis_late;
+mod server_command;
 
 use std::time::Duration;
 
-pub use fault::Fault;
 pub use kind::FaultKind;
 
+use crate::check::fault::Fault;
 use crate::check::recipes::info::Info;
 
 impl Fault {
@@ -44,15 +40,15 @@ impl Fault {
             Fault::PauseRedis => &pause_redis::PauseRedis,
             Fault::RestartRedis => &restart_redis::RestartRedis,
             Fault::RestartRedisLate => &restart_redis_late::RestartRedisLate,
-            Fault::FlushScripts => &flush_scripts::FlushScripts,
-            Fault::KillSubscribers => &kill_subscribers::KillSubscribers,
+            Fault::FlushScripts => &server_command::FLUSH_SCRIPTS,
+            Fault::KillSubscribers => &server_command::KILL_SUBSCRIBERS,
             Fault::ClockJump => &clock_jump::ClockJump,
-            Fault::Partition => &partition::Partition,
-            Fault::PartitionOneWay => &partition_one_way::PartitionOneWay,
+            Fault::Partition => &partition::BOTH_WAYS,
+            Fault::PartitionOneWay => &partition::ONE_WAY,
             Fault::Latency => &latency::Latency,
             Fault::Failover => &failover::Failover,
-            Fault::RestartMaster => &restart_master::RestartMaster,
-            Fault::RestartMasterLate => &restart_master_late::RestartMasterLate,
+            Fault::RestartMaster => &restart_master::AT_ONCE,
+            Fault::RestartMasterLate => &restart_master::LATE,
         }
     }
 

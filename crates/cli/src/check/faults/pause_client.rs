@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::kind::FaultKind;
-use super::point::Point;
 use crate::check::event::{Event, What};
+use crate::check::points::Point;
 use crate::check::workload::lab::{Lab, Later};
 
 /// SIGSTOP at the recipe's pause point, SIGCONT 2.5 leases later.
@@ -17,11 +17,6 @@ impl FaultKind for PauseClient {
 
     fn outage(&self, lease: Duration) -> Duration {
         lease * 5 / 2
-    }
-
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
     }
 
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {

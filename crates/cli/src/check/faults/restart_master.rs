@@ -1,16 +1,30 @@
-//! `restart-master`: Redlock with each worker reaching only three masters
-//! of five; the master a holder shares with the next worker restarts empty
-//! at once, so that worker can reach a majority of its own.
+//! `restart-master` and `restart-master-late`: Redlock with each worker
+//! reaching only three masters of five; the master a holder shares with the
+//! next worker restarts empty, at once or after 1.5 leases down (Redis's
+//! "delayed restart"), so that worker can reach a majority of its own.
 
 use std::time::Duration;
 
 use super::kind::{FaultKind, Needs};
-use super::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::info::Info;
 use crate::check::workload::lab::{Lab, Later};
 
-/// The shared master restarted empty right after a holder took the lock.
-pub struct RestartMaster;
+/// The shared master killed right after a holder took the lock, and
+/// restarted empty once it was down for `down(lease)`.
+pub struct RestartMaster {
+    down: fn(Duration) -> Duration,
+}
+
+/// `restart-master`: restarted at once.
+pub const AT_ONCE: RestartMaster = RestartMaster {
+    down: |_| Duration::ZERO,
+};
+
+/// `restart-master-late`: down 1.5 leases first.
+pub const LATE: RestartMaster = RestartMaster {
+    down: |lease| lease * 3 / 2,
+};
 
 impl FaultKind for RestartMaster {
     fn needs(&self) -> Needs {
@@ -25,29 +39,28 @@ impl FaultKind for RestartMaster {
         Some(Point::Holding)
     }
 
+    fn outage(&self, lease: Duration) -> Duration {
+        (self.down)(lease)
+    }
+
     fn prepare(&self, lab: &mut Lab) {
         prepare(lab);
     }
 
-    fn inject(&self, lab: &mut Lab) -> Result<(), String> {
-        lab.arm_next();
-        Ok(())
-    }
-
     fn on_stopped(&self, lab: &mut Lab, index: usize) -> Result<(), String> {
-        restart_shared(lab, index, Duration::ZERO)
+        restart_shared(lab, index, self.outage(lab.lease))
     }
 }
 
 /// Workers reach the masters through proxies, some of them cut for good.
-pub const NEEDS: Needs = Needs {
+const NEEDS: Needs = Needs {
     clock: false,
     sentinel: false,
     proxies: true,
 };
 
 /// Only a Redlock has masters to share.
-pub fn applies(recipe: &Info) -> Result<(), &'static str> {
+fn applies(recipe: &Info) -> Result<(), &'static str> {
     if recipe.servers > 1 {
         Ok(())
     } else {
@@ -56,7 +69,7 @@ pub fn applies(recipe: &Info) -> Result<(), &'static str> {
 }
 
 /// Keeps each first worker away from the masters it must not reach.
-pub fn prepare(lab: &mut Lab) {
+fn prepare(lab: &mut Lab) {
     let servers = lab.lock.urls().len();
     for id in 1..=lab.workers_at_start {
         lab.links.keep_apart(id, unreachable_masters(id, servers));

@@ -1,5 +1,5 @@
 //! Talking to Redis for the hand-written recipes and the store: a
-//! reconnecting connection, one command, a fresh token.
+//! reconnecting connection, one command, a fresh token, `SET NX PX`.
 
 use std::time::Duration;
 
@@ -32,6 +32,26 @@ pub async fn query<T: redis::FromRedisValue>(
     cmd.query_async(conn)
         .await
         .map_err(|error| error.to_string())
+}
+
+/// `SET key token NX PX lease_ms` with a fresh token: the token, if it was set.
+pub async fn set_nx_px(
+    conn: &mut ConnectionManager,
+    key: &str,
+    lease_ms: u64,
+) -> Result<Option<String>, String> {
+    let token = fresh_token();
+    let set: Option<String> = query(
+        conn,
+        redis::cmd("SET")
+            .arg(key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms),
+    )
+    .await?;
+    Ok(set.map(|_| token))
 }
 
 /// A token unique to this process and call, for recipes that tag their lock.

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
+use crate::check::points::Point;
 
 /// What a recipe promises under a fault; each `true` must hold in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -41,6 +41,20 @@ impl Promise {
     };
 }
 
+/// A fenced recipe's promise under `fault`, from its `unfenced` twin's:
+/// under a client pause two workers may still believe they hold the lock,
+/// but the store refuses the one that was overtaken.
+pub fn fenced(fault: Fault, unfenced: fn(Fault) -> Promise) -> Promise {
+    match fault {
+        Fault::PauseClient => Promise {
+            no_lost_updates: true,
+            no_stale_writes: true,
+            ..Promise::LIVE
+        },
+        other => unfenced(other),
+    }
+}
+
 /// Facts about a recipe the lab needs before running it.
 #[derive(Debug, Clone, Copy)]
 pub struct Info {
@@ -61,4 +75,20 @@ pub struct Info {
     pub sentinel: bool,
     /// Whether it needs replicas (runs under `failover` only).
     pub replicas_only: bool,
+}
+
+impl Info {
+    /// A recipe on one lock server that promises nothing, pauses worst
+    /// before its write, and has neither scripts nor a step of two
+    /// commands: each recipe says how it differs.
+    pub const PLAIN: Info = Info {
+        fenced: false,
+        pause_point: Point::BeforeWrite,
+        has_between: false,
+        uses_scripts: false,
+        promises: |_| Promise::NOTHING,
+        servers: 1,
+        sentinel: false,
+        replicas_only: false,
+    };
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redlatch::{AcquireLock, Error, Fenced, HeldLock};
 
 use super::recipe::Recipe;
-use crate::check::workload::points::Points;
+use crate::check::points::Points;
 
 /// Where the locks come from, and the guard while held.
 pub struct LibraryRecipe<L: AcquireLock> {

@@ -3,19 +3,12 @@
 
 use super::info::{Info, Promise};
 use super::recipe::Recipe;
-use crate::check::faults::point::Point;
-use crate::check::workload::points::Points;
+use crate::check::points::Points;
 
 /// Claims everything, keeps nothing.
 pub const INFO: Info = Info {
-    fenced: false,
-    pause_point: Point::BeforeWrite,
-    has_between: false,
-    uses_scripts: false,
     promises: |_| Promise::EVERYTHING,
-    servers: 1,
-    sentinel: false,
-    replicas_only: false,
+    ..Info::PLAIN
 };
 
 /// Nothing to connect.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::check::workload::points::Points;
+use crate::check::points::Points;
 
 /// The key every recipe locks, on the lock server.
 pub const LOCK_KEY: &str = "lab:lock";

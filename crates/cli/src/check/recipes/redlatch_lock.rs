@@ -7,22 +7,17 @@ use std::time::Duration;
 
 use redlatch::{Client, ClientBuilder, Lock};
 
-use super::info::{Info, Promise};
+use super::info::{Info, Promise, fenced};
 use super::library::LibraryRecipe;
 use super::recipe::{LOCK_KEY, LockServers};
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
 
 /// What the unfenced lock promises (see `docs/SAFETY.md`).
 pub const INFO: Info = Info {
-    fenced: false,
-    pause_point: Point::BeforeWrite,
-    has_between: false,
     uses_scripts: true,
     promises: promises_unfenced,
-    servers: 1,
     sentinel: true,
-    replicas_only: false,
+    ..Info::PLAIN
 };
 
 /// What the fenced lock promises: a paused holder's late write is refused.
@@ -67,18 +62,10 @@ fn promises_unfenced(fault: Fault) -> Promise {
 }
 
 fn promises_fenced(fault: Fault) -> Promise {
-    match fault {
-        // Two workers may still believe they hold the lock, but the store
-        // refuses the one that was overtaken.
-        Fault::PauseClient => Promise {
-            no_lost_updates: true,
-            no_stale_writes: true,
-            ..Promise::LIVE
-        },
-        // The fencing counter restarts at 1 with an empty Redis: tokens are
-        // no longer increasing, so fencing protects nothing across it.
-        other => promises_unfenced(other),
-    }
+    // Beyond a pause: the fencing counter restarts at 1 with an empty
+    // Redis, tokens are no longer increasing, so fencing protects nothing
+    // across it.
+    fenced(fault, promises_unfenced)
 }
 
 /// Connects to the lock server (or, through Sentinel, to its master) with

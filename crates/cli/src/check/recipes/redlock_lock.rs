@@ -7,25 +7,20 @@ use std::time::Duration;
 
 use redlatch::{Client, Redlock, RedlockLock, Settings};
 
-use super::info::{Info, Promise};
+use super::info::{Info, Promise, fenced};
 use super::library::LibraryRecipe;
 use super::recipe::LOCK_KEY;
-use crate::check::faults::fault::Fault;
-use crate::check::faults::point::Point;
+use crate::check::fault::Fault;
 
 /// Masters of the Redlock.
 const MASTERS: usize = 5;
 
 /// What the unfenced Redlock promises (see `docs/SAFETY.md`).
 pub const INFO: Info = Info {
-    fenced: false,
-    pause_point: Point::BeforeWrite,
-    has_between: false,
     uses_scripts: true,
     promises: promises_unfenced,
     servers: MASTERS,
-    sentinel: false,
-    replicas_only: false,
+    ..Info::PLAIN
 };
 
 /// What the fenced Redlock promises: a paused holder's late write is refused.
@@ -55,14 +50,7 @@ fn promises_unfenced(fault: Fault) -> Promise {
 }
 
 fn promises_fenced(fault: Fault) -> Promise {
-    match fault {
-        Fault::PauseClient => Promise {
-            no_lost_updates: true,
-            no_stale_writes: true,
-            ..Promise::LIVE
-        },
-        other => promises_unfenced(other),
-    }
+    fenced(fault, promises_unfenced)
 }
 
 /// Connects to every master with `lease` as the watchdog's lease.

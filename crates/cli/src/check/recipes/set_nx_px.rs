@@ -9,23 +9,16 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
-use super::commands::{connect, fresh_token, query};
-use super::info::{Info, Promise};
+use super::commands::{connect, set_nx_px};
+use super::info::Info;
 use super::recipe::{LOCK_KEY, Recipe};
-use crate::check::faults::point::Point;
-use crate::check::workload::points::Points;
+use crate::check::points::Points;
 
 /// Promises nothing the lab holds it to: it is the seeds' "good enough"
 /// recipe, shown beside redlatch's lock for comparison.
 pub const INFO: Info = Info {
-    fenced: false,
-    pause_point: Point::BeforeWrite,
-    has_between: false,
     uses_scripts: true,
-    promises: |_| Promise::NOTHING,
-    servers: 1,
-    sentinel: false,
-    replicas_only: false,
+    ..Info::PLAIN
 };
 
 /// The recipe's connection, lease, release script and our token while held.
@@ -50,20 +43,9 @@ impl SetNxPx {
 
 impl Recipe for SetNxPx {
     async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
-        let token = fresh_token();
-        let set: Option<String> = query(
-            &mut self.conn,
-            redis::cmd("SET")
-                .arg(LOCK_KEY)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(self.lease_ms),
-        )
-        .await?;
-        if set.is_none() {
+        let Some(token) = set_nx_px(&mut self.conn, LOCK_KEY, self.lease_ms).await? else {
             return Ok(None);
-        }
+        };
         self.token = Some(token);
         Ok(Some(None))
     }

@@ -10,21 +10,14 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 
 use super::commands::{connect, fresh_token, query};
-use super::info::{Info, Promise};
+use super::info::Info;
 use super::recipe::{LOCK_KEY, Recipe};
-use crate::check::faults::point::Point;
-use crate::check::workload::points::Points;
+use crate::check::points::{Point, Points};
 
 /// Promises nothing: it is one of the seeds' broken recipes.
 pub const INFO: Info = Info {
-    fenced: false,
-    pause_point: Point::BeforeWrite,
     has_between: true,
-    uses_scripts: false,
-    promises: |_| Promise::NOTHING,
-    servers: 1,
-    sentinel: false,
-    replicas_only: false,
+    ..Info::PLAIN
 };
 
 /// The recipe's connection and lease.

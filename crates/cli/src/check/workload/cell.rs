@@ -15,7 +15,7 @@ use super::lock_server::LockServer;
 use super::procs::{Spec, Worker};
 use crate::check::clock::now_ns;
 use crate::check::event::{Event, What};
-use crate::check::faults::Fault;
+use crate::check::fault::Fault;
 use crate::check::recipes::RecipeName;
 
 /// What a cell is run with.

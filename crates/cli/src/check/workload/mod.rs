@@ -5,6 +5,5 @@ pub mod failover;
 pub mod lab;
 pub mod links;
 mod lock_server;
-pub mod points;
 mod procs;
 pub mod worker;

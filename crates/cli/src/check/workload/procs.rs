@@ -8,7 +8,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::check::event::{Event, What, read_events};
-use crate::check::faults::point::Point;
+use crate::check::points::Point;
 use crate::check::recipes::RecipeName;
 
 /// What every worker of a run is started with.

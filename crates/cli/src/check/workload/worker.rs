@@ -12,10 +12,9 @@ use nix::sys::signal::Signal;
 use nix::unistd::getppid;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::points::Points;
 use crate::check::clock::now_ns;
 use crate::check::event::{EventLog, What};
-use crate::check::faults::point::Point;
+use crate::check::points::{Point, Points};
 use crate::check::random::Random;
 use crate::check::recipes::recipe::{LockServers, Recipe};
 use crate::check::recipes::{AsyncRecipeFn, RecipeName, with_recipe};

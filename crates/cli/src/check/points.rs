@@ -1,4 +1,5 @@
-//! A worker's fault points and event log.
+//! A worker's fault points (where it stops itself when the lab armed it:
+//! the moment a fault done to a worker hits) and its event log.
 //!
 //! The lab arms a worker with `SIGUSR1`; the next time the worker reaches
 //! the point its fault names, it logs `stopping` and stops itself with
@@ -9,10 +10,32 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use clap::ValueEnum;
 use nix::sys::signal::{Signal, raise};
 
 use crate::check::event::{EventLog, What};
-use crate::check::faults::point::Point;
+
+/// Where a worker stops itself when the lab armed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Point {
+    /// Right after taking the lock.
+    Holding,
+    /// After the recipe's last check, just before the write.
+    BeforeWrite,
+    /// Between the first and second command of a two-command step.
+    Between,
+}
+
+impl Point {
+    /// The name used on the worker's command line and in timelines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::Holding => "holding",
+            Point::BeforeWrite => "before-write",
+            Point::Between => "between",
+        }
+    }
+}
 
 /// The worker's fault point, whether it is armed, and its event log.
 pub struct Points {
