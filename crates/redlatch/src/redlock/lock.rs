@@ -292,6 +292,7 @@ impl RedlockLock {
                 named_owner: false,
                 lease_ms,
                 waited_ms: 0,
+                wake_always: false,
             });
         }
         Ok(requests)

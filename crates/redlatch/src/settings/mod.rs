@@ -144,6 +144,14 @@ pub struct Settings {
     /// to (they start again from the server's clock, above every token):
     /// `docs/SAFETY.md`, "Fencing tokens".
     pub per_name_token_counters: bool,
+    /// Publish the unlock message on every last release of a reentrant
+    /// lock, as Redisson's clients expect (default off). Off, a release
+    /// publishes only when a redlatch waiter marked the hold it ends (one
+    /// Redis command fewer per uncontended cycle); a Redisson client
+    /// waiting on the same name does not mark, and would then wait for the
+    /// holder's lease to end. Turn it on where Redisson's `RLock` waits on
+    /// the same names.
+    pub redisson_waiters: bool,
 }
 
 impl Default for Settings {
@@ -158,6 +166,7 @@ impl Default for Settings {
             handoff_grace: HANDOFF_GRACE,
             fair_lock_wait_timeout: FAIR_LOCK_WAIT_TIMEOUT,
             per_name_token_counters: false,
+            redisson_waiters: false,
         }
     }
 }
@@ -335,6 +344,7 @@ struct LockSection {
     handoff_grace: Option<String>,
     fair_lock_wait_timeout: Option<String>,
     per_name_token_counters: Option<bool>,
+    redisson_waiters: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -381,6 +391,9 @@ impl SettingsFile {
         if let Some(per_name) = self.lock.per_name_token_counters {
             settings.per_name_token_counters = per_name;
         }
+        if let Some(redisson) = self.lock.redisson_waiters {
+            settings.redisson_waiters = redisson;
+        }
         if let Some(attempts) = self.retry.attempts {
             settings.retry.attempts = attempts;
         }
@@ -419,6 +432,7 @@ mod tests {
             wait_timeout = "250ms"
             fair_lock_wait_timeout = "20s"
             per_name_token_counters = true
+            redisson_waiters = true
             [retry]
             attempts = 7
             base_delay = "10ms"
@@ -434,6 +448,7 @@ mod tests {
         assert_eq!(settings.wait_timeout, Some(Duration::from_millis(250)));
         assert_eq!(settings.fair_lock_wait_timeout, Duration::from_secs(20));
         assert!(settings.per_name_token_counters);
+        assert!(settings.redisson_waiters);
         assert_eq!(settings.retry.attempts, 7);
         assert_eq!(settings.retry.base_delay, Duration::from_millis(10));
         assert_eq!(settings.retry.max_delay, Duration::from_secs(1));
