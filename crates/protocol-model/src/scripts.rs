@@ -28,7 +28,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "lib/checks.lua",
-        sha1: "4ffd3de89ad7986d87e7d6e1bb2694c5271a24dd",
+        sha1: "52ee02f0004761c34790a614dbbf643af9f27caf",
         step: "server::Server::next_token",
         recheck: "next_token: INCR; a counter INCR finds absent (it gives 1) starts at the \
                   server's time in microseconds (TIME), never at 1; a counter that cannot give an \
@@ -38,12 +38,13 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "acquire.lua",
-        sha1: "7ebf24faf4fec4dd978752108f817b69913ae5c7",
+        sha1: "818ac581197bb8d751be1e72194ac5192781f9b3",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
                   token, the lease set; the same owner: one more hold, the hold's token, the \
-                  lease only lengthened (never-shorten); another owner: busy with its PTTL; \
-                  nothing written to the lock or the counter when it answers busy. \
+                  lease only lengthened (never-shorten); another owner: busy with its PTTL, \
+                  the hold marked for its waiters (redlatch_waiters, Hold::marked) before the \
+                  answer leaves, nothing else written to the lock or the counter. \
                   The long waiter's claim it reads and writes (lib/precedence.lua) is modelled \
                   apart, in claims::ClaimModel::acquire: it writes only its own key and makes a \
                   free key answer busy, which adds no outcome this step's promises depend on",
@@ -67,10 +68,11 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "release.lua",
-        sha1: "38a59176a484c099297fc23ba21ed8f5bb78e560",
+        sha1: "411bc8776806b62822bcbccea249bd5161cf028f",
         step: "server::Server::release",
-        recheck: "the last hold deletes the key and publishes; others decrement and only \
-                  lengthen the lease; a missing key publishes; another owner's hold is untouched",
+        recheck: "the last hold deletes the key and publishes when a waiter marked it or the \
+                  call asks to wake always (WakeRule); others decrement and only lengthen the \
+                  lease; a missing key publishes; another owner's hold is untouched",
     },
     Tie {
         file: "renew.lua",

@@ -20,6 +20,24 @@ pub struct Hold {
     /// The hold's fencing token, kept in the hash (`redlatch_token`): a
     /// re-entry answers it.
     pub token: u32,
+    /// A waiter answered busy by this hold marked it (`redlatch_waiters`):
+    /// its last release publishes the unlock message.
+    pub marked: bool,
+}
+
+/// When the last release of a hold publishes the unlock message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WakeRule {
+    /// Every last release publishes: Redisson's rule, redlatch's before
+    /// issue 36's second round, and its release with `wake_always`
+    /// (`Settings::redisson_waiters`, a give-back, queued waiters of its own).
+    Always,
+    /// Only the release of a hold a waiter marked when it was answered busy
+    /// (`acquire.lua` marks, `release.lua` reads the mark).
+    Marked,
+    /// Only a marked hold's, and waiters never mark: kept to show what the
+    /// mark prevents.
+    Unmarked,
 }
 
 /// How a script that finds a hold already set treats its lease.
@@ -75,6 +93,8 @@ pub struct Effects {
     pub published: bool,
     /// A fresh acquisition took this token.
     pub issued: Option<u32>,
+    /// A last release ended the hold of this token.
+    pub ended: Option<u32>,
 }
 
 /// One server's data for one lock name.
@@ -148,6 +168,7 @@ impl Server {
                     count: 1,
                     deadline: now + lease,
                     token,
+                    marked: false,
                 });
                 effects.issued = Some(token);
                 let reply = Reply::Acquired {
@@ -167,12 +188,16 @@ impl Server {
                 };
                 (reply, effects)
             }
-            Some(hold) => (
-                Reply::Busy {
-                    pttl: hold.deadline - now,
-                },
-                effects,
-            ),
+            Some(hold) => {
+                // The mark is written before the busy answer leaves.
+                hold.marked = true;
+                (
+                    Reply::Busy {
+                        pttl: hold.deadline - now,
+                    },
+                    effects,
+                )
+            }
         }
     }
 
@@ -205,14 +230,16 @@ impl Server {
     }
 
     /// `release.lua`: drop one hold; the last deletes the key and publishes
-    /// the unlock message; others re-apply the lease by `rule`. A release
-    /// that finds no hold of its owner publishes when the key is gone.
+    /// the unlock message as `wake` says; others re-apply the lease by
+    /// `rule`. A release that finds no hold of its owner publishes when the
+    /// key is gone.
     pub fn release(
         &mut self,
         now: Tick,
         owner: u8,
         lease: Tick,
         rule: LeaseRule,
+        wake: WakeRule,
     ) -> (Reply, Effects) {
         let mut effects = Effects::default();
         match &mut self.hold {
@@ -222,8 +249,13 @@ impl Server {
                 (Reply::Released { last: false }, effects)
             }
             Some(hold) if hold.owner == owner => {
+                effects.published = match wake {
+                    WakeRule::Always => true,
+                    WakeRule::Marked => hold.marked,
+                    WakeRule::Unmarked => false,
+                };
+                effects.ended = Some(hold.token);
                 self.hold = None;
-                effects.published = true;
                 (Reply::Released { last: true }, effects)
             }
             Some(_) => (Reply::NotHeld, effects),

@@ -8,7 +8,7 @@ use redlatch_protocol_model::lock::{self, Config, Faults, LockModel};
 use redlatch_protocol_model::recipes::{self, Recipe, RecipeModel};
 use redlatch_protocol_model::redlock::{self, RedlockModel};
 use redlatch_protocol_model::run::find;
-use redlatch_protocol_model::server::LeaseRule;
+use redlatch_protocol_model::server::{LeaseRule, WakeRule};
 
 use common::found;
 
@@ -261,4 +261,19 @@ fn a_claim_that_never_lapses_keeps_a_free_lock_from_a_waiter_for_ever() {
     };
     let timeline = found(&find(model, names::SERVED, DEPTH), names::SERVED);
     assert!(timeline.contains("stops"), "{timeline}");
+}
+
+#[test]
+fn without_the_waiters_mark_a_release_that_skips_the_message_leaves_a_waiter_to_the_lease_end() {
+    // A release publishes only for a hold a waiter marked (issue 36): a
+    // waiter turned away without marking would wait for the holder's lease
+    // to end, though the lock was free long before.
+    let mut config = Config::redlatch();
+    config.wake = WakeRule::Unmarked;
+    let property = lock::names::NO_LOST_WAKEUP;
+    let timeline = found(&find(LockModel { config }, property, DEPTH), property);
+    assert!(
+        timeline.contains("publishes nothing, though a waiter it turned away waits for it"),
+        "{timeline}"
+    );
 }

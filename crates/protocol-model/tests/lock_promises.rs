@@ -134,6 +134,31 @@ fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
 }
 
 #[test]
+fn a_release_skips_the_unlock_message_only_when_no_waiter_it_turned_away_waits() {
+    // Issue 36: a waiter marks the hold that answered it busy, and only a
+    // marked hold's release publishes; a cancelled acquire's give-back
+    // always does. Lost replies re-send the acquire that marked, or the
+    // release that read the mark.
+    let mut config = Config::redlatch();
+    config.faults = Faults {
+        cancels: 1,
+        lost_replies: 1,
+        ..Faults::default()
+    };
+    let checked = run(
+        config,
+        Bound {
+            default: 18,
+            long: 20,
+        },
+    );
+    assert_hold(
+        &checked,
+        &[names::NO_LOST_WAKEUP, names::WAKES, names::NOTHING_LEFT],
+    );
+}
+
+#[test]
 fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrenewed_lock() {
     // wait_for_replicas: the acquire counts once the replica has it. Without
     // renewals nothing the holder believes is missing on the replica (the

@@ -44,18 +44,36 @@
 -- call with that error.
 -- A re-entry never looks at the claim: its owner holds the lock already.
 -- The common case, a free lock nobody claimed, costs four calls: EXISTS of
--- the lock and its claim at once, INCR, HSET, PEXPIRE. No TYPE check: a
--- key of another type fails HGET, the first command that reads it as a
--- hash (WRONGTYPE), which the batch's pcall turns into the -1 outcome.
+-- the lock and its claim at once, INCR, HSET, PEXPIRE.
+-- A waiter marks the hold it found (WAITER_FIELD, lib/checks.lua, once per
+-- hold): its release publishes the unlock message, a release of a hold
+-- nobody marked does not. The mark is written before the busy answer
+-- leaves, so a waiter that subscribes and then finds the lock held by the
+-- same hold is woken by its release; one that finds a later hold marks
+-- that. No TYPE check: a key of another type fails HMGET, the first
+-- command that reads it as a hash (WRONGTYPE), which the batch's pcall
+-- turns into the -1 outcome.
 local locks = math.floor(#KEYS / 3)
 local keep = ARGV[3 * locks + 1]
 local come = tonumber(ARGV[3 * locks + 2])
+-- A waiter found the lock held: the hold's release must wake it
+-- (release.lua publishes only then). A server out of memory refuses the
+-- mark: the waiter still tries again when the holder's lease ends.
+local function mark_waiter(lock)
+  local marked = redis.pcall('hset', lock, WAITER_FIELD, 'w')
+  if type(marked) == 'table' and marked.err and not string.find(marked.err, '^OOM') then
+    error(marked)
+  end
+end
 local function acquire(lock, counter, first, lease, owner, waited)
   -- One read answers the common case: neither the lock nor a claim is there.
   local free = redis.call('exists', lock, first) == 0
-  local count, pttl = false, -2
+  local count, pttl, marked = false, -2, false
   if not free then
-    count = redis.call('hget', lock, owner)
+    -- The owner's hold count, whether a waiter marked the hold already,
+    -- and a read-write lock's mode (never marked: its scripts count fields).
+    local got = redis.call('hmget', lock, owner, WAITER_FIELD, 'mode')
+    count, marked = got[1], got[2] or got[3]
     if not count then pttl = redis.call('pttl', lock) end
   end
   if not count and pttl == -2 then
@@ -70,13 +88,20 @@ local function acquire(lock, counter, first, lease, owner, waited)
     if not token then
       return -1, 0
     end
-    redis.call('hset', lock, owner, 1, TOKEN_FIELD, kept_token(token))
+    if free then
+      redis.call('hset', lock, owner, '1', TOKEN_FIELD, kept_token(token))
+    else
+      -- A claim stood: its claimant (or the contenders it refused) waits.
+      redis.call('hset', lock, owner, '1', TOKEN_FIELD, kept_token(token), WAITER_FIELD, 'w')
+    end
     redis.call('pexpire', lock, lease)
     if turn == 'own' then redis.call('del', first) end
     return 1, token
   end
   if not count then
-    if waited > 0 and claim(first, owner, waited, keep) then
+    local next_turn = waited > 0 and claim(first, owner, waited, keep)
+    if not marked then mark_waiter(lock) end
+    if next_turn then
       return 3, pttl
     end
     return 0, pttl
@@ -85,7 +110,7 @@ local function acquire(lock, counter, first, lease, owner, waited)
   if not token or not is_hold_count(count) then
     return -1, 0
   end
-  redis.call('hincrby', lock, owner, 1)
+  redis.call('hincrby', lock, owner, '1')
   lengthen(lock, lease)
   return 2, token
 end

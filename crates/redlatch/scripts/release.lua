@@ -8,8 +8,13 @@
 --              never shortened (lib/lease.lua)
 -- ARGV[3i]     owner field
 -- ARGV[3n+1]   publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
+-- ARGV[3n+2]   '1': the last hold publishes whether or not a waiter marked it
+--              (waiters that do not mark: Redisson's, or this client's own
+--              queued behind a waiter); absent or '0': only when marked
 -- Returns, two entries per lock, in order:
---          1, n      the lock is deleted and '0' published; n subscriber connections got it
+--          1, n      the lock is deleted, and '0' published when a waiter marked
+--                    the hold (WAITER_FIELD, acquire.lua) or ARGV[3n+2] asks;
+--                    n subscriber connections got it (0: not published)
 --          0, 0      one hold dropped, others remain
 --         -1, 0      the owner does not hold the lock (expired, or another owner has it)
 --         -2, 0      the key exists but is not a hash (WRONGTYPE), nothing written; or
@@ -19,10 +24,13 @@
 --         -5, error  the server refused a command on this lock's key (an ACL
 --                    NOPERM, say); error = its message; nothing is written
 -- One lock's fault is its own: the others of the call get their own outcomes.
--- The common case (last hold) costs three calls: HGET, DEL, PUBLISH.
+-- The common case (last hold, nobody waiting) costs two calls: HMGET, DEL;
+-- with a waiter, PUBLISH as well.
 local publish = ARGV[3 * #KEYS + 1] or 'publish'
+local always = ARGV[3 * #KEYS + 2] == '1'
 local function release(lock, channel, lease, owner)
-  local count = redis.call('hget', lock, owner)
+  local got = redis.call('hmget', lock, owner, WAITER_FIELD)
+  local count = got[1]
   if not count then
     if redis.call('exists', lock) == 0 then
       -- Nobody holds it: waiters may be parked on a lock that expired, wake them.
@@ -34,7 +42,7 @@ local function release(lock, channel, lease, owner)
   local holds = count == '1' and 1 or integer(count)
   if not holds then
     -- Kept, the field would hold the lock with no guard to give it back.
-    redis.call('hdel', lock, owner, TOKEN_FIELD)
+    redis.call('hdel', lock, owner, TOKEN_FIELD, WAITER_FIELD)
     if redis.call('exists', lock) == 0 then
       redis.call(publish, channel, '0')
     end
@@ -46,7 +54,10 @@ local function release(lock, channel, lease, owner)
     return 0, 0
   end
   redis.call('del', lock)
-  return 1, redis.call(publish, channel, '0')
+  if got[2] or always then
+    return 1, redis.call(publish, channel, '0')
+  end
+  return 1, 0
 end
 -- An error raised for one lock fails that lock alone (as in acquire.lua).
 local function fault(err)

@@ -14,7 +14,8 @@
 --          mode: 'read' or 'write' for a read-write lock, '' otherwise
 --          line: owner fields waiting in line, oldest first, the dead left out
 --                (deadline passed, or a redlatch waiter's sign of life ran out)
---          fields: the holders and their hold counts (a read-write lock's 'mode' left out)
+--          fields: the holders and their hold counts (a read-write lock's 'mode',
+--                  the kept token and the waiters' mark left out)
 local kind = redis.call('type', KEYS[1]).ok
 local token = -1
 if kind == 'hash' then
@@ -50,7 +51,7 @@ local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
   if fields[i] == 'mode' then
     out[4] = fields[i + 1]
-  elseif fields[i] ~= TOKEN_FIELD then
+  elseif fields[i] ~= TOKEN_FIELD and fields[i] ~= WAITER_FIELD then
     out[#out + 1] = fields[i]
     out[#out + 1] = fields[i + 1]
   end

@@ -1686,6 +1686,8 @@ impl<'e> Case<'e> {
                 .query_async(&mut self.admin)
                 .await
                 .map_err(|e| e.to_string())?;
+            // A waiter's mark (it found the lock held) is no hold.
+            hash.remove("redlatch_waiters");
             // The hold's token, kept beside its count, is its guards' token.
             if let Some(token) = hash.remove("redlatch_token") {
                 let hold = self.locks[l].hold.as_ref();

@@ -92,6 +92,96 @@ async fn second_acquire_waits_until_first_guard_releases() {
     assert!(second_token > first_token);
 }
 
+/// PUBLISH commands the server has run, scripts' own included.
+async fn publishes(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    common::command_calls(admin, &["publish"]).await
+}
+
+/// How long a waiter may take to be woken by a release; leases are 30 s,
+/// so only the unlock message can wake it this soon.
+const WOKEN: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_publishes_only_when_a_waiter_marked_the_hold() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let holder = common::client(&server).await;
+    let waiting = common::client(&server).await;
+
+    // Nobody waits: the release deletes the lock and publishes nothing.
+    let before = publishes(&mut admin).await;
+    let guard = holder.lock("quiet").acquire().await.unwrap();
+    guard.release().await.unwrap();
+    assert_eq!(
+        publishes(&mut admin).await,
+        before,
+        "a release nobody waited for published"
+    );
+
+    // A waiter in another client marks the hold it found; the release wakes it.
+    let guard = holder.lock("marked").acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiting.lock("marked");
+        async move { lock.acquire().await }
+    });
+    let marked = common::eventually(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move {
+            let mark: Option<String> = admin.hget("marked", "redlatch_waiters").await.unwrap();
+            mark.is_some()
+        }
+    })
+    .await;
+    assert!(marked, "the waiter did not mark the hold");
+    let before = publishes(&mut admin).await;
+    guard.release().await.unwrap();
+    let taken = tokio::time::timeout(WOKEN, waiter)
+        .await
+        .expect("the waiter woken by the release, not its lease end")
+        .unwrap()
+        .unwrap();
+    assert_eq!(publishes(&mut admin).await, before + 1);
+    // The mark is no holder: the lock's status lists the new holder alone.
+    let status = waiting.lock("marked").status().await.unwrap();
+    assert_eq!(status.holders.len(), 1, "{status:?}");
+    taken.release().await.unwrap();
+}
+
+/// Waiters of one client queue behind the first of them (only that one
+/// asked Redis, and marked the hold it found). When the first takes the
+/// lock and releases it, nobody marked that hold: the client's own release
+/// publishes all the same, since it has waiters on the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_queued_in_the_holders_client_are_woken_by_its_release() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiting = common::client(&server).await;
+    let guard = holder.lock("queued").acquire().await.unwrap();
+    let (taken_tx, mut taken_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for n in 0..3 {
+        let lock = waiting.lock("queued");
+        let taken_tx = taken_tx.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            taken_tx.send(n).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            guard.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    guard.release().await.unwrap();
+    for _ in 0..3 {
+        tokio::time::timeout(WOKEN, taken_rx.recv())
+            .await
+            .expect("each queued waiter woken by the release before it, not a lease end")
+            .unwrap();
+    }
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_unlock_wakes_one_waiter_not_all() {
     const WAITERS: usize = 10;

@@ -6,7 +6,7 @@ mod redlock_common;
 use std::time::{Duration, Instant};
 
 use redlatch::{Error, LostReason};
-use redlock_common::{masters, redlock, redlock_with};
+use redlock_common::{masters, redlock, redlock_with, slow_proxies};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -283,18 +283,7 @@ async fn release_everywhere_waits_for_the_slow_master_release_does_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_master_and_slow_ones_make_contention_a_wait_not_a_quorum_failure() {
     let mut masters = masters(5);
-    let slow = testkit::LinkFaults {
-        latency: Duration::from_millis(60),
-        ..testkit::LinkFaults::default()
-    };
-    let proxies: Vec<testkit::Proxy> = [3, 4]
-        .iter()
-        .map(|&i| {
-            let proxy = testkit::Proxy::start(masters[i].addr()).unwrap();
-            proxy.set_both(slow);
-            proxy
-        })
-        .collect();
+    let proxies = slow_proxies(&masters, &[3, 4], Duration::from_millis(60));
     let urls: Vec<String> = (0..3)
         .map(|i| masters[i].url())
         .chain(proxies.iter().map(testkit::Proxy::url))

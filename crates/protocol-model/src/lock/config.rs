@@ -1,7 +1,7 @@
 //! What a run of the lock model includes: clients, leases, the lease rule,
 //! fencing, request records, and how many faults of each kind may happen.
 
-use crate::server::{LeaseRule, Tick};
+use crate::server::{LeaseRule, Tick, WakeRule};
 
 /// How many faults of each kind a path may contain.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -55,6 +55,9 @@ pub struct Config {
     /// An absent counter starts at the server's time in microseconds
     /// (`next_token`, issue 36); off, at 1, as before.
     pub counter_from_clock: bool,
+    /// When a guard's last release publishes the unlock message (a
+    /// give-back of a cancelled acquire always does).
+    pub wake: WakeRule,
     /// The faults allowed.
     pub faults: Faults,
 }
@@ -74,6 +77,7 @@ impl Config {
             lease_end_recheck: true,
             replica_ack: false,
             counter_from_clock: true,
+            wake: WakeRule::Marked,
             faults: Faults::default(),
         }
     }

@@ -209,11 +209,21 @@ fn run_text(before: &LockState, after: &LockState, request: &Request) -> String 
             format!("runs {script} for {who} (lease {lease}): one more hold{expiry}")
         }
         Reply::Busy { pttl } => {
-            format!("runs {script} for {who}: held by another owner for {pttl} more")
+            format!(
+                "runs {script} for {who}: held by another owner for {pttl} more, marks the hold"
+            )
         }
         Reply::Renewed => format!("runs {script} for {who} (lease {lease}){expiry}"),
         Reply::Released { last: true } => {
-            format!("runs {script} for {who}: deletes the lock key, publishes the unlock message")
+            let marked = before.master.hold.as_ref().is_some_and(|hold| hold.marked);
+            let lost = after.history.lost_wakeup && !before.history.lost_wakeup;
+            let published = match (request.kind, lost, marked) {
+                (Kind::GiveBack, ..) => "publishes the unlock message",
+                (_, true, _) => "publishes nothing, though a waiter it turned away waits for it",
+                (_, false, true) => "publishes the unlock message (a waiter marked the hold)",
+                (_, false, false) => "publishes nothing (no waiter marked the hold)",
+            };
+            format!("runs {script} for {who}: deletes the lock key, {published}")
         }
         Reply::Released { last: false } => {
             format!("runs {script} for {who} (lease {lease}): one hold fewer{expiry}")

@@ -32,6 +32,10 @@ pub mod names {
          wait_for_replicas";
     /// Faults: subscription killed; liveness.
     pub const WAKES: &str = "a released lock wakes a waiter: no waiter waits past the lease";
+    /// "Wake-ups": a release skips the unlock message only when nobody it
+    /// turned away waits for it (issue 36).
+    pub const NO_LOST_WAKEUP: &str = "a last release publishes the unlock message whenever a \
+         waiter its hold answered busy still waits for it";
     /// Faults: acquire cancelled at any moment.
     pub const NOTHING_LEFT: &str = "a hold nobody received is released, never left to its lease";
     /// Faults: connection lost while a call is in flight, Redis Cluster.
@@ -74,6 +78,9 @@ impl LockModel {
                 s.clients
                     .iter()
                     .all(|c| matches!(c.phase, Phase::Done | Phase::Cancelled))
+            }),
+            Property::always(names::NO_LOST_WAKEUP, |_, s: &LockState| {
+                !s.history.lost_wakeup
             }),
             Property::always(names::NOTHING_LEFT, |_, s: &LockState| {
                 s.history.failed_over || nothing_left(s)

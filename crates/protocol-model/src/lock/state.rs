@@ -58,6 +58,9 @@ pub struct Client {
     pub renewals: u8,
     /// Stopped (GC, SIGSTOP).
     pub paused: bool,
+    /// Ghost: the token of the hold that last answered this client's
+    /// acquire busy (no part of the system sees it).
+    pub busy_on: Option<u32>,
 }
 
 /// What a request asks.
@@ -209,4 +212,7 @@ pub struct History {
     /// A request ran while one its client had sent earlier waited for its
     /// re-send after NOSCRIPT.
     pub reordered: bool,
+    /// A last release did not publish while a client it had answered busy
+    /// still waited for the message.
+    pub lost_wakeup: bool,
 }

@@ -2,7 +2,7 @@
 
 use stateright::{Model, Property};
 
-use crate::server::{Effects, Reply, Server};
+use crate::server::{Effects, Reply, Server, WakeRule};
 use crate::store::Store;
 
 use super::LockModel;
@@ -24,6 +24,7 @@ impl Model for LockModel {
             reentered: false,
             renewals: 0,
             paused: false,
+            busy_on: None,
         };
         vec![LockState {
             now: 0,
@@ -376,7 +377,8 @@ impl LockModel {
             }
             Kind::Reenter => master.reenter(now, owner, lease, rule, grant),
             Kind::Renew => master.renew(now, owner, lease, rule),
-            Kind::Release | Kind::GiveBack => master.release(now, owner, lease, rule),
+            Kind::Release => master.release(now, owner, lease, rule, self.config.wake),
+            Kind::GiveBack => master.release(now, owner, lease, rule, WakeRule::Always),
         }
     }
 
@@ -420,6 +422,7 @@ impl LockModel {
                     reentered: false,
                     renewals: self.config.renewals,
                     paused: false,
+                    busy_on: None,
                 };
             }
             (Kind::Acquire, Reply::NotAcknowledged) if client.phase != Phase::Cancelled => {
@@ -493,6 +496,23 @@ fn note_effects(
     }
     if effects.shortened {
         state.history.shortened = true;
+    }
+    if let (Kind::Acquire, Reply::Busy { .. }) = (request.kind, reply) {
+        // Answered busy by the hold there now: its release must wake it.
+        let hold = state.master.hold.as_ref().map(|hold| hold.token);
+        state.clients[usize::from(request.client)].busy_on = hold;
+    }
+    if let Some(ended) = effects.ended
+        && !effects.published
+        && state.clients.iter().any(|client| {
+            client.busy_on == Some(ended)
+                && matches!(
+                    client.phase,
+                    Phase::Acquiring | Phase::Parked { woken: false, .. }
+                )
+        })
+    {
+        state.history.lost_wakeup = true;
     }
     if effects.published && !lose_message {
         for client in &mut state.clients {

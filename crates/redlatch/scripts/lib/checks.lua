@@ -29,6 +29,9 @@ end
 -- doubles, exact only up to 2^53; above it INCR's reply is rounded (2^53 + 1
 -- reads as 2^53), and two acquisitions could be answered one token.
 local MAX_TOKEN = '9007199254740991'
+-- The same as a number (exact: 2^53 - 1), not converted on every
+-- acquisition. A literal: a function library's load may not call tonumber.
+local MAX_TOKEN_NUMBER = 9007199254740991
 
 -- True when `value` (a decimal string with no sign nor leading zero) is at
 -- most `limit` (another), compared as the numbers they spell.
@@ -52,13 +55,20 @@ end
 -- as long as they last; a read hold keeps its token in its first timeout key.
 local TOKEN_FIELD = 'redlatch_token'
 
+-- The hash field a waiter of the plain lock writes into the lock it found
+-- held (acquire.lua), so that the release of that hold publishes the
+-- unlock message (release.lua): a hold nobody waited for is released
+-- without PUBLISH. Its value, 'w', is not a number (as TOKEN_FIELD's), and
+-- its name has no ':', so it is never an owner field.
+local WAITER_FIELD = 'redlatch_waiters'
+
 -- A hold's token as its hash keeps it: 't' and the decimal token. Not a
 -- number to Lua: Redisson's read-lock scripts take every field of a hash
 -- whose value reads as a number for a reader's hold count and walk that
 -- many timeout keys, and Redisson's read lock enters a hash without a
 -- 'mode' (a plain lock's): a bare token (about 2^50) would stall the server.
 local function kept_token(token)
-  return 't' .. string.format('%.0f', token)
+  return string.format('t%.0f', token)
 end
 
 -- The token of the hold in `lock`: the one it keeps (TOKEN_FIELD), or for
@@ -82,7 +92,7 @@ end
 -- raises on a counter that is not an integer or would overflow.
 local function next_token(counter)
   local token = redis.call('incr', counter)
-  if token < 1 or token > tonumber(MAX_TOKEN) then
+  if token < 1 or token > MAX_TOKEN_NUMBER then
     redis.call('decr', counter)
     return nil
   end

@@ -405,6 +405,15 @@ impl<C> Builder<C> {
         self
     }
 
+    /// Publish the unlock message on every last release of a reentrant
+    /// lock (default off: only when a redlatch waiter marked the hold), for
+    /// names that Redisson's `RLock` waits on too
+    /// ([`Settings::redisson_waiters`](crate::Settings::redisson_waiters)).
+    pub fn redisson_waiters(mut self, on: bool) -> Self {
+        self.settings.redisson_waiters = on;
+        self
+    }
+
     /// Lease of locks renewed by the watchdog (default 30 s, at least 30 ms).
     pub fn default_lease(mut self, lease: Duration) -> Self {
         self.settings.default_lease = lease;

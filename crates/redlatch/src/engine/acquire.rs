@@ -67,6 +67,7 @@ impl Terms {
             named_owner: self.named,
             lease_ms: self.lease_ms,
             waited_ms: 0,
+            wake_always: false,
         }
     }
 

@@ -68,6 +68,7 @@ impl AttemptCall for FairCall {
             named_owner: self.named,
             lease_ms: self.times.lease_ms,
             waited_ms: 0,
+            wake_always: false,
         };
         fair::release(&mut conn, &self.keys, &request, limit).await
     }

@@ -50,8 +50,14 @@ impl AttemptCall for LockAttempt {
         let _ = lock::withdraw_precedence(&mut conn, &self.0, limit).await;
     }
 
+    /// Gives back a hold nobody received: the message goes out whether or
+    /// not a waiter marked it (this client's queued waiters never did).
     async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {
-        lock::release(&mut conn, &self.0, limit).await
+        let request = Request {
+            wake_always: true,
+            ..self.0.clone()
+        };
+        lock::release(&mut conn, &request, limit).await
     }
 }
 

@@ -37,9 +37,17 @@ impl LockFamily for PlainFamily {
         HoldKind::Batched(&LOCK_RENEWAL)
     }
 
-    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
+    fn release(&self, core: Arc<Core>, mut request: Request) -> Boxed<Result<Released>> {
         Box::pin(async move {
-            let limit = core.current_settings().response_timeout;
+            let settings = core.current_settings();
+            let limit = settings.response_timeout;
+            // Waiters that marked the hold are woken by its release; those
+            // that do not mark need the message all the same: Redisson's,
+            // and this client's own queued behind one of its waiters (the
+            // client listens on the lock while it has waiters, and a
+            // linger after).
+            request.wake_always =
+                settings.redisson_waiters || core.wakeups.is_listening(&request.keys.channel());
             let released = match &core.lock_calls {
                 // With the other releases of this client under way now, in one call.
                 Some(calls) => calls.release.call(request.clone()).await,
@@ -54,7 +62,7 @@ impl LockFamily for PlainFamily {
                 // when this client listens on the lock (waiters, or a lingering subscription).
                 let local = i64::from(core.wakeups.is_listening(&request.keys.channel()));
                 if *receivers > local {
-                    let grace = core.current_settings().handoff_grace;
+                    let grace = settings.handoff_grace;
                     core.courtesy.note_release(&request.keys.key, grace);
                 }
             }

@@ -258,6 +258,7 @@ impl Guard {
             named_owner: self.hold.named_owner,
             lease_ms: self.lease_ms,
             waited_ms: 0,
+            wake_always: false,
         }
     }
 

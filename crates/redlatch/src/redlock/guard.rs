@@ -13,6 +13,7 @@ use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
 use crate::redlock::handle::Redlock;
+use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
 use crate::scripts;
 use crate::scripts::lock::Request;
@@ -34,6 +35,8 @@ pub(crate) struct RedlockHold {
     guards: Mutex<usize>,
     /// Cancelled once the last guard is released: stops a renewal in flight.
     pub(crate) stop: CancellationToken,
+    /// What its releases found on each node, for the acquisition's late grants.
+    last_release: Arc<LastRelease>,
     /// Where the background rest of its calls runs: the first connected
     /// node's client's runtime ([`Redlock::background`]).
     pub(crate) background: Spawner,
@@ -47,6 +50,7 @@ impl RedlockHold {
         hold: Arc<Hold>,
         node_timeout: Duration,
         stop: CancellationToken,
+        last_release: Arc<LastRelease>,
     ) -> RedlockHold {
         RedlockHold {
             name,
@@ -55,6 +59,7 @@ impl RedlockHold {
             node_timeout,
             guards: Mutex::new(1),
             stop,
+            last_release,
             background: redlock.background(),
             redlock,
         }
@@ -138,7 +143,13 @@ impl RedlockHold {
             |i, client| {
                 let request = self.request(i, lease_ms);
                 let mut conn = client.core.conn.clone();
-                async move { scripts::lock::release(&mut conn, &request, limit).await }
+                let last_release = self.last_release.clone();
+                async move {
+                    let released = scripts::lock::release(&mut conn, &request, limit).await;
+                    let deleted = matches!(released, Ok(scripts::lock::Released::Unlocked { .. }));
+                    last_release.record(i, deleted);
+                    released
+                }
             },
             settled,
         )

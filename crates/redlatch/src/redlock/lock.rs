@@ -21,6 +21,7 @@ use crate::lock::attempt::{LockAttempt, LockAttemptAlone};
 use crate::lock::status::LockStatus;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
+use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
 use crate::redlock::watchdog;
 use crate::scripts;
@@ -292,6 +293,7 @@ impl RedlockLock {
                 named_owner: false,
                 lease_ms,
                 waited_ms: 0,
+                wake_always: false,
             });
         }
         Ok(requests)
@@ -372,6 +374,8 @@ impl RedlockLock {
         // here, or by the release of the last guard.
         let released = CancellationToken::new();
         let nodes = &self.redlock.inner.nodes;
+        // What the guard's releases find on each node, for late grants.
+        let last_release = Arc::new(LastRelease::new(nodes.len()));
         let limit = self.redlock.node_timeout(lease_ms);
         let started = LeaseInstant::now();
         let needed = quorum::majority(nodes.len());
@@ -439,9 +443,13 @@ impl RedlockLock {
             };
             let valid_until = started + limits::validity(lease_ms);
             if fenced && LeaseInstant::now() < valid_until {
-                self.keep_stragglers(stragglers, &requests, token, released.clone());
+                let ended = Ended {
+                    released,
+                    last_release,
+                };
+                self.keep_stragglers(stragglers, &requests, token, ended.clone());
                 return Ok(Outcome::Granted(
-                    self.guard(requests, token, lease_ms, renewed, started, released),
+                    self.guard(requests, token, lease_ms, renewed, started, ended),
                 ));
             }
         }
@@ -532,13 +540,14 @@ impl RedlockLock {
     /// release go to every node, behind the grant on the node's connection),
     /// and its counter is raised to `token` when lower, so the token lives
     /// on every node that holds the lock; unless the guard is gone by then,
-    /// when the hold is given back at once.
+    /// when the hold is given back, unless the guard's release on that node
+    /// deleted it (it ran after the grant, on the same connection).
     fn keep_stragglers(
         &self,
         stragglers: quorum::Stragglers<LockReply>,
         requests: &[Request],
         token: u64,
-        released: CancellationToken,
+        ended: Ended,
     ) {
         if stragglers.is_empty() {
             return;
@@ -561,15 +570,21 @@ impl RedlockLock {
             let (Some(client), request) = (nodes[i].clone(), requests[i].clone()) else {
                 return;
             };
-            let gone = released.is_cancelled();
+            let gone = ended.released.is_cancelled();
             if !gone && taken >= token {
                 return;
             }
             let limit = Duration::from_millis(request.lease_ms);
+            let last_release = ended.last_release.clone();
             drop(tracker.spawn(async move {
                 let mut conn = client.core.conn.clone();
                 if gone {
-                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                    // The guard's release was sent behind this grant on the
+                    // node's connection: once it answers that it deleted
+                    // the hold, a give-back would find nothing.
+                    if !last_release.deleted(i, limit).await {
+                        let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                    }
                 } else {
                     let _ = scripts::lock::raise_token(&mut conn, &request, token, limit).await;
                 }
@@ -615,7 +630,7 @@ impl RedlockLock {
         lease_ms: u64,
         renewed: bool,
         started: LeaseInstant,
-        released: CancellationToken,
+        ended: Ended,
     ) -> RedlockGuard {
         let shared = Arc::new_cyclic(|me: &Weak<RedlockHold>| {
             // The renewal engine renews it by calling back (weakly: the hold
@@ -638,12 +653,22 @@ impl RedlockLock {
                 requests,
                 hold,
                 self.redlock.node_timeout(lease_ms),
-                released,
+                ended.released,
+                ended.last_release,
             )
         });
         watchdog::start(&shared, started);
         RedlockGuard::new(shared)
     }
+}
+
+/// How a granted acquisition's guard ends, as its late grants see it.
+#[derive(Clone)]
+struct Ended {
+    /// Cancelled once the last guard is released.
+    released: CancellationToken,
+    /// What the guard's releases found on each node.
+    last_release: Arc<LastRelease>,
 }
 
 /// A Redlock acquire, as the wait loop drives it: each attempt asks every

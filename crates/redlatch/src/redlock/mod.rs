@@ -3,6 +3,7 @@
 mod deployment;
 pub(crate) mod guard;
 pub(crate) mod handle;
+pub(crate) mod last_release;
 pub(crate) mod lock;
 pub(crate) mod node;
 pub(crate) mod quorum;

@@ -46,6 +46,7 @@ impl RwCall {
             named_owner: self.named,
             lease_ms: self.lease_ms,
             waited_ms: 0,
+            wake_always: false,
         }
     }
 }

@@ -28,6 +28,10 @@ pub(crate) struct Request {
     /// How long this owner has waited, in ms, once that is long enough to
     /// claim the lock's next turn ([`PRECEDENCE_AFTER`]); 0 otherwise.
     pub(crate) waited_ms: u64,
+    /// A release publishes the unlock message even when no waiter marked
+    /// the hold (`release.lua`): for waiters that do not mark (Redisson's,
+    /// or this client's own, queued behind one of its waiters).
+    pub(crate) wake_always: bool,
 }
 
 /// A waiter that has waited this long claims the lock's next turn: a free
@@ -148,7 +152,10 @@ pub(crate) async fn release_many(
             .arg(request.lease_ms)
             .arg(&*request.owner);
     }
-    call.arg(conn.publish_command());
+    // One flag per call: a lock of the batch that needs the message sends
+    // it for all, which costs the others a PUBLISH nobody hears.
+    let always = requests.iter().any(|request| request.wake_always);
+    call.arg(conn.publish_command()).arg(wake_flag(always));
     let reply: Vec<Value> = match call.run(conn, "release", limit).await {
         Err(error) if requests.len() > 1 && refused_before_running(&error) => {
             let alone = requests.iter().map(|request| {
@@ -350,11 +357,18 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
     }
 }
 
+/// The release script's last argument: '1' publishes on every last
+/// hold, '0' only on one a waiter marked.
+fn wake_flag(always: bool) -> &'static str {
+    if always { "1" } else { "0" }
+}
+
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
     /// The last hold: the lock is deleted; the unlock message reached
-    /// `receivers` subscription connections (this client's included).
+    /// `receivers` subscription connections (this client's included; 0
+    /// when it was not published: no waiter marked the hold).
     Unlocked { receivers: i64 },
     /// One hold dropped; the owner still holds it.
     Decremented,
@@ -407,7 +421,8 @@ pub(crate) async fn release(
         .arg(request.keys.channel_name())
         .arg(request.lease_ms)
         .arg(&*request.owner)
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(wake_flag(request.wake_always));
     let reply: Vec<Value> = call.run(conn, "release", limit).await?;
     released_entry(request, &reply)
 }

@@ -86,6 +86,7 @@ struct LockSection {
     handoff_grace: Option<String>,
     fair_lock_wait_timeout: Option<String>,
     per_name_token_counters: Option<bool>,
+    redisson_waiters: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -132,6 +133,9 @@ impl SettingsFile {
         if let Some(per_name) = self.lock.per_name_token_counters {
             settings.per_name_token_counters = per_name;
         }
+        if let Some(redisson) = self.lock.redisson_waiters {
+            settings.redisson_waiters = redisson;
+        }
         if let Some(attempts) = self.retry.attempts {
             settings.retry.attempts = attempts;
         }
@@ -170,6 +174,7 @@ mod tests {
             wait_timeout = "250ms"
             fair_lock_wait_timeout = "20s"
             per_name_token_counters = true
+            redisson_waiters = true
             [retry]
             attempts = 7
             base_delay = "10ms"
@@ -185,6 +190,7 @@ mod tests {
         assert_eq!(settings.wait_timeout, Some(Duration::from_millis(250)));
         assert_eq!(settings.fair_lock_wait_timeout, Duration::from_secs(20));
         assert!(settings.per_name_token_counters);
+        assert!(settings.redisson_waiters);
         assert_eq!(settings.retry.attempts, 7);
         assert_eq!(settings.retry.base_delay, Duration::from_millis(10));
         assert_eq!(settings.retry.max_delay, Duration::from_secs(1));

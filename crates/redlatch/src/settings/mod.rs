@@ -155,6 +155,14 @@ pub struct Settings {
     /// to (they start again from the server's clock, above every token):
     /// `docs/SAFETY.md`, "Fencing tokens".
     pub per_name_token_counters: bool,
+    /// Publish the unlock message on every last release of a reentrant
+    /// lock, as Redisson's clients expect (default off). Off, a release
+    /// publishes only when a redlatch waiter marked the hold it ends (one
+    /// Redis command fewer per uncontended cycle); a Redisson client
+    /// waiting on the same name does not mark, and would then wait for the
+    /// holder's lease to end. Turn it on where Redisson's `RLock` waits on
+    /// the same names.
+    pub redisson_waiters: bool,
 }
 
 impl Default for Settings {
@@ -169,6 +177,7 @@ impl Default for Settings {
             handoff_grace: HANDOFF_GRACE,
             fair_lock_wait_timeout: FAIR_LOCK_WAIT_TIMEOUT,
             per_name_token_counters: false,
+            redisson_waiters: false,
         }
     }
 }

@@ -186,20 +186,28 @@ where
 /// Script calls the server has run so far: FCALL (the function library),
 /// EVALSHA and EVAL.
 pub async fn script_calls(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(admin, &["fcall", "evalsha", "eval"]).await
+}
+
+/// Calls of `commands` (lower case, as `INFO commandstats` names them) the
+/// server has run so far, those of scripts included.
+pub async fn command_calls(
+    admin: &mut redis::aio::MultiplexedConnection,
+    commands: &[&str],
+) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(admin)
         .await
         .unwrap();
     info.lines()
-        .filter(|line| {
-            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
-                .iter()
-                .any(|command| line.starts_with(command))
-        })
         .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            if !commands.contains(&name) {
+                return None;
+            }
+            stats
+                .strip_prefix("calls=")?
                 .split(',')
                 .next()?
                 .parse::<u64>()

@@ -84,7 +84,20 @@ async fn wakes_on_the_lock(name: &str) {
         "{name}: redlatch woke {took:?} after Redisson's unlock"
     );
 
-    // redlatch → Redisson.
+    guard.release().await.unwrap();
+
+    // redlatch → Redisson: a Redisson waiter does not mark the hold it
+    // found, so a client that shares names with Redisson's `RLock` wakes on
+    // every last release (`redisson_waiters`), a hold taken at once by a
+    // client that never waited on the name included.
+    let interop = redlatch::Client::builder(&server.url())
+        .redisson_waiters(true)
+        .connect()
+        .await
+        .unwrap();
+    let guard = interop.lock(name).acquire().await.unwrap();
+    let busy = crate::java_lock_on(&mut java, name).await;
+    assert!(busy.is_some(), "{name}: Redisson took a held lock");
     let mut pubsub = server.client().get_async_pubsub().await.unwrap();
     pubsub.subscribe(&channel).await.unwrap();
     let at = Instant::now();

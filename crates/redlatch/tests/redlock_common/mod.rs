@@ -77,3 +77,18 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A proxy in front of each of `masters[slow]` that delays every packet by
+/// `latency` each way: the masters that answer late.
+pub fn slow_proxies(masters: &Servers, slow: &[usize], latency: Duration) -> Vec<testkit::Proxy> {
+    slow.iter()
+        .map(|&i| {
+            let proxy = testkit::Proxy::start(masters[i].addr()).unwrap();
+            proxy.set_both(testkit::LinkFaults {
+                latency,
+                ..testkit::LinkFaults::default()
+            });
+            proxy
+        })
+        .collect()
+}
