@@ -277,3 +277,53 @@ fn without_the_waiters_mark_a_release_that_skips_the_message_leaves_a_waiter_to_
         "{timeline}"
     );
 }
+
+/// The fair lock's hand-off with one rule changed: where a handed guard
+/// counts its lease from, or whether a leave gives a handed hold back.
+fn fair_model(
+    lease_from: redlatch_protocol_model::fair::LeaseFrom,
+    leave_gives_back: bool,
+) -> redlatch_protocol_model::fair::FairModel {
+    redlatch_protocol_model::fair::FairModel {
+        lease: 4,
+        grant: 2,
+        lease_from,
+        leave_gives_back,
+        drops: !leave_gives_back,
+        dies: false,
+        java_second: false,
+    }
+}
+
+#[test]
+fn a_handed_guard_that_counts_its_lease_from_the_message_outlives_the_hold() {
+    // The hold is written by the release; the message is read later. A
+    // guard counting its lease from the reading believes past the lease.
+    use redlatch_protocol_model::fair::{LeaseFrom, names};
+    let model = fair_model(LeaseFrom::MessageRead, true);
+    let timeline = found(&find(model, names::EXCLUSIVE, DEPTH), names::EXCLUSIVE);
+    assert!(timeline.contains("reads the hand-off"), "{timeline}");
+}
+
+#[test]
+fn a_handed_guard_that_takes_a_lapsed_hand_off_for_a_live_one_outlives_the_hold() {
+    // Found by the model while the hand-off was written: the hold handed
+    // over lapsed before the waiter's next attempt ran (which found it
+    // waiting again); the message read after it counted the lease from
+    // that attempt. The token is now checked against the counter the
+    // attempt read.
+    use redlatch_protocol_model::fair::{LeaseFrom, names};
+    let model = fair_model(LeaseFrom::LastWaitingCallUnchecked, true);
+    let timeline = found(&find(model, names::EXCLUSIVE, DEPTH), names::EXCLUSIVE);
+    assert!(timeline.contains("reads the hand-off"), "{timeline}");
+}
+
+#[test]
+fn a_leave_that_keeps_a_handed_hold_leaves_it_to_nobody() {
+    // A waiter dropped after the release handed it the lock: unless its
+    // leave gives the hold back, nobody releases it (it lapses at its lease).
+    use redlatch_protocol_model::fair::{LeaseFrom, names};
+    let model = fair_model(LeaseFrom::LastWaitingCall, false);
+    let timeline = found(&find(model, names::GIVEN_BACK, DEPTH), names::GIVEN_BACK);
+    assert!(timeline.contains("handed to w2"), "{timeline}");
+}

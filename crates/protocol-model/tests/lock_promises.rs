@@ -283,3 +283,43 @@ fn a_claim_never_keeps_a_free_lock_from_the_others_for_ever() {
         ],
     );
 }
+
+#[test]
+fn the_fair_lock_hand_off_keeps_it_exclusive_and_loses_no_wake_up() {
+    // A release hands the lock to the first waiter (its terms left); the
+    // waiter may be dropped or die at any point of its wait, the second
+    // waiter may be a Redisson one (only woken).
+    use redlatch_protocol_model::fair::{self, FairModel, LeaseFrom};
+    for (drops, dies, java_second) in [
+        (true, false, false),
+        (false, true, false),
+        (true, false, true),
+    ] {
+        let model = FairModel {
+            lease: 4,
+            grant: 2,
+            lease_from: LeaseFrom::LastWaitingCall,
+            leave_gives_back: true,
+            drops,
+            dies,
+            java_second,
+        };
+        let checked = check(
+            model,
+            Bound {
+                default: 24,
+                long: 32,
+            }
+            .depth(),
+            2,
+        );
+        assert_hold(
+            &checked,
+            &[
+                fair::names::EXCLUSIVE,
+                fair::names::GIVEN_BACK,
+                fair::names::SERVED,
+            ],
+        );
+    }
+}

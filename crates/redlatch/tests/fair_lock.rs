@@ -31,6 +31,22 @@ async fn line_reaches(admin: &redis::aio::MultiplexedConnection, name: &str, len
     .await
 }
 
+/// Waits (up to 2 s) until one client listens on `channel`.
+async fn listening(admin: &redis::aio::MultiplexedConnection, channel: &str) -> bool {
+    common::eventually(Duration::from_secs(2), || {
+        let mut admin = admin.clone();
+        let channel = channel.to_owned();
+        async move { common::subscribers(&mut admin, &channel).await == 1 }
+    })
+    .await
+}
+
+/// Asserts that only the fencing counter is left once the holds went.
+async fn only_the_counter_is_left(admin: &mut redis::aio::MultiplexedConnection) {
+    let keys: Vec<String> = common::keys_once_holders_unnamed(admin).await;
+    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
+}
+
 #[tokio::test]
 async fn ten_waiters_in_separate_clients_acquire_in_line_order() {
     let server = common::server();
@@ -73,8 +89,7 @@ async fn ten_waiters_in_separate_clients_acquire_in_line_order() {
     assert_eq!(order, (0..10).collect::<Vec<_>>(), "turns out of order");
     let owners: Vec<String> = acquired.into_iter().map(|(_, owner)| owner).collect();
     assert_eq!(owners, joined, "acquired in another order than the line's");
-    let keys: Vec<String> = common::keys_once_holders_unnamed(&mut admin).await;
-    assert_eq!(keys, vec!["redlatch_lock_token".to_owned()]);
+    only_the_counter_is_left(&mut admin).await;
 }
 
 #[tokio::test]
@@ -193,20 +208,24 @@ fn killed_waiter_is_skipped_within_its_place_lease() {
 
         child.0.kill().unwrap(); // SIGKILL: the waiter cannot leave the line
         child.0.wait().unwrap();
-        guard.release().await.unwrap(); // wakes the dead waiter, first in line
+        // Hands the lock to the dead waiter, first in line, for its place
+        // lease (it would renew it to its full lease if it lived).
+        guard.release().await.unwrap();
         let released_at = Instant::now();
-        assert_eq!(
-            line(&mut admin, "dead-waiter").await.first(),
-            Some(&dead),
-            "the dead waiter left the line by itself?"
+        let handed: bool = admin.hexists("dead-waiter", &dead).await.unwrap();
+        assert!(handed, "the dead waiter was not handed the lock");
+        let pttl: i64 = admin.pttl("dead-waiter").await.unwrap();
+        assert!(
+            pttl <= PLACE_LEASE.as_millis() as i64,
+            "handed for {pttl} ms, more than its place lease"
         );
 
         let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
             .await
-            .expect("the live waiter is not stuck behind the dead one")
+            .expect("the live waiter is not stuck behind the dead one's hold")
             .unwrap();
         let skipped_after = released_at.elapsed();
-        eprintln!("dead waiter skipped after {skipped_after:?} (place lease {PLACE_LEASE:?})");
+        eprintln!("dead waiter's hold gone after {skipped_after:?} (place lease {PLACE_LEASE:?})");
         assert!(
             skipped_after <= PLACE_LEASE * 4,
             "skipped only after {skipped_after:?}"
@@ -240,12 +259,7 @@ async fn cancelled_and_timed_out_waiters_leave_nothing_behind() {
         line(&mut admin, "leave").await[0]
     );
     assert!(
-        common::eventually(Duration::from_secs(2), || {
-            let mut admin = admin.clone();
-            let channel = channel.clone();
-            async move { common::subscribers(&mut admin, &channel).await == 1 }
-        })
-        .await,
+        listening(&admin, &channel).await,
         "the waiter listens on its own channel"
     );
     waiting.abort();
@@ -461,4 +475,146 @@ async fn a_waiter_behind_a_holder_parks_after_one_script_call() {
         .unwrap();
     assert!(turn.is_held());
     turn.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_release_hands_the_lock_to_the_first_waiter_in_its_own_call() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let guard = holder.fair_lock("handed").acquire().await.unwrap();
+    let first_token = guard.token();
+    // A fixed lease: the handed hold needs no renewal, so no other script runs.
+    let lease = Duration::from_secs(30);
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("handed").with_lease(lease);
+        async move { lock.acquire().await.unwrap() }
+    });
+    assert!(line_reaches(&admin, "handed", 1).await);
+    let owner = line(&mut admin, "handed").await[0].clone();
+    let channel = format!("redisson_lock__channel:{{handed}}:{owner}");
+    assert!(
+        listening(&admin, &channel).await,
+        "the waiter listens on its own channel"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the release hands the lock to the parked waiter")
+        .unwrap();
+    assert_eq!(turn.owner(), owner);
+    assert!(turn.token() > first_token);
+    assert_eq!(turn.lease(), lease);
+    let kept: String = admin.hget("handed", "redlatch_token").await.unwrap();
+    assert_eq!(
+        kept,
+        format!("t{}", turn.token()),
+        "the token the hash keeps"
+    );
+    // Before: 2 (the release, then the woken waiter's acquire script).
+    assert_eq!(
+        script_calls(&mut admin).await,
+        1,
+        "the hand-off took more than the release's own script call"
+    );
+    assert!(line(&mut admin, "handed").await.is_empty());
+    let terms: bool = admin.exists("redlatch_fair_terms:{handed}").await.unwrap();
+    assert!(!terms, "the hand-off terms outlived the hand-off");
+    turn.release().await.unwrap();
+    only_the_counter_is_left(&mut admin).await;
+}
+
+#[tokio::test]
+async fn a_handed_hold_lasts_the_place_lease_until_the_watchdog_renews_it() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let place = Duration::from_secs(2);
+    let guard = holder.fair_lock("renewed").acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock("renewed").with_place_lease(place);
+        async move { lock.acquire().await.unwrap() }
+    });
+    assert!(line_reaches(&admin, "renewed", 1).await);
+    let owner = line(&mut admin, "renewed").await[0].clone();
+    // The release will hand it the lock for its place lease, W its own.
+    let terms: String = admin
+        .hget("redlatch_fair_terms:{renewed}", &owner)
+        .await
+        .unwrap();
+    assert_eq!(terms, "2000:300000");
+    guard.release().await.unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the hand-off reaches the waiter")
+        .unwrap();
+    assert!(turn.is_renewed());
+    // The watchdog renews at once, to the client's default lease.
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move { admin.pttl::<_, i64>("renewed").await.unwrap() > 3_000 }
+        })
+        .await,
+        "the handed hold was never renewed to the full lease"
+    );
+    assert!(turn.is_held());
+    turn.release().await.unwrap();
+}
+
+/// A waiter dropped as the release hands it the lock (the hand-off in
+/// Redis, its message on the way or just read) gives the hold back and the
+/// next waiter gets it at once, not at the end of the hold's lease (30 s
+/// here). Every round drops it a little later; multi-thread runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let dropped_client = common::client(&server).await;
+    let next_client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "handed-drop";
+    // A place lease as long as the lease: a hold handed to a waiter that
+    // never gives it back would stay 30 s.
+    let long = Duration::from_secs(30);
+    for round in 0..20u64 {
+        let guard = holder.fair_lock(name).acquire().await.unwrap();
+        let dropped = tokio::spawn({
+            let lock = dropped_client.fair_lock(name).with_place_lease(long);
+            async move { lock.acquire().await }
+        });
+        assert!(line_reaches(&admin, name, 1).await, "round {round}");
+        let next = tokio::spawn({
+            let lock = next_client.fair_lock(name);
+            async move { lock.acquire().await }
+        });
+        assert!(line_reaches(&admin, name, 2).await, "round {round}");
+        // Parked: subscribed to its own channel.
+        let channel = format!(
+            "redisson_lock__channel:{{{name}}}:{}",
+            line(&mut admin, name).await[0]
+        );
+        assert!(listening(&admin, &channel).await);
+        guard.release().await.unwrap();
+        tokio::time::sleep(Duration::from_micros(round * 40)).await;
+        dropped.abort();
+        if let Ok(taken) = dropped.await {
+            // Took its guard before the abort: released as any guard.
+            taken.unwrap().release().await.unwrap();
+        }
+        let turn = tokio::time::timeout(Duration::from_secs(10), next)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the handed hold was never passed on"))
+            .unwrap()
+            .unwrap();
+        turn.release().await.unwrap();
+    }
+    only_the_counter_is_left(&mut admin).await;
 }

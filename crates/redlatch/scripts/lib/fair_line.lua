@@ -11,6 +11,14 @@
 --              place lease ahead at each attempt; a first waiter whose sign of
 --              life ran out died, and is dropped at once. Redisson's waiters
 --              are never in it, so this rule never drops them.
+--   terms      hash owner -> 'LEASE:W' (ms): a redlatch waiter that takes the
+--              lock handed over by the release (hand_to), the first lease of
+--              the hold it is handed and its W; anonymous owners only. Redisson's waiters are never in it: they are woken
+--              with '0' and take the lock with their own script.
+
+-- What a hand-off publishes before the new holder's fencing token: any
+-- other message ('0', Redisson's unlock message) only wakes the waiter.
+local HANDED = 'redlatch:handed:'
 
 -- The server's clock in ms: every deadline is dated by it.
 local function server_now()
@@ -22,7 +30,7 @@ end
 -- threads", plus redlatch's sign of life). A first waiter without a deadline
 -- stays, as Redisson keeps it. Returns the first waiter left (false: none),
 -- so that callers need not read it again.
-local function drop_dead(line, deadlines, alive, now)
+local function drop_dead(line, deadlines, alive, terms, now)
   while true do
     local head = redis.call('lindex', line, 0)
     if not head then return false end
@@ -32,6 +40,7 @@ local function drop_dead(line, deadlines, alive, now)
     redis.call('lpop', line)
     redis.call('zrem', deadlines, head)
     redis.call('zrem', alive, head)
+    redis.call('hdel', terms, head)
   end
 end
 
@@ -62,4 +71,35 @@ local function shorten_all(deadlines, wait)
       args = {}
     end
   end
+end
+
+-- Hands the free lock to `head`, the first waiter in line, when it left its
+-- terms (a redlatch waiter that takes a hand-off): one hold under the
+-- counter's next token (next_token, kept in the hash as fair_acquire keeps
+-- it), its lease, out of the line with everyone behind moved one place up
+-- by its W (as when it takes the lock itself), and the token published to
+-- it, so that it holds the lock without another call. `k` names the keys:
+-- lock, line, deadlines, alive, terms, counter. Returns the receivers of
+-- the message, or false with nothing written (no terms, a counter that
+-- cannot give a token, or a server out of memory): the caller wakes the
+-- waiter, which takes the lock itself.
+local function hand_to(k, head, channel, publish)
+  local terms = redis.call('hget', k.terms, head)
+  local lease, wait = string.match(terms or '', '^(%d+):(%d+)$')
+  if not lease or not is_counter(k.counter) then return false end
+  -- The first write that takes memory: refused out of memory, nothing is.
+  if unless_out_of_memory('hset', k.lock, head, 1) == false then return false end
+  local token = next_token(k.counter)
+  if not token then
+    redis.call('del', k.lock)
+    return false
+  end
+  redis.call('hset', k.lock, TOKEN_FIELD, kept_token(token))
+  redis.call('pexpire', k.lock, lease)
+  redis.call('lpop', k.line)
+  redis.call('zrem', k.deadlines, head)
+  redis.call('zrem', k.alive, head)
+  redis.call('hdel', k.terms, head)
+  shorten_all(k.deadlines, tonumber(wait))
+  return redis.call(publish, channel .. ':' .. head, HANDED .. string.format('%.0f', token))
 end

@@ -73,6 +73,9 @@ pub(crate) struct Channel {
     messages: AtomicU64,
     /// The parked waiters of a channel whose messages wake one waiter each.
     queue: Mutex<Queue>,
+    /// The fencing token of a hold a fair release handed to this channel's
+    /// waiter (its own channel), until the waiter takes it.
+    handed: Mutex<Option<u64>>,
 }
 
 /// The waiters of a one-waiter-per-message channel, and the wake-up nobody
@@ -159,8 +162,10 @@ struct Registry {
 }
 
 impl Registry {
-    /// An unlock message on `channel_name`, for its waiters in this process.
-    fn dispatch(&self, channel_name: &str) {
+    /// An unlock message on `channel_name`, for its waiters in this process;
+    /// `handed`: the token of a hold it hands over, kept for the waiter
+    /// before it is woken.
+    fn dispatch(&self, channel_name: &str, handed: Option<u64>) {
         let channels = self.channels.lock();
         // A lingering channel has nobody to wake; a stored wake-up would only
         // cost its next waiter a needless attempt.
@@ -168,6 +173,9 @@ impl Registry {
             .get(channel_name)
             .filter(|member| member.waiters > 0)
         {
+            if handed.is_some() {
+                *member.channel.handed.lock() = handed;
+            }
             member.channel.dispatch();
         }
     }
@@ -242,6 +250,7 @@ impl Wakeups {
             broadcast: AtomicBool::new(false),
             messages: AtomicU64::new(0),
             queue: Mutex::new(Queue::default()),
+            handed: Mutex::new(None),
         });
         channels.insert(
             channel.to_owned(),
@@ -298,7 +307,23 @@ impl Wakeups {
     }
 }
 
+/// Where a fair lock waiter finds the hold a release handed to it: on its
+/// own channel, which no other waiter shares.
+pub(crate) struct Handed(Arc<Channel>);
+
+impl Handed {
+    /// The fencing token of the hold handed over since the last call, if any.
+    pub(crate) fn take(&self) -> Option<u64> {
+        self.0.handed.lock().take()
+    }
+}
+
 impl Ticket {
+    /// Where holds handed to this channel's waiter arrive.
+    pub(crate) fn handed(&self) -> Handed {
+        Handed(self.channel.clone())
+    }
+
     /// The subscription generation; pass it back to [`Ticket::park`].
     pub(crate) fn epoch(&self) -> u64 {
         self.channel.epoch.load(Ordering::Acquire)
@@ -565,7 +590,7 @@ impl Subscriber {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
                 event = session.next() => match event {
-                    Some(Event::Message(channel)) => self.dispatch(&channel),
+                    Some(Event::Message(channel, handed)) => self.dispatch(&channel, handed),
                     Some(Event::Resync) => {
                         // Subscribe again before waking anyone: the cluster client
                         // restores its subscriptions by itself, but not necessarily
@@ -641,9 +666,9 @@ impl Subscriber {
         true
     }
 
-    fn dispatch(&self, channel_name: &str) {
+    fn dispatch(&self, channel_name: &str, handed: Option<u64>) {
         if let Some(registry) = self.registry.upgrade() {
-            registry.dispatch(channel_name);
+            registry.dispatch(channel_name, handed);
         }
     }
 
@@ -793,7 +818,7 @@ mod permutation_checks {
             let takers = [start(), start()];
             for _ in 0..3 {
                 units.fetch_add(1, Ordering::AcqRel);
-                wakeups.registry.dispatch(CHANNEL);
+                wakeups.registry.dispatch(CHANNEL, None);
             }
             dropped.abort();
             for taker in takers {
@@ -829,7 +854,7 @@ mod permutation_checks {
             let takers = [start(true), start(true)];
             for _ in 0..2 {
                 units.fetch_add(1, Ordering::AcqRel);
-                wakeups.registry.dispatch(CHANNEL);
+                wakeups.registry.dispatch(CHANNEL, None);
             }
             useless.abort();
             for taker in takers {
@@ -859,7 +884,7 @@ mod permutation_checks {
             let channel = wakeups.registry.channels.lock()[CHANNEL].channel.clone();
             let parked = eventually(1000, || channel.parked() == 3).await;
             assert!(parked, "the waiters never all parked");
-            wakeups.registry.dispatch(CHANNEL);
+            wakeups.registry.dispatch(CHANNEL, None);
             let total = || {
                 counts
                     .iter()

@@ -55,10 +55,10 @@ impl AttemptCall for FairCall {
     }
 
     /// Leaves the line; those behind move up by the wait time this owner
-    /// joined with.
+    /// joined with. A hold a release handed to this owner, which no guard
+    /// took, is given back (and passed on) too.
     async fn withdraw(&self, mut conn: Connection, limit: Duration) {
-        let wait_ms = self.times.wait_ms;
-        let _ = fair::leave(&mut conn, &self.keys, &self.owner, wait_ms, limit).await;
+        let _ = fair::leave(&mut conn, &self.keys, &self.owner, self.times, limit).await;
     }
 
     async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {

@@ -11,14 +11,16 @@ use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
-use crate::engine::wakeup::Ticket;
+use crate::engine::wakeup::{Handed, Ticket};
 use crate::engine::watchdog::renewal_period;
 use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::family::FairFamily;
+use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
+use crate::scripts::acquired::Acquired;
 use crate::scripts::fair::{self, FairReply, PlaceTimes};
 use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
@@ -44,7 +46,10 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 ///
 /// A waiter that finds the lock held joins a line in Redis and parks. The
 /// release wakes exactly the first waiter in line (a message on its own
-/// channel); nobody else may take the lock while someone waits, so a new
+/// channel); a redlatch waiter with an anonymous owner and a lease at least
+/// its place lease long is handed the lock in the release itself (the hold
+/// written to it, its fencing token in the message), so it holds the lock
+/// without another call; nobody else may take the lock while someone waits, so a new
 /// acquire never overtakes the line, and [`FairLock::try_acquire`] fails
 /// while anyone waits.
 ///
@@ -143,9 +148,12 @@ impl FairLock {
     /// again instead when it is first and the lock free), and parks until
     /// its turn comes (a message from the release), the holder's lease ends
     /// (when first in line), or its place needs renewing (a third of the
-    /// place lease); each wake-up costs one round trip.
+    /// place lease); each wake-up costs one round trip, except a hand-off
+    /// (see [`FairLock`], "Order"): the guard comes with the message. A
+    /// handed hold's lease counts from the waiter's last call before it.
     ///
-    /// Touches the lock hash, the line, the place deadlines, the counter.
+    /// Touches the lock hash, the line, the place deadlines, the hand-off
+    /// terms, the counter.
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
@@ -154,8 +162,9 @@ impl FairLock {
     /// # Cancel safety
     /// Dropping the future leaves the line at once (a script call from a task
     /// of its own) and wakes whoever is first after it if the lock is free;
-    /// an attempt in flight completes and gives back a hold it took. Nothing
-    /// of the waiter remains in Redis.
+    /// an attempt in flight completes and gives back a hold it took, and a
+    /// hold handed over that no guard took yet is given back (passed on)
+    /// by the same call. Nothing of the waiter remains in Redis.
     pub async fn acquire(&self) -> Result<Guard> {
         self.acquire_waiting(Wait::Forever)
             .await?
@@ -226,6 +235,7 @@ impl FairLock {
             lease_ms: terms.lease_ms,
             wait_ms,
             place_ms,
+            hand_off_ms: hand_off_ms(&terms, place_ms),
         };
         let mut acquisition = FairAcquisition {
             lock: self,
@@ -233,8 +243,38 @@ impl FairLock {
             terms,
             times,
             place: None,
+            handed: None,
+            waiting: None,
         };
         wait_for(&mut acquisition, wait).await
+    }
+}
+
+/// The shortest place lease a waiter takes hand-offs with: its guard
+/// counts the handed lease from its last attempt, up to a third of the
+/// place lease before the hand-off.
+const HAND_OFF_MIN_PLACE_MS: u64 = 1_000;
+
+/// The first lease of a hold a release hands to a waiter under `terms`
+/// (the release writes the hold to it and publishes its token, so the
+/// waiter holds the lock without another call); 0: none, it is woken and
+/// takes the lock itself. Only an anonymous owner: unique to one acquire,
+/// a hold it has before taking one is the handed one, and the one future
+/// that can take it gives it back when dropped. A renewed hold is handed
+/// for the place lease (a waiter dead since its last sign of life blocks
+/// the line no longer than that; a live one's watchdog renews it at once),
+/// a fixed lease for itself. The guard counts it from the waiter's last
+/// attempt before the hand-off, up to a third of the place lease earlier:
+/// the lease must be at least the place lease, and that at least
+/// [`HAND_OFF_MIN_PLACE_MS`].
+fn hand_off_ms(terms: &Terms, place_ms: u64) -> u64 {
+    if terms.named || place_ms < HAND_OFF_MIN_PLACE_MS || terms.lease_ms < place_ms {
+        return 0;
+    }
+    if terms.renewed {
+        place_ms
+    } else {
+        terms.lease_ms
     }
 }
 
@@ -248,6 +288,14 @@ struct FairAcquisition<'a> {
     times: PlaceTimes,
     /// The place this owner holds in line, left when dropped.
     place: Option<Place<FairCall>>,
+    /// Where a hold a release hands to this owner arrives (its channel's).
+    handed: Option<Handed>,
+    /// The last attempt that found this owner waiting: when it left, and
+    /// the fencing counter it read. A hand-off whose token is above that
+    /// counter was written after the attempt ran, so its lease counts from
+    /// when the attempt left; one at or below it was written before, and
+    /// had lapsed by then (the attempt found no hold): it is dropped.
+    waiting: Option<(LeaseInstant, u64)>,
 }
 
 impl FairAcquisition<'_> {
@@ -259,33 +307,70 @@ impl FairAcquisition<'_> {
             times: self.times,
         }
     }
+
+    /// The guard of a hold taken by an attempt or handed over; the owner is
+    /// out of the line either way.
+    fn done(&mut self, acquired: Acquired) -> Step<Guard> {
+        if let Some(place) = self.place.take() {
+            place.forget();
+        }
+        let core = &self.lock.core;
+        let guard = Guard::register(
+            core,
+            Arc::new(self.keys.lock.clone()),
+            Arc::new(FairFamily(self.keys.clone())),
+            self.terms.owner.clone(),
+            &self.terms,
+            acquired,
+        );
+        Step::Done {
+            value: guard,
+            more_left: false,
+        }
+    }
+
+    /// The hold a release handed to this owner since it last looked, if
+    /// any. Its lease (the hand-off's) counts from the last attempt that
+    /// found this owner waiting, sent before the release wrote it (its
+    /// token is above the counter that attempt read); the guard's start is
+    /// moved back so that the client's lease ends there too (the watchdog
+    /// then renews a short hand-off lease at once).
+    fn hand_off(&mut self) -> Option<Acquired> {
+        let token = self.handed.as_ref()?.take()?;
+        let (since, counter) = self.waiting?;
+        if token <= counter {
+            // Written before that attempt ran, and lapsed by then.
+            return None;
+        }
+        let shorter = self.terms.lease_ms.saturating_sub(self.times.hand_off_ms);
+        Some(Acquired {
+            token,
+            reentered: false,
+            sent_at: since - Duration::from_millis(shorter),
+        })
+    }
 }
 
 impl Acquisition for FairAcquisition<'_> {
     type Output = Guard;
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
+        if let Some(acquired) = self.hand_off() {
+            // Handed over by the release that woke us: no call to make.
+            return Ok(self.done(acquired));
+        }
         let core = &self.lock.core;
+        let sent = LeaseInstant::now();
         match attempt(core, self.call()).await? {
-            FairReply::Acquired(acquired) => {
-                // The script took this owner out of the line.
-                if let Some(place) = self.place.take() {
-                    place.forget();
-                }
-                let guard = Guard::register(
-                    core,
-                    Arc::new(self.keys.lock.clone()),
-                    Arc::new(FairFamily(self.keys.clone())),
-                    self.terms.owner.clone(),
-                    &self.terms,
-                    acquired,
-                );
-                Ok(Step::Done {
-                    value: guard,
-                    more_left: false,
-                })
-            }
-            FairReply::Waiting { pttl_ms, first } => {
+            // The script took this owner out of the line (or found the
+            // hold handed to it).
+            FairReply::Acquired(acquired) => Ok(self.done(acquired)),
+            FairReply::Waiting {
+                pttl_ms,
+                first,
+                counter,
+            } => {
+                self.waiting = Some((sent, counter));
                 if self.times.place_ms > 0 && self.place.is_none() {
                     self.place = Some(Place::new(core.clone(), self.call()));
                 }
@@ -302,10 +387,13 @@ impl Acquisition for FairAcquisition<'_> {
         }
     }
 
-    /// The channel is this owner's own: the release names who is next.
+    /// The channel is this owner's own: the release names who is next,
+    /// and a hand-off's token comes on it.
     fn join(&mut self) -> Result<Vec<Ticket>> {
         let channel = self.keys.waiter_channel(&self.terms.owner);
-        Ok(vec![self.lock.core.wakeups.join(&channel)])
+        let ticket = self.lock.core.wakeups.join(&channel);
+        self.handed = Some(ticket.handed());
+        Ok(vec![ticket])
     }
 
     /// In place of a second attempt once subscribed: a wake-up goes only to
@@ -322,8 +410,20 @@ impl Acquisition for FairAcquisition<'_> {
         }
         let mut conn = core.conn.clone();
         let limit = core.current_settings().response_timeout;
-        let (head, pttl_ms) = fair::line_head(&mut conn, &self.keys, limit).await.ok()?;
-        if head.as_deref() != Some(&*self.terms.owner) {
+        let owner = &*self.terms.owner;
+        let fair::LineHead {
+            first: head,
+            pttl_ms,
+            holds,
+        } = fair::line_head(&mut conn, &self.keys, owner, limit)
+            .await
+            .ok()?;
+        if holds {
+            // Handed over before the subscription could hear it: the
+            // attempt takes the hold.
+            return None;
+        }
+        if head.as_deref() != Some(owner) {
             // Still behind someone (or out of line: attempt to find out).
             return head.is_some().then(|| renewal_period(self.times.place_ms));
         }
@@ -344,6 +444,9 @@ impl Acquisition for FairAcquisition<'_> {
         if let Some(place) = self.place.take() {
             place.forget();
         }
+        // A hold handed to the old owner is its undo's to give back.
+        self.handed = None;
+        self.waiting = None;
         Some(retry)
     }
 

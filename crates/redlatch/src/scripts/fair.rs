@@ -21,6 +21,11 @@ pub(crate) struct PlaceTimes {
     /// How long a redlatch waiter's sign of life lasts; 0: a single try
     /// that takes no place.
     pub(crate) place_ms: u64,
+    /// The first lease of a hold a release hands to this waiter; 0: it
+    /// takes no hand-off. One that does (an anonymous owner, unique to one
+    /// acquire) leaves its terms with its place, and a hold it finds is
+    /// the one handed to it.
+    pub(crate) hand_off_ms: u64,
 }
 
 /// What one attempt of the fair acquire script found.
@@ -28,10 +33,13 @@ pub(crate) struct PlaceTimes {
 pub(crate) enum FairReply {
     Acquired(Acquired),
     /// In line (or not, for a single try): the holder's remaining lease
-    /// (-1: no expiry, 0: free but another waiter goes first).
+    /// (-1: no expiry, 0: free but another waiter goes first), and the
+    /// fencing counter's value: a hand-off whose token is above it was
+    /// written after this call ran.
     Waiting {
         pttl_ms: i64,
         first: bool,
+        counter: u64,
     },
 }
 
@@ -49,34 +57,47 @@ pub(crate) async fn acquire(
         .key(&keys.timeouts)
         .key(&keys.lock.token())
         .key(&keys.alive)
+        .key(&keys.terms)
         .arg(times.lease_ms)
         .arg(owner)
         .arg(times.wait_ms)
         .arg(times.place_ms)
         .arg(keys.lock.channel())
-        .arg(conn.publish_command());
+        .arg(conn.publish_command())
+        .arg(times.hand_off_ms);
     let reply: Vec<i64> = call.run(conn, "fair acquire", limit).await?;
     if let Some(acquired) = Acquired::read(&reply, sent_at) {
         return Ok(FairReply::Acquired(acquired));
     }
     match reply.as_slice() {
-        [0, pttl_ms, first] => Ok(FairReply::Waiting {
+        [0, pttl_ms, first, counter] => Ok(FairReply::Waiting {
             pttl_ms: *pttl_ms,
             first: *first == 1,
+            counter: u64::try_from(*counter).unwrap_or(0),
         }),
         other => Err(unexpected("fair acquire", &keys.lock.key, other)),
     }
 }
 
-/// The line's first waiter (owner field) and the lock's `PTTL` (-2: free),
-/// read by plain commands in one pipeline, no script: what a waiter that
-/// took its place and subscribed since needs to see to park at once. One
+/// What a waiter that took its place and subscribed since reads to park at
+/// once: the line's first waiter (owner field), the lock's `PTTL` (-2:
+/// free), and whether `owner` holds the lock (handed over before the
+/// subscription could hear it).
+#[derive(Debug)]
+pub(crate) struct LineHead {
+    pub(crate) first: Option<String>,
+    pub(crate) pttl_ms: i64,
+    pub(crate) holds: bool,
+}
+
+/// Reads the [`LineHead`] by plain commands in one pipeline, no script. One
 /// round trip, at most `limit`. Not for a cluster (two keys in one pipeline).
 pub(crate) async fn line_head(
     conn: &mut Connection,
     keys: &FairKeys,
+    owner: &str,
     limit: Duration,
-) -> Result<(Option<String>, i64)> {
+) -> Result<LineHead> {
     let call = async {
         redis::pipe()
             .cmd("LINDEX")
@@ -84,21 +105,30 @@ pub(crate) async fn line_head(
             .arg(0)
             .cmd("PTTL")
             .arg(&*keys.lock.key)
-            .query_async::<(Option<String>, i64)>(conn)
+            .cmd("HEXISTS")
+            .arg(&*keys.lock.key)
+            .arg(owner)
+            .query_async::<(Option<String>, i64, bool)>(conn)
             .await
             .map_err(|error| Error::from_redis("fair acquire", error))
     };
-    bounded("fair acquire", limit, call).await
+    let (first, pttl_ms, holds) = bounded("fair acquire", limit, call).await?;
+    Ok(LineHead {
+        first,
+        pttl_ms,
+        holds,
+    })
 }
 
 /// Leaves the line; the waiters behind move one place up (`wait_ms` off
-/// their deadlines, the wait time this owner joined with). One round trip,
-/// at most `limit`.
+/// their deadlines, the wait time this owner joined with). An owner that
+/// takes hand-offs gives back a hold handed to it (no guard took it). One
+/// round trip, at most `limit`.
 pub(crate) async fn leave(
     conn: &mut Connection,
     keys: &FairKeys,
     owner: &str,
-    wait_ms: u64,
+    times: PlaceTimes,
     limit: Duration,
 ) -> Result<()> {
     let mut call = super::FAIR_LEAVE.call(conn);
@@ -106,15 +136,19 @@ pub(crate) async fn leave(
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.alive)
+        .key(&keys.terms)
+        .key(&keys.lock.token())
         .arg(keys.lock.channel())
         .arg(owner)
         .arg(conn.publish_command())
-        .arg(wait_ms);
+        .arg(times.wait_ms)
+        .arg(if times.hand_off_ms > 0 { "1" } else { "0" });
     call.run::<i64>(conn, "fair leave", limit).await.map(drop)
 }
 
-/// Drops one hold of a fair lock; the last one wakes the first waiter. One
-/// round trip, at most `limit`.
+/// Drops one hold of a fair lock; the last one wakes the first waiter, or
+/// hands it the lock (a redlatch waiter that left its terms). One round
+/// trip, at most `limit`.
 pub(crate) async fn release(
     conn: &mut Connection,
     keys: &FairKeys,
@@ -126,6 +160,8 @@ pub(crate) async fn release(
         .key(&keys.queue)
         .key(&keys.timeouts)
         .key(&keys.alive)
+        .key(&keys.terms)
+        .key(&keys.lock.token())
         .arg(keys.lock.channel())
         .arg(request.lease_ms)
         .arg(&*request.owner)

@@ -250,6 +250,7 @@ impl FairKeys {
             &self.queue,
             &self.timeouts,
             &self.alive,
+            &self.terms,
         ];
         one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
         Ok(self)
@@ -462,6 +463,9 @@ pub(crate) struct FairKeys {
     /// redlatch waiters' signs of life: `redlatch_fair_alive:{KEY}` (zset, ms),
     /// where Redisson never looks.
     pub(crate) alive: String,
+    /// What a release needs to hand the lock to a redlatch waiter (its lease
+    /// and W): `redlatch_fair_terms:{KEY}` (hash), where Redisson never looks.
+    pub(crate) terms: String,
 }
 
 impl FairKeys {
@@ -471,6 +475,7 @@ impl FairKeys {
             queue: prefix_name("redisson_lock_queue", &lock.key),
             timeouts: prefix_name("redisson_lock_timeout", &lock.key),
             alive: prefix_name("redlatch_fair_alive", &lock.key),
+            terms: prefix_name("redlatch_fair_terms", &lock.key),
             lock,
         })
     }

@@ -184,25 +184,34 @@ script!(
     precedence
 );
 
+// `fair_line` hands the lock over with the checks' and memory's helpers:
+// they come before it.
 mutating!(
     FAIR_ACQUIRE,
     "fair_acquire.lua",
     ANSWERS_UNDER_OOM,
     checks,
+    memory,
     fair_line,
-    lease,
-    memory
+    lease
 );
 mutating!(
     FAIR_RELEASE,
     "fair_release.lua",
     GIVES_BACK,
     checks,
+    memory,
     fair_line,
-    lease,
-    memory
+    lease
 );
-mutating!(FAIR_LEAVE, "fair_leave.lua", GIVES_BACK, fair_line);
+mutating!(
+    FAIR_LEAVE,
+    "fair_leave.lua",
+    GIVES_BACK,
+    checks,
+    memory,
+    fair_line
+);
 
 mutating!(
     RW_READ_ACQUIRE,

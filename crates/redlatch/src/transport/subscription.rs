@@ -39,8 +39,9 @@ pub(crate) enum SubscriptionSource {
 
 /// What a session reports.
 pub(crate) enum Event {
-    /// A message arrived on this channel.
-    Message(String),
+    /// A message arrived on this channel; with the fencing token it carries
+    /// when it hands a fair lock over ([`handed_token`]).
+    Message(String, Option<u64>),
     /// A connection under the session was lost and re-established: messages
     /// may have been missed, waiters should check their locks again.
     Resync,
@@ -152,16 +153,20 @@ impl Session {
     /// The next event; `None` when the session is over. Cancel safe.
     pub(crate) async fn next(&mut self) -> Option<Event> {
         match self {
-            Session::Plain { stream, .. } => stream
-                .next()
-                .await
-                .map(|message| Event::Message(message.get_channel_name().to_owned())),
+            Session::Plain { stream, .. } => stream.next().await.map(|message| {
+                let handed = handed_token(message.get_payload_bytes());
+                Event::Message(message.get_channel_name().to_owned(), handed)
+            }),
             Session::Cluster { pushes, .. } => loop {
                 let push = pushes.recv().await?;
                 match push.kind {
                     PushKind::SMessage | PushKind::Message => {
                         if let Some(channel) = push.data.first().and_then(text) {
-                            return Some(Event::Message(channel));
+                            let handed = match push.data.get(1) {
+                                Some(Value::BulkString(payload)) => handed_token(payload),
+                                _ => None,
+                            };
+                            return Some(Event::Message(channel, handed));
                         }
                     }
                     // The cluster client resubscribes by itself once it reconnects.
@@ -171,6 +176,17 @@ impl Session {
             },
         }
     }
+}
+
+/// What a fair release publishes to the waiter it handed the lock to,
+/// before the hold's fencing token (`HANDED` in scripts/lib/fair_line.lua).
+const HANDED: &[u8] = b"redlatch:handed:";
+
+/// The fencing token of a hand-off message; `None` for any other message
+/// (an unlock message, `0`, only wakes).
+pub(crate) fn handed_token(payload: &[u8]) -> Option<u64> {
+    let digits = payload.strip_prefix(HANDED)?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 fn text(value: &Value) -> Option<String> {

@@ -443,3 +443,56 @@ async fn dead_java_waiters_go_at_their_deadline_and_live_ones_stay() {
     guard.release().await.unwrap();
     assert_eq!(live.acquire(&mut java, W).await, None, "its turn came");
 }
+
+/// A redlatch release hands the lock to a redlatch waiter first in line
+/// (the hold written to it in the release, before it runs anything) and
+/// moves the Java waiter behind it up by W, as a take would; a Java waiter
+/// first in line is only woken with Redisson's '0' and takes the free lock
+/// with its own script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_over_to_redlatch_waiters_and_only_wakes_java_ones() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut java = common::admin(&server).await;
+    let name = "handed";
+    let j2 = JavaThread::new(name, 2);
+    let r0 = client.fair_lock(name).acquire().await.unwrap();
+    let r1 = tokio::spawn({
+        let lock = client.fair_lock(name);
+        async move { lock.acquire().await }
+    });
+    assert!(line_reaches(&java, &j2, 1).await);
+    let r1_field = line(&mut java, &j2).await[0].clone();
+    assert!(j2.acquire(&mut java, W).await.is_some(), "J2 queues");
+    let before = deadline(&mut java, &j2, &j2.field).await;
+    let mut pubsub = server.client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(j2.channel()).await.unwrap();
+
+    r0.release().await.unwrap();
+    // Handed over in the release itself: R1 holds before it ran anything.
+    let holds: bool = java.hexists(name, &r1_field).await.unwrap();
+    assert!(holds, "the release wrote the hold to R1");
+    assert_eq!(line(&mut java, &j2).await, vec![j2.field.clone()]);
+    assert_eq!(deadline(&mut java, &j2, &j2.field).await, before - W);
+    assert!(j2.acquire(&mut java, W).await.is_some(), "R1 holds");
+    let r1 = tokio::time::timeout(Duration::from_secs(2), r1)
+        .await
+        .expect("R1 gets the guard of the hold handed to it")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r1.owner(), r1_field);
+
+    // R1's release only wakes J2: the lock is free until J2 takes it.
+    r1.release().await.unwrap();
+    let exists: bool = java.exists(name).await.unwrap();
+    assert!(!exists, "a Java waiter is never handed the lock");
+    let mut messages = pubsub.on_message();
+    let message = tokio::time::timeout(Duration::from_secs(2), messages.next())
+        .await
+        .expect("J2 is woken")
+        .unwrap();
+    assert_eq!(message.get_payload::<String>().unwrap(), "0");
+    drop(messages);
+    assert_eq!(j2.acquire(&mut java, W).await, None, "J2 takes it");
+    assert_eq!(j2.unlock(&mut java).await, Some(1));
+}
