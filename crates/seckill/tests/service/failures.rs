@@ -7,7 +7,8 @@ use seckill::strategy::StrategyKind;
 use sqlx::{Connection, Executor};
 
 use crate::support::{
-    Backend, click, client, create_voucher, on_backend, open_window, start_instances,
+    Backend, click, client, create_voucher, on_backend, open_window, redis_and_instance,
+    start_instances,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,16 +69,8 @@ async fn redis_down_answers_503_for_every_strategy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_database_answers_500() {
     on_backend(Backend::Sqlite, "broken_database", |database| async move {
-        let redis = testkit::RedisServer::start().expect("redis-server");
-        let service = start_instances(
-            &redis.url(),
-            &database.url,
-            StrategyKind::RedisLock,
-            1,
-            Tuning::default(),
-        )
-        .await
-        .remove(0);
+        let (_redis, service) =
+            redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
         let http = client();
         let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
         let mut conn = sqlx::SqliteConnection::connect(&database.url)

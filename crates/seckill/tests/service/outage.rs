@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::on_every_backend;
 use crate::support::{
     Backend, TestDatabase, click, client, create_voucher, on_backend, open_window,
-    redis_and_instances, start_instances, stock_of,
+    redis_and_instance, redis_and_instances, start_instances, stock_of,
 };
 
 /// The shop's response timeout on its shared connection is 3 s; an answer
@@ -393,17 +393,15 @@ async fn ready_names_a_reserve_consumer_that_cannot_consume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
     on_backend(Backend::Sqlite, "in_flight_cap", |database| async move {
-        let (redis, mut services) = redis_and_instances(
+        let (redis, service) = redis_and_instance(
             &database,
             StrategyKind::Reserve,
-            1,
             Tuning {
                 max_in_flight: 2,
                 ..Tuning::default()
             },
         )
         .await;
-        let service = services.remove(0);
         let http = client();
         let base = service.url();
         let voucher = create_voucher(&http, &base, 10, open_window()).await;
