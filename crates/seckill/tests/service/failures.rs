@@ -104,23 +104,26 @@ async fn a_broken_database_answers_500() {
 async fn lock_settings_file_is_checked_at_start_and_followed() {
     on_backend(Backend::Sqlite, "lock_config", |database| async move {
         let redis = testkit::RedisServer::start().expect("redis-server");
+        // An instance with `--lock-config path`.
+        let start_with_lock_settings = |path| {
+            seckill::serve::start_tuned(
+                crate::support::config(
+                    &redis.url(),
+                    &database.url,
+                    StrategyKind::RedisLock,
+                    1,
+                    false,
+                ),
+                Tuning {
+                    lock_settings: Some(path),
+                    ..Tuning::default()
+                },
+            )
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let bad = dir.path().join("bad.toml");
         std::fs::write(&bad, "[lock]\ndefault_lease = \"banana\"\n").expect("write");
-        let refused = seckill::serve::start_tuned(
-            crate::support::config(
-                &redis.url(),
-                &database.url,
-                StrategyKind::RedisLock,
-                1,
-                false,
-            ),
-            Tuning {
-                lock_settings: Some(bad),
-                ..Tuning::default()
-            },
-        )
-        .await;
+        let refused = start_with_lock_settings(bad).await;
         let Err(error) = refused else {
             panic!("a bad lock settings file must stop the start");
         };
@@ -129,21 +132,9 @@ async fn lock_settings_file_is_checked_at_start_and_followed() {
         // A good file: the per-user locks take its key prefix.
         let good = dir.path().join("locks.toml");
         std::fs::write(&good, "[lock]\nkey_prefix = \"shop1:\"\n").expect("write");
-        let service = seckill::serve::start_tuned(
-            crate::support::config(
-                &redis.url(),
-                &database.url,
-                StrategyKind::RedisLock,
-                1,
-                false,
-            ),
-            Tuning {
-                lock_settings: Some(good),
-                ..Tuning::default()
-            },
-        )
-        .await
-        .expect("starts with a good file");
+        let service = start_with_lock_settings(good)
+            .await
+            .expect("starts with a good file");
         let http = client();
         let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
         // Hold the user's lock under the file's prefix: the order must find it held.

@@ -526,11 +526,13 @@ async fn set_stock(database: &TestDatabase, voucher: i64, stock: i64) {
     }
 }
 
-on_every_backend!(a_sold_out_flag_answers_without_redis_or_the_database);
-
-async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDatabase) {
+/// An instance whose sold-out flag is rechecked only after an hour, and a
+/// voucher of one unit on sale there.
+async fn one_unit_flagged_an_hour(
+    database: &TestDatabase,
+) -> (testkit::RedisServer, seckill::serve::Service, i64) {
     let (redis, service) = redis_and_instance(
-        &database,
+        database,
         StrategyKind::RedisLock,
         Tuning {
             sold_out_recheck: Duration::from_secs(3600),
@@ -538,9 +540,16 @@ async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDat
         },
     )
     .await;
+    let voucher = create_voucher(&client(), &service.url(), 1, open_window()).await;
+    (redis, service, voucher)
+}
+
+on_every_backend!(a_sold_out_flag_answers_without_redis_or_the_database);
+
+async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDatabase) {
+    let (redis, service, voucher) = one_unit_flagged_an_hour(&database).await;
     let base = service.url();
     let http = client();
-    let voucher = create_voucher(&http, &base, 1, open_window()).await;
     assert_eq!(click(&http, &base, voucher, 1).await.status, Some(201));
     assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
 
@@ -616,18 +625,9 @@ on_every_backend!(stock_returned_here_clears_the_sold_out_flag);
 
 async fn stock_returned_here_clears_the_sold_out_flag(database: TestDatabase) {
     // A recheck of an hour: only the cancellation can clear the flag.
-    let (_redis, service) = redis_and_instance(
-        &database,
-        StrategyKind::RedisLock,
-        Tuning {
-            sold_out_recheck: Duration::from_secs(3600),
-            ..Tuning::default()
-        },
-    )
-    .await;
+    let (_redis, service, voucher) = one_unit_flagged_an_hour(&database).await;
     let base = service.url();
     let http = client();
-    let voucher = create_voucher(&http, &base, 1, open_window()).await;
     let bought = click(&http, &base, voucher, 1).await;
     let order = bought.order_id().expect("an order");
     assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
