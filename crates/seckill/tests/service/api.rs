@@ -6,14 +6,13 @@ use seckill::strategy::StrategyKind;
 use serde_json::{Value, json};
 
 use crate::on_every_backend;
-use crate::support::{TestDatabase, client, create_voucher, open_window, redis_and_instances};
+use crate::support::{TestDatabase, client, create_voucher, open_window, redis_and_instance};
 
 on_every_backend!(http_contract);
 
 async fn http_contract(database: TestDatabase) {
-    let (_redis, mut services) =
-        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
-    let service = services.remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let base = service.url();
     let http = client();
 
@@ -193,9 +192,8 @@ on_every_backend!(voucher_list);
 /// `GET /vouchers`: empty at first, then every voucher as `GET /vouchers/{id}`
 /// shows it, ordered by id; past 100 vouchers, the newest 100.
 async fn voucher_list(database: TestDatabase) {
-    let (_redis, mut services) =
-        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
-    let service = services.remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let base = service.url();
     let http = client();
     let list_url = format!("{base}/vouchers");

@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use crate::on_every_backend;
 use crate::support::{
-    Backend, TestDatabase, click, client, config, create_voucher, open_window, redis_and_instances,
-    start_instances,
+    Backend, TestDatabase, click, client, config, create_voucher, open_window, redis_and_instance,
 };
 
 const SECRET: &str = "a secret for the tests, 32 bytes or more";
@@ -157,18 +156,10 @@ async fn idempotency_keys_of_strangers_leave_nothing_in_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_sites_pages_cannot_create_vouchers_or_replay_dead_letters() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
     let http = client();
     // On loopback with no token: the local admin may, other sites may not.
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::Reserve,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::Reserve, Tuning::default()).await;
     let base = service.url();
     let (begin_at, end_at) = open_window();
     let voucher = json!({"title": "t", "stock": 9_223_372_036_854_775_807_i64,
@@ -253,9 +244,8 @@ async fn other_sites_pages_cannot_create_vouchers_or_replay_dead_letters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_does_not_keep_a_sold_out_that_stopped_being_true() {
     let database = sqlite().await;
-    let (_redis, mut services) =
-        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
-    let service = services.remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let http = client();
     let base = service.url();
     let voucher = create_voucher(&http, &base, 1, open_window()).await;
@@ -361,9 +351,8 @@ async fn orders_are_read_by_their_buyer_and_the_admin_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_lists_come_in_pages() {
     let database = sqlite().await;
-    let (_redis, mut services) =
-        redis_and_instances(&database, StrategyKind::RedisLock, 1, Tuning::default()).await;
-    let service = services.remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let http = client();
     let base = service.url();
     let voucher = create_voucher(&http, &base, 5, open_window()).await;
@@ -429,19 +418,15 @@ async fn slow_header_and_idle_connections_are_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
+    let (_redis, service) = redis_and_instance(
+        &database,
         StrategyKind::RedisLock,
-        1,
         Tuning {
             header_timeout: std::time::Duration::from_secs(1),
             ..Tuning::default()
         },
     )
-    .await
-    .remove(0);
+    .await;
     // Half of them start a request and never finish its headers; the
     // others connect and say nothing.
     let mut held = Vec::new();
@@ -480,16 +465,8 @@ async fn slow_header_and_idle_connections_are_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_may_not_be_framed_sniffed_or_run_other_scripts() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let page = client()
         .get(format!("{}/", service.url()))
         .send()
@@ -555,16 +532,8 @@ on_every_backend!(titles_with_control_characters_are_refused);
 /// A NUL (which PostgreSQL refuses), an escape sequence (which colours a
 /// terminal showing it), a line break: 400 with a message, on every backend.
 async fn titles_with_control_characters_are_refused(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let http = client();
     let (begin_at, end_at) = open_window();
     for title in ["nul\u{0}here", "\u{1b}[31mred\u{1b}[0m", "two\nlines"] {
@@ -619,17 +588,15 @@ async fn a_guessable_jwt_secret_is_refused_at_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_gets_a_bounded_number_of_idempotency_keys_a_day() {
     let database = sqlite().await;
-    let (redis, mut services) = redis_and_instances(
+    let (redis, service) = redis_and_instance(
         &database,
         StrategyKind::RedisLock,
-        1,
         Tuning {
             idempotency_keys_per_day: 3,
             ..Tuning::default()
         },
     )
     .await;
-    let service = services.remove(0);
     let http = client();
     let base = service.url();
     let voucher = create_voucher(&http, &base, 10, open_window()).await;

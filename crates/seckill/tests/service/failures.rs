@@ -7,7 +7,8 @@ use seckill::strategy::StrategyKind;
 use sqlx::{Connection, Executor};
 
 use crate::support::{
-    Backend, click, client, create_voucher, on_backend, open_window, start_instances,
+    Backend, click, client, create_voucher, on_backend, open_window, redis_and_instance,
+    start_instances,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,16 +69,8 @@ async fn redis_down_answers_503_for_every_strategy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_database_answers_500() {
     on_backend(Backend::Sqlite, "broken_database", |database| async move {
-        let redis = testkit::RedisServer::start().expect("redis-server");
-        let service = start_instances(
-            &redis.url(),
-            &database.url,
-            StrategyKind::RedisLock,
-            1,
-            Tuning::default(),
-        )
-        .await
-        .remove(0);
+        let (_redis, service) =
+            redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
         let http = client();
         let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
         let mut conn = sqlx::SqliteConnection::connect(&database.url)
@@ -111,23 +104,26 @@ async fn a_broken_database_answers_500() {
 async fn lock_settings_file_is_checked_at_start_and_followed() {
     on_backend(Backend::Sqlite, "lock_config", |database| async move {
         let redis = testkit::RedisServer::start().expect("redis-server");
+        // An instance with `--lock-config path`.
+        let start_with_lock_settings = |path| {
+            seckill::serve::start_tuned(
+                crate::support::config(
+                    &redis.url(),
+                    &database.url,
+                    StrategyKind::RedisLock,
+                    1,
+                    false,
+                ),
+                Tuning {
+                    lock_settings: Some(path),
+                    ..Tuning::default()
+                },
+            )
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let bad = dir.path().join("bad.toml");
         std::fs::write(&bad, "[lock]\ndefault_lease = \"banana\"\n").expect("write");
-        let refused = seckill::serve::start_tuned(
-            crate::support::config(
-                &redis.url(),
-                &database.url,
-                StrategyKind::RedisLock,
-                1,
-                false,
-            ),
-            Tuning {
-                lock_settings: Some(bad),
-                ..Tuning::default()
-            },
-        )
-        .await;
+        let refused = start_with_lock_settings(bad).await;
         let Err(error) = refused else {
             panic!("a bad lock settings file must stop the start");
         };
@@ -136,21 +132,9 @@ async fn lock_settings_file_is_checked_at_start_and_followed() {
         // A good file: the per-user locks take its key prefix.
         let good = dir.path().join("locks.toml");
         std::fs::write(&good, "[lock]\nkey_prefix = \"shop1:\"\n").expect("write");
-        let service = seckill::serve::start_tuned(
-            crate::support::config(
-                &redis.url(),
-                &database.url,
-                StrategyKind::RedisLock,
-                1,
-                false,
-            ),
-            Tuning {
-                lock_settings: Some(good),
-                ..Tuning::default()
-            },
-        )
-        .await
-        .expect("starts with a good file");
+        let service = start_with_lock_settings(good)
+            .await
+            .expect("starts with a good file");
         let http = client();
         let voucher = create_voucher(&http, &service.url(), 10, open_window()).await;
         // Hold the user's lock under the file's prefix: the order must find it held.

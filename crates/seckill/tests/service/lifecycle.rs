@@ -11,7 +11,9 @@ use serde_json::Value;
 use sqlx::Executor;
 
 use crate::on_every_backend;
-use crate::support::{TestDatabase, click, client, create_voucher, open_window, start_instances};
+use crate::support::{
+    TestDatabase, click, client, create_voucher, open_window, redis_and_instance, start_instances,
+};
 
 on_every_backend!(an_order_is_paid_or_cancelled_once_by_its_buyer);
 on_every_backend!(pay_and_cancel_racing_on_two_instances_end_each_order_once);
@@ -293,20 +295,12 @@ async fn unpaid_orders_expire_and_their_units_sell_again(database: TestDatabase)
 /// commit, is finished by the sweeper, and a give-back already done is not
 /// done again.
 async fn a_give_back_cut_short_by_a_crash_is_finished_once(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
     let tuning = Tuning {
         payment_timeout: Duration::from_millis(200),
         ..Tuning::default()
     };
-    let instances = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::Reserve,
-        1,
-        tuning,
-    )
-    .await;
-    let base = instances[0].url();
+    let (redis, service) = redis_and_instance(&database, StrategyKind::Reserve, tuning).await;
+    let base = service.url();
     let http = client();
     let voucher = create_voucher(&http, &base, 3, open_window()).await;
     let id = click(&http, &base, voucher, 1)
@@ -366,9 +360,7 @@ async fn a_give_back_cut_short_by_a_crash_is_finished_once(database: TestDatabas
     wait_back(&pool).await;
     assert_eq!(redis_stock(&mut conn), 3, "and not twice");
     pool.close().await;
-    for instance in instances {
-        instance.shutdown().await;
-    }
+    service.shutdown().await;
 }
 
 on_every_backend!(a_payment_after_the_deadline_expires_the_order);
@@ -376,21 +368,13 @@ on_every_backend!(a_payment_after_the_deadline_expires_the_order);
 /// The sweeper has not come by yet, but the deadline has passed: the
 /// payment is refused and the order expires, its unit back on sale.
 async fn a_payment_after_the_deadline_expires_the_order(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
     // An hour: the sweeper looks every 5 s, so the payment comes first.
     let tuning = Tuning {
         payment_timeout: Duration::from_secs(3600),
         ..Tuning::default()
     };
-    let instances = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        tuning,
-    )
-    .await;
-    let base = instances[0].url();
+    let (_redis, service) = redis_and_instance(&database, StrategyKind::RedisLock, tuning).await;
+    let base = service.url();
     let http = client();
     let voucher = create_voucher(&http, &base, 3, open_window()).await;
     let id = click(&http, &base, voucher, 1)
@@ -410,9 +394,7 @@ async fn a_payment_after_the_deadline_expires_the_order(database: TestDatabase) 
     let (_, order) = get_order(&http, &base, id).await;
     assert_eq!(order["status"], "expired", "{order}");
     assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
-    for instance in instances {
-        instance.shutdown().await;
-    }
+    service.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,16 +402,9 @@ async fn a_cancel_without_a_redis_stock_does_not_wait_for_a_stalled_redis() {
     let database = TestDatabase::create(crate::support::Backend::Sqlite, "cancel_stalled")
         .await
         .expect("SQLite");
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let instances = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        Tuning::default(),
-    )
-    .await;
-    let base = instances[0].url();
+    let (redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
+    let base = service.url();
     let http = client();
     let voucher = create_voucher(&http, &base, 3, open_window()).await;
     let id = click(&http, &base, voucher, 1)
@@ -452,7 +427,5 @@ async fn a_cancel_without_a_redis_stock_does_not_wait_for_a_stalled_redis() {
         "{body}"
     );
     assert_eq!(voucher_stock(&http, &base, voucher).await, 3, "unit back");
-    for instance in instances {
-        instance.shutdown().await;
-    }
+    service.shutdown().await;
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::on_every_backend;
 use crate::support::{
     Backend, TestDatabase, click, client, create_voucher, on_backend, open_window,
-    redis_and_instances, start_instances, stock_of,
+    redis_and_instance, start_instances, stock_of,
 };
 
 /// The shop's response timeout on its shared connection is 3 s; an answer
@@ -47,9 +47,8 @@ async fn get(http: &reqwest::Client, url: &str) -> Option<(u16, Value)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_answers_503_with_retry_after_within_the_timeout() {
     on_backend(Backend::Sqlite, "stalled_redis", |database| async move {
-        let (redis, mut services) =
-            redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
-        let service = services.remove(0);
+        let (redis, service) =
+            redis_and_instance(&database, StrategyKind::Reserve, Tuning::default()).await;
         let http = client();
         let base = service.url();
         let voucher = create_voucher(&http, &base, 10, open_window()).await;
@@ -58,37 +57,19 @@ async fn a_stalled_redis_answers_503_with_retry_after_within_the_timeout() {
         redis.pause().expect("pause redis-server");
         // A click, and a click with an Idempotency-Key (its claim is the
         // first Redis call), each from another user.
-        let plain = {
-            let http = http.clone();
-            let base = base.clone();
+        let order = |headers: &'static [(&'static str, &'static str)]| {
+            let mut request = http.post(format!("{base}/vouchers/{voucher}/orders"));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
             tokio::spawn(async move {
                 let asked = Instant::now();
-                let answer = tokio::time::timeout(
-                    ANSWER_WITHIN,
-                    http.post(format!("{base}/vouchers/{voucher}/orders"))
-                        .header("X-User-Id", "2")
-                        .send(),
-                )
-                .await;
+                let answer = tokio::time::timeout(ANSWER_WITHIN, request.send()).await;
                 (answer, asked.elapsed())
             })
         };
-        let keyed = {
-            let http = http.clone();
-            let base = base.clone();
-            tokio::spawn(async move {
-                let asked = Instant::now();
-                let answer = tokio::time::timeout(
-                    ANSWER_WITHIN,
-                    http.post(format!("{base}/vouchers/{voucher}/orders"))
-                        .header("X-User-Id", "3")
-                        .header("Idempotency-Key", "stalled-1")
-                        .send(),
-                )
-                .await;
-                (answer, asked.elapsed())
-            })
-        };
+        let plain = order(&[("X-User-Id", "2")]);
+        let keyed = order(&[("X-User-Id", "3"), ("Idempotency-Key", "stalled-1")]);
         let answers = [plain.await.expect("task"), keyed.await.expect("task")];
         redis.resume().expect("resume redis-server");
         for (which, (answer, waited)) in ["plain", "keyed"].into_iter().zip(answers) {
@@ -158,17 +139,9 @@ async fn order_user(db: &seckill::db::Db, voucher: i64, order_id: i64) -> Option
 }
 
 async fn reserve_writes_orders_accepted_after_redis_lost_its_data(database: TestDatabase) {
-    let mut redis = testkit::RedisServer::start().expect("redis-server");
     let http = client();
-    let service = start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::Reserve,
-        1,
-        Tuning::default(),
-    )
-    .await
-    .remove(0);
+    let (mut redis, service) =
+        redis_and_instance(&database, StrategyKind::Reserve, Tuning::default()).await;
     let base = service.url();
     let db = seckill::db::Db::connect(&database.url).await.expect("db");
     let voucher = create_voucher(&http, &base, 10, open_window()).await;
@@ -243,9 +216,8 @@ on_every_backend!(an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned
 /// A lost INCR of the day's counter hands out an id that an order already
 /// has; the consumer must not take the second order for the first.
 async fn an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned(database: TestDatabase) {
-    let (redis, mut services) =
-        redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
-    let service = services.remove(0);
+    let (redis, service) =
+        redis_and_instance(&database, StrategyKind::Reserve, Tuning::default()).await;
     let http = client();
     let base = service.url();
     let db = seckill::db::Db::connect(&database.url).await.expect("db");
@@ -332,9 +304,8 @@ async fn an_order_id_drawn_again_is_dead_lettered_and_its_unit_returned(database
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_names_a_reserve_consumer_that_cannot_consume() {
     on_backend(Backend::Sqlite, "consumer_ready", |database| async move {
-        let (redis, mut services) =
-            redis_and_instances(&database, StrategyKind::Reserve, 1, Tuning::default()).await;
-        let service = services.remove(0);
+        let (redis, service) =
+            redis_and_instance(&database, StrategyKind::Reserve, Tuning::default()).await;
         let http = client();
         let base = service.url();
         let ready_url = format!("{base}/health/ready");
@@ -393,17 +364,15 @@ async fn ready_names_a_reserve_consumer_that_cannot_consume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_the_cap_are_refused_at_once_while_redis_stalls() {
     on_backend(Backend::Sqlite, "in_flight_cap", |database| async move {
-        let (redis, mut services) = redis_and_instances(
+        let (redis, service) = redis_and_instance(
             &database,
             StrategyKind::Reserve,
-            1,
             Tuning {
                 max_in_flight: 2,
                 ..Tuning::default()
             },
         )
         .await;
-        let service = services.remove(0);
         let http = client();
         let base = service.url();
         let voucher = create_voucher(&http, &base, 10, open_window()).await;

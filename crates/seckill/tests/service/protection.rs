@@ -8,7 +8,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::StatusCode;
 use seckill::api::auth::AuthConfig;
 use seckill::db::Db;
-use seckill::serve::{Service, Tuning};
+use seckill::serve::Tuning;
 use seckill::strategy::StrategyKind;
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
@@ -16,23 +16,10 @@ use sqlx::{Connection, Executor};
 use crate::on_every_backend;
 use crate::support::{
     Backend, TestDatabase, click, client, config, create_voucher, metrics_page, open_window,
-    start_instances,
+    redis_and_instance,
 };
 
 const SECRET: &str = "a secret for the tests, 32 bytes or more";
-
-/// One instance over `redis` and `database` with `tuning`.
-async fn one(redis: &testkit::RedisServer, database: &TestDatabase, tuning: Tuning) -> Service {
-    start_instances(
-        &redis.url(),
-        &database.url,
-        StrategyKind::RedisLock,
-        1,
-        tuning,
-    )
-    .await
-    .remove(0)
-}
 
 /// A POST's status, headers and JSON body.
 async fn post(request: reqwest::RequestBuilder) -> (StatusCode, reqwest::header::HeaderMap, Value) {
@@ -88,10 +75,9 @@ async fn sqlite() -> TestDatabase {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_mode_knows_users_by_their_token_only() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
+    let (_redis, service) = redis_and_instance(
         &database,
+        StrategyKind::RedisLock,
         Tuning {
             auth: AuthConfig::Jwt {
                 secret: SECRET.to_owned(),
@@ -260,8 +246,8 @@ fn the_command_line_wants_a_secret_for_jwt() {
 on_every_backend!(an_idempotency_key_places_one_order);
 
 async fn an_idempotency_key_places_one_order(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(&redis, &database, Tuning::default()).await;
+    let (_redis, service) =
+        redis_and_instance(&database, StrategyKind::RedisLock, Tuning::default()).await;
     let base = service.url();
     let http = client();
     let voucher = create_voucher(&http, &base, 10, open_window()).await;
@@ -346,10 +332,9 @@ async fn an_idempotency_key_places_one_order(database: TestDatabase) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_5xx_answer_is_not_kept_and_no_redis_means_no_work() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
+    let (redis, service) = redis_and_instance(
         &database,
+        StrategyKind::RedisLock,
         Tuning {
             lock_wait: Duration::from_millis(200),
             ..Tuning::default()
@@ -433,10 +418,9 @@ async fn a_5xx_answer_is_not_kept_and_no_redis_means_no_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_rate_limit_a_user_gets_429_with_retry_after() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
+    let (_redis, service) = redis_and_instance(
         &database,
+        StrategyKind::RedisLock,
         Tuning {
             rate_limit: Some("1/s".parse().expect("limit")),
             ..Tuning::default()
@@ -542,22 +526,30 @@ async fn set_stock(database: &TestDatabase, voucher: i64, stock: i64) {
     }
 }
 
-on_every_backend!(a_sold_out_flag_answers_without_redis_or_the_database);
-
-async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
-        &database,
+/// An instance whose sold-out flag is rechecked only after an hour, and a
+/// voucher of one unit on sale there.
+async fn one_unit_flagged_an_hour(
+    database: &TestDatabase,
+) -> (testkit::RedisServer, seckill::serve::Service, i64) {
+    let (redis, service) = redis_and_instance(
+        database,
+        StrategyKind::RedisLock,
         Tuning {
             sold_out_recheck: Duration::from_secs(3600),
             ..Tuning::default()
         },
     )
     .await;
+    let voucher = create_voucher(&client(), &service.url(), 1, open_window()).await;
+    (redis, service, voucher)
+}
+
+on_every_backend!(a_sold_out_flag_answers_without_redis_or_the_database);
+
+async fn a_sold_out_flag_answers_without_redis_or_the_database(database: TestDatabase) {
+    let (redis, service, voucher) = one_unit_flagged_an_hour(&database).await;
     let base = service.url();
     let http = client();
-    let voucher = create_voucher(&http, &base, 1, open_window()).await;
     assert_eq!(click(&http, &base, voucher, 1).await.status, Some(201));
     assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
 
@@ -580,10 +572,9 @@ on_every_backend!(a_sold_out_flag_lets_one_click_look_after_the_recheck);
 
 async fn a_sold_out_flag_lets_one_click_look_after_the_recheck(database: TestDatabase) {
     let recheck = Duration::from_secs(2);
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
+    let (_redis, service) = redis_and_instance(
         &database,
+        StrategyKind::RedisLock,
         Tuning {
             sold_out_recheck: recheck,
             ..Tuning::default()
@@ -633,20 +624,10 @@ async fn a_sold_out_flag_lets_one_click_look_after_the_recheck(database: TestDat
 on_every_backend!(stock_returned_here_clears_the_sold_out_flag);
 
 async fn stock_returned_here_clears_the_sold_out_flag(database: TestDatabase) {
-    let redis = testkit::RedisServer::start().expect("redis-server");
     // A recheck of an hour: only the cancellation can clear the flag.
-    let service = one(
-        &redis,
-        &database,
-        Tuning {
-            sold_out_recheck: Duration::from_secs(3600),
-            ..Tuning::default()
-        },
-    )
-    .await;
+    let (_redis, service, voucher) = one_unit_flagged_an_hour(&database).await;
     let base = service.url();
     let http = client();
-    let voucher = create_voucher(&http, &base, 1, open_window()).await;
     let bought = click(&http, &base, voucher, 1).await;
     let order = bought.order_id().expect("an order");
     assert_eq!(click(&http, &base, voucher, 2).await.status, Some(410));
@@ -672,10 +653,9 @@ async fn stock_returned_here_clears_the_sold_out_flag(database: TestDatabase) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_wait_too_long_to_represent_never_runs_out() {
     let database = sqlite().await;
-    let redis = testkit::RedisServer::start().expect("redis-server");
-    let service = one(
-        &redis,
+    let (_redis, service) = redis_and_instance(
         &database,
+        StrategyKind::RedisLock,
         Tuning {
             lock_wait: Duration::MAX,
             ..Tuning::default()

@@ -242,6 +242,17 @@ pub async fn redis_and_instances(
     (redis, services)
 }
 
+/// A fresh Redis and one instance of `strategy` on it and `database`.
+/// Keep the server: dropping it stops Redis.
+pub async fn redis_and_instance(
+    database: &TestDatabase,
+    strategy: StrategyKind,
+    tuning: Tuning,
+) -> (testkit::RedisServer, Service) {
+    let (redis, mut services) = redis_and_instances(database, strategy, 1, tuning).await;
+    (redis, services.remove(0))
+}
+
 /// Starts `count` instances together on `redis` (any deployment) and one database.
 pub async fn start_instances_on(
     redis: &redlatch::Deployment,
