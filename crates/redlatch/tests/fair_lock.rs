@@ -572,7 +572,8 @@ async fn a_handed_hold_lasts_the_place_lease_until_the_watchdog_renews_it() {
 /// A waiter dropped as the release hands it the lock (the hand-off in
 /// Redis, its message on the way or just read) gives the hold back and the
 /// next waiter gets it at once, not at the end of the hold's lease (30 s
-/// here). Every round drops it a little later; multi-thread runtime.
+/// here). Every round drops it a little later, from before the release
+/// runs to after the guard was taken; multi-thread runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
     let server = common::server();
@@ -584,7 +585,7 @@ async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
     // A place lease as long as the lease: a hold handed to a waiter that
     // never gives it back would stay 30 s.
     let long = Duration::from_secs(30);
-    for round in 0..20u64 {
+    for round in 0..40u64 {
         let guard = holder.fair_lock(name).acquire().await.unwrap();
         let dropped = tokio::spawn({
             let lock = dropped_client.fair_lock(name).with_place_lease(long);
@@ -602,9 +603,12 @@ async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
             line(&mut admin, name).await[0]
         );
         assert!(listening(&admin, &channel).await);
-        guard.release().await.unwrap();
-        tokio::time::sleep(Duration::from_micros(round * 40)).await;
+        // The release runs while the waiter is dropped, a little later
+        // each round: before the hand-off, between it and the guard, after.
+        let release = tokio::spawn(guard.release());
+        tokio::time::sleep(Duration::from_micros(round * 25)).await;
         dropped.abort();
+        release.await.unwrap().unwrap();
         if let Ok(taken) = dropped.await {
             // Took its guard before the abort: released as any guard.
             taken.unwrap().release().await.unwrap();
