@@ -305,6 +305,14 @@ impl Wakeups {
     pub(crate) fn is_listening(&self, channel: &str) -> bool {
         self.registry.channels.lock().contains_key(channel)
     }
+
+    /// As [`Wakeups::is_listening`], for a channel name not written out
+    /// yet: written only when this client listens on some channel (a
+    /// release asks on every cycle, mostly of a client that listens on none).
+    pub(crate) fn is_listening_to(&self, channel: impl std::fmt::Display) -> bool {
+        let channels = self.registry.channels.lock();
+        !channels.is_empty() && channels.contains_key(channel.to_string().as_str())
+    }
 }
 
 /// Where a fair lock waiter finds the hold a release handed to it: on its

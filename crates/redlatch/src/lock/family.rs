@@ -46,8 +46,8 @@ impl LockFamily for PlainFamily {
             // and this client's own queued behind one of its waiters (the
             // client listens on the lock while it has waiters, and a
             // linger after).
-            request.wake_always =
-                settings.redisson_waiters || core.wakeups.is_listening(&request.keys.channel());
+            request.wake_always = settings.redisson_waiters
+                || core.wakeups.is_listening_to(request.keys.channel_name());
             let released = match &core.lock_calls {
                 // With the other releases of this client under way now, in one call.
                 Some(calls) => calls.release.call(request.clone()).await,
