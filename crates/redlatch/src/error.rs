@@ -251,7 +251,7 @@ pub enum Error {
         expected: &'static str,
     },
 
-    /// A blocking call ([`blocking`](crate::blocking)) could not be carried
+    /// A blocking call (`redlatch::blocking`) could not be carried
     /// out because the facade's runtime has stopped (the process is shutting
     /// down, or a task panicked). Create a new blocking client.
     #[error("the blocking facade's runtime stopped during {op}")]

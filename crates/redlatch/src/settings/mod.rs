@@ -93,7 +93,7 @@ impl RetryPolicy {
 
 /// Settings a client reads at each call, so they can change while it runs
 /// ([`Client::update_settings`](crate::Client::update_settings),
-/// [`Client::watch_settings`](crate::Client::watch_settings)).
+/// and, with the `watch` feature, `Client::watch_settings`).
 ///
 /// Construct with `Settings::default()` and change fields, or load a file
 /// with [`Settings::load`].
