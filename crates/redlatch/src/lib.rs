@@ -90,8 +90,9 @@
 //! # }
 //! ```
 //!
-//! The same with no async runtime: [`blocking::Client::builder`] takes the
-//! same settings, and its handles have the same calls, which block.
+//! The same with no async runtime (the `blocking` feature):
+//! `blocking::Client::builder(url)` takes the same settings, and its
+//! handles have the same calls, which block.
 //!
 //! ## Other primitives
 //!
@@ -216,8 +217,8 @@ pub use transport::shared::RedisConnection;
 pub use vocabulary::{AcquireLock, ExtendLease, Fenced, HeldLock, Reenter};
 
 /// The Rust snippets of the README, compiled by `cargo test --doc` so that
-/// they stay true to the API.
-#[cfg(doctest)]
+/// they stay true to the API (one of them uses the blocking facade).
+#[cfg(all(doctest, feature = "blocking"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeSnippets;
 

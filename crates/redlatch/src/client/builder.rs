@@ -421,8 +421,8 @@ impl<C> Builder<C> {
     }
 
     /// The lean profile, in one call: no holder records
-    /// ([`holder_identity(false)`](Self::holder_identity)) and no loss watch
-    /// ([`watch_holds(false)`](Self::watch_holds)). The client then keeps
+    /// (`holder_identity(false)`, where the `holder-records` feature is on)
+    /// and no loss watch ([`watch_holds(false)`](Self::watch_holds)). The client then keeps
     /// two connections on one server instead of three, writes nothing
     /// beside the locks but what their own protocol needs, and each hold
     /// costs the server no read of its own; in exchange a lock lost
@@ -441,7 +441,11 @@ impl<C> Builder<C> {
     /// # drop(client); Ok(()) }
     /// ```
     pub fn lean(self) -> Self {
-        self.holder_identity(false).watch_holds(false)
+        #[cfg(feature = "holder-records")]
+        let this = self.holder_identity(false);
+        #[cfg(not(feature = "holder-records"))]
+        let this = self;
+        this.watch_holds(false)
     }
 
     fn validate(&self) -> Result<()> {
@@ -569,12 +573,14 @@ mod tests {
     #[test]
     fn the_lean_profile_turns_off_holder_records_and_the_loss_watch() {
         let lean = ClientBuilder::new("redis://127.0.0.1").lean();
-        assert!(!lean.features.holder_identity && !lean.features.watch_holds);
+        assert!(!lean.features.watch_holds);
+        #[cfg(feature = "holder-records")]
+        assert!(!lean.features.holder_identity);
         assert!(lean.features.script_functions && lean.features.no_evict);
         let one_back = ClientBuilder::new("redis://127.0.0.1")
             .lean()
             .watch_holds(true);
-        assert!(one_back.features.watch_holds && !one_back.features.holder_identity);
+        assert!(one_back.features.watch_holds);
     }
 
     #[test]

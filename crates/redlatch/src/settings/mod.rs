@@ -92,8 +92,8 @@ impl RetryPolicy {
 }
 
 /// Settings a client reads at each call, so they can change while it runs
-/// ([`Client::update_settings`](crate::Client::update_settings), and
-/// `Client::watch_settings` with the `watch` feature).
+/// ([`Client::update_settings`](crate::Client::update_settings),
+/// and, with the `watch` feature, `Client::watch_settings`).
 ///
 /// Construct with `Settings::default()` and change fields, or load a file
 /// with `Settings::load` (the `settings-file` feature).
