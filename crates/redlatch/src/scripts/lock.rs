@@ -154,8 +154,10 @@ pub(crate) async fn release_many(
     }
     // One flag per call: a lock of the batch that needs the message sends
     // it for all, which costs the others a PUBLISH nobody hears.
-    let always = requests.iter().any(|request| request.wake_always);
-    call.arg(conn.publish_command()).arg(wake_flag(always));
+    call.arg(conn.publish_command());
+    if requests.iter().any(|request| request.wake_always) {
+        call.arg(WAKE_ALWAYS);
+    }
     let reply: Vec<Value> = match call.run(conn, "release", limit).await {
         Err(error) if requests.len() > 1 && refused_before_running(&error) => {
             let alone = requests.iter().map(|request| {
@@ -357,11 +359,10 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
     }
 }
 
-/// The release script's last argument: '1' publishes on every last
-/// hold, '0' only on one a waiter marked.
-fn wake_flag(always: bool) -> &'static str {
-    if always { "1" } else { "0" }
-}
+/// The release script's optional last argument: publish on every last
+/// hold. Absent, only on one a waiter marked (and no argument to build and
+/// send on the common call).
+const WAKE_ALWAYS: &str = "1";
 
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,8 +422,10 @@ pub(crate) async fn release(
         .arg(request.keys.channel_name())
         .arg(request.lease_ms)
         .arg(&*request.owner)
-        .arg(conn.publish_command())
-        .arg(wake_flag(request.wake_always));
+        .arg(conn.publish_command());
+    if request.wake_always {
+        call.arg(WAKE_ALWAYS);
+    }
     let reply: Vec<Value> = call.run(conn, "release", limit).await?;
     released_entry(request, &reply)
 }
