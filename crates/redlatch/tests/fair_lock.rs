@@ -618,3 +618,77 @@ async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
     }
     only_the_counter_is_left(&mut admin).await;
 }
+
+/// Polls `waiting` until its owner is parked in line on its own channel,
+/// then hands the future back unpolled; the owner field.
+async fn park<F: std::future::Future + Unpin>(
+    admin: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    waiting: &mut F,
+) -> String {
+    let parked = async {
+        assert!(line_reaches(admin, name, 1).await);
+        let owner = line(admin, name).await[0].clone();
+        let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
+        assert!(listening(admin, &channel).await, "never subscribed");
+        owner
+    };
+    tokio::select! {
+        _ = waiting => panic!("the waiter was not meant to get the lock yet"),
+        owner = parked => owner,
+    }
+}
+
+/// A waiter whose task stops polling while it waits is handed the lock
+/// (the message is kept for it), and the handed hold runs out before the
+/// task is polled again; another client takes the lock meanwhile. When the
+/// task comes back it must not take the stale hand-off for a hold: its
+/// acquire waits for the other holder. Failed before: the acquire returned
+/// a guard at once while the other client held the lock (two holders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_lease_ran_out_before_the_waiter_looked_is_not_taken() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "stale-hand-off";
+    let guard = holder.fair_lock(name).acquire().await.unwrap();
+    // A renewed hold is handed for the place lease: 1 s.
+    let lock = waiter
+        .fair_lock(name)
+        .with_place_lease(Duration::from_secs(1));
+    let mut waiting = Box::pin(lock.acquire());
+    let owner = park(&mut admin, name, &mut waiting).await;
+    guard.release().await.unwrap();
+    // Handed over, and left to run out unused.
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move { !admin.exists::<_, bool>(name).await.unwrap() }
+        })
+        .await,
+        "the handed hold never ran out"
+    );
+    let taken = other.fair_lock(name).try_acquire().await.unwrap();
+    let taken = taken.expect("the lock ran out: free for anyone");
+    let back = tokio::time::timeout(Duration::from_millis(500), waiting.as_mut()).await;
+    if let Ok(result) = back {
+        let stale = result.unwrap();
+        let held: bool = admin.hexists(name, stale.owner()).await.unwrap();
+        panic!(
+            "the stale hand-off was taken: a guard (held in Redis: {held}) while another client holds the lock"
+        );
+    }
+    taken.release().await.unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter gets the lock once it is free")
+        .unwrap();
+    assert!(turn.is_held());
+    let held: bool = admin.hexists(name, turn.owner()).await.unwrap();
+    assert!(held, "the guard's owner holds the lock in Redis");
+    let _ = owner;
+    turn.release().await.unwrap();
+    only_the_counter_is_left(&mut admin).await;
+}
