@@ -692,3 +692,61 @@ async fn a_hand_off_whose_lease_ran_out_before_the_waiter_looked_is_not_taken() 
     turn.release().await.unwrap();
     only_the_counter_is_left(&mut admin).await;
 }
+
+/// Bad data in the hand-off terms (`redlatch_fair_terms:{NAME}`: a lease of
+/// 0, one PEXPIRE refuses, a key of another type) never costs the release
+/// its answer nor hands a hold that is not there: the release succeeds and
+/// the waiter is woken instead, and either holds the lock in Redis when its
+/// acquire returns or gets a typed error. Failed before: a lease of 0 handed
+/// a hold PEXPIRE deleted at once (the waiter's guard held nothing); a lease
+/// too long for PEXPIRE failed the release after it had deleted the lock and
+/// left the waiter's hold without an expiry; a terms key of another type
+/// failed the release after it had deleted the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_hand_off_terms_neither_fail_the_release_nor_hand_a_missing_hold() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let terms_key = |name: &str| format!("redlatch_fair_terms:{{{name}}}");
+    for bad in [
+        "0:300000",
+        "99999999999999999999:300000",
+        "1000:99999999999999999999",
+        "wrong type",
+    ] {
+        let name = format!("bad-terms-{}", bad.len());
+        let guard = holder.fair_lock(&name).acquire().await.unwrap();
+        let lock = waiter.fair_lock(&name);
+        let mut waiting = Box::pin(lock.acquire());
+        let owner = park(&mut admin, &name, &mut waiting).await;
+        if bad == "wrong type" {
+            let _: () = admin.del(terms_key(&name)).await.unwrap();
+            let _: () = admin.set(terms_key(&name), bad).await.unwrap();
+        } else {
+            let _: () = admin.hset(terms_key(&name), &owner, bad).await.unwrap();
+        }
+        let released = tokio::select! {
+            released = guard.release() => released,
+            _ = waiting.as_mut() => panic!("{bad}: taken before the release answered"),
+        };
+        assert!(released.is_ok(), "{bad}: the release failed: {released:?}");
+        let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("{bad}: the waiter was never woken"));
+        match turn {
+            Ok(turn) => {
+                let held: bool = admin.hexists(&name, turn.owner()).await.unwrap();
+                assert!(held, "{bad}: a guard whose owner does not hold the lock");
+                let pttl: i64 = admin.pttl(&name).await.unwrap();
+                assert!(pttl > 0, "{bad}: the hold has no expiry ({pttl})");
+                turn.release().await.unwrap();
+            }
+            Err(error) => assert!(
+                matches!(error, redlatch::Error::WrongType { .. }),
+                "{bad}: {error:?}"
+            ),
+        }
+        let _: () = admin.del(terms_key(&name)).await.unwrap();
+    }
+}
