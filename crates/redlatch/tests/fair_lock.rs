@@ -726,14 +726,14 @@ async fn bad_hand_off_terms_neither_fail_the_release_nor_hand_a_missing_hold() {
         } else {
             let _: () = admin.hset(terms_key(&name), &owner, bad).await.unwrap();
         }
-        let released = tokio::select! {
-            released = guard.release() => released,
-            _ = waiting.as_mut() => panic!("{bad}: taken before the release answered"),
-        };
+        // A terms key of another type fails the waiter's own next attempt
+        // (WrongType), which may come before the release.
+        let (released, turn) = tokio::join!(
+            guard.release(),
+            tokio::time::timeout(Duration::from_secs(10), waiting)
+        );
         assert!(released.is_ok(), "{bad}: the release failed: {released:?}");
-        let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
-            .await
-            .unwrap_or_else(|_| panic!("{bad}: the waiter was never woken"));
+        let turn = turn.unwrap_or_else(|_| panic!("{bad}: the waiter was never woken"));
         match turn {
             Ok(turn) => {
                 let held: bool = admin.hexists(&name, turn.owner()).await.unwrap();
@@ -749,4 +749,110 @@ async fn bad_hand_off_terms_neither_fail_the_release_nor_hand_a_missing_hold() {
         }
         let _: () = admin.del(terms_key(&name)).await.unwrap();
     }
+}
+
+/// The subscription connections are killed (`CLIENT KILL TYPE pubsub`) as
+/// the release hands the lock over, so the hand-off message may be lost:
+/// the waiter still takes the handed hold (its next attempt finds the hold
+/// its own), well within the hold's lease, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_message_is_lost_with_the_subscriber_is_still_taken() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "hand-off-killed";
+    for round in 0..5u64 {
+        let guard = holder.fair_lock(name).acquire().await.unwrap();
+        let lock = waiter.fair_lock(name);
+        let mut waiting = Box::pin(lock.acquire());
+        park(&mut admin, name, &mut waiting).await;
+        let kill = async {
+            tokio::time::sleep(Duration::from_micros(round * 300)).await;
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut admin.clone())
+                .await
+                .unwrap();
+        };
+        let (released, ()) = tokio::join!(guard.release(), kill);
+        released.unwrap();
+        let started = Instant::now();
+        let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the handed hold was never taken"))
+            .unwrap();
+        // The hold was handed for the place lease (5 s): taken before it ran out.
+        assert!(started.elapsed() < Duration::from_secs(5), "round {round}");
+        let held: bool = admin.hexists(name, turn.owner()).await.unwrap();
+        assert!(
+            held,
+            "round {round}: the guard's owner does not hold the lock"
+        );
+        turn.release().await.unwrap();
+    }
+    assert!(line(&mut admin, name).await.is_empty());
+    only_the_counter_is_left(&mut admin).await;
+}
+
+/// A waiter whose bounded wait ends as the release hands it the lock
+/// either returns a guard it holds in Redis or times out and gives the
+/// hold back: the next waiter in line gets the lock at once, not at the
+/// end of the handed lease (30 s here). Multi-thread, 20 rounds, each
+/// ending the wait a little later against the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_timing_out_as_the_lock_is_handed_to_it_leaves_no_hold() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let timing_out = common::client(&server).await;
+    let next_client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "handed-timeout";
+    let long = Duration::from_secs(30);
+    let wait = Duration::from_millis(400);
+    for round in 0..20u64 {
+        let guard = holder.fair_lock(name).acquire().await.unwrap();
+        let started = Instant::now();
+        let first = tokio::spawn({
+            let lock = timing_out.fair_lock(name).with_place_lease(long);
+            async move { lock.acquire_timeout(wait).await }
+        });
+        assert!(line_reaches(&admin, name, 1).await, "round {round}");
+        let next = tokio::spawn({
+            let lock = next_client.fair_lock(name);
+            async move { lock.acquire().await }
+        });
+        assert!(line_reaches(&admin, name, 2).await, "round {round}");
+        // Release about when the first waiter's wait ends.
+        let at = wait - Duration::from_millis(10) + Duration::from_millis(round);
+        tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
+        guard.release().await.unwrap();
+        match first.await.unwrap() {
+            Ok(taken) => {
+                let held: bool = admin.hexists(name, taken.owner()).await.unwrap();
+                assert!(
+                    held,
+                    "round {round}: a guard whose owner does not hold the lock"
+                );
+                taken.release().await.unwrap();
+            }
+            Err(error) => assert!(
+                matches!(
+                    error,
+                    redlatch::Error::Timeout { .. } | redlatch::Error::ResponseTimeout { .. }
+                ),
+                "round {round}: {error:?}"
+            ),
+        }
+        let turn = tokio::time::timeout(Duration::from_secs(10), next)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the handed hold was never given back"))
+            .unwrap()
+            .unwrap();
+        turn.release().await.unwrap();
+    }
+    assert!(line(&mut admin, name).await.is_empty());
+    only_the_counter_is_left(&mut admin).await;
 }
