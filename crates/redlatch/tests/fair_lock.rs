@@ -856,3 +856,43 @@ async fn a_waiter_timing_out_as_the_lock_is_handed_to_it_leaves_no_hold() {
     assert!(line(&mut admin, name).await.is_empty());
     only_the_counter_is_left(&mut admin).await;
 }
+
+/// A plain lock's waiter marks the fair hold it found (`redlatch_waiters`,
+/// the hash is shared). When the fair hold's count cannot be counted, its
+/// release removes the owner's field; the mark must go with it, or it alone
+/// keeps the key, a lock nobody holds until the lease ends. Failed before:
+/// the key stayed with the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_hold_that_cannot_be_counted_leaves_no_waiters_mark_holding_the_lock() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let plain = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "fair-mark";
+    let guard = holder.fair_lock(name).acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = plain.lock(name);
+        async move { lock.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    let marked = common::eventually(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move {
+            let mark: Option<String> = admin.hget(name, "redlatch_waiters").await.unwrap();
+            mark.is_some()
+        }
+    })
+    .await;
+    assert!(marked, "the plain waiter did not mark the fair hold");
+    let _: () = admin
+        .hset(name, guard.owner(), "not a count")
+        .await
+        .unwrap();
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Err(redlatch::Error::WrongType { .. })),
+        "{released:?}"
+    );
+    let left: Vec<String> = admin.hkeys(name).await.unwrap();
+    assert!(left.is_empty(), "the lock is kept by {left:?}");
+    waiting.abort();
+}
