@@ -896,3 +896,64 @@ async fn a_fair_hold_that_cannot_be_counted_leaves_no_waiters_mark_holding_the_l
     assert!(left.is_empty(), "the lock is kept by {left:?}");
     waiting.abort();
 }
+
+/// Hand-offs under churn: three clients, four tasks each, on one fair
+/// lock with a place lease of 1 s (so renewed holds are handed over), each
+/// task acquiring with a random bounded wait, or dropping its acquire after
+/// a random time, or waiting for good. Never two holders at once, tokens
+/// rise in the order of the critical sections, and once all is done the
+/// line is empty and only the counter is left (no hold nobody owns, no
+/// waiter left in line). Multi-thread; the seed is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_under_drops_and_timeouts_never_make_two_holders_nor_leave_anything() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let name = "churn";
+    let inside = Arc::new(AtomicBool::new(false));
+    let last_token = Arc::new(AtomicU64::new(0));
+    let taken = Arc::new(AtomicU64::new(0));
+    let mut seeds = common::Rng::from_env();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let client = common::client(&server).await;
+        for _ in 0..4 {
+            let lock = client
+                .fair_lock(name)
+                .with_place_lease(Duration::from_secs(1));
+            let (inside, last_token, taken) = (inside.clone(), last_token.clone(), taken.clone());
+            let mut rng = common::Rng::new(seeds.below(u64::MAX));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..8 {
+                    let patience = Duration::from_millis(20 + rng.below(300));
+                    let guard = match rng.below(3) {
+                        0 => lock.acquire_timeout(patience).await.ok(),
+                        1 => tokio::time::timeout(patience, lock.acquire())
+                            .await
+                            .ok()
+                            .map(Result::unwrap),
+                        _ => Some(lock.acquire().await.unwrap()),
+                    };
+                    let Some(guard) = guard else { continue };
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    let before = last_token.swap(guard.token(), Ordering::SeqCst);
+                    assert!(guard.token() > before, "tokens went back");
+                    tokio::time::sleep(Duration::from_millis(rng.below(20))).await;
+                    inside.store(false, Ordering::SeqCst);
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .expect("a task waited past its turn: a hold nobody owns?")
+            .unwrap();
+    }
+    assert!(taken.load(Ordering::SeqCst) > 0);
+    // Dropped waiters leave the line from tasks of their own.
+    assert!(line_reaches(&admin, name, 0).await, "waiters left in line");
+    only_the_counter_is_left(&mut admin).await;
+}
