@@ -83,12 +83,14 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "lib/fair_line.lua",
-        sha1: "13727f173baf58c3c1556975e26243f11effcc5c",
+        sha1: "01a5685b830400241e381fc24c1db3f2f2b9472b",
         step: "fair::FairModel::wake_first",
         recheck: "hand_to writes the hold to the first waiter only when it left its terms (a \
                   Redisson waiter is only woken, '0'), for the first lease its terms name, takes \
                   it out of the line and its terms, and publishes the token on its own channel; \
                   drop_dead drops a first waiter whose sign of life ran out, terms included. \
+                  Terms the lock cannot use (another type, a lease of 0, past 30 days) count as \
+                  none: the model's terms are the usable ones. \
                   Deadlines (Redisson's W arithmetic) are not modelled",
     },
     Tie {
@@ -103,15 +105,16 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "fair_release.lua",
-        sha1: "5f73265abee9bb9ad8ae8a6a0a3b6b039dd72fa1",
+        sha1: "8a72c1a3eeffe304c2b6629bf9a3db7c8d205f23",
         step: "fair::FairModel::release",
         recheck: "the last hold deletes the lock, then hands it to the first waiter (hand_to) or \
                   wakes it; a release of a lock not held wakes or hands over only when it is \
-                  free; another owner's hold is untouched",
+                  free; another owner's hold is untouched. A hold count that cannot be counted \
+                  (bad data, not modelled) goes with its token and a plain waiter's mark",
     },
     Tie {
         file: "fair_leave.lua",
-        sha1: "9d08b468e2863104e4f1d14e5f48528a13c14346",
+        sha1: "650ee44ad91125c2ddfd5a072955ac4c7e976368",
         step: "fair::FairModel::leave",
         recheck: "the owner leaves the line and its terms; an owner that takes hand-offs and is \
                   no longer in line but holds gives the hold back (it was handed it, no guard \

@@ -37,7 +37,7 @@ if found then shorten(KEYS[3], behind, wait) end
 local removed = redis.call('lrem', KEYS[2], 0, ARGV[2])
 redis.call('zrem', KEYS[3], ARGV[2])
 redis.call('zrem', KEYS[4], ARGV[2])
-redis.call('hdel', KEYS[5], ARGV[2])
+forget_terms(KEYS[5], ARGV[2])
 if removed == 0 and ARGV[5] == '1' and redis.call('type', KEYS[1]).ok == 'hash'
     and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   -- Handed the lock, gone before taking it: nobody else may own this hold.

@@ -44,7 +44,7 @@ end
 local holds = integer(count)
 if not holds then
   -- Kept, the field would hold the lock with no guard to give it back.
-  redis.call('hdel', KEYS[1], ARGV[3], TOKEN_FIELD)
+  redis.call('hdel', KEYS[1], ARGV[3], TOKEN_FIELD, WAITER_FIELD)
   if redis.call('exists', KEYS[1]) == 0 then
     wake_first()
   end

@@ -622,3 +622,342 @@ async fn a_waiter_dropped_as_the_lock_is_handed_to_it_passes_it_on() {
     }
     only_the_counter_is_left(&mut admin).await;
 }
+
+/// Polls `waiting` until its owner is parked in line on its own channel,
+/// then hands the future back unpolled; the owner field.
+async fn park<F: std::future::Future + Unpin>(
+    admin: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    waiting: &mut F,
+) -> String {
+    let parked = async {
+        assert!(line_reaches(admin, name, 1).await);
+        let owner = line(admin, name).await[0].clone();
+        let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
+        assert!(listening(admin, &channel).await, "never subscribed");
+        owner
+    };
+    tokio::select! {
+        _ = waiting => panic!("the waiter was not meant to get the lock yet"),
+        owner = parked => owner,
+    }
+}
+
+/// A waiter whose task stops polling while it waits is handed the lock
+/// (the message is kept for it), and the handed hold runs out before the
+/// task is polled again; another client takes the lock meanwhile. When the
+/// task comes back it must not take the stale hand-off for a hold: its
+/// acquire waits for the other holder. Failed before: the acquire returned
+/// a guard at once while the other client held the lock (two holders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_lease_ran_out_before_the_waiter_looked_is_not_taken() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "stale-hand-off";
+    let guard = holder.fair_lock(name).acquire().await.unwrap();
+    // A renewed hold is handed for the place lease: 1 s.
+    let lock = waiter
+        .fair_lock(name)
+        .with_place_lease(Duration::from_secs(1));
+    let mut waiting = Box::pin(lock.acquire());
+    let owner = park(&mut admin, name, &mut waiting).await;
+    guard.release().await.unwrap();
+    // Handed over, and left to run out unused.
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move { !admin.exists::<_, bool>(name).await.unwrap() }
+        })
+        .await,
+        "the handed hold never ran out"
+    );
+    let taken = other.fair_lock(name).try_acquire().await.unwrap();
+    let taken = taken.expect("the lock ran out: free for anyone");
+    let back = tokio::time::timeout(Duration::from_millis(500), waiting.as_mut()).await;
+    if let Ok(result) = back {
+        let stale = result.unwrap();
+        let held: bool = admin.hexists(name, stale.owner()).await.unwrap();
+        panic!(
+            "the stale hand-off was taken: a guard (held in Redis: {held}) while another client holds the lock"
+        );
+    }
+    taken.release().await.unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter gets the lock once it is free")
+        .unwrap();
+    assert!(turn.is_held());
+    let held: bool = admin.hexists(name, turn.owner()).await.unwrap();
+    assert!(held, "the guard's owner holds the lock in Redis");
+    let _ = owner;
+    turn.release().await.unwrap();
+    only_the_counter_is_left(&mut admin).await;
+}
+
+/// Bad data in the hand-off terms (`redlatch_fair_terms:{NAME}`: a lease of
+/// 0, one PEXPIRE refuses, a key of another type) never costs the release
+/// its answer nor hands a hold that is not there: the release succeeds and
+/// the waiter is woken instead, and either holds the lock in Redis when its
+/// acquire returns or gets a typed error. Failed before: a lease of 0 handed
+/// a hold PEXPIRE deleted at once (the waiter's guard held nothing); a lease
+/// too long for PEXPIRE failed the release after it had deleted the lock and
+/// left the waiter's hold without an expiry; a terms key of another type
+/// failed the release after it had deleted the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_hand_off_terms_neither_fail_the_release_nor_hand_a_missing_hold() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let terms_key = |name: &str| format!("redlatch_fair_terms:{{{name}}}");
+    for bad in [
+        "0:300000",
+        "99999999999999999999:300000",
+        "1000:99999999999999999999",
+        "wrong type",
+    ] {
+        let name = format!("bad-terms-{}", bad.len());
+        let guard = holder.fair_lock(&name).acquire().await.unwrap();
+        let lock = waiter.fair_lock(&name);
+        let mut waiting = Box::pin(lock.acquire());
+        let owner = park(&mut admin, &name, &mut waiting).await;
+        if bad == "wrong type" {
+            let _: () = admin.del(terms_key(&name)).await.unwrap();
+            let _: () = admin.set(terms_key(&name), bad).await.unwrap();
+        } else {
+            let _: () = admin.hset(terms_key(&name), &owner, bad).await.unwrap();
+        }
+        // A terms key of another type fails the waiter's own next attempt
+        // (WrongType), which may come before the release.
+        let (released, turn) = tokio::join!(
+            guard.release(),
+            tokio::time::timeout(Duration::from_secs(10), waiting)
+        );
+        assert!(released.is_ok(), "{bad}: the release failed: {released:?}");
+        let turn = turn.unwrap_or_else(|_| panic!("{bad}: the waiter was never woken"));
+        match turn {
+            Ok(turn) => {
+                let held: bool = admin.hexists(&name, turn.owner()).await.unwrap();
+                assert!(held, "{bad}: a guard whose owner does not hold the lock");
+                let pttl: i64 = admin.pttl(&name).await.unwrap();
+                assert!(pttl > 0, "{bad}: the hold has no expiry ({pttl})");
+                turn.release().await.unwrap();
+            }
+            Err(error) => assert!(
+                matches!(error, redlatch::Error::WrongType { .. }),
+                "{bad}: {error:?}"
+            ),
+        }
+        let _: () = admin.del(terms_key(&name)).await.unwrap();
+    }
+}
+
+/// The subscription connections are killed (`CLIENT KILL TYPE pubsub`) as
+/// the release hands the lock over, so the hand-off message may be lost:
+/// the waiter still takes the handed hold (its next attempt finds the hold
+/// its own), well within the hold's lease, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_message_is_lost_with_the_subscriber_is_still_taken() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "hand-off-killed";
+    for round in 0..5u64 {
+        let guard = holder.fair_lock(name).acquire().await.unwrap();
+        let lock = waiter.fair_lock(name);
+        let mut waiting = Box::pin(lock.acquire());
+        park(&mut admin, name, &mut waiting).await;
+        let kill = async {
+            tokio::time::sleep(Duration::from_micros(round * 300)).await;
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut admin.clone())
+                .await
+                .unwrap();
+        };
+        let (released, ()) = tokio::join!(guard.release(), kill);
+        released.unwrap();
+        let started = Instant::now();
+        let turn = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the handed hold was never taken"))
+            .unwrap();
+        // The hold was handed for the place lease (5 s): taken before it ran out.
+        assert!(started.elapsed() < Duration::from_secs(5), "round {round}");
+        let held: bool = admin.hexists(name, turn.owner()).await.unwrap();
+        assert!(
+            held,
+            "round {round}: the guard's owner does not hold the lock"
+        );
+        turn.release().await.unwrap();
+    }
+    assert!(line(&mut admin, name).await.is_empty());
+    only_the_counter_is_left(&mut admin).await;
+}
+
+/// A waiter whose bounded wait ends as the release hands it the lock
+/// either returns a guard it holds in Redis or times out and gives the
+/// hold back: the next waiter in line gets the lock at once, not at the
+/// end of the handed lease (30 s here). Multi-thread, 20 rounds, each
+/// ending the wait a little later against the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_timing_out_as_the_lock_is_handed_to_it_leaves_no_hold() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let timing_out = common::client(&server).await;
+    let next_client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "handed-timeout";
+    let long = Duration::from_secs(30);
+    let wait = Duration::from_millis(400);
+    for round in 0..20u64 {
+        let guard = holder.fair_lock(name).acquire().await.unwrap();
+        let started = Instant::now();
+        let first = tokio::spawn({
+            let lock = timing_out.fair_lock(name).with_place_lease(long);
+            async move { lock.acquire_timeout(wait).await }
+        });
+        assert!(line_reaches(&admin, name, 1).await, "round {round}");
+        let next = tokio::spawn({
+            let lock = next_client.fair_lock(name);
+            async move { lock.acquire().await }
+        });
+        assert!(line_reaches(&admin, name, 2).await, "round {round}");
+        // Release about when the first waiter's wait ends.
+        let at = wait - Duration::from_millis(10) + Duration::from_millis(round);
+        tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
+        guard.release().await.unwrap();
+        match first.await.unwrap() {
+            Ok(taken) => {
+                let held: bool = admin.hexists(name, taken.owner()).await.unwrap();
+                assert!(
+                    held,
+                    "round {round}: a guard whose owner does not hold the lock"
+                );
+                taken.release().await.unwrap();
+            }
+            Err(error) => assert!(
+                matches!(
+                    error,
+                    redlatch::Error::Timeout { .. } | redlatch::Error::ResponseTimeout { .. }
+                ),
+                "round {round}: {error:?}"
+            ),
+        }
+        let turn = tokio::time::timeout(Duration::from_secs(10), next)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the handed hold was never given back"))
+            .unwrap()
+            .unwrap();
+        turn.release().await.unwrap();
+    }
+    assert!(line(&mut admin, name).await.is_empty());
+    only_the_counter_is_left(&mut admin).await;
+}
+
+/// A plain lock's waiter marks the fair hold it found (`redlatch_waiters`,
+/// the hash is shared). When the fair hold's count cannot be counted, its
+/// release removes the owner's field; the mark must go with it, or it alone
+/// keeps the key, a lock nobody holds until the lease ends. Failed before:
+/// the key stayed with the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_hold_that_cannot_be_counted_leaves_no_waiters_mark_holding_the_lock() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let plain = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let name = "fair-mark";
+    let guard = holder.fair_lock(name).acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = plain.lock(name);
+        async move { lock.acquire_timeout(Duration::from_secs(20)).await }
+    });
+    let marked = common::eventually(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move {
+            let mark: Option<String> = admin.hget(name, "redlatch_waiters").await.unwrap();
+            mark.is_some()
+        }
+    })
+    .await;
+    assert!(marked, "the plain waiter did not mark the fair hold");
+    let _: () = admin
+        .hset(name, guard.owner(), "not a count")
+        .await
+        .unwrap();
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Err(redlatch::Error::WrongType { .. })),
+        "{released:?}"
+    );
+    let left: Vec<String> = admin.hkeys(name).await.unwrap();
+    assert!(left.is_empty(), "the lock is kept by {left:?}");
+    waiting.abort();
+}
+
+/// Hand-offs under churn: three clients, four tasks each, on one fair
+/// lock with a place lease of 1 s (so renewed holds are handed over), each
+/// task acquiring with a random bounded wait, or dropping its acquire after
+/// a random time, or waiting for good. Never two holders at once, tokens
+/// rise in the order of the critical sections, and once all is done the
+/// line is empty and only the counter is left (no hold nobody owns, no
+/// waiter left in line). Multi-thread; the seed is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_under_drops_and_timeouts_never_make_two_holders_nor_leave_anything() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let name = "churn";
+    let inside = Arc::new(AtomicBool::new(false));
+    let last_token = Arc::new(AtomicU64::new(0));
+    let taken = Arc::new(AtomicU64::new(0));
+    let mut seeds = common::Rng::from_env();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let client = common::client(&server).await;
+        for _ in 0..4 {
+            let lock = client
+                .fair_lock(name)
+                .with_place_lease(Duration::from_secs(1));
+            let (inside, last_token, taken) = (inside.clone(), last_token.clone(), taken.clone());
+            let mut rng = common::Rng::new(seeds.below(u64::MAX));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..8 {
+                    let patience = Duration::from_millis(20 + rng.below(300));
+                    let guard = match rng.below(3) {
+                        0 => lock.acquire_timeout(patience).await.ok(),
+                        1 => tokio::time::timeout(patience, lock.acquire())
+                            .await
+                            .ok()
+                            .map(Result::unwrap),
+                        _ => Some(lock.acquire().await.unwrap()),
+                    };
+                    let Some(guard) = guard else { continue };
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    let before = last_token.swap(guard.token(), Ordering::SeqCst);
+                    assert!(guard.token() > before, "tokens went back");
+                    tokio::time::sleep(Duration::from_millis(rng.below(20))).await;
+                    inside.store(false, Ordering::SeqCst);
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .expect("a task waited past its turn: a hold nobody owns?")
+            .unwrap();
+    }
+    assert!(taken.load(Ordering::SeqCst) > 0);
+    // Dropped waiters leave the line from tasks of their own.
+    assert!(line_reaches(&admin, name, 0).await, "waiters left in line");
+    only_the_counter_is_left(&mut admin).await;
+}

@@ -147,6 +147,59 @@ async fn a_release_publishes_only_when_a_waiter_marked_the_hold() {
     taken.release().await.unwrap();
 }
 
+/// The waiter's subscription connection is killed (`CLIENT KILL TYPE
+/// pubsub`) between its mark and the release, a little later each round:
+/// the unlock message may be lost, yet the waiter takes the lock well
+/// before the marked hold's lease (30 s) would have ended, and no mark is
+/// left once the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_release_whose_message_is_lost_with_the_subscriber_still_wakes_the_waiter() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let holder = common::client(&server).await;
+    let waiting = common::client(&server).await;
+    for round in 0..8u64 {
+        let guard = holder.lock("mark-killed").acquire().await.unwrap();
+        let waiter = tokio::spawn({
+            let lock = waiting.lock("mark-killed");
+            async move { lock.acquire().await }
+        });
+        let marked = common::eventually(WOKEN, || {
+            let mut admin = admin.clone();
+            async move {
+                let mark: Option<String> =
+                    admin.hget("mark-killed", "redlatch_waiters").await.unwrap();
+                mark.is_some()
+            }
+        })
+        .await;
+        assert!(marked, "round {round}: the waiter did not mark the hold");
+        let kill = async {
+            tokio::time::sleep(Duration::from_micros(round * 500)).await;
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut admin.clone())
+                .await
+                .unwrap();
+        };
+        let (released, ()) = tokio::join!(guard.release(), kill);
+        released.unwrap();
+        let taken = tokio::time::timeout(WOKEN, waiter)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the waiter slept towards the lease end"))
+            .unwrap()
+            .unwrap();
+        taken.release().await.unwrap();
+        let left: bool = admin.exists("mark-killed").await.unwrap();
+        assert!(
+            !left,
+            "round {round}: the lock (or its mark) outlived its holds"
+        );
+    }
+}
+
 /// Waiters of one client queue behind the first of them (only that one
 /// asked Redis, and marked the hold it found). When the first takes the
 /// lock and releases it, nobody marked that hold: the client's own release

@@ -20,6 +20,30 @@
 -- other message ('0', Redisson's unlock message) only wakes the waiter.
 local HANDED = 'redlatch:handed:'
 
+-- The longest lease and W a hand-off's terms may name, in ms: the client's
+-- longest lease (30 days, crates/redlatch/src/settings/limits.rs). Terms
+-- beyond it, or a lease of 0, are bad data: PEXPIRE would refuse the lease
+-- or delete the hold it just wrote.
+local MAX_TERM_MS = 2592000000
+
+-- Forgets `owner`'s hand-off terms. A terms key of another type (bad data)
+-- has none to forget: the line goes on without it, never half-written.
+local function forget_terms(terms, owner)
+  redis.pcall('hdel', terms, owner)
+end
+
+-- The first lease and W of `owner`'s hand-off terms, as numbers; nil when
+-- it left none, or terms the lock cannot use (another type, not two
+-- decimal numbers, a lease of 0, either beyond MAX_TERM_MS).
+local function terms_of(terms, owner)
+  local raw = redis.pcall('hget', terms, owner)
+  if type(raw) ~= 'string' then return nil end
+  local lease, wait = string.match(raw, '^(%d%d?%d?%d?%d?%d?%d?%d?%d?%d?):(%d%d?%d?%d?%d?%d?%d?%d?%d?%d?)$')
+  lease, wait = tonumber(lease), tonumber(wait)
+  if not lease or lease < 1 or lease > MAX_TERM_MS or wait > MAX_TERM_MS then return nil end
+  return lease, wait
+end
+
 -- The server's clock in ms: every deadline is dated by it.
 local function server_now()
   local time = redis.call('time')
@@ -40,7 +64,7 @@ local function drop_dead(line, deadlines, alive, terms, now)
     redis.call('lpop', line)
     redis.call('zrem', deadlines, head)
     redis.call('zrem', alive, head)
-    redis.call('hdel', terms, head)
+    forget_terms(terms, head)
   end
 end
 
@@ -82,10 +106,10 @@ end
 -- lock, line, deadlines, alive, terms, counter. Returns the receivers of
 -- the message, or false with nothing written (no terms, a counter that
 -- cannot give a token, or a server out of memory): the caller wakes the
--- waiter, which takes the lock itself.
+-- waiter, which takes the lock itself. Terms the lock cannot use
+-- (terms_of) are none.
 local function hand_to(k, head, channel, publish)
-  local terms = redis.call('hget', k.terms, head)
-  local lease, wait = string.match(terms or '', '^(%d+):(%d+)$')
+  local lease, wait = terms_of(k.terms, head)
   if not lease or not is_counter(k.counter) then return false end
   -- The first write that takes memory: refused out of memory, nothing is.
   if unless_out_of_memory('hset', k.lock, head, 1) == false then return false end
@@ -99,7 +123,7 @@ local function hand_to(k, head, channel, publish)
   redis.call('lpop', k.line)
   redis.call('zrem', k.deadlines, head)
   redis.call('zrem', k.alive, head)
-  redis.call('hdel', k.terms, head)
-  shorten_all(k.deadlines, tonumber(wait))
+  forget_terms(k.terms, head)
+  shorten_all(k.deadlines, wait)
   return redis.call(publish, channel .. ':' .. head, HANDED .. string.format('%.0f', token))
 end

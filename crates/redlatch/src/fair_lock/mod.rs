@@ -334,12 +334,20 @@ impl FairAcquisition<'_> {
     /// found this owner waiting, sent before the release wrote it (its
     /// token is above the counter that attempt read); the guard's start is
     /// moved back so that the client's lease ends there too (the watchdog
-    /// then renews a short hand-off lease at once).
+    /// then renews a short hand-off lease at once). Only while half the
+    /// handed lease is left: a hand-off read later is checked by an attempt.
     fn hand_off(&mut self) -> Option<Acquired> {
         let token = self.handed.as_ref()?.take()?;
         let (since, counter) = self.waiting?;
         if token <= counter {
             // Written before that attempt ran, and lapsed by then.
+            return None;
+        }
+        if since.elapsed() >= Duration::from_millis(self.times.hand_off_ms / 2) {
+            // Read late (a task polled again only now): the handed hold may
+            // have run out and the lock gone to someone else. The attempt
+            // takes the hold if it is still this owner's (its lease counted
+            // again from now), or waits in line again.
             return None;
         }
         let shorter = self.terms.lease_ms.saturating_sub(self.times.hand_off_ms);
