@@ -661,11 +661,11 @@ async fn commands_called(admin: &mut MultiplexedConnection) -> Vec<(String, u64)
 /// The uncontended cycle's cost on the server (issue 36): a free lock
 /// nobody claimed is taken with EXISTS (the lock and its claim in one
 /// call), INCR, HSET and PEXPIRE, and released with HMGET (the owner's
-/// count and the waiters' mark) and DEL, without PUBLISH: no waiter marked
+/// count and a waiter's mark) and DEL: no PUBLISH, since no waiter marked
 /// the hold. Each command a script calls has a fixed cost well above the
 /// command's own work; before, every fresh acquire also checked the lock's
-/// TYPE and read its claim (GET): 8 commands per lock, then 7 (a PUBLISH
-/// on every last release), 6 now.
+/// TYPE and read its claim (GET), and every release published: 8 commands
+/// per lock, then 7, 6 now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncontended_cycle_calls_six_commands_per_lock() {
     let server = common::server();
