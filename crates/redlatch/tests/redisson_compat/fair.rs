@@ -17,6 +17,9 @@ use crate::names::prefix_name;
 /// Redisson's default `fairLockWaitTimeout`.
 const W: i64 = 300_000;
 
+/// A wake-up by message, on a loaded machine: far below the 5 s place lease.
+const PROMPT: Duration = Duration::from_secs(1);
+
 /// Redisson's fair acquire with a wait. KEYS: lock, line, deadlines; ARGV:
 /// lease ms, owner field, wait time W ms, the client's clock in ms.
 /// nil when taken (or re-entered); otherwise how long to wait, in ms.
@@ -239,11 +242,12 @@ async fn woken(pubsub: &mut redis::aio::PubSub, channel: &str, from: Instant) ->
 
 /// Order and wake-ups across the two sides, on a name with and without a
 /// brace: Java J0 holds; J1 (Java), R2 (redlatch), J3 (Java) queue; each
-/// release wakes exactly the next, within 50 ms; the deadlines follow
+/// release wakes exactly the next by its message (within 1 s: the
+/// place lease, the only timer that could also wake a redlatch waiter, is 5 s); the deadlines follow
 /// Redisson's arithmetic; nothing expires the line. On every kind of legal
 /// name: plain, braced, colons, unicode, an empty hash tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within_50ms() {
+async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_by_its_message() {
     for name in crate::LEGAL_NAMES {
         let server = common::server();
         let client = common::client(&server).await;
@@ -291,10 +295,7 @@ async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within
         let at = Instant::now();
         assert_eq!(j0.unlock(&mut java).await, Some(1));
         let took = woken(&mut pubsub, &j1.channel(), at).await;
-        assert!(
-            took < Duration::from_millis(50),
-            "{name}: woken in {took:?}"
-        );
+        assert!(took < PROMPT, "{name}: woken in {took:?}");
         assert_eq!(j1.acquire(&mut java, W).await, None, "{name}: J1 takes it");
         assert_eq!(deadline(&mut java, &j1, &r2_field).await, d1, "{name}");
         assert_eq!(deadline(&mut java, &j1, &j3.field).await, d2, "{name}");
@@ -310,7 +311,7 @@ async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within
             .unwrap()
             .unwrap();
         let took = at.elapsed();
-        assert!(took < Duration::from_millis(50), "{name}: R2 took {took:?}");
+        assert!(took < PROMPT, "{name}: R2 took {took:?}");
         assert_eq!(line(&mut java, &j1).await, vec![j3.field.clone()]);
         assert_eq!(deadline(&mut java, &j1, &j3.field).await, d1, "{name}");
         assert!(j3.acquire(&mut java, W).await.is_some(), "{name}: R2 holds");
@@ -319,10 +320,7 @@ async fn one_line_across_redisson_and_redlatch_keeps_order_and_wakes_each_within
         let at = Instant::now();
         guard.release().await.unwrap();
         let took = woken(&mut pubsub, &j3.channel(), at).await;
-        assert!(
-            took < Duration::from_millis(50),
-            "{name}: woken in {took:?}"
-        );
+        assert!(took < PROMPT, "{name}: woken in {took:?}");
         assert_eq!(j3.acquire(&mut java, W).await, None, "{name}: J3 takes it");
     }
 }

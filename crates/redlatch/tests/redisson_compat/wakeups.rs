@@ -1,4 +1,4 @@
-//! Wake-ups both ways within 50 ms, for the lock, the read-write lock and
+//! Wake-ups both ways by the message, well before any timer could explain them, for the lock, the read-write lock and
 //! the semaphore, on every kind of legal name: a Redisson release wakes a
 //! parked redlatch waiter, and a redlatch release reaches the channel a
 //! parked Redisson waiter listens on. (The fair lock's per-waiter channels:
@@ -12,8 +12,10 @@ use redis::{AsyncCommands, Script};
 use crate::names::prefix_name;
 use crate::{JAVA_OWNER, LEGAL_NAMES, common};
 
-/// Generous for one message on loopback; leases are 600 times longer.
-const PROMPT: Duration = Duration::from_millis(50);
+/// One message on loopback takes well under a millisecond; 1 s leaves room
+/// for a loaded CI machine and is still 30 times shorter than the leases,
+/// the only other thing that could end a wait here.
+const PROMPT: Duration = Duration::from_secs(1);
 
 /// Redisson's write lock, first hold. KEYS: lock; ARGV: lease ms, the
 /// writer's field (`<uuid>:<thread>:write`). nil when taken, else the PTTL.
@@ -201,21 +203,21 @@ async fn wakes_on_the_semaphore(name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_wake_ups_cross_both_ways_within_50ms() {
+async fn lock_wake_ups_cross_both_ways_by_the_message() {
     for name in LEGAL_NAMES {
         wakes_on_the_lock(name).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_write_wake_ups_cross_both_ways_within_50ms() {
+async fn read_write_wake_ups_cross_both_ways_by_the_message() {
     for name in LEGAL_NAMES {
         wakes_on_the_read_write_lock(name).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_wake_ups_cross_both_ways_within_50ms() {
+async fn semaphore_wake_ups_cross_both_ways_by_the_message() {
     for name in LEGAL_NAMES {
         wakes_on_the_semaphore(name).await;
     }
