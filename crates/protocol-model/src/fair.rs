@@ -34,6 +34,8 @@ pub mod names {
     pub const SERVED: &str = "every waiter that keeps running gets the lock and releases it";
     /// A dropped waiter leaves nothing that blocks the others.
     pub const GIVEN_BACK: &str = "a dropped waiter never keeps a hold handed to it";
+    /// An acquire returns a guard with lease left (red team, 2026-11-29).
+    pub const BORN_LIVE: &str = "a hand-off is never taken for a guard whose lease already ended";
 }
 
 /// Where a handed guard counts its lease from: the rule of the client
@@ -42,8 +44,12 @@ pub mod names {
 pub enum LeaseFrom {
     /// The waiter's last call that found it waiting, when the hand-off's
     /// token is above the counter that call read (the release wrote the
-    /// hold after it); a token at or below it is dropped: the code's rule.
+    /// hold after it) and at least half the handed lease is left since that
+    /// call; otherwise the waiter attempts: the code's rule.
     LastWaitingCall,
+    /// As [`LeaseFrom::LastWaitingCall`], however long ago that call was: a
+    /// message read after the handed hold lapsed gives a guard born expired.
+    LastWaitingCallAnyAge,
     /// The waiter's last call that found it waiting, whatever the token: a
     /// hand-off that lapsed before that call ran is taken for a live one.
     LastWaitingCallUnchecked,
@@ -138,6 +144,8 @@ pub struct FairState {
     pub phases: [Phase; CLIENTS],
     /// Client 1 was dropped or died already.
     pub fault_taken: bool,
+    /// A hand-off was taken for a guard whose lease had ended already.
+    pub born_expired: bool,
 }
 
 /// One step.
@@ -271,13 +279,23 @@ impl FairModel {
         n.phases[i] = match n.inbox[i].take() {
             Some(Message::Handed(token)) => {
                 let (since, counter) = n.waiting_since[i];
-                match self.lease_from {
-                    LeaseFrom::LastWaitingCall if token <= counter => Phase::Ready,
-                    LeaseFrom::LastWaitingCall | LeaseFrom::LastWaitingCallUnchecked => {
-                        holding(since, self.grant)
-                    }
+                let checked = matches!(
+                    self.lease_from,
+                    LeaseFrom::LastWaitingCall | LeaseFrom::LastWaitingCallAnyAge
+                );
+                let late = 2 * (n.now - since) >= self.grant;
+                let phase = match self.lease_from {
+                    _ if checked && token <= counter => Phase::Ready,
+                    LeaseFrom::LastWaitingCall if late => Phase::Ready,
+                    LeaseFrom::LastWaitingCall
+                    | LeaseFrom::LastWaitingCallAnyAge
+                    | LeaseFrom::LastWaitingCallUnchecked => holding(since, self.grant),
                     LeaseFrom::MessageRead => holding(n.now, self.grant),
+                };
+                if matches!(phase, Phase::Holding { until } if until <= n.now) {
+                    n.born_expired = true;
                 }
+                phase
             }
             _ => Phase::Ready,
         };
@@ -351,6 +369,7 @@ impl Model for FairModel {
                 Phase::Ready,
             ],
             fault_taken: false,
+            born_expired: false,
         }]
     }
 
@@ -450,6 +469,7 @@ impl Model for FairModel {
                     _ => true,
                 })
             }),
+            Property::always(names::BORN_LIVE, |_, s: &FairState| !s.born_expired),
             Property::always(names::GIVEN_BACK, |_, s: &FairState| {
                 s.phases[1] != Phase::Done || s.hold.is_none_or(|hold| hold.owner != 1)
             }),

@@ -319,6 +319,19 @@ fn a_handed_guard_that_takes_a_lapsed_hand_off_for_a_live_one_outlives_the_hold(
 }
 
 #[test]
+fn a_hand_off_read_after_its_hold_lapsed_is_taken_for_a_guard_born_expired() {
+    // Found by the red team (2026-11-29) in a test first: a waiter that
+    // reads its hand-off message only after the handed hold lapsed (its
+    // task not polled meanwhile) took it for a guard whose lease, counted
+    // from its last attempt, had ended: acquire returned a lock it did not
+    // hold. The waiter now attempts instead once half the handed lease is gone.
+    use redlatch_protocol_model::fair::{LeaseFrom, names};
+    let model = fair_model(LeaseFrom::LastWaitingCallAnyAge, true);
+    let timeline = found(&find(model, names::BORN_LIVE, DEPTH), names::BORN_LIVE);
+    assert!(timeline.contains("reads the hand-off"), "{timeline}");
+}
+
+#[test]
 fn a_leave_that_keeps_a_handed_hold_leaves_it_to_nobody() {
     // A waiter dropped after the release handed it the lock: unless its
     // leave gives the hold back, nobody releases it (it lapses at its lease).

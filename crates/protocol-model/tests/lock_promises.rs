@@ -317,6 +317,7 @@ fn the_fair_lock_hand_off_keeps_it_exclusive_and_loses_no_wake_up() {
             &checked,
             &[
                 fair::names::EXCLUSIVE,
+                fair::names::BORN_LIVE,
                 fair::names::GIVEN_BACK,
                 fair::names::SERVED,
             ],
