@@ -41,9 +41,13 @@ pub async fn redlock_with(
 
 /// An admin connection to one master.
 pub async fn admin(server: &testkit::RedisServer) -> redis::aio::MultiplexedConnection {
+    // redis-rs gives up on a reply after 500 ms by default; a test's own
+    // reads must not fail for a loaded machine, only for a wrong answer.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
     server
         .client()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("admin connection")
 }
