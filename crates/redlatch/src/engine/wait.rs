@@ -22,6 +22,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::Either;
+
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
@@ -295,8 +298,25 @@ pub(crate) async fn wait_from<A: Acquisition>(
             return Ok(None);
         }
         let was_first = acquisition.goes_first();
-        let step = match within(cut_off, "acquire", acquisition.attempt()).await {
-            Ok(step) => step,
+        // Boxed, as every state but the park is: a parked waiter's future
+        // keeps room for its largest state, and the park is the one it
+        // sits in (trust::liveness bounds that size; measure 5).
+        // What follows is decided in one match and awaited after it: an
+        // attempt's outcome or error kept across an await would take room
+        // in every state, the park's included.
+        let next = match Box::pin(within(cut_off, "acquire", acquisition.attempt())).await {
+            Ok(Step::Done { value, more_left }) => {
+                if more_left {
+                    // One message wakes one waiter: let the next one look too.
+                    tickets.iter().for_each(Ticket::pass_on);
+                }
+                return Ok(Some(value));
+            }
+            Ok(Step::Busy { retry_in }) => {
+                retries = 0;
+                answered_busy = true;
+                Next::Park(retry_in)
+            }
             Err(error) => {
                 if woken {
                     pass_on(&tickets);
@@ -314,44 +334,40 @@ pub(crate) async fn wait_from<A: Acquisition>(
                     // answered "not now" before is slow, not silent: not
                     // acquired. Else the error names the wait; what
                     // waiting left is withdrawn as the acquisition drops.
-                    if answered_busy {
-                        give_up_within_grace(acquisition).await;
-                        return Ok(None);
+                    if !answered_busy {
+                        return Err(error);
                     }
-                    return Err(error);
+                    Next::GiveUp
+                } else {
+                    let Some(policy) = acquisition.retry_after(&error) else {
+                        return Err(error);
+                    };
+                    // Retries follow the retry policy: a single try also rides
+                    // out a short outage. A bounded wait never sleeps past its
+                    // end: a back-off it has no time left for gives up at once.
+                    if retries >= policy.attempts {
+                        return Err(error);
+                    }
+                    let delay = policy.delay(retries);
+                    if cut_off.is_some_and(|cut| delay >= cut.left(LeaseInstant::now())) {
+                        return Err(error);
+                    }
+                    tracing::debug!(%error, retry = retries, "redlatch: attempt failed, retrying");
+                    Next::Retry(delay)
                 }
-                let Some(policy) = acquisition.retry_after(&error) else {
-                    return Err(error);
-                };
-                // Retries follow the retry policy: a single try also rides
-                // out a short outage. A bounded wait never sleeps past its
-                // end: a back-off it has no time left for gives up at once.
-                if retries >= policy.attempts {
-                    return Err(error);
-                }
-                let delay = policy.delay(retries);
-                if cut_off.is_some_and(|cut| delay >= cut.left(LeaseInstant::now())) {
-                    return Err(error);
-                }
-                tracing::debug!(%error, retry = retries, "redlatch: attempt failed, retrying");
-                tokio::time::sleep(delay).await;
+            }
+        };
+        let retry_in = match next {
+            Next::Park(retry_in) => retry_in,
+            Next::GiveUp => {
+                give_up_within_grace(acquisition).await;
+                return Ok(None);
+            }
+            Next::Retry(delay) => {
+                Box::pin(tokio::time::sleep(delay)).await;
                 retries += 1;
                 woken = false;
                 continue;
-            }
-        };
-        retries = 0;
-        let retry_in = match step {
-            Step::Done { value, more_left } => {
-                if more_left {
-                    // One message wakes one waiter: let the next one look too.
-                    tickets.iter().for_each(Ticket::pass_on);
-                }
-                return Ok(Some(value));
-            }
-            Step::Busy { retry_in } => {
-                answered_busy = true;
-                retry_in
             }
         };
         let first = acquisition.goes_first();
@@ -365,7 +381,7 @@ pub(crate) async fn wait_from<A: Acquisition>(
             if cut_off.is_some() {
                 give_up_within_grace(acquisition).await;
             } else {
-                acquisition.give_up().await;
+                Box::pin(acquisition.give_up()).await;
             }
             return Ok(None);
         }
@@ -382,12 +398,15 @@ pub(crate) async fn wait_from<A: Acquisition>(
             tickets = acquisition.join()?;
             if tickets.is_empty() {
                 // Nowhere to listen (no node reachable): wait the re-check out.
-                tokio::time::sleep(limit).await;
+                Box::pin(tokio::time::sleep(limit)).await;
             }
             for ticket in &tickets {
                 ticket.note_lease_end(now + retry_in);
             }
-            futures_util::future::join_all(tickets.iter().map(|t| t.subscribed(limit))).await;
+            Box::pin(futures_util::future::join_all(
+                tickets.iter().map(|t| t.subscribed(limit)),
+            ))
+            .await;
             woken = false;
             // Epoch 1: subscribed once, never since (after a resubscription
             // messages may have been missed: attempt again).
@@ -398,17 +417,21 @@ pub(crate) async fn wait_from<A: Acquisition>(
             let looked = match fresh {
                 true => {
                     let look = async { Ok(acquisition.recheck().await) };
-                    Box::pin(within(cut_off, "acquire", look)).await
+                    Box::pin(within(cut_off, "acquire", look))
+                        .await
+                        .ok()
+                        .flatten()
                 }
-                false => Ok(None),
+                false => None,
             };
-            if let Ok(Some(retry_in)) = looked {
+            if let Some(retry_in) = looked {
                 let now = LeaseInstant::now();
                 for ticket in &tickets {
                     ticket.note_lease_end(now + retry_in);
                 }
                 let limit = retry_in.min(remaining(now));
-                let marks: Vec<(u64, u64)> = tickets.iter().map(|_| (1, 0)).collect();
+                marks.clear();
+                marks.extend(tickets.iter().map(|_| (1, 0)));
                 let wake = park_on_any(&tickets, &marks, limit, first).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
@@ -423,16 +446,30 @@ pub(crate) async fn wait_from<A: Acquisition>(
         }
         let pause = acquisition.pause_after_wake();
         if !pause.is_zero() {
-            tokio::time::sleep(pause.min(remaining(LeaseInstant::now()))).await;
+            Box::pin(tokio::time::sleep(
+                pause.min(remaining(LeaseInstant::now())),
+            ))
+            .await;
         }
     }
 }
 
+/// What the wait loop does after an attempt that did not take the lock.
+enum Next {
+    /// Park until a wake-up or this long.
+    Park(Duration),
+    /// The wait ran out: give up.
+    GiveUp,
+    /// Try again after this back-off.
+    Retry(Duration),
+}
+
 /// Gives up a bounded wait that ran out: waits [`GIVE_UP_GRACE`] at most
 /// for the withdrawal, which goes on in the background past it (withdrawals
-/// are run to their end however their caller goes).
+/// are run to their end however their caller goes). Boxed: a rare path,
+/// whose room a parked waiter would otherwise carry.
 async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
-    let _ = tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up()).await;
+    let _ = Box::pin(tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up())).await;
 }
 
 /// Counts how a park ended.
@@ -450,30 +487,29 @@ fn pass_on(tickets: &[Ticket]) {
 }
 
 /// Parks on every ticket at once until the first wakes (or `limit`);
-/// `first`: as the claimant of the lock's next turn.
-async fn park_on_any(
-    tickets: &[Ticket],
+/// `first`: as the claimant of the lock's next turn. Each ticket parks
+/// until a message it has not seen (one that came after its mark's count),
+/// a resubscription after its mark's epoch, or `limit`.
+///
+/// A plain function, not an `async fn`: a parked waiter sits in this
+/// future, and each `async fn` layer would add its arguments' room.
+fn park_on_any<'a>(
+    tickets: &'a [Ticket],
     marks: &[(u64, u64)],
     limit: Duration,
     first: bool,
-) -> Wake {
+) -> impl Future<Output = Wake> + 'a {
     match (tickets, marks) {
         // The usual case, one channel: no boxing.
-        ([ticket], [mark]) => park(ticket, *mark, limit, first).await,
+        ([ticket], [(epoch, seen)]) => Either::Left(ticket.park(*epoch, *seen, limit, first)),
         _ => {
             let parked = tickets
                 .iter()
                 .zip(marks)
-                .map(|(ticket, mark)| Box::pin(park(ticket, *mark, limit, first)));
-            futures_util::future::select_all(parked).await.0
+                .map(|(ticket, &(epoch, seen))| Box::pin(ticket.park(epoch, seen, limit, first)));
+            Either::Right(futures_util::future::select_all(parked).map(|(wake, ..)| wake))
         }
     }
-}
-
-/// Parks on one ticket until a message it has not seen (one that came
-/// after `seen`), a resubscription after `epoch`, or `limit`.
-async fn park(ticket: &Ticket, (epoch, seen): (u64, u64), limit: Duration, first: bool) -> Wake {
-    ticket.park(epoch, seen, limit, first).await
 }
 
 #[cfg(test)]

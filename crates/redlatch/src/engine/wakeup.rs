@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -364,19 +365,21 @@ impl Ticket {
     /// others, one that no other waiter took). `first`: the waiter claimed
     /// the lock's next turn, and is woken before this client's others.
     pub(crate) async fn park(&self, epoch: u64, seen: u64, limit: Duration, first: bool) -> Wake {
-        self.park_until(epoch, seen, first, tokio::time::sleep(limit))
-            .await
+        let timer = std::pin::pin!(tokio::time::sleep(limit));
+        self.park_until(epoch, seen, first, timer).await
     }
 
     /// [`Ticket::park`], with the wait's end as a future: `timer` resolves
     /// when the wait runs out (the permutation checks, which have no clock,
-    /// give one that never does).
-    async fn park_until(
+    /// give one that never does). Pinned by the caller, not moved in: an
+    /// `async fn` keeps room for an argument beside what it moved it into
+    /// (the `select!`), and every parked waiter carried its timer twice.
+    async fn park_until<T: Future<Output = ()>>(
         &self,
         epoch: u64,
         seen: u64,
         first: bool,
-        timer: impl Future<Output = ()>,
+        timer: Pin<&mut T>,
     ) -> Wake {
         let channel = &*self.channel;
         // Registered before the epoch is checked: a resubscription in between still wakes it.
@@ -799,9 +802,8 @@ mod permutation_checks {
             if by_message {
                 ticket.pass_on_unused();
             }
-            let wake = ticket
-                .park_until(epoch, seen, first, std::future::pending())
-                .await;
+            let never = std::pin::pin!(std::future::pending());
+            let wake = ticket.park_until(epoch, seen, first, never).await;
             by_message = wake == Wake::Message;
             if by_message {
                 woken.fetch_add(1, Ordering::SeqCst);

@@ -317,13 +317,25 @@ impl Lock {
     }
 
     async fn acquire_inner(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Guard>> {
-        let (request, terms) = self.request(lease)?;
+        // Made here and lent to the wait: moved into an `async fn`, it would
+        // take its room twice in every parked waiter (the argument's and
+        // the local's).
+        let mut acquisition = {
+            let (request, terms) = self.request(lease)?;
+            LockAcquisition {
+                lock: self,
+                request,
+                terms,
+                started: LeaseInstant::now(),
+                claimed: None,
+            }
+        };
         let span = tracing::debug_span!(
             "redlatch.acquire",
-            lock = %request.keys.key,
+            lock = %acquisition.request.keys.key,
             token = field::Empty,
         );
-        acquire_measured(span, self.wait_for_hold(request, terms, wait)).await
+        acquire_measured(span, self.wait_for_hold(&mut acquisition, wait)).await
     }
 
     /// Steps aside (the hand-off courtesy) until `until`, until another
@@ -367,12 +379,12 @@ impl Lock {
 
     async fn wait_for_hold(
         &self,
-        request: Request,
-        terms: Terms,
+        acquisition: &mut LockAcquisition<'_>,
         wait: Wait,
     ) -> Result<Option<Guard>> {
         let core = &self.core;
-        let started = LeaseInstant::now();
+        let started = acquisition.started;
+        let request = &acquisition.request;
         let deadline = wait.deadline(started);
         let remaining = |now: LeaseInstant| {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
@@ -394,8 +406,8 @@ impl Lock {
                 // sees us listening and steps aside for us in turn. A plain
                 // sleep, not a park: the first unlock message would be our own.
                 let joined = core.wakeups.join(&request.keys.channel());
-                self.step_aside(&request, until.min(deadline.unwrap_or(until)))
-                    .await;
+                // Boxed: rare, and a parked waiter would carry its room.
+                Box::pin(self.step_aside(request, until.min(deadline.unwrap_or(until)))).await;
                 tickets.push(joined);
             } else if let Some((queued, lease_ends)) =
                 core.wakeups.join_queue(&request.keys.channel())
@@ -414,14 +426,7 @@ impl Lock {
                 tickets.push(queued);
             }
         }
-        let mut acquisition = LockAcquisition {
-            lock: self,
-            request,
-            terms,
-            started,
-            claimed: None,
-        };
-        wait_from(&mut acquisition, wait, started, tickets, woken, seen_held).await
+        wait_from(acquisition, wait, started, tickets, woken, seen_held).await
     }
 }
 
