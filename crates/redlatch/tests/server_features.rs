@@ -910,6 +910,44 @@ async fn calls_without_holder_records_after_an_idle_close_succeed_each_sent_once
     );
 }
 
+/// Several calls at once on a connection the server closed as idle (here
+/// the application's own, through the client's connection): each goes on
+/// the new connection, none meets the closed one, each is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_after_an_idle_close_all_succeed_once() {
+    let server = idle_closing_server();
+    let client = client_without_records(&server).await;
+    let mut conn = client.redis_connection();
+    let _: i64 = redis::cmd("INCR")
+        .arg("idle-count")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let mut conn = client.redis_connection();
+            tokio::spawn(async move {
+                redis::cmd("INCR")
+                    .arg("idle-count")
+                    .query_async::<i64>(&mut conn)
+                    .await
+            })
+        })
+        .collect();
+    for (n, call) in calls.into_iter().enumerate() {
+        call.await
+            .unwrap()
+            .unwrap_or_else(|error| panic!("call {n} after idling: {error}"));
+    }
+    let count: i64 = redis::cmd("GET")
+        .arg("idle-count")
+        .query_async(&mut common::admin(&server).await)
+        .await
+        .unwrap();
+    assert_eq!(count, 9, "one INCR before idling and eight after");
+}
+
 /// A waiter parked on a server that closes idle connections is still woken
 /// by the release, and a hold idle past the close is not reported lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

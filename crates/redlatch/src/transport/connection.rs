@@ -439,13 +439,15 @@ impl Connection {
     ) -> RedisFuture<'a, T> {
         let keeper = self.watched_for_reconnection();
         let ping_first = !self.is_cluster() && self.idle.used_now();
-        let link = &mut self.link;
         if !ping_first && keeper.is_none() {
-            return send(link);
+            return send(&mut self.link);
         }
+        let idle_check = ping_first.then(|| self.idle.clone());
+        let link = &mut self.link;
         Box::pin(async move {
-            if ping_first {
+            if let Some(idle_check) = idle_check {
                 idle::ping(&mut *link).await;
+                idle_check.answered();
             }
             let outcome = send(link).await;
             if let Some(keeper) = keeper {

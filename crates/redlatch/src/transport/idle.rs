@@ -5,7 +5,7 @@
 //! would count twice). So a call on a connection idle for long enough sends
 //! a `PING` first, which is safe to send again: if the connection was
 //! closed, the PING fails, the connection is replaced, and the call goes on
-//! the new one. Cost per call: reading the clock and two atomics.
+//! the new one. Cost per call: a clock read and a few relaxed atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,8 +26,9 @@ const NEVER: u64 = u64::MAX;
 pub(crate) struct IdleCheck {
     /// The origin of the instants below.
     since: Instant,
-    /// Milliseconds from `since` to when the last call was sent: never later
-    /// than its reply, so the idle time is never under-estimated.
+    /// Milliseconds from `since` to when the last call was sent on a
+    /// connection not idle, or a PING answered: never later than the last
+    /// reply, so the idle time is never under-estimated.
     last_used: AtomicU64,
     /// Idle milliseconds after which a PING goes first ([`NEVER`]: none).
     ping_after: AtomicU64,
@@ -61,15 +62,26 @@ impl IdleCheck {
     }
 
     /// Notes a call sent now; true when the connection idled long enough
-    /// that the call must send a PING first.
+    /// that the call must send a PING first. Until a PING has been answered
+    /// ([`IdleCheck::answered`]), every call sent meanwhile sends its own:
+    /// none goes on the connection the first PING may find closed.
     pub(crate) fn used_now(&self) -> bool {
         let after = self.ping_after.load(Ordering::Relaxed);
         if after == NEVER {
             return false;
         }
         let now = self.since.elapsed().as_millis() as u64;
-        let last = self.last_used.swap(now, Ordering::Relaxed);
-        now.saturating_sub(last) > after
+        if now.saturating_sub(self.last_used.load(Ordering::Relaxed)) > after {
+            return true;
+        }
+        self.last_used.fetch_max(now, Ordering::Relaxed);
+        false
+    }
+
+    /// Notes a PING answered (or failed, the connection replaced) now.
+    pub(crate) fn answered(&self) {
+        let now = self.since.elapsed().as_millis() as u64;
+        self.last_used.fetch_max(now, Ordering::Relaxed);
     }
 }
 
@@ -107,7 +119,9 @@ mod tests {
         check.last_used.store(0, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(30));
         assert!(check.used_now(), "idle 30 ms past half of 40 ms");
-        assert!(!check.used_now(), "just used");
+        assert!(check.used_now(), "no PING answered yet");
+        check.answered();
+        assert!(!check.used_now(), "just answered");
         check.server_timeout(None);
         assert_eq!(
             check.ping_after.load(Ordering::Relaxed),
