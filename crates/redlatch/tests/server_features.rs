@@ -842,25 +842,36 @@ async fn a_protection_denied_after_a_reconnection_is_not_asked_again_on_every_ca
     assert!(asked <= 4, "{asked} CLIENT NO-EVICT in {cycles} cycles");
 }
 
-/// Red team: a server that closes idle connections (`timeout 1`) closes
-/// the client's command connection between two calls a few seconds apart.
-/// The next call, a release with nothing to retry it, must find a new
-/// connection, not the closed one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_after_the_server_closed_an_idle_connection_succeed() {
-    let server = RedisServer::builder()
+/// A server that closes a client's connections once idle for a second.
+fn idle_closing_server() -> RedisServer {
+    RedisServer::builder()
         .arg("timeout", "1")
         .start()
-        .expect("start redis-server");
-    let client = common::client(&server).await;
-    // Idle before the acquire (round 1) and before each release.
+        .expect("start redis-server")
+}
+
+/// A client with the test timeouts and no holder records: nothing of its
+/// own (the records' refresh) keeps its command connection busy.
+async fn client_without_records(server: &RedisServer) -> Client {
+    let builder = Client::builder(&server.url())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(20));
+    #[cfg(feature = "holder-records")]
+    let builder = builder.holder_identity(false);
+    builder.connect().await.expect("connect to the test server")
+}
+
+/// Idles past the server's `timeout 1` (checked about ten times a second)
+/// before an acquire (round 1) and before each release, none of which has
+/// anything to retry it: each must find a new connection, not the closed one.
+async fn acquire_and_release_after_idling(client: &Client) {
     for round in 0..2 {
         let guard = client
             .lock("idle-closed")
             .acquire_with_lease(Duration::from_secs(60))
             .await
             .unwrap_or_else(|error| panic!("round {round}: acquire after idling: {error}"));
-        // Idle past the server's timeout (checked about ten times a second).
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         guard
             .release()
@@ -870,6 +881,113 @@ async fn calls_after_the_server_closed_an_idle_connection_succeed() {
             tokio::time::sleep(Duration::from_millis(2_500)).await;
         }
     }
+}
+
+/// Red team: a server that closes idle connections (`timeout 1`, as managed
+/// services often set) closes the client's command connection between two
+/// calls a few seconds apart; the calls after it succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_after_the_server_closed_an_idle_connection_succeed() {
+    let server = idle_closing_server();
+    let client = common::client(&server).await;
+    acquire_and_release_after_idling(&client).await;
+}
+
+/// As above for a client without holder records, whose refresh once a
+/// second used to keep the connection busy and hid the close; and no call
+/// is sent twice to get there (two acquires and two releases: four scripts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_without_holder_records_after_an_idle_close_succeed_each_sent_once() {
+    let server = idle_closing_server();
+    let client = client_without_records(&server).await;
+    let before = common::script_calls(&mut common::admin(&server).await).await;
+    acquire_and_release_after_idling(&client).await;
+    // A fresh admin connection: the server closes idle ones too.
+    let sent = common::script_calls(&mut common::admin(&server).await).await - before;
+    assert_eq!(
+        sent, 4,
+        "{sent} script calls for two acquires and two releases"
+    );
+}
+
+/// Several calls at once on a connection the server closed as idle (here
+/// the application's own, through the client's connection): each goes on
+/// the new connection, none meets the closed one, each is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_after_an_idle_close_all_succeed_once() {
+    let server = idle_closing_server();
+    let client = client_without_records(&server).await;
+    let mut conn = client.redis_connection();
+    let _: i64 = redis::cmd("INCR")
+        .arg("idle-count")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let mut conn = client.redis_connection();
+            tokio::spawn(async move {
+                redis::cmd("INCR")
+                    .arg("idle-count")
+                    .query_async::<i64>(&mut conn)
+                    .await
+            })
+        })
+        .collect();
+    for (n, call) in calls.into_iter().enumerate() {
+        call.await
+            .unwrap()
+            .unwrap_or_else(|error| panic!("call {n} after idling: {error}"));
+    }
+    let count: i64 = redis::cmd("GET")
+        .arg("idle-count")
+        .query_async(&mut common::admin(&server).await)
+        .await
+        .unwrap();
+    assert_eq!(count, 9, "one INCR before idling and eight after");
+}
+
+/// A waiter parked on a server that closes idle connections is still woken
+/// by the release, and a hold idle past the close is not reported lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_parked_across_idle_closes_is_woken_and_the_hold_kept() {
+    let server = idle_closing_server();
+    let holder = client_without_records(&server).await;
+    let waiter = client_without_records(&server).await;
+    let guard = holder
+        .lock("idle-waited")
+        .acquire_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock("idle-waited")
+            .acquire_timeout(Duration::from_secs(30))
+            .await
+    });
+    // Both clients idle past the server's timeout, the waiter parked.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(!waiting.is_finished(), "the waiter got the held lock");
+    assert!(
+        guard.lost_reason().is_none(),
+        "a live hold reported lost after idle closes: {:?}",
+        guard.lost_reason()
+    );
+    let released = std::time::Instant::now();
+    guard.release().await.expect("release after idling");
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the parked waiter was not woken")
+        .unwrap()
+        .expect("the waiter's acquire");
+    // Woken by the release's message, not by a poll long after it.
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "woken {:?} after the release",
+        released.elapsed()
+    );
+    drop(woken);
 }
 
 /// The least-privilege ACL of docs/DEPLOYMENT.md (its first ```acl block,

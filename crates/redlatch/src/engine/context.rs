@@ -26,6 +26,7 @@ use crate::transport::capabilities::{self, Capabilities, Support};
 use crate::transport::connection::{self, Connection};
 #[cfg(feature = "holder-records")]
 use crate::transport::detached::Detached;
+use crate::transport::idle;
 use crate::transport::no_evict;
 use crate::transport::topology::{ReplicaWait, Topology};
 
@@ -179,6 +180,12 @@ async fn learn_capabilities(
     let wait_aof = tokio::time::timeout(limit, capabilities::wait_aof(&mut conn, server.as_ref()))
         .await
         .unwrap_or(Support::Absent);
+    // How soon an idle connection needs a PING before a call (`transport/idle.rs`).
+    let idle_timeout = tokio::time::timeout(limit, idle::server_timeout(&mut conn))
+        .await
+        .ok()
+        .flatten();
+    conn.server_idle_timeout(idle_timeout);
     let no_evict = if !features.no_evict {
         Support::Off
     } else if conn.is_cluster() {

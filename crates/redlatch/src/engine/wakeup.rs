@@ -568,7 +568,16 @@ impl Subscriber {
                     match self.session(session).await {
                         SessionEnd::Shutdown => return,
                         SessionEnd::Disconnected => {
-                            warn!("redlatch: subscription connection lost, reconnecting");
+                            // With no channel wanted nothing was missed: a
+                            // server that closes idle connections (`timeout
+                            // N`) ends an unsubscribed one every N s.
+                            if self.registered_channels().is_empty() {
+                                debug!(
+                                    "redlatch: idle subscription connection closed, reconnecting"
+                                );
+                            } else {
+                                warn!("redlatch: subscription connection lost, reconnecting");
+                            }
                             self.mark_all_unsubscribed();
                         }
                     }

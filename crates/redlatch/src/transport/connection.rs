@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::settings::cluster_pubsub::ClusterPubSub;
 use crate::settings::deployment::Servers;
 use crate::settings::{Settings, SharedSettings};
+use crate::transport::idle::{self, IdleCheck};
 use crate::transport::no_evict::Keeper;
 use crate::transport::script_routes::ScriptRoutes;
 use crate::transport::sentinel::SentinelConnection;
@@ -245,6 +246,9 @@ pub(crate) struct Connection {
     routes: Arc<ScriptRoutes>,
     /// Keeps the server from evicting it, across reconnections.
     no_evict: Arc<Keeper>,
+    /// Sends a PING before a call on a connection the server may have
+    /// closed as idle.
+    idle: Arc<IdleCheck>,
 }
 
 impl Connection {
@@ -253,7 +257,13 @@ impl Connection {
             link,
             routes: Arc::new(ScriptRoutes::default()),
             no_evict: Arc::new(Keeper::default()),
+            idle: Arc::new(IdleCheck::default()),
         }
+    }
+
+    /// Takes the server's idle `timeout` (`None`: it would not say).
+    pub(crate) fn server_idle_timeout(&self, timeout: Option<Duration>) {
+        self.idle.server_timeout(timeout);
     }
 
     /// Keeps the connection unevictable (the server granted `CLIENT
@@ -417,21 +427,62 @@ fn cluster_masters(nodes: &str) -> Vec<Node> {
         .collect()
 }
 
+impl Connection {
+    /// Sends one call through `send`: after a PING where the connection
+    /// idled long enough that the server may have closed it (not on a
+    /// cluster, whose client sends a call cut off by a dropped connection
+    /// again by itself), and noting its outcome where the connection is
+    /// kept unevictable.
+    fn call<'a, T: Send + 'a>(
+        &'a mut self,
+        send: impl FnOnce(&'a mut Link) -> RedisFuture<'a, T> + Send + 'a,
+    ) -> RedisFuture<'a, T> {
+        let keeper = self.watched_for_reconnection();
+        let ping_first = !self.is_cluster() && self.idle.used_now();
+        if !ping_first && keeper.is_none() {
+            return send(&mut self.link);
+        }
+        let idle_check = ping_first.then(|| self.idle.clone());
+        let link = &mut self.link;
+        Box::pin(async move {
+            if let Some(idle_check) = idle_check {
+                idle::ping(&mut *link).await;
+                idle_check.answered();
+            }
+            let outcome = send(link).await;
+            if let Some(keeper) = keeper {
+                keeper.note(&outcome);
+            }
+            outcome
+        })
+    }
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let keeper = self.watched_for_reconnection();
-        let call = match &mut self.link {
+        self.call(move |link| link.req_packed_command(cmd))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.call(move |link| link.req_packed_commands(pipeline, offset, count))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.link.get_db()
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
             Link::Single(conn) => conn.req_packed_command(cmd),
             Link::Cluster(conn, ..) => conn.req_packed_command(cmd),
             Link::Sentinel(conn) => conn.req_packed_command(cmd),
-        };
-        match keeper {
-            None => call,
-            Some(keeper) => Box::pin(async move {
-                let outcome = call.await;
-                keeper.note(&outcome);
-                outcome
-            }),
         }
     }
 
@@ -441,24 +492,15 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let keeper = self.watched_for_reconnection();
-        let call = match &mut self.link {
+        match self {
             Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Link::Cluster(conn, ..) => conn.req_packed_commands(pipeline, offset, count),
             Link::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
-        };
-        match keeper {
-            None => call,
-            Some(keeper) => Box::pin(async move {
-                let outcome = call.await;
-                keeper.note(&outcome);
-                outcome
-            }),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match &self.link {
+        match self {
             Link::Single(conn) => conn.get_db(),
             Link::Cluster(conn, ..) => conn.get_db(),
             Link::Sentinel(conn) => conn.get_db(),

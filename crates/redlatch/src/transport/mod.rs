@@ -6,6 +6,7 @@ pub(crate) mod connection;
 // Only the holder records send a last word as the runtime stops.
 #[cfg(feature = "holder-records")]
 pub(crate) mod detached;
+pub(crate) mod idle;
 pub(crate) mod no_evict;
 pub(crate) mod script_routes;
 pub(crate) mod sentinel;
