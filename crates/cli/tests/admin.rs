@@ -21,6 +21,8 @@ fn redis_view(world: &World, name: &str) -> (HashMap<String, u64>, i64, Option<u
             .and_then(|digits| digits.parse().ok())
             .unwrap_or_else(|| panic!("kept token {kept:?}"))
     });
+    // A waiter's mark (`w`: the release then publishes) is no hold.
+    fields.remove("redlatch_waiters");
     let counts = fields
         .into_iter()
         .map(|(field, count)| (field, count.parse().expect("a hold count")))
