@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::engine::context::Features;
 use crate::error::{Error, Result};
 use crate::settings::Settings;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
 use crate::lock::Lock;

@@ -9,9 +9,9 @@ pub(crate) mod attempt;
 pub(crate) mod family;
 pub(crate) mod sides;
 
-use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured, lease_choice};
 use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::primitive::LockFamily;
 use crate::engine::renewal::renewal_period;
