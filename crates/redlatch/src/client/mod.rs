@@ -19,7 +19,7 @@ use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
 #[cfg(feature = "watch")]
-use crate::settings::SettingsWatcher;
+use crate::settings::watch::SettingsWatcher;
 use crate::settings::{ApplySettings, Settings};
 use crate::spin_lock::SpinLock;
 use crate::transport::capabilities::Capabilities;
