@@ -184,7 +184,8 @@ mod sync;
 mod transport;
 mod vocabulary;
 
-pub use client::{Builder, Client, ClientBuilder};
+pub use client::Client;
+pub use client::builder::{Builder, ClientBuilder};
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;

@@ -8,7 +8,7 @@ use super::lock::Lock;
 use super::permit_semaphore::PermitSemaphore;
 use super::rw_lock::ReadWriteLock;
 use super::semaphore::Semaphore;
-use crate::client::Builder;
+use crate::client::builder::Builder;
 use crate::error::Result;
 use crate::settings::Settings;
 

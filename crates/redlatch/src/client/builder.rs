@@ -496,6 +496,24 @@ impl<C> Builder<C> {
     }
 }
 
+// A client is made only through its builder: the client's own file names
+// no builder, so this file stands above it.
+impl Client {
+    /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
+    /// response timeout, 3 retries, no key prefix).
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::builder(url).connect().await
+    }
+
+    /// Starts a [`ClientBuilder`] for `url`.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+}
+
 impl ClientBuilder {
     /// Checks the settings and connects.
     ///
