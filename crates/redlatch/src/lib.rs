@@ -184,7 +184,8 @@ mod sync;
 mod transport;
 mod vocabulary;
 
-pub use client::{Builder, Client, ClientBuilder};
+pub use client::Client;
+pub use client::builder::{Builder, ClientBuilder};
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;
@@ -201,15 +202,15 @@ pub use rw_lock::guard::{ReadGuard, WriteGuard};
 pub use rw_lock::sides::{ReadSide, WriteSide};
 pub use semaphore::permit::{ExpirablePermit, PermitSemaphore};
 pub use semaphore::{Semaphore, SemaphorePermit};
-#[cfg(feature = "watch")]
-#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
-pub use settings::SettingsWatcher;
 pub use settings::cluster_pubsub::ClusterPubSub;
 pub use settings::deployment::{Deployment, Servers};
 #[cfg(feature = "clap")]
 #[cfg_attr(docsrs, doc(cfg(feature = "clap")))]
 pub use settings::flags::DeploymentArgs;
 pub use settings::tls_files::TlsFiles;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use settings::watch::SettingsWatcher;
 pub use settings::{RetryPolicy, Settings};
 pub use spin_lock::SpinLock;
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};

@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};

@@ -2,8 +2,13 @@
 
 use std::sync::Arc;
 
-use super::{Bridge, FairLock, Lock, PermitSemaphore, ReadWriteLock, Semaphore};
-use crate::client::Builder;
+use super::bridge::Bridge;
+use super::fair_lock::FairLock;
+use super::lock::Lock;
+use super::permit_semaphore::PermitSemaphore;
+use super::rw_lock::ReadWriteLock;
+use super::semaphore::Semaphore;
+use crate::client::builder::Builder;
 use crate::error::Result;
 use crate::settings::Settings;
 

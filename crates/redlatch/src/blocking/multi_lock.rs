@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Bridge, Lock};
+use super::bridge::Bridge;
+use super::lock::Lock;
 use crate::error::{Error, Result};
 
 /// A blocking [`crate::MultiLock`]: several blocking [`Lock`]s, possibly of

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Bridge, Guard};
+use super::bridge::Bridge;
+use super::guard::Guard;
 use crate::error::Result;
 
 /// A blocking [`crate::PermitSemaphore`]. Each method's round trips, keys and

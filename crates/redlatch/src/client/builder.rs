@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::engine::context::Features;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
@@ -493,6 +493,24 @@ impl<C> Builder<C> {
             misplaced_master_auth: self.misplaced_master_auth,
             makes: PhantomData,
         }
+    }
+}
+
+// A client is made only through its builder: the client's own file names
+// no builder, so this file stands above it.
+impl Client {
+    /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
+    /// response timeout, 3 retries, no key prefix).
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::builder(url).connect().await
+    }
+
+    /// Starts a [`ClientBuilder`] for `url`.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
     }
 }
 

@@ -2,7 +2,8 @@
 //! servers turned into a client builder. (Redlock deployments connect in
 //! `redlock/deployment.rs`.)
 
-use crate::client::{Client, ClientBuilder};
+use crate::client::Client;
+use crate::client::builder::ClientBuilder;
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 use crate::settings::deployment::{Deployment, Servers};

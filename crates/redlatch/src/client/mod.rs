@@ -1,9 +1,6 @@
 //! The client: connections, settings, and the background tasks locks share.
 
-mod builder;
-
-pub use builder::{Builder, ClientBuilder};
-
+pub(crate) mod builder;
 mod deployment;
 pub(crate) mod listing;
 
@@ -11,7 +8,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
 use crate::lock::Lock;
@@ -19,7 +16,7 @@ use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
 #[cfg(feature = "watch")]
-use crate::settings::SettingsWatcher;
+use crate::settings::watch::SettingsWatcher;
 use crate::settings::{ApplySettings, Settings};
 use crate::spin_lock::SpinLock;
 use crate::transport::capabilities::Capabilities;
@@ -31,8 +28,9 @@ use crate::transport::shared::RedisConnection;
 /// Cheap to clone (an `Arc`): clones share one multiplexed command
 /// connection (reconnected by itself), one subscription connection for every
 /// waiter, one loss-watch connection (none with
-/// [`ClientBuilder::lean`]), and one watchdog task that renews every held
-/// lock. Create one per process and pass clones around.
+/// [`ClientBuilder::lean`](crate::ClientBuilder::lean)), and one watchdog
+/// task that renews every held lock. Create one per process and pass clones
+/// around.
 ///
 /// Every client has a random [`id`](Client::id) (a UUID v4). Lock owners are
 /// `<id>:<owner>`, so owners are unique across processes.
@@ -62,20 +60,6 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Most holds renewed by one script call.
     pub const RENEW_BATCH: usize = crate::engine::watchdog::RENEW_BATCH;
-
-    /// Connects with default [`Settings`] (30 s lease, 10 s connect timeout, 3 s
-    /// response timeout, 3 retries, no key prefix).
-    ///
-    /// # Errors
-    /// As [`ClientBuilder::connect`].
-    pub async fn connect(url: &str) -> Result<Client> {
-        Client::builder(url).connect().await
-    }
-
-    /// Starts a [`ClientBuilder`] for `url`.
-    pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::new(url)
-    }
 
     /// A handle to the lock `name` (no round trip; the name is checked when
     /// the lock is used). See [`Lock`].

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tracing::{Instrument, Span};
 
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::keys::{LockKeys, validate_owner};

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use tracing::debug;
 
-use crate::engine::Core;
 use crate::engine::cancel::{hand_over, spawn_undo, until_answered};
+use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;

@@ -9,7 +9,7 @@ use crate::lease_clock::LeaseInstant;
 
 use tokio::sync::Notify;
 
-use crate::engine::primitive::HoldKind;
+use crate::engine::hold_kind::HoldKind;
 use crate::settings::limits;
 
 /// What a new acquisition tells the watchdog.
@@ -233,7 +233,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::primitive::TEST_RENEWAL;
+    use crate::engine::hold_kind::TEST_RENEWAL;
 
     fn hold(lease_ms: u64, renewed: bool) -> Hold {
         Hold::new(NewHold {

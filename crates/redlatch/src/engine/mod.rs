@@ -9,6 +9,7 @@ pub(crate) mod coalesce;
 pub(crate) mod context;
 pub(crate) mod courtesy;
 pub(crate) mod hold;
+pub(crate) mod hold_kind;
 #[cfg(feature = "holder-records")]
 pub(crate) mod identity;
 pub(crate) mod loss_watch;
@@ -27,5 +28,3 @@ pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
 pub(crate) mod watched_renewals;
-
-pub(crate) use context::Core;

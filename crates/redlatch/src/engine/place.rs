@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::engine::Core;
 use crate::engine::cancel::{run_to_end, spawn_undo};
+use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 
 /// The entry `call`'s attempts keep in Redis while its acquire waits.

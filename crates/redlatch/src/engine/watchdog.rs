@@ -12,7 +12,7 @@
 //! Redis never answered. Fixed-lease holds are not renewed, only marked lost
 //! when their lease runs out.
 //!
-//! The scripts are the primitives' ([`BatchRenewal`](crate::engine::primitive::BatchRenewal)): `renew.lua` for lock
+//! The scripts are the primitives' ([`BatchRenewal`](crate::engine::hold_kind::BatchRenewal)): `renew.lua` for lock
 //! hash fields (reentrant and fair locks, the write side of read-write
 //! locks), `rw_read_renew.lua` for read holds (which also extends their
 //! per-hold timeout keys), `permit_renew.lua` for expirable permits. A Redlock hold, which needs a majority of several
@@ -37,10 +37,10 @@ use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::Watched;
 use crate::engine::hold::{Hold, LostReason, NewHold};
+use crate::engine::hold_kind::{HoldKind, RenewNow, Renewed};
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch};
-use crate::engine::primitive::{HoldKind, RenewNow, Renewed};
 // fair_lock/ still names renewal_period by this path.
 pub(crate) use crate::engine::renewal::renewal_period;
 use crate::engine::renewal::{LOG_TARGET, retry_delay};
@@ -776,7 +776,7 @@ impl Holds for WatchedHolds {
 mod tests {
     use super::*;
 
-    use crate::engine::primitive::{BatchRenewal, TEST_RENEWAL};
+    use crate::engine::hold_kind::{BatchRenewal, TEST_RENEWAL};
     use crate::scripts::Invocation;
 
     fn add_nothing(_: &mut Invocation, _: &str, _: &str, _: u64) {}
@@ -955,7 +955,7 @@ mod permutation_checks {
         NewHold {
             key: Arc::from(KEY),
             owner: Arc::from(OWNER),
-            kind: HoldKind::Batched(&crate::engine::primitive::TEST_RENEWAL),
+            kind: HoldKind::Batched(&crate::engine::hold_kind::TEST_RENEWAL),
             lease_ms: LEASE_MS,
             renewed,
             token,

@@ -6,9 +6,9 @@ use std::time::Duration;
 pub(crate) mod attempt;
 pub(crate) mod family;
 
-use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::{Handed, Ticket};

@@ -8,9 +8,9 @@ use crate::lease_clock::LeaseInstant;
 
 use tracing::Instrument;
 
-use crate::engine::Core;
 use crate::engine::acquire::Terms;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
+use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::primitive::LockFamily;
 use crate::error::{Error, Result};

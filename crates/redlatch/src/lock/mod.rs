@@ -16,9 +16,9 @@ use crate::lease_clock::LeaseInstant;
 
 use tracing::{Instrument, field};
 
-use crate::engine::Core;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};

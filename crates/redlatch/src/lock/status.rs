@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::error::{Error, Result};
 #[cfg(feature = "holder-records")]
 use crate::lock::holder_identity::{self, HolderIdentity};

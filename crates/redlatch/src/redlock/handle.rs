@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::client::{Client, ClientBuilder};
+use crate::client::Client;
+use crate::client::builder::ClientBuilder;
 use crate::error::{Error, Result};
 use crate::redlock::node::Node;
 use crate::redlock::quorum;

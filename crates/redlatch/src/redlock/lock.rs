@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::attempt;
 use crate::engine::cancel::{hand_over, spawn_undo};
 use crate::engine::hold::{Hold, NewHold};
-use crate::engine::primitive::{HoldKind, RenewNow};
+use crate::engine::hold_kind::{HoldKind, RenewNow};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};

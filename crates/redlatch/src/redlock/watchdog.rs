@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::engine::hold::LostReason;
-use crate::engine::primitive::{RenewNow, Renewed};
+use crate::engine::hold_kind::{RenewNow, Renewed};
 use crate::error::Error;
 use crate::lease_clock::LeaseInstant;
 use crate::redlock::guard::RedlockHold;

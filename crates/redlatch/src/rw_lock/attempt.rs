@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Core;
+use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;

@@ -5,8 +5,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::engine::Core;
-use crate::engine::primitive::{BatchRenewal, Boxed, HoldKind, LockFamily, on_connection};
+use crate::engine::context::Core;
+use crate::engine::hold_kind::{BatchRenewal, HoldKind};
+use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
 use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
 use crate::scripts;

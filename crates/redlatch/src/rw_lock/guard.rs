@@ -135,6 +135,8 @@ impl WriteGuard {
     /// released, or the write hold released by its guard's drop: never a
     /// hold without a guard.
     pub async fn downgrade(self) -> Result<ReadGuard> {
-        Ok(ReadGuard::new(crate::rw_lock::downgrade(self.guard).await?))
+        Ok(ReadGuard::new(
+            crate::rw_lock::register::downgrade(self.guard).await?,
+        ))
     }
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 pub(crate) mod attempt;
 pub(crate) mod family;
+pub(crate) mod register;
 pub(crate) mod sides;
 
-use crate::engine::Core;
-use crate::engine::acquire::{Terms, acquire_measured, lease_choice};
+use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
 use crate::engine::place::Place;
-use crate::engine::primitive::LockFamily;
 use crate::engine::renewal::renewal_period;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
@@ -23,10 +23,8 @@ use crate::lock::guard::Guard;
 use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
-use crate::rw_lock::family::{ReadFamily, WriteFamily};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
-use crate::rw_lock::sides::{ReadSide, WriteSide};
-use crate::scripts::acquired::Acquired;
+use crate::rw_lock::register::register;
 use crate::scripts::keys::RwKeys;
 use crate::scripts::rw::{RwReply, Side};
 use crate::settings::{RetryPolicy, limits};
@@ -246,51 +244,6 @@ impl ReadWriteLock {
         Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
     }
 
-    /// The read side as a lock handle of its own: a [`ReadSide`], whose
-    /// `acquire`, `try_acquire` and `acquire_timeout` are [`read`](ReadWriteLock::read),
-    /// [`try_read`](ReadWriteLock::try_read) and [`read_timeout`](ReadWriteLock::read_timeout).
-    /// It is an [`AcquireLock`](crate::AcquireLock), so code written over that
-    /// trait takes a reader like any lock. It holds a clone of this handle
-    /// (owner, lease and place lease included): a few reference counts.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> redlatch::Result<()> {
-    /// # let server = testkit::RedisServer::start().unwrap();
-    /// # let client = redlatch::Client::connect(&server.url()).await?;
-    /// use redlatch::{AcquireLock, HeldLock};
-    ///
-    /// /// One section under `lock`, of any kind.
-    /// async fn section(lock: &impl AcquireLock) -> redlatch::Result<()> {
-    ///     let held = lock.acquire().await?;
-    ///     // ... the work ...
-    ///     held.release().await
-    /// }
-    ///
-    /// let lock = client.read_write_lock("catalog");
-    /// section(&lock.reader()).await?;
-    /// section(&lock.writer()).await?;
-    ///
-    /// let reading = lock.reader().acquire().await?;
-    /// assert!(lock.reader().try_acquire().await?.is_some()); // readers share
-    /// assert!(lock.writer().try_acquire().await?.is_none()); // not with a writer
-    /// reading.release().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn reader(&self) -> ReadSide {
-        ReadSide::new(self.clone())
-    }
-
-    /// The write side as a lock handle of its own: a [`WriteSide`], whose
-    /// `acquire`, `try_acquire` and `acquire_timeout` are [`write`](ReadWriteLock::write),
-    /// [`try_write`](ReadWriteLock::try_write) and [`write_timeout`](ReadWriteLock::write_timeout),
-    /// and an [`AcquireLock`](crate::AcquireLock) (see [`reader`](ReadWriteLock::reader)).
-    /// It holds a clone of this handle: a few reference counts.
-    pub fn writer(&self) -> WriteSide {
-        WriteSide::new(self.clone())
-    }
-
     /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or
     /// write, `None` when free), the holders (readers, and the writer, whose
     /// field ends in `:write`) with their hold counts, the remaining lease,
@@ -439,67 +392,6 @@ impl Acquisition for RwAcquisition<'_> {
     async fn give_up(&mut self) {
         if let Some(claim) = self.claim.take() {
             claim.withdraw().await;
-        }
-    }
-}
-
-/// Registers the hold `call` took with the watchdog; returns its guard.
-fn register(core: &Arc<Core>, call: &RwCall, terms: &Terms, acquired: Acquired) -> Guard {
-    let family: Arc<dyn LockFamily> = match call.side {
-        Side::Read => Arc::new(ReadFamily(call.keys.clone())),
-        Side::Write => Arc::new(WriteFamily(call.keys.clone())),
-    };
-    let request = call.request();
-    Guard::register(core, request.keys, family, request.owner, terms, acquired)
-}
-
-/// Takes a read hold for the owner of the write guard `writer` (allowed
-/// while it writes), then releases the write hold: a downgrade.
-pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
-    let hold = writer.hold().clone();
-    let Some(WriteFamily(keys)) = writer.family().as_any().downcast_ref::<WriteFamily>() else {
-        return Err(Error::Protocol {
-            op: "downgrade",
-            detail: "not a write hold".to_owned(),
-        });
-    };
-    let reader = hold
-        .owner
-        .strip_suffix(":write")
-        .map(Arc::<str>::from)
-        .ok_or_else(|| Error::Protocol {
-            op: "downgrade",
-            detail: format!("write field without ':write': {}", hold.owner),
-        })?;
-    let core = writer.core().clone();
-    let (lease_ms, renewed) = lease_choice(&core, None)?;
-    let terms = Terms {
-        owner: reader,
-        named: hold.named_owner,
-        lease_ms,
-        renewed,
-    };
-    let call = RwCall {
-        keys: keys.clone(),
-        side: Side::Read,
-        reader: terms.owner.clone(),
-        named: terms.named,
-        lease_ms: terms.lease_ms,
-        claim_ms: 0,
-    };
-    match attempt(&core, call.clone()).await? {
-        RwReply::Acquired(acquired) => {
-            let reading = register(&core, &call, &terms, acquired);
-            // Should the write hold be gone already, dropping `reading` gives the read back.
-            writer.release().await?;
-            Ok(reading)
-        }
-        RwReply::Blocked { .. } => {
-            // Only a writer that lost its lock is refused a read.
-            hold.mark_lost(crate::engine::hold::LostReason::Gone);
-            Err(Error::NotHeld {
-                name: writer.name().to_owned(),
-            })
         }
     }
 }

@@ -35,8 +35,57 @@ pub struct WriteSide {
     lock: ReadWriteLock,
 }
 
+// The sides are made here, next to their types: the lock's own file names
+// no side, so this file stands above it.
+impl ReadWriteLock {
+    /// The read side as a lock handle of its own: a [`ReadSide`], whose
+    /// `acquire`, `try_acquire` and `acquire_timeout` are [`read`](ReadWriteLock::read),
+    /// [`try_read`](ReadWriteLock::try_read) and [`read_timeout`](ReadWriteLock::read_timeout).
+    /// It is an [`AcquireLock`](crate::AcquireLock), so code written over that
+    /// trait takes a reader like any lock. It holds a clone of this handle
+    /// (owner, lease and place lease included): a few reference counts.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::{AcquireLock, HeldLock};
+    ///
+    /// /// One section under `lock`, of any kind.
+    /// async fn section(lock: &impl AcquireLock) -> redlatch::Result<()> {
+    ///     let held = lock.acquire().await?;
+    ///     // ... the work ...
+    ///     held.release().await
+    /// }
+    ///
+    /// let lock = client.read_write_lock("catalog");
+    /// section(&lock.reader()).await?;
+    /// section(&lock.writer()).await?;
+    ///
+    /// let reading = lock.reader().acquire().await?;
+    /// assert!(lock.reader().try_acquire().await?.is_some()); // readers share
+    /// assert!(lock.writer().try_acquire().await?.is_none()); // not with a writer
+    /// reading.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reader(&self) -> ReadSide {
+        ReadSide::new(self.clone())
+    }
+
+    /// The write side as a lock handle of its own: a [`WriteSide`], whose
+    /// `acquire`, `try_acquire` and `acquire_timeout` are [`write`](ReadWriteLock::write),
+    /// [`try_write`](ReadWriteLock::try_write) and [`write_timeout`](ReadWriteLock::write_timeout),
+    /// and an [`AcquireLock`](crate::AcquireLock) (see [`reader`](ReadWriteLock::reader)).
+    /// It holds a clone of this handle: a few reference counts.
+    pub fn writer(&self) -> WriteSide {
+        WriteSide::new(self.clone())
+    }
+}
+
 impl ReadSide {
-    pub(super) fn new(lock: ReadWriteLock) -> ReadSide {
+    fn new(lock: ReadWriteLock) -> ReadSide {
         ReadSide { lock }
     }
 
@@ -80,7 +129,7 @@ impl ReadSide {
 }
 
 impl WriteSide {
-    pub(super) fn new(lock: ReadWriteLock) -> WriteSide {
+    fn new(lock: ReadWriteLock) -> WriteSide {
         WriteSide { lock }
     }
 

@@ -5,8 +5,8 @@ pub(crate) mod permit;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Core;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
+use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::engine::Core;
 use crate::engine::acquire::lease_choice;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
+use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
-use crate::engine::primitive::{BatchRenewal, HoldKind};
+use crate::engine::hold_kind::{BatchRenewal, HoldKind};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};

@@ -19,10 +19,7 @@ pub(crate) mod flags;
 pub(crate) mod limits;
 pub(crate) mod tls_files;
 #[cfg(feature = "watch")]
-mod watch;
-
-#[cfg(feature = "watch")]
-pub use watch::SettingsWatcher;
+pub(crate) mod watch;
 
 /// What changes the settings of a running client: `Client::update_settings`
 /// and a settings file's watcher. Held weakly by the watcher, so it does not

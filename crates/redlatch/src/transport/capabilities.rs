@@ -6,8 +6,7 @@
 use std::fmt;
 
 use redis::Value;
-
-use crate::transport::Connection;
+use redis::aio::ConnectionLike;
 
 /// Whether the server gives this client one feature.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +119,7 @@ impl Capabilities {
 }
 
 /// The server's version (`INFO server`; `None` when refused or unreadable).
-pub(crate) async fn server_version(conn: &mut Connection) -> Option<ServerVersion> {
+pub(crate) async fn server_version(conn: &mut impl ConnectionLike) -> Option<ServerVersion> {
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
@@ -152,7 +151,7 @@ fn parse_server_version(info: &str) -> Option<ServerVersion> {
 
 /// Whether the server has `command` (`COMMAND INFO`): available, absent, or
 /// `None` when the server would not say.
-async fn has_command(conn: &mut Connection, command: &str) -> Option<bool> {
+async fn has_command(conn: &mut impl ConnectionLike, command: &str) -> Option<bool> {
     let reply: Value = redis::cmd("COMMAND")
         .arg("INFO")
         .arg(command)
@@ -167,7 +166,10 @@ async fn has_command(conn: &mut Connection, command: &str) -> Option<bool> {
 
 /// Whether `WAITAOF` is there: asked with `COMMAND INFO`, else judged by the
 /// version (7.2 and later).
-pub(crate) async fn wait_aof(conn: &mut Connection, server: Option<&ServerVersion>) -> Support {
+pub(crate) async fn wait_aof(
+    conn: &mut impl ConnectionLike,
+    server: Option<&ServerVersion>,
+) -> Support {
     let by_version = server.map(|server| server.version >= (7, 2, 0));
     match (has_command(conn, "WAITAOF").await, by_version) {
         (Some(true), _) => Support::Available,

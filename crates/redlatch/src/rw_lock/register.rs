@@ -1,0 +1,82 @@
+//! A read-write hold made a guard: registered with the watchdog under its
+//! side's family, and a write hold's downgrade, which registers a read hold.
+
+use std::sync::Arc;
+
+use crate::engine::acquire::{Terms, lease_choice};
+use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
+use crate::engine::hold::LostReason;
+use crate::engine::primitive::LockFamily;
+use crate::error::{Error, Result};
+use crate::lock::guard::Guard;
+use crate::rw_lock::attempt::RwCall;
+use crate::rw_lock::family::{ReadFamily, WriteFamily};
+use crate::scripts::acquired::Acquired;
+use crate::scripts::rw::{RwReply, Side};
+
+/// Registers the hold `call` took with the watchdog; returns its guard.
+pub(crate) fn register(
+    core: &Arc<Core>,
+    call: &RwCall,
+    terms: &Terms,
+    acquired: Acquired,
+) -> Guard {
+    let family: Arc<dyn LockFamily> = match call.side {
+        Side::Read => Arc::new(ReadFamily(call.keys.clone())),
+        Side::Write => Arc::new(WriteFamily(call.keys.clone())),
+    };
+    let request = call.request();
+    Guard::register(core, request.keys, family, request.owner, terms, acquired)
+}
+
+/// Takes a read hold for the owner of the write guard `writer` (allowed
+/// while it writes), then releases the write hold: a downgrade.
+pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
+    let hold = writer.hold().clone();
+    let Some(WriteFamily(keys)) = writer.family().as_any().downcast_ref::<WriteFamily>() else {
+        return Err(Error::Protocol {
+            op: "downgrade",
+            detail: "not a write hold".to_owned(),
+        });
+    };
+    let reader = hold
+        .owner
+        .strip_suffix(":write")
+        .map(Arc::<str>::from)
+        .ok_or_else(|| Error::Protocol {
+            op: "downgrade",
+            detail: format!("write field without ':write': {}", hold.owner),
+        })?;
+    let core = writer.core().clone();
+    let (lease_ms, renewed) = lease_choice(&core, None)?;
+    let terms = Terms {
+        owner: reader,
+        named: hold.named_owner,
+        lease_ms,
+        renewed,
+    };
+    let call = RwCall {
+        keys: keys.clone(),
+        side: Side::Read,
+        reader: terms.owner.clone(),
+        named: terms.named,
+        lease_ms: terms.lease_ms,
+        claim_ms: 0,
+    };
+    match attempt(&core, call.clone()).await? {
+        RwReply::Acquired(acquired) => {
+            let reading = register(&core, &call, &terms, acquired);
+            // Should the write hold be gone already, dropping `reading` gives the read back.
+            writer.release().await?;
+            Ok(reading)
+        }
+        RwReply::Blocked { .. } => {
+            // Only a writer that lost its lock is refused a read.
+            hold.mark_lost(LostReason::Gone);
+            Err(Error::NotHeld {
+                name: writer.name().to_owned(),
+            })
+        }
+    }
+}
