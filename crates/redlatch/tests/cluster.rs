@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, ClientBuilder, ClusterPubSub, Error};
 use testkit::Cluster;
 
+/// The loss watch on a cluster.
+#[path = "cluster/loss_watch.rs"]
+mod loss_watch;
+
 fn cluster() -> Cluster {
     Cluster::start(3, 1).expect("start a 3-master cluster (redis-server and redis-cli installed?)")
 }

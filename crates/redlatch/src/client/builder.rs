@@ -286,10 +286,12 @@ impl<C> Builder<C> {
     /// lost within milliseconds ([`Guard::lost`] resolves), where the
     /// renewals alone find it within a third of the lease. Each hold that
     /// lives longer than 10 ms costs the server one read, and each change
-    /// of its key (renewals included) one push and one read. One server and
-    /// Sentinel; a cluster, and servers that refuse RESP3 or `CLIENT
-    /// TRACKING` (Redis before 6, an ACL without `client`), keep the renewals
-    /// alone.
+    /// of its key (renewals included) one push and one read. On a cluster,
+    /// a connection per master that serves a held key, and a hold is called
+    /// lost only on the word of the node serving its slot now (a slot
+    /// migration or a failover is no loss). Servers that refuse RESP3 or
+    /// `CLIENT TRACKING` (Redis before 6, an ACL without `client`) keep the
+    /// renewals alone.
     ///
     /// [`Guard::lost`]: crate::Guard::lost
     pub fn watch_holds(mut self, on: bool) -> Self {
@@ -521,7 +523,8 @@ impl ClientBuilder {
     /// subscriptions (opened in the background, reconnected as needed) and
     /// one for the loss watch ([`watch_holds`](Self::watch_holds); none when
     /// [`lean`](Self::lean)): three per client. On a cluster the first two
-    /// are each a connection per node it talks to, and there is no watch;
+    /// are each a connection per node it talks to, and the watch one per
+    /// master that serves a held lock's slot;
     /// through Sentinel, each lookup of the master also opens a short-lived
     /// connection to a Sentinel and to the master it names. Everything a
     /// client keeps on the server is tabled in the README, "What redlatch

@@ -29,9 +29,10 @@
 //! cannot take that route (the connection down, a demoted master) goes on
 //! the command connection, and costs a push and a read here.
 //!
-//! Where the server refuses tracking (Redis before 6, an ACL without
-//! `CLIENT`, a proxy) or on a cluster, the watch stays off and the renewals
-//! find a lost hold, within a third of its lease.
+//! On a cluster the same task keeps a connection per master instead
+//! (`engine/cluster_watch.rs`). Where the server refuses tracking (Redis
+//! before 6, an ACL without `CLIENT`, a proxy), the watch stays off and the
+//! renewals find a lost hold, within a third of its lease.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
@@ -43,6 +44,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::engine::cluster_watch;
 use crate::engine::hold::{Hold, Watched};
 use crate::engine::reread::{Pacing, Rereads};
 use crate::engine::sleep::sleep_until;
@@ -57,7 +59,7 @@ use crate::transport::watch::{WatchSource, is_master};
 pub(crate) const SETTLE: Duration = Duration::from_millis(10);
 
 /// Most keys read in one pipeline.
-const CHECK_BATCH: usize = 256;
+pub(super) const CHECK_BATCH: usize = 256;
 
 /// How often a watch through Sentinel asks its server whether it is still
 /// the master, while it holds anything: how late a failover that left the
@@ -119,18 +121,20 @@ impl LossWatch {
 
 /// One watched key: its holds, and the pace of its re-reads.
 #[derive(Default)]
-struct WatchedKey {
-    holds: Vec<(Arc<str>, Weak<Hold>)>,
-    pacing: Pacing,
+pub(super) struct WatchedKey {
+    pub(super) holds: Vec<(Arc<str>, Weak<Hold>)>,
+    pub(super) pacing: Pacing,
+    /// On a cluster: the node whose connection tracks the key now.
+    pub(super) node: Option<Arc<str>>,
 }
 
 /// Holds watched per key.
-type Keys = HashMap<Arc<str>, WatchedKey>;
+pub(super) type Keys = HashMap<Arc<str>, WatchedKey>;
 
 /// A connection that lived this long was sound: the next failure starts
 /// the reconnect delays from the first again. One that dies sooner (killed
 /// at once, refused at once) keeps them growing.
-const SOUND_FOR: Duration = Duration::from_secs(1);
+pub(super) const SOUND_FOR: Duration = Duration::from_secs(1);
 
 async fn run(
     source: WatchSource,
@@ -141,10 +145,10 @@ async fn run(
     route: WatchRoute,
     shutdown: CancellationToken,
 ) {
-    if let WatchSource::Unsupported(why) = &source {
-        debug!(why, "redlatch: no loss watch; renewals find lost holds");
-        drain(&mut incoming, &shutdown).await;
-        return;
+    if let WatchSource::Cluster(nodes) = source {
+        // Renewals stay on the command connection there (the route is
+        // never opened): each costs the watch a push and a read.
+        return cluster_watch::run(nodes, protect, holds, settings, incoming, shutdown).await;
     }
     let mut keys: Keys = HashMap::new();
     // New holds, each with the time of its first read.
@@ -287,6 +291,7 @@ async fn watch(
     shutdown: &CancellationToken,
 ) -> Ended {
     let mut next_role_check = tokio::time::Instant::now() + ROLE_EVERY;
+    let mut table_seen: Option<(tokio::time::Instant, bool)> = None;
     loop {
         let next_settled = settling.front().map(|(at, _)| *at);
         let role_check = (*master_only && !keys.is_empty()).then_some(next_role_check);
@@ -326,7 +331,12 @@ async fn watch(
             push = pushes.recv() => match push {
                 Some(push) => match invalidated(push, keys) {
                     Some(named) => match pace(keys, rereads, named) {
-                        (_, true) if noloop => return Ended::TableFull,
+                        (now_due, true) if noloop => {
+                            if table_full(conn, &mut table_seen).await {
+                                return Ended::TableFull;
+                            }
+                            now_due
+                        }
                         (now_due, _) => now_due,
                     },
                     None => return Ended::Failed,
@@ -343,10 +353,90 @@ async fn watch(
     }
 }
 
+/// How long a look at the server's tracking table is taken for its state.
+const TABLE_SEEN_FOR: Duration = Duration::from_secs(1);
+
+/// Whether the server's tracking table is full, as the server says. A key
+/// invalidated right after a read was either evicted from a full table or
+/// written again by someone, maybe to the same name in another database
+/// (invalidations name no database): only the first hides evictions from a
+/// NOLOOP connection. Full when the table holds half its limit
+/// (`tracking-table-max-keys`, 0: no limit) or more, or when the server
+/// does not say (`CONFIG` or `INFO` refused). Asked at most once per
+/// [`TABLE_SEEN_FOR`].
+async fn table_full(
+    conn: &mut MultiplexedConnection,
+    seen: &mut Option<(tokio::time::Instant, bool)>,
+) -> bool {
+    if let Some((at, full)) = *seen
+        && at.elapsed() < TABLE_SEEN_FOR
+    {
+        return full;
+    }
+    let answers: redis::RedisResult<Vec<redis::RedisResult<Value>>> = redis::pipe()
+        .cmd("CONFIG")
+        .arg("GET")
+        .arg("tracking-table-max-keys")
+        .cmd("INFO")
+        .arg("stats")
+        .ignore_errors()
+        .query_async(conn)
+        .await;
+    let full = match answers.as_deref() {
+        Ok([Ok(config), Ok(info)]) => match (table_limit(config), tracked_keys(info)) {
+            (Some(0), _) => false,
+            (Some(limit), Some(tracked)) => tracked.saturating_mul(2) >= limit,
+            _ => true,
+        },
+        _ => true,
+    };
+    *seen = Some((tokio::time::Instant::now(), full));
+    full
+}
+
+/// `tracking-table-max-keys` from a `CONFIG GET` reply.
+fn table_limit(config: &Value) -> Option<u64> {
+    let pairs: Vec<(String, String)> = match config {
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    redis::from_redis_value_ref(name).ok()?,
+                    redis::from_redis_value_ref(value).ok()?,
+                ))
+            })
+            .collect(),
+        other => redis::from_redis_value_ref::<Vec<String>>(other)
+            .ok()?
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [name, value] => Some((name.clone(), value.clone())),
+                _ => None,
+            })
+            .collect(),
+    };
+    pairs
+        .into_iter()
+        .find(|(name, _)| name == "tracking-table-max-keys")
+        .and_then(|(_, value)| value.parse().ok())
+}
+
+/// `tracking_total_keys` from an `INFO stats` reply.
+fn tracked_keys(info: &Value) -> Option<u64> {
+    let text: String = redis::from_redis_value_ref(info).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("tracking_total_keys:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// Of the keys an invalidation names, those to read now; the others are
 /// scheduled for later by their pacing. True when one is (a key
 /// invalidated right after a read: the tracking table evicting it).
-fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> (Vec<Arc<str>>, bool) {
+pub(super) fn pace(
+    keys: &mut Keys,
+    rereads: &mut Rereads,
+    named: Vec<Arc<str>>,
+) -> (Vec<Arc<str>>, bool) {
     let now = tokio::time::Instant::now();
     let mut now_due = Vec::new();
     let mut evicted = false;
@@ -366,7 +456,7 @@ fn pace(keys: &mut Keys, rereads: &mut Rereads, named: Vec<Arc<str>>) -> (Vec<Ar
 }
 
 /// Why a watch connection could not be set up.
-enum Refusal {
+pub(super) enum Refusal {
     /// The server refuses tracking: no use trying again.
     ForGood(redis::RedisError),
     /// The server is unreachable now.
@@ -383,6 +473,18 @@ async fn open(
     timeout: Duration,
 ) -> Result<(MultiplexedConnection, bool), Refusal> {
     let mut conn = source.open(pushes, timeout).await.map_err(refusal)?;
+    let transactions = start_tracking(&mut conn, protect, noloop).await?;
+    Ok((conn, transactions))
+}
+
+/// Turns tracking on for a new watch connection (and, with `protect`,
+/// makes it unevictable); with whether it may carry the renewals (the
+/// server allows `MULTI`).
+pub(super) async fn start_tracking(
+    conn: &mut MultiplexedConnection,
+    protect: bool,
+    noloop: bool,
+) -> Result<bool, Refusal> {
     // `CACHING yes` is asked once here: every read of the watch and every
     // renewal through it counts on it (a `PING` then takes the flag back).
     // Each answer apart: a refusal's code says whether to try again.
@@ -398,7 +500,7 @@ async fn open(
         .arg("yes")
         .cmd("PING")
         .ignore_errors()
-        .query_async(&mut conn)
+        .query_async(conn)
         .await
         .map_err(refusal)?;
     if let Some(Err(error)) = answers.into_iter().find(Result::is_err) {
@@ -407,7 +509,7 @@ async fn open(
     if protect {
         // Granted at connect on the command connection: a refusal
         // here changes nothing but the flag.
-        let _ = no_evict::protect(&mut conn).await;
+        let _ = no_evict::protect(conn).await;
     }
     // The renewals' route needs transactions: an ACL without `MULTI`
     // (`@transaction`) leaves the renewals on the command connection.
@@ -418,7 +520,7 @@ async fn open(
         .cmd("MULTI")
         .cmd("EXEC")
         .ignore_errors()
-        .query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
+        .query_async::<Vec<redis::RedisResult<Value>>>(conn)
         .await
         .map_err(refusal)?;
     let transactions = match probe.as_slice() {
@@ -428,12 +530,12 @@ async fn open(
         [Ok(_), Err(error)] => return Err(Refusal::ForGood(error.clone())),
         _ => false,
     };
-    Ok((conn, transactions))
+    Ok(transactions)
 }
 
 /// A server's answer refuses for good (RESP3 or tracking unknown, denied);
 /// a broken connection or a server busy starting refuses for now.
-fn refusal(error: redis::RedisError) -> Refusal {
+pub(super) fn refusal(error: redis::RedisError) -> Refusal {
     match error.code() {
         None | Some("BUSY") => Refusal::ForNow(error),
         Some(_) if crate::error::unavailable_for_now(&error) => Refusal::ForNow(error),
@@ -442,7 +544,7 @@ fn refusal(error: redis::RedisError) -> Refusal {
 }
 
 /// Keeps the task's queue empty when there is no watch.
-async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &CancellationToken) {
+pub(super) async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &CancellationToken) {
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -451,12 +553,13 @@ async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &Cancellatio
     }
 }
 
-fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
+pub(super) fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
     // Nearly always one hold per key: room for one, not the default four.
     keys.entry(watched.key.clone())
         .or_insert_with(|| WatchedKey {
             holds: Vec::with_capacity(1),
             pacing: Pacing::default(),
+            node: None,
         })
         .holds
         .push((watched.field, watched.hold));
@@ -465,7 +568,7 @@ fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
 
 /// The watched keys an invalidation names (all of them for a flush);
 /// `None` when the connection is gone.
-fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
+pub(super) fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
     match push.kind {
         PushKind::Invalidate => {
             let named: Vec<Arc<str>> = match push.data.first() {
@@ -599,7 +702,7 @@ fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) ->
 }
 
 /// Marks a hold whose field is gone, and stops watching it.
-fn lost(
+pub(super) fn lost(
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
     key: &Arc<str>,

@@ -30,7 +30,7 @@ use crate::transport::sentinel::SentinelConnection;
 use crate::transport::subscription::SubscriptionSource;
 use crate::transport::tls::Certificates;
 use crate::transport::topology::{MasterAuth, ReplicaWait, Topology};
-use crate::transport::watch::WatchSource;
+use crate::transport::watch::{ClusterNodes, WatchSource};
 
 /// Opens the command connection for `topology` (now), and says where
 /// subscription connections come from.
@@ -185,6 +185,7 @@ async fn open_cluster(
         .get_async_connection()
         .await
         .map_err(|error| Error::from_redis("connect", error))?;
+    let watch = WatchSource::Cluster(ClusterNodes::new(nodes.clone(), certs.clone()));
     Ok((
         Connection::new(Link::Cluster(conn, shared.clone(), pubsub)),
         SubscriptionSource::Cluster {
@@ -193,7 +194,7 @@ async fn open_cluster(
             certs,
             pubsub,
         },
-        WatchSource::Unsupported("a cluster's keys live on many nodes"),
+        watch,
     ))
 }
 

@@ -713,3 +713,56 @@ mod staller {
         });
     }
 }
+
+/// Issue 38: invalidations name keys without their database, so writes to
+/// the same name in another database reach the watch of a DB 0 hold, each
+/// soon after the watch's last read. They are no loss, and no sign of a
+/// full tracking table either: before, the watch took them for evictions,
+/// reconnected without NOLOOP and sent every renewal back to the command
+/// connection for the client's life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_to_the_same_name_in_another_database_are_no_loss_and_no_full_table() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let guard = client.lock("same:name").acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut db5 = redis::Client::open(format!("{}/5", server.url()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let before = connections_received(&server).await;
+    for round in 0..40 {
+        let _: () = redis::cmd("SET")
+            .arg("same:name")
+            .arg(round)
+            .query_async(&mut db5)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let _: () = redis::cmd("DEL")
+        .arg("same:name")
+        .query_async(&mut db5)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("FLUSHDB").query_async(&mut db5).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        guard.is_held(),
+        "another database's key was taken for the lock: {:?}",
+        guard.lost_reason()
+    );
+    // This count's own connection, and no reconnection of the watch.
+    let opened = connections_received(&server).await - before;
+    assert!(
+        opened <= 1,
+        "the watch reconnected ({opened} connections): another database's writes were taken for a full tracking table"
+    );
+    // The hold is still watched: its own key's loss is found at once.
+    admin_cmd(&server, &["DEL", "same:name"]).await;
+    tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+        .await
+        .expect("the DB 0 hold went unwatched");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}

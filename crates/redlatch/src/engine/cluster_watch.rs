@@ -1,0 +1,534 @@
+//! The loss watch on a Redis Cluster: one tracking connection per master
+//! that serves a held key, and a hold called lost only on the word of the
+//! node that serves its slot now.
+//!
+//! The same task as on one server (`engine/loss_watch.rs`: a hold's owner
+//! field read once it is [`SETTLE`] old, read again when the server pushes
+//! an invalidation), with a connection per node instead of one. Which node
+//! serves a key's slot is learned from the nodes themselves: a read goes to
+//! the node last known to serve the slot (at first, any node), and a node
+//! that does not serve it answers `MOVED` with the one that does; the read
+//! is sent there, and the slot remembered. So:
+//!
+//! - An answer "field absent" (or `WRONGTYPE`) counts only from a node that
+//!   serves the slot: any other answers `MOVED` (a replica, a former master,
+//!   the source of a finished migration) or `ASK`.
+//! - An invalidation is only a reason to read the key again, on the slot's
+//!   node now. A slot moved away (a classic `MIGRATE` resharding, Valkey 9's
+//!   atomic `CLUSTER MIGRATESLOTS`) invalidates the key on the old node
+//!   although the lock lives on on the new one; the read that follows finds
+//!   it there (through `MOVED`) and tracks it there.
+//! - A slot half-way through a classic migration answers `ASK` for a key
+//!   already moved: the key is read on the target (`ASKING`, then the read),
+//!   which cannot track it (`ASKING` and `CLIENT CACHING yes` each apply to
+//!   the next command only), so it is read again every [`ASK_REREAD`] until
+//!   the migration ends and the target serves the slot.
+//! - A node whose connection fails (a failover, a restart, `CLIENT KILL`)
+//!   is forgotten as the server of its slots; its keys are read again after
+//!   the client's retry delay, on whichever node serves them then.
+//!
+//! Invalidations name keys without their database, so a write to the same
+//! name in another database makes a read here too, which finds the hold.
+//! Connections are opened at the first hold on a node and kept: at most one
+//! per master. Renewals are not routed through these connections (one
+//! server's `engine/watched_renewals.rs`): each renewal costs the watch a
+//! push and a read. The watch tracks without NOLOOP, so a key the server's
+//! full tracking table evicts is told, and paced (`engine/reread.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{PushInfo, PushKind, RedisResult, Value};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::engine::hold::{Hold, Watched};
+use crate::engine::loss_watch::{self, CHECK_BATCH, Holds, Keys, Refusal, SETTLE, SOUND_FOR};
+use crate::engine::reread::Rereads;
+use crate::engine::sleep::sleep_until;
+use crate::scripts::keys::slot;
+use crate::settings::SharedSettings;
+use crate::transport::watch::ClusterNodes;
+
+/// Redirections followed for one key in one round of reads; more (a slot
+/// moving again and again) and the key is read again a little later.
+const MOST_HOPS: usize = 5;
+
+/// How soon a key found only through `ASK` (its slot half-way through a
+/// classic migration, where it cannot be tracked) is read again.
+pub(crate) const ASK_REREAD: Duration = Duration::from_millis(50);
+
+/// A push, with the node (and the connection to it) it came from.
+type Push = (Arc<str>, u64, PushInfo);
+
+/// The watch's connection to one node.
+#[derive(Default)]
+struct Node {
+    conn: Option<MultiplexedConnection>,
+    /// Counts the connections opened: a push from an older one is stale.
+    generation: u64,
+    /// Connections lost or refused in a row.
+    failures: u32,
+    /// No connection is opened before this, after a failure.
+    retry_at: Option<Instant>,
+    opened_at: Option<Instant>,
+}
+
+/// One read: a hold's field, on the node its slot leads to.
+struct Read {
+    key: Arc<str>,
+    field: Arc<str>,
+    hold: Arc<Hold>,
+    /// Read on this node with `ASKING` (an `ASK` redirection).
+    ask: Option<Arc<str>>,
+}
+
+struct Watch {
+    source: ClusterNodes,
+    protect: bool,
+    holds: Arc<dyn Holds>,
+    settings: SharedSettings,
+    pushes_to: UnboundedSender<Push>,
+    keys: Keys,
+    nodes: HashMap<Arc<str>, Node>,
+    /// The node serving each slot, as the nodes said (`MOVED`).
+    owners: HashMap<u16, Arc<str>>,
+    seeds: Vec<Arc<str>>,
+    rereads: Rereads,
+    /// Some node granted tracking once.
+    granted_once: bool,
+    /// The first node refused tracking for good: the watch is off.
+    off: bool,
+}
+
+/// Watches held keys on the cluster's nodes until the client shuts down.
+pub(super) async fn run(
+    source: ClusterNodes,
+    protect: bool,
+    holds: Arc<dyn Holds>,
+    settings: SharedSettings,
+    mut incoming: UnboundedReceiver<Watched>,
+    shutdown: CancellationToken,
+) {
+    let (pushes_to, mut pushes) = mpsc::unbounded_channel();
+    let seeds: Vec<Arc<str>> = source.seed_addresses().into_iter().map(Arc::from).collect();
+    let mut watch = Watch {
+        source,
+        protect,
+        holds,
+        settings,
+        pushes_to,
+        keys: HashMap::new(),
+        nodes: HashMap::new(),
+        owners: HashMap::new(),
+        seeds,
+        rereads: Rereads::default(),
+        granted_once: false,
+        off: false,
+    };
+    let mut settling: VecDeque<(Instant, Watched)> = VecDeque::new();
+    loop {
+        let next_settled = settling.front().map(|(at, _)| *at);
+        let due = tokio::select! {
+            () = shutdown.cancelled() => return,
+            Some(watched) = incoming.recv() => {
+                settling.push_back((Instant::now() + SETTLE, watched));
+                continue;
+            }
+            () = sleep_until(next_settled) => {
+                let now = Instant::now();
+                let mut due = Vec::new();
+                while settling.front().is_some_and(|(at, _)| *at <= now) {
+                    if let Some((_, watched)) = settling.pop_front() {
+                        due.push(loss_watch::add(&mut watch.keys, watched));
+                    }
+                }
+                if settling.is_empty() {
+                    settling.shrink_to(16);
+                }
+                due
+            }
+            () = sleep_until(watch.rereads.next()) => watch.rereads.take_due(Instant::now()),
+            Some((node, generation, push)) = pushes.recv() => watch.pushed(&node, generation, push),
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = watch.check(due) => {}
+        }
+        if watch.off {
+            loss_watch::drain(&mut incoming, &shutdown).await;
+            return;
+        }
+    }
+}
+
+impl Watch {
+    /// The keys a push asks to read again (after their pacing).
+    fn pushed(&mut self, node: &Arc<str>, generation: u64, push: PushInfo) -> Vec<Arc<str>> {
+        let current = self
+            .nodes
+            .get(node)
+            .is_some_and(|state| state.generation == generation && state.conn.is_some());
+        if !current {
+            return Vec::new();
+        }
+        match push.kind {
+            PushKind::Invalidate => {
+                let named = match push.data.first() {
+                    Some(Value::Array(_)) => {
+                        loss_watch::invalidated(push, &self.keys).unwrap_or_default()
+                    }
+                    // A flush of that node: the keys tracked there.
+                    _ => self
+                        .keys
+                        .iter()
+                        .filter(|(_, watched)| watched.node.as_ref() == Some(node))
+                        .map(|(key, _)| key.clone())
+                        .collect(),
+                };
+                loss_watch::pace(&mut self.keys, &mut self.rereads, named).0
+            }
+            PushKind::Disconnection => {
+                self.failed(node);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The connection to `node` failed (or could not be opened): its keys
+    /// are read again after the retry delay, wherever they are served then.
+    fn failed(&mut self, node: &Arc<str>) {
+        let now = Instant::now();
+        let settings = self.settings.read().clone();
+        let state = self.nodes.entry(node.clone()).or_default();
+        state.conn = None;
+        if state
+            .opened_at
+            .take()
+            .is_some_and(|at| now.saturating_duration_since(at) >= SOUND_FOR)
+        {
+            state.failures = 0;
+        }
+        let retry_at = now + settings.retry.delay(state.failures);
+        state.failures = state.failures.saturating_add(1);
+        state.retry_at = Some(retry_at);
+        // A failover may have given its slots to another node.
+        self.owners.retain(|_, owner| owner != node);
+        for (key, watched) in &mut self.keys {
+            if watched.node.as_ref() == Some(node) {
+                watched.node = None;
+                self.rereads.schedule(key.clone(), retry_at);
+            }
+        }
+    }
+
+    /// Where a key of `slot` is read: the node said to serve it, else a
+    /// node connected now, else one not waiting to reconnect, else a seed.
+    fn target(&self, slot: u16) -> Option<Arc<str>> {
+        if let Some(owner) = self.owners.get(&slot) {
+            return Some(owner.clone());
+        }
+        let now = Instant::now();
+        let ready = |state: &Node| state.retry_at.is_none_or(|at| at <= now);
+        self.nodes
+            .iter()
+            .find(|(_, state)| state.conn.is_some())
+            .or_else(|| self.nodes.iter().find(|(_, state)| ready(state)))
+            .map(|(address, _)| address.clone())
+            .or_else(|| {
+                self.seeds
+                    .iter()
+                    .find(|seed| self.nodes.get(*seed).is_none_or(ready))
+                    .cloned()
+            })
+            .or_else(|| {
+                self.nodes
+                    .iter()
+                    .min_by_key(|(_, state)| state.retry_at)
+                    .map(|(address, _)| address.clone())
+            })
+            .or_else(|| self.seeds.first().cloned())
+    }
+
+    /// The tracking connection to `node`, opened if need be; else when to
+    /// try again.
+    async fn connection(&mut self, node: &Arc<str>) -> Result<MultiplexedConnection, Instant> {
+        let now = Instant::now();
+        let state = self.nodes.entry(node.clone()).or_default();
+        if let Some(conn) = &state.conn {
+            return Ok(conn.clone());
+        }
+        if let Some(at) = state.retry_at
+            && at > now
+        {
+            return Err(at);
+        }
+        state.generation += 1;
+        let generation = state.generation;
+        let pushes = self.pushes_to.clone();
+        let from = node.clone();
+        let sender = move |push: PushInfo| pushes.send((from.clone(), generation, push));
+        let timeout = self.settings.read().response_timeout;
+        let opened = async {
+            let mut conn = self
+                .source
+                .open(node, sender, timeout)
+                .await
+                .map_err(loss_watch::refusal)?;
+            loss_watch::start_tracking(&mut conn, self.protect, false).await?;
+            Ok::<_, Refusal>(conn)
+        }
+        .await;
+        match opened {
+            Ok(conn) => {
+                self.granted_once = true;
+                let state = self.nodes.entry(node.clone()).or_default();
+                state.conn = Some(conn.clone());
+                state.retry_at = None;
+                state.opened_at = Some(Instant::now());
+                Ok(conn)
+            }
+            Err(Refusal::ForGood(error)) if !self.granted_once => {
+                info!(%error, node = %node, "redlatch: the cluster refuses client-side caching; lost holds are found by the renewals");
+                self.off = true;
+                Err(now + Duration::from_secs(3600))
+            }
+            Err(Refusal::ForGood(error) | Refusal::ForNow(error)) => {
+                debug!(%error, node = %node, "redlatch: loss watch cannot connect to a cluster node; trying again");
+                self.failed(node);
+                Err(self
+                    .nodes
+                    .get(node)
+                    .and_then(|state| state.retry_at)
+                    .unwrap_or(now))
+            }
+        }
+    }
+
+    /// Reads the owner field of every current hold on `due` keys, each on
+    /// the node serving its slot (following `MOVED` and `ASK`), and marks
+    /// the holds that node says are gone.
+    async fn check(&mut self, due: Vec<Arc<str>>) {
+        let mut reads: Vec<Read> = Vec::new();
+        for key in due {
+            let Some(watched) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            let holds = &self.holds;
+            watched.holds.retain(|(field, hold)| {
+                hold.upgrade()
+                    .filter(|hold| holds.is_current(&key, field, hold))
+                    .map(|hold| {
+                        reads.push(Read {
+                            key: key.clone(),
+                            field: field.clone(),
+                            hold,
+                            ask: None,
+                        });
+                    })
+                    .is_some()
+            });
+            if watched.holds.is_empty() {
+                self.keys.remove(&key);
+            }
+        }
+        if self.keys.capacity() > 4 * self.keys.len() + 64 {
+            self.keys.shrink_to_fit();
+        }
+        for _ in 0..MOST_HOPS {
+            if reads.is_empty() || self.off {
+                return;
+            }
+            let mut by_node: HashMap<Arc<str>, Vec<Read>> = HashMap::new();
+            for read in reads.drain(..) {
+                let node = match &read.ask {
+                    Some(node) => Some(node.clone()),
+                    None => self.target(slot(&read.key)),
+                };
+                match node {
+                    Some(node) => by_node.entry(node).or_default().push(read),
+                    // No node known at all: the renewals watch it.
+                    None => {}
+                }
+            }
+            for (node, on_node) in by_node {
+                self.read_on(&node, on_node, &mut reads).await;
+            }
+        }
+        // Still redirected: the slot is moving; read it again soon.
+        let later = Instant::now() + ASK_REREAD;
+        for read in reads {
+            self.rereads.schedule(read.key, later);
+        }
+    }
+
+    /// Reads `on_node` on `node`; the reads redirected elsewhere go to `next`.
+    async fn read_on(&mut self, node: &Arc<str>, on_node: Vec<Read>, next: &mut Vec<Read>) {
+        let mut conn = match self.connection(node).await {
+            Ok(conn) => conn,
+            Err(at) => {
+                for read in on_node {
+                    self.rereads.schedule(read.key, at);
+                }
+                return;
+            }
+        };
+        let mut failed_at: Option<Instant> = None;
+        for chunk in on_node.chunks(CHECK_BATCH) {
+            if let Some(at) = failed_at {
+                for read in chunk {
+                    self.rereads.schedule(read.key.clone(), at);
+                }
+                continue;
+            }
+            let mut pipeline = redis::pipe();
+            for read in chunk {
+                if read.ask.is_some() {
+                    pipeline.cmd("ASKING").ignore();
+                } else {
+                    // Tracked: the read that follows is remembered (OPTIN).
+                    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
+                }
+                pipeline.cmd("HEXISTS").arg(&*read.key).arg(&*read.field);
+            }
+            let answers: RedisResult<Vec<RedisResult<Value>>> =
+                pipeline.ignore_errors().query_async(&mut conn).await;
+            match answers {
+                Ok(answers) => {
+                    for (read, answer) in chunk.iter().zip(answers) {
+                        self.answered(node, read, answer, next);
+                    }
+                }
+                Err(error) => {
+                    debug!(%error, node = %node, "redlatch: loss watch lost a cluster node's connection");
+                    self.failed(node);
+                    let at = self
+                        .nodes
+                        .get(node)
+                        .and_then(|state| state.retry_at)
+                        .unwrap_or_else(Instant::now);
+                    for read in chunk {
+                        self.rereads.schedule(read.key.clone(), at);
+                    }
+                    failed_at = Some(at);
+                }
+            }
+        }
+    }
+
+    /// One key's answer from `node`.
+    fn answered(
+        &mut self,
+        node: &Arc<str>,
+        read: &Read,
+        answer: RedisResult<Value>,
+        next: &mut Vec<Read>,
+    ) {
+        let now = Instant::now();
+        let answer =
+            answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
+        match answer {
+            Ok(true) if read.ask.is_some() => {
+                // Held on the migration's target, untracked: look again soon.
+                self.rereads.schedule(read.key.clone(), now + ASK_REREAD);
+            }
+            Ok(true) => {
+                if let Some(watched) = self.keys.get_mut(&read.key) {
+                    watched.pacing.found_unchanged(now);
+                    watched.node = Some(node.clone());
+                }
+            }
+            Ok(false) => self.lost(read),
+            Err(error) if error.code() == Some("WRONGTYPE") => self.lost(read),
+            Err(error) => match redirection(&error, node) {
+                Some((slot, to, asked)) => {
+                    if !asked {
+                        self.owners.insert(slot, to.clone());
+                    }
+                    next.push(Read {
+                        key: read.key.clone(),
+                        field: read.field.clone(),
+                        hold: read.hold.clone(),
+                        ask: asked.then_some(to),
+                    });
+                }
+                None => {
+                    debug!(%error, key = %read.key, node = %node, "redlatch: loss watch cannot read a key; reading it again later");
+                    if let Some(watched) = self.keys.get_mut(&read.key) {
+                        let delay = watched.pacing.read_failed();
+                        self.rereads.schedule(read.key.clone(), now + delay);
+                    }
+                }
+            },
+        }
+    }
+
+    fn lost(&mut self, read: &Read) {
+        loss_watch::lost(
+            &self.holds,
+            &mut self.keys,
+            &read.key,
+            &read.field,
+            &read.hold,
+        );
+    }
+}
+
+/// A `MOVED` or `ASK` answer: the slot, the node to ask (`host:port`; a
+/// reply without a host means the answering node's host), and whether it
+/// was `ASK`.
+fn redirection(error: &redis::RedisError, node: &str) -> Option<(u16, Arc<str>, bool)> {
+    let asked = match error.code() {
+        Some("MOVED") => false,
+        Some("ASK") => true,
+        _ => return None,
+    };
+    let (to, slot) = error.redirect_node()?;
+    let to: Arc<str> = match to.rsplit_once(':') {
+        Some(("", port)) => {
+            let host = node.rsplit_once(':').map_or(node, |(host, _)| host);
+            Arc::from(format!("{host}:{port}"))
+        }
+        Some(_) => Arc::from(to),
+        None => return None,
+    };
+    Some((slot, to, asked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(text: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(Value::ServerError(error)) => error.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn redirections_name_the_slot_and_the_node() {
+        let moved = server_error("MOVED 3999 127.0.0.1:6381");
+        assert_eq!(
+            redirection(&moved, "127.0.0.1:6380"),
+            Some((3999, Arc::from("127.0.0.1:6381"), false))
+        );
+        let asked = server_error("ASK 12 10.0.0.2:7000");
+        assert_eq!(
+            redirection(&asked, "10.0.0.1:7000"),
+            Some((12, Arc::from("10.0.0.2:7000"), true))
+        );
+        // No host: the answering node's.
+        let hostless = server_error("MOVED 5 :7002");
+        assert_eq!(
+            redirection(&hostless, "10.0.0.1:7000"),
+            Some((5, Arc::from("10.0.0.1:7002"), false))
+        );
+        assert_eq!(redirection(&server_error("LOADING wait"), "a:1"), None);
+    }
+}

@@ -1,0 +1,313 @@
+//! The loss watch on a cluster (issue 38): a connection per master that
+//! serves a held key; a real loss found within milliseconds, and no false
+//! loss when the key's slot moves (classic resharding, Valkey 9's atomic
+//! `CLUSTER MIGRATESLOTS`) or its master fails over. Each test failed before
+//! the watch ran on a cluster (no loss found before a renewal, lease/3 = 10 s).
+
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, ClientBuilder, Guard, LostReason};
+use testkit::Cluster;
+
+use super::master_conn;
+
+/// Generous next to the milliseconds the watch takes; far below the 10 s
+/// after which a renewal (30 s leases) would find the loss instead.
+const NOTICED_WITHIN: Duration = Duration::from_secs(3);
+
+/// Past the watch's 10 ms settling time: the held keys are tracked.
+const TRACKED: Duration = Duration::from_millis(200);
+
+async fn watching_client(cluster: &Cluster) -> Client {
+    ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .retries(5)
+        .default_lease(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect to the cluster")
+}
+
+fn node(cluster: &Cluster, port: u16) -> &testkit::RedisServer {
+    let node = cluster.nodes().iter().find(|node| node.port() == port);
+    node.expect("a node of the cluster")
+}
+
+fn node_id(cluster: &Cluster, port: u16) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node(cluster, port).conn())
+        .expect("CLUSTER MYID")
+}
+
+fn key_slot(cluster: &Cluster, key: &str) -> u16 {
+    let port = cluster.master_of(key).unwrap();
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut node(cluster, port).conn())
+        .expect("CLUSTER KEYSLOT")
+}
+
+/// Fails the test when `guard` was marked lost.
+fn still_held(guard: &Guard, when: &str) {
+    assert!(
+        guard.is_held(),
+        "{when}: the hold was called lost ({:?}) though its key lives on",
+        guard.lost_reason()
+    );
+}
+
+async fn noticed(guard: &Guard, what: &str) -> Duration {
+    let started = Instant::now();
+    tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the loss went unnoticed for {NOTICED_WITHIN:?}"));
+    let took = started.elapsed();
+    eprintln!("{what}: lost noticed after {took:?}");
+    took
+}
+
+/// Three names on three masters.
+fn names_on_every_master(cluster: &Cluster, prefix: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut masters = std::collections::BTreeSet::new();
+    for i in 0.. {
+        let name = format!("{prefix}:{i}");
+        if masters.insert(cluster.master_of(&name).unwrap()) {
+            names.push(name);
+        }
+        if names.len() == 3 {
+            return names;
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_expired_or_force_unlocked_hold_is_lost_within_milliseconds_on_every_master() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = watching_client(&cluster).await;
+    let other = watching_client(&cluster).await;
+    let names = names_on_every_master(&cluster, "watched");
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name.as_str()).acquire().await.unwrap());
+    }
+    tokio::time::sleep(TRACKED).await;
+
+    let _: () = redis::cmd("DEL")
+        .arg(&names[0])
+        .query(&mut master_conn(&cluster, &names[0]))
+        .unwrap();
+    noticed(&guards[0], "DEL").await;
+    assert_eq!(guards[0].lost_reason(), Some(LostReason::Gone));
+
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&names[1])
+        .arg(1)
+        .query(&mut master_conn(&cluster, &names[1]))
+        .unwrap();
+    noticed(&guards[1], "expiry").await;
+    assert_eq!(guards[1].lost_reason(), Some(LostReason::Gone));
+
+    assert!(other.lock(names[2].as_str()).force_unlock().await.unwrap());
+    noticed(&guards[2], "force-unlock by another client").await;
+    assert_eq!(guards[2].lost_reason(), Some(LostReason::Gone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_of_one_master_loses_its_holds_and_no_other() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = watching_client(&cluster).await;
+    let names = names_on_every_master(&cluster, "flushed");
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name.as_str()).acquire().await.unwrap());
+    }
+    tokio::time::sleep(TRACKED).await;
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut master_conn(&cluster, &names[1]))
+        .unwrap();
+    noticed(&guards[1], "FLUSHALL").await;
+    tokio::time::sleep(TRACKED).await;
+    still_held(&guards[0], "another master's flush");
+    still_held(&guards[2], "another master's flush");
+}
+
+/// A classic resharding of the held key's slot, step by step as
+/// `redis-cli --cluster reshard` does it: `IMPORTING` on the target,
+/// `MIGRATING` on the source, `MIGRATE` of the key (the source then answers
+/// `ASK` for it), `SETSLOT … NODE` everywhere (then `MOVED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resharded_slot_keeps_its_hold_and_the_new_owner_s_losses_are_found() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = watching_client(&cluster).await;
+    let other = watching_client(&cluster).await;
+    let name = "resharded:1";
+    let guard = client.lock(name).acquire().await.unwrap();
+    let token = guard.token();
+    tokio::time::sleep(TRACKED).await;
+
+    let slot = key_slot(&cluster, name);
+    let source = cluster.master_of(name).unwrap();
+    let masters: Vec<u16> = cluster
+        .nodes()
+        .iter()
+        .map(testkit::RedisServer::port)
+        .collect();
+    let target = *masters.iter().find(|port| **port != source).unwrap();
+    let (source_id, target_id) = (node_id(&cluster, source), node_id(&cluster, target));
+    let setslot = |port: u16, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(&mut node(&cluster, port).conn())
+            .unwrap_or_else(|error| panic!("SETSLOT {how} on {port}: {error}"));
+    };
+    setslot(target, "IMPORTING", &source_id);
+    setslot(source, "MIGRATING", &target_id);
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(target)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(name)
+        .query(&mut node(&cluster, source).conn())
+        .expect("MIGRATE the lock's key");
+    // The source answers ASK for the key now: the watch reads it there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    still_held(&guard, "the key migrated, the slot not yet handed over");
+    for port in &masters {
+        setslot(*port, "NODE", &target_id);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    still_held(&guard, "the slot handed over");
+    assert_eq!(cluster.master_of(name).unwrap(), target);
+    assert!(other.lock(name).try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        other.lock(name).status().await.unwrap().last_token,
+        Some(token)
+    );
+
+    // The new owner tracks it: a loss there is found at once.
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, target).conn())
+        .unwrap();
+    noticed(&guard, "DEL on the new owner").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_keeps_a_replicated_hold_and_the_new_master_s_losses_are_found() {
+    let mut cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
+    let holder = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .retries(5)
+        .default_lease(Duration::from_secs(30))
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect");
+    let name = "failover:watched";
+    let guard = holder.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+    let old = cluster.master_of(name).unwrap();
+    let (cluster, new) = tokio::task::spawn_blocking(move || {
+        let new = cluster.kill_master_of(name);
+        (cluster, new)
+    })
+    .await
+    .unwrap();
+    let new = new.expect("a replica takes over");
+    assert_ne!(old, new);
+    // The watch reconnects and reads the key on the new master.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    still_held(&guard, "after the failover");
+
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, new).conn())
+        .unwrap();
+    noticed(&guard, "DEL on the promoted master").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
+/// Whether the cluster's servers move slots atomically (Valkey 9+).
+fn has_migrateslots(cluster: &Cluster) -> bool {
+    let port = cluster.nodes()[0].port();
+    let docs: redis::RedisResult<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("CLUSTER|MIGRATESLOTS")
+        .query(&mut node(cluster, port).conn());
+    matches!(docs, Ok(redis::Value::Array(entries)) if entries.iter().any(|entry| !matches!(entry, redis::Value::Nil)))
+}
+
+/// Valkey 9's atomic slot migration: the lock's key is copied to the
+/// target, the slot handed over, and the source deletes its copy (an
+/// invalidation to every client tracking it) and answers `MOVED`. The hold
+/// lives on, and a loss on the new owner is found at once. Skipped (and
+/// said so) on a server without `CLUSTER MIGRATESLOTS`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_found() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    if !has_migrateslots(&cluster) {
+        eprintln!("skipped: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ does)");
+        return;
+    }
+    let client = watching_client(&cluster).await;
+    let other = watching_client(&cluster).await;
+    let name = "migrated:1";
+    let guard = client.lock(name).acquire().await.unwrap();
+    let token = guard.token();
+    tokio::time::sleep(TRACKED).await;
+
+    let slot = key_slot(&cluster, name);
+    let source = cluster.master_of(name).unwrap();
+    let target = cluster
+        .nodes()
+        .iter()
+        .map(testkit::RedisServer::port)
+        .find(|port| *port != source)
+        .unwrap();
+    let target_id = node_id(&cluster, target);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&target_id)
+        .query(&mut node(&cluster, source).conn())
+        .expect("CLUSTER MIGRATESLOTS");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.master_of(name).ok() != Some(target) {
+        assert!(Instant::now() < deadline, "the slot did not move in 20 s");
+        still_held(&guard, "during the migration");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The source deletes its copy after the hand-over.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    still_held(&guard, "after the migration");
+    assert!(other.lock(name).try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        other.lock(name).status().await.unwrap().last_token,
+        Some(token)
+    );
+
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, target).conn())
+        .unwrap();
+    noticed(&guard, "DEL on the new owner").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
