@@ -51,6 +51,32 @@ fn key_slot(cluster: &Cluster, key: &str) -> u16 {
         .expect("CLUSTER KEYSLOT")
 }
 
+/// HEXISTS calls `port` ran so far (the watch's reads).
+fn hexists_calls(cluster: &Cluster, port: u16) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node(cluster, port).conn())
+        .expect("INFO commandstats");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_hexists:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The new owner tracks the key: it is not read again and again while
+/// nothing changes it.
+async fn tracked_not_polled(cluster: &Cluster, port: u16) {
+    let before = hexists_calls(cluster, port);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reads = hexists_calls(cluster, port) - before;
+    eprintln!("reads on the new owner in 500 ms: {reads}");
+    assert!(
+        reads <= 1,
+        "{reads} reads in 500 ms: the key is polled, not tracked"
+    );
+}
+
 /// Fails the test when `guard` was marked lost.
 fn still_held(guard: &Guard, when: &str) {
     assert!(
@@ -197,6 +223,7 @@ async fn a_resharded_slot_keeps_its_hold_and_the_new_owner_s_losses_are_found() 
     );
 
     // The new owner tracks it: a loss there is found at once.
+    tracked_not_polled(&cluster, target).await;
     let _: () = redis::cmd("DEL")
         .arg(name)
         .query(&mut node(&cluster, target).conn())
@@ -304,6 +331,7 @@ async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_
         Some(token)
     );
 
+    tracked_not_polled(&cluster, target).await;
     let _: () = redis::cmd("DEL")
         .arg(name)
         .query(&mut node(&cluster, target).conn())
