@@ -36,8 +36,13 @@
 //! full tracking table evicts is told, and paced (`engine/reread.rs`).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, RedisResult, Value};
@@ -76,6 +81,8 @@ struct Node {
     /// No connection is opened before this, after a failure.
     retry_at: Option<Instant>,
     opened_at: Option<Instant>,
+    /// A connection is being opened: the reads for the node wait here.
+    opening: Option<Vec<Read>>,
 }
 
 /// One read: a hold's field, on the node its slot leads to.
@@ -85,7 +92,28 @@ struct Read {
     hold: Arc<Hold>,
     /// Read on this node with `ASKING` (an `ASK` redirection).
     ask: Option<Arc<str>>,
+    /// Redirections followed so far.
+    hops: usize,
 }
+
+/// What a node's connection did: opened, or answered a pipeline of reads.
+enum Done {
+    Opened {
+        node: Arc<str>,
+        result: Result<MultiplexedConnection, Refusal>,
+    },
+    Read {
+        node: Arc<str>,
+        generation: u64,
+        reads: Vec<Read>,
+        answers: RedisResult<Vec<RedisResult<Value>>>,
+    },
+}
+
+/// A node's work under way. Each node's runs on its own, so a node that
+/// stalls (a stopped process, a half-dead connection) holds up no other
+/// node's reads, only its own, until the response timeout.
+type Work = Pin<Box<dyn Future<Output = Done> + Send>>;
 
 struct Watch {
     source: ClusterNodes,
@@ -99,6 +127,7 @@ struct Watch {
     owners: HashMap<u16, Arc<str>>,
     seeds: Vec<Arc<str>>,
     rereads: Rereads,
+    work: FuturesUnordered<Work>,
     /// Some node granted tracking once.
     granted_once: bool,
     /// The first node refused tracking for good: the watch is off.
@@ -127,6 +156,7 @@ pub(super) async fn run(
         owners: HashMap::new(),
         seeds,
         rereads: Rereads::default(),
+        work: FuturesUnordered::new(),
         granted_once: false,
         off: false,
     };
@@ -154,12 +184,14 @@ pub(super) async fn run(
             }
             () = sleep_until(watch.rereads.next()) => watch.rereads.take_due(Instant::now()),
             Some((node, generation, push)) = pushes.recv() => watch.pushed(&node, generation, push),
+            Some(done) = watch.work.next() => {
+                watch.done(done);
+                Vec::new()
+            }
         };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = watch.check(due) => {}
-        }
+        watch.check(due);
         if watch.off {
+            drop(watch);
             loss_watch::drain(&mut incoming, &shutdown).await;
             return;
         }
@@ -202,7 +234,8 @@ impl Watch {
 
     /// The connection to `node` failed (or could not be opened): its keys
     /// are read again after the retry delay, wherever they are served then.
-    fn failed(&mut self, node: &Arc<str>) {
+    /// Returns when that is.
+    fn failed(&mut self, node: &Arc<str>) -> Instant {
         let now = Instant::now();
         let settings = self.settings.read().clone();
         let state = self.nodes.entry(node.clone()).or_default();
@@ -225,6 +258,7 @@ impl Watch {
                 self.rereads.schedule(key.clone(), retry_at);
             }
         }
+        retry_at
     }
 
     /// Where a key of `slot` is read: the node said to serve it, else a
@@ -255,65 +289,10 @@ impl Watch {
             .or_else(|| self.seeds.first().cloned())
     }
 
-    /// The tracking connection to `node`, opened if need be; else when to
-    /// try again.
-    async fn connection(&mut self, node: &Arc<str>) -> Result<MultiplexedConnection, Instant> {
-        let now = Instant::now();
-        let state = self.nodes.entry(node.clone()).or_default();
-        if let Some(conn) = &state.conn {
-            return Ok(conn.clone());
-        }
-        if let Some(at) = state.retry_at
-            && at > now
-        {
-            return Err(at);
-        }
-        state.generation += 1;
-        let generation = state.generation;
-        let pushes = self.pushes_to.clone();
-        let from = node.clone();
-        let sender = move |push: PushInfo| pushes.send((from.clone(), generation, push));
-        let timeout = self.settings.read().response_timeout;
-        let opened = async {
-            let mut conn = self
-                .source
-                .open(node, sender, timeout)
-                .await
-                .map_err(loss_watch::refusal)?;
-            loss_watch::start_tracking(&mut conn, self.protect, false).await?;
-            Ok::<_, Refusal>(conn)
-        }
-        .await;
-        match opened {
-            Ok(conn) => {
-                self.granted_once = true;
-                let state = self.nodes.entry(node.clone()).or_default();
-                state.conn = Some(conn.clone());
-                state.retry_at = None;
-                state.opened_at = Some(Instant::now());
-                Ok(conn)
-            }
-            Err(Refusal::ForGood(error)) if !self.granted_once => {
-                info!(%error, node = %node, "redlatch: the cluster refuses client-side caching; lost holds are found by the renewals");
-                self.off = true;
-                Err(now + Duration::from_secs(3600))
-            }
-            Err(Refusal::ForGood(error) | Refusal::ForNow(error)) => {
-                debug!(%error, node = %node, "redlatch: loss watch cannot connect to a cluster node; trying again");
-                self.failed(node);
-                Err(self
-                    .nodes
-                    .get(node)
-                    .and_then(|state| state.retry_at)
-                    .unwrap_or(now))
-            }
-        }
-    }
-
     /// Reads the owner field of every current hold on `due` keys, each on
-    /// the node serving its slot (following `MOVED` and `ASK`), and marks
-    /// the holds that node says are gone.
-    async fn check(&mut self, due: Vec<Arc<str>>) {
+    /// the node serving its slot (following `MOVED` and `ASK`); the answers
+    /// come back through [`done`](Self::done).
+    fn check(&mut self, due: Vec<Arc<str>>) {
         let mut reads: Vec<Read> = Vec::new();
         for key in due {
             let Some(watched) = self.keys.get_mut(&key) else {
@@ -329,6 +308,7 @@ impl Watch {
                             field: field.clone(),
                             hold,
                             ask: None,
+                            hops: 0,
                         });
                     })
                     .is_some()
@@ -340,92 +320,149 @@ impl Watch {
         if self.keys.capacity() > 4 * self.keys.len() + 64 {
             self.keys.shrink_to_fit();
         }
-        for _ in 0..MOST_HOPS {
-            if reads.is_empty() || self.off {
-                return;
-            }
-            let mut by_node: HashMap<Arc<str>, Vec<Read>> = HashMap::new();
-            for read in reads.drain(..) {
-                let node = match &read.ask {
-                    Some(node) => Some(node.clone()),
-                    None => self.target(slot(&read.key)),
-                };
-                match node {
-                    Some(node) => by_node.entry(node).or_default().push(read),
-                    // No node known at all: the renewals watch it.
-                    None => {}
-                }
-            }
-            for (node, on_node) in by_node {
-                self.read_on(&node, on_node, &mut reads).await;
+        self.dispatch(reads);
+    }
+
+    /// Sends each read to its node.
+    fn dispatch(&mut self, reads: Vec<Read>) {
+        let mut by_node: HashMap<Arc<str>, Vec<Read>> = HashMap::new();
+        for read in reads {
+            let node = match &read.ask {
+                Some(node) => Some(node.clone()),
+                None => self.target(slot(&read.key)),
+            };
+            // No node known at all: the renewals watch it.
+            if let Some(node) = node {
+                by_node.entry(node).or_default().push(read);
             }
         }
-        // Still redirected: the slot is moving; read it again soon.
-        let later = Instant::now() + ASK_REREAD;
-        for read in reads {
-            self.rereads.schedule(read.key, later);
+        for (node, reads) in by_node {
+            self.send(node, reads);
         }
     }
 
-    /// Reads `on_node` on `node`; the reads redirected elsewhere go to `next`.
-    async fn read_on(&mut self, node: &Arc<str>, on_node: Vec<Read>, next: &mut Vec<Read>) {
-        let mut conn = match self.connection(node).await {
-            Ok(conn) => conn,
-            Err(at) => {
-                for read in on_node {
-                    self.rereads.schedule(read.key, at);
-                }
-                return;
+    /// Reads `reads` on `node`: on its connection, or once it is open.
+    fn send(&mut self, node: Arc<str>, mut reads: Vec<Read>) {
+        if reads.is_empty() || self.off {
+            return;
+        }
+        let now = Instant::now();
+        let state = self.nodes.entry(node.clone()).or_default();
+        if let Some(waiting) = &mut state.opening {
+            waiting.append(&mut reads);
+            return;
+        }
+        if let Some(conn) = &state.conn {
+            let generation = state.generation;
+            while !reads.is_empty() {
+                let rest = reads.split_off(reads.len().min(CHECK_BATCH));
+                let chunk = std::mem::replace(&mut reads, rest);
+                self.work.push(Box::pin(read(
+                    node.clone(),
+                    generation,
+                    conn.clone(),
+                    chunk,
+                )));
             }
-        };
-        let mut failed_at: Option<Instant> = None;
-        for chunk in on_node.chunks(CHECK_BATCH) {
-            if let Some(at) = failed_at {
-                for read in chunk {
-                    self.rereads.schedule(read.key.clone(), at);
-                }
-                continue;
+            return;
+        }
+        if let Some(at) = state.retry_at
+            && at > now
+        {
+            for read in reads {
+                self.rereads.schedule(read.key, at);
             }
-            let mut pipeline = redis::pipe();
-            for read in chunk {
-                if read.ask.is_some() {
-                    pipeline.cmd("ASKING").ignore();
-                } else {
-                    // Tracked: the read that follows is remembered (OPTIN).
-                    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-                }
-                pipeline.cmd("HEXISTS").arg(&*read.key).arg(&*read.field);
+            return;
+        }
+        state.generation += 1;
+        state.opening = Some(reads);
+        let generation = state.generation;
+        let pushes = self.pushes_to.clone();
+        let from = node.clone();
+        let sender = move |push: PushInfo| pushes.send((from.clone(), generation, push));
+        let timeout = self.settings.read().response_timeout;
+        let source = self.source.clone();
+        let protect = self.protect;
+        self.work.push(Box::pin(async move {
+            let result = async {
+                let mut conn = source
+                    .open(&node, sender, timeout)
+                    .await
+                    .map_err(loss_watch::refusal)?;
+                loss_watch::start_tracking(&mut conn, protect, false).await?;
+                Ok::<_, Refusal>(conn)
             }
-            let answers: RedisResult<Vec<RedisResult<Value>>> =
-                pipeline.ignore_errors().query_async(&mut conn).await;
-            match answers {
-                Ok(answers) => {
-                    for (read, answer) in chunk.iter().zip(answers) {
-                        self.answered(node, read, answer, next);
+            .await;
+            Done::Opened { node, result }
+        }));
+    }
+
+    /// A node's work came back.
+    fn done(&mut self, done: Done) {
+        match done {
+            Done::Opened { node, result } => {
+                let state = self.nodes.entry(node.clone()).or_default();
+                let waiting = state.opening.take().unwrap_or_default();
+                match result {
+                    Ok(conn) => {
+                        self.granted_once = true;
+                        state.conn = Some(conn);
+                        state.retry_at = None;
+                        state.opened_at = Some(Instant::now());
+                        self.send(node, waiting);
                     }
+                    Err(Refusal::ForGood(error)) if !self.granted_once => {
+                        info!(%error, node = %node, "redlatch: the cluster refuses client-side caching; lost holds are found by the renewals");
+                        self.off = true;
+                    }
+                    Err(Refusal::ForGood(error) | Refusal::ForNow(error)) => {
+                        debug!(%error, node = %node, "redlatch: loss watch cannot connect to a cluster node; trying again");
+                        let at = self.failed(&node);
+                        for read in waiting {
+                            self.rereads.schedule(read.key, at);
+                        }
+                    }
+                }
+            }
+            Done::Read {
+                node,
+                generation,
+                reads,
+                answers,
+            } => match answers {
+                Ok(answers) => {
+                    let mut next = Vec::new();
+                    for (read, answer) in reads.into_iter().zip(answers) {
+                        self.answered(&node, read, answer, &mut next);
+                    }
+                    self.dispatch(next);
                 }
                 Err(error) => {
-                    debug!(%error, node = %node, "redlatch: loss watch lost a cluster node's connection");
-                    self.failed(node);
-                    let at = self
-                        .nodes
-                        .get(node)
-                        .and_then(|state| state.retry_at)
-                        .unwrap_or_else(Instant::now);
-                    for read in chunk {
-                        self.rereads.schedule(read.key.clone(), at);
+                    let current = self.nodes.get(&node).is_some_and(|state| {
+                        state.generation == generation && state.conn.is_some()
+                    });
+                    let at = if current {
+                        debug!(%error, node = %node, "redlatch: loss watch lost a cluster node's connection");
+                        self.failed(&node)
+                    } else {
+                        self.nodes
+                            .get(&node)
+                            .and_then(|state| state.retry_at)
+                            .unwrap_or_else(Instant::now)
+                    };
+                    for read in reads {
+                        self.rereads.schedule(read.key, at);
                     }
-                    failed_at = Some(at);
                 }
-            }
+            },
         }
     }
 
-    /// One key's answer from `node`.
+    /// One key's answer from `node`; a redirected read goes to `next`.
     fn answered(
         &mut self,
         node: &Arc<str>,
-        read: &Read,
+        read: Read,
         answer: RedisResult<Value>,
         next: &mut Vec<Read>,
     ) {
@@ -435,7 +472,7 @@ impl Watch {
         match answer {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
-                self.rereads.schedule(read.key.clone(), now + ASK_REREAD);
+                self.rereads.schedule(read.key, now + ASK_REREAD);
             }
             Ok(true) => {
                 if let Some(watched) = self.keys.get_mut(&read.key) {
@@ -443,25 +480,28 @@ impl Watch {
                     watched.node = Some(node.clone());
                 }
             }
-            Ok(false) => self.lost(read),
-            Err(error) if error.code() == Some("WRONGTYPE") => self.lost(read),
+            Ok(false) => self.lost(&read),
+            Err(error) if error.code() == Some("WRONGTYPE") => self.lost(&read),
             Err(error) => match redirection(&error, node) {
+                Some(_) if read.hops >= MOST_HOPS => {
+                    // The slot keeps moving: read it again a little later.
+                    self.rereads.schedule(read.key, now + ASK_REREAD);
+                }
                 Some((slot, to, asked)) => {
                     if !asked {
                         self.owners.insert(slot, to.clone());
                     }
                     next.push(Read {
-                        key: read.key.clone(),
-                        field: read.field.clone(),
-                        hold: read.hold.clone(),
                         ask: asked.then_some(to),
+                        hops: read.hops + 1,
+                        ..read
                     });
                 }
                 None => {
                     debug!(%error, key = %read.key, node = %node, "redlatch: loss watch cannot read a key; reading it again later");
                     if let Some(watched) = self.keys.get_mut(&read.key) {
                         let delay = watched.pacing.read_failed();
-                        self.rereads.schedule(read.key.clone(), now + delay);
+                        self.rereads.schedule(read.key, now + delay);
                     }
                 }
             },
@@ -476,6 +516,34 @@ impl Watch {
             &read.field,
             &read.hold,
         );
+    }
+}
+
+/// Reads `reads` on `conn` in one pipeline: `CLIENT CACHING yes` before
+/// each read, so that the node tracks the key, or `ASKING` for a read an
+/// `ASK` sent here.
+async fn read(
+    node: Arc<str>,
+    generation: u64,
+    mut conn: MultiplexedConnection,
+    reads: Vec<Read>,
+) -> Done {
+    let mut pipeline = redis::pipe();
+    for read in &reads {
+        if read.ask.is_some() {
+            pipeline.cmd("ASKING").ignore();
+        } else {
+            // Tracked: the read that follows is remembered (OPTIN).
+            pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
+        }
+        pipeline.cmd("HEXISTS").arg(&*read.key).arg(&*read.field);
+    }
+    let answers = pipeline.ignore_errors().query_async(&mut conn).await;
+    Done::Read {
+        node,
+        generation,
+        reads,
+        answers,
     }
 }
 
