@@ -339,3 +339,49 @@ async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_
     noticed(&guard, "DEL on the new owner").await;
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
+
+/// One master stalls (`DEBUG SLEEP`) while the watch reads there: the
+/// other masters' losses are still found at once, not after the stalled
+/// one answers (each node's reads run on their own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_master_holds_up_no_other_master_s_losses() {
+    let cluster = Cluster::start_with_args(3, 0, &[("enable-debug-command", "yes")])
+        .expect("start a 3-master cluster");
+    // Far longer than the stall: the watch waits for the stalled node.
+    let client = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(20))
+        .retry_delay(Duration::from_millis(50))
+        .default_lease(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect to the cluster");
+    let names = names_on_every_master(&cluster, "stalled");
+    let sound = client.lock(names[1].as_str()).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+    let stalled_port = cluster.master_of(&names[0]).unwrap();
+    // Asked now: a stalled node cannot answer `master_of`.
+    let mut sound_master = master_conn(&cluster, &names[1]);
+    let mut stalled_admin = node(&cluster, stalled_port)
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // A new hold there: the watch's first read of it (10 ms after) meets
+    // the stalled master.
+    let _new = client.lock(names[0].as_str()).acquire().await.unwrap();
+    let sleeping = tokio::spawn(async move {
+        let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(6)
+            .query_async(&mut stalled_admin)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _: () = redis::cmd("DEL")
+        .arg(&names[1])
+        .query(&mut sound_master)
+        .unwrap();
+    noticed(&sound, "DEL on a sound master while another stalls").await;
+    sleeping.await.unwrap();
+}
