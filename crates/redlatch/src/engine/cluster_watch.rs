@@ -23,6 +23,9 @@
 //!   which cannot track it (`ASKING` and `CLIENT CACHING yes` each apply to
 //!   the next command only), so it is read again every [`ASK_REREAD`] until
 //!   the migration ends and the target serves the slot.
+//! - Each node's connection works on its own (its opening and its read
+//!   pipelines are futures the task polls together): a node that stalls
+//!   holds up only its own keys' reads, never another node's.
 //! - A node whose connection fails (a failover, a restart, `CLIENT KILL`)
 //!   is forgotten as the server of its slots; its keys are read again after
 //!   the client's retry delay, on whichever node serves them then.
