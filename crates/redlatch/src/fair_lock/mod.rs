@@ -5,6 +5,7 @@ use std::time::Duration;
 
 pub(crate) mod attempt;
 pub(crate) mod family;
+pub(crate) mod scripts;
 
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;

@@ -17,7 +17,7 @@ use crate::scripts::lock::{Released, Request};
 /// the lease, per hold.
 pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
     name: "lock",
-    script: &scripts::RENEW,
+    script: &crate::lock::scripts::RENEW,
     add_hold: |invocation, key, owner, lease_ms| {
         invocation.key(key).arg(owner).arg(lease_ms);
     },

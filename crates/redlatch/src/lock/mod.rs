@@ -7,6 +7,7 @@ pub(crate) mod handle_options;
 pub(crate) mod hold_accessors;
 #[cfg(feature = "holder-records")]
 pub(crate) mod holder_identity;
+pub(crate) mod scripts;
 pub(crate) mod status;
 
 use std::sync::Arc;
@@ -28,7 +29,6 @@ use crate::lock::family::PLAIN;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
-use crate::scripts;
 use crate::scripts::keys::LockKeys;
 use crate::scripts::lock::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::settings::RetryPolicy;
@@ -369,7 +369,7 @@ impl Lock {
                 .min(until.saturating_duration_since(LeaseInstant::now()))
                 .max(COURTESY_LOOK);
             if !matches!(
-                scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
+                crate::scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;
@@ -535,7 +535,7 @@ impl Lock {
     /// `redis-benchmark` limit. Not a stable interface.
     #[doc(hidden)]
     pub fn script_sources() -> (&'static str, &'static str) {
-        crate::scripts::lock_script_sources()
+        scripts::lock_script_sources()
     }
 
     /// The client this handle was made from (multi-locks span several).

@@ -19,7 +19,7 @@ use crate::scripts::lock::{Released, Request};
 /// timeout keys' prefix, per hold.
 pub(crate) static READ_RENEWAL: BatchRenewal = BatchRenewal {
     name: "read",
-    script: &scripts::RW_READ_RENEW,
+    script: &crate::rw_lock::scripts::RW_READ_RENEW,
     add_hold: |invocation, key, owner, lease_ms| {
         invocation
             .key(key)

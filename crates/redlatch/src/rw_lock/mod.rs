@@ -8,6 +8,7 @@ use std::time::Duration;
 pub(crate) mod attempt;
 pub(crate) mod family;
 pub(crate) mod register;
+pub(crate) mod scripts;
 pub(crate) mod sides;
 
 use crate::engine::acquire::{Terms, acquire_measured};

@@ -51,7 +51,7 @@ pub(crate) async fn acquire(
     sent_at: LeaseInstant,
     limit: Duration,
 ) -> Result<FairReply> {
-    let mut call = super::FAIR_ACQUIRE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_ACQUIRE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
@@ -131,7 +131,7 @@ pub(crate) async fn leave(
     times: PlaceTimes,
     limit: Duration,
 ) -> Result<()> {
-    let mut call = super::FAIR_LEAVE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_LEAVE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
@@ -155,7 +155,7 @@ pub(crate) async fn release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::FAIR_RELEASE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_RELEASE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)

@@ -46,7 +46,7 @@ fn function_text(n: usize, lua: &Lua) -> String {
 }
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let scripts = super::every_script();
+    let scripts = crate::primitives::every_script();
     let bodies: Vec<String> = scripts
         .iter()
         .enumerate()
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_library_holds_every_script_under_a_name_of_its_content() {
-        let scripts = super::super::every_script();
+        let scripts = crate::primitives::every_script();
         assert!(
             scripts.iter().any(|lua| lua.source.contains(LEASE)),
             "no script carries the lease rule"

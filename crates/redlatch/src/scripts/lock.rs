@@ -83,7 +83,7 @@ pub(crate) async fn acquire(
     sent_at: LeaseInstant,
     limit: Duration,
 ) -> Result<LockReply> {
-    let mut call = super::ACQUIRE.call(conn);
+    let mut call = crate::lock::scripts::ACQUIRE.call(conn);
     call.key(&request.keys.key)
         .later_key(request.keys.token_name())
         .later_key(request.keys.precedence_name())
@@ -105,7 +105,7 @@ pub(crate) async fn acquire_many(
     requests: &[Request],
     limit: Duration,
 ) -> Result<Vec<Result<LockReply>>> {
-    let mut call = super::ACQUIRE.call(conn);
+    let mut call = crate::lock::scripts::ACQUIRE.call(conn);
     for request in requests {
         call.key(&request.keys.key)
             .later_key(request.keys.token_name())
@@ -143,7 +143,7 @@ pub(crate) async fn release_many(
     requests: &[Request],
     limit: Duration,
 ) -> Result<Vec<Result<Released>>> {
-    let mut call = super::RELEASE.call(conn);
+    let mut call = crate::lock::scripts::RELEASE.call(conn);
     for request in requests {
         call.key(&request.keys.key);
     }
@@ -245,7 +245,7 @@ pub(crate) async fn acquire_replicated(
     let wait_ms = wait.timeout.as_millis() as u64;
     let call = async {
         // On a cluster the re-send-safe form, for redis-rs's own re-sends.
-        let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
+        let form = crate::lock::scripts::ACQUIRE.pipelined(conn, &request.keys.key);
         let mut invocation = form.script.key(&*request.keys.key);
         invocation
             .key(request.keys.token_name())
@@ -400,7 +400,7 @@ pub(crate) async fn withdraw_precedence(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::PRECEDENCE_LEAVE
+        crate::lock::scripts::PRECEDENCE_LEAVE
             .key(request.keys.precedence())
             .arg(&*request.owner)
             .invoke_async::<i64>(conn)
@@ -417,7 +417,7 @@ pub(crate) async fn release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RELEASE.call(conn);
+    let mut call = crate::lock::scripts::RELEASE.call(conn);
     call.key(&request.keys.key)
         .arg(request.keys.channel_name())
         .arg(request.lease_ms)
@@ -474,7 +474,7 @@ pub(crate) async fn reenter(
     request: &Request,
     limit: Duration,
 ) -> Result<bool> {
-    let mut call = super::REENTER.call(conn);
+    let mut call = crate::lock::scripts::REENTER.call(conn);
     call.key(&request.keys.key)
         .arg(request.lease_ms)
         .arg(&*request.owner);
@@ -502,7 +502,7 @@ pub(crate) async fn raise_token(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::RAISE_TOKEN
+        crate::lock::scripts::RAISE_TOKEN
             .key(&*request.keys.key)
             .key(request.keys.token())
             .arg(&*request.owner)
@@ -523,7 +523,7 @@ pub(crate) async fn renew_one(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::RENEW
+        crate::lock::scripts::RENEW
             .key(&*request.keys.key)
             .arg(&*request.owner)
             .arg(request.lease_ms)

@@ -51,7 +51,7 @@ impl Acquire<'_> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
         let call = match self.side {
             Side::Read => {
-                let mut call = super::RW_READ_ACQUIRE.call(conn);
+                let mut call = crate::rw_lock::scripts::RW_READ_ACQUIRE.call(conn);
                 call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
@@ -63,7 +63,7 @@ impl Acquire<'_> {
                 call
             }
             Side::Write => {
-                let mut call = super::RW_WRITE_ACQUIRE.call(conn);
+                let mut call = crate::rw_lock::scripts::RW_WRITE_ACQUIRE.call(conn);
                 call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
@@ -100,7 +100,7 @@ pub(crate) async fn writer_leave(
     field: &str,
     limit: Duration,
 ) -> Result<()> {
-    let mut call = super::RW_WRITER_LEAVE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_WRITER_LEAVE.call(conn);
     call.key(&keys.writers)
         .arg(&keys.channel)
         .arg(field)
@@ -116,7 +116,7 @@ pub(crate) async fn read_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RW_READ_RELEASE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_READ_RELEASE.call(conn);
     call.key(&keys.key)
         .arg(&keys.channel)
         .arg(&*request.owner)
@@ -135,7 +135,7 @@ pub(crate) async fn write_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RW_WRITE_RELEASE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_WRITE_RELEASE.call(conn);
     call.key(&keys.key)
         .arg(&keys.channel)
         .arg(request.lease_ms)
