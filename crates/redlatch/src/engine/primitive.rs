@@ -4,7 +4,6 @@
 //! ([`AttemptCall`], run by [`crate::engine::attempt::attempt`]). The engine
 //! names no primitive: each one defines these in its own files.
 
-use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,10 +46,6 @@ pub(crate) trait LockFamily: Send + Sync + std::fmt::Debug + 'static {
     /// Adds one hold for an owner that holds already. One round trip. False
     /// when the owner no longer holds it.
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>>;
-
-    /// The family itself, for the one primitive that needs its own back
-    /// (a write guard's downgrade reads its keys).
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// One acquire attempt of a primitive: what it sends, and what undoing it

@@ -1,7 +1,6 @@
 //! The fair lock's guards: they renew and re-enter as the reentrant lock's
 //! (one hash field per owner); the release wakes the first waiter in line.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::engine::context::Core;
@@ -31,9 +30,5 @@ impl LockFamily for FairFamily {
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

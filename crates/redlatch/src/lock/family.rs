@@ -3,13 +3,14 @@
 //! read-write lock's writer keep their holds in the same hash field, so
 //! they renew and re-enter the same way.
 
-use std::any::Any;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use crate::engine::context::Core;
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
 use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
+use crate::lock::coalesce::LockCalls;
+use crate::lock::courtesy::Courtesy;
 use crate::scripts;
 use crate::scripts::lock::{Released, Request};
 
@@ -24,14 +25,42 @@ pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
     is_lock: true,
 };
 
-/// The reentrant lock's guards: released with the other releases of the
-/// client under way (coalesced, where the client coalesces), and a release
-/// to waiters elsewhere steps this client aside (the hand-off courtesy).
-#[derive(Debug)]
-pub(crate) struct PlainFamily;
+/// The reentrant lock's plug-in state, one per client (its `Client` makes
+/// it at connect, and every lock handle and guard of the client shares it):
+/// its guards are released with the other releases of the client under way
+/// (coalesced, where the client coalesces), and a release to waiters
+/// elsewhere steps this client aside (the hand-off courtesy).
+pub(crate) struct PlainFamily {
+    /// The lock's acquires and releases, coalesced (not on a cluster, nor
+    /// when replicas must confirm each acquire).
+    pub(crate) calls: Option<LockCalls>,
+    /// The locks this client just released to waiters elsewhere.
+    pub(crate) courtesy: Arc<Courtesy>,
+}
 
-/// The one family value every reentrant lock guard shares.
-pub(crate) static PLAIN: LazyLock<Arc<dyn LockFamily>> = LazyLock::new(|| Arc::new(PlainFamily));
+impl std::fmt::Debug for PlainFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainFamily")
+            .field("coalesced", &self.calls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlainFamily {
+    /// The state of the locks of the client `core`; on its runtime.
+    pub(crate) fn for_client(core: &Core) -> Arc<PlainFamily> {
+        let runtime = tokio::runtime::Handle::current();
+        Arc::new(PlainFamily {
+            calls: LockCalls::for_connection(
+                &core.conn,
+                &core.settings,
+                core.replica_wait,
+                &runtime,
+            ),
+            courtesy: Arc::default(),
+        })
+    }
+}
 
 impl LockFamily for PlainFamily {
     fn renewal(&self) -> HoldKind {
@@ -39,6 +68,8 @@ impl LockFamily for PlainFamily {
     }
 
     fn release(&self, core: Arc<Core>, mut request: Request) -> Boxed<Result<Released>> {
+        let coalesced = self.calls.as_ref().map(|calls| calls.release.clone());
+        let courtesy = self.courtesy.clone();
         Box::pin(async move {
             let settings = core.current_settings();
             let limit = settings.response_timeout;
@@ -49,9 +80,9 @@ impl LockFamily for PlainFamily {
             // linger after).
             request.wake_always = settings.redisson_waiters
                 || core.wakeups.is_listening_to(request.keys.channel_name());
-            let released = match &core.lock_calls {
+            let released = match &coalesced {
                 // With the other releases of this client under way now, in one call.
-                Some(calls) => calls.release.call(request.clone()).await,
+                Some(calls) => calls.call(request.clone()).await,
                 None => scripts::lock::release(&mut core.conn.clone(), &request, limit).await,
             };
             // Courtesy is the reentrant lock's: the fair lock names its next
@@ -64,7 +95,7 @@ impl LockFamily for PlainFamily {
                 let local = i64::from(core.wakeups.is_listening(&request.keys.channel()));
                 if *receivers > local {
                     let grace = settings.handoff_grace;
-                    core.courtesy.note_release(&request.keys.key, grace);
+                    courtesy.note_release(&request.keys.key, grace);
                 }
             }
             released
@@ -73,10 +104,6 @@ impl LockFamily for PlainFamily {
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -241,9 +241,9 @@ impl Guard {
         &self.core
     }
 
-    /// Which kind of lock this guard holds.
-    pub(crate) fn family(&self) -> &Arc<dyn LockFamily> {
-        &self.family
+    /// The keys of the lock this guard holds.
+    pub(crate) fn keys(&self) -> &Arc<LockKeys> {
+        &self.keys
     }
 
     /// The hold this guard shares with its re-entries.

@@ -1,6 +1,8 @@
 //! The reentrant lock handle and its acquire loop.
 
 pub(crate) mod attempt;
+pub(crate) mod coalesce;
+pub(crate) mod courtesy;
 pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod handle_options;
@@ -25,7 +27,7 @@ use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
-use crate::lock::family::PLAIN;
+use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
@@ -89,6 +91,8 @@ const COURTESY_FREE_SHARE: u32 = 10;
 #[derive(Clone, Debug)]
 pub struct Lock {
     core: Arc<Core>,
+    /// The client's lock state: coalesced calls, the hand-off courtesy.
+    family: Arc<PlainFamily>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
@@ -107,9 +111,10 @@ waiting_methods!(
 );
 
 impl Lock {
-    pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
+    pub(crate) fn new(core: Arc<Core>, family: Arc<PlainFamily>, name: String) -> Lock {
         Lock {
             core,
+            family,
             name: Arc::from(name),
             owner: None,
             lease: None,
@@ -400,7 +405,7 @@ impl Lock {
         let reenters =
             request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            if let Some(until) = core.courtesy.step_aside_until(&request.keys.key) {
+            if let Some(until) = self.family.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
@@ -456,7 +461,7 @@ impl Acquisition for LockAcquisition<'_> {
             0
         };
         let request = &self.request;
-        let reply = attempt(core, LockAttempt(request.clone())).await?;
+        let reply = attempt(core, self.lock.attempt(request)).await?;
         if let LockReply::Acquired(_) = reply
             && let Some(claim) = self.claimed.take()
         {
@@ -468,7 +473,7 @@ impl Acquisition for LockAcquisition<'_> {
                 let guard = Guard::register(
                     core,
                     request.keys.clone(),
-                    PLAIN.clone(),
+                    self.lock.family.clone(),
                     request.owner.clone(),
                     &self.terms,
                     acquired,
@@ -491,7 +496,7 @@ impl Acquisition for LockAcquisition<'_> {
                     if self.claimed.is_none() {
                         self.claimed = Some(Box::new(Place::new(
                             core.clone(),
-                            LockAttempt(request.clone()),
+                            self.lock.attempt(request),
                         )));
                     }
                 }
@@ -536,6 +541,15 @@ impl Lock {
     #[doc(hidden)]
     pub fn script_sources() -> (&'static str, &'static str) {
         scripts::lock_script_sources()
+    }
+
+    /// One acquire of `request`, coalesced with the client's others.
+    pub(crate) fn attempt(&self, request: &Request) -> LockAttempt {
+        let coalesced = self.family.calls.as_ref();
+        LockAttempt(
+            request.clone(),
+            coalesced.map(|calls| calls.acquire.clone()),
+        )
     }
 
     /// The client this handle was made from (multi-locks span several).

@@ -398,7 +398,7 @@ impl RedlockLock {
                 // cuts the wait short, the task still finishes and gives back
                 // any hold.
                 let client = client.clone();
-                let call = LockAttemptAlone(LockAttempt(requests[i].clone()));
+                let call = LockAttemptAlone(LockAttempt(requests[i].clone(), None));
                 async move { attempt::attempt(&client.core, call).await }
             },
             settled,

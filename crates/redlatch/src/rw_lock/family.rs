@@ -2,7 +2,6 @@
 //! key and re-enters through the read script; the writer's hold is a lock
 //! hash field like the reentrant lock's. Both releases wake every waiter.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::engine::context::Core;
@@ -56,10 +55,6 @@ impl LockFamily for ReadFamily {
             scripts::rw::read_reenter(&mut conn, &keys, &request, limit).await
         })
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl LockFamily for WriteFamily {
@@ -76,9 +71,5 @@ impl LockFamily for WriteFamily {
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -91,6 +91,7 @@ pub(crate) mod fair;
 pub(crate) mod holder_keys;
 pub(crate) mod keys;
 pub(crate) mod library;
+pub(crate) mod library_source;
 pub(crate) mod lock;
 pub(crate) mod lua;
 pub(crate) mod rw;
