@@ -19,12 +19,12 @@ use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lock::attempt::{AcquireCalls, LockAttempt};
+use crate::lock::calls::{LockReply, Request};
 use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, Request};
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
@@ -136,7 +136,7 @@ impl SpinLock {
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let mut spinning = Spinning {
             lock: self,
-            request: terms.request(keys),
+            request: Request::of(keys, &terms),
             terms,
             tries: 0,
         };

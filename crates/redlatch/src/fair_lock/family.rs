@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use crate::engine::context::Core;
 use crate::engine::hold_kind::HoldKind;
-use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
-use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
-use crate::scripts;
+use crate::lock::calls::{Released, Request};
+use crate::lock::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request};
 
 /// The guards of one fair lock.
 #[derive(Debug)]
@@ -24,7 +22,7 @@ impl LockFamily for FairFamily {
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
         on_connection(core, move |mut conn, limit| async move {
-            scripts::fair::release(&mut conn, &keys, &request, limit).await
+            crate::fair_lock::calls::release(&mut conn, &keys, &request, limit).await
         })
     }
 

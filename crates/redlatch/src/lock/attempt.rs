@@ -12,8 +12,8 @@ use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
+use crate::lock::calls::{self as lock, LockReply, Released, Request};
 use crate::lock::coalesce::Coalescer;
-use crate::scripts::lock::{self, LockReply, Released, Request};
 use crate::transport::Connection;
 
 /// The client's acquires under way, sent together ([`PlainFamily`]'s).

@@ -1,6 +1,7 @@
 //! The reentrant lock handle and its acquire loop.
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
 pub(crate) mod coalesce;
 pub(crate) mod courtesy;
 pub(crate) mod family;
@@ -27,12 +28,12 @@ use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
+use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -296,7 +297,7 @@ impl Lock {
         let core = &self.core;
         let keys = self.shared_keys()?;
         let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
-        Ok((terms.request(keys), terms))
+        Ok((Request::of(keys, &terms), terms))
     }
 
     /// The lock's keys under the current key prefix, made once per handle
@@ -374,7 +375,7 @@ impl Lock {
                 .min(until.saturating_duration_since(LeaseInstant::now()))
                 .max(COURTESY_LOOK);
             if !matches!(
-                crate::scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
+                crate::lock::calls::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;

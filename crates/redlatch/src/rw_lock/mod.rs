@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
 pub(crate) mod family;
 pub(crate) mod register;
 pub(crate) mod scripts;
@@ -24,10 +25,10 @@ use crate::lock::guard::Guard;
 use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
+use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::rw_lock::register::register;
 use crate::scripts::keys::RwKeys;
-use crate::scripts::rw::{RwReply, Side};
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.

@@ -55,7 +55,7 @@
 //! server itself (READONLY, OOM, BUSY) still ends the whole call. Redis
 //! checks a script's KEYS against the user's ACL before running it, so a
 //! forbidden name refuses the whole call before anything runs; the
-//! library then sends each lock of that batch alone ([`lock::acquire_many`]).
+//! library then sends each lock of that batch alone (`lock/calls.rs`, `acquire_many`).
 //!
 //! **A lease already set is never shortened** (`scripts/lib/lease.lua`):
 //! every script that sets the lease of a hold that exists already (a
@@ -87,14 +87,12 @@
 
 pub(crate) mod acquired;
 pub(crate) mod arg_list;
-pub(crate) mod fair;
 pub(crate) mod holder_keys;
 pub(crate) mod keys;
 pub(crate) mod library;
 pub(crate) mod library_source;
-pub(crate) mod lock;
 pub(crate) mod lua;
-pub(crate) mod rw;
+pub(crate) mod released;
 
 use std::sync::LazyLock;
 use std::time::Duration;

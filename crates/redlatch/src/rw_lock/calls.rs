@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::lock::calls::{Released, Request, released};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
-use crate::scripts::lock::{Released, Request, released};
 use crate::transport::Connection;
 
 /// Which side of the lock an acquire asks for.
@@ -124,7 +124,7 @@ pub(crate) async fn read_release(
         .arg(&keys.timeout_base)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    released(request, &reply)
+    released(&request.keys.key, &reply)
 }
 
 /// Drops one write hold (`request.owner` is the write field). One round
@@ -142,7 +142,7 @@ pub(crate) async fn write_release(
         .arg(&*request.owner)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    released(request, &reply)
+    released(&request.keys.key, &reply)
 }
 
 /// Adds one read hold for an owner that reads already (`request.owner` is

@@ -10,9 +10,11 @@ use futures_util::future::join_all;
 use redis::Value;
 use tracing::debug;
 
+use crate::engine::acquire::Terms;
 use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::LockKeys;
+pub(crate) use crate::scripts::released::{Released, released};
 use crate::transport::topology::ReplicaWait;
 use crate::transport::{Connection, bounded};
 
@@ -32,6 +34,20 @@ pub(crate) struct Request {
     /// the hold (`release.lua`): for waiters that do not mark (Redisson's,
     /// or this client's own, queued behind one of its waiters).
     pub(crate) wake_always: bool,
+}
+
+impl Request {
+    /// The request of one acquire of the lock `keys` on `terms`.
+    pub(crate) fn of(keys: Arc<LockKeys>, terms: &Terms) -> Request {
+        Request {
+            keys,
+            owner: terms.owner.clone(),
+            named_owner: terms.named,
+            lease_ms: terms.lease_ms,
+            waited_ms: 0,
+            wake_always: false,
+        }
+    }
 }
 
 /// A waiter that has waited this long claims the lock's next turn: a free
@@ -364,17 +380,6 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
 /// send on the common call).
 const WAKE_ALWAYS: &str = "1";
 
-/// What a release did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The last hold: the lock is deleted; the unlock message reached
-    /// `receivers` subscription connections (this client's included; 0
-    /// when it was not published: no waiter marked the hold).
-    Unlocked { receivers: i64 },
-    /// One hold dropped; the owner still holds it.
-    Decremented,
-}
-
 /// True when someone holds the lock (its key exists). One round trip, at
 /// most `limit`.
 pub(crate) async fn is_taken(
@@ -411,7 +416,7 @@ pub(crate) async fn withdraw_precedence(
 }
 
 /// Drops one hold of `request.owner`. One round trip, each send at most
-/// `limit` (on a cluster a failed send is sent again: [`super::Call::run`]).
+/// `limit` (on a cluster a failed send is sent again: [`crate::scripts::Call::run`]).
 pub(crate) async fn release(
     conn: &mut Connection,
     request: &Request,
@@ -437,32 +442,10 @@ fn released_entry(request: &Request, entry: &[Value]) -> Result<Released> {
         return Err(refused("release", message));
     }
     match integers(entry) {
-        Some(entry) => released(request, &entry),
+        Some(entry) => released(&request.keys.key, &entry),
         None => Err(Error::Protocol {
             op: "release",
             detail: format!("{entry:?}"),
-        }),
-    }
-}
-
-/// Reads the reply every release script shares: `{1, receivers}` unlocked,
-/// `{0, _}` one hold fewer, `{-1, _}` not held, `{-2, _}` wrong type or a
-/// hold count that is not an integer (its field removed).
-pub(crate) fn released(request: &Request, reply: &[i64]) -> Result<Released> {
-    match reply {
-        [1, receivers] => Ok(Released::Unlocked {
-            receivers: *receivers,
-        }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.to_string(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.to_string(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
         }),
     }
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::lock::calls::{Released, Request, released};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request, released};
 use crate::transport::{Connection, bounded};
 
 /// The times one fair acquire works with, in ms.
@@ -168,7 +168,7 @@ pub(crate) async fn release(
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     // Courtesy is for the reentrant lock: here the release names who is next.
-    released(request, &reply).map(|released| match released {
+    released(&request.keys.key, &reply).map(|released| match released {
         Released::Unlocked { .. } => Released::Unlocked { receivers: 0 },
         decremented => decremented,
     })
