@@ -123,6 +123,25 @@ async fn a_deleted_expired_or_force_unlocked_hold_is_lost_within_milliseconds_on
         guards.push(client.lock(name.as_str()).acquire().await.unwrap());
     }
     tokio::time::sleep(TRACKED).await;
+    // What the watch costs: one tracking connection on each master that
+    // serves a held key (here all three), none more.
+    for name in &names {
+        let port = cluster.master_of(name).unwrap();
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut node(&cluster, port).conn())
+            .unwrap();
+        let tracking = clients
+            .lines()
+            .filter(|line| {
+                line.split_whitespace()
+                    .find_map(|field| field.strip_prefix("flags="))
+                    .is_some_and(|flags| flags.contains('t'))
+            })
+            .count();
+        eprintln!("master {port}: {tracking} tracking connection(s)");
+        assert_eq!(tracking, 1, "master {port}: {clients}");
+    }
 
     let _: () = redis::cmd("DEL")
         .arg(&names[0])
