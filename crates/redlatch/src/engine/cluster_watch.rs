@@ -265,13 +265,23 @@ impl Watch {
     }
 
     /// Where a key of `slot` is read: the node said to serve it, else a
-    /// node connected now, else one not waiting to reconnect, else a seed.
+    /// connected node said to serve another slot (a master: a replica
+    /// among the seeds would only redirect), else a node connected now,
+    /// else one not waiting to reconnect, else a seed.
     fn target(&self, slot: u16) -> Option<Arc<str>> {
         if let Some(owner) = self.owners.get(&slot) {
             return Some(owner.clone());
         }
         let now = Instant::now();
         let ready = |state: &Node| state.retry_at.is_none_or(|at| at <= now);
+        let connected = |node: &Arc<str>| {
+            self.nodes
+                .get(node)
+                .is_some_and(|state| state.conn.is_some())
+        };
+        if let Some(master) = self.owners.values().find(|node| connected(node)) {
+            return Some(master.clone());
+        }
         self.nodes
             .iter()
             .find(|(_, state)| state.conn.is_some())

@@ -40,7 +40,13 @@ const MOST_STRIKES: u32 = 8;
 pub(crate) struct Pacing {
     /// When a read last found the key unchanged.
     read_at: Option<Instant>,
+    /// Earned by invalidations soon after a read (a full table's evictions).
     strikes: u32,
+    /// Reads that failed in a row (an error about the key: a cluster slot
+    /// failing over, a server loading): they space the next read out, and a
+    /// read that succeeds forgets them, so they never slow the reads of a
+    /// later change.
+    failures: u32,
 }
 
 impl Pacing {
@@ -60,13 +66,14 @@ impl Pacing {
     /// A read at `now` found the key unchanged (and tracks it again).
     pub(crate) fn found_unchanged(&mut self, now: Instant) {
         self.read_at = Some(now);
+        self.failures = 0;
     }
 
     /// A read got an error about this key (not about the connection): it
     /// may not be tracked, so it is read again, after a growing delay.
     pub(crate) fn read_failed(&mut self) -> Duration {
-        self.strike();
-        self.delay()
+        self.failures = (self.failures + 1).min(MOST_STRIKES);
+        delay_for(self.failures.max(self.strikes))
     }
 
     fn strike(&mut self) {
@@ -74,12 +81,18 @@ impl Pacing {
     }
 
     fn delay(&self) -> Duration {
-        match self.strikes {
-            0 => Duration::ZERO,
-            strikes => FIRST_DELAY
-                .saturating_mul(1 << (strikes - 1))
-                .min(SLOWEST_REREAD),
-        }
+        delay_for(self.strikes)
+    }
+}
+
+/// The delay `strikes` earn: none for none, then [`FIRST_DELAY`] doubling
+/// up to [`SLOWEST_REREAD`].
+fn delay_for(strikes: u32) -> Duration {
+    match strikes {
+        0 => Duration::ZERO,
+        strikes => FIRST_DELAY
+            .saturating_mul(1 << (strikes - 1))
+            .min(SLOWEST_REREAD),
     }
 }
 
@@ -189,6 +202,22 @@ mod tests {
         let first = pacing.read_failed();
         let second = pacing.read_failed();
         assert!(Duration::ZERO < first && first < second);
+    }
+
+    /// Issue 38: reads that failed while a cluster slot failed over left
+    /// their strikes behind, and the next real loss of the key was read
+    /// 320 ms late.
+    #[test]
+    fn failed_reads_followed_by_a_good_one_never_delay_the_next_change() {
+        let mut pacing = Pacing::default();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            assert!(pacing.read_failed() > Duration::ZERO);
+        }
+        now += Duration::from_secs(1);
+        pacing.found_unchanged(now);
+        now += Duration::from_secs(3);
+        assert_eq!(pacing.invalidated(now), Duration::ZERO);
     }
 
     #[test]
