@@ -404,3 +404,41 @@ async fn a_stalled_master_holds_up_no_other_master_s_losses() {
     noticed(&sound, "DEL on a sound master while another stalls").await;
     sleeping.await.unwrap();
 }
+
+/// Valkey 9's numbered databases on a cluster: writes to a held lock's
+/// name in another database invalidate it (invalidations name no
+/// database); the watch reads it again in its own database and finds the
+/// hold. Skipped (and said so) on a server without `cluster-databases`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_to_the_same_name_in_another_database_of_a_cluster_are_no_loss() {
+    let cluster = match Cluster::start_with_args(3, 0, &[("cluster-databases", "16")]) {
+        Ok(cluster) => cluster,
+        Err(error) if error.to_string().contains("cluster-databases") => {
+            eprintln!("skipped: this server has no numbered databases on a cluster ({error})");
+            return;
+        }
+        Err(error) => panic!("start a 3-master cluster: {error}"),
+    };
+    let client = watching_client(&cluster).await;
+    let name = "same:name:1";
+    let guard = client.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+    let mut db5 = master_conn(&cluster, name);
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut db5).unwrap();
+    for round in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(name)
+            .arg(round)
+            .query(&mut db5)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let _: () = redis::cmd("DEL").arg(name).query(&mut db5).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    still_held(&guard, "writes to the name in database 5");
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut master_conn(&cluster, name))
+        .unwrap();
+    noticed(&guard, "DEL in the hold's own database").await;
+}
