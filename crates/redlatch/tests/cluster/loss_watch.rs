@@ -442,3 +442,60 @@ async fn writes_to_the_same_name_in_another_database_of_a_cluster_are_no_loss() 
         .unwrap();
     noticed(&guard, "DEL in the hold's own database").await;
 }
+
+/// A manual failover (`CLUSTER FAILOVER` on the replica): the old master
+/// becomes a replica and keeps the watch's connection open. The hold lives
+/// on, and a DEL on the new master is found at once (the demoted node
+/// applies it and invalidates; the read that follows goes to the new
+/// master through `MOVED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_keeps_the_hold_and_the_new_master_s_losses_are_found() {
+    let cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
+    let holder = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .retries(5)
+        .default_lease(Duration::from_secs(30))
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect");
+    let name = "manual:failover";
+    let guard = holder.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+    let old = cluster.master_of(name).unwrap();
+    let old_id = node_id(&cluster, old);
+    let replicas: Vec<String> = redis::cmd("CLUSTER")
+        .arg("REPLICAS")
+        .arg(&old_id)
+        .query(&mut node(&cluster, old).conn())
+        .expect("CLUSTER REPLICAS");
+    let replica: u16 = replicas
+        .first()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|address| address.split(['@', ',']).next())
+        .and_then(|address| address.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .expect("the master's replica");
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut node(&cluster, replica).conn())
+        .expect("CLUSTER FAILOVER");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.master_of(name).ok() != Some(replica) {
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not take over in 20 s"
+        );
+        still_held(&guard, "during the failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    still_held(&guard, "after the failover");
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, replica).conn())
+        .unwrap();
+    noticed(&guard, "DEL on the new master").await;
+}
