@@ -18,17 +18,18 @@ use super::contract::{OrderContext, OrderError};
 /// nothing of it needs to expire with the sale.
 ///
 /// One deadline for the grab: the library bounds a wait (its attempts,
-/// retries and back-offs) by `wait`; a single try, which rides out a call
-/// Redis did not answer with retries, is cut off here after one response
-/// timeout more, which leaves nothing behind (an attempt in flight is given
-/// back in the background). A stalled Redis answers 503 then, not after a
-/// response timeout per call in a row.
+/// retries and back-offs) by `wait`; a single try (a zero wait), which
+/// rides out a call Redis did not answer with retries, is cut off here
+/// after one response timeout (past `wait` by that much: never before the
+/// library's own bound), which leaves nothing behind (an attempt in flight
+/// is given back in the background). A stalled Redis answers 503 then, not
+/// after a response timeout per call in a row.
 pub(super) async fn acquire(
     ctx: &OrderContext,
     name: &str,
     wait: Duration,
 ) -> Result<Guard, OrderError> {
-    let budget = wait + ctx.locks.settings().response_timeout;
+    let budget = wait.saturating_add(ctx.locks.settings().response_timeout);
     let lock = ctx.locks.lock(name);
     match tokio::time::timeout(budget, lock.acquire_within(Some(wait))).await {
         Ok(Ok(guard)) => Ok(guard),
