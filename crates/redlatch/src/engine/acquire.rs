@@ -60,7 +60,7 @@ impl Terms {
     }
 
     /// The request of one acquire of the lock `keys` on these terms.
-    pub(crate) fn request(&self, keys: Arc<LockKeys>) -> Request {
+    pub(crate) fn request(&self, keys: LockKeys) -> Request {
         Request {
             keys,
             owner: self.owner.clone(),

@@ -19,7 +19,7 @@ use crate::transport::{Connection, bounded};
 /// Who asks for the lock, and for how long.
 #[derive(Clone)]
 pub(crate) struct Request {
-    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) keys: LockKeys,
     pub(crate) owner: Arc<str>,
     /// True when the caller named the owner; anonymous owners are unique per
     /// acquisition, which makes undoing an uncertain acquire safe.
