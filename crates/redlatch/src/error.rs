@@ -46,8 +46,10 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
 
-    /// [`Lock::acquire_timeout`](crate::Lock::acquire_timeout) gave up: another
-    /// owner held the lock for the whole wait. Retry later or give up.
+    /// A bounded acquire ([`Lock::acquire_within`](crate::Lock::acquire_within),
+    /// or `acquire` under the client's [`wait_timeout`](crate::Settings::wait_timeout))
+    /// gave up: another owner held the lock for the whole wait. Retry later
+    /// or give up.
     #[error("lock {name:?} not acquired within {waited:?}")]
     Timeout {
         /// The lock name.
@@ -291,6 +293,23 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The server lacks something every call of this client needs, and
+    /// connect refused it: today, scripting (a Valkey 9.1 server without
+    /// its Lua module lists `EVAL` and `FUNCTION` but runs no script, and
+    /// every lock runs as one). [`Client::capabilities`](crate::Client::capabilities)
+    /// would have said [`Support::Absent`](crate::Support::Absent). Use a
+    /// server that has it (load the module); retrying cannot help.
+    #[error("{server} lacks {missing}: {detail}")]
+    ServerLacks {
+        /// The server's kind and version (`valkey 9.1.2`), or `the server`
+        /// when it would not say.
+        server: String,
+        /// What it lacks: `"scripting"`.
+        missing: &'static str,
+        /// What showed it, and what to do.
+        detail: String,
+    },
+
     /// A [`Redlock`](crate::Redlock) call did not reach a majority of its
     /// nodes: too few answered in time, or too few confirmed. Each failure
     /// names the node and why. Safe to retry once enough nodes are back;
@@ -320,7 +339,7 @@ pub enum TimeLimit {
     /// The client's [response timeout](crate::Settings::response_timeout):
     /// one call.
     Response,
-    /// The caller's wait (`acquire_timeout`'s `wait`): the whole acquire,
+    /// The caller's wait (`acquire_within`'s `wait`): the whole acquire,
     /// its calls, retries and back-offs included.
     Wait(Duration),
     /// A [`Redlock`](crate::Redlock)'s node timeout
@@ -393,7 +412,7 @@ pub(crate) fn unavailable_for_now(error: &redis::RedisError) -> bool {
 impl Error {
     /// Sorts a redis-rs error into the variant a caller can act on.
     /// The same failure again, for another caller of one coalesced call
-    /// (`engine/coalesce.rs`): every caller of a batch gets the batch's error.
+    /// (`lock/coalesce.rs`): every caller of a batch gets the batch's error.
     pub(crate) fn for_another_caller(&self) -> Error {
         match self {
             Error::ResponseTimeout { op, limit } => Error::ResponseTimeout { op, limit: *limit },
