@@ -19,8 +19,9 @@ pub(crate) struct LockKeys {
     /// The lock hash: `PREFIX + NAME`, shared with the watchdog's record of
     /// each hold on it.
     pub(crate) key: Arc<str>,
-    /// Where `NAME` starts in `key` (after the key prefix).
-    name_at: usize,
+    /// Where `NAME` starts in `key` (after the key prefix; a key is at
+    /// most [`MAX_NAME_LEN`] bytes). Small: a guard keeps its keys inline.
+    name_at: u16,
     /// Which channel the final release publishes on.
     channel: LockChannel,
     /// Which fencing counter hands out the lock's tokens.
@@ -77,7 +78,8 @@ impl LockKeys {
         }
         Ok(LockKeys {
             key: Arc::from(key),
-            name_at: prefix.len(),
+            // At most the key's length, checked above.
+            name_at: u16::try_from(prefix.len()).unwrap_or(u16::MAX),
             channel: LockChannel::Lock,
             fence: Fence::Server,
         })
@@ -95,7 +97,9 @@ impl LockKeys {
 
     /// The lock's name, without the key prefix.
     pub(crate) fn name(&self) -> &str {
-        &self.key[self.name_at..]
+        self.key
+            .get(usize::from(self.name_at)..)
+            .unwrap_or_default()
     }
 
     /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`
@@ -507,7 +511,7 @@ pub(crate) struct RwKeys {
     /// What every per-read-hold timeout key starts with: `{KEY}`.
     pub(crate) timeout_base: String,
     /// Where `NAME` starts in `key`.
-    name_at: usize,
+    name_at: u16,
     /// Which counter `token` is.
     fence: Fence,
 }
