@@ -1,6 +1,6 @@
 //! A synchronous API for programs without an async runtime, like
-//! `reqwest::blocking`: the same locks (plain, fair, read-write), semaphores
-//! and multi-locks, with
+//! `reqwest::blocking`: the same locks (plain, fair, read-write), semaphores,
+//! multi-locks and count-down latches, with
 //! methods that block the calling thread instead of returning futures.
 //!
 //! Each [`Client`] owns a small tokio runtime (one worker thread) that runs
@@ -46,6 +46,7 @@
 mod acquire;
 mod bridge;
 mod client;
+mod count_down_latch;
 mod fair_lock;
 mod guard;
 mod lock;
@@ -55,6 +56,7 @@ mod rw_lock;
 mod semaphore;
 
 pub use client::{Client, ClientBuilder};
+pub use count_down_latch::CountDownLatch;
 pub use fair_lock::FairLock;
 pub use guard::Guard;
 pub use lock::Lock;

@@ -9,8 +9,8 @@
 //! `spublish` on a Redis Cluster).
 //!
 //! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
-//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
-//! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
+//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`,
+//! `PERMIT_RENEW` and `LATCH_COUNT` takes one more KEY and one more ARGV, both last: the
 //! request record and how long to keep it (see below).
 //!
 //! | script | KEYS | ARGV | returns |
@@ -41,6 +41,10 @@
 //! | `PERMIT_RELEASE` | permit count, expiries | channel, permit id, publish | 1 released, 2 released after its lease, 0 unknown, -1 wrong type |
 //! | `PERMIT_AVAILABLE` | permit count, expiries | channel, publish | `{1,count,held}` (count may be negative), `{-1,0,0}` wrong type |
 //! | `PERMIT_RENEW` | expiries per entry | permit id, lease ms per entry | 1 or 0 per entry |
+//! | `LATCH_TRY_SET` | count | channel, count, publish | 1 set, 0 already set, -1 wrong value |
+//! | `LATCH_COUNT_DOWN` | count | channel, publish | `{1,left}` (left a decimal string), `{-1,''}` wrong value |
+//! | `LATCH_COUNT` | count | — | `{1,count}` (a decimal string, may be negative), `{-1,''}` wrong value |
+//! | `LATCH_DELETE` | count | channel, publish | 1 deleted, 0 none, -1 wrong value |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
@@ -73,7 +77,7 @@
 //! request again to learn its outcome; a script that changes data would
 //! then run twice. So on a cluster every script that changes data (all but
 //! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
-//! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, which can run twice
+//! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, `LATCH_COUNT`, which can run twice
 //! harmlessly) runs in a wrapped form generated from the same source
 //! ([`Mutating`]), which takes **one more KEY, last**: a request record
 //! `redlatch_request:{TAG}:<32 hex>` in the slot of KEYS[1], fresh for each
@@ -282,9 +286,26 @@ mutating!(PERMIT_RELEASE, "permit_release.lua", GIVES_BACK);
 script!(PERMIT_AVAILABLE, "permit_available.lua", GIVES_BACK);
 script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK, memory);
 
+// The count-down latch's (typed calls: `count_down_latch/calls.rs`).
+mutating!(
+    LATCH_TRY_SET,
+    "latch_try_set.lua",
+    ANSWERS_UNDER_OOM,
+    checks
+);
+mutating!(
+    LATCH_COUNT_DOWN,
+    "latch_count_down.lua",
+    GIVES_BACK,
+    checks,
+    memory
+);
+mutating!(LATCH_DELETE, "latch_delete.lua", GIVES_BACK, checks);
+script!(LATCH_COUNT, "latch_count.lua", GIVES_BACK, checks);
+
 /// Every script, each form once: the function library's content.
 pub(crate) fn every_script() -> Vec<&'static Lua> {
-    let mutating: [&'static Mutating; 18] = [
+    let mutating: [&'static Mutating; 21] = [
         &ACQUIRE,
         &REENTER,
         &RELEASE,
@@ -303,8 +324,11 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
         &SEMAPHORE_RELEASE,
         &PERMIT_ACQUIRE,
         &PERMIT_RELEASE,
+        &LATCH_TRY_SET,
+        &LATCH_COUNT_DOWN,
+        &LATCH_DELETE,
     ];
-    let plain: [&'static Lua; 8] = [
+    let plain: [&'static Lua; 9] = [
         &RENEW,
         &STATUS,
         &RAISE_TOKEN,
@@ -313,6 +337,7 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
         &SEMAPHORE_AVAILABLE,
         &PERMIT_AVAILABLE,
         &PERMIT_RENEW,
+        &LATCH_COUNT,
     ];
     mutating
         .iter()
@@ -532,7 +557,7 @@ async fn send<T: FromRedisValue>(
 mod tests {
     use super::*;
 
-    const WRAPPED: [&str; 18] = [
+    const WRAPPED: [&str; 21] = [
         include_str!("../../scripts/acquire.lua"),
         include_str!("../../scripts/reenter.lua"),
         include_str!("../../scripts/release.lua"),
@@ -551,6 +576,9 @@ mod tests {
         include_str!("../../scripts/semaphore_release.lua"),
         include_str!("../../scripts/permit_acquire.lua"),
         include_str!("../../scripts/permit_release.lua"),
+        include_str!("../../scripts/latch_try_set.lua"),
+        include_str!("../../scripts/latch_count_down.lua"),
+        include_str!("../../scripts/latch_delete.lua"),
     ];
 
     #[test]
