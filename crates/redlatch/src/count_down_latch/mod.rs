@@ -86,8 +86,11 @@ impl CountDownLatch {
 
     /// Gives the latch `count` if it has no count now (never set, or
     /// counted down to zero, or deleted), and returns whether it did: every
-    /// process may call it, the first wins. One round trip; touches
-    /// `PREFIX+NAME`, publishes `1` on the channel when set.
+    /// process may call it, the first wins. A count at or below zero that a
+    /// Redisson client set (its `trySetCount` takes any `long`) is a count
+    /// here too, as there: it reads as 0, but count it down or delete it
+    /// before setting another. One round trip; touches `PREFIX+NAME`,
+    /// publishes `1` on the channel when set.
     ///
     /// # Errors
     /// [`Error::InvalidCount`] for 0 or a count above 2^63 − 1 (nothing
@@ -193,7 +196,9 @@ impl CountDownLatch {
     /// without either (a safety net for a latch deleted by hand); each
     /// wake-up costs one round trip. Every waiter of the client wakes on
     /// each message: the latch opens for all at once. Every call, retry and
-    /// back-off fits in `wait`.
+    /// back-off fits in `wait`. A latch set again right after it opened
+    /// (Redisson's reset) may keep a waiter that reads it only then waiting
+    /// for the new count, as a Redisson waiter would.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
