@@ -15,7 +15,7 @@ use redis::{RedisError, RedisResult, Script};
 
 use crate::scripts::Lua;
 use crate::transport::Connection;
-use crate::transport::capabilities::Support;
+use crate::transport::capabilities::{self, Support};
 
 /// The library's name and source.
 struct Library {
@@ -130,6 +130,8 @@ pub(crate) async fn install(conn: &mut Connection, server_has_functions: bool) -
     let support = match load(conn).await {
         Ok(()) => Support::Available,
         Err(error) if refused(&error) && !server_has_functions => Support::Absent,
+        // No Lua at all (Valkey 9.1 without its Lua module).
+        Err(error) if capabilities::no_scripting_engine(&error) => Support::Absent,
         Err(error) => Support::Denied(error.to_string()),
     };
     conn.script_routes()
