@@ -277,3 +277,48 @@ async fn a_cancelled_await_leaves_no_subscription_and_a_bounded_one_gives_up() {
         .unwrap()
         .unwrap();
 }
+
+/// Many count downs at once, from tasks of several clients: each takes
+/// exactly one, the count never goes below zero, and the zero-count
+/// message is published once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_count_downs_take_one_each_and_open_the_latch_once() {
+    const COUNT: u64 = 120;
+    let server = common::server();
+    let setup = common::client(&server).await;
+    let latch = setup.count_down_latch("race");
+    assert!(latch.try_set_count(COUNT).await.unwrap());
+    let mut pubsub = server.client().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(channel("race")).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let client = common::client(&server).await;
+        for _ in 0..(COUNT / 3 + 10) {
+            let latch = client.count_down_latch("race");
+            tasks.push(tokio::spawn(async move { latch.count_down().await }));
+        }
+    }
+    let mut left: Vec<u64> = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|joined| joined.unwrap().expect("count_down"))
+        .collect();
+    left.sort_unstable();
+    let zeros = left.iter().filter(|left| **left == 0).count();
+    let above: Vec<u64> = left.into_iter().filter(|left| *left > 0).collect();
+    assert_eq!(
+        above,
+        (1..COUNT).collect::<Vec<_>>(),
+        "each count down took one"
+    );
+    assert_eq!(zeros, 31, "the one that opened it, and 30 on an open latch");
+    let mut messages = pubsub.on_message();
+    let first = tokio::time::timeout(Duration::from_secs(5), messages.next())
+        .await
+        .expect("the zero-count message")
+        .unwrap();
+    assert_eq!(first.get_payload::<String>().unwrap(), "0");
+    let more = tokio::time::timeout(Duration::from_millis(300), messages.next()).await;
+    assert!(more.is_err(), "a second message: {more:?}");
+    assert_eq!(latch.count().await.unwrap(), 0);
+}
