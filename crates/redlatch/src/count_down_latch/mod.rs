@@ -198,7 +198,10 @@ impl CountDownLatch {
     /// each message: the latch opens for all at once. Every call, retry and
     /// back-off fits in `wait`. A latch set again right after it opened
     /// (Redisson's reset) may keep a waiter that reads it only then waiting
-    /// for the new count, as a Redisson waiter would.
+    /// for the new count, as a Redisson waiter would. A wait that parks
+    /// counts in the engine's metrics as every primitive's does
+    /// (`redlatch_contended_waits_total`, `redlatch_wakeups_total`; a
+    /// re-read after 5 s as `reason="lease_end"`).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
