@@ -423,7 +423,7 @@ pub(crate) fn unavailable_for_now(error: &redis::RedisError) -> bool {
 impl Error {
     /// Sorts a redis-rs error into the variant a caller can act on.
     /// The same failure again, for another caller of one coalesced call
-    /// (`engine/coalesce.rs`): every caller of a batch gets the batch's error.
+    /// (`lock/coalesce.rs`): every caller of a batch gets the batch's error.
     pub(crate) fn for_another_caller(&self) -> Error {
         match self {
             Error::ResponseTimeout { op, limit } => Error::ResponseTimeout { op, limit: *limit },

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use super::scripts;
 use crate::engine::context::Core;
 use crate::error::{Error, Result};
-use crate::scripts;
 use crate::semaphore::{call, send};
 
 use super::keys::LatchKeys;

@@ -1,10 +1,12 @@
 //! The count-down latch: Redisson's `RCountDownLatch`, in Rust. Its keys
-//! (`keys.rs`), its scripts' typed calls (`calls.rs`), its plug-in for the
+//! (`keys.rs`), its scripts (`scripts.rs`, registered by one line in
+//! `primitives.rs`) and their typed calls (`calls.rs`), its plug-in for the
 //! engine's wait loop (`wait.rs`) and its handle (here); its blocking twin
 //! is `blocking/count_down_latch.rs`, in the facade's layer.
 
 mod calls;
 mod keys;
+pub(crate) mod scripts;
 mod wait;
 
 use std::sync::Arc;
