@@ -235,16 +235,11 @@ impl CountDownLatch {
     /// latch).
     pub async fn await_within(&self, wait: Option<Duration>) -> Result<bool> {
         let keys = Arc::new(self.keys()?);
-        let wait = match wait {
-            None => Wait::Forever,
-            Some(Duration::ZERO) => Wait::Once,
-            Some(wait) => Wait::For(wait),
-        };
         let mut waiting = LatchAwait {
             core: self.core.clone(),
             keys,
         };
-        Ok(wait_for(&mut waiting, wait).await?.is_some())
+        Ok(wait_for(&mut waiting, Wait::within(wait)).await?.is_some())
     }
 
     fn keys(&self) -> Result<LatchKeys> {
