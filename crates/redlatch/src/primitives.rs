@@ -15,6 +15,7 @@ pub(crate) static PRIMITIVES: &[&ScriptList] = &[
     &crate::fair_lock::scripts::SCRIPTS,
     &crate::rw_lock::scripts::SCRIPTS,
     &crate::semaphore::scripts::SCRIPTS,
+    &crate::count_down_latch::scripts::SCRIPTS,
 ];
 
 /// Every script of every primitive, each form once: the function library's content.

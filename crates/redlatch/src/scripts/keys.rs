@@ -216,7 +216,12 @@ const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key pre
 
 /// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
 /// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
-fn one_slot(conn: &Connection, key: &str, others: &[&str], reason: &'static str) -> Result<()> {
+pub(crate) fn one_slot(
+    conn: &Connection,
+    key: &str,
+    others: &[&str],
+    reason: &'static str,
+) -> Result<()> {
     if conn.is_cluster() {
         let home = slot(key);
         if others.iter().any(|other| slot(other) != home) {
