@@ -18,13 +18,13 @@ use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::lock::attempt::LockAttempt;
-use crate::lock::family::PLAIN;
+use crate::lock::attempt::{AcquireCalls, LockAttempt};
+use crate::lock::calls::{LockReply, Request};
+use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, Request};
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
@@ -51,6 +51,8 @@ use crate::settings::RetryPolicy;
 #[derive(Clone, Debug)]
 pub struct SpinLock {
     core: Arc<Core>,
+    /// The client's lock state: coalesced calls.
+    family: Arc<PlainFamily>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
@@ -60,9 +62,10 @@ pub struct SpinLock {
 
 handle_options!(SpinLock, "spin_lock", "acquire");
 waiting_methods!(
-    SpinLock,
+    SpinLock => Guard,
+    "[`Error::Timeout`]",
     "One try: the guard, or `None` when another owner holds it. One round trip.",
-    "Tries for at most `wait`."
+    "Tries for as long as `wait` says."
 );
 
 impl SpinLock {
@@ -73,14 +76,21 @@ impl SpinLock {
         max_delay: Duration::from_millis(128),
     };
 
-    pub(crate) fn new(core: Arc<Core>, name: String) -> SpinLock {
+    pub(crate) fn new(core: Arc<Core>, family: Arc<PlainFamily>, name: String) -> SpinLock {
         SpinLock {
             core,
+            family,
             name: Arc::from(name),
             owner: None,
             lease: None,
             backoff: SpinLock::DEFAULT_BACKOFF,
         }
+    }
+
+    /// The client's acquires under way, which an attempt leaves with.
+    fn coalesced(&self) -> Option<AcquireCalls> {
+        let calls = self.family.calls.as_ref();
+        calls.map(|calls| calls.acquire.clone())
     }
 
     /// The same lock with another back-off between tries (its `attempts`
@@ -90,7 +100,9 @@ impl SpinLock {
         self
     }
 
-    /// Tries until the lock is held, then returns its guard.
+    /// Tries until the lock is held, then returns its guard, or for at most
+    /// the client's [`wait_timeout`](crate::Settings::wait_timeout) when it
+    /// is set (none by default).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
@@ -99,10 +111,8 @@ impl SpinLock {
     /// # Cancel safety
     /// As [`Lock::acquire`](crate::Lock::acquire): an attempt in flight
     /// completes and gives back a hold it took.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_waiting(Wait::Forever)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
+    pub fn acquire(&self) -> impl std::future::Future<Output = Result<Guard>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     /// The lock's holders, lease and last token, as [`Lock::status`](crate::Lock::status).
@@ -127,7 +137,7 @@ impl SpinLock {
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let mut spinning = Spinning {
             lock: self,
-            request: terms.request(keys),
+            request: Request::of(keys, &terms),
             terms,
             tries: 0,
         };
@@ -150,12 +160,17 @@ impl Acquisition for Spinning<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
-        match attempt(core, LockAttempt(self.request.clone())).await? {
+        match attempt(
+            core,
+            LockAttempt(self.request.clone(), self.lock.coalesced()),
+        )
+        .await?
+        {
             LockReply::Acquired(acquired) => Ok(Step::Done {
                 value: Guard::register(
                     core,
                     self.request.keys.clone(),
-                    PLAIN.clone(),
+                    self.lock.family.clone(),
                     self.request.owner.clone(),
                     &self.terms,
                     acquired,

@@ -9,8 +9,6 @@ use crate::sync::unpoisoned::RwLock;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::engine::coalesce::LockCalls;
-use crate::engine::courtesy::Courtesy;
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
@@ -19,7 +17,7 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 #[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys::record_key;
-use crate::scripts::{self, library};
+use crate::scripts::library;
 use crate::settings::{ApplySettings, Settings, SharedSettings};
 use crate::sync::Spawner;
 use crate::transport::capabilities::{self, Capabilities, Support};
@@ -28,6 +26,7 @@ use crate::transport::connection::{self, Connection};
 use crate::transport::detached::Detached;
 use crate::transport::idle;
 use crate::transport::no_evict;
+use crate::transport::script_routes::FunctionLibrary;
 use crate::transport::topology::{ReplicaWait, Topology};
 
 /// Which server features a client uses where the server offers them
@@ -69,9 +68,6 @@ pub(crate) struct Core {
     pub(crate) settings: SharedSettings,
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
-    pub(crate) courtesy: Courtesy,
-    /// The reentrant lock's acquires and releases, coalesced (not on a cluster).
-    pub(crate) lock_calls: Option<LockCalls>,
     /// Starts the background rest of calls whose callers went away, and
     /// undos, on the client's runtime; counts those not yet ended.
     pub(crate) background: Spawner,
@@ -98,12 +94,13 @@ impl Core {
         topology: &Topology,
         replica_wait: Option<ReplicaWait>,
         features: Features,
+        library: FunctionLibrary,
     ) -> Result<Core> {
         let limit = settings.response_timeout;
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
-        let capabilities = learn_capabilities(&conn, &features, limit, &settings).await;
+        let capabilities = learn_capabilities(&conn, &features, library, limit, &settings).await;
         scripting_usable(&capabilities)?;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
@@ -140,7 +137,6 @@ impl Core {
                 shutdown.clone(),
             ));
         }
-        let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait, &runtime);
         Ok(Core {
             id,
             conn,
@@ -149,8 +145,6 @@ impl Core {
             settings,
             wakeups,
             watchdog,
-            courtesy: Courtesy::default(),
-            lock_calls,
             background: Spawner::counted(&runtime),
             owner_seq: AtomicU64::new(0),
             shutdown,
@@ -163,6 +157,7 @@ impl Core {
 async fn learn_capabilities(
     conn: &Connection,
     features: &Features,
+    library: FunctionLibrary,
     limit: Duration,
     settings: &SharedSettings,
 ) -> Capabilities {
@@ -174,7 +169,7 @@ async fn learn_capabilities(
         .flatten();
     let has_functions = server.as_ref().is_none_or(|server| server.version.0 >= 7);
     let functions = if features.script_functions {
-        tokio::time::timeout(limit, library::install(&mut conn, has_functions))
+        tokio::time::timeout(limit, library::install(&mut conn, library, has_functions))
             .await
             .unwrap_or(Support::Absent)
     } else {
@@ -204,7 +199,8 @@ async fn learn_capabilities(
     };
     let scripting = tokio::time::timeout(
         limit,
-        capabilities::scripting(&mut conn, &functions, &scripts::RENEW.source),
+        // The smallest script: the probe asks only whether Lua runs at all.
+        capabilities::scripting(&mut conn, &functions, "return 1"),
     )
     .await
     .unwrap_or_else(|_| Support::Denied("no answer to SCRIPT LOAD in time".to_owned()));

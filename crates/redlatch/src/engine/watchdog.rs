@@ -784,13 +784,13 @@ mod tests {
     /// Two more kinds of renewal, as two other primitives would have.
     static OTHER: BatchRenewal = BatchRenewal {
         name: "other",
-        script: &crate::scripts::RENEW,
+        script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: true,
     };
     static PERMITS: BatchRenewal = BatchRenewal {
         name: "permits",
-        script: &crate::scripts::RENEW,
+        script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: false,
     };

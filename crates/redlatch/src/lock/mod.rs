@@ -1,14 +1,19 @@
 //! The reentrant lock handle and its acquire loop.
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
+pub(crate) mod coalesce;
+pub(crate) mod courtesy;
 pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod handle_options;
 pub(crate) mod hold_accessors;
 #[cfg(feature = "holder-records")]
 pub(crate) mod holder_identity;
+pub(crate) mod scripts;
 pub(crate) mod status;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,13 +29,12 @@ use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
-use crate::lock::family::PLAIN;
+use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
+use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
-use crate::scripts;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -76,7 +80,7 @@ const COURTESY_FREE_SHARE: u32 = 10;
 /// use std::time::Duration;
 ///
 /// let lock = client.lock("voucher:7:user:42");
-/// match lock.acquire_timeout(Duration::from_millis(200)).await {
+/// match lock.acquire_within(Some(Duration::from_millis(200))).await {
 ///     Ok(guard) => {
 ///         // guard.token() goes along with every write the lock protects
 ///         guard.release().await?;
@@ -89,6 +93,8 @@ const COURTESY_FREE_SHARE: u32 = 10;
 #[derive(Clone, Debug)]
 pub struct Lock {
     core: Arc<Core>,
+    /// The client's lock state: coalesced calls, the hand-off courtesy.
+    family: Arc<PlainFamily>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
@@ -101,15 +107,17 @@ pub struct Lock {
 
 handle_options!(Lock, "lock", "acquire");
 waiting_methods!(
-    Lock,
+    Lock => Guard,
+    "[`Error::Timeout`](crate::Error::Timeout)",
     "One attempt: the guard if the lock was free (or re-entered), `None` if another owner holds it, or if it is free but a waiter that has waited longer claimed its next turn (then for 200 ms at most: this refusal cuts the claim to that; docs/SAFETY.md, invariant (g)). One round trip.",
-    "Waits at most `wait` for the lock. A zero `wait` makes one attempt."
+    "Waits for the lock as long as `wait` says (Redisson's `tryLock(wait, lease)`, with the lease on the handle)."
 );
 
 impl Lock {
-    pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
+    pub(crate) fn new(core: Arc<Core>, family: Arc<PlainFamily>, name: String) -> Lock {
         Lock {
             core,
+            family,
             name: Arc::from(name),
             owner: None,
             lease: None,
@@ -117,8 +125,12 @@ impl Lock {
         }
     }
 
-    /// Waits until the lock is held, then returns its guard. The lease is the
-    /// client's default and the watchdog renews it until the guard goes.
+    /// Waits until the lock is held, then returns its guard, or for at most
+    /// the client's [`wait_timeout`](crate::Settings::wait_timeout) when it
+    /// is set (none by default: until held), so operators tune waits from a
+    /// settings file without a code change. The lease is the client's
+    /// default, renewed by the watchdog until the guard goes, or the
+    /// handle's fixed one ([`Lock::with_lease`]).
     ///
     /// Costs one round trip when the lock is free. When it is held, the call
     /// joins the lock's channel and parks until an unlock message, the end of
@@ -130,83 +142,17 @@ impl Lock {
     /// (5 ms) before trying.
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
-    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
+    /// [`Error::WrongType`], [`Error::Unavailable`], [`Error::ResponseTimeout`];
+    /// [`Error::Timeout`] when the client's wait timeout ran out (see
+    /// [`Lock::acquire_within`]).
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: an attempt
     /// in flight completes and, if it took the lock, gives it back at once; the
     /// subscription is dropped when its last waiter leaves.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_waiting(Wait::Forever)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// Waits as long as the settings' [`wait_timeout`](crate::Settings::wait_timeout)
-    /// says (until held when it is `None`); watchdog lease. Lets operators
-    /// tune waits from a settings file without a code change.
-    ///
-    /// # Errors
-    /// As [`Lock::acquire_timeout`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_default_wait(&self) -> Result<Guard> {
-        match self.core.current_settings().wait_timeout {
-            Some(wait) => self.acquire_timeout(wait).await,
-            None => self.acquire().await,
-        }
-    }
-
-    /// Waits until held, with a fixed `lease` that is not renewed: the lock
-    /// frees itself after `lease` even if the guard is still alive, and the
-    /// guard's [`lost`](Guard::lost) resolves then.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
-    /// [`Lock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever, Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt with a fixed `lease` (see [`Lock::acquire_with_lease`]).
-    ///
-    /// # Errors
-    /// As [`Lock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once, Some(lease)).await
-    }
-
-    /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
-    ///
-    /// Every call, retry and back-off fits in `wait` (one deadline for the
-    /// call): a stalled, slow or unreachable server costs the wait, not a
-    /// response timeout per attempt.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
-    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
-    /// answered when it ran out; else as [`Lock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_timeout_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait), Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(wait))
+    pub fn acquire(&self) -> impl Future<Output = Result<Guard>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     /// Deletes the lock whoever holds it, and wakes its waiters. Returns
@@ -291,7 +237,7 @@ impl Lock {
         let core = &self.core;
         let keys = self.shared_keys()?;
         let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
-        Ok((terms.request(keys), terms))
+        Ok((Request::of(keys, &terms), terms))
     }
 
     /// The lock's keys under the current key prefix, made once per handle
@@ -313,15 +259,11 @@ impl Lock {
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
-        self.acquire_inner(wait, self.lease).await
-    }
-
-    async fn acquire_inner(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Guard>> {
         // Made here and lent to the wait: moved into an `async fn`, it would
         // take its room twice in every parked waiter (the argument's and
         // the local's).
         let mut acquisition = {
-            let (request, terms) = self.request(lease)?;
+            let (request, terms) = self.request(self.lease)?;
             LockAcquisition {
                 lock: self,
                 request,
@@ -369,7 +311,7 @@ impl Lock {
                 .min(until.saturating_duration_since(LeaseInstant::now()))
                 .max(COURTESY_LOOK);
             if !matches!(
-                scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
+                crate::lock::calls::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;
@@ -400,7 +342,7 @@ impl Lock {
         let reenters =
             request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            if let Some(until) = core.courtesy.step_aside_until(&request.keys.key) {
+            if let Some(until) = self.family.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
@@ -456,7 +398,7 @@ impl Acquisition for LockAcquisition<'_> {
             0
         };
         let request = &self.request;
-        let reply = attempt(core, LockAttempt(request.clone())).await?;
+        let reply = attempt(core, self.lock.attempt(request)).await?;
         if let LockReply::Acquired(_) = reply
             && let Some(claim) = self.claimed.take()
         {
@@ -468,7 +410,7 @@ impl Acquisition for LockAcquisition<'_> {
                 let guard = Guard::register(
                     core,
                     request.keys.clone(),
-                    PLAIN.clone(),
+                    self.lock.family.clone(),
                     request.owner.clone(),
                     &self.terms,
                     acquired,
@@ -491,7 +433,7 @@ impl Acquisition for LockAcquisition<'_> {
                     if self.claimed.is_none() {
                         self.claimed = Some(Box::new(Place::new(
                             core.clone(),
-                            LockAttempt(request.clone()),
+                            self.lock.attempt(request),
                         )));
                     }
                 }
@@ -535,7 +477,16 @@ impl Lock {
     /// `redis-benchmark` limit. Not a stable interface.
     #[doc(hidden)]
     pub fn script_sources() -> (&'static str, &'static str) {
-        crate::scripts::lock_script_sources()
+        scripts::lock_script_sources()
+    }
+
+    /// One acquire of `request`, coalesced with the client's others.
+    pub(crate) fn attempt(&self, request: &Request) -> LockAttempt {
+        let coalesced = self.family.calls.as_ref();
+        LockAttempt(
+            request.clone(),
+            coalesced.map(|calls| calls.acquire.clone()),
+        )
     }
 
     /// The client this handle was made from (multi-locks span several).

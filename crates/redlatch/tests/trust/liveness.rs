@@ -4,7 +4,7 @@
 //! losing branch of a `select!` that is kept, a future parked in a struct)
 //! must not hold up the client's other acquires and releases: the
 //! reentrant lock's concurrent calls leave together in one script call
-//! (`engine/coalesce.rs`), and that call must leave and be answered
+//! (`lock/coalesce.rs`), and that call must leave and be answered
 //! whatever the callers in it do with their futures. Each round keeps one
 //! such future while other tasks take unrelated free locks and release
 //! other guards; each of those calls must answer within [`PROMPT`] and a
@@ -280,7 +280,7 @@ async fn a_waiting_acquire_carries_no_room_for_its_rare_paths() {
         ),
         (
             "lock.acquire_timeout",
-            std::mem::size_of_val(&lock.acquire_timeout(wait)),
+            std::mem::size_of_val(&lock.acquire_within(Some(wait))),
             LOCK_BUDGET,
         ),
         (
