@@ -291,6 +291,23 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The server lacks something every call of this client needs, and
+    /// connect refused it: today, scripting (a Valkey 9.1 server without
+    /// its Lua module lists `EVAL` and `FUNCTION` but runs no script, and
+    /// every lock runs as one). [`Client::capabilities`](crate::Client::capabilities)
+    /// would have said [`Support::Absent`](crate::Support::Absent). Use a
+    /// server that has it (load the module); retrying cannot help.
+    #[error("{server} lacks {missing}: {detail}")]
+    ServerLacks {
+        /// The server's kind and version (`valkey 9.1.2`), or `the server`
+        /// when it would not say.
+        server: String,
+        /// What it lacks: `"scripting"`.
+        missing: &'static str,
+        /// What showed it, and what to do.
+        detail: String,
+    },
+
     /// A [`Redlock`](crate::Redlock) call did not reach a majority of its
     /// nodes: too few answered in time, or too few confirmed. Each failure
     /// names the node and why. Safe to retry once enough nodes are back;

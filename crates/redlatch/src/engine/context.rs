@@ -100,7 +100,8 @@ impl Core {
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
-        let capabilities = learn_capabilities(&conn, &features, library, limit).await;
+        let capabilities = learn_capabilities(&conn, &features, library, limit, &settings).await;
+        scripting_usable(&capabilities)?;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
         }
@@ -158,8 +159,10 @@ async fn learn_capabilities(
     features: &Features,
     library: FunctionLibrary,
     limit: Duration,
+    settings: &SharedSettings,
 ) -> Capabilities {
     let mut conn = conn.clone();
+    let key_prefix = settings.read().key_prefix.clone();
     let server = tokio::time::timeout(limit, capabilities::server_version(&mut conn))
         .await
         .ok()
@@ -194,7 +197,57 @@ async fn learn_capabilities(
         }
         support
     };
-    Capabilities::new(server, functions, wait_aof, no_evict)
+    let scripting = tokio::time::timeout(
+        limit,
+        capabilities::scripting(&mut conn, &functions, library.probe),
+    )
+    .await
+    .unwrap_or_else(|_| Support::Denied("no answer to SCRIPT LOAD in time".to_owned()));
+    let commands = tokio::time::timeout(
+        limit,
+        capabilities::script_free_commands(&mut conn, server.as_ref()),
+    )
+    .await
+    .unwrap_or_else(|_| capabilities::ScriptFreeCommands::absent());
+    // A key the client's ACL lets it write (`~app:*`, `~redlatch_*`), never created.
+    let probe_key = format!("{key_prefix}redlatch_probe");
+    let set_ifeq = tokio::time::timeout(
+        limit,
+        capabilities::set_ifeq(&mut conn, server.as_ref(), &probe_key),
+    )
+    .await
+    .unwrap_or(Support::Absent);
+    Capabilities {
+        server,
+        functions,
+        wait_aof,
+        no_evict,
+        set_ifeq,
+        delifeq: commands.delifeq,
+        delex_ifeq: commands.delex_ifeq,
+        hash_field_expiry: commands.hash_field_expiry,
+        scripting,
+    }
+}
+
+/// Every lock of a client runs as a script: a server with no scripting
+/// engine (Valkey 9.1 without its Lua module) is refused now, naming what
+/// it lacks, rather than at the first call.
+fn scripting_usable(capabilities: &Capabilities) -> Result<()> {
+    if capabilities.scripting != Support::Absent {
+        return Ok(());
+    }
+    Err(Error::ServerLacks {
+        server: capabilities
+            .server
+            .as_ref()
+            .map_or_else(|| "the server".to_owned(), ToString::to_string),
+        missing: "scripting",
+        detail: "it runs no Lua (SCRIPT LOAD and FUNCTION LOAD answer that no scripting \
+                 engine is found), and redlatch's locks run as Lua scripts: load the \
+                 server's Lua module, or use a build that has Lua"
+            .to_owned(),
+    })
 }
 
 /// A client that waits for replicas needs WAIT, and one that waits for

@@ -12,7 +12,7 @@
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::transport::Connection;
-use crate::transport::capabilities::Support;
+use crate::transport::capabilities::{self, Support};
 use crate::transport::script_routes::FunctionLibrary;
 
 /// Loads the connection's library on the server, or on every master of a
@@ -67,6 +67,8 @@ pub(crate) async fn install(
     let support = match load(conn).await {
         Ok(()) => Support::Available,
         Err(error) if refused(&error) && !server_has_functions => Support::Absent,
+        // No Lua at all (Valkey 9.1 without its Lua module).
+        Err(error) if capabilities::no_scripting_engine(&error) => Support::Absent,
         Err(error) => Support::Denied(error.to_string()),
     };
     conn.script_routes()
