@@ -351,19 +351,16 @@ fn left_of(wait: Duration, started: Instant) -> Duration {
         .max(Duration::from_millis(1))
 }
 
-/// One acquire as `--wait` asks: `None` when another owner kept the lock.
+/// One acquire as `--wait` asks (`None`: until held; zero: one attempt):
+/// `None` when another owner kept the lock.
 async fn acquire<L: AcquireLock>(
     lock: &L,
     wait: Option<Duration>,
 ) -> redlatch::Result<Option<L::Guard>> {
-    match wait {
-        None => lock.acquire().await.map(Some),
-        Some(Duration::ZERO) => lock.try_acquire().await,
-        Some(wait) => match lock.acquire_timeout(wait).await {
-            Ok(guard) => Ok(Some(guard)),
-            Err(redlatch::Error::Timeout { .. }) => Ok(None),
-            Err(error) => Err(error),
-        },
+    match lock.acquire_within(wait).await {
+        Ok(guard) => Ok(Some(guard)),
+        Err(redlatch::Error::Timeout { .. }) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 

@@ -17,7 +17,7 @@ async fn main() -> redlatch::Result<()> {
     // A name's lock, channel and fencing counter share its hash slot.
     let guard = client
         .lock("example:invoice")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await?;
     println!(
         "holding example:invoice with fencing token {}",

@@ -17,7 +17,7 @@ async fn main() -> redlatch::Result<()> {
     let redlock = redlatch::Redlock::connect(&masters).await?;
     let guard = redlock
         .lock("example:migration")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await?;
     println!(
         "holding example:migration with fencing token {}",

@@ -22,7 +22,7 @@ async fn main() -> redlatch::Result<()> {
         .await?;
     let guard = client
         .lock("example:payout")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await?;
     println!(
         "holding example:payout with fencing token {}",

@@ -14,7 +14,7 @@ async fn main() -> redlatch::Result<()> {
     let client = redlatch::Client::connect(&url).await?;
     let guard = client
         .lock("example:report")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await?;
     println!(
         "holding example:report with fencing token {}",

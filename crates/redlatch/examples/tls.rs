@@ -24,7 +24,7 @@ async fn main() -> redlatch::Result<()> {
         .await?;
     let guard = client
         .lock("example:secure")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await?;
     println!(
         "holding example:secure with fencing token {}",

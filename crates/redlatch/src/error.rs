@@ -46,8 +46,10 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
 
-    /// [`Lock::acquire_timeout`](crate::Lock::acquire_timeout) gave up: another
-    /// owner held the lock for the whole wait. Retry later or give up.
+    /// A bounded acquire ([`Lock::acquire_within`](crate::Lock::acquire_within),
+    /// or `acquire` under the client's [`wait_timeout`](crate::Settings::wait_timeout))
+    /// gave up: another owner held the lock for the whole wait. Retry later
+    /// or give up.
     #[error("lock {name:?} not acquired within {waited:?}")]
     Timeout {
         /// The lock name.
@@ -337,7 +339,7 @@ pub enum TimeLimit {
     /// The client's [response timeout](crate::Settings::response_timeout):
     /// one call.
     Response,
-    /// The caller's wait (`acquire_timeout`'s `wait`): the whole acquire,
+    /// The caller's wait (`acquire_within`'s `wait`): the whole acquire,
     /// its calls, retries and back-offs included.
     Wait(Duration),
     /// A [`Redlock`](crate::Redlock)'s node timeout

@@ -57,7 +57,7 @@
 //! let lock = client.lock("voucher:7:user:42");
 //!
 //! // A bounded wait: a busy lock is an answer ("try again"), not a hang.
-//! let guard = match lock.acquire_timeout(Duration::from_millis(200)).await {
+//! let guard = match lock.acquire_within(Some(Duration::from_millis(200))).await {
 //!     Ok(guard) => guard,
 //!     Err(Error::Timeout { .. }) => return Ok(()), // busy: tell the user
 //!     Err(other) => return Err(other),

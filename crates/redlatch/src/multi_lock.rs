@@ -40,7 +40,7 @@ use crate::lock::guard::Guard;
 ///     client.lock("stock:warehouse-b"),
 ///     client.lock("stock:warehouse-a"),
 /// ]);
-/// let guard = both.acquire_timeout(std::time::Duration::from_secs(1)).await?;
+/// let guard = both.acquire_within(Some(std::time::Duration::from_secs(1))).await?;
 /// assert_eq!(guard.guards().len(), 2);
 /// guard.release().await?;
 /// # Ok(())
@@ -65,7 +65,10 @@ impl MultiLock {
         &self.locks
     }
 
-    /// Waits until every lock is held; watchdog leases.
+    /// Waits until every lock is held, or for at most the
+    /// [`wait_timeout`](crate::Settings::wait_timeout) of the first lock's
+    /// client when it is set (none by default); each lock's lease is its
+    /// handle's (watchdog leases unless [`Lock::with_lease`]).
     ///
     /// One acquire per lock, in key order: with every lock free, one round
     /// trip per lock; each lock that is held waits as [`Lock::acquire`] does,
@@ -81,15 +84,11 @@ impl MultiLock {
     /// background) and stops the acquire in flight, which leaves nothing
     /// behind.
     pub async fn acquire(&self) -> Result<MultiGuard> {
-        self.acquire_each(
-            None,
-            |lock, _| async move { lock.acquire().await.map(Some) },
-        )
-        .await?
-        .ok_or_else(|| Error::Protocol {
-            op: "multi-lock acquire",
-            detail: "a lock acquired without waiting came back empty".to_owned(),
-        })
+        let wait = self
+            .locks
+            .first()
+            .and_then(|lock| lock.core().current_settings().wait_timeout);
+        self.acquire_within(wait).await
     }
 
     /// One attempt per lock, in key order, stopping at the first that is
@@ -105,7 +104,9 @@ impl MultiLock {
             .await
     }
 
-    /// Waits at most `wait` for all the locks: the wait covers the whole
+    /// Waits for all the locks as long as `wait` says: `None` for ever (each
+    /// lock waits as [`Lock::acquire_within`]`(None)`); `Some(wait)` at most
+    /// `wait`, which covers the whole
     /// acquisition, not each lock, and every call in it (a stalled server
     /// costs the wait, not a response timeout per lock). A lock reached
     /// after the wait ran out still gets one attempt (bounded by the
@@ -121,7 +122,18 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// As [`MultiLock::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
+    pub async fn acquire_within(&self, wait: Option<Duration>) -> Result<MultiGuard> {
+        let Some(wait) = wait else {
+            return self
+                .acquire_each(None, |lock, _| async move {
+                    lock.acquire_within(None).await.map(Some)
+                })
+                .await?
+                .ok_or_else(|| Error::Protocol {
+                    op: "multi-lock acquire",
+                    detail: "a lock acquired without waiting came back empty".to_owned(),
+                });
+        };
         let deadline = LeaseInstant::now().checked_add(wait);
         let outcome = self
             .acquire_each(deadline, move |lock, now| async move {
@@ -135,7 +147,7 @@ impl MultiLock {
                 } else {
                     left.max(Duration::from_nanos(1))
                 };
-                match lock.acquire_timeout(left).await {
+                match lock.acquire_within(Some(left)).await {
                     Ok(guard) => Ok(Some(guard)),
                     Err(Error::Timeout { name, .. }) => Err(Error::Timeout { name, waited: wait }),
                     // The whole multi-lock's wait ran out, not this lock's share.

@@ -62,9 +62,10 @@ pub struct SpinLock {
 
 handle_options!(SpinLock, "spin_lock", "acquire");
 waiting_methods!(
-    SpinLock,
+    SpinLock => Guard,
+    "[`Error::Timeout`]",
     "One try: the guard, or `None` when another owner holds it. One round trip.",
-    "Tries for at most `wait`."
+    "Tries for as long as `wait` says."
 );
 
 impl SpinLock {
@@ -99,7 +100,9 @@ impl SpinLock {
         self
     }
 
-    /// Tries until the lock is held, then returns its guard.
+    /// Tries until the lock is held, then returns its guard, or for at most
+    /// the client's [`wait_timeout`](crate::Settings::wait_timeout) when it
+    /// is set (none by default).
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
@@ -108,10 +111,8 @@ impl SpinLock {
     /// # Cancel safety
     /// As [`Lock::acquire`](crate::Lock::acquire): an attempt in flight
     /// completes and gives back a hold it took.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_waiting(Wait::Forever)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
+    pub fn acquire(&self) -> impl std::future::Future<Output = Result<Guard>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     /// The lock's holders, lease and last token, as [`Lock::status`](crate::Lock::status).

@@ -57,17 +57,17 @@ async fn zero_and_absurd_durations_are_invalid() {
     ] {
         assert!(
             matches!(
-                lock.acquire_with_lease(lease).await,
+                lock.clone().with_lease(lease).acquire().await,
                 Err(Error::InvalidDuration { what: "lease", .. })
             ),
             "lease {lease:?} accepted"
         );
     }
     // A wait of Duration::MAX is "forever", not an overflow.
-    let guard = lock.acquire_timeout(Duration::MAX).await.unwrap();
+    let guard = lock.acquire_within(Some(Duration::MAX)).await.unwrap();
     // A zero wait is one attempt.
     assert!(matches!(
-        lock.acquire_timeout(Duration::ZERO).await,
+        lock.acquire_within(Some(Duration::ZERO)).await,
         Err(Error::Timeout { .. })
     ));
     drop(guard);

@@ -105,7 +105,7 @@ fn permit_semaphore_and_multi_lock_work_from_a_thread() {
 
     let other = connect(&server);
     let both = blocking::MultiLock::new([client.lock("y"), other.lock("x")]);
-    let guard = std::thread::spawn(move || both.acquire_timeout(Duration::from_secs(5)))
+    let guard = std::thread::spawn(move || both.acquire_within(Some(Duration::from_secs(5))))
         .join()
         .unwrap()
         .unwrap();
@@ -168,7 +168,7 @@ fn threads_take_a_blocking_fair_lock_in_the_order_they_queued() {
         let order = order.clone();
         waiters.push(std::thread::spawn(move || {
             let guard = waiter
-                .acquire_timeout(Duration::from_secs(20))
+                .acquire_within(Some(Duration::from_secs(20)))
                 .expect("turn");
             order.lock().unwrap().push(index);
             guard.release().expect("release");
@@ -211,7 +211,9 @@ fn blocking_read_write_lock_shares_reads_and_excludes_the_writer() {
         let lock = lock.clone().with_owner("writer");
         let wrote = wrote.clone();
         move || {
-            let write = lock.write_timeout(Duration::from_secs(20)).expect("write");
+            let write = lock
+                .write_within(Some(Duration::from_secs(20)))
+                .expect("write");
             wrote.store(true, Ordering::SeqCst);
             // Downgrading keeps the lock (as a read) with no writer in between.
             let read = write.downgrade().expect("downgrade");
@@ -282,27 +284,29 @@ fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_slow_or_
         fn(&blocking::Client, Duration) -> redlatch::Result<()>,
     );
     const ROWS: &[Row] = &[
-        ("lock", |c, w| c.lock("dl").acquire_timeout(w).map(drop)),
+        ("lock", |c, w| {
+            c.lock("dl").acquire_within(Some(w)).map(drop)
+        }),
         ("fair lock", |c, w| {
-            c.fair_lock("dl-fair").acquire_timeout(w).map(drop)
+            c.fair_lock("dl-fair").acquire_within(Some(w)).map(drop)
         }),
         ("read", |c, w| {
-            c.read_write_lock("dl-rw").read_timeout(w).map(drop)
+            c.read_write_lock("dl-rw").read_within(Some(w)).map(drop)
         }),
         ("write", |c, w| {
-            c.read_write_lock("dl-rw").write_timeout(w).map(drop)
+            c.read_write_lock("dl-rw").write_within(Some(w)).map(drop)
         }),
         ("semaphore", |c, w| {
-            c.semaphore("dl-sem").acquire_timeout(w).map(drop)
+            c.semaphore("dl-sem").acquire_within(Some(w)).map(drop)
         }),
         ("permit semaphore", |c, w| {
             c.permit_semaphore("dl-permits")
-                .acquire_timeout(w)
+                .acquire_within(Some(w))
                 .map(drop)
         }),
         ("multi-lock", |c, w| {
             blocking::MultiLock::new([c.lock("dl-a"), c.lock("dl-b")])
-                .acquire_timeout(w)
+                .acquire_within(Some(w))
                 .map(drop)
         }),
     ];
@@ -364,8 +368,8 @@ fn every_blocking_bounded_acquire_returns_within_its_wait_from_a_frozen_slow_or_
 }
 
 /// The facade has the async builder (same settings, a blocking `connect`)
-/// and the async lock's acquires: a fixed lease on the handle or per call,
-/// one attempt with a lease, and the settings' default wait.
+/// and the async lock's acquires: a fixed lease on the handle, one attempt
+/// with a lease, and `acquire()` waiting as the settings say.
 #[test]
 fn the_blocking_builder_and_lock_have_the_async_ones_calls() {
     let server = common::server();
@@ -385,23 +389,84 @@ fn the_blocking_builder_and_lock_have_the_async_ones_calls() {
     assert_eq!(guard.lease(), lease);
     drop(guard);
 
-    let lock = client.lock("tried");
-    let guard = lock
-        .try_acquire_with_lease(lease)
-        .expect("try")
-        .expect("free");
+    let lock = client.lock("tried").with_lease(lease);
+    let guard = lock.try_acquire().expect("try").expect("free");
     assert_eq!(guard.lease(), lease);
-    assert!(lock.try_acquire_with_lease(lease).expect("try").is_none());
+    assert!(lock.try_acquire().expect("try").is_none());
     // Held by another owner: the settings' 100 ms wait runs out.
     let other = client.lock("tried").with_owner("other");
     assert!(matches!(
-        other.acquire_default_wait(),
+        other.acquire(),
         Err(redlatch::Error::Timeout { .. })
     ));
     drop(guard);
-    let guard = other.acquire_default_wait().expect("free again");
+    let guard = other.acquire().expect("free again");
     assert!(guard.is_held());
     assert!(client.capabilities().server.is_some());
     let listed = client.locks("tried").expect("list");
     assert_eq!(listed.len(), 1, "{listed:?}");
+}
+
+/// The one blocking handle has the one acquire shape on every kind: with
+/// `holder` held on a fixed lease set on the handle, `rival` gets `None`
+/// from `try_acquire`, the kind's "not now" from a zero wait, and the hold
+/// from `acquire_within(None)` once that lease ran out unrenewed (the
+/// holder's guard then knows it lost it).
+fn blocking_shape<H, R>(kind: &str, holder: blocking::Handle<H>, rival: blocking::Handle<R>)
+where
+    H: redlatch::AcquireLock + Clone + Send + Sync + 'static,
+    H::Guard: Send + 'static,
+    R: redlatch::AcquireLock + Clone + Send + Sync + 'static,
+    R::Guard: Send + 'static,
+{
+    let held = holder
+        .with_lease(Duration::from_millis(500))
+        .acquire()
+        .expect(kind);
+    assert!(rival.try_acquire().expect(kind).is_none(), "{kind}");
+    assert!(
+        matches!(
+            rival.acquire_within(Some(Duration::ZERO)),
+            Err(redlatch::Error::Timeout { .. } | redlatch::Error::NoPermits { .. })
+        ),
+        "{kind}: a zero wait is one attempt that finds it taken"
+    );
+    let taken = rival.acquire_within(None).expect(kind);
+    assert!(
+        held.wait_lost(Duration::from_secs(5)),
+        "{kind}: the lease was renewed"
+    );
+    taken.release().expect(kind);
+}
+
+#[test]
+fn every_blocking_lock_handle_has_the_one_acquire_shape() {
+    let server = common::server();
+    let (first, second) = (connect(&server), connect(&server));
+    blocking_shape("Lock", first.lock("bs:plain"), second.lock("bs:plain"));
+    blocking_shape(
+        "SpinLock",
+        first.spin_lock("bs:spin"),
+        second.spin_lock("bs:spin"),
+    );
+    blocking_shape(
+        "FairLock",
+        first.fair_lock("bs:fair"),
+        second.fair_lock("bs:fair"),
+    );
+    let (rw, other_rw) = (
+        first.read_write_lock("bs:rw"),
+        second.read_write_lock("bs:rw"),
+    );
+    blocking_shape("WriteSide", rw.writer(), other_rw.writer());
+    blocking_shape("ReadSide", rw.writer(), other_rw.reader());
+    first
+        .permit_semaphore("bs:permits")
+        .try_set_permits(1)
+        .expect("permits");
+    blocking_shape(
+        "PermitSemaphore",
+        first.permit_semaphore("bs:permits"),
+        second.permit_semaphore("bs:permits"),
+    );
 }

@@ -64,7 +64,9 @@ async fn a_release_wakes_a_waiter_through_sharded_pub_sub() {
     let second = client(&cluster, Duration::from_secs(30)).await;
     let lock = first.lock("order:7");
     let guard = lock
-        .acquire_with_lease(Duration::from_secs(30))
+        .clone()
+        .with_lease(Duration::from_secs(30))
+        .acquire()
         .await
         .unwrap();
 
@@ -75,7 +77,7 @@ async fn a_release_wakes_a_waiter_through_sharded_pub_sub() {
         tokio::spawn(async move {
             second
                 .lock("order:7")
-                .acquire_timeout(Duration::from_secs(15))
+                .acquire_within(Some(Duration::from_secs(15)))
                 .await
         })
     };
@@ -130,7 +132,7 @@ async fn plain_pub_sub_meets_redisson_clients_that_do_not_shard() {
     let lock = client.lock(name);
     let waiter = tokio::spawn({
         let lock = lock.clone();
-        async move { lock.acquire_timeout(Duration::from_secs(20)).await }
+        async move { lock.acquire_within(Some(Duration::from_secs(20))).await }
     });
     let subscribed = async {
         while lock.status().await.unwrap().waiting_clients == 0 {
@@ -270,7 +272,7 @@ async fn fair_and_read_write_releases_wake_waiters_through_sharded_pub_sub() {
             .fair_lock("queue:9")
             .with_lease(lease)
             .with_place_lease(Duration::from_secs(60));
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(25)).await })
+        tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(25))).await })
     };
     let mut conn = master_conn(&cluster, "queue:9");
     until("the fair waiter is in line and subscribed", || {
@@ -302,7 +304,7 @@ async fn fair_and_read_write_releases_wake_waiters_through_sharded_pub_sub() {
     let write = writer.write().await.unwrap();
     let reader = {
         let lock = second.read_write_lock("doc:3").with_lease(lease);
-        tokio::spawn(async move { lock.read_timeout(Duration::from_secs(25)).await })
+        tokio::spawn(async move { lock.read_within(Some(Duration::from_secs(25))).await })
     };
     let mut conn = master_conn(&cluster, "doc:3");
     until("the reader is subscribed", || {
@@ -418,7 +420,7 @@ async fn a_master_failover_keeps_a_replicated_lock_and_the_client_working() {
         tokio::spawn(async move {
             other
                 .lock("job:failover")
-                .acquire_timeout(Duration::from_secs(8))
+                .acquire_within(Some(Duration::from_secs(8)))
                 .await
         })
     };
@@ -451,7 +453,7 @@ async fn a_master_failover_keeps_a_replicated_lock_and_the_client_working() {
         masters.insert(cluster.master_of(&name).unwrap());
         let guard = other
             .lock(name.as_str())
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_within(Some(Duration::from_secs(5)))
             .await;
         guard.unwrap().release().await.unwrap();
     }
@@ -981,10 +983,10 @@ async fn a_waiter_whose_subscription_drops_is_woken_by_the_next_release() {
     let rounds = 3;
     let (mut wakes, mut in_window) = (Vec::new(), 0);
     for _ in 0..rounds {
-        let guard = holder.lock(name).acquire_with_lease(lease).await.unwrap();
+        let guard = holder.lock(name).with_lease(lease).acquire().await.unwrap();
         let waiter = {
             let lock = waiting.lock(name);
-            tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(40)).await })
+            tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(40))).await })
         };
         until("the waiter is subscribed", || {
             shard_subscribers(&mut conn, channel) > 0

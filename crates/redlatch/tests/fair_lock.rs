@@ -119,7 +119,7 @@ async fn a_new_acquire_does_not_overtake_the_line() {
     );
     let newcomer_wait = newcomer
         .fair_lock("no-barging")
-        .acquire_timeout(Duration::from_millis(100))
+        .acquire_within(Some(Duration::from_millis(100)))
         .await;
     assert!(matches!(
         newcomer_wait,
@@ -157,7 +157,7 @@ fn wait_until_killed(url: String) {
         let lock = client
             .fair_lock("dead-waiter")
             .with_place_lease(PLACE_LEASE);
-        let _never = lock.acquire_timeout(Duration::from_secs(120)).await;
+        let _never = lock.acquire_within(Some(Duration::from_secs(120))).await;
     });
 }
 
@@ -280,7 +280,7 @@ async fn cancelled_and_timed_out_waiters_leave_nothing_behind() {
 
     let timed_out = waiter
         .fair_lock("leave")
-        .acquire_timeout(Duration::from_millis(150))
+        .acquire_within(Some(Duration::from_millis(150)))
         .await;
     assert!(matches!(timed_out, Err(redlatch::Error::Timeout { .. })));
     assert!(line(&mut admin, "leave").await.is_empty());
@@ -815,7 +815,7 @@ async fn a_waiter_timing_out_as_the_lock_is_handed_to_it_leaves_no_hold() {
         let started = Instant::now();
         let first = tokio::spawn({
             let lock = timing_out.fair_lock(name).with_place_lease(long);
-            async move { lock.acquire_timeout(wait).await }
+            async move { lock.acquire_within(Some(wait)).await }
         });
         assert!(line_reaches(&admin, name, 1).await, "round {round}");
         let next = tokio::spawn({
@@ -870,7 +870,7 @@ async fn a_fair_hold_that_cannot_be_counted_leaves_no_waiters_mark_holding_the_l
     let guard = holder.fair_lock(name).acquire().await.unwrap();
     let waiting = tokio::spawn({
         let lock = plain.lock(name);
-        async move { lock.acquire_timeout(Duration::from_secs(20)).await }
+        async move { lock.acquire_within(Some(Duration::from_secs(20))).await }
     });
     let marked = common::eventually(Duration::from_secs(5), || {
         let mut admin = admin.clone();
@@ -928,7 +928,7 @@ async fn hand_offs_under_drops_and_timeouts_never_make_two_holders_nor_leave_any
                 for _ in 0..8 {
                     let patience = Duration::from_millis(20 + rng.below(300));
                     let guard = match rng.below(3) {
-                        0 => lock.acquire_timeout(patience).await.ok(),
+                        0 => lock.acquire_within(Some(patience)).await.ok(),
                         1 => tokio::time::timeout(patience, lock.acquire())
                             .await
                             .ok()

@@ -205,7 +205,7 @@ async fn a_claimant_that_gives_up_withdraws_its_claim() {
     let waiting = tokio::spawn(async move {
         waiter
             .lock("claimed")
-            .acquire_timeout(Duration::from_millis(1_800))
+            .acquire_within(Some(Duration::from_millis(1_800)))
             .await
     });
     assert!(
@@ -241,7 +241,7 @@ async fn a_vanished_claimants_claim_lapses() {
     let lock = client.lock("claimed");
     assert!(lock.try_acquire().await.unwrap().is_none());
     let guard = lock
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("the lock stayed refused after the claim lapsed");
     guard.release().await.unwrap();
@@ -520,7 +520,7 @@ async fn a_busy_lock_answers_busy_when_the_server_is_out_of_memory() {
             "{form}: a try_acquire of a busy lock under OOM answered {once:?}"
         );
         // Long enough to claim the next turn, which OOM refuses to write.
-        let waited = lock.acquire_timeout(LONG_WAIT * 2).await;
+        let waited = lock.acquire_within(Some(LONG_WAIT * 2)).await;
         assert!(
             matches!(waited, Err(redlatch::Error::Timeout { .. })),
             "{form}: a long wait for a busy lock under OOM ended with {:?}",

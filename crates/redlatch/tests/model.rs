@@ -160,7 +160,7 @@ enum Cancel {
 /// calls coalesce).
 #[derive(Debug, Clone, Copy)]
 enum Part {
-    /// `try_acquire` / `try_acquire_with_lease(FIXED_LEASE)`.
+    /// `try_acquire` / `with_lease(FIXED_LEASE).try_acquire()`.
     Acquire {
         l: usize,
         owner: Owner,
@@ -172,7 +172,7 @@ enum Part {
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// `try_acquire` (watchdog) or `try_acquire_with_lease(FIXED_LEASE)`;
+    /// `try_acquire` (watchdog) or `with_lease(FIXED_LEASE).try_acquire()`;
     /// a named owner that holds the lock re-enters, across lease modes.
     Acquire {
         c: usize,
@@ -1067,7 +1067,7 @@ impl<'e> Case<'e> {
             futs.push(Box::pin(async move {
                 Outcome::Acquired(match lease {
                     Lease::Watchdog => lock.try_acquire().await,
-                    Lease::Fixed => lock.try_acquire_with_lease(FIXED_LEASE).await,
+                    Lease::Fixed => lock.clone().with_lease(FIXED_LEASE).try_acquire().await,
                 })
             }));
         }
@@ -1132,7 +1132,7 @@ impl<'e> Case<'e> {
                 let sent = Instant::now();
                 let got = match lease {
                     Lease::Watchdog => lock.try_acquire().await,
-                    Lease::Fixed => lock.try_acquire_with_lease(FIXED_LEASE).await,
+                    Lease::Fixed => lock.clone().with_lease(FIXED_LEASE).try_acquire().await,
                 }
                 .map_err(|e| format!("try_acquire: {e}"))?;
                 let outcome = AcquireOutcome { owner, lease, got };
@@ -1649,7 +1649,7 @@ impl<'e> Case<'e> {
             }
         } else {
             let lock = self.lock(c, l, Owner::Anon);
-            let got = tokio::time::timeout(PROMPT, lock.acquire_timeout(TIMEOUT_WAIT)).await;
+            let got = tokio::time::timeout(PROMPT, lock.acquire_within(Some(TIMEOUT_WAIT))).await;
             let took = started.elapsed();
             let bound = TIMEOUT_WAIT + TIMEOUT_MARGIN + self.latency() * 4;
             match got {

@@ -67,7 +67,7 @@ async fn timeout_releases_the_locks_already_taken() {
     let busy = other.lock("m:b").acquire().await.unwrap();
     let both = MultiLock::new([client.lock("m:c"), client.lock("m:b"), client.lock("m:a")]);
     let err = both
-        .acquire_timeout(Duration::from_millis(300))
+        .acquire_within(Some(Duration::from_millis(300)))
         .await
         .unwrap_err();
     match err {
@@ -103,7 +103,7 @@ async fn timeout_releases_the_locks_already_taken() {
     assert!(both.try_acquire().await.unwrap().is_none());
     drop(busy);
     let guard = both
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("all three once m:b is free");
     let keys: Vec<&str> = guard.guards().iter().map(|guard| guard.key()).collect();

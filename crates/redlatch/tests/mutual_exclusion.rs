@@ -369,9 +369,9 @@ where
                 let guard = match (holder + section) % 3 {
                     0 => lock.acquire().await.expect("acquire"),
                     1 => lock
-                        .acquire_timeout(Duration::from_secs(20))
+                        .acquire_within(Some(Duration::from_secs(20)))
                         .await
-                        .expect("acquire_timeout"),
+                        .expect("acquire_within"),
                     _ => loop {
                         if let Some(guard) = lock.try_acquire().await.expect("try_acquire") {
                             break guard;
@@ -482,6 +482,147 @@ async fn one_generic_section_excludes_and_fences_on_every_kind_of_lock() {
     .await;
 }
 
+/// Sets the wait timeout of `clients` (what `acquire()` waits for).
+fn wait_timeout(clients: &[redlatch::Client], wait: Option<Duration>) {
+    for client in clients {
+        let mut settings = client.settings();
+        settings.wait_timeout = wait;
+        client.update_settings(settings).expect("settings");
+    }
+}
+
+/// A wait that ran out: the lock's "not now" (`Timeout`), or a permit's (`NoPermits`).
+fn not_now<G>(outcome: &redlatch::Result<G>) -> bool {
+    matches!(
+        outcome,
+        Err(redlatch::Error::Timeout { .. } | redlatch::Error::NoPermits { .. })
+    )
+}
+
+/// The one acquire shape, written once over [`AcquireLock`] and checked the
+/// same on every kind: `holder` takes it on a fixed lease set on the handle
+/// (`with_lease`); then `rival` finds it taken by `try_acquire` (`None`),
+/// by `acquire_within(Some(ZERO))` (one attempt: the kind's "not now"
+/// error), by a short bounded wait, and by `acquire()` under the clients'
+/// 50 ms `wait_timeout` (the same error); `acquire_within(None)` waits
+/// whatever that setting says, and gets it once the holder's lease ran out
+/// unrenewed (the holder's guard then reports it lost).
+async fn the_acquire_shape<H, R>(kind: &str, holder: H, rival: R, clients: &[redlatch::Client])
+where
+    H: AcquireLock,
+    R: AcquireLock,
+{
+    let lease = Duration::from_millis(700);
+    let held = holder.with_lease(lease).acquire().await.expect(kind);
+    assert!(held.is_held(), "{kind}");
+    assert!(
+        rival.try_acquire().await.expect(kind).is_none(),
+        "{kind}: try_acquire beside a holder"
+    );
+    let zero = rival.acquire_within(Some(Duration::ZERO)).await;
+    assert!(
+        not_now(&zero),
+        "{kind}: a zero wait is one attempt that finds it taken"
+    );
+    let bounded = rival.acquire_within(Some(Duration::from_millis(50))).await;
+    assert!(not_now(&bounded), "{kind}: a bounded wait runs out");
+    wait_timeout(clients, Some(Duration::from_millis(50)));
+    let by_default = rival.acquire().await;
+    assert!(
+        not_now(&by_default),
+        "{kind}: acquire() waits as wait_timeout says"
+    );
+    // `None` waits for ever, whatever the settings say: until the holder's
+    // fixed lease runs out, since nothing renews it.
+    let taken = tokio::time::timeout(Duration::from_secs(30), rival.acquire_within(None))
+        .await
+        .unwrap_or_else(|_| panic!("{kind}: the holder's lease was renewed"))
+        .expect(kind);
+    wait_timeout(clients, None);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), held.lost())
+            .await
+            .is_ok(),
+        "{kind}: the fixed lease ran out, and the holder's guard knows"
+    );
+    assert!(!held.is_held(), "{kind}");
+    taken.release().await.expect(kind);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_acquire_shape_behaves_the_same_on_every_kind() {
+    let masters = common::masters(3);
+    let urls = masters.urls();
+    let (first, second) = (
+        common::client_at(&urls[0], Duration::from_secs(5)).await,
+        common::client_at(&urls[0], Duration::from_secs(5)).await,
+    );
+    let clients = [first.clone(), second.clone()];
+    the_acquire_shape(
+        "Lock",
+        first.lock("shape:plain"),
+        second.lock("shape:plain"),
+        &clients,
+    )
+    .await;
+    the_acquire_shape(
+        "FairLock",
+        first.fair_lock("shape:fair"),
+        second.fair_lock("shape:fair"),
+        &clients,
+    )
+    .await;
+    the_acquire_shape(
+        "SpinLock",
+        first.spin_lock("shape:spin"),
+        second.spin_lock("shape:spin"),
+        &clients,
+    )
+    .await;
+    the_acquire_shape(
+        "WriteSide",
+        first.read_write_lock("shape:rw").writer(),
+        second.read_write_lock("shape:rw").writer(),
+        &clients,
+    )
+    .await;
+    the_acquire_shape(
+        "ReadSide",
+        first.read_write_lock("shape:rw").writer(),
+        second.read_write_lock("shape:rw").reader(),
+        &clients,
+    )
+    .await;
+    first
+        .permit_semaphore("shape:permits")
+        .try_set_permits(1)
+        .await
+        .expect("permits");
+    the_acquire_shape(
+        "PermitSemaphore",
+        first.permit_semaphore("shape:permits"),
+        second.permit_semaphore("shape:permits"),
+        &clients,
+    )
+    .await;
+
+    let redlocks = [
+        redlatch::Redlock::connect(&urls).await.expect("redlock"),
+        redlatch::Redlock::connect(&urls).await.expect("redlock"),
+    ];
+    let redlock_clients: Vec<_> = redlocks
+        .iter()
+        .flat_map(redlatch::Redlock::clients)
+        .collect();
+    the_acquire_shape(
+        "RedlockLock",
+        redlocks[0].lock("shape:redlock"),
+        redlocks[1].lock("shape:redlock"),
+        &redlock_clients,
+    )
+    .await;
+}
+
 /// Readers share, written once over [`AcquireLock`]: two readers hold at
 /// once; a writer neither enters beside them nor lets a new reader in while
 /// it waits; it gets in once both readers are gone, with a later token, and
@@ -495,7 +636,7 @@ where
 {
     let one = first.acquire().await.expect("first reader");
     let two = second
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("a second reader enters beside the first");
     assert!(one.is_held() && two.is_held());
@@ -507,7 +648,7 @@ where
     let writer = Arc::new(writer);
     let waiting = tokio::spawn({
         let writer = writer.clone();
-        async move { writer.acquire_timeout(Duration::from_secs(20)).await }
+        async move { writer.acquire_within(Some(Duration::from_secs(20))).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
@@ -570,7 +711,8 @@ async fn a_spin_lock_and_a_lock_of_one_name_exclude_each_other() {
         spin.try_acquire().await.expect("try").is_none(),
         "a spin lock entered a held Lock"
     );
-    let waiting = tokio::spawn(async move { spin.acquire_timeout(Duration::from_secs(10)).await });
+    let waiting =
+        tokio::spawn(async move { spin.acquire_within(Some(Duration::from_secs(10))).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished(), "the spinning waiter did not wait");
     let token = held.token();

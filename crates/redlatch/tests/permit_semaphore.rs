@@ -81,7 +81,7 @@ async fn expirable_permit_returns_after_its_holder_process_is_killed() {
     holder.wait().unwrap();
     let killed_at = Instant::now();
     let permit = jobs
-        .acquire_timeout(Duration::from_secs(20))
+        .acquire_within(Some(Duration::from_secs(20)))
         .await
         .expect("the dead holder's permit came back");
     assert!(permit.is_held());
@@ -149,7 +149,9 @@ async fn fixed_lease_permit_runs_out_and_its_guard_learns_it() {
     let slots = client.permit_semaphore("short");
     slots.try_set_permits(1).await.unwrap();
     let permit = slots
-        .acquire_with_lease(Duration::from_millis(200))
+        .clone()
+        .with_lease(Duration::from_millis(200))
+        .acquire()
         .await
         .unwrap();
     tokio::time::timeout(Duration::from_secs(5), permit.lost())
@@ -162,7 +164,7 @@ async fn fixed_lease_permit_runs_out_and_its_guard_learns_it() {
     // Someone else reclaims it and takes it over.
     let taken = other
         .permit_semaphore("short")
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .unwrap();
     assert!(matches!(
@@ -242,7 +244,8 @@ async fn bad_input_gives_typed_errors() {
     assert!(matches!(
         client
             .permit_semaphore("p")
-            .acquire_with_lease(Duration::ZERO)
+            .with_lease(Duration::ZERO)
+            .acquire()
             .await,
         Err(redlatch::Error::InvalidDuration { .. })
     ));

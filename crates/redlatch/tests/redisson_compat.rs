@@ -185,7 +185,7 @@ async fn a_multi_lock_and_redisson_exclude_each_other_on_every_name() {
     }
     let waiting = tokio::spawn({
         let multi = multi.clone();
-        async move { multi.acquire_timeout(Duration::from_secs(10)).await }
+        async move { multi.acquire_within(Some(Duration::from_secs(10))).await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(java_unlock(&mut java).await, Some(1));

@@ -91,7 +91,7 @@ async fn waiter_wakes_on_unlock_message_long_before_the_lease_ends() {
     // The holder's lease is 30 s: only an unlock message can wake the waiter this early.
     let taken = waiter
         .lock("rl:wake")
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_within(Some(Duration::from_secs(10)))
         .await
         .expect("woken by the unlock message");
     let waited = started.elapsed();
@@ -107,7 +107,9 @@ async fn fixed_lease_runs_out_and_lost_resolves() {
     let redlock = redlock(&masters, LEASE).await;
     let lock = redlock.lock("rl:fixed");
     let guard = lock
-        .acquire_with_lease(Duration::from_millis(300))
+        .clone()
+        .with_lease(Duration::from_millis(300))
+        .acquire()
         .await
         .expect("acquire");
     assert!(!guard.is_renewed());
@@ -116,7 +118,7 @@ async fn fixed_lease_runs_out_and_lost_resolves() {
         .expect("lost within the lease");
     assert!(!guard.is_held());
     let next = lock
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("free once the lease ran out");
     assert!(next.token() > guard.token());
@@ -190,7 +192,7 @@ async fn redisson_redlock_on_a_majority_excludes_redlatch_and_its_unlock_wakes_i
     let waiting = tokio::spawn(async move {
         let started = Instant::now();
         let guard = lock
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_within(Some(Duration::from_secs(10)))
             .await
             .expect("acquired after Redisson's unlock");
         (started.elapsed(), guard)
@@ -248,7 +250,8 @@ async fn bad_input_gives_typed_errors() {
     assert!(matches!(
         redlock
             .lock("rl:bad")
-            .try_acquire_with_lease(Duration::ZERO)
+            .with_lease(Duration::ZERO)
+            .try_acquire()
             .await,
         Err(Error::InvalidDuration { .. })
     ));
@@ -335,4 +338,76 @@ async fn a_late_grant_the_guards_release_deleted_is_not_given_back_again() {
             "slow node {n}: one acquire and one release, no give-back"
         );
     }
+}
+
+/// The rest of a Redlock call that a slow node had not answered when a
+/// majority decided runs on the clients' runtime (the first client's
+/// background spawner, where every clean-up of the client runs), not on
+/// the caller's (before: `tokio::spawn` on whatever runtime called): the
+/// client counts it among its background tasks, and a caller's runtime
+/// that ends at once cuts nothing off.
+#[test]
+fn the_calls_a_majority_did_not_wait_for_run_on_the_clients_runtime() {
+    let masters = masters(3);
+    let proxy = testkit::Proxy::start(masters[2].addr()).unwrap();
+    let clients_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let redlock = clients_runtime.block_on(async {
+        let mut clients = Vec::new();
+        for url in [masters[0].url(), masters[1].url(), proxy.url()] {
+            let client = redlatch::Client::builder(&url)
+                .response_timeout(Duration::from_secs(5))
+                .default_lease(LEASE)
+                .connect()
+                .await
+                .unwrap();
+            clients.push(client);
+        }
+        Redlock::new(clients).unwrap()
+    });
+    // Slow from now on: a majority answers long before the third node.
+    proxy.set_both(testkit::LinkFaults {
+        latency: Duration::from_millis(500),
+        ..testkit::LinkFaults::default()
+    });
+    let first = redlock.clients()[0].clone();
+    assert_eq!(first.background_tasks(), 0);
+
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let lock = redlock.lock("rl:runtime");
+    let guard = caller.block_on(lock.acquire()).unwrap();
+    assert!(
+        first.background_tasks() >= 1,
+        "the slow node's call is a background task of the clients' runtime"
+    );
+    drop(caller);
+
+    let owner = guard.owner().to_owned();
+    clients_runtime.block_on(async {
+        // The late grant lands (the call went on after its caller's
+        // runtime ended) and is the guard's: its release reaches it.
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                hold_count(&masters[2], "rl:runtime", &owner).await == 1
+            })
+            .await,
+            "the slow node's grant never landed"
+        );
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                first.background_tasks() == 0
+            })
+            .await
+        );
+        guard.release_everywhere().await.unwrap();
+        for server in &masters {
+            assert_eq!(hold_count(server, "rl:runtime", &owner).await, 0);
+        }
+    });
 }

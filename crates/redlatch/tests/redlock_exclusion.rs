@@ -48,7 +48,7 @@ async fn start_workers(
                     < record.target.load(Ordering::SeqCst)
                 {
                     let guard = lock
-                        .acquire_timeout(Duration::from_secs(20))
+                        .acquire_within(Some(Duration::from_secs(20)))
                         .await
                         .expect("acquire under contention");
                     if record.inside.fetch_add(1, Ordering::SeqCst) != 0 {

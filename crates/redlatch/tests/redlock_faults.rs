@@ -18,7 +18,7 @@ async fn two_killed_masters_of_five_still_acquire_and_release() {
     masters[3].kill().unwrap();
     let lock = redlock.lock("rl:two-down");
     let guard = lock
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("three of five is a majority");
     assert!(guard.is_held());
@@ -39,7 +39,7 @@ async fn three_killed_masters_of_five_give_quorum_failed_naming_them() {
     }
     let error = redlock
         .lock("rl:three-down")
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_within(Some(Duration::from_secs(10)))
         .await
         .expect_err("two of five is no majority");
     let Error::QuorumFailed {
@@ -293,7 +293,8 @@ async fn a_dead_master_and_slow_ones_make_contention_a_wait_not_a_quorum_failure
     masters[0].kill().unwrap();
     let contender = redlatch::Redlock::connect(&urls).await.unwrap();
     let lock = contender.lock("rl:contended-outage");
-    let waiting = tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(10)).await });
+    let waiting =
+        tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(10))).await });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         !waiting.is_finished(),
@@ -414,7 +415,7 @@ async fn every_bounded_redlock_acquire_returns_within_its_wait_under_faulty_mast
             });
         }
         let started = Instant::now();
-        let outcome = lock.acquire_timeout(row.wait).await;
+        let outcome = lock.acquire_within(Some(row.wait)).await;
         let took = started.elapsed();
         for &i in row.frozen {
             masters[i].resume().unwrap();
@@ -553,7 +554,7 @@ async fn redlock_waits_cut_off_at_random_leave_no_hold_on_any_master() {
         };
         let waiting = async {
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let outcome = waiter.lock("rlcut").acquire_timeout(wait).await;
+            let outcome = waiter.lock("rlcut").acquire_within(Some(wait)).await;
             let kind = match &outcome {
                 Ok(_) => "taken".to_owned(),
                 Err(error) => format!("{error:?}")
@@ -593,7 +594,7 @@ async fn redlock_waits_cut_off_at_random_leave_no_hold_on_any_master() {
     let fresh = redlock(&masters, lease).await;
     let guard = fresh
         .lock("rlcut")
-        .acquire_timeout(Duration::from_millis(1500))
+        .acquire_within(Some(Duration::from_millis(1500)))
         .await
         .expect("a fresh waiter is served");
     guard.release().await.unwrap();
@@ -614,12 +615,14 @@ async fn a_redlock_wait_of_any_length_takes_a_free_lock() {
         Duration::MAX,
     ] {
         let lock = redlock.lock("rl:any-wait");
-        match lock.acquire_timeout(wait).await {
+        match lock.acquire_within(Some(wait)).await {
             Ok(guard) => guard.release().await.unwrap(),
             Err(error) => wrong.push(format!("renewed, wait {wait:?}: {error}")),
         }
         match lock
-            .acquire_timeout_with_lease(wait, Duration::from_secs(5))
+            .clone()
+            .with_lease(Duration::from_secs(5))
+            .acquire_within(Some(wait))
             .await
         {
             Ok(guard) => guard.release().await.unwrap(),

@@ -56,7 +56,7 @@ async fn token_written_back_to_a_majority_outlives_the_nodes_that_had_it() {
         masters[i].kill().unwrap();
     }
     let second = lock
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(5)))
         .await
         .expect("three of five");
     assert!(

@@ -30,7 +30,7 @@ async fn readers_in_separate_clients_hold_it_at_once() {
         let client = common::client(&server).await;
         let guard = client
             .read_write_lock("shared")
-            .read_timeout(Duration::from_secs(2))
+            .read_within(Some(Duration::from_secs(2)))
             .await
             .expect("a reader waits for no other reader");
         guards.push((client, guard));
@@ -60,7 +60,7 @@ async fn a_writer_excludes_readers_and_writers_and_readers_exclude_writers() {
     assert!(lock.try_read().await.unwrap().is_none());
     assert!(lock.try_write().await.unwrap().is_none());
     assert!(matches!(
-        lock.read_timeout(Duration::from_millis(150)).await,
+        lock.read_within(Some(Duration::from_millis(150))).await,
         Err(redlatch::Error::Timeout { .. })
     ));
     let fields = hash(&mut admin, "exclusive").await;
@@ -92,7 +92,7 @@ async fn a_writer_excludes_readers_and_writers_and_readers_exclude_writers() {
     assert!(matches!(
         writer
             .read_write_lock("exclusive")
-            .write_timeout(Duration::from_millis(150))
+            .write_within(Some(Duration::from_millis(150)))
             .await,
         Err(redlatch::Error::Timeout { .. })
     ));
@@ -151,7 +151,7 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     let asked = Instant::now();
     let write = writer
         .read_write_lock("busy")
-        .write_timeout(Duration::from_secs(10))
+        .write_within(Some(Duration::from_secs(10)))
         .await
         .expect("the writer gets in despite the stream of readers");
     let waited = asked.elapsed();
@@ -478,7 +478,7 @@ async fn fixed_lease_holds_run_out_on_both_sides() {
     // lost() fires a drift margin before Redis drops the key: allow for it.
     let read = other
         .read_write_lock("fixed")
-        .read_timeout(Duration::from_secs(2))
+        .read_within(Some(Duration::from_secs(2)))
         .await
         .expect("free once the writer's lease ran out");
     read.release().await.unwrap();

@@ -132,7 +132,7 @@ async fn acquire_timeout_gives_up_and_dropped_waiter_leaves_the_count_alone() {
     pool.try_set_permits(1).await.unwrap();
     let permit = pool.acquire().await.unwrap();
     let err = pool
-        .acquire_timeout(Duration::from_millis(200))
+        .acquire_within(Some(Duration::from_millis(200)))
         .await
         .unwrap_err();
     assert!(

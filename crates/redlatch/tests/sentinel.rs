@@ -24,7 +24,7 @@ async fn acquire_eventually(client: &Client, name: &str) -> Guard {
     loop {
         match client
             .lock(name)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_within(Some(Duration::from_secs(5)))
             .await
         {
             Ok(guard) => return guard,
@@ -81,7 +81,7 @@ async fn the_client_follows_a_failover_to_the_promoted_replica() {
         let client = client.clone();
         tokio::spawn(async move {
             let lock = client.lock("after").with_owner("waiter");
-            let guard = lock.acquire_timeout(Duration::from_secs(15)).await;
+            let guard = lock.acquire_within(Some(Duration::from_secs(15))).await;
             guard.map(|guard| guard.token())
         })
     };
@@ -173,7 +173,9 @@ async fn a_frozen_master_is_given_up_after_a_response_timeout() {
     // holder's lease is 30 s, longer than the waiter will wait.
     let lock = client.lock("job").with_owner("holder");
     let held = lock
-        .acquire_with_lease(Duration::from_secs(30))
+        .clone()
+        .with_lease(Duration::from_secs(30))
+        .acquire()
         .await
         .unwrap();
     let waiter = {
@@ -181,7 +183,7 @@ async fn a_frozen_master_is_given_up_after_a_response_timeout() {
         tokio::spawn(async move {
             // Anonymous: its attempts are retried after connection errors.
             let lock = client.lock("job");
-            lock.acquire_timeout(Duration::from_secs(20)).await
+            lock.acquire_within(Some(Duration::from_secs(20))).await
         })
     };
     let subscribed = async {
@@ -280,7 +282,8 @@ async fn the_loss_watch_follows_the_master_past_a_failover_to_a_stale_replica() 
     // Watched on the old master.
     let before = client
         .lock("watched-before")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -306,7 +309,8 @@ async fn the_loss_watch_follows_the_master_past_a_failover_to_a_stale_replica() 
         after.release().await.unwrap();
         client
             .lock("watched-after")
-            .acquire_with_lease(Duration::from_secs(60))
+            .with_lease(Duration::from_secs(60))
+            .acquire()
             .await
             .unwrap()
     };

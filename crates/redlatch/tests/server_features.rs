@@ -639,7 +639,7 @@ async fn a_reconnected_client_with_short_holds_is_made_unevictable_again() {
         cycles += 1;
         let (server, lock) = (&server, &lock);
         async move {
-            if let Ok(guard) = lock.acquire_timeout(Duration::from_secs(1)).await {
+            if let Ok(guard) = lock.acquire_within(Some(Duration::from_secs(1))).await {
                 let _ = guard.release().await;
             }
             let mut admin = common::admin(server).await;
@@ -1010,7 +1010,7 @@ async fn a_protection_denied_after_a_reconnection_is_not_asked_again_on_every_ca
     let before = no_evict_sent(&mut admin).await;
     let mut cycles = 0;
     for _ in 0..50 {
-        if let Ok(guard) = lock.acquire_timeout(Duration::from_secs(1)).await {
+        if let Ok(guard) = lock.acquire_within(Some(Duration::from_secs(1))).await {
             cycles += 1;
             let _ = guard.release().await;
         }
@@ -1053,7 +1053,8 @@ async fn acquire_and_release_after_idling(client: &Client) {
     for round in 0..2 {
         let guard = client
             .lock("idle-closed")
-            .acquire_with_lease(Duration::from_secs(60))
+            .with_lease(Duration::from_secs(60))
+            .acquire()
             .await
             .unwrap_or_else(|error| panic!("round {round}: acquire after idling: {error}"));
         tokio::time::sleep(Duration::from_millis(2_500)).await;
@@ -1141,13 +1142,14 @@ async fn a_waiter_parked_across_idle_closes_is_woken_and_the_hold_kept() {
     let waiter = client_without_records(&server).await;
     let guard = holder
         .lock("idle-waited")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     let waiting = tokio::spawn(async move {
         waiter
             .lock("idle-waited")
-            .acquire_timeout(Duration::from_secs(30))
+            .acquire_within(Some(Duration::from_secs(30)))
             .await
     });
     // Both clients idle past the server's timeout, the waiter parked.
@@ -1287,7 +1289,7 @@ async fn a_fair_lock_with_a_line_works_for_the_documented_acl_user() {
             tokio::spawn(async move {
                 let guard = client
                     .fair_lock(name.as_str())
-                    .acquire_timeout(Duration::from_secs(10))
+                    .acquire_within(Some(Duration::from_secs(10)))
                     .await?;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 guard.release().await
@@ -1300,7 +1302,7 @@ async fn a_fair_lock_with_a_line_works_for_the_documented_acl_user() {
         // Behind both, it gives up: its place goes, the others' deadlines shift.
         let gave_up = leaving
             .fair_lock(name.as_str())
-            .acquire_timeout(Duration::from_millis(300))
+            .acquire_within(Some(Duration::from_millis(300)))
             .await;
         assert!(
             matches!(gave_up, Err(Error::Timeout { .. })),
@@ -1518,7 +1520,9 @@ async fn a_default_client_keeps_three_connections_and_a_lean_one_two() {
         // subscription), so that every connection a client opens is open.
         let guard = client.lock("footprint").acquire().await.unwrap();
         let waiter = client.lock("footprint");
-        let waited = waiter.acquire_timeout(Duration::from_millis(100)).await;
+        let waited = waiter
+            .acquire_within(Some(Duration::from_millis(100)))
+            .await;
         assert!(matches!(waited, Err(Error::Timeout { .. })));
         drop(waiter);
         tokio::time::sleep(Duration::from_millis(100)).await;

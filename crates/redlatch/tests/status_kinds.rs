@@ -79,7 +79,7 @@ async fn read_write_lock_status_reports_mode_holders_and_waiters() {
     // A reader of another client waits on the read-write channel.
     let reader = {
         let lock = other.read_write_lock("doc:1");
-        tokio::spawn(async move { lock.read_timeout(Duration::from_secs(15)).await })
+        tokio::spawn(async move { lock.read_within(Some(Duration::from_secs(15))).await })
     };
     until(
         "the reader waits",
@@ -104,7 +104,7 @@ async fn fair_lock_status_shows_the_waiting_line_in_order() {
 
     let wait = |owner: &str| {
         let lock = lock.clone().with_owner(owner);
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(15)).await })
+        tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(15))).await })
     };
     let first = wait("first");
     until(

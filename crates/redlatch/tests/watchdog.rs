@@ -66,7 +66,9 @@ async fn fixed_lease_runs_out_and_lost_resolves() {
     let client = common::client(&server).await;
     let lock = client.lock("fixed");
     let guard = lock
-        .acquire_with_lease(Duration::from_millis(300))
+        .clone()
+        .with_lease(Duration::from_millis(300))
+        .acquire()
         .await
         .unwrap();
     assert!(!guard.is_renewed());
@@ -77,7 +79,7 @@ async fn fixed_lease_runs_out_and_lost_resolves() {
     assert!(!guard.is_held());
     assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::LeaseRanOut));
     let next = lock
-        .acquire_timeout(Duration::from_secs(2))
+        .acquire_within(Some(Duration::from_secs(2)))
         .await
         .expect("free once the lease ran out");
     assert!(next.token() > guard.token());
@@ -239,7 +241,7 @@ fn killed_holder_frees_lock_within_lease_plus_one_second() {
         child.0.wait().unwrap();
         let killed_at = Instant::now();
         let guard = lock
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_within(Some(Duration::from_secs(10)))
             .await
             .expect("lock comes free after the holder dies");
         let freed_after = killed_at.elapsed();

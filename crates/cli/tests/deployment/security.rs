@@ -118,7 +118,9 @@ fn tls_with_client_certificates_and_the_least_privilege_acl_user_runs_every_comm
             .await
             .expect("add expirable permits");
         let slot = expirable
-            .acquire_with_lease(Duration::from_secs(5))
+            .clone()
+            .with_lease(Duration::from_secs(5))
+            .acquire()
             .await
             .expect("expirable permit");
         slot.release().await.expect("expirable release");

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::bridge::Bridge;
 use super::fair_lock::FairLock;
-use super::lock::Lock;
+use super::lock::{Lock, SpinLock};
 use super::permit_semaphore::PermitSemaphore;
 use super::rw_lock::ReadWriteLock;
 use super::semaphore::Semaphore;
@@ -109,6 +109,11 @@ impl Client {
     /// A handle to the fair lock `name` (see [`crate::FairLock`]).
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock::new(self.inner.fair_lock(name), self.bridge.clone())
+    }
+
+    /// A handle to the spin lock `name` (see [`crate::SpinLock`]).
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock::new(self.inner.spin_lock(name), self.bridge.clone())
     }
 
     /// A handle to the read-write lock `name` (see [`crate::ReadWriteLock`]).

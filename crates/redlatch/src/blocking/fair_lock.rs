@@ -1,17 +1,16 @@
-//! The blocking fair lock.
+//! The blocking fair lock: the one [`Handle`], and the fair lock's own methods.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::bridge::Bridge;
-use super::guard::Guard;
+use super::handle::Handle;
 use crate::LockStatus;
 use crate::error::Result;
 
 /// A blocking [`crate::FairLock`]: waiters in every process get the lock in
 /// the order they started waiting, and the calling thread blocks meanwhile.
 /// Each method's round trips, keys and errors are those of the async method
-/// of the same name; acquires return the blocking [`Guard`].
+/// of the same name; the acquires are [`Handle`]'s and return the blocking
+/// [`Guard`](super::Guard).
 ///
 /// ```
 /// # let server = testkit::RedisServer::start().unwrap();
@@ -23,69 +22,17 @@ use crate::error::Result;
 /// guard.release()?;
 /// # Ok::<(), redlatch::Error>(())
 /// ```
-#[derive(Clone, Debug)]
-pub struct FairLock {
-    inner: crate::FairLock,
-    bridge: Arc<Bridge>,
-}
+pub type FairLock = Handle<crate::FairLock>;
 
-impl FairLock {
-    pub(super) fn new(inner: crate::FairLock, bridge: Arc<Bridge>) -> FairLock {
-        FairLock { inner, bridge }
-    }
-
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
+impl Handle<crate::FairLock> {
     /// The same lock, acquired by the named owner (see [`crate::FairLock::with_owner`]).
     pub fn with_owner(self, owner: impl Into<String>) -> FairLock {
-        FairLock {
-            inner: self.inner.with_owner(owner),
-            bridge: self.bridge,
-        }
+        self.map(|lock| lock.with_owner(owner))
     }
 
     /// The same lock with another place lease (see [`crate::FairLock::with_place_lease`]).
     pub fn with_place_lease(self, lease: Duration) -> FairLock {
-        FairLock {
-            inner: self.inner.with_place_lease(lease),
-            bridge: self.bridge,
-        }
-    }
-
-    /// The same lock with a fixed lease (see [`crate::FairLock::with_lease`]).
-    pub fn with_lease(self, lease: Duration) -> FairLock {
-        FairLock {
-            inner: self.inner.with_lease(lease),
-            bridge: self.bridge,
-        }
-    }
-
-    /// Blocks until this thread's turn comes (see [`crate::FairLock::acquire`]).
-    ///
-    /// # Errors
-    /// As [`crate::FairLock::acquire`].
-    pub fn acquire(&self) -> Result<Guard> {
-        self.bridge.acquire("fair acquire", &self.inner)
-    }
-
-    /// One attempt that never joins the line (see [`crate::FairLock::try_acquire`]).
-    ///
-    /// # Errors
-    /// As [`crate::FairLock::try_acquire`].
-    pub fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.bridge.try_acquire("fair acquire", &self.inner)
-    }
-
-    /// Waits in line at most `wait` (see [`crate::FairLock::acquire_timeout`]).
-    ///
-    /// # Errors
-    /// As [`crate::FairLock::acquire_timeout`].
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<Guard> {
-        self.bridge
-            .acquire_timeout("fair acquire", &self.inner, wait)
+        self.map(|lock| lock.with_place_lease(lease))
     }
 
     /// Holders and the waiting line (see [`crate::FairLock::status`]).
@@ -93,8 +40,6 @@ impl FairLock {
     /// # Errors
     /// As [`crate::FairLock::status`].
     pub fn status(&self) -> Result<LockStatus> {
-        let lock = self.inner.clone();
-        self.bridge
-            .run("status", async move { lock.status().await })
+        self.run("status", |lock| async move { lock.status().await })
     }
 }

@@ -1,6 +1,7 @@
 //! A synchronous API for programs without an async runtime, like
-//! `reqwest::blocking`: the same locks (plain, fair, read-write), semaphores
-//! and multi-locks, with
+//! `reqwest::blocking`: the same locks (plain, fair, spin, read-write),
+//! semaphores and multi-locks, with the same acquire shape (a lease on the
+//! handle; `acquire`, `try_acquire`, `acquire_within`), and
 //! methods that block the calling thread instead of returning futures.
 //!
 //! Each [`Client`] owns a small tokio runtime (one worker thread) that runs
@@ -35,19 +36,20 @@
 //! like any blocking I/O: in async code, use the async API instead, or wrap
 //! the call in `tokio::task::spawn_blocking`.
 
-// Adding a wrapper is one file here: a struct holding the async handle and the
-// client's `Arc<Bridge>`, whose methods clone the handle into an `async move`
-// block and hand it to `Bridge::run` (in `bridge.rs`; the acquires of an `AcquireLock` handle
-// are `Bridge::acquire` and its kin, in `acquire.rs`). Every hold is the one
-// generic `Guard` of `guard.rs`, over the async hold's `HeldLock`: a new kind
-// of hold is a type alias and its own extra methods. Then one constructor in
-// `client.rs` and one `pub use` line below.
+// A lock handle is the one generic `Handle` of `handle.rs` over the async
+// handle's `AcquireLock` (name, lease, the three acquires), with the few
+// methods of its own kind in its file; every hold is the one generic
+// `Guard` of `guard.rs`, over the async hold's `HeldLock`. A new kind of
+// lock is two type aliases (handle, guard) and its own extra methods
+// (each clones the async handle into an `async move` block handed to the
+// client's runtime, `Handle::run`), then one constructor in `client.rs` and
+// one `pub use` line below.
 
-mod acquire;
 mod bridge;
 mod client;
 mod fair_lock;
 mod guard;
+mod handle;
 mod lock;
 mod multi_lock;
 mod permit_semaphore;
@@ -57,7 +59,8 @@ mod semaphore;
 pub use client::{Client, ClientBuilder};
 pub use fair_lock::FairLock;
 pub use guard::Guard;
-pub use lock::Lock;
+pub use handle::Handle;
+pub use lock::{Lock, SpinLock};
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use rw_lock::{ReadGuard, ReadWriteLock, WriteGuard};

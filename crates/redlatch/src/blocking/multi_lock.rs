@@ -53,13 +53,14 @@ impl MultiLock {
         self.run(async move { all.try_acquire().await })
     }
 
-    /// Blocks at most `wait` for all of them (see [`crate::MultiLock::acquire_timeout`]).
+    /// Blocks for all of them as long as `wait` says (see
+    /// [`crate::MultiLock::acquire_within`]).
     ///
     /// # Errors
-    /// As [`crate::MultiLock::acquire_timeout`].
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
+    /// As [`crate::MultiLock::acquire_within`].
+    pub fn acquire_within(&self, wait: Option<Duration>) -> Result<MultiGuard> {
         let all = self.inner.clone();
-        self.run(async move { all.acquire_timeout(wait).await.map(Some) })?
+        self.run(async move { all.acquire_within(wait).await.map(Some) })?
             .ok_or_else(|| self.empty())
     }
 

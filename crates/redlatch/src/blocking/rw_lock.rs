@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::bridge::Bridge;
 use super::guard::Guard;
+use super::handle::Handle;
 use crate::LockStatus;
 use crate::error::Result;
 
@@ -66,14 +67,22 @@ impl ReadWriteLock {
         }
     }
 
+    /// The read side as a blocking lock handle (see [`crate::ReadWriteLock::reader`]).
+    pub fn reader(&self) -> Handle<crate::ReadSide> {
+        Handle::new(self.inner.reader(), self.bridge.clone())
+    }
+
+    /// The write side as a blocking lock handle (see [`crate::ReadWriteLock::writer`]).
+    pub fn writer(&self) -> Handle<crate::WriteSide> {
+        Handle::new(self.inner.writer(), self.bridge.clone())
+    }
+
     /// Blocks until a read hold is taken (see [`crate::ReadWriteLock::read`]).
     ///
     /// # Errors
     /// As [`crate::ReadWriteLock::read`].
     pub fn read(&self) -> Result<ReadGuard> {
-        let lock = self.inner.clone();
-        let guard = self.bridge.run("read", async move { lock.read().await })?;
-        Ok(ReadGuard::new(guard, self.bridge.clone()))
+        self.reader().acquire()
     }
 
     /// One attempt at a read hold (see [`crate::ReadWriteLock::try_read`]).
@@ -81,23 +90,16 @@ impl ReadWriteLock {
     /// # Errors
     /// As [`crate::ReadWriteLock::try_read`].
     pub fn try_read(&self) -> Result<Option<ReadGuard>> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("read", async move { lock.try_read().await })?;
-        Ok(guard.map(|guard| ReadGuard::new(guard, self.bridge.clone())))
+        self.reader().try_acquire()
     }
 
-    /// Blocks at most `wait` for a read hold (see [`crate::ReadWriteLock::read_timeout`]).
+    /// Blocks for a read hold as long as `wait` says (see
+    /// [`crate::ReadWriteLock::read_within`]).
     ///
     /// # Errors
-    /// As [`crate::ReadWriteLock::read_timeout`].
-    pub fn read_timeout(&self, wait: Duration) -> Result<ReadGuard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("read", async move { lock.read_timeout(wait).await })?;
-        Ok(ReadGuard::new(guard, self.bridge.clone()))
+    /// As [`crate::ReadWriteLock::read_within`].
+    pub fn read_within(&self, wait: Option<Duration>) -> Result<ReadGuard> {
+        self.reader().acquire_within(wait)
     }
 
     /// Blocks until the write hold is taken (see [`crate::ReadWriteLock::write`]).
@@ -105,11 +107,7 @@ impl ReadWriteLock {
     /// # Errors
     /// As [`crate::ReadWriteLock::write`].
     pub fn write(&self) -> Result<WriteGuard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("write", async move { lock.write().await })?;
-        Ok(WriteGuard::new(guard, self.bridge.clone()))
+        self.writer().acquire()
     }
 
     /// One attempt at the write hold (see [`crate::ReadWriteLock::try_write`]).
@@ -117,23 +115,16 @@ impl ReadWriteLock {
     /// # Errors
     /// As [`crate::ReadWriteLock::try_write`].
     pub fn try_write(&self) -> Result<Option<WriteGuard>> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("write", async move { lock.try_write().await })?;
-        Ok(guard.map(|guard| WriteGuard::new(guard, self.bridge.clone())))
+        self.writer().try_acquire()
     }
 
-    /// Blocks at most `wait` for the write hold (see [`crate::ReadWriteLock::write_timeout`]).
+    /// Blocks for the write hold as long as `wait` says (see
+    /// [`crate::ReadWriteLock::write_within`]).
     ///
     /// # Errors
-    /// As [`crate::ReadWriteLock::write_timeout`].
-    pub fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
-        let lock = self.inner.clone();
-        let guard = self
-            .bridge
-            .run("write", async move { lock.write_timeout(wait).await })?;
-        Ok(WriteGuard::new(guard, self.bridge.clone()))
+    /// As [`crate::ReadWriteLock::write_within`].
+    pub fn write_within(&self, wait: Option<Duration>) -> Result<WriteGuard> {
+        self.writer().acquire_within(wait)
     }
 
     /// Mode, holders and waiters (see [`crate::ReadWriteLock::status`]).

@@ -89,13 +89,13 @@ impl Semaphore {
         self.try_acquire_many(1)
     }
 
-    /// Blocks at most `wait` for one permit:
-    /// [`acquire_many_timeout(1, wait)`](Semaphore::acquire_many_timeout).
+    /// Blocks for one permit as long as `wait` says:
+    /// [`acquire_many_within(1, wait)`](Semaphore::acquire_many_within).
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire_many_timeout`].
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
-        self.acquire_many_timeout(1, wait)
+    /// As [`crate::Semaphore::acquire_many_within`].
+    pub fn acquire_within(&self, wait: Option<Duration>) -> Result<SemaphorePermit> {
+        self.acquire_many_within(1, wait)
     }
 
     /// Blocks until `permits` are free and takes them all at once (see
@@ -123,14 +123,19 @@ impl Semaphore {
         Ok(permit.map(|permit| self.permit(permit)))
     }
 
-    /// Blocks at most `wait` for `permits` (see [`crate::Semaphore::acquire_many_timeout`]).
+    /// Blocks for `permits` as long as `wait` says (see
+    /// [`crate::Semaphore::acquire_many_within`]).
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire_many_timeout`].
-    pub fn acquire_many_timeout(&self, permits: u32, wait: Duration) -> Result<SemaphorePermit> {
+    /// As [`crate::Semaphore::acquire_many_within`].
+    pub fn acquire_many_within(
+        &self,
+        permits: u32,
+        wait: Option<Duration>,
+    ) -> Result<SemaphorePermit> {
         let sem = self.inner.clone();
         let permit = self.bridge.run("semaphore acquire", async move {
-            sem.acquire_many_timeout(permits, wait).await
+            sem.acquire_many_within(permits, wait).await
         })?;
         Ok(self.permit(permit))
     }

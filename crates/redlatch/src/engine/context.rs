@@ -199,7 +199,8 @@ async fn learn_capabilities(
     };
     let scripting = tokio::time::timeout(
         limit,
-        capabilities::scripting(&mut conn, &functions, library.probe),
+        // The smallest script: the probe asks only whether Lua runs at all.
+        capabilities::scripting(&mut conn, &functions, "return 1"),
     )
     .await
     .unwrap_or_else(|_| Support::Denied("no answer to SCRIPT LOAD in time".to_owned()));

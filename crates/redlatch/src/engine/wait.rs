@@ -54,6 +54,16 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
+    /// The wait of an `acquire_within(wait)`: `None` waits for ever, a
+    /// duration at most that long (a zero one makes one attempt).
+    pub(crate) fn within(wait: Option<Duration>) -> Wait {
+        match wait {
+            None => Wait::Forever,
+            Some(Duration::ZERO) => Wait::Once,
+            Some(wait) => Wait::For(wait),
+        }
+    }
+
     /// The instant the wait ends; `None` when it never does (or too far off
     /// to represent).
     pub(crate) fn deadline(self, started: LeaseInstant) -> Option<LeaseInstant> {

@@ -1,5 +1,6 @@
 //! The fair lock: waiters take the lock in the order they came, across processes.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,9 +109,10 @@ pub struct FairLock {
 
 handle_options!(FairLock, "fair_lock", "acquire");
 waiting_methods!(
-    FairLock,
+    FairLock => Guard,
+    "[`Error::Timeout`](crate::Error::Timeout)",
     "One attempt: the guard if the lock was free and nobody waited (or it re-entered), `None` otherwise. Never joins the line. One round trip.",
-    "Waits in line at most `wait`; leaves the line when it runs out."
+    "Waits in line as long as `wait` says; leaves the line when it runs out."
 );
 
 impl FairLock {
@@ -141,8 +143,10 @@ impl FairLock {
         self
     }
 
-    /// Waits in line until the lock is held, then returns its guard; the
-    /// watchdog renews it until the guard goes (unless [`FairLock::with_lease`]).
+    /// Waits in line until the lock is held, then returns its guard, or for
+    /// at most the client's [`wait_timeout`](crate::Settings::wait_timeout)
+    /// when it is set (none by default); the watchdog renews it until the
+    /// guard goes (unless [`FairLock::with_lease`]).
     ///
     /// One round trip when the lock is free and nobody waits. Otherwise the
     /// call joins the line, subscribes to its own channel, reads the line's
@@ -167,10 +171,8 @@ impl FairLock {
     /// an attempt in flight completes and gives back a hold it took, and a
     /// hold handed over that no guard took yet is given back (passed on)
     /// by the same call. Nothing of the waiter remains in Redis.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_waiting(Wait::Forever)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
+    pub fn acquire(&self) -> impl Future<Output = Result<Guard>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     /// A consistent snapshot of the lock: holders, remaining lease, last

@@ -13,6 +13,7 @@ pub(crate) mod holder_identity;
 pub(crate) mod scripts;
 pub(crate) mod status;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,7 +80,7 @@ const COURTESY_FREE_SHARE: u32 = 10;
 /// use std::time::Duration;
 ///
 /// let lock = client.lock("voucher:7:user:42");
-/// match lock.acquire_timeout(Duration::from_millis(200)).await {
+/// match lock.acquire_within(Some(Duration::from_millis(200))).await {
 ///     Ok(guard) => {
 ///         // guard.token() goes along with every write the lock protects
 ///         guard.release().await?;
@@ -106,9 +107,10 @@ pub struct Lock {
 
 handle_options!(Lock, "lock", "acquire");
 waiting_methods!(
-    Lock,
+    Lock => Guard,
+    "[`Error::Timeout`](crate::Error::Timeout)",
     "One attempt: the guard if the lock was free (or re-entered), `None` if another owner holds it, or if it is free but a waiter that has waited longer claimed its next turn (then for 200 ms at most: this refusal cuts the claim to that; docs/SAFETY.md, invariant (g)). One round trip.",
-    "Waits at most `wait` for the lock. A zero `wait` makes one attempt."
+    "Waits for the lock as long as `wait` says (Redisson's `tryLock(wait, lease)`, with the lease on the handle)."
 );
 
 impl Lock {
@@ -123,8 +125,12 @@ impl Lock {
         }
     }
 
-    /// Waits until the lock is held, then returns its guard. The lease is the
-    /// client's default and the watchdog renews it until the guard goes.
+    /// Waits until the lock is held, then returns its guard, or for at most
+    /// the client's [`wait_timeout`](crate::Settings::wait_timeout) when it
+    /// is set (none by default: until held), so operators tune waits from a
+    /// settings file without a code change. The lease is the client's
+    /// default, renewed by the watchdog until the guard goes, or the
+    /// handle's fixed one ([`Lock::with_lease`]).
     ///
     /// Costs one round trip when the lock is free. When it is held, the call
     /// joins the lock's channel and parks until an unlock message, the end of
@@ -136,83 +142,17 @@ impl Lock {
     /// (5 ms) before trying.
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
-    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::InvalidDuration`],
+    /// [`Error::WrongType`], [`Error::Unavailable`], [`Error::ResponseTimeout`];
+    /// [`Error::Timeout`] when the client's wait timeout ran out (see
+    /// [`Lock::acquire_within`]).
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: an attempt
     /// in flight completes and, if it took the lock, gives it back at once; the
     /// subscription is dropped when its last waiter leaves.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.acquire_waiting(Wait::Forever)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// Waits as long as the settings' [`wait_timeout`](crate::Settings::wait_timeout)
-    /// says (until held when it is `None`); watchdog lease. Lets operators
-    /// tune waits from a settings file without a code change.
-    ///
-    /// # Errors
-    /// As [`Lock::acquire_timeout`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_default_wait(&self) -> Result<Guard> {
-        match self.core.current_settings().wait_timeout {
-            Some(wait) => self.acquire_timeout(wait).await,
-            None => self.acquire().await,
-        }
-    }
-
-    /// Waits until held, with a fixed `lease` that is not renewed: the lock
-    /// frees itself after `lease` even if the guard is still alive, and the
-    /// guard's [`lost`](Guard::lost) resolves then.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
-    /// [`Lock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<Guard> {
-        self.acquire_inner(Wait::Forever, Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt with a fixed `lease` (see [`Lock::acquire_with_lease`]).
-    ///
-    /// # Errors
-    /// As [`Lock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<Guard>> {
-        self.acquire_inner(Wait::Once, Some(lease)).await
-    }
-
-    /// Waits at most `wait`, with a fixed `lease` (Redisson's `tryLock(wait, lease)`).
-    ///
-    /// Every call, retry and back-off fits in `wait` (one deadline for the
-    /// call): a stalled, slow or unreachable server costs the wait, not a
-    /// response timeout per attempt.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`]; [`Error::ResponseTimeout`] naming the caller's wait
-    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
-    /// answered when it ran out; else as [`Lock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::acquire`].
-    pub async fn acquire_timeout_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Guard> {
-        self.acquire_inner(Wait::For(wait), Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(wait))
+    pub fn acquire(&self) -> impl Future<Output = Result<Guard>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     /// Deletes the lock whoever holds it, and wakes its waiters. Returns
@@ -319,15 +259,11 @@ impl Lock {
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
-        self.acquire_inner(wait, self.lease).await
-    }
-
-    async fn acquire_inner(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Guard>> {
         // Made here and lent to the wait: moved into an `async fn`, it would
         // take its room twice in every parked waiter (the argument's and
         // the local's).
         let mut acquisition = {
-            let (request, terms) = self.request(lease)?;
+            let (request, terms) = self.request(self.lease)?;
             LockAcquisition {
                 lock: self,
                 request,

@@ -154,7 +154,11 @@ impl RedlockHold {
             settled,
         )
         .await;
-        stragglers.finish_in_background(&self.redlock.inner.stragglers, |_, _| {});
+        stragglers.finish_in_background(
+            &self.background,
+            &self.redlock.inner.stragglers,
+            |_, _| {},
+        );
         let (answers, failures) = quorum::split_partial(&self.redlock.inner.nodes, replies);
         let released = answers.iter().filter(|a| a.is_some()).count();
         if released >= quorum::majority(nodes) {

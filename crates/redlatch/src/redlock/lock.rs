@@ -19,6 +19,7 @@ use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
 use crate::lock::attempt::{LockAttempt, LockAttemptAlone};
 use crate::lock::calls::{LockReply, Request};
+use crate::lock::handle_options::{lease_option, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
@@ -53,7 +54,7 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 ///
 /// let redlock = redlatch::Redlock::connect(&masters.urls()).await?;
 /// let lock = redlock.lock("ledger:close");
-/// let guard = lock.acquire_timeout(Duration::from_secs(1)).await?;
+/// let guard = lock.acquire_within(Some(Duration::from_secs(1))).await?;
 /// assert!(lock.try_acquire().await?.is_none()); // held on a majority
 /// let token = guard.token();
 /// guard.release().await?;
@@ -66,7 +67,22 @@ const NO_EXPIRY_RECHECK: Duration = Duration::from_secs(1);
 pub struct RedlockLock {
     redlock: Redlock,
     name: Arc<str>,
+    /// A fixed lease; `None`: the first node's default lease, renewed.
+    lease: Option<Duration>,
 }
+
+lease_option!(
+    RedlockLock,
+    "# let masters = testkit::Servers::start(3).unwrap();\n# let redlock = redlatch::Redlock::connect(&masters.urls()).await?;",
+    "redlock.lock(\"report\")",
+    "acquire"
+);
+waiting_methods!(
+    RedlockLock => RedlockGuard,
+    "[`Error::Timeout`] (the lock stayed held elsewhere for the whole wait)",
+    "One attempt over all nodes: the guard if a majority granted it, `None` if another owner holds it on too many nodes. One round trip per node, in parallel (two when a fencing counter lags); [`Error::QuorumFailed`] at once when too few nodes answered.",
+    "Waits for a majority as long as `wait` says. With a bounded wait, frozen or slow masters cost the wait, not a node timeout per attempt and the retry policy's delays; a [`Error::QuorumFailed`] whose silent nodes name the node timeout ([`TimeLimit::Node`](crate::TimeLimit::Node)) comes when an attempt failed with no time left for another."
+);
 
 /// What one attempt over all nodes came to.
 enum Outcome {
@@ -96,6 +112,7 @@ impl RedlockLock {
         RedlockLock {
             redlock,
             name: Arc::from(name),
+            lease: None,
         }
     }
 
@@ -104,9 +121,13 @@ impl RedlockLock {
         &self.name
     }
 
-    /// Waits until the lock is held on a majority of the nodes; the lease is
-    /// the first node's default lease, renewed on every node until the guard
-    /// goes.
+    /// Waits until the lock is held on a majority of the nodes, or for at
+    /// most the first node's [`wait_timeout`](crate::Settings::wait_timeout)
+    /// when it is set (none by default); the lease is the first node's
+    /// default lease, renewed on every node until the guard goes, or the
+    /// handle's fixed one ([`RedlockLock::with_lease`]: the guard's
+    /// [`lost`](RedlockGuard::lost) resolves when its validity, the lease
+    /// minus the time the attempt took minus drift, runs out).
     ///
     /// Each attempt sends the acquire script to every node at once, each
     /// bounded by the node timeout: one round trip when the lock is free and
@@ -119,98 +140,15 @@ impl RedlockLock {
     /// # Errors
     /// [`Error::QuorumFailed`] when too few nodes answer for a majority to be
     /// possible (after the first node's retry policy), naming each failed
-    /// node and why; [`Error::InvalidName`], [`Error::WrongType`].
+    /// node and why; [`Error::InvalidName`], [`Error::WrongType`],
+    /// [`Error::InvalidDuration`] for a bad lease; [`Error::Timeout`] when
+    /// the wait timeout ran out.
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting; an attempt in flight completes on
     /// each node and gives back any hold it took.
-    pub async fn acquire(&self) -> Result<RedlockGuard> {
-        self.acquire_inner(Wait::Forever, None)
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt over all nodes: the guard if a majority granted it,
-    /// `None` if another owner holds it on too many nodes. One round trip
-    /// per node, in parallel (two when a fencing counter lags).
-    ///
-    /// # Errors
-    /// [`Error::QuorumFailed`] at once when too few nodes answered; else as
-    /// [`RedlockLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`RedlockLock::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<RedlockGuard>> {
-        self.acquire_inner(Wait::Once, None).await
-    }
-
-    /// Waits at most `wait`; renewed lease. A zero `wait` makes one attempt.
-    ///
-    /// Every attempt, retry and back-off fits in `wait` (one deadline for
-    /// the call): frozen or slow masters cost the wait, not a node timeout
-    /// per attempt and the retry policy's delays.
-    ///
-    /// # Errors
-    /// [`Error::Timeout`] when the lock stayed held elsewhere for the whole
-    /// wait; [`Error::ResponseTimeout`] naming the caller's wait
-    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
-    /// answered when it ran out; else as [`RedlockLock::acquire`]
-    /// (a [`Error::QuorumFailed`] whose silent nodes name the node timeout,
-    /// [`TimeLimit::Node`](crate::TimeLimit::Node), when an attempt failed
-    /// with no time left for another).
-    ///
-    /// # Cancel safety
-    /// As [`RedlockLock::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<RedlockGuard> {
-        self.acquire_inner(Wait::For(wait), None)
-            .await?
-            .ok_or_else(|| self.timeout(wait))
-    }
-
-    /// Waits until held, with a fixed `lease` that is not renewed: the guard's
-    /// [`lost`](RedlockGuard::lost) resolves when its validity (lease minus
-    /// the time the attempt took minus drift) runs out.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
-    /// [`RedlockLock::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`RedlockLock::acquire`].
-    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<RedlockGuard> {
-        self.acquire_inner(Wait::Forever, Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(Duration::MAX))
-    }
-
-    /// One attempt with a fixed `lease` (see [`RedlockLock::acquire_with_lease`]).
-    ///
-    /// # Errors
-    /// As [`RedlockLock::try_acquire`] and [`RedlockLock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`RedlockLock::acquire`].
-    pub async fn try_acquire_with_lease(&self, lease: Duration) -> Result<Option<RedlockGuard>> {
-        self.acquire_inner(Wait::Once, Some(lease)).await
-    }
-
-    /// Waits at most `wait`, with a fixed `lease`; every attempt, retry and
-    /// back-off fits in `wait`, as [`RedlockLock::acquire_timeout`].
-    ///
-    /// # Errors
-    /// As [`RedlockLock::acquire_timeout`]; else as
-    /// [`RedlockLock::acquire_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`RedlockLock::acquire`].
-    pub async fn acquire_timeout_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<RedlockGuard> {
-        self.acquire_inner(Wait::For(wait), Some(lease))
-            .await?
-            .ok_or_else(|| self.timeout(wait))
+    pub fn acquire(&self) -> impl std::future::Future<Output = Result<RedlockGuard>> + Send + '_ {
+        self.acquire_within(self.redlock.lead_settings().wait_timeout)
     }
 
     /// The lock as each node holds it now, in node order: a
@@ -298,18 +236,14 @@ impl RedlockLock {
         Ok(requests)
     }
 
-    async fn acquire_inner(
-        &self,
-        wait: Wait,
-        fixed_lease: Option<Duration>,
-    ) -> Result<Option<RedlockGuard>> {
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Option<RedlockGuard>> {
         let span = tracing::debug_span!(
             "redlatch.redlock.acquire",
             lock = %self.name,
             nodes = self.redlock.inner.nodes.len()
         );
         let outcome = self
-            .wait_for_majority(wait, fixed_lease)
+            .wait_for_majority(wait, self.lease)
             .instrument(span)
             .await;
         if let Ok(Some(guard)) = &outcome {
@@ -561,8 +495,10 @@ impl RedlockLock {
         let requests = requests.to_vec();
         // The give-back or write-back is tracked like the stragglers: a
         // process about to exit waits for it too.
-        let tracker = self.redlock.inner.stragglers.clone();
-        stragglers.finish_in_background(&self.redlock.inner.stragglers, move |i, reply| {
+        // Both on the clients' runtime, not the caller's.
+        let (background, tracker) = (self.redlock.background(), &self.redlock.inner.stragglers);
+        let (spawner, give_backs) = (background.clone(), tracker.clone());
+        stragglers.finish_in_background(&background, tracker, move |i, reply| {
             let Ok(LockReply::Acquired(Acquired { token: taken, .. })) = reply else {
                 return;
             };
@@ -575,7 +511,7 @@ impl RedlockLock {
             }
             let limit = Duration::from_millis(request.lease_ms);
             let last_release = ended.last_release.clone();
-            drop(tracker.spawn(async move {
+            spawner.spawn(give_backs.track_future(async move {
                 let mut conn = client.core.conn.clone();
                 if gone {
                     // The guard's release was sent behind this grant on the

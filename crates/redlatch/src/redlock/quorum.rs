@@ -10,6 +10,7 @@ use futures_util::stream::FuturesUnordered;
 use crate::client::Client;
 use crate::error::{Error, NodeFailure, Result, TimeLimit};
 use crate::redlock::node::Node;
+use crate::sync::Spawner;
 use crate::transport::bounded_by;
 
 /// How many of `nodes` make a majority.
@@ -79,12 +80,14 @@ impl<T: Send + 'static> Stragglers<T> {
         self.running.is_empty()
     }
 
-    /// Lets the calls finish in a task of their own, tracked by `tracker`
-    /// so a process about to exit can wait for them; `each` sees every
-    /// reply as it comes. (Dropped instead, the calls are cut off where
-    /// they stand.)
+    /// Lets the calls finish in a task of their own, started by
+    /// `background` (the clients' runtime, not the caller's) and tracked by
+    /// `tracker` so a process about to exit can wait for them; `each` sees
+    /// every reply as it comes. (Dropped instead, the calls are cut off
+    /// where they stand.)
     pub(crate) fn finish_in_background(
         self,
+        background: &Spawner,
         tracker: &tokio_util::task::TaskTracker,
         mut each: impl FnMut(usize, Result<T>) + Send + 'static,
     ) {
@@ -92,7 +95,7 @@ impl<T: Send + 'static> Stragglers<T> {
         if running.is_empty() {
             return;
         }
-        drop(tracker.spawn(async move {
+        background.spawn(tracker.track_future(async move {
             while let Some((node, reply)) = running.next().await {
                 each(node, reply);
             }

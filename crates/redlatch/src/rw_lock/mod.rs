@@ -2,6 +2,7 @@
 
 pub(crate) mod guard;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,8 +129,10 @@ impl ReadWriteLock {
         self
     }
 
-    /// Waits until this owner may read, then returns a read guard; the
-    /// watchdog renews it until the guard goes (unless [`ReadWriteLock::with_lease`]). Waits while a writer holds
+    /// Waits until this owner may read, then returns a read guard, or for at
+    /// most the client's [`wait_timeout`](crate::Settings::wait_timeout) when
+    /// it is set (none by default); the watchdog renews it until the guard
+    /// goes (unless [`ReadWriteLock::with_lease`]). Waits while a writer holds
     /// the lock or waits for it (unless this owner reads already, or writes).
     ///
     /// One round trip when it may read. Otherwise the call subscribes to the
@@ -141,17 +144,15 @@ impl ReadWriteLock {
     ///
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidOwner`], [`Error::WrongType`],
-    /// [`Error::Unavailable`], [`Error::ResponseTimeout`].
+    /// [`Error::Unavailable`], [`Error::ResponseTimeout`]; [`Error::Timeout`]
+    /// when the client's wait timeout ran out.
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: a waiting
     /// reader writes nothing to Redis, and an attempt in flight completes and
     /// gives back a hold it took.
-    pub async fn read(&self) -> Result<ReadGuard> {
-        let guard = self.acquire(Side::Read, Wait::Forever).await?;
-        Ok(ReadGuard::new(
-            guard.ok_or_else(|| self.timeout(Duration::MAX))?,
-        ))
+    pub fn read(&self) -> impl Future<Output = Result<ReadGuard>> + Send + '_ {
+        self.read_within(self.core.current_settings().wait_timeout)
     }
 
     /// One attempt to read: `None` when a writer holds or waits. One round trip.
@@ -168,7 +169,8 @@ impl ReadWriteLock {
             .map(ReadGuard::new))
     }
 
-    /// Waits at most `wait` to read.
+    /// Waits to read as long as `wait` says: `None` for ever, `Some(wait)`
+    /// at most `wait` (a zero one makes one attempt).
     ///
     /// Every call, retry and back-off fits in `wait` (one deadline for the
     /// call): a stalled, slow or unreachable server costs the wait, not a
@@ -181,13 +183,16 @@ impl ReadWriteLock {
     ///
     /// # Cancel safety
     /// As [`ReadWriteLock::read`].
-    pub async fn read_timeout(&self, wait: Duration) -> Result<ReadGuard> {
-        let guard = self.acquire(Side::Read, Wait::For(wait)).await?;
-        Ok(ReadGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    pub async fn read_within(&self, wait: Option<Duration>) -> Result<ReadGuard> {
+        let guard = self.acquire(Side::Read, Wait::within(wait)).await?;
+        let guard = guard.ok_or_else(|| self.timeout(wait.unwrap_or(Duration::MAX)))?;
+        Ok(ReadGuard::new(guard))
     }
 
     /// Waits until this owner holds the lock alone, then returns a write
-    /// guard; the watchdog renews it until the guard goes (unless
+    /// guard, or for at most the client's
+    /// [`wait_timeout`](crate::Settings::wait_timeout) when it is set (none
+    /// by default); the watchdog renews it until the guard goes (unless
     /// [`ReadWriteLock::with_lease`]).
     ///
     /// One round trip when the lock is free. Otherwise the call claims its
@@ -206,11 +211,8 @@ impl ReadWriteLock {
     /// Dropping the future withdraws the claim at once (from a task of its
     /// own) and wakes the readers queued behind it; an attempt in flight
     /// completes and gives back a hold it took. Nothing remains in Redis.
-    pub async fn write(&self) -> Result<WriteGuard> {
-        let guard = self.acquire(Side::Write, Wait::Forever).await?;
-        Ok(WriteGuard::new(
-            guard.ok_or_else(|| self.timeout(Duration::MAX))?,
-        ))
+    pub fn write(&self) -> impl Future<Output = Result<WriteGuard>> + Send + '_ {
+        self.write_within(self.core.current_settings().wait_timeout)
     }
 
     /// One attempt to write: `None` when anyone else holds the lock. Claims
@@ -228,7 +230,9 @@ impl ReadWriteLock {
             .map(WriteGuard::new))
     }
 
-    /// Waits at most `wait` to write; withdraws the claim when it runs out.
+    /// Waits to write as long as `wait` says: `None` for ever, `Some(wait)`
+    /// at most `wait` (a zero one makes one attempt, claiming nothing);
+    /// withdraws the claim when it runs out.
     ///
     /// Every call, retry and back-off fits in `wait` (one deadline for the
     /// call): a stalled, slow or unreachable server costs the wait, not a
@@ -241,9 +245,10 @@ impl ReadWriteLock {
     ///
     /// # Cancel safety
     /// As [`ReadWriteLock::write`].
-    pub async fn write_timeout(&self, wait: Duration) -> Result<WriteGuard> {
-        let guard = self.acquire(Side::Write, Wait::For(wait)).await?;
-        Ok(WriteGuard::new(guard.ok_or_else(|| self.timeout(wait))?))
+    pub async fn write_within(&self, wait: Option<Duration>) -> Result<WriteGuard> {
+        let guard = self.acquire(Side::Write, Wait::within(wait)).await?;
+        let guard = guard.ok_or_else(|| self.timeout(wait.unwrap_or(Duration::MAX)))?;
+        Ok(WriteGuard::new(guard))
     }
 
     /// A consistent snapshot of the lock: [`LockStatus::mode`] (read or

@@ -1,6 +1,7 @@
 //! The two sides of a read-write lock as lock handles of their own: the
 //! read side and the write side, each an [`AcquireLock`](crate::AcquireLock).
 
+use std::future::Future;
 use std::time::Duration;
 
 use super::ReadWriteLock;
@@ -8,9 +9,9 @@ use super::guard::{ReadGuard, WriteGuard};
 use crate::error::Result;
 
 /// The read side of a [`ReadWriteLock`], made by [`ReadWriteLock::reader`]:
-/// its `acquire`, `try_acquire` and `acquire_timeout` are the lock's
+/// its `acquire`, `try_acquire` and `acquire_within` are the lock's
 /// [`read`](ReadWriteLock::read), [`try_read`](ReadWriteLock::try_read) and
-/// [`read_timeout`](ReadWriteLock::read_timeout), so code written over
+/// [`read_within`](ReadWriteLock::read_within), so code written over
 /// [`AcquireLock`](crate::AcquireLock) takes a reader like any lock. Many
 /// read sides hold at once; none while a writer holds or waits.
 ///
@@ -22,9 +23,9 @@ pub struct ReadSide {
 }
 
 /// The write side of a [`ReadWriteLock`], made by [`ReadWriteLock::writer`]:
-/// its `acquire`, `try_acquire` and `acquire_timeout` are the lock's
+/// its `acquire`, `try_acquire` and `acquire_within` are the lock's
 /// [`write`](ReadWriteLock::write), [`try_write`](ReadWriteLock::try_write)
-/// and [`write_timeout`](ReadWriteLock::write_timeout), so code written over
+/// and [`write_within`](ReadWriteLock::write_within), so code written over
 /// [`AcquireLock`](crate::AcquireLock) takes the write lock like any
 /// exclusive lock.
 ///
@@ -39,8 +40,8 @@ pub struct WriteSide {
 // no side, so this file stands above it.
 impl ReadWriteLock {
     /// The read side as a lock handle of its own: a [`ReadSide`], whose
-    /// `acquire`, `try_acquire` and `acquire_timeout` are [`read`](ReadWriteLock::read),
-    /// [`try_read`](ReadWriteLock::try_read) and [`read_timeout`](ReadWriteLock::read_timeout).
+    /// `acquire`, `try_acquire` and `acquire_within` are [`read`](ReadWriteLock::read),
+    /// [`try_read`](ReadWriteLock::try_read) and [`read_within`](ReadWriteLock::read_within).
     /// It is an [`AcquireLock`](crate::AcquireLock), so code written over that
     /// trait takes a reader like any lock. It holds a clone of this handle
     /// (owner, lease and place lease included): a few reference counts.
@@ -75,8 +76,8 @@ impl ReadWriteLock {
     }
 
     /// The write side as a lock handle of its own: a [`WriteSide`], whose
-    /// `acquire`, `try_acquire` and `acquire_timeout` are [`write`](ReadWriteLock::write),
-    /// [`try_write`](ReadWriteLock::try_write) and [`write_timeout`](ReadWriteLock::write_timeout),
+    /// `acquire`, `try_acquire` and `acquire_within` are [`write`](ReadWriteLock::write),
+    /// [`try_write`](ReadWriteLock::try_write) and [`write_within`](ReadWriteLock::write_within),
     /// and an [`AcquireLock`](crate::AcquireLock) (see [`reader`](ReadWriteLock::reader)).
     /// It holds a clone of this handle: a few reference counts.
     pub fn writer(&self) -> WriteSide {
@@ -84,90 +85,64 @@ impl ReadWriteLock {
     }
 }
 
-impl ReadSide {
-    fn new(lock: ReadWriteLock) -> ReadSide {
-        ReadSide { lock }
-    }
+/// The methods of a side `$side` whose acquires are the lock's `$wait`,
+/// `$try` and `$within`, returning `$guard`.
+macro_rules! side {
+    ($side:ident, $guard:ty, $wait:ident, $try:ident, $within:ident) => {
+        impl $side {
+            fn new(lock: ReadWriteLock) -> $side {
+                $side { lock }
+            }
 
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        self.lock.name()
-    }
+            /// The lock's name, without the key prefix.
+            pub fn name(&self) -> &str {
+                self.lock.name()
+            }
 
-    /// Waits to read: [`ReadWriteLock::read`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::read`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::read`].
-    pub async fn acquire(&self) -> Result<ReadGuard> {
-        self.lock.read().await
-    }
+            /// The same side with a fixed lease on its holds (see
+            /// [`ReadWriteLock::with_lease`]).
+            pub fn with_lease(self, lease: Duration) -> $side {
+                $side::new(self.lock.with_lease(lease))
+            }
 
-    /// One attempt to read: [`ReadWriteLock::try_read`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::read`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::read`].
-    pub async fn try_acquire(&self) -> Result<Option<ReadGuard>> {
-        self.lock.try_read().await
-    }
+            #[doc = concat!("Waits: [`ReadWriteLock::", stringify!($wait), "`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($wait), "`].")]
+            ///
+            /// # Cancel safety
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($wait), "`].")]
+            pub fn acquire(&self) -> impl Future<Output = Result<$guard>> + Send + '_ {
+                self.lock.$wait()
+            }
 
-    /// Waits at most `wait` to read: [`ReadWriteLock::read_timeout`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::read_timeout`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::read`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<ReadGuard> {
-        self.lock.read_timeout(wait).await
-    }
+            #[doc = concat!("One attempt: [`ReadWriteLock::", stringify!($try), "`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($try), "`].")]
+            ///
+            /// # Cancel safety
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($wait), "`].")]
+            pub fn try_acquire(&self) -> impl Future<Output = Result<Option<$guard>>> + Send + '_ {
+                self.lock.$try()
+            }
+
+            #[doc = concat!("Waits as long as `wait` says: [`ReadWriteLock::", stringify!($within), "`].")]
+            ///
+            /// # Errors
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($within), "`].")]
+            ///
+            /// # Cancel safety
+            #[doc = concat!("As [`ReadWriteLock::", stringify!($wait), "`].")]
+            pub fn acquire_within(
+                &self,
+                wait: Option<Duration>,
+            ) -> impl Future<Output = Result<$guard>> + Send + '_ {
+                self.lock.$within(wait)
+            }
+        }
+    };
 }
 
-impl WriteSide {
-    fn new(lock: ReadWriteLock) -> WriteSide {
-        WriteSide { lock }
-    }
-
-    /// The lock's name, without the key prefix.
-    pub fn name(&self) -> &str {
-        self.lock.name()
-    }
-
-    /// Waits to write: [`ReadWriteLock::write`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::write`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::write`].
-    pub async fn acquire(&self) -> Result<WriteGuard> {
-        self.lock.write().await
-    }
-
-    /// One attempt to write: [`ReadWriteLock::try_write`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::write`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::write`].
-    pub async fn try_acquire(&self) -> Result<Option<WriteGuard>> {
-        self.lock.try_write().await
-    }
-
-    /// Waits at most `wait` to write: [`ReadWriteLock::write_timeout`].
-    ///
-    /// # Errors
-    /// As [`ReadWriteLock::write_timeout`].
-    ///
-    /// # Cancel safety
-    /// As [`ReadWriteLock::write`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<WriteGuard> {
-        self.lock.write_timeout(wait).await
-    }
-}
+side!(ReadSide, ReadGuard, read, try_read, read_within);
+side!(WriteSide, WriteGuard, write, try_write, write_within);

@@ -13,8 +13,6 @@ use crate::transport::script_routes::FunctionLibrary;
 pub(crate) struct LibrarySource {
     name: String,
     source: String,
-    /// The first script's EVALSHA source ([`FunctionLibrary::probe`]).
-    probe: String,
 }
 
 /// The lease rule as the scripts carry it, and in the form functions use:
@@ -71,14 +69,7 @@ impl LibrarySource {
                 flags.join(", "),
             ));
         }
-        let probe = scripts
-            .first()
-            .map_or_else(String::new, |lua| lua.source.clone());
-        LibrarySource {
-            name,
-            source,
-            probe,
-        }
+        LibrarySource { name, source }
     }
 
     /// The library as a connection is handed it.
@@ -86,7 +77,6 @@ impl LibrarySource {
         FunctionLibrary {
             name: &self.name,
             source: &self.source,
-            probe: &self.probe,
         }
     }
 }

@@ -4,6 +4,7 @@ pub(crate) mod keys;
 pub(crate) mod permit;
 pub(crate) mod scripts;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -170,7 +171,8 @@ impl Semaphore {
 
     /// Waits until a permit is free, takes it, and returns a guard that
     /// gives it back: [`acquire_many(1)`](Semaphore::acquire_many), as
-    /// tokio's `Semaphore::acquire`.
+    /// tokio's `Semaphore::acquire` (waiting at most the client's
+    /// [`wait_timeout`](crate::Settings::wait_timeout) when it is set).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -191,8 +193,8 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As [`Semaphore::acquire_many`].
-    pub async fn acquire(&self) -> Result<SemaphorePermit> {
-        self.acquire_many(1).await
+    pub fn acquire(&self) -> impl Future<Output = Result<SemaphorePermit>> + Send + '_ {
+        self.acquire_many(1)
     }
 
     /// One attempt at one permit: [`try_acquire_many(1)`](Semaphore::try_acquire_many).
@@ -207,16 +209,16 @@ impl Semaphore {
         self.try_acquire_many(1).await
     }
 
-    /// Waits at most `wait` for one permit:
-    /// [`acquire_many_timeout(1, wait)`](Semaphore::acquire_many_timeout).
+    /// Waits for one permit as long as `wait` says:
+    /// [`acquire_many_within(1, wait)`](Semaphore::acquire_many_within).
     ///
     /// # Errors
-    /// As [`Semaphore::acquire_many_timeout`].
+    /// As [`Semaphore::acquire_many_within`].
     ///
     /// # Cancel safety
     /// As [`Semaphore::acquire_many`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
-        self.acquire_many_timeout(1, wait).await
+    pub async fn acquire_within(&self, wait: Option<Duration>) -> Result<SemaphorePermit> {
+        self.acquire_many_within(1, wait).await
     }
 
     /// Waits until `permits` permits are free, takes them all at once, and
@@ -228,8 +230,10 @@ impl Semaphore {
     /// as a safety net, a second without one); each wake-up costs one round
     /// trip. Waiters of one client wake one per message, oldest first; a
     /// waiter that leaves permits over passes the wake-up on. Asking for more
-    /// permits than the semaphore will ever have waits for ever: use
-    /// [`acquire_many_timeout`](Semaphore::acquire_many_timeout) when unsure.
+    /// permits than the semaphore will ever have waits for ever (unless the
+    /// client's [`wait_timeout`](crate::Settings::wait_timeout) is set, which
+    /// bounds it): use [`acquire_many_within`](Semaphore::acquire_many_within)
+    /// when unsure.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -243,7 +247,7 @@ impl Semaphore {
     /// let three = pool.acquire_many(3).await?;     // all three, or none
     /// assert_eq!(three.permits(), 3);
     /// assert!(pool.try_acquire_many(2).await?.is_none()); // only one is left
-    /// let waited = pool.acquire_many_timeout(2, Duration::from_millis(50)).await;
+    /// let waited = pool.acquire_many_within(2, Some(Duration::from_millis(50))).await;
     /// assert!(matches!(waited, Err(redlatch::Error::NoPermits { .. })));
     /// three.release().await?;
     /// assert!(pool.try_acquire_many(2).await?.is_some());
@@ -259,10 +263,11 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: an
     /// attempt in flight completes and, if it took permits, gives them back.
-    pub async fn acquire_many(&self, permits: u32) -> Result<SemaphorePermit> {
-        self.acquire_within(permits, None)
-            .await?
-            .ok_or_else(|| self.no_permits(permits, Duration::MAX))
+    pub fn acquire_many(
+        &self,
+        permits: u32,
+    ) -> impl Future<Output = Result<SemaphorePermit>> + Send + '_ {
+        self.acquire_many_within(permits, self.core.current_settings().wait_timeout)
     }
 
     /// One attempt: the guard if `permits` permits were free, else `None`
@@ -274,10 +279,11 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`Semaphore::acquire_many`].
     pub async fn try_acquire_many(&self, permits: u32) -> Result<Option<SemaphorePermit>> {
-        self.acquire_within(permits, Some(Duration::ZERO)).await
+        self.acquire_waiting(permits, Wait::Once).await
     }
 
-    /// Waits at most `wait` for `permits` permits. A zero `wait` makes one attempt.
+    /// Waits for `permits` permits as long as `wait` says: `None` for ever,
+    /// `Some(wait)` at most `wait` (a zero one makes one attempt).
     ///
     /// Every call, retry and back-off fits in `wait` (one deadline for the
     /// call): a stalled, slow or unreachable server costs the wait, not a
@@ -291,14 +297,14 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As [`Semaphore::acquire_many`].
-    pub async fn acquire_many_timeout(
+    pub async fn acquire_many_within(
         &self,
         permits: u32,
-        wait: Duration,
+        wait: Option<Duration>,
     ) -> Result<SemaphorePermit> {
-        self.acquire_within(permits, Some(wait))
+        self.acquire_waiting(permits, Wait::within(wait))
             .await?
-            .ok_or_else(|| self.no_permits(permits, wait))
+            .ok_or_else(|| self.no_permits(permits, wait.unwrap_or(Duration::MAX)))
     }
 
     /// Gives back `permits` permits without a guard (Redisson's `release(n)`),
@@ -346,19 +352,10 @@ impl Semaphore {
         }
     }
 
-    /// The acquire, driven by the wait loop; `wait`: `None` waits for ever.
-    async fn acquire_within(
-        &self,
-        permits: u32,
-        wait: Option<Duration>,
-    ) -> Result<Option<SemaphorePermit>> {
+    /// The acquire, driven by the wait loop.
+    async fn acquire_waiting(&self, permits: u32, wait: Wait) -> Result<Option<SemaphorePermit>> {
         self.check_permits(permits)?;
         let keys = Arc::new(self.keys()?);
-        let wait = match wait {
-            None => Wait::Forever,
-            Some(Duration::ZERO) => Wait::Once,
-            Some(wait) => Wait::For(wait),
-        };
         let mut acquisition = SemaphoreAcquisition {
             semaphore: self,
             keys,

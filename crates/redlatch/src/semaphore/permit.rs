@@ -16,6 +16,7 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
+use crate::lock::handle_options::{lease_option, waiting_methods};
 use crate::lock::hold_accessors::hold_accessors;
 use crate::semaphore::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::scripts;
@@ -82,6 +83,8 @@ pub(crate) static PERMIT_RENEWAL: BatchRenewal = BatchRenewal {
 pub struct PermitSemaphore {
     core: Arc<Core>,
     name: Arc<str>,
+    /// A fixed lease; `None`: the client's default lease, renewed.
+    lease: Option<Duration>,
 }
 
 impl PermitSemaphore {
@@ -89,9 +92,23 @@ impl PermitSemaphore {
         PermitSemaphore {
             core,
             name: Arc::from(name),
+            lease: None,
         }
     }
 }
+
+lease_option!(
+    PermitSemaphore,
+    "# let server = testkit::RedisServer::start().unwrap();\n# let client = redlatch::Client::connect(&server.url()).await?;\n# client.permit_semaphore(\"report\").try_set_permits(1).await?;",
+    "client.permit_semaphore(\"report\")",
+    "acquire"
+);
+waiting_methods!(
+    PermitSemaphore => ExpirablePermit,
+    "[`Error::NoPermits`]",
+    "One attempt: a permit if one was free, else `None`. One round trip.",
+    "Waits for a free permit as long as `wait` says."
+);
 
 /// What one acquire attempt found.
 enum PermitReply {
@@ -156,7 +173,10 @@ impl PermitSemaphore {
         }
     }
 
-    /// Waits for a free permit and takes it, renewed while the guard lives.
+    /// Waits for a free permit and takes it, renewed while the guard lives
+    /// (unless the handle has a fixed lease: [`PermitSemaphore::with_lease`],
+    /// Redisson's `acquire(leaseTime)`), or for at most the client's
+    /// [`wait_timeout`](crate::Settings::wait_timeout) when it is set.
     ///
     /// One round trip when a permit is free (expired ones are reclaimed in
     /// the same call). Otherwise the call subscribes to the channel, tries
@@ -168,64 +188,14 @@ impl PermitSemaphore {
     /// [`Error::InvalidName`], [`Error::InvalidDuration`] (the client's
     /// default lease is below [`MIN_WATCHDOG_LEASE`](crate::Settings::MIN_WATCHDOG_LEASE)),
     /// [`Error::WrongValue`], connection errors (a permit taken by a call cut
-    /// off this way expires after one lease).
+    /// off this way expires after one lease); [`Error::NoPermits`] when the
+    /// client's wait timeout ran out.
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting and leaves nothing behind: an
     /// attempt in flight completes and, if it took a permit, gives it back.
-    pub async fn acquire(&self) -> Result<ExpirablePermit> {
-        self.acquire_within(None, None)
-            .await?
-            .ok_or_else(|| self.no_permit(Duration::MAX))
-    }
-
-    /// One attempt: a renewed permit if one was free, else `None`. One round trip.
-    ///
-    /// # Errors
-    /// As [`PermitSemaphore::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`PermitSemaphore::acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
-        self.acquire_within(Some(Duration::ZERO), None).await
-    }
-
-    /// Waits at most `wait` for a renewed permit. A zero `wait` makes one attempt.
-    ///
-    /// Every call, retry and back-off fits in `wait` (one deadline for the
-    /// call): a stalled, slow or unreachable server costs the wait, not a
-    /// response timeout per attempt.
-    ///
-    /// # Errors
-    /// [`Error::NoPermits`] when none came free within `wait`;
-    /// [`Error::ResponseTimeout`] naming the caller's wait
-    /// ([`TimeLimit::Wait`](crate::TimeLimit::Wait)) when Redis had not
-    /// answered when it ran out; else as
-    /// [`PermitSemaphore::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`PermitSemaphore::acquire`].
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<ExpirablePermit> {
-        self.acquire_within(Some(wait), None)
-            .await?
-            .ok_or_else(|| self.no_permit(wait))
-    }
-
-    /// Waits for a permit with a fixed `lease` that is not renewed (Redisson's
-    /// `acquire(leaseTime)`): the permit comes back after `lease` even if the
-    /// guard is still alive, and the guard's [`lost`](ExpirablePermit::lost)
-    /// resolves then.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDuration`] unless 1 ms ≤ `lease` ≤ 30 days; else as
-    /// [`PermitSemaphore::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`PermitSemaphore::acquire`].
-    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<ExpirablePermit> {
-        self.acquire_within(None, Some(lease))
-            .await?
-            .ok_or_else(|| self.no_permit(Duration::MAX))
+    pub fn acquire(&self) -> impl Future<Output = Result<ExpirablePermit>> + Send + '_ {
+        self.acquire_within(self.core.current_settings().wait_timeout)
     }
 
     fn plain(&self) -> crate::semaphore::Semaphore {
@@ -237,7 +207,8 @@ impl PermitSemaphore {
         SemaphoreKeys::new(&settings.key_prefix, &self.name)?.checked_for(&self.core.conn)
     }
 
-    fn no_permit(&self, waited: Duration) -> Error {
+    /// The error of a wait for a permit that ran out after `waited`.
+    fn timeout(&self, waited: Duration) -> Error {
         Error::NoPermits {
             name: self.name.to_string(),
             permits: 1,
@@ -245,21 +216,11 @@ impl PermitSemaphore {
         }
     }
 
-    /// The acquire, driven by the wait loop. `wait`: `None` waits for ever. `fixed`: a lease
-    /// that is not renewed; `None` renews the client's default lease.
-    async fn acquire_within(
-        &self,
-        wait: Option<Duration>,
-        fixed: Option<Duration>,
-    ) -> Result<Option<ExpirablePermit>> {
+    /// The acquire, driven by the wait loop, on the handle's lease.
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Option<ExpirablePermit>> {
         let keys = Arc::new(self.keys()?);
         let core = &self.core;
-        let (lease_ms, renewed) = lease_choice(core, fixed)?;
-        let wait = match wait {
-            None => Wait::Forever,
-            Some(Duration::ZERO) => Wait::Once,
-            Some(wait) => Wait::For(wait),
-        };
+        let (lease_ms, renewed) = lease_choice(core, self.lease)?;
         let mut acquisition = PermitAcquisition {
             semaphore: self,
             keys,

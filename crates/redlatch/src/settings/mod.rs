@@ -111,8 +111,10 @@ pub struct Settings {
     /// Prepended to every lock name to form its key (default none). Applies
     /// to acquisitions that start after the change.
     pub key_prefix: String,
-    /// How long [`Lock::acquire_default_wait`](crate::Lock::acquire_default_wait)
-    /// waits; `None` (default) waits until the lock is free.
+    /// How long an `acquire()` of any handle waits ([`Lock::acquire`](crate::Lock::acquire),
+    /// the other primitives', Redlock's) before [`Error::Timeout`](crate::Error::Timeout)
+    /// (or `NoPermits`); `None` (default) waits until the lock is free.
+    /// `try_acquire` and `acquire_within` say their own wait.
     pub wait_timeout: Option<Duration>,
     /// Retries after connection errors.
     pub retry: RetryPolicy,

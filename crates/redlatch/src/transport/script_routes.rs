@@ -12,10 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct FunctionLibrary {
     pub(crate) name: &'static str,
     pub(crate) source: &'static str,
-    /// One of its scripts as EVALSHA runs it: what a connect loads with
-    /// `SCRIPT LOAD` to learn whether the server runs scripts at all
-    /// (a client that runs them by EVALSHA loads it on first use anyway).
-    pub(crate) probe: &'static str,
 }
 
 /// Whether scripts run as functions (FCALL) on this connection, and of

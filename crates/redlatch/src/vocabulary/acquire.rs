@@ -20,10 +20,17 @@ use crate::spin_lock::SpinLock;
 /// and a [`ReadWriteLock`](crate::ReadWriteLock)'s [`WriteSide`] and
 /// [`ReadSide`] ([`writer`](crate::ReadWriteLock::writer),
 /// [`reader`](crate::ReadWriteLock::reader)).
-/// Its three ways to acquire are the handle's own methods of the same name;
-/// what differs between the kinds is only who gets it next (any waiter, the
-/// first in line, a majority of masters' choice, any of N, every reader once
-/// no writer holds or waits).
+/// It has one acquire shape, the same on every kind: a fixed lease set on
+/// the handle ([`with_lease`](AcquireLock::with_lease); without one the
+/// watchdog renews the client's default lease), and three ways to acquire,
+/// [`acquire`](AcquireLock::acquire) (waits as the client's
+/// [`wait_timeout`](crate::Settings::wait_timeout) says: until held by
+/// default), [`try_acquire`](AcquireLock::try_acquire) (one attempt) and
+/// [`acquire_within`](AcquireLock::acquire_within) (`None`: until held;
+/// `Some(d)`: at most `d`). They are the handle's own methods of the same
+/// name; what differs between the kinds is only who gets it next (any
+/// waiter, the first in line, a majority of masters' choice, any of N, every
+/// reader once no writer holds or waits).
 ///
 /// Generic code that needs a fencing token asks for a [`Fenced`](crate::Fenced)
 /// guard: every lock's guard is, a permit is not.
@@ -65,8 +72,18 @@ pub trait AcquireLock {
     /// The name, without the key prefix.
     fn name(&self) -> &str;
 
-    /// Waits as long as it takes (woken by the release of the holder, not
-    /// by polling).
+    /// The same handle, whose holds have a fixed `lease` that is not
+    /// renewed (checked when the handle is used:
+    /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) unless
+    /// 1 ms ≤ `lease` ≤ 30 days).
+    fn with_lease(self, lease: Duration) -> Self
+    where
+        Self: Sized;
+
+    /// Waits until held (woken by the release of the holder, not by
+    /// polling), or for at most the client's
+    /// [`wait_timeout`](crate::Settings::wait_timeout) when it is set:
+    /// `acquire_within(wait_timeout)`.
     ///
     /// # Errors
     /// Connection errors, and those of the handle's own `acquire`.
@@ -84,15 +101,20 @@ pub trait AcquireLock {
     /// As [`acquire`](AcquireLock::acquire).
     fn try_acquire(&self) -> impl Future<Output = Result<Option<Self::Guard>>> + Send;
 
-    /// Waits at most `wait`.
+    /// Waits until held (`None`) or at most `wait` (`Some`; a zero wait
+    /// makes one attempt, and "held elsewhere" is then an error).
     ///
     /// # Errors
-    /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out; as
+    /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out
+    /// ([`Error::NoPermits`](crate::Error::NoPermits) for a permit); as
     /// [`acquire`](AcquireLock::acquire).
     ///
     /// # Cancel safety
     /// As [`acquire`](AcquireLock::acquire).
-    fn acquire_timeout(&self, wait: Duration) -> impl Future<Output = Result<Self::Guard>> + Send;
+    fn acquire_within(
+        &self,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<Self::Guard>> + Send;
 }
 
 /// `AcquireLock` for a handle whose inherent methods have the trait's names.
@@ -105,6 +127,10 @@ macro_rules! acquire_lock {
                 <$handle>::name(self)
             }
 
+            fn with_lease(self, lease: Duration) -> $handle {
+                <$handle>::with_lease(self, lease)
+            }
+
             fn acquire(&self) -> impl Future<Output = Result<$guard>> + Send {
                 <$handle>::acquire(self)
             }
@@ -113,8 +139,11 @@ macro_rules! acquire_lock {
                 <$handle>::try_acquire(self)
             }
 
-            fn acquire_timeout(&self, wait: Duration) -> impl Future<Output = Result<$guard>> + Send {
-                <$handle>::acquire_timeout(self, wait)
+            fn acquire_within(
+                &self,
+                wait: Option<Duration>,
+            ) -> impl Future<Output = Result<$guard>> + Send {
+                <$handle>::acquire_within(self, wait)
             }
         }
     )+};

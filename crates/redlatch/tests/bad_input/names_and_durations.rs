@@ -47,7 +47,7 @@ fn random_names_and_leases_acquire_or_fail_as_the_limits_say() {
         let bad_name = name.is_empty() || name.len() > MAX_NAME_LEN;
         let bad_lease = lease < MIN_LEASE || lease > MAX_LEASE;
         let lock = client.lock(name.as_str());
-        let result = runtime.block_on(lock.try_acquire_with_lease(lease));
+        let result = runtime.block_on(lock.clone().with_lease(lease).try_acquire());
         match result {
             Ok(Some(guard)) => {
                 prop_assert!(!bad_name && !bad_lease, "took {name:?} for {lease:?}");

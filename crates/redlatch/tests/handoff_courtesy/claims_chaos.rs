@@ -209,7 +209,7 @@ async fn misbehave(
                 // Gives up: withdraws its claim.
                 did.gave_up += 1;
                 let wait = between(&mut rng, 250, 900);
-                match lock.acquire_timeout(wait).await {
+                match lock.acquire_within(Some(wait)).await {
                     Ok(guard) => {
                         guard.release().await.unwrap();
                         did.served += 1;

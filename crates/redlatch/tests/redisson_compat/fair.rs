@@ -342,7 +342,7 @@ async fn giving_up_moves_the_waiters_behind_up_on_both_sides() {
     let lock = client.fair_lock(name);
     let waiting = tokio::spawn({
         let lock = lock.clone();
-        async move { lock.acquire_timeout(Duration::from_millis(400)).await }
+        async move { lock.acquire_within(Some(Duration::from_millis(400))).await }
     });
     assert!(line_reaches(&java, &holder, 1).await);
     let redlatch_field = line(&mut java, &holder).await[0].clone();
@@ -433,7 +433,7 @@ async fn dead_java_waiters_go_at_their_deadline_and_live_ones_stay() {
         .with_place_lease(Duration::from_millis(60));
     for _ in 0..10 {
         let _ = impatient
-            .acquire_timeout(Duration::from_millis(100))
+            .acquire_within(Some(Duration::from_millis(100)))
             .await
             .unwrap_err();
     }

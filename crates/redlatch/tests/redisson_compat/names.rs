@@ -64,7 +64,7 @@ async fn a_redisson_unlock_wakes_a_redlatch_waiter_on_a_name_with_braces() {
     let waiter = tokio::spawn({
         let lock = client.lock(name);
         async move {
-            lock.acquire_timeout(Duration::from_secs(10))
+            lock.acquire_within(Some(Duration::from_secs(10)))
                 .await
                 .map(drop)
         }

@@ -188,7 +188,9 @@ async fn permits_taken_on_either_side_are_released_and_reclaimed_by_the_other() 
         // A redlatch permit whose fixed lease ran out is reclaimed by Java.
         second.release().await.unwrap();
         let brief = slots
-            .acquire_with_lease(Duration::from_millis(100))
+            .clone()
+            .with_lease(Duration::from_millis(100))
+            .acquire()
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;

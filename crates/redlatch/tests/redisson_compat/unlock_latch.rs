@@ -59,7 +59,7 @@ async fn a_latched_redisson_unlock_wakes_redlatch_and_its_resend_leaves_the_new_
     assert_eq!(taken, None);
     let waiter = tokio::spawn({
         let lock = client.lock(name);
-        async move { lock.acquire_timeout(Duration::from_secs(10)).await }
+        async move { lock.acquire_within(Some(Duration::from_secs(10))).await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(unlock(&mut java, name, "req-1").await, Some(1));

@@ -132,7 +132,7 @@ where
                 describe(&once)
             ));
         }
-        let waited = self.busy.acquire_timeout(BUSY_WAIT).await;
+        let waited = self.busy.acquire_within(Some(BUSY_WAIT)).await;
         if !not_acquired(&waited) {
             failures.push(format!(
                 "{at}: acquire_timeout of a busy one ended with {}",
@@ -322,7 +322,7 @@ impl SemaphoreRow {
                 describe(&once)
             ));
         }
-        let waited = self.busy.acquire_timeout(BUSY_WAIT).await;
+        let waited = self.busy.acquire_within(Some(BUSY_WAIT)).await;
         if !not_acquired(&waited) {
             failures.push(format!(
                 "{at}: acquire_timeout of a busy one ended with {}",
@@ -561,7 +561,8 @@ async fn every_primitive_answers_as_it_should_when_the_server_is_out_of_memory()
     for (form, redlock) in &redlocks_by_form {
         let fixed = redlock
             .lock(format!("oom:redlock-fixed:{form}"))
-            .acquire_with_lease(FIXED_LEASE)
+            .with_lease(FIXED_LEASE)
+            .acquire()
             .await
             .expect("a fixed-lease Redlock hold");
         fixed_redlocks.push((*form, fixed));

@@ -214,7 +214,7 @@ async fn take(client: &Client, rng: &mut common::Rng) -> Option<Held> {
         0 => {
             let lock = client.lock(format!("chaos:lock:{}", rng.below(LOCKS)));
             match fixed {
-                Some(lease) => lock.try_acquire_with_lease(lease).await,
+                Some(lease) => lock.clone().with_lease(lease).try_acquire().await,
                 None => lock.try_acquire().await,
             }
             .map(|guard| guard.map(Held::Lock))

@@ -54,7 +54,9 @@ fn hold_lock(c: Client, n: &'static str) -> Pin<Box<dyn Future<Output = Held> + 
 const WAYS: &[Way] = &[
     Way {
         name: "lock",
-        acquire: |c, n, w| Box::pin(async move { c.lock(n).acquire_timeout(w).await.map(drop) }),
+        acquire: |c, n, w| {
+            Box::pin(async move { c.lock(n).acquire_within(Some(w)).await.map(drop) })
+        },
         hold: hold_lock,
     },
     Way {
@@ -63,7 +65,8 @@ const WAYS: &[Way] = &[
             Box::pin(async move {
                 let lease = Duration::from_secs(10);
                 c.lock(n)
-                    .acquire_timeout_with_lease(w, lease)
+                    .with_lease(lease)
+                    .acquire_within(Some(w))
                     .await
                     .map(drop)
             })
@@ -76,7 +79,7 @@ const WAYS: &[Way] = &[
             Box::pin(async move {
                 c.lock(n)
                     .with_owner("deadline")
-                    .acquire_timeout(w)
+                    .acquire_within(Some(w))
                     .await
                     .map(drop)
             })
@@ -86,7 +89,7 @@ const WAYS: &[Way] = &[
     Way {
         name: "fair lock",
         acquire: |c, n, w| {
-            Box::pin(async move { c.fair_lock(n).acquire_timeout(w).await.map(drop) })
+            Box::pin(async move { c.fair_lock(n).acquire_within(Some(w)).await.map(drop) })
         },
         hold: |c, n| {
             Box::pin(async move { Box::new(c.fair_lock(n).acquire().await.unwrap()) as Held })
@@ -95,14 +98,14 @@ const WAYS: &[Way] = &[
     Way {
         name: "spin lock",
         acquire: |c, n, w| {
-            Box::pin(async move { c.spin_lock(n).acquire_timeout(w).await.map(drop) })
+            Box::pin(async move { c.spin_lock(n).acquire_within(Some(w)).await.map(drop) })
         },
         hold: hold_lock,
     },
     Way {
         name: "read",
         acquire: |c, n, w| {
-            Box::pin(async move { c.read_write_lock(n).read_timeout(w).await.map(drop) })
+            Box::pin(async move { c.read_write_lock(n).read_within(Some(w)).await.map(drop) })
         },
         hold: |c, n| {
             Box::pin(async move { Box::new(c.read_write_lock(n).write().await.unwrap()) as Held })
@@ -111,7 +114,7 @@ const WAYS: &[Way] = &[
     Way {
         name: "write",
         acquire: |c, n, w| {
-            Box::pin(async move { c.read_write_lock(n).write_timeout(w).await.map(drop) })
+            Box::pin(async move { c.read_write_lock(n).write_within(Some(w)).await.map(drop) })
         },
         hold: |c, n| {
             Box::pin(async move { Box::new(c.read_write_lock(n).read().await.unwrap()) as Held })
@@ -120,7 +123,7 @@ const WAYS: &[Way] = &[
     Way {
         name: "semaphore",
         acquire: |c, n, w| {
-            Box::pin(async move { c.semaphore(n).acquire_timeout(w).await.map(drop) })
+            Box::pin(async move { c.semaphore(n).acquire_within(Some(w)).await.map(drop) })
         },
         hold: |c, n| {
             Box::pin(async move {
@@ -133,7 +136,12 @@ const WAYS: &[Way] = &[
     Way {
         name: "permit semaphore",
         acquire: |c, n, w| {
-            Box::pin(async move { c.permit_semaphore(n).acquire_timeout(w).await.map(drop) })
+            Box::pin(async move {
+                c.permit_semaphore(n)
+                    .acquire_within(Some(w))
+                    .await
+                    .map(drop)
+            })
         },
         hold: |c, n| {
             Box::pin(async move {
@@ -148,7 +156,10 @@ const WAYS: &[Way] = &[
         acquire: |c, n, w| {
             Box::pin(async move {
                 let locks = [c.lock(format!("{n}-a")), c.lock(format!("{n}-b"))];
-                MultiLock::new(locks).acquire_timeout(w).await.map(drop)
+                MultiLock::new(locks)
+                    .acquire_within(Some(w))
+                    .await
+                    .map(drop)
             })
         },
         // The first lock in key order: the second is reached with what the
@@ -396,13 +407,13 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
                     .to_owned(),
             };
             let rows = tokio::join!(
-                async { lock.acquire_timeout(wait).await.map(drop) },
-                async { named.acquire_timeout(wait).await.map(drop) },
-                async { fair.acquire_timeout(wait).await.map(drop) },
-                async { rw.write_timeout(wait).await.map(drop) },
-                async { sem.acquire_timeout(wait).await.map(drop) },
-                async { permits.acquire_timeout(wait).await.map(drop) },
-                async { multi.acquire_timeout(wait).await.map(drop) },
+                async { lock.acquire_within(Some(wait)).await.map(drop) },
+                async { named.acquire_within(Some(wait)).await.map(drop) },
+                async { fair.acquire_within(Some(wait)).await.map(drop) },
+                async { rw.write_within(Some(wait)).await.map(drop) },
+                async { sem.acquire_within(Some(wait)).await.map(drop) },
+                async { permits.acquire_within(Some(wait)).await.map(drop) },
+                async { multi.acquire_within(Some(wait)).await.map(drop) },
             );
             for (way, row) in [
                 ("lock", rows.0),
@@ -436,33 +447,39 @@ async fn bounded_waits_cut_off_at_random_leave_nothing_behind_and_the_next_waite
     let soon = Duration::from_millis(1500);
     let multi = MultiLock::new([fresh.lock("cut:multi-a"), fresh.lock("cut:multi-b")]);
     let served = tokio::join!(
-        async { fresh.lock("cut:lock").acquire_timeout(soon).await.map(drop) },
-        async { multi.acquire_timeout(soon).await.map(drop) },
+        async {
+            fresh
+                .lock("cut:lock")
+                .acquire_within(Some(soon))
+                .await
+                .map(drop)
+        },
+        async { multi.acquire_within(Some(soon)).await.map(drop) },
         async {
             fresh
                 .fair_lock("cut:fair")
-                .acquire_timeout(soon)
+                .acquire_within(Some(soon))
                 .await
                 .map(drop)
         },
         async {
             fresh
                 .read_write_lock("cut:rw")
-                .write_timeout(soon)
+                .write_within(Some(soon))
                 .await
                 .map(drop)
         },
         async {
             fresh
                 .semaphore("cut:sem")
-                .acquire_timeout(soon)
+                .acquire_within(Some(soon))
                 .await
                 .map(drop)
         },
         async {
             fresh
                 .permit_semaphore("cut:permits")
-                .acquire_timeout(soon)
+                .acquire_within(Some(soon))
                 .await
                 .map(drop)
         },
@@ -539,7 +556,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "lock",
                 client
                     .lock("any:lock")
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -547,7 +564,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "fair lock",
                 client
                     .fair_lock("any:fair")
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -555,7 +572,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "spin lock",
                 client
                     .spin_lock("any:spin")
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -563,7 +580,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "read",
                 client
                     .read_write_lock("any:rw-r")
-                    .read_timeout(wait)
+                    .read_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -571,7 +588,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "write",
                 client
                     .read_write_lock("any:rw-w")
-                    .write_timeout(wait)
+                    .write_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -579,7 +596,7 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "semaphore",
                 client
                     .semaphore("any:sem")
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -587,14 +604,14 @@ async fn a_wait_of_any_length_takes_a_free_primitive() {
                 "permit semaphore",
                 client
                     .permit_semaphore("any:permits")
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
             (
                 "multi-lock",
                 MultiLock::new([client.lock("any:m-a"), client.lock("any:m-b")])
-                    .acquire_timeout(wait)
+                    .acquire_within(Some(wait))
                     .await
                     .map(drop),
             ),
@@ -635,12 +652,12 @@ async fn a_wait_that_ran_out_behind_a_local_waiter_ends_not_acquired_through_lat
     // A waiter of the same client, parked: the next acquire queues behind it.
     let queued = {
         let lock = client.lock("behind-local");
-        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(5)).await })
+        tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(5))).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     for round in 0..3 {
         let started = Instant::now();
-        let outcome = client.lock("behind-local").acquire_timeout(WAIT).await;
+        let outcome = client.lock("behind-local").acquire_within(Some(WAIT)).await;
         let took = started.elapsed();
         assert!(
             matches!(outcome, Err(Error::Timeout { .. })),

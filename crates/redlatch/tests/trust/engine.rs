@@ -87,7 +87,9 @@ async fn a_short_fixed_lease_reentry_never_shortens_a_watchdog_hold() {
     let lock = client.lock("mixed").with_owner("request-7");
     let watched = lock.acquire().await.unwrap();
     let fixed = lock
-        .acquire_with_lease(Duration::from_millis(300))
+        .clone()
+        .with_lease(Duration::from_millis(300))
+        .acquire()
         .await
         .unwrap();
     assert_eq!(watched.token(), fixed.token(), "a re-entry");
@@ -117,7 +119,9 @@ async fn a_watchdog_reentry_of_a_fixed_lease_hold_is_renewed() {
     let rival = common::client(&server).await;
     let lock = client.lock("fixed-then-watched").with_owner("request-8");
     let fixed = lock
-        .acquire_with_lease(Duration::from_millis(600))
+        .clone()
+        .with_lease(Duration::from_millis(600))
+        .acquire()
         .await
         .unwrap();
     let watched = lock.acquire().await.unwrap();
@@ -240,7 +244,7 @@ async fn acquire_timeout_behind_a_local_waiter_keeps_one_deadline() {
     for _ in 0..3 {
         let wait = Duration::from_secs(1);
         let started = Instant::now();
-        let outcome = client.lock("queued").acquire_timeout(wait).await;
+        let outcome = client.lock("queued").acquire_within(Some(wait)).await;
         let took = started.elapsed();
         assert!(matches!(outcome, Err(Error::Timeout { .. })), "{outcome:?}");
         assert!(
@@ -267,7 +271,9 @@ async fn a_stale_guard_never_reenters_a_newer_hold_of_its_owner() {
         let stale = lock.acquire().await.unwrap();
         assert!(lock.force_unlock().await.unwrap());
         let fresh = lock
-            .acquire_with_lease(Duration::from_millis(400))
+            .clone()
+            .with_lease(Duration::from_millis(400))
+            .acquire()
             .await
             .unwrap();
         assert!(fresh.token() > stale.token());

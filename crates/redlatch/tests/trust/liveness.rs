@@ -280,7 +280,7 @@ async fn a_waiting_acquire_carries_no_room_for_its_rare_paths() {
         ),
         (
             "lock.acquire_timeout",
-            std::mem::size_of_val(&lock.acquire_timeout(wait)),
+            std::mem::size_of_val(&lock.acquire_within(Some(wait))),
             LOCK_BUDGET,
         ),
         (

@@ -30,7 +30,8 @@ async fn a_lock_key_overwritten_with_another_type_is_lost_without_a_reconnect_st
     let client = common::client(&server).await;
     let fixed = client
         .lock("overwritten")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     let other = client.lock("overwritten:other").acquire().await.unwrap();
@@ -191,7 +192,8 @@ async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
     let client = common::client(&server).await;
     let guard = client
         .lock("full:server")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -255,7 +257,8 @@ async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
     let client = common::client(&server).await;
     let guard = client
         .lock("rotated:password")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -321,11 +324,13 @@ async fn thousands_of_holds_flushed_at_once_are_each_lost_with_one_read() {
     let server = common::server();
     let client = common::client(&server).await;
     let locks: Vec<redlatch::Lock> = (0..HOLDS)
-        .map(|index| client.lock(format!("many:{index}")))
+        .map(|index| {
+            client
+                .lock(format!("many:{index}"))
+                .with_lease(Duration::from_secs(60))
+        })
         .collect();
-    let acquires = locks
-        .iter()
-        .map(|lock| lock.acquire_with_lease(Duration::from_secs(60)));
+    let acquires = locks.iter().map(redlatch::Lock::acquire);
     let guards: Vec<redlatch::Guard> = futures_util::future::try_join_all(acquires).await.unwrap();
     // Every hold read once (settled) and named.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -378,7 +383,8 @@ async fn a_server_that_closes_idle_connections_costs_the_watch_a_reconnect_each_
         guards.push(
             client
                 .lock(format!("idle:{index}"))
-                .acquire_with_lease(Duration::from_secs(60))
+                .with_lease(Duration::from_secs(60))
+                .acquire()
                 .await
                 .unwrap(),
         );
@@ -597,7 +603,8 @@ async fn a_stalled_watch_connection_costs_no_renewal_and_is_replaced() {
     let guard = client.lock("stalled:watch").acquire().await.unwrap();
     let fixed = client
         .lock("stalled:fixed")
-        .acquire_with_lease(Duration::from_secs(60))
+        .with_lease(Duration::from_secs(60))
+        .acquire()
         .await
         .unwrap();
     // Past the settling time: the keys are tracked on the watch connection.

@@ -275,12 +275,16 @@ async fn both_forms_of_the_lease_rule_lengthen_never_shorten_and_bound_a_key_wit
         let key = format!("lease-{route}");
         let lock = client.lock(key.as_str()).with_owner("me");
         let outer = lock
-            .acquire_with_lease(Duration::from_secs(1))
+            .clone()
+            .with_lease(Duration::from_secs(1))
+            .acquire()
             .await
             .unwrap();
         // Lengthened by a re-entry with a longer lease.
         let longer = lock
-            .acquire_with_lease(Duration::from_secs(20))
+            .clone()
+            .with_lease(Duration::from_secs(20))
+            .acquire()
             .await
             .unwrap();
         let left = support::pttl(&server, &key).await;
@@ -290,7 +294,9 @@ async fn both_forms_of_the_lease_rule_lengthen_never_shorten_and_bound_a_key_wit
         );
         // Never shortened by one with a shorter lease.
         let shorter = lock
-            .acquire_with_lease(Duration::from_secs(1))
+            .clone()
+            .with_lease(Duration::from_secs(1))
+            .acquire()
             .await
             .unwrap();
         let left = support::pttl(&server, &key).await;
@@ -298,7 +304,9 @@ async fn both_forms_of_the_lease_rule_lengthen_never_shorten_and_bound_a_key_wit
         // A key with no expiry (PERSIST by hand) gets the lease back.
         let _: i64 = cmd(&mut admin, &["PERSIST", &key]).await;
         let bounded = lock
-            .acquire_with_lease(Duration::from_secs(2))
+            .clone()
+            .with_lease(Duration::from_secs(2))
+            .acquire()
             .await
             .unwrap();
         let left = support::pttl(&server, &key).await;
@@ -330,12 +338,16 @@ async fn a_shorter_lease_never_shortens_the_plain_lock() {
 
     // Re-entry and release of the re-entry, both with a 1 s lease.
     let outer = lock
-        .acquire_with_lease(Duration::from_secs(1))
+        .clone()
+        .with_lease(Duration::from_secs(1))
+        .acquire()
         .await
         .unwrap();
     lengthened(&mut admin, "plain").await;
     let inner = lock
-        .acquire_with_lease(Duration::from_secs(1))
+        .clone()
+        .with_lease(Duration::from_secs(1))
+        .acquire()
         .await
         .unwrap();
     kept(&server, "plain", "a re-entry").await;

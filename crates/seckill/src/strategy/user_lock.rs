@@ -17,44 +17,29 @@ use super::contract::{OrderContext, OrderError};
 /// (redlatch's fencing counter is shared by every lock of the server), so
 /// nothing of it needs to expire with the sale.
 ///
-/// One deadline for the grab: the lock (its attempts and retries) fits in
-/// the Redis response timeout, or in `wait` when that is longer. A stalled
-/// Redis answers 503 then, not after a response timeout per call in a row.
+/// One deadline for the grab: the library bounds a wait (its attempts,
+/// retries and back-offs) by `wait`; a single try (a zero wait), which
+/// rides out a call Redis did not answer with retries, is cut off here
+/// after one response timeout (past `wait` by that much: never before the
+/// library's own bound), which leaves nothing behind (an attempt in flight
+/// is given back in the background). A stalled Redis answers 503 then, not
+/// after a response timeout per call in a row.
 pub(super) async fn acquire(
     ctx: &OrderContext,
     name: &str,
     wait: Duration,
 ) -> Result<Guard, OrderError> {
-    let budget = wait.max(ctx.locks.settings().response_timeout);
-    take(ctx, name, wait, budget).await
-}
-
-/// The lock itself, within `budget`: a bounded wait is bounded by the
-/// library; a single try (which retries a call Redis did not answer) is cut
-/// off here, which leaves nothing behind (an attempt in flight is given
-/// back in the background).
-async fn take(
-    ctx: &OrderContext,
-    name: &str,
-    wait: Duration,
-    budget: Duration,
-) -> Result<Guard, OrderError> {
+    let budget = wait.saturating_add(ctx.locks.settings().response_timeout);
     let lock = ctx.locks.lock(name);
-    if wait.is_zero() {
-        return match tokio::time::timeout(budget, lock.try_acquire()).await {
-            Ok(Ok(Some(guard))) => Ok(guard),
-            Ok(Ok(None)) => Err(OrderError::InProgress),
-            Ok(Err(other)) => Err(OrderError::Redis(other.to_string())),
-            Err(_) => Err(OrderError::Redis(format!(
-                "redis did not answer the user's lock within {budget:?}"
-            ))),
-        };
-    }
-    match lock.acquire_timeout(wait).await {
-        Ok(guard) => Ok(guard),
-        Err(redlatch::Error::Timeout { waited, .. }) => Err(OrderError::Busy(format!(
+    match tokio::time::timeout(budget, lock.acquire_within(Some(wait))).await {
+        Ok(Ok(guard)) => Ok(guard),
+        Ok(Err(redlatch::Error::Timeout { .. })) if wait.is_zero() => Err(OrderError::InProgress),
+        Ok(Err(redlatch::Error::Timeout { waited, .. })) => Err(OrderError::Busy(format!(
             "another request of this user held the lock for {waited:?}"
         ))),
-        Err(other) => Err(OrderError::Redis(other.to_string())),
+        Ok(Err(other)) => Err(OrderError::Redis(other.to_string())),
+        Err(_) => Err(OrderError::Redis(format!(
+            "redis did not answer the user's lock within {budget:?}"
+        ))),
     }
 }

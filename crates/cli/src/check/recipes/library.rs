@@ -58,7 +58,7 @@ where
         wait: Duration,
     ) -> Result<Option<Option<u64>>, String> {
         // The library waits on pub/sub, not by polling.
-        match (self.handle)().acquire_timeout(wait).await {
+        match (self.handle)().acquire_within(Some(wait)).await {
             Ok(guard) => Ok(Some(Some(self.keep(guard)))),
             Err(Error::Timeout { .. }) => Ok(None),
             Err(error) => Err(error.to_string()),
