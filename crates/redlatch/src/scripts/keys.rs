@@ -160,30 +160,6 @@ impl LockKeys {
     }
 }
 
-/// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
-/// `RPermitExpirableSemaphore` layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SemaphoreKeys {
-    /// The available permit count: `PREFIX + NAME`.
-    pub(crate) key: String,
-    /// Where releases publish the new count: `redisson_sc:{KEY}`.
-    pub(crate) channel: String,
-    /// Permit id → expiry, for expirable permits: `{KEY}:timeout` (Redisson's `suffixName`).
-    pub(crate) timeouts: String,
-}
-
-impl SemaphoreKeys {
-    /// Builds the keys for `name` under `prefix`; the name rules are the locks'.
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
-        let key = LockKeys::new(prefix, name)?.key;
-        Ok(SemaphoreKeys {
-            channel: prefix_name("redisson_sc", &key),
-            timeouts: suffix_name(&key, "timeout"),
-            key: key.to_string(),
-        })
-    }
-}
-
 impl LockKeys {
     /// Refuses, on a Redis Cluster, a name whose keys and channel would not
     /// share one hash slot: a script may only touch keys of one slot.
@@ -212,7 +188,6 @@ impl LockKeys {
 }
 
 const LOCK_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots";
-const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the semaphore's keys in different hash slots";
 
 /// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
 /// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
@@ -232,20 +207,6 @@ pub(crate) fn one_slot(
         }
     }
     Ok(())
-}
-
-impl SemaphoreKeys {
-    /// As [`LockKeys::checked_for`]: the count, channel and expiries must
-    /// share one slot on a Redis Cluster.
-    pub(crate) fn checked_for(self, conn: &Connection) -> Result<SemaphoreKeys> {
-        one_slot(
-            conn,
-            &self.key,
-            &[&self.channel, &self.timeouts],
-            SEMAPHORE_SPLIT,
-        )?;
-        Ok(self)
-    }
 }
 
 impl FairKeys {
@@ -564,17 +525,6 @@ impl RwKeys {
 /// The read-hold timeout keys of the read field `field` on the lock hash
 /// `key` start with this, then `:<n>` for the n-th hold:
 /// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
-/// The member a permit id is stored as in a permit-expirable semaphore's
-/// expiries: its 16 bytes, raw, as Redisson stores its permit ids (which it
-/// shows as 32 hex digits, as redlatch does). An id that is not 32 hex
-/// digits (never made by redlatch) is sent as it is.
-pub(crate) fn permit_member(id: &str) -> Vec<u8> {
-    match uuid::Uuid::try_parse(id) {
-        Ok(raw) if id.len() == 32 => raw.as_bytes().to_vec(),
-        _ => id.as_bytes().to_vec(),
-    }
-}
-
 pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
     format!("{}:rwlock_timeout", suffix_name(key, field))
 }
@@ -709,15 +659,6 @@ mod tests {
     }
 
     #[test]
-    fn semaphore_keys_follow_redisson_layout() {
-        let keys = SemaphoreKeys::new("app:", "pool").unwrap();
-        assert_eq!(keys.key, "app:pool");
-        assert_eq!(keys.channel, "redisson_sc:{app:pool}");
-        assert_eq!(keys.timeouts, "{app:pool}:timeout");
-        assert!(SemaphoreKeys::new("", "").is_err());
-    }
-
-    #[test]
     fn empty_and_oversized_names_are_refused() {
         assert!(matches!(
             LockKeys::new("", ""),
@@ -780,9 +721,6 @@ mod tests {
             for key in [&rw.channel, &rw.writers, &timeout] {
                 assert_eq!(slot(key), home, "{key}");
             }
-            let semaphore = SemaphoreKeys::new("app:", name).unwrap();
-            assert_eq!(slot(&semaphore.channel), home);
-            assert_eq!(slot(&semaphore.timeouts), home);
         }
         // A `{` without a tag after it (or a lone `}`): the key hashes whole,
         // a derived name does not; a cluster refuses such names.
@@ -826,14 +764,5 @@ mod tests {
             "{doc}:u:1:rwlock_timeout"
         );
         assert_eq!(write_field("u:1"), "u:1:write");
-    }
-
-    #[test]
-    fn permit_ids_are_stored_as_their_16_raw_bytes() {
-        let member = permit_member("00ff10a0000000000000000000000001");
-        assert_eq!(member.len(), 16);
-        assert_eq!(&member[..4], &[0x00, 0xff, 0x10, 0xa0]);
-        assert_eq!(member[15], 1);
-        assert_eq!(permit_member("not-hex"), b"not-hex");
     }
 }
