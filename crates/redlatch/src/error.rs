@@ -311,6 +311,20 @@ pub enum Error {
         /// The nodes that did not answer, or answered with an error.
         failures: Vec<NodeFailure>,
     },
+
+    /// The server lacks what this call needs, and has no fallback for it: a
+    /// [`TokenLock`](crate::TokenLock) renewed by the watchdog on a server
+    /// with neither `SET … IFEQ` nor scripting, its release with neither
+    /// `DELIFEQ`, `DELEX … IFEQ` nor scripting, its fenced acquire without
+    /// scripting. Use a fixed lease, another kind of lock, or a server that
+    /// has the command named.
+    #[error("{op} needs {needs}, which this server does not offer")]
+    Unsupported {
+        /// What the library was doing.
+        op: &'static str,
+        /// What the server would need to offer.
+        needs: &'static str,
+    },
 }
 
 /// Which time limit ran out, in [`Error::ResponseTimeout`].

@@ -28,6 +28,7 @@ use crate::transport::connection::{self, Connection};
 use crate::transport::detached::Detached;
 use crate::transport::idle;
 use crate::transport::no_evict;
+use crate::transport::server_commands::ServerCommands;
 use crate::transport::topology::{ReplicaWait, Topology};
 
 /// Which server features a client uses where the server offers them
@@ -75,6 +76,9 @@ pub(crate) struct Core {
     /// Starts the background rest of calls whose callers went away, and
     /// undos, on the client's runtime; counts those not yet ended.
     pub(crate) background: Spawner,
+    /// The string lock's script-free commands, asked the first time a
+    /// token lock needs them (`transport/server_commands.rs`).
+    server_commands: tokio::sync::OnceCell<ServerCommands>,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
     shutdown: CancellationToken,
@@ -151,6 +155,7 @@ impl Core {
             courtesy: Courtesy::default(),
             lock_calls,
             background: Spawner::counted(&runtime),
+            server_commands: tokio::sync::OnceCell::new(),
             owner_seq: AtomicU64::new(0),
             shutdown,
         })
@@ -245,6 +250,20 @@ async fn replica_wait_usable(
 impl Core {
     pub(crate) fn current_settings(&self) -> Arc<Settings> {
         self.settings.read().clone()
+    }
+
+    /// The string lock's script-free commands on this server: asked once,
+    /// by the first call that needs them (each question bounded by the
+    /// response timeout).
+    pub(crate) async fn server_commands(&self) -> &ServerCommands {
+        self.server_commands
+            .get_or_init(|| async {
+                let limit = self.current_settings().response_timeout;
+                let commands = ServerCommands::probe(&self.conn, limit).await;
+                tracing::debug!(commands = %commands.summary(), "redlatch: string lock commands");
+                commands
+            })
+            .await
     }
 
     /// A fresh owner name, unique within this client.

@@ -46,6 +46,7 @@ use tracing::{debug, info, warn};
 use crate::engine::hold::{Hold, Watched};
 use crate::engine::reread::{Pacing, Rereads};
 use crate::engine::sleep::sleep_until;
+use crate::engine::wakeup::Nudge;
 use crate::engine::watched_renewals::WatchRoute;
 use crate::settings::SharedSettings;
 use crate::transport::no_evict;
@@ -73,11 +74,18 @@ pub(crate) trait Holds: Send + Sync + 'static {
     fn mark_gone(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>);
 }
 
+/// Keys that waiters of this client wait for (a token lock's, held by
+/// someone else), each with the waiters to wake at its next change: one
+/// [`Nudge`] per waiter, sent once (a waiter that finds the lock still held
+/// tracks the key again).
+type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
+
 /// The handle the watchdog sends newly held keys to.
 #[derive(Clone)]
 pub(crate) struct LossWatch {
     held: UnboundedSender<Watched>,
     route: WatchRoute,
+    waiting: Waiting,
 }
 
 impl LossWatch {
@@ -93,6 +101,7 @@ impl LossWatch {
     ) -> LossWatch {
         let (held, incoming) = mpsc::unbounded_channel();
         let route = WatchRoute::default();
+        let waiting = Waiting::default();
         runtime.spawn(run(
             source,
             protect,
@@ -100,9 +109,30 @@ impl LossWatch {
             settings,
             incoming,
             route.clone(),
+            waiting.clone(),
             shutdown,
         ));
-        LossWatch { held, route }
+        LossWatch {
+            held,
+            route,
+            waiting,
+        }
+    }
+
+    /// Wakes `nudge`'s waiter at the next change of `key` this connection
+    /// is told of (or when the connection is lost). The waiter then reads
+    /// the key through [`WatchRoute::connection`] with `CLIENT CACHING yes`
+    /// in front, which tracks it: registered first, so a change right after
+    /// that read is not missed.
+    pub(crate) fn wake_on_change(&self, key: &Arc<str>, nudge: Nudge) {
+        let mut waiting = self.waiting.lock();
+        if waiting.len() > 64 && waiting.len().is_power_of_two() {
+            // Keys whose waiters all left and that never changed since.
+            waiting.retain(|_, nudges| nudges.iter().any(Nudge::is_live));
+        }
+        let nudges = waiting.entry(key.clone()).or_default();
+        nudges.retain(Nudge::is_live);
+        nudges.push(nudge);
     }
 
     /// The route the watchdog renews watched holds by.
@@ -139,8 +169,11 @@ async fn run(
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Watched>,
     route: WatchRoute,
+    waiting: Waiting,
     shutdown: CancellationToken,
 ) {
+    // Whatever ends this task, no waiter stays parked on it.
+    let _wake_all = WakeAllOnDrop(waiting.clone());
     if let WatchSource::Unsupported(why) = &source {
         debug!(why, "redlatch: no loss watch; renewals find lost holds");
         drain(&mut incoming, &shutdown).await;
@@ -237,6 +270,7 @@ async fn run(
                 &mut rereads,
                 &mut incoming,
                 &mut pushes,
+                &waiting,
                 noloop,
                 // Also cancelled when a renewal got no answer here: a stalled
                 // connection hears of no change either.
@@ -249,10 +283,14 @@ async fn run(
                 "redlatch: the server's tracking table is full; the loss watch reads each renewed key back from now on"
             );
             noloop = false;
+            wake_all(&waiting);
             // Not a failure: connect again at once.
             failures = None;
             continue;
         }
+        // Changes may go untold until a new connection tracks again: the
+        // waiters look again (and wait by polling meanwhile).
+        wake_all(&waiting);
         if shutdown.is_cancelled() {
             return;
         }
@@ -283,6 +321,7 @@ async fn watch(
     rereads: &mut Rereads,
     incoming: &mut UnboundedReceiver<Watched>,
     pushes: &mut UnboundedReceiver<PushInfo>,
+    waiting: &Waiting,
     noloop: bool,
     shutdown: &CancellationToken,
 ) -> Ended {
@@ -324,7 +363,7 @@ async fn watch(
                 return Ended::Failed;
             }
             push = pushes.recv() => match push {
-                Some(push) => match invalidated(push, keys) {
+                Some(push) => match { wake_waiters(waiting, &push); invalidated(push, keys) } {
                     Some(named) => match pace(keys, rereads, named) {
                         (_, true) if noloop => return Ended::TableFull,
                         (now_due, _) => now_due,
@@ -441,6 +480,53 @@ fn refusal(error: redis::RedisError) -> Refusal {
     }
 }
 
+/// Wakes the waiters of the keys `push` says changed (every waiter for a
+/// flush or a lost connection).
+fn wake_waiters(waiting: &Waiting, push: &PushInfo) {
+    let nudges: Vec<Nudge> = {
+        let mut waiting = waiting.lock();
+        if waiting.is_empty() {
+            return;
+        }
+        match (&push.kind, push.data.first()) {
+            (PushKind::Invalidate, Some(Value::Array(names))) => names
+                .iter()
+                .filter_map(|name| match name {
+                    Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+                    Value::SimpleString(text) => Some(text.as_str()),
+                    _ => None,
+                })
+                .filter_map(|name| waiting.remove(name))
+                .flatten()
+                .collect(),
+            (PushKind::Invalidate | PushKind::Disconnection, _) => {
+                waiting.drain().flat_map(|(_, nudges)| nudges).collect()
+            }
+            _ => return,
+        }
+    };
+    nudges.iter().for_each(Nudge::send);
+}
+
+/// Wakes every waiter: the watch cannot tell them of changes for now.
+fn wake_all(waiting: &Waiting) {
+    let nudges: Vec<Nudge> = waiting
+        .lock()
+        .drain()
+        .flat_map(|(_, nudges)| nudges)
+        .collect();
+    nudges.iter().for_each(Nudge::send);
+}
+
+/// Wakes every waiter when the watch task ends.
+struct WakeAllOnDrop(Waiting);
+
+impl Drop for WakeAllOnDrop {
+    fn drop(&mut self) {
+        wake_all(&self.0);
+    }
+}
+
 /// Keeps the task's queue empty when there is no watch.
 async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &CancellationToken) {
     loop {
@@ -528,10 +614,15 @@ async fn check(
     // the connection with buffers sized for all of them.
     for chunk in asked.chunks(CHECK_BATCH) {
         let mut pipeline = redis::pipe();
-        for (key, field, _) in chunk {
+        for (key, field, hold) in chunk {
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-            pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
+            if hold.kind.string_value() {
+                // A token lock: the key's value is the owner.
+                pipeline.cmd("GET").arg(&**key);
+            } else {
+                pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
+            }
         }
         let asks_role = *master_only;
         if asks_role {
@@ -557,8 +648,13 @@ async fn check(
         }
         let now = tokio::time::Instant::now();
         for ((key, field, hold), answer) in chunk.iter().zip(answers) {
-            let answer =
-                answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
+            let answer = answer.and_then(|value| match value {
+                Value::BulkString(bytes) if hold.kind.string_value() => {
+                    Ok(bytes == field.as_bytes())
+                }
+                Value::Nil => Ok(false),
+                value => redis::from_redis_value::<bool>(value).map_err(Into::into),
+            });
             match answer {
                 Ok(true) => {
                     if let Some(watched) = keys.get_mut(key) {

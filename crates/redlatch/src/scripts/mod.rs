@@ -9,8 +9,8 @@
 //! `spublish` on a Redis Cluster).
 //!
 //! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
-//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
-//! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
+//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`,
+//! `PERMIT_RENEW` and `TOKEN_RENEW` takes one more KEY and one more ARGV, both last: the
 //! request record and how long to keep it (see below).
 //!
 //! | script | KEYS | ARGV | returns |
@@ -41,6 +41,9 @@
 //! | `PERMIT_RELEASE` | permit count, expiries | channel, permit id, publish | 1 released, 2 released after its lease, 0 unknown, -1 wrong type |
 //! | `PERMIT_AVAILABLE` | permit count, expiries | channel, publish | `{1,count,held}` (count may be negative), `{-1,0,0}` wrong type |
 //! | `PERMIT_RENEW` | expiries per entry | permit id, lease ms per entry | 1 or 0 per entry |
+//! | `TOKEN_RELEASE` | lock key (a string) | owner's token | 1 deleted, 0 not held, -1 not a string |
+//! | `TOKEN_RENEW` | lock key per entry | owner's token, lease ms per entry | 1 or 0 per entry |
+//! | `TOKEN_ACQUIRE_FENCED` | lock key, counter | owner's token, lease ms | `{1,token}` acquired, `{0,pttl}` held, `{-1,0}` not a string or the counter unusable |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
@@ -72,7 +75,7 @@
 //! drops while the command is in flight, and the library itself sends a
 //! request again to learn its outcome; a script that changes data would
 //! then run twice. So on a cluster every script that changes data (all but
-//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
+//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `TOKEN_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
 //! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, which can run twice
 //! harmlessly) runs in a wrapped form generated from the same source
 //! ([`Mutating`]), which takes **one more KEY, last**: a request record
@@ -282,9 +285,20 @@ mutating!(PERMIT_RELEASE, "permit_release.lua", GIVES_BACK);
 script!(PERMIT_AVAILABLE, "permit_available.lua", GIVES_BACK);
 script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK, memory);
 
+// The token lock's fallbacks where the server lacks the plain commands
+// (`token_lock/`), and its fenced acquire.
+mutating!(TOKEN_RELEASE, "token_release.lua", GIVES_BACK);
+script!(TOKEN_RENEW, "token_renew.lua", GIVES_BACK);
+mutating!(
+    TOKEN_ACQUIRE_FENCED,
+    "token_acquire_fenced.lua",
+    ANSWERS_UNDER_OOM,
+    checks
+);
+
 /// Every script, each form once: the function library's content.
 pub(crate) fn every_script() -> Vec<&'static Lua> {
-    let mutating: [&'static Mutating; 18] = [
+    let mutating: [&'static Mutating; 20] = [
         &ACQUIRE,
         &REENTER,
         &RELEASE,
@@ -303,8 +317,10 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
         &SEMAPHORE_RELEASE,
         &PERMIT_ACQUIRE,
         &PERMIT_RELEASE,
+        &TOKEN_RELEASE,
+        &TOKEN_ACQUIRE_FENCED,
     ];
-    let plain: [&'static Lua; 8] = [
+    let plain: [&'static Lua; 9] = [
         &RENEW,
         &STATUS,
         &RAISE_TOKEN,
@@ -313,6 +329,7 @@ pub(crate) fn every_script() -> Vec<&'static Lua> {
         &SEMAPHORE_AVAILABLE,
         &PERMIT_AVAILABLE,
         &PERMIT_RENEW,
+        &TOKEN_RENEW,
     ];
     mutating
         .iter()
@@ -532,7 +549,7 @@ async fn send<T: FromRedisValue>(
 mod tests {
     use super::*;
 
-    const WRAPPED: [&str; 18] = [
+    const WRAPPED: [&str; 20] = [
         include_str!("../../scripts/acquire.lua"),
         include_str!("../../scripts/reenter.lua"),
         include_str!("../../scripts/release.lua"),
@@ -551,6 +568,8 @@ mod tests {
         include_str!("../../scripts/semaphore_release.lua"),
         include_str!("../../scripts/permit_acquire.lua"),
         include_str!("../../scripts/permit_release.lua"),
+        include_str!("../../scripts/token_release.lua"),
+        include_str!("../../scripts/token_acquire_fenced.lua"),
     ];
 
     #[test]

@@ -1,0 +1,102 @@
+//! The token lock on each server: its uncontended cycle is two plain
+//! commands where the server has `DELIFEQ` (or `DELEX … IFEQ`) and
+//! `SET … IFEQ`, a script release elsewhere; and a server without
+//! scripting (Valkey 9.1 with its Lua module unloaded) still serves it,
+//! with a clear error for what needs a script.
+
+use std::time::Duration;
+
+use redlatch::{Client, Error};
+use testkit::RedisServer;
+
+use super::{count, stats};
+use crate::common;
+
+const CYCLES: u64 = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_token_lock_cycle_is_two_plain_commands_where_the_server_has_them() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.token_lock("token:cycle");
+    // The first use asks the server what it has.
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let native = lock.is_script_free().await;
+    let before = stats(&mut admin).await;
+    for _ in 0..CYCLES {
+        lock.acquire().await.unwrap().release().await.unwrap();
+    }
+    let after = stats(&mut admin).await;
+    let delta = |name: &str| count(&after, name) - count(&before, name);
+    let scripts = delta("cmdstat_fcall") + delta("cmdstat_evalsha") + delta("cmdstat_eval");
+    let releases = delta("cmdstat_delifeq") + delta("cmdstat_delex");
+    eprintln!(
+        "{} ({}): {CYCLES} cycles: SET {}, DELIFEQ/DELEX {releases}, scripts {scripts}",
+        if native {
+            "native"
+        } else {
+            "fallback: scripts"
+        },
+        client.capabilities().summary(),
+        delta("cmdstat_set"),
+    );
+    // One INFO per stats() call comes on top.
+    assert_eq!(delta("cmdstat_set"), CYCLES, "one SET per acquire");
+    if native {
+        assert_eq!(releases, CYCLES, "one DELIFEQ (or DELEX) per release");
+        assert_eq!(scripts, 0, "no script on the script-free path");
+    } else {
+        assert_eq!(releases, 0);
+        assert_eq!(scripts, CYCLES, "one release script per cycle");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_scripting_serves_the_token_lock_where_it_has_the_commands() {
+    let server = RedisServer::builder()
+        .arg("enable-module-command", "yes")
+        .start()
+        .unwrap();
+    let mut admin = common::admin(&server).await;
+    let unloaded = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query_async::<redis::Value>(&mut admin)
+        .await;
+    if let Err(error) = unloaded {
+        eprintln!(
+            "skipped: this server's scripting cannot be unloaded ({error}): it has scripting"
+        );
+        return;
+    }
+    let client: Client = common::client_with_lease(&server, Duration::from_millis(600)).await;
+    let lock = client.token_lock("token:no-lua");
+    assert!(
+        lock.is_script_free().await,
+        "a server without Lua but with DELIFEQ and SET IFEQ is script-free"
+    );
+    let guard = lock.acquire().await.expect("served without scripts");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        guard.is_held(),
+        "renewed by SET IFEQ: {:?}",
+        guard.lost_reason()
+    );
+    guard.release().await.unwrap();
+    let fenced = client
+        .token_lock("token:no-lua")
+        .fenced()
+        .try_acquire()
+        .await;
+    assert!(
+        matches!(
+            fenced,
+            Err(Error::Unsupported {
+                needs: "scripting",
+                ..
+            })
+        ),
+        "{fenced:?}"
+    );
+}
