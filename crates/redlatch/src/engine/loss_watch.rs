@@ -75,9 +75,9 @@ pub(crate) trait Holds: Send + Sync + 'static {
 }
 
 /// Keys that waiters of this client wait for (a token lock's, held by
-/// someone else), each with the waiters to wake at its next change: one
-/// [`Nudge`] per waiter, sent once (a waiter that finds the lock still held
-/// tracks the key again).
+/// someone else), each with the channels whose parked waiters to wake at
+/// its next change: one [`Nudge`] per channel, sent once (a waiter that
+/// finds the lock still held tracks the key again).
 type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
 
 /// The handle the watchdog sends newly held keys to.
@@ -132,7 +132,10 @@ impl LossWatch {
         }
         let nudges = waiting.entry(key.clone()).or_default();
         nudges.retain(Nudge::is_live);
-        nudges.push(nudge);
+        // One per channel: a nudge wakes every waiter parked on it.
+        if !nudges.iter().any(|known| known.same_channel(&nudge)) {
+            nudges.push(nudge);
+        }
     }
 
     /// The route the watchdog renews watched holds by.

@@ -230,23 +230,35 @@ impl Channel {
     }
 }
 
-/// One message for a local channel's waiters, sent from this process: a
-/// change of a key they wait for (the loss watch's connection was told of
-/// it), or a release by this client. Does nothing once the channel is gone.
+/// Wakes the parked waiters of a local channel, sent from this process: a
+/// change of the key they wait for (the loss watch's connection was told of
+/// it). Does nothing once the channel is gone.
 #[derive(Clone)]
 pub(crate) struct Nudge(std::sync::Weak<Channel>);
 
 impl Nudge {
-    /// Wakes one waiter, as a message on the channel would.
+    /// Wakes every waiter parked on the channel now (one message each; at
+    /// least one, kept for the next to park): each of them waits for the
+    /// key's change. A waiter busy meanwhile looks at the key after its
+    /// attempt and needs none.
     pub(crate) fn send(&self) {
         if let Some(channel) = self.0.upgrade() {
-            channel.dispatch();
+            let mut queue = channel.queue.lock();
+            for _ in 0..queue.parked.len().max(1) {
+                let number = channel.messages.fetch_add(1, Ordering::AcqRel) + 1;
+                queue.deliver(number);
+            }
         }
     }
 
     /// False once every waiter of the channel left.
     pub(crate) fn is_live(&self) -> bool {
         self.0.strong_count() > 0
+    }
+
+    /// The same channel as `other`'s.
+    pub(crate) fn same_channel(&self, other: &Nudge) -> bool {
+        std::sync::Weak::ptr_eq(&self.0, &other.0)
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! | trait | what | implemented by |
 //! |---|---|---|
-//! | [`AcquireLock`] | acquire, try, with a timeout | `Lock`, `FairLock`, `SpinLock`, `RedlockLock`, `PermitSemaphore`, `ReadSide`, `WriteSide` |
+//! | [`AcquireLock`] | acquire, try, with a timeout | `Lock`, `FairLock`, `SpinLock`, `TokenLock`, `RedlockLock`, `PermitSemaphore`, `ReadSide`, `WriteSide` |
 //! | [`HeldLock`] | name, held, lost, release | `Guard`, `ReadGuard`, `WriteGuard`, `RedlockGuard`, `ExpirablePermit` |
 //! | [`Fenced`] | the fencing token | the lock guards: not `ExpirablePermit` |
 //! | [`Reenter`] | one more hold, same owner | the lock guards: not `ExpirablePermit` |
