@@ -44,10 +44,18 @@ pub(crate) enum ReleaseBy {
 }
 
 impl Route {
-    /// The route the server's commands allow.
-    pub(crate) fn of(commands: &ServerCommands) -> Route {
+    /// The route the server's commands allow. On a cluster (`cluster`) the
+    /// release is the script where scripts run: a command redis-rs sends
+    /// again after a dropped connection runs twice there, and a second
+    /// `DELIFEQ` would answer "not held" for a release that took effect; the
+    /// script runs re-send-safe (its request record). The acquire (`SET NX
+    /// GET` knows its own token again) and the renewal (`SET … IFEQ`, twice
+    /// the same) run twice harmlessly.
+    pub(crate) fn of(commands: &ServerCommands, cluster: bool) -> Route {
         let scripting = commands.scripting.is_available();
-        let release = if commands.delifeq.is_available() {
+        let release = if cluster && scripting {
+            ReleaseBy::Script
+        } else if commands.delifeq.is_available() {
             ReleaseBy::Delifeq
         } else if commands.delex_ifeq.is_available() {
             ReleaseBy::DelexIfeq
@@ -72,7 +80,7 @@ impl Route {
 
     /// The route of `core`'s server (asked once per client).
     pub(crate) async fn for_client(core: &Core) -> Route {
-        Route::of(core.server_commands().await)
+        Route::of(core.server_commands().await, core.conn.is_cluster())
     }
 
     /// True when every step runs without a script (the fenced acquire aside).
