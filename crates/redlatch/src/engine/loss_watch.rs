@@ -165,6 +165,7 @@ type Keys = HashMap<Arc<str>, WatchedKey>;
 /// at once, refused at once) keeps them growing.
 const SOUND_FOR: Duration = Duration::from_secs(1);
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     source: WatchSource,
     protect: bool,
@@ -365,16 +366,20 @@ async fn watch(
                 // Demoted, or gone: the master Sentinel names now.
                 return Ended::Failed;
             }
-            push = pushes.recv() => match push {
-                Some(push) => match { wake_waiters(waiting, &push); invalidated(push, keys) } {
+            push = pushes.recv() => {
+                let Some(push) = push else {
+                    return Ended::Failed;
+                };
+                // Waiters first: they need no read of ours.
+                wake_waiters(waiting, &push);
+                match invalidated(push, keys) {
                     Some(named) => match pace(keys, rereads, named) {
                         (_, true) if noloop => return Ended::TableFull,
                         (now_due, _) => now_due,
                     },
                     None => return Ended::Failed,
-                },
-                None => return Ended::Failed,
-            },
+                }
+            }
         };
         if check(conn, master_only, holds, keys, rereads, due)
             .await

@@ -14,6 +14,9 @@
 //!   server that refuses tracking), it looks again after a back-off that
 //!   doubles from [`POLL`]'s first delay to its longest.
 //!
+//! A tracking waiter also looks again after [`TRACKED_RECHECK`] at the
+//! latest (or at the holder's lease end, if sooner).
+//!
 //! [`Wakeups::nudge_local`]: crate::engine::wakeup::Wakeups::nudge_local
 
 use std::future::Future;
@@ -42,6 +45,13 @@ pub(crate) const POLL: RetryPolicy = RetryPolicy {
     base_delay: Duration::from_millis(2),
     max_delay: Duration::from_millis(100),
 };
+
+/// A tracking waiter looks again after this long at the latest, whatever
+/// the holder's lease: the safety net for a watch connection that stalls
+/// silently (no invalidation comes, and nothing tells the waiter), as a
+/// semaphore waiter's re-check is for a lost message. One `SET` a second
+/// per waiting client.
+pub(crate) const TRACKED_RECHECK: Duration = Duration::from_secs(1);
 
 /// One acquire of a token lock.
 #[derive(Clone)]
@@ -159,13 +169,14 @@ impl Acquisition for Waiting {
                 let retry_in = match calls::look(core, &self.call.keys.key, nudge, limit).await {
                     Some(look) if look.tracked => {
                         self.polls = 0;
-                        match look.pttl_ms {
+                        let until_change = match look.pttl_ms {
                             // Gone since the attempt: try again at once.
                             -2 => Duration::ZERO,
                             // No expiry (not a lock of ours): its change wakes us.
                             -1 => lease,
                             pttl => Duration::from_millis(u64::try_from(pttl).unwrap_or(0) + 1),
-                        }
+                        };
+                        until_change.min(TRACKED_RECHECK)
                     }
                     _ => {
                         let delay = POLL.delay(self.polls);
