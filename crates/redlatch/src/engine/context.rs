@@ -258,8 +258,9 @@ impl Core {
     pub(crate) async fn server_commands(&self) -> &ServerCommands {
         self.server_commands
             .get_or_init(|| async {
-                let limit = self.current_settings().response_timeout;
-                let commands = ServerCommands::probe(&self.conn, limit).await;
+                let settings = self.current_settings();
+                let limit = settings.response_timeout;
+                let commands = ServerCommands::probe(&self.conn, limit, &settings.key_prefix).await;
                 tracing::debug!(commands = %commands.summary(), "redlatch: string lock commands");
                 commands
             })

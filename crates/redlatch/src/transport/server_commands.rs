@@ -17,9 +17,10 @@ use redis::Value;
 use crate::transport::Connection;
 use crate::transport::capabilities::Support;
 
-/// The key every question names: never written (each command is a no-op
-/// on a missing key). On a cluster it routes the questions to one node.
-const PROBE_KEY: &str = "redlatch_probe:{commands}";
+/// The key every question names, after the client's key prefix (an ACL
+/// that confines the client to its prefix allows it): never written, each
+/// command being a no-op on a missing key.
+const PROBE_KEY: &str = "redlatch_probe";
 
 /// What the server answered about the string lock's commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +37,9 @@ pub(crate) struct ServerCommands {
 
 impl ServerCommands {
     /// Asks the server, each question bounded by `limit` (unanswered
-    /// counts as absent).
-    pub(crate) async fn probe(conn: &Connection, limit: Duration) -> ServerCommands {
+    /// counts as absent), naming a key under `prefix`.
+    pub(crate) async fn probe(conn: &Connection, limit: Duration, prefix: &str) -> ServerCommands {
+        let key = format!("{prefix}{PROBE_KEY}");
         let ask = |command: redis::Cmd| {
             let mut conn = conn.clone();
             async move {
@@ -49,16 +51,16 @@ impl ServerCommands {
             }
         };
         let mut set = redis::cmd("SET");
-        set.arg(PROBE_KEY)
+        set.arg(&key)
             .arg("0")
             .arg("IFEQ")
             .arg("0")
             .arg("PX")
             .arg(1);
         let mut delifeq = redis::cmd("DELIFEQ");
-        delifeq.arg(PROBE_KEY).arg("0");
+        delifeq.arg(&key).arg("0");
         let mut delex = redis::cmd("DELEX");
-        delex.arg(PROBE_KEY).arg("IFEQ").arg("0");
+        delex.arg(&key).arg("IFEQ").arg("0");
         let mut eval = redis::cmd("EVAL");
         eval.arg("return 1").arg(0);
         let (set_ifeq, delifeq, delex_ifeq, scripting) =

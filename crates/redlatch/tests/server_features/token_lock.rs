@@ -100,3 +100,31 @@ async fn a_server_without_scripting_serves_the_token_lock_where_it_has_the_comma
         "{fenced:?}"
     );
 }
+
+/// An ACL that confines the client to its key prefix still lets it learn
+/// the server's commands: the questions name a key under the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_confined_to_its_key_prefix_learns_the_servers_commands() {
+    let server = RedisServer::builder()
+        .arg("user", "app on >app-secret ~app:* &* +@all")
+        .arg("user", "default on nopass ~* &* +@all")
+        .start()
+        .unwrap();
+    let url = format!("redis://app:app-secret@127.0.0.1:{}", server.port());
+    let client = Client::builder(&url)
+        .response_timeout(Duration::from_millis(500))
+        .key_prefix("app:")
+        .connect()
+        .await
+        .unwrap();
+    let open = common::client(&server).await;
+    let lock = client.token_lock("confined");
+    let native = open.token_lock("probe").is_script_free().await;
+    eprintln!("this server is script-free for an open client: {native}");
+    assert_eq!(
+        lock.is_script_free().await,
+        native,
+        "the confined client judged the server's commands otherwise"
+    );
+    lock.acquire().await.unwrap().release().await.unwrap();
+}
