@@ -12,6 +12,12 @@ fn run(config: Config, bound: Bound) -> redlatch_protocol_model::run::Checked<Lo
     check(LockModel { config }, bound.depth(), 2)
 }
 
+/// Checks the model of `config` to the depth `(default, long)` (the second
+/// in the long mode) and asserts that every one of `properties` holds.
+fn holds(config: Config, (default, long): (usize, usize), properties: &[&str]) {
+    assert_hold(&run(config, Bound { default, long }), properties);
+}
+
 #[test]
 fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belief_sound() {
     // A re-entry with a lease shorter than the watchdog's, answered NOSCRIPT
@@ -23,15 +29,9 @@ fn reordered_requests_with_a_short_reentry_keep_the_lock_exclusive_and_the_belie
         lost_replies: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 16,
-            long: 18,
-        },
-    );
-    assert_hold(
-        &checked,
+        (16, 18),
         &[
             names::EXCLUSIVE,
             names::EXCLUSIVE_REORDERED,
@@ -51,15 +51,9 @@ fn a_paused_holder_never_gets_an_older_token_accepted_by_the_fenced_store() {
         pauses: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 18,
-            long: 20,
-        },
-    );
-    assert_hold(
-        &checked,
+        (18, 20),
         &[
             names::FENCED,
             names::TOKENS_INCREASE,
@@ -77,15 +71,9 @@ fn a_cancelled_acquire_leaves_no_hold_without_a_guard() {
         lost_replies: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 16,
-            long: 20,
-        },
-    );
-    assert_hold(
-        &checked,
+        (16, 20),
         &[names::NOTHING_LEFT, names::EXCLUSIVE, names::RUNS_ONCE],
     );
 }
@@ -99,15 +87,9 @@ fn a_re_sent_release_of_a_reentered_hold_applies_once() {
         lost_replies: 2,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 18,
-            long: 20,
-        },
-    );
-    assert_hold(
-        &checked,
+        (18, 20),
         &[names::RUNS_ONCE, names::EXCLUSIVE, names::BELIEF_SOUND],
     );
 }
@@ -123,14 +105,7 @@ fn a_released_lock_wakes_a_waiter_even_when_the_unlock_message_is_lost() {
         lost_messages: 1,
         ..Faults::default()
     };
-    let checked = run(
-        config,
-        Bound {
-            default: 20,
-            long: 22,
-        },
-    );
-    assert_hold(&checked, &[names::WAKES, names::EXCLUSIVE]);
+    holds(config, (20, 22), &[names::WAKES, names::EXCLUSIVE]);
 }
 
 #[test]
@@ -145,15 +120,9 @@ fn a_release_skips_the_unlock_message_only_when_no_waiter_it_turned_away_waits()
         lost_replies: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 18,
-            long: 20,
-        },
-    );
-    assert_hold(
-        &checked,
+        (18, 20),
         &[names::NO_LOST_WAKEUP, names::WAKES, names::NOTHING_LEFT],
     );
 }
@@ -170,15 +139,9 @@ fn with_replica_acknowledgement_a_failover_never_leaves_two_holders_of_an_unrene
         failovers: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 18,
-            long: 22,
-        },
-    );
-    assert_hold(
-        &checked,
+        (18, 22),
         &[names::EXCLUSIVE_ACROSS_FAILOVER, names::EXCLUSIVE],
     );
 }
@@ -202,15 +165,9 @@ fn tokens_never_go_back_across_other_names_a_lost_counter_an_empty_restart_and_a
         empty_restarts: 1,
         ..Faults::default()
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 14,
-            long: 18,
-        },
-    );
-    assert_hold(
-        &checked,
+        (14, 18),
         &[names::TOKENS_NEVER_GO_BACK, names::TOKENS_INCREASE],
     );
 }
@@ -232,15 +189,9 @@ fn every_fault_at_once_keeps_every_safety_promise_to_a_shallower_bound() {
         counter_losses: 0,
         empty_restarts: 0,
     };
-    let checked = run(
+    holds(
         config,
-        Bound {
-            default: 14,
-            long: 16,
-        },
-    );
-    assert_hold(
-        &checked,
+        (14, 16),
         &[
             names::EXCLUSIVE,
             names::EXCLUSIVE_REORDERED,

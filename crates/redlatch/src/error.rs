@@ -291,6 +291,26 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The server lacks something the call needs: at connect, scripting (a
+    /// Valkey 9.1 server without its Lua module lists `EVAL` and `FUNCTION`
+    /// but runs no script, and every lock but the token lock runs as one);
+    /// on a [`TokenLock`](crate::TokenLock) served without scripting, what
+    /// only a script does (a fenced acquire; a watchdog's renewal without
+    /// `SET … IFEQ`). [`Client::capabilities`](crate::Client::capabilities)
+    /// would have said [`Support::Absent`](crate::Support::Absent). Use a
+    /// server that has it (load the module), or (token lock) a fixed lease,
+    /// no fencing; retrying cannot help.
+    #[error("{server} lacks {missing}: {detail}")]
+    ServerLacks {
+        /// The server's kind and version (`valkey 9.1.2`), or `the server`
+        /// when it would not say.
+        server: String,
+        /// What it lacks: `"scripting"`, `"SET IFEQ or scripting"`...
+        missing: &'static str,
+        /// What showed it, and what to do.
+        detail: String,
+    },
+
     /// A [`Redlock`](crate::Redlock) call did not reach a majority of its
     /// nodes: too few answered in time, or too few confirmed. Each failure
     /// names the node and why. Safe to retry once enough nodes are back;
@@ -310,20 +330,6 @@ pub enum Error {
         confirmed: usize,
         /// The nodes that did not answer, or answered with an error.
         failures: Vec<NodeFailure>,
-    },
-
-    /// The server lacks what this call needs, and has no fallback for it: a
-    /// [`TokenLock`](crate::TokenLock) renewed by the watchdog on a server
-    /// with neither `SET … IFEQ` nor scripting, its release with neither
-    /// `DELIFEQ`, `DELEX … IFEQ` nor scripting, its fenced acquire without
-    /// scripting. Use a fixed lease, another kind of lock, or a server that
-    /// has the command named.
-    #[error("{op} needs {needs}, which this server does not offer")]
-    Unsupported {
-        /// What the library was doing.
-        op: &'static str,
-        /// What the server would need to offer.
-        needs: &'static str,
     },
 }
 
@@ -407,7 +413,7 @@ pub(crate) fn unavailable_for_now(error: &redis::RedisError) -> bool {
 impl Error {
     /// Sorts a redis-rs error into the variant a caller can act on.
     /// The same failure again, for another caller of one coalesced call
-    /// (`engine/coalesce.rs`): every caller of a batch gets the batch's error.
+    /// (`lock/coalesce.rs`): every caller of a batch gets the batch's error.
     pub(crate) fn for_another_caller(&self) -> Error {
         match self {
             Error::ResponseTimeout { op, limit } => Error::ResponseTimeout { op, limit: *limit },

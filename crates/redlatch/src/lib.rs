@@ -174,6 +174,7 @@ mod lock;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 mod multi_lock;
+mod primitives;
 mod redlock;
 mod rw_lock;
 mod scripts;

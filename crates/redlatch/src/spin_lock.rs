@@ -18,13 +18,13 @@ use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::lock::attempt::LockAttempt;
-use crate::lock::family::PLAIN;
+use crate::lock::attempt::{AcquireCalls, LockAttempt};
+use crate::lock::calls::{LockReply, Request};
+use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, Request};
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
@@ -51,6 +51,8 @@ use crate::settings::RetryPolicy;
 #[derive(Clone, Debug)]
 pub struct SpinLock {
     core: Arc<Core>,
+    /// The client's lock state: coalesced calls.
+    family: Arc<PlainFamily>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
@@ -73,14 +75,21 @@ impl SpinLock {
         max_delay: Duration::from_millis(128),
     };
 
-    pub(crate) fn new(core: Arc<Core>, name: String) -> SpinLock {
+    pub(crate) fn new(core: Arc<Core>, family: Arc<PlainFamily>, name: String) -> SpinLock {
         SpinLock {
             core,
+            family,
             name: Arc::from(name),
             owner: None,
             lease: None,
             backoff: SpinLock::DEFAULT_BACKOFF,
         }
+    }
+
+    /// The client's acquires under way, which an attempt leaves with.
+    fn coalesced(&self) -> Option<AcquireCalls> {
+        let calls = self.family.calls.as_ref();
+        calls.map(|calls| calls.acquire.clone())
     }
 
     /// The same lock with another back-off between tries (its `attempts`
@@ -127,7 +136,7 @@ impl SpinLock {
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let mut spinning = Spinning {
             lock: self,
-            request: terms.request(keys),
+            request: Request::of(keys, &terms),
             terms,
             tries: 0,
         };
@@ -150,12 +159,17 @@ impl Acquisition for Spinning<'_> {
 
     async fn attempt(&mut self) -> Result<Step<Guard>> {
         let core = &self.lock.core;
-        match attempt(core, LockAttempt(self.request.clone())).await? {
+        match attempt(
+            core,
+            LockAttempt(self.request.clone(), self.lock.coalesced()),
+        )
+        .await?
+        {
             LockReply::Acquired(acquired) => Ok(Step::Done {
                 value: Guard::register(
                     core,
                     self.request.keys.clone(),
-                    PLAIN.clone(),
+                    self.lock.family.clone(),
                     self.request.owner.clone(),
                     &self.terms,
                     acquired,

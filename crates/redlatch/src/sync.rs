@@ -1,5 +1,5 @@
 //! The synchronisation primitives of the engine's in-process state machines
-//! (`engine/coalesce.rs`, `engine/cancel.rs`, `engine/wakeup.rs`): a mutex,
+//! (`lock/coalesce.rs`, `engine/cancel.rs`, `engine/wakeup.rs`): a mutex,
 //! atomics, and where background tasks are started.
 //!
 //! Normally they are the standard mutex (without poisoning, see

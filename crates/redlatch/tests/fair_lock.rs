@@ -773,13 +773,7 @@ async fn a_hand_off_whose_message_is_lost_with_the_subscriber_is_still_taken() {
         park(&mut admin, name, &mut waiting).await;
         let kill = async {
             tokio::time::sleep(Duration::from_micros(round * 300)).await;
-            let _: redis::Value = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("pubsub")
-                .query_async(&mut admin.clone())
-                .await
-                .unwrap();
+            common::kill_subscriptions(&mut admin.clone()).await;
         };
         let (released, ()) = tokio::join!(guard.release(), kill);
         released.unwrap();

@@ -105,13 +105,7 @@ async fn killed_subscription_leaves_no_waiter_stuck_past_the_lease() {
         })
         .await
     );
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let killed = common::kill_subscriptions(&mut admin).await;
     assert!(killed >= 1, "no subscription connection to kill");
     // Release while the waiters' subscription is down or just coming back.
     guard.release().await.unwrap();

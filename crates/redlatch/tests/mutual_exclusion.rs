@@ -176,13 +176,7 @@ async fn a_marked_release_whose_message_is_lost_with_the_subscriber_still_wakes_
         assert!(marked, "round {round}: the waiter did not mark the hold");
         let kill = async {
             tokio::time::sleep(Duration::from_micros(round * 500)).await;
-            let _: redis::Value = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("pubsub")
-                .query_async(&mut admin.clone())
-                .await
-                .unwrap();
+            common::kill_subscriptions(&mut admin.clone()).await;
         };
         let (released, ()) = tokio::join!(guard.release(), kill);
         released.unwrap();

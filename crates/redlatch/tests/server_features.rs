@@ -657,6 +657,160 @@ async fn a_reconnected_client_with_short_holds_is_made_unevictable_again() {
     );
 }
 
+/// What this server's kind and version have (each `(feature, redis since,
+/// valkey since)`): the probes at connect must find the same.
+fn expected_by_version(client: &Client) -> Vec<(&'static str, bool)> {
+    let server = client
+        .capabilities()
+        .server
+        .clone()
+        .expect("INFO answers on the test server");
+    let since = |redis: Option<(u32, u32, u32)>, valkey: Option<(u32, u32, u32)>| {
+        let since = if server.name == "valkey" {
+            valkey
+        } else {
+            redis
+        };
+        since.is_some_and(|since| server.version >= since)
+    };
+    vec![
+        ("set_ifeq", since(Some((8, 4, 0)), Some((8, 1, 0)))),
+        ("delifeq", since(None, Some((9, 0, 0)))),
+        ("delex_ifeq", since(Some((8, 4, 0)), None)),
+        ("hash_field_expiry", since(Some((7, 4, 0)), Some((9, 0, 0)))),
+        ("scripting", true),
+    ]
+}
+
+fn script_free_support(client: &Client) -> Vec<(&'static str, Support)> {
+    let capabilities = client.capabilities();
+    vec![
+        ("set_ifeq", capabilities.set_ifeq.clone()),
+        ("delifeq", capabilities.delifeq.clone()),
+        ("delex_ifeq", capabilities.delex_ifeq.clone()),
+        ("hash_field_expiry", capabilities.hash_field_expiry.clone()),
+        ("scripting", capabilities.scripting.clone()),
+    ]
+}
+
+/// Issue 38: `SET ... IFEQ`, `DELIFEQ`, `DELEX ... IFEQ`, hash-field expiry
+/// and scripting are probed at connect, each where the server's kind and
+/// version have it; the same where `COMMAND` is denied (judged by the
+/// version) and for a client that runs scripts by EVALSHA; the `SET ... IFEQ`
+/// probe creates no key; `summary()` names each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_free_commands_and_scripting_are_probed_where_the_server_has_them() {
+    let server = managed("-command");
+    let client = Client::connect(&server.url()).await.unwrap();
+    let expected = expected_by_version(&client);
+    let by_evalsha = Client::builder(&server.url())
+        .script_functions(false)
+        .connect()
+        .await
+        .unwrap();
+    let without_command = Client::builder(&as_app(&server))
+        .key_prefix("app:")
+        .connect()
+        .await
+        .unwrap();
+    for (who, client) in [
+        ("default", &client),
+        ("by EVALSHA", &by_evalsha),
+        ("COMMAND denied", &without_command),
+    ] {
+        for ((feature, support), (_, has)) in script_free_support(client).iter().zip(&expected) {
+            let wanted = if *has {
+                Support::Available
+            } else {
+                Support::Absent
+            };
+            assert_eq!(
+                *support,
+                wanted,
+                "{who}: {feature} on {}",
+                client.capabilities().summary()
+            );
+        }
+    }
+    let summary = client.capabilities().summary();
+    for name in [
+        "scripting",
+        "SET IFEQ",
+        "DELIFEQ",
+        "DELEX IFEQ",
+        "hash-field expiry",
+    ] {
+        assert!(summary.contains(name), "{summary}");
+    }
+    let mut admin = common::admin(&server).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*probe*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "the probes left {keys:?}");
+}
+
+/// A server whose Lua module is unloaded (`MODULE UNLOAD lua`: Valkey 9.1
+/// and later, where Lua is a module); `None` where Lua is built in and
+/// cannot be unloaded (Redis, Valkey before 9.1).
+async fn server_without_lua() -> Option<RedisServer> {
+    let server = RedisServer::builder()
+        .arg("enable-module-command", "yes")
+        .start()
+        .unwrap();
+    let client = common::client(&server).await;
+    let version = client.capabilities().server.clone().unwrap();
+    drop(client);
+    let mut admin = common::admin(&server).await;
+    let unloaded = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query_async::<()>(&mut admin)
+        .await;
+    if let (Err(error), true) = (
+        &unloaded,
+        version.name == "valkey" && version.version >= (9, 1, 0),
+    ) {
+        panic!("{version}: MODULE UNLOAD lua: {error}");
+    }
+    unloaded.ok().map(|()| server)
+}
+
+/// Issue 38: a server without scripting (Valkey 9.1 and later, its Lua
+/// module unloaded: `EVAL` and `FUNCTION` are still listed, every script is
+/// refused) is refused at connect with `Error::ServerLacks` naming
+/// scripting, by functions or by EVALSHA. Failed before on Valkey 9.1.2:
+/// connect succeeded, and the first acquire failed on "Could not find
+/// scripting engine 'lua'". Runs where Lua is a module (scripts/test-servers
+/// runs it on Valkey 9.1.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_scripting_is_refused_at_connect_naming_it() {
+    let Some(server) = server_without_lua().await else {
+        return;
+    };
+    for functions in [true, false] {
+        let refused = Client::builder(&server.url())
+            .script_functions(functions)
+            .connect()
+            .await
+            .expect_err("a server without scripting");
+        let Error::ServerLacks {
+            missing, server, ..
+        } = &refused
+        else {
+            panic!("functions {functions}: {refused:?}");
+        };
+        assert_eq!(*missing, "scripting");
+        assert!(server.starts_with("valkey 9."), "{server}");
+        let message = refused.to_string();
+        assert!(
+            message.contains("scripting") && message.contains("Lua"),
+            "{message}"
+        );
+    }
+}
+
 /// Whether a hold of `client` learns within a second that its key was
 /// deleted (the renewals of the default lease would take 10 s).
 async fn loss_noticed(server: &RedisServer, client: &Client) -> bool {
@@ -768,8 +922,38 @@ async fn compatibility_row() {
         Support::Denied(_) => "refused (evictable)",
         _ => "off",
     };
+    let capabilities = client.capabilities();
+    let set_ifeq = match &capabilities.set_ifeq {
+        Support::Available => "yes",
+        _ => "no",
+    };
+    let delete_ifeq = match (
+        capabilities.delifeq.is_available(),
+        capabilities.delex_ifeq.is_available(),
+    ) {
+        (true, true) => "`DELIFEQ`, `DELEX ... IFEQ`",
+        (true, false) => "`DELIFEQ`",
+        (false, true) => "`DELEX ... IFEQ`",
+        (false, false) => "no",
+    };
+    let hash_field_expiry = match &capabilities.hash_field_expiry {
+        Support::Available => "yes (`HPEXPIRE`)",
+        _ => "no",
+    };
+    assert!(capabilities.scripting.is_available(), "{capabilities:?}");
+    let scripting = match server_without_lua().await {
+        Some(without) => {
+            let refused = Client::connect(&without.url()).await;
+            assert!(
+                matches!(refused, Err(Error::ServerLacks { .. })),
+                "{refused:?}"
+            );
+            "Lua module (unloaded: refused at connect)"
+        }
+        None => "Lua, built in",
+    };
     let row = format!(
-        "| {flavour} {major}.{minor} | {scripts} | {restart} | {watch} | {fsync} | {no_evict} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} |\n"
+        "| {flavour} {major}.{minor} | {scripts} | {restart} | {watch} | {fsync} | {no_evict} | {acl_denied} | {renamed} | {wait_denied} | {admin_denied} | {set_ifeq} | {delete_ifeq} | {hash_field_expiry} | {scripting} |\n"
     );
     match std::env::var_os("REDLATCH_COMPAT_ROW") {
         Some(path) => std::fs::write(path, row).expect("write the row"),

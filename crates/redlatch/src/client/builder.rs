@@ -8,6 +8,7 @@ use crate::client::Client;
 use crate::engine::context::Core;
 use crate::engine::context::Features;
 use crate::error::{Error, Result};
+use crate::lock::family::PlainFamily;
 use crate::settings::Settings;
 use crate::settings::cluster_pubsub::ClusterPubSub;
 use crate::settings::deployment::Servers;
@@ -551,10 +552,18 @@ impl ClientBuilder {
             ..
         } = self;
         // Straight to the core: one async layer less keeps callers' futures shallow.
-        let core = Core::open(&url, settings, &topology, replica_wait, features).await?;
-        Ok(Client {
-            core: Arc::new(core),
-        })
+        let core = Core::open(
+            &url,
+            settings,
+            &topology,
+            replica_wait,
+            features,
+            crate::primitives::library(),
+        )
+        .await?;
+        let core = Arc::new(core);
+        let plain = PlainFamily::for_client(&core);
+        Ok(Client { core, plain })
     }
 }
 

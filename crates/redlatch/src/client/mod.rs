@@ -12,6 +12,7 @@ use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
 use crate::lock::Lock;
+use crate::lock::family::PlainFamily;
 use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;
@@ -47,6 +48,9 @@ use crate::transport::shared::RedisConnection;
 #[derive(Clone)]
 pub struct Client {
     pub(crate) core: Arc<Core>,
+    /// The reentrant lock's state on this client (its coalesced calls and
+    /// hand-off courtesy), shared by its locks, spin locks and guards.
+    pub(crate) plain: Arc<PlainFamily>,
 }
 
 impl std::fmt::Debug for Client {
@@ -65,7 +69,7 @@ impl Client {
     /// A handle to the lock `name` (no round trip; the name is checked when
     /// the lock is used). See [`Lock`].
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.core.clone(), name.into())
+        Lock::new(self.core.clone(), self.plain.clone(), name.into())
     }
 
     /// A handle to the fair lock `name` (no round trip; the name is checked
@@ -77,7 +81,7 @@ impl Client {
     /// A handle to the spin lock `name`: a [`Lock`] whose waiters poll
     /// rather than subscribe (no round trip here). See [`SpinLock`].
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
-        SpinLock::new(self.core.clone(), name.into())
+        SpinLock::new(self.core.clone(), self.plain.clone(), name.into())
     }
 
     /// A handle to the token lock `name`: a non-reentrant lock whose key is

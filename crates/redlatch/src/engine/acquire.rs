@@ -13,8 +13,7 @@ use tracing::{Instrument, Span};
 use crate::engine::context::Core;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::keys::{LockKeys, validate_owner};
-use crate::scripts::lock::Request;
+use crate::scripts::keys::validate_owner;
 use crate::settings::{RetryPolicy, limits};
 
 /// Who acquires, and for how long: chosen once per acquire call.
@@ -57,18 +56,6 @@ impl Terms {
             lease_ms,
             renewed,
         })
-    }
-
-    /// The request of one acquire of the lock `keys` on these terms.
-    pub(crate) fn request(&self, keys: Arc<LockKeys>) -> Request {
-        Request {
-            keys,
-            owner: self.owner.clone(),
-            named_owner: self.named,
-            lease_ms: self.lease_ms,
-            waited_ms: 0,
-            wake_always: false,
-        }
     }
 
     /// Whether an acquire may try again after an attempt failed with

@@ -9,8 +9,6 @@ use crate::sync::unpoisoned::RwLock;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::engine::coalesce::LockCalls;
-use crate::engine::courtesy::Courtesy;
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
@@ -28,7 +26,7 @@ use crate::transport::connection::{self, Connection};
 use crate::transport::detached::Detached;
 use crate::transport::idle;
 use crate::transport::no_evict;
-use crate::transport::server_commands::ServerCommands;
+use crate::transport::script_routes::FunctionLibrary;
 use crate::transport::topology::{ReplicaWait, Topology};
 
 /// Which server features a client uses where the server offers them
@@ -70,15 +68,9 @@ pub(crate) struct Core {
     pub(crate) settings: SharedSettings,
     pub(crate) wakeups: Wakeups,
     pub(crate) watchdog: Watchdog,
-    pub(crate) courtesy: Courtesy,
-    /// The reentrant lock's acquires and releases, coalesced (not on a cluster).
-    pub(crate) lock_calls: Option<LockCalls>,
     /// Starts the background rest of calls whose callers went away, and
     /// undos, on the client's runtime; counts those not yet ended.
     pub(crate) background: Spawner,
-    /// The string lock's script-free commands, asked the first time a
-    /// token lock needs them (`transport/server_commands.rs`).
-    server_commands: tokio::sync::OnceCell<ServerCommands>,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
     shutdown: CancellationToken,
@@ -102,12 +94,14 @@ impl Core {
         topology: &Topology,
         replica_wait: Option<ReplicaWait>,
         features: Features,
+        library: FunctionLibrary,
     ) -> Result<Core> {
         let limit = settings.response_timeout;
         let settings: SharedSettings = Arc::new(RwLock::new(Arc::new(settings)));
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
-        let capabilities = learn_capabilities(&conn, &features, limit).await;
+        let capabilities = learn_capabilities(&conn, &features, library, limit, &settings).await;
+        scripting_usable(&capabilities)?;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
         }
@@ -143,7 +137,6 @@ impl Core {
                 shutdown.clone(),
             ));
         }
-        let lock_calls = LockCalls::for_connection(&conn, &settings, replica_wait, &runtime);
         Ok(Core {
             id,
             conn,
@@ -152,10 +145,7 @@ impl Core {
             settings,
             wakeups,
             watchdog,
-            courtesy: Courtesy::default(),
-            lock_calls,
             background: Spawner::counted(&runtime),
-            server_commands: tokio::sync::OnceCell::new(),
             owner_seq: AtomicU64::new(0),
             shutdown,
         })
@@ -167,16 +157,19 @@ impl Core {
 async fn learn_capabilities(
     conn: &Connection,
     features: &Features,
+    library: FunctionLibrary,
     limit: Duration,
+    settings: &SharedSettings,
 ) -> Capabilities {
     let mut conn = conn.clone();
+    let key_prefix = settings.read().key_prefix.clone();
     let server = tokio::time::timeout(limit, capabilities::server_version(&mut conn))
         .await
         .ok()
         .flatten();
     let has_functions = server.as_ref().is_none_or(|server| server.version.0 >= 7);
     let functions = if features.script_functions {
-        tokio::time::timeout(limit, library::install(&mut conn, has_functions))
+        tokio::time::timeout(limit, library::install(&mut conn, library, has_functions))
             .await
             .unwrap_or(Support::Absent)
     } else {
@@ -204,7 +197,69 @@ async fn learn_capabilities(
         }
         support
     };
-    Capabilities::new(server, functions, wait_aof, no_evict)
+    let scripting = tokio::time::timeout(
+        limit,
+        // The smallest script: the probe asks only whether Lua runs at all.
+        capabilities::scripting(&mut conn, &functions, "return 1"),
+    )
+    .await
+    .unwrap_or_else(|_| Support::Denied("no answer to SCRIPT LOAD in time".to_owned()));
+    let commands = tokio::time::timeout(
+        limit,
+        capabilities::script_free_commands(&mut conn, server.as_ref()),
+    )
+    .await
+    .unwrap_or_else(|_| capabilities::ScriptFreeCommands::absent());
+    // A key the client's ACL lets it write (`~app:*`, `~redlatch_*`), never created.
+    let probe_key = format!("{key_prefix}redlatch_probe");
+    let set_ifeq = tokio::time::timeout(
+        limit,
+        capabilities::set_ifeq(&mut conn, server.as_ref(), &probe_key),
+    )
+    .await
+    .unwrap_or(Support::Absent);
+    Capabilities {
+        server,
+        functions,
+        wait_aof,
+        no_evict,
+        set_ifeq,
+        delifeq: commands.delifeq,
+        delex_ifeq: commands.delex_ifeq,
+        hash_field_expiry: commands.hash_field_expiry,
+        scripting,
+    }
+}
+
+/// Every lock of a client runs as a script but the token lock: a server
+/// with no scripting engine (Valkey 9.1 without its Lua module) is refused
+/// now, naming what it lacks, rather than at the first call; unless it
+/// serves the token lock without scripts (`SET … IFEQ`, and `DELIFEQ` or
+/// `DELEX … IFEQ`), which is then the one lock the client can use (the
+/// others' calls fail with the server's refusal of their scripts).
+fn scripting_usable(capabilities: &Capabilities) -> Result<()> {
+    if capabilities.scripting != Support::Absent {
+        return Ok(());
+    }
+    let token_lock_served = capabilities.set_ifeq.is_available()
+        && (capabilities.delifeq.is_available() || capabilities.delex_ifeq.is_available());
+    if token_lock_served {
+        tracing::warn!(
+            "redlatch: the server runs no scripts; only the token lock (Client::token_lock) works on it"
+        );
+        return Ok(());
+    }
+    Err(Error::ServerLacks {
+        server: capabilities
+            .server
+            .as_ref()
+            .map_or_else(|| "the server".to_owned(), ToString::to_string),
+        missing: "scripting",
+        detail: "it runs no Lua (SCRIPT LOAD and FUNCTION LOAD answer that no scripting \
+                 engine is found), and redlatch's locks run as Lua scripts: load the \
+                 server's Lua module, or use a build that has Lua"
+            .to_owned(),
+    })
 }
 
 /// A client that waits for replicas needs WAIT, and one that waits for
@@ -250,21 +305,6 @@ async fn replica_wait_usable(
 impl Core {
     pub(crate) fn current_settings(&self) -> Arc<Settings> {
         self.settings.read().clone()
-    }
-
-    /// The string lock's script-free commands on this server: asked once,
-    /// by the first call that needs them (each question bounded by the
-    /// response timeout).
-    pub(crate) async fn server_commands(&self) -> &ServerCommands {
-        self.server_commands
-            .get_or_init(|| async {
-                let settings = self.current_settings();
-                let limit = settings.response_timeout;
-                let commands = ServerCommands::probe(&self.conn, limit, &settings.key_prefix).await;
-                tracing::debug!(commands = %commands.summary(), "redlatch: string lock commands");
-                commands
-            })
-            .await
     }
 
     /// A fresh owner name, unique within this client.

@@ -5,9 +5,7 @@
 pub(crate) mod acquire;
 pub(crate) mod attempt;
 pub(crate) mod cancel;
-pub(crate) mod coalesce;
 pub(crate) mod context;
-pub(crate) mod courtesy;
 pub(crate) mod hold;
 pub(crate) mod hold_kind;
 #[cfg(feature = "holder-records")]

@@ -1,57 +1,17 @@
-//! What a primitive plugs into the engine: how the watchdog renews its
-//! holds ([`HoldKind`]), what its guards' release and re-entry send
-//! ([`LockFamily`]), and what one acquire attempt sends and how it is undone
-//! ([`AttemptCall`], run by [`crate::engine::attempt::attempt`]). The engine
-//! names no primitive: each one defines these in its own files.
+//! What a primitive plugs into the engine besides how the watchdog renews
+//! its holds (`engine/hold_kind.rs`): what one acquire attempt sends and
+//! how it is undone ([`AttemptCall`], run by
+//! [`crate::engine::attempt::attempt`]). The engine names no primitive:
+//! each one defines these in its own files.
 
-use std::any::Any;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::context::Core;
-use crate::engine::hold_kind::HoldKind;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::lock::{Released, Request};
+use crate::scripts::released::Released;
 use crate::transport::Connection;
-
-/// A boxed future that owns what it needs.
-pub(crate) type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// Runs `send` with the client's connection and response timeout, boxed:
-/// the body of a family's release or re-entry.
-pub(crate) fn on_connection<T, F, Fut>(core: Arc<Core>, send: F) -> Boxed<Result<T>>
-where
-    T: Send + 'static,
-    F: FnOnce(Connection, Duration) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<T>> + Send + 'static,
-{
-    Box::pin(async move {
-        let limit = core.current_settings().response_timeout;
-        send(core.conn.clone(), limit).await
-    })
-}
-
-/// The scripts a lock's guards run on their hold: the lock kind's release
-/// and re-entry. A guard keeps its family as a trait object, so the guard
-/// type is one for every lock kind.
-pub(crate) trait LockFamily: Send + Sync + std::fmt::Debug + 'static {
-    /// How the watchdog renews a hold of this kind.
-    fn renewal(&self) -> HoldKind;
-
-    /// Drops one hold. One round trip, at most the response timeout.
-    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>>;
-
-    /// Adds one hold for an owner that holds already. One round trip. False
-    /// when the owner no longer holds it.
-    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>>;
-
-    /// The family itself, for the one primitive that needs its own back
-    /// (a write guard's downgrade reads its keys).
-    fn as_any(&self) -> &dyn Any;
-}
 
 /// One acquire attempt of a primitive: what it sends, and what undoing it
 /// means. [`crate::engine::attempt::attempt`] runs it so that an abandoned

@@ -853,7 +853,7 @@ mod tests {
     /// Two more kinds of renewal, as two other primitives would have.
     static OTHER: BatchRenewal = BatchRenewal {
         name: "other",
-        script: &crate::scripts::RENEW,
+        script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: true,
         native: None,
@@ -862,7 +862,7 @@ mod tests {
     };
     static PERMITS: BatchRenewal = BatchRenewal {
         name: "permits",
-        script: &crate::scripts::RENEW,
+        script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: false,
         native: None,

@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
+use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::fair::{self, FairReply, PlaceTimes};
+use crate::lock::calls::{Released, Request};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request};
 use crate::transport::Connection;
 
 /// One call of the fair acquire script.

@@ -1,17 +1,14 @@
 //! The fair lock's guards: they renew and re-enter as the reentrant lock's
 //! (one hash field per owner); the release wakes the first waiter in line.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::engine::context::Core;
 use crate::engine::hold_kind::HoldKind;
-use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
-use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
-use crate::scripts;
+use crate::lock::calls::{Released, Request};
+use crate::lock::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request};
 
 /// The guards of one fair lock.
 #[derive(Debug)]
@@ -25,15 +22,11 @@ impl LockFamily for FairFamily {
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
         on_connection(core, move |mut conn, limit| async move {
-            scripts::fair::release(&mut conn, &keys, &request, limit).await
+            crate::fair_lock::calls::release(&mut conn, &keys, &request, limit).await
         })
     }
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
 pub(crate) mod family;
+pub(crate) mod scripts;
 
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
@@ -15,13 +17,13 @@ use crate::engine::wakeup::{Handed, Ticket};
 use crate::engine::watchdog::renewal_period;
 use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
+use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::fair_lock::family::FairFamily;
 use crate::lease_clock::LeaseInstant;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::fair::{self, FairReply, PlaceTimes};
 use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 

@@ -5,18 +5,26 @@
 //! claim to the lock's next turn.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::lock::{self, LockReply, Released, Request};
+use crate::lock::calls::{self as lock, LockReply, Released, Request};
+use crate::lock::coalesce::Coalescer;
 use crate::transport::Connection;
 
-/// One acquire of the reentrant lock.
+/// The client's acquires under way, sent together ([`PlainFamily`]'s).
+///
+/// [`PlainFamily`]: crate::lock::family::PlainFamily
+pub(crate) type AcquireCalls = Arc<Coalescer<Request, LockReply>>;
+
+/// One acquire of the reentrant lock, and the client's coalesced acquires
+/// it leaves with (`None`: alone).
 #[derive(Clone)]
-pub(crate) struct LockAttempt(pub(crate) Request);
+pub(crate) struct LockAttempt(pub(crate) Request, pub(crate) Option<AcquireCalls>);
 
 impl AttemptCall for LockAttempt {
     type Reply = LockReply;
@@ -38,7 +46,7 @@ impl AttemptCall for LockAttempt {
         core: &Core,
         sent_at: LeaseInstant,
     ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
-        send_acquire(core, self.0.clone(), sent_at, true)
+        send_acquire(core, self.0.clone(), sent_at, self.1.clone())
     }
 
     fn took_hold(reply: &LockReply) -> bool {
@@ -90,7 +98,7 @@ impl AttemptCall for LockAttemptAlone {
         core: &Core,
         sent_at: LeaseInstant,
     ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
-        send_acquire(core, self.0.0.clone(), sent_at, false)
+        send_acquire(core, self.0.0.clone(), sent_at, None)
     }
 
     fn took_hold(reply: &LockReply) -> bool {
@@ -107,20 +115,17 @@ impl AttemptCall for LockAttemptAlone {
 }
 
 /// Sends one acquire: followed by `WAIT` when replicas must confirm it,
-/// else (`coalesce`) in one call with the other acquires of this client
-/// under way now, or alone.
+/// else in one call with the other acquires of this client under way now
+/// (`coalesced`), or alone.
 fn send_acquire(
     core: &Core,
     request: Request,
     sent_at: LeaseInstant,
-    coalesce: bool,
+    coalesced: Option<AcquireCalls>,
 ) -> impl Future<Output = Result<LockReply>> + Send + 'static + use<> {
     let mut conn = core.conn.clone();
     let limit = core.current_settings().response_timeout;
     let replica_wait = core.replica_wait;
-    let coalesced = coalesce
-        .then(|| core.lock_calls.as_ref().map(|calls| calls.acquire.clone()))
-        .flatten();
     async move {
         match (replica_wait, coalesced) {
             (Some(wait), _) => {

@@ -3,21 +3,56 @@
 //! read-write lock's writer keep their holds in the same hash field, so
 //! they renew and re-enter the same way.
 
-use std::any::Any;
-use std::sync::{Arc, LazyLock};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::engine::context::Core;
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
-use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
-use crate::scripts;
-use crate::scripts::lock::{Released, Request};
+use crate::lock::calls::{Released, Request};
+use crate::lock::coalesce::LockCalls;
+use crate::lock::courtesy::Courtesy;
+use crate::transport::Connection;
+
+/// A boxed future that owns what it needs.
+pub(crate) type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Runs `send` with the client's connection and response timeout, boxed:
+/// the body of a family's release or re-entry.
+pub(crate) fn on_connection<T, F, Fut>(core: Arc<Core>, send: F) -> Boxed<Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce(Connection, Duration) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    Box::pin(async move {
+        let limit = core.current_settings().response_timeout;
+        send(core.conn.clone(), limit).await
+    })
+}
+
+/// The scripts a lock's guards run on their hold: the lock kind's release
+/// and re-entry. A guard keeps its family as a trait object, so the guard
+/// type is one for every lock kind.
+pub(crate) trait LockFamily: Send + Sync + std::fmt::Debug + 'static {
+    /// How the watchdog renews a hold of this kind.
+    fn renewal(&self) -> HoldKind;
+
+    /// Drops one hold. One round trip, at most the response timeout.
+    fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>>;
+
+    /// Adds one hold for an owner that holds already. One round trip. False
+    /// when the owner no longer holds it.
+    fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>>;
+}
 
 /// Renews lock hash fields (`renew.lua`): the lock key, the owner field,
 /// the lease, per hold.
 pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
     name: "lock",
-    script: &scripts::RENEW,
+    script: &crate::lock::scripts::RENEW,
     add_hold: |invocation, key, owner, lease_ms| {
         invocation.key(key).arg(owner).arg(lease_ms);
     },
@@ -27,14 +62,42 @@ pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
     keeps_lease: false,
 };
 
-/// The reentrant lock's guards: released with the other releases of the
-/// client under way (coalesced, where the client coalesces), and a release
-/// to waiters elsewhere steps this client aside (the hand-off courtesy).
-#[derive(Debug)]
-pub(crate) struct PlainFamily;
+/// The reentrant lock's plug-in state, one per client (its `Client` makes
+/// it at connect, and every lock handle and guard of the client shares it):
+/// its guards are released with the other releases of the client under way
+/// (coalesced, where the client coalesces), and a release to waiters
+/// elsewhere steps this client aside (the hand-off courtesy).
+pub(crate) struct PlainFamily {
+    /// The lock's acquires and releases, coalesced (not on a cluster, nor
+    /// when replicas must confirm each acquire).
+    pub(crate) calls: Option<LockCalls>,
+    /// The locks this client just released to waiters elsewhere.
+    pub(crate) courtesy: Arc<Courtesy>,
+}
 
-/// The one family value every reentrant lock guard shares.
-pub(crate) static PLAIN: LazyLock<Arc<dyn LockFamily>> = LazyLock::new(|| Arc::new(PlainFamily));
+impl std::fmt::Debug for PlainFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainFamily")
+            .field("coalesced", &self.calls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlainFamily {
+    /// The state of the locks of the client `core`; on its runtime.
+    pub(crate) fn for_client(core: &Core) -> Arc<PlainFamily> {
+        let runtime = tokio::runtime::Handle::current();
+        Arc::new(PlainFamily {
+            calls: LockCalls::for_connection(
+                &core.conn,
+                &core.settings,
+                core.replica_wait,
+                &runtime,
+            ),
+            courtesy: Arc::default(),
+        })
+    }
+}
 
 impl LockFamily for PlainFamily {
     fn renewal(&self) -> HoldKind {
@@ -42,6 +105,8 @@ impl LockFamily for PlainFamily {
     }
 
     fn release(&self, core: Arc<Core>, mut request: Request) -> Boxed<Result<Released>> {
+        let coalesced = self.calls.as_ref().map(|calls| calls.release.clone());
+        let courtesy = self.courtesy.clone();
         Box::pin(async move {
             let settings = core.current_settings();
             let limit = settings.response_timeout;
@@ -52,10 +117,10 @@ impl LockFamily for PlainFamily {
             // linger after).
             request.wake_always = settings.redisson_waiters
                 || core.wakeups.is_listening_to(request.keys.channel_name());
-            let released = match &core.lock_calls {
+            let released = match &coalesced {
                 // With the other releases of this client under way now, in one call.
-                Some(calls) => calls.release.call(request.clone()).await,
-                None => scripts::lock::release(&mut core.conn.clone(), &request, limit).await,
+                Some(calls) => calls.call(request.clone()).await,
+                None => crate::lock::calls::release(&mut core.conn.clone(), &request, limit).await,
             };
             // Courtesy is the reentrant lock's: the fair lock names its next
             // holder, and a read-write lock may have many.
@@ -67,7 +132,7 @@ impl LockFamily for PlainFamily {
                 let local = i64::from(core.wakeups.is_listening(&request.keys.channel()));
                 if *receivers > local {
                     let grace = settings.handoff_grace;
-                    core.courtesy.note_release(&request.keys.key, grace);
+                    courtesy.note_release(&request.keys.key, grace);
                 }
             }
             released
@@ -77,16 +142,12 @@ impl LockFamily for PlainFamily {
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// Re-enters a hold kept in one lock hash field (`reenter.lua`): the
 /// reentrant lock's, the fair lock's, a read-write lock's writer's.
 pub(crate) fn reenter_hash_field(core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
     on_connection(core, move |mut conn, limit| async move {
-        scripts::lock::reenter(&mut conn, &request, limit).await
+        crate::lock::calls::reenter(&mut conn, &request, limit).await
     })
 }

@@ -12,13 +12,13 @@ use crate::engine::acquire::Terms;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
-use crate::engine::primitive::LockFamily;
 use crate::error::{Error, Result};
+use crate::lock::calls::Released;
+use crate::lock::calls::Request;
+use crate::lock::family::LockFamily;
 use crate::lock::hold_accessors::hold_accessors;
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::Released;
-use crate::scripts::lock::Request;
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
 /// has a fixed lease) until the guard is released or dropped.
@@ -241,9 +241,9 @@ impl Guard {
         &self.core
     }
 
-    /// Which kind of lock this guard holds.
-    pub(crate) fn family(&self) -> &Arc<dyn LockFamily> {
-        &self.family
+    /// The keys of the lock this guard holds.
+    pub(crate) fn keys(&self) -> &Arc<LockKeys> {
+        &self.keys
     }
 
     /// The hold this guard shares with its re-entries.

@@ -1,12 +1,16 @@
 //! The reentrant lock handle and its acquire loop.
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
+pub(crate) mod coalesce;
+pub(crate) mod courtesy;
 pub(crate) mod family;
 pub(crate) mod guard;
 pub(crate) mod handle_options;
 pub(crate) mod hold_accessors;
 #[cfg(feature = "holder-records")]
 pub(crate) mod holder_identity;
+pub(crate) mod scripts;
 pub(crate) mod status;
 
 use std::sync::Arc;
@@ -24,13 +28,12 @@ use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
-use crate::lock::family::PLAIN;
+use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
+use crate::lock::family::PlainFamily;
 use crate::lock::guard::Guard;
 use crate::lock::handle_options::{handle_options, waiting_methods};
 use crate::lock::status::LockStatus;
-use crate::scripts;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -89,6 +92,8 @@ const COURTESY_FREE_SHARE: u32 = 10;
 #[derive(Clone, Debug)]
 pub struct Lock {
     core: Arc<Core>,
+    /// The client's lock state: coalesced calls, the hand-off courtesy.
+    family: Arc<PlainFamily>,
     name: Arc<str>,
     owner: Option<Arc<str>>,
     /// A fixed lease; `None`: the client's default lease, renewed.
@@ -107,9 +112,10 @@ waiting_methods!(
 );
 
 impl Lock {
-    pub(crate) fn new(core: Arc<Core>, name: String) -> Lock {
+    pub(crate) fn new(core: Arc<Core>, family: Arc<PlainFamily>, name: String) -> Lock {
         Lock {
             core,
+            family,
             name: Arc::from(name),
             owner: None,
             lease: None,
@@ -291,7 +297,7 @@ impl Lock {
         let core = &self.core;
         let keys = self.shared_keys()?;
         let terms = Terms::choose(core, self.owner.as_deref(), lease)?;
-        Ok((terms.request(keys), terms))
+        Ok((Request::of(keys, &terms), terms))
     }
 
     /// The lock's keys under the current key prefix, made once per handle
@@ -369,7 +375,7 @@ impl Lock {
                 .min(until.saturating_duration_since(LeaseInstant::now()))
                 .max(COURTESY_LOOK);
             if !matches!(
-                scripts::lock::is_taken(&mut conn, &request.keys, limit).await,
+                crate::lock::calls::is_taken(&mut conn, &request.keys, limit).await,
                 Ok(false)
             ) {
                 return;
@@ -400,7 +406,7 @@ impl Lock {
         let reenters =
             request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            if let Some(until) = core.courtesy.step_aside_until(&request.keys.key) {
+            if let Some(until) = self.family.courtesy.step_aside_until(&request.keys.key) {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
@@ -456,7 +462,7 @@ impl Acquisition for LockAcquisition<'_> {
             0
         };
         let request = &self.request;
-        let reply = attempt(core, LockAttempt(request.clone())).await?;
+        let reply = attempt(core, self.lock.attempt(request)).await?;
         if let LockReply::Acquired(_) = reply
             && let Some(claim) = self.claimed.take()
         {
@@ -468,7 +474,7 @@ impl Acquisition for LockAcquisition<'_> {
                 let guard = Guard::register(
                     core,
                     request.keys.clone(),
-                    PLAIN.clone(),
+                    self.lock.family.clone(),
                     request.owner.clone(),
                     &self.terms,
                     acquired,
@@ -491,7 +497,7 @@ impl Acquisition for LockAcquisition<'_> {
                     if self.claimed.is_none() {
                         self.claimed = Some(Box::new(Place::new(
                             core.clone(),
-                            LockAttempt(request.clone()),
+                            self.lock.attempt(request),
                         )));
                     }
                 }
@@ -535,7 +541,16 @@ impl Lock {
     /// `redis-benchmark` limit. Not a stable interface.
     #[doc(hidden)]
     pub fn script_sources() -> (&'static str, &'static str) {
-        crate::scripts::lock_script_sources()
+        scripts::lock_script_sources()
+    }
+
+    /// One acquire of `request`, coalesced with the client's others.
+    pub(crate) fn attempt(&self, request: &Request) -> LockAttempt {
+        let coalesced = self.family.calls.as_ref();
+        LockAttempt(
+            request.clone(),
+            coalesced.map(|calls| calls.acquire.clone()),
+        )
     }
 
     /// The client this handle was made from (multi-locks span several).

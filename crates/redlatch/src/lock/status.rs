@@ -8,7 +8,7 @@ use crate::engine::context::Core;
 use crate::error::{Error, Result};
 #[cfg(feature = "holder-records")]
 use crate::lock::holder_identity::{self, HolderIdentity};
-use crate::scripts;
+use crate::lock::scripts;
 #[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys;
 use crate::scripts::keys::{FairKeys, RwKeys};

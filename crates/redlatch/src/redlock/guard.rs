@@ -12,11 +12,10 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
+use crate::lock::calls::Request;
 use crate::redlock::handle::Redlock;
 use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
-use crate::scripts;
-use crate::scripts::lock::Request;
 use crate::settings::limits;
 use crate::sync::Spawner;
 
@@ -100,7 +99,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.core.conn.clone();
-            async move { scripts::lock::renew_one(&mut conn, &request, limit).await }
+            async move { crate::lock::calls::renew_one(&mut conn, &request, limit).await }
         })
         .await;
         let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
@@ -131,7 +130,7 @@ impl RedlockHold {
         // Done once a majority released it: others can take the lock then.
         // The slower nodes finish in the background (a process that exits
         // at once leaves a minority of holds, which run out with the lease).
-        let settled = |replies: &[Option<Result<scripts::lock::Released>>]| {
+        let settled = |replies: &[Option<Result<crate::lock::calls::Released>>]| {
             let released = replies.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
             let running = replies.iter().filter(|r| r.is_none()).count();
             released >= needed || released + running < needed
@@ -145,8 +144,9 @@ impl RedlockHold {
                 let mut conn = client.core.conn.clone();
                 let last_release = self.last_release.clone();
                 async move {
-                    let released = scripts::lock::release(&mut conn, &request, limit).await;
-                    let deleted = matches!(released, Ok(scripts::lock::Released::Unlocked { .. }));
+                    let released = crate::lock::calls::release(&mut conn, &request, limit).await;
+                    let deleted =
+                        matches!(released, Ok(crate::lock::calls::Released::Unlocked { .. }));
                     last_release.record(i, deleted);
                     released
                 }
@@ -182,7 +182,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.core.conn.clone();
-            async move { scripts::lock::reenter(&mut conn, &request, limit).await }
+            async move { crate::lock::calls::reenter(&mut conn, &request, limit).await }
         })
         .await;
         let nodes = self.node_count();
@@ -219,7 +219,7 @@ impl RedlockHold {
                 let request = self.request(i, lease_ms);
                 Some(async move {
                     let mut conn = client.core.conn.clone();
-                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                    let _ = crate::lock::calls::release(&mut conn, &request, limit).await;
                 })
             });
         futures_util::future::join_all(undo).await;

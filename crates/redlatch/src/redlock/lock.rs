@@ -18,16 +18,15 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
 use crate::lock::attempt::{LockAttempt, LockAttemptAlone};
+use crate::lock::calls::{LockReply, Request};
 use crate::lock::status::LockStatus;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
 use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
 use crate::redlock::watchdog;
-use crate::scripts;
 use crate::scripts::acquired::Acquired;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::{LockReply, Request};
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking when a holder's lock has no expiry.
@@ -398,7 +397,7 @@ impl RedlockLock {
                 // cuts the wait short, the task still finishes and gives back
                 // any hold.
                 let client = client.clone();
-                let call = LockAttemptAlone(LockAttempt(requests[i].clone()));
+                let call = LockAttemptAlone(LockAttempt(requests[i].clone(), None));
                 async move { attempt::attempt(&client.core, call).await }
             },
             settled,
@@ -494,7 +493,7 @@ impl RedlockLock {
                     return Ok(false);
                 };
                 let mut conn = client.core.conn.clone();
-                scripts::lock::raise_token(&mut conn, &request, token, limit).await
+                crate::lock::calls::raise_token(&mut conn, &request, token, limit).await
             }
         };
         if at_token >= needed {
@@ -583,10 +582,11 @@ impl RedlockLock {
                     // node's connection: once it answers that it deleted
                     // the hold, a give-back would find nothing.
                     if !last_release.deleted(i, limit).await {
-                        let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                        let _ = crate::lock::calls::release(&mut conn, &request, limit).await;
                     }
                 } else {
-                    let _ = scripts::lock::raise_token(&mut conn, &request, token, limit).await;
+                    let _ =
+                        crate::lock::calls::raise_token(&mut conn, &request, token, limit).await;
                 }
             }));
         });
@@ -617,7 +617,7 @@ impl RedlockLock {
                 let request = request.clone();
                 Some(async move {
                     let mut conn = client.core.conn.clone();
-                    let _ = scripts::lock::release(&mut conn, &request, limit).await;
+                    let _ = crate::lock::calls::release(&mut conn, &request, limit).await;
                 })
             });
         futures_util::future::join_all(releases).await;

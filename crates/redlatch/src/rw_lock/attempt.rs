@@ -11,9 +11,9 @@ use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
+use crate::lock::calls::{Released, Request};
+use crate::rw_lock::calls::{self as rw, RwReply, Side};
 use crate::scripts::keys::{RwKeys, write_field};
-use crate::scripts::lock::{Released, Request};
-use crate::scripts::rw::{self, RwReply, Side};
 use crate::transport::Connection;
 
 /// One call of the read or write acquire script.

@@ -2,24 +2,21 @@
 //! key and re-enters through the read script; the writer's hold is a lock
 //! hash field like the reentrant lock's. Both releases wake every waiter.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::engine::context::Core;
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
-use crate::engine::primitive::{Boxed, LockFamily, on_connection};
 use crate::error::Result;
-use crate::lock::family::{LOCK_RENEWAL, reenter_hash_field};
-use crate::scripts;
+use crate::lock::calls::{Released, Request};
+use crate::lock::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix};
-use crate::scripts::lock::{Released, Request};
 
 /// Renews read holds (`rw_read_renew.lua`), which also extends their
 /// per-hold timeout keys: the lock key, the read field, the lease and the
 /// timeout keys' prefix, per hold.
 pub(crate) static READ_RENEWAL: BatchRenewal = BatchRenewal {
     name: "read",
-    script: &scripts::RW_READ_RENEW,
+    script: &crate::rw_lock::scripts::RW_READ_RENEW,
     add_hold: |invocation, key, owner, lease_ms| {
         invocation
             .key(key)
@@ -49,19 +46,15 @@ impl LockFamily for ReadFamily {
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
         on_connection(core, move |mut conn, limit| async move {
-            scripts::rw::read_release(&mut conn, &keys, &request, limit).await
+            crate::rw_lock::calls::read_release(&mut conn, &keys, &request, limit).await
         })
     }
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         let keys = self.0.clone();
         on_connection(core, move |mut conn, limit| async move {
-            scripts::rw::read_reenter(&mut conn, &keys, &request, limit).await
+            crate::rw_lock::calls::read_reenter(&mut conn, &keys, &request, limit).await
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -73,15 +66,11 @@ impl LockFamily for WriteFamily {
     fn release(&self, core: Arc<Core>, request: Request) -> Boxed<Result<Released>> {
         let keys = self.0.clone();
         on_connection(core, move |mut conn, limit| async move {
-            scripts::rw::write_release(&mut conn, &keys, &request, limit).await
+            crate::rw_lock::calls::write_release(&mut conn, &keys, &request, limit).await
         })
     }
 
     fn reenter(&self, core: Arc<Core>, request: Request) -> Boxed<Result<bool>> {
         reenter_hash_field(core, request)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

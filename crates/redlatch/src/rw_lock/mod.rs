@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) mod attempt;
+pub(crate) mod calls;
 pub(crate) mod family;
 pub(crate) mod register;
+pub(crate) mod scripts;
 pub(crate) mod sides;
 
 use crate::engine::acquire::{Terms, acquire_measured};
@@ -23,10 +25,10 @@ use crate::lock::guard::Guard;
 use crate::lock::handle_options::handle_options;
 use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
+use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::rw_lock::register::register;
 use crate::scripts::keys::RwKeys;
-use crate::scripts::rw::{RwReply, Side};
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.

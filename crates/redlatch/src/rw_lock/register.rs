@@ -7,13 +7,14 @@ use crate::engine::acquire::{Terms, lease_choice};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::hold::LostReason;
-use crate::engine::primitive::LockFamily;
 use crate::error::{Error, Result};
+use crate::lock::family::LockFamily;
 use crate::lock::guard::Guard;
 use crate::rw_lock::attempt::RwCall;
+use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::family::{ReadFamily, WriteFamily};
 use crate::scripts::acquired::Acquired;
-use crate::scripts::rw::{RwReply, Side};
+use crate::scripts::keys::RwKeys;
 
 /// Registers the hold `call` took with the watchdog; returns its guard.
 pub(crate) fn register(
@@ -34,12 +35,8 @@ pub(crate) fn register(
 /// while it writes), then releases the write hold: a downgrade.
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
-    let Some(WriteFamily(keys)) = writer.family().as_any().downcast_ref::<WriteFamily>() else {
-        return Err(Error::Protocol {
-            op: "downgrade",
-            detail: "not a write hold".to_owned(),
-        });
-    };
+    // The write hold's keys, as its lock's were made (same key, name, counter).
+    let keys = Arc::new(RwKeys::of_lock(writer.keys()));
     let reader = hold
         .owner
         .strip_suffix(":write")
@@ -57,7 +54,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
         renewed,
     };
     let call = RwCall {
-        keys: keys.clone(),
+        keys,
         side: Side::Read,
         reader: terms.owner.clone(),
         named: terms.named,

@@ -514,8 +514,14 @@ pub(crate) struct RwKeys {
 
 impl RwKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<RwKeys> {
-        let lock = LockKeys::new(prefix, name)?;
-        Ok(RwKeys {
+        Ok(RwKeys::of_lock(&LockKeys::new(prefix, name)?))
+    }
+
+    /// The read-write lock's keys of the lock hash `lock` (as
+    /// [`RwKeys::as_lock_keys`] gave them, or as made for its name): the
+    /// same key, name and fencing counter.
+    pub(crate) fn of_lock(lock: &LockKeys) -> RwKeys {
+        RwKeys {
             channel: prefix_name("redisson_rwlock", &lock.key),
             writers: prefix_name("redlatch_rwlock_writers", &lock.key),
             timeout_base: hash_tagged(&lock.key),
@@ -523,7 +529,7 @@ impl RwKeys {
             name_at: lock.name_at,
             fence: lock.fence,
             key: lock.key.to_string(),
-        })
+        }
     }
 
     /// As [`LockKeys::per_name_counter`].

@@ -10,6 +10,7 @@ use tracing::warn;
 use crate::scripts::arg_list::ArgList;
 use crate::scripts::library;
 use crate::transport::Connection;
+use crate::transport::script_routes::FunctionLibrary;
 
 /// One Lua script: its source (shared parts in front), its EVALSHA form and
 /// its name in redlatch's function library.
@@ -56,10 +57,15 @@ impl Lua {
         self.script.get_hash()
     }
 
-    /// The script's name in redlatch's function library, as FCALL names it.
-    pub(crate) fn function_name(&self) -> &str {
-        self.function
-            .get_or_init(|| library::function_name(&self.name))
+    /// The script's name in the function library `library`, as FCALL
+    /// names it. Made once: a program has one library (every primitive's
+    /// scripts, `crate::primitives`).
+    pub(crate) fn function_name(&self, library: FunctionLibrary) -> &str {
+        let name = self
+            .function
+            .get_or_init(|| format!("{}_{}", library.name, self.name));
+        debug_assert!(name.starts_with(library.name), "one library per program");
+        name
     }
 
     /// A request with `key` as its first key.
@@ -103,10 +109,9 @@ impl Invocation {
     /// has redlatch's function library, EVALSHA otherwise (for a pipeline;
     /// see [`Invocation::load_missing`]).
     pub(crate) fn command(&self, conn: &Connection) -> Cmd {
-        let (command, script) = if conn.script_routes().functions() {
-            ("FCALL", self.lua.function_name())
-        } else {
-            ("EVALSHA", self.lua.hash())
+        let (command, script) = match conn.script_routes().function_library() {
+            Some(library) => ("FCALL", self.lua.function_name(library)),
+            None => ("EVALSHA", self.lua.hash()),
         };
         // Sized once: grown value by value, a batch's command reallocated
         // its buffers a dozen times on every call.

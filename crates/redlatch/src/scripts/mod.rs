@@ -9,8 +9,8 @@
 //! `spublish` on a Redis Cluster).
 //!
 //! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
-//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`,
-//! `PERMIT_RENEW` and `TOKEN_RENEW` takes one more KEY and one more ARGV, both last: the
+//! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE` and
+//! `PERMIT_RENEW` takes one more KEY and one more ARGV, both last: the
 //! request record and how long to keep it (see below).
 //!
 //! | script | KEYS | ARGV | returns |
@@ -41,9 +41,6 @@
 //! | `PERMIT_RELEASE` | permit count, expiries | channel, permit id, publish | 1 released, 2 released after its lease, 0 unknown, -1 wrong type |
 //! | `PERMIT_AVAILABLE` | permit count, expiries | channel, publish | `{1,count,held}` (count may be negative), `{-1,0,0}` wrong type |
 //! | `PERMIT_RENEW` | expiries per entry | permit id, lease ms per entry | 1 or 0 per entry |
-//! | `TOKEN_RELEASE` | lock key (a string) | owner's token | 1 deleted, 0 not held, -1 not a string |
-//! | `TOKEN_RENEW` | lock key per entry | owner's token, lease ms per entry | 1 or 0 per entry |
-//! | `TOKEN_ACQUIRE_FENCED` | lock key, counter | owner's token, lease ms | `{1,token}` acquired, `{0,pttl}` held, `{-1,0}` not a string or the counter unusable |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
@@ -58,7 +55,7 @@
 //! server itself (READONLY, OOM, BUSY) still ends the whole call. Redis
 //! checks a script's KEYS against the user's ACL before running it, so a
 //! forbidden name refuses the whole call before anything runs; the
-//! library then sends each lock of that batch alone ([`lock::acquire_many`]).
+//! library then sends each lock of that batch alone (`lock/calls.rs`, `acquire_many`).
 //!
 //! **A lease already set is never shortened** (`scripts/lib/lease.lua`):
 //! every script that sets the lease of a hold that exists already (a
@@ -75,7 +72,7 @@
 //! drops while the command is in flight, and the library itself sends a
 //! request again to learn its outcome; a script that changes data would
 //! then run twice. So on a cluster every script that changes data (all but
-//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `TOKEN_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
+//! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
 //! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, which can run twice
 //! harmlessly) runs in a wrapped form generated from the same source
 //! ([`Mutating`]), which takes **one more KEY, last**: a request record
@@ -90,13 +87,12 @@
 
 pub(crate) mod acquired;
 pub(crate) mod arg_list;
-pub(crate) mod fair;
 pub(crate) mod holder_keys;
 pub(crate) mod keys;
 pub(crate) mod library;
-pub(crate) mod lock;
+pub(crate) mod library_source;
 pub(crate) mod lua;
-pub(crate) mod rw;
+pub(crate) mod released;
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -113,7 +109,7 @@ pub(crate) use lua::{Invocation, Lua};
 /// run even when the server is out of memory, as their EVALSHA forms do
 /// (where a write that takes no memory would be refused as a script's
 /// first, `scripts/lib/memory.lua` lets it through).
-const GIVES_BACK: &[&str] = &["allow-oom"];
+pub(crate) const GIVES_BACK: &[&str] = &["allow-oom"];
 
 /// Function flags of every acquire and re-entry (and of a semaphore's
 /// count set or changed): run under OOM too, so that a busy primitive
@@ -123,227 +119,88 @@ const GIVES_BACK: &[&str] = &["allow-oom"];
 /// permit taken, a count set) is let past `maxmemory`, as a release's is;
 /// by EVALSHA the server refuses it with OOM unless the script wrote
 /// something before (docs/SAFETY.md, "Redis out of memory", says which).
-const ANSWERS_UNDER_OOM: &[&str] = &["allow-oom"];
+pub(crate) const ANSWERS_UNDER_OOM: &[&str] = &["allow-oom"];
 
 /// The file's name without `.lua`: the script's name in the function library.
-fn file_stem(file: &str) -> String {
+pub(crate) fn file_stem(file: &str) -> String {
     file.trim_end_matches(".lua").to_owned()
 }
 
-/// A script that only reads, or that can run twice harmlessly; the shared
-/// parts named after it (`scripts/lib/NAME.lua`) come first, as for
-/// [`mutating!`].
+/// A script that only reads, or that can run twice harmlessly, declared in
+/// its primitive's folder: `script!(NAME, "file.lua", FLAGS, parts...)`
+/// reads `crates/redlatch/scripts/file.lua`, with the shared parts named
+/// after it (`scripts/lib/PART.lua`) in front, as for [`mutating!`].
 macro_rules! script {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
-        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-            Lua::new(
-                file_stem($file),
-                concat!("", $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*),
-                include_str!(concat!("../../scripts/", $file)).to_owned(),
-                $flags,
-            )
-        });
+        pub(crate) static $name: std::sync::LazyLock<$crate::scripts::Lua> =
+            std::sync::LazyLock::new(|| {
+                $crate::scripts::Lua::new(
+                    $crate::scripts::file_stem($file),
+                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/lib/", stringify!($lib), ".lua")),)*),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file)).to_owned(),
+                    $flags,
+                )
+            });
     };
 }
+pub(crate) use script;
 
-/// A script that changes data, in its plain and re-send-safe forms; the
-/// shared parts named after the file (`scripts/lib/NAME.lua`: `checks`, the
-/// validity checks; `fair_line`, the fair lock's line; `lease`, the rule
-/// that never shortens a lease; `memory`, what a write does on a server
-/// out of memory) come first.
+/// A script that changes data, in its plain and re-send-safe forms,
+/// declared in its primitive's folder: `mutating!(NAME, "file.lua", FLAGS,
+/// parts...)`. The shared parts named after the file (`scripts/lib/NAME.lua`:
+/// `checks`, the validity checks; `fair_line`, the fair lock's line;
+/// `lease`, the rule that never shortens a lease; `memory`, what a write
+/// does on a server out of memory) come first.
 macro_rules! mutating {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
-        pub(crate) static $name: LazyLock<Mutating> = LazyLock::new(|| {
-            Mutating::new(
-                file_stem($file),
-                concat!("", $(include_str!(concat!("../../scripts/lib/", stringify!($lib), ".lua")),)*),
-                include_str!(concat!("../../scripts/", $file)),
-                $flags,
-            )
-        });
+        pub(crate) static $name: std::sync::LazyLock<$crate::scripts::Mutating> =
+            std::sync::LazyLock::new(|| {
+                $crate::scripts::Mutating::new(
+                    $crate::scripts::file_stem($file),
+                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/lib/", stringify!($lib), ".lua")),)*),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file)),
+                    $flags,
+                )
+            });
     };
 }
+pub(crate) use mutating;
 
-mutating!(
-    ACQUIRE,
-    "acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks,
-    lease,
-    precedence
-);
-mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
-mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
-script!(RENEW, "renew.lua", GIVES_BACK, lease);
-mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
-script!(STATUS, "status.lua", GIVES_BACK, checks);
-// Part of a Redlock acquire: the counters written back before the guard
-// is handed out.
-script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
-script!(
-    PRECEDENCE_LEAVE,
-    "precedence_leave.lua",
-    GIVES_BACK,
-    precedence
-);
-
-// `fair_line` hands the lock over with the checks' and memory's helpers:
-// they come before it.
-mutating!(
-    FAIR_ACQUIRE,
-    "fair_acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks,
-    memory,
-    fair_line,
-    lease
-);
-mutating!(
-    FAIR_RELEASE,
-    "fair_release.lua",
-    GIVES_BACK,
-    checks,
-    memory,
-    fair_line,
-    lease
-);
-mutating!(
-    FAIR_LEAVE,
-    "fair_leave.lua",
-    GIVES_BACK,
-    checks,
-    memory,
-    fair_line
-);
-
-mutating!(
-    RW_READ_ACQUIRE,
-    "rw_read_acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks,
-    lease
-);
-mutating!(
-    RW_WRITE_ACQUIRE,
-    "rw_write_acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks,
-    lease,
-    memory
-);
-mutating!(
-    RW_READ_RELEASE,
-    "rw_read_release.lua",
-    GIVES_BACK,
-    checks,
-    lease,
-    memory
-);
-mutating!(
-    RW_WRITE_RELEASE,
-    "rw_write_release.lua",
-    GIVES_BACK,
-    checks,
-    lease,
-    memory
-);
-mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua", GIVES_BACK);
-script!(RW_READ_RENEW, "rw_read_renew.lua", GIVES_BACK, lease);
-
-mutating!(
-    SEMAPHORE_TRY_SET,
-    "semaphore_try_set.lua",
-    ANSWERS_UNDER_OOM
-);
-mutating!(
-    SEMAPHORE_ADD,
-    "semaphore_add.lua",
-    ANSWERS_UNDER_OOM,
-    memory
-);
-mutating!(
-    SEMAPHORE_ACQUIRE,
-    "semaphore_acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks
-);
-mutating!(
-    SEMAPHORE_RELEASE,
-    "semaphore_release.lua",
-    GIVES_BACK,
-    memory
-);
-script!(SEMAPHORE_AVAILABLE, "semaphore_available.lua", GIVES_BACK);
-
-mutating!(
-    PERMIT_ACQUIRE,
-    "permit_acquire.lua",
-    ANSWERS_UNDER_OOM,
-    checks
-);
-mutating!(PERMIT_RELEASE, "permit_release.lua", GIVES_BACK);
-script!(PERMIT_AVAILABLE, "permit_available.lua", GIVES_BACK);
-script!(PERMIT_RENEW, "permit_renew.lua", GIVES_BACK, memory);
-
-// The token lock's fallbacks where the server lacks the plain commands
-// (`token_lock/`), and its fenced acquire.
-mutating!(TOKEN_RELEASE, "token_release.lua", GIVES_BACK);
-script!(TOKEN_RENEW, "token_renew.lua", GIVES_BACK);
-mutating!(
-    TOKEN_ACQUIRE_FENCED,
-    "token_acquire_fenced.lua",
-    ANSWERS_UNDER_OOM,
-    checks
-);
-
-/// Every script, each form once: the function library's content.
-pub(crate) fn every_script() -> Vec<&'static Lua> {
-    let mutating: [&'static Mutating; 20] = [
-        &ACQUIRE,
-        &REENTER,
-        &RELEASE,
-        &FORCE_UNLOCK,
-        &FAIR_ACQUIRE,
-        &FAIR_RELEASE,
-        &FAIR_LEAVE,
-        &RW_READ_ACQUIRE,
-        &RW_WRITE_ACQUIRE,
-        &RW_READ_RELEASE,
-        &RW_WRITE_RELEASE,
-        &RW_WRITER_LEAVE,
-        &SEMAPHORE_TRY_SET,
-        &SEMAPHORE_ADD,
-        &SEMAPHORE_ACQUIRE,
-        &SEMAPHORE_RELEASE,
-        &PERMIT_ACQUIRE,
-        &PERMIT_RELEASE,
-        &TOKEN_RELEASE,
-        &TOKEN_ACQUIRE_FENCED,
-    ];
-    let plain: [&'static Lua; 9] = [
-        &RENEW,
-        &STATUS,
-        &RAISE_TOKEN,
-        &PRECEDENCE_LEAVE,
-        &RW_READ_RENEW,
-        &SEMAPHORE_AVAILABLE,
-        &PERMIT_AVAILABLE,
-        &PERMIT_RENEW,
-        &TOKEN_RENEW,
-    ];
-    mutating
-        .iter()
-        .flat_map(|script| [&script.plain, &script.resendable])
-        .chain(plain)
-        .collect()
+/// The scripts of one primitive, declared with [`script!`] and
+/// [`mutating!`] in its own folder: what it adds to the function library.
+/// A primitive registers it with one line in `crate::primitives`.
+pub(crate) struct ScriptList {
+    /// Scripts that change data, each loaded in both its forms.
+    pub(crate) mutating: &'static [&'static LazyLock<Mutating>],
+    /// Scripts that only read, or that can run twice harmlessly.
+    pub(crate) plain: &'static [&'static LazyLock<Lua>],
 }
 
-/// The reentrant lock's acquire and release scripts exactly as the library
-/// loads them on one server (shared parts in front): for tools that send
-/// them by themselves, such as the benchmark harness's `redis-benchmark`
-/// limit. Not a stable interface: `Lock::script_sources`.
-pub(crate) fn lock_script_sources() -> (&'static str, &'static str) {
-    (&ACQUIRE.plain.source, &RELEASE.plain.source)
+impl ScriptList {
+    /// Every script of the list, each form once.
+    pub(crate) fn scripts(&self) -> impl Iterator<Item = &'static Lua> + use<> {
+        let (mutating, plain) = (self.mutating, self.plain);
+        mutating
+            .iter()
+            .flat_map(|script| {
+                let script: &'static Mutating = script;
+                [&script.plain, &script.resendable]
+            })
+            .chain(plain.iter().map(|script| {
+                let script: &'static Lua = script;
+                script
+            }))
+    }
+
+    /// The plain sources of the scripts that change data (their bodies,
+    /// without the shared parts), as the re-send-safe wrapper takes them.
+    #[cfg(test)]
+    pub(crate) fn mutating_bodies(&self) -> impl Iterator<Item = &'static str> + use<> {
+        self.mutating.iter().map(|script| {
+            let script: &'static Mutating = script;
+            script.plain.body.as_str()
+        })
+    }
 }
 
 /// The shortest time a request record is kept.
@@ -357,7 +214,7 @@ pub(crate) struct Mutating {
 }
 
 impl Mutating {
-    fn new(
+    pub(crate) fn new(
         name: String,
         parts: &'static str,
         body: &'static str,
@@ -367,6 +224,11 @@ impl Mutating {
             resendable: Lua::new(format!("{name}_resendable"), parts, resendable(body), flags),
             plain: Lua::new(name, parts, body.to_owned(), flags),
         }
+    }
+
+    /// The plain form's whole source (shared parts in front).
+    pub(crate) fn plain_source(&self) -> &str {
+        &self.plain.source
     }
 
     /// The form to put in a pipeline on `conn` for a request whose first
@@ -549,29 +411,6 @@ async fn send<T: FromRedisValue>(
 mod tests {
     use super::*;
 
-    const WRAPPED: [&str; 20] = [
-        include_str!("../../scripts/acquire.lua"),
-        include_str!("../../scripts/reenter.lua"),
-        include_str!("../../scripts/release.lua"),
-        include_str!("../../scripts/force_unlock.lua"),
-        include_str!("../../scripts/fair_acquire.lua"),
-        include_str!("../../scripts/fair_release.lua"),
-        include_str!("../../scripts/fair_leave.lua"),
-        include_str!("../../scripts/rw_read_acquire.lua"),
-        include_str!("../../scripts/rw_write_acquire.lua"),
-        include_str!("../../scripts/rw_read_release.lua"),
-        include_str!("../../scripts/rw_write_release.lua"),
-        include_str!("../../scripts/rw_writer_leave.lua"),
-        include_str!("../../scripts/semaphore_try_set.lua"),
-        include_str!("../../scripts/semaphore_add.lua"),
-        include_str!("../../scripts/semaphore_acquire.lua"),
-        include_str!("../../scripts/semaphore_release.lua"),
-        include_str!("../../scripts/permit_acquire.lua"),
-        include_str!("../../scripts/permit_release.lua"),
-        include_str!("../../scripts/token_release.lua"),
-        include_str!("../../scripts/token_acquire_fenced.lua"),
-    ];
-
     #[test]
     fn wrapped_bodies_see_only_their_own_arguments_and_open_without_a_shebang() {
         // The wrapper takes its own KEY and ARGV off the ends before the
@@ -581,7 +420,10 @@ mod tests {
         let wrapped = resendable("return #KEYS");
         let trimmed = wrapped.find("table.remove(KEYS)").unwrap();
         assert!(trimmed < wrapped.find("return #KEYS").unwrap());
-        for source in WRAPPED {
+        for source in crate::primitives::PRIMITIVES
+            .iter()
+            .flat_map(|list| list.mutating_bodies())
+        {
             assert!(!source.starts_with("#!"));
         }
     }

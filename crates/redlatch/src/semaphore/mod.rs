@@ -1,6 +1,7 @@
 //! The counting semaphore: Redisson's `RSemaphore`, in Rust.
 
 pub(crate) mod permit;
+pub(crate) mod scripts;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,6 @@ use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::scripts;
 use crate::scripts::keys::SemaphoreKeys;
 use crate::settings::RetryPolicy;
 use crate::transport::bounded;
@@ -528,11 +528,11 @@ pub(crate) async fn release_permits(
 
 /// Sends one request of a script that changes data on the client's
 /// connection, each send bounded by the response timeout (re-sent on a
-/// cluster when a send fails on the way: [`scripts::Call::run`]).
+/// cluster when a send fails on the way: [`crate::scripts::Call::run`]).
 pub(crate) async fn send<T: redis::FromRedisValue>(
     core: &Arc<Core>,
     op: &'static str,
-    request: scripts::Call,
+    request: crate::scripts::Call,
 ) -> Result<T> {
     let mut conn = core.conn.clone();
     let limit = core.current_settings().response_timeout;
@@ -543,7 +543,7 @@ pub(crate) async fn send<T: redis::FromRedisValue>(
 pub(crate) async fn call<T: redis::FromRedisValue>(
     core: &Arc<Core>,
     op: &'static str,
-    invocation: &scripts::Invocation,
+    invocation: &crate::scripts::Invocation,
 ) -> Result<T> {
     let mut conn = core.conn.clone();
     let limit = core.current_settings().response_timeout;

@@ -17,8 +17,8 @@ use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::lock::hold_accessors::hold_accessors;
-use crate::scripts;
 use crate::scripts::keys::{SemaphoreKeys, permit_member};
+use crate::semaphore::scripts;
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
 use crate::settings::RetryPolicy;
 

@@ -32,7 +32,7 @@ use crate::engine::wakeup::{Nudge, Ticket};
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::lock::Released;
+use crate::scripts::released::Released;
 use crate::settings::RetryPolicy;
 use crate::token_lock::calls::{self, Attempted, ReleaseBy, Route};
 use crate::token_lock::guard::TokenGuard;

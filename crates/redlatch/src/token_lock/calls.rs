@@ -13,9 +13,9 @@ use crate::engine::hold_kind::BatchRenewal;
 use crate::engine::wakeup::Nudge;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
+use crate::scripts::Invocation;
 use crate::scripts::keys::LockKeys;
-use crate::scripts::{self, Invocation};
-use crate::transport::server_commands::ServerCommands;
+use crate::transport::capabilities::Capabilities;
 use crate::transport::{Connection, bounded};
 
 /// How this client's token locks are released and renewed on its server:
@@ -51,7 +51,7 @@ impl Route {
     /// script runs re-send-safe (its request record). The acquire (`SET NX
     /// GET` knows its own token again) and the renewal (`SET … IFEQ`, twice
     /// the same) run twice harmlessly.
-    pub(crate) fn of(commands: &ServerCommands, cluster: bool) -> Route {
+    pub(crate) fn of(commands: &Capabilities, cluster: bool) -> Route {
         let scripting = commands.scripting.is_available();
         let release = if cluster && scripting {
             ReleaseBy::Script
@@ -78,9 +78,9 @@ impl Route {
         }
     }
 
-    /// The route of `core`'s server (asked once per client).
-    pub(crate) async fn for_client(core: &Core) -> Route {
-        Route::of(core.server_commands().await, core.conn.is_cluster())
+    /// The route of `core`'s server (as it answered at connect).
+    pub(crate) fn for_client(core: &Core) -> Route {
+        Route::of(&core.capabilities, core.conn.is_cluster())
     }
 
     /// True when every step runs without a script (the fenced acquire aside).
@@ -95,7 +95,7 @@ impl Route {
 /// is left alone (nil: gone).
 pub(crate) static NATIVE_RENEWAL: BatchRenewal = BatchRenewal {
     name: "token_lock",
-    script: &scripts::TOKEN_RENEW,
+    script: &crate::token_lock::scripts::TOKEN_RENEW,
     add_hold: add_to_script,
     is_lock: true,
     native: Some(|pipeline, key, owner, lease_ms| {
@@ -115,7 +115,7 @@ pub(crate) static NATIVE_RENEWAL: BatchRenewal = BatchRenewal {
 /// Renews holds with `token_renew.lua` (compare-and-PEXPIRE).
 pub(crate) static SCRIPT_RENEWAL: BatchRenewal = BatchRenewal {
     name: "token_lock_script",
-    script: &scripts::TOKEN_RENEW,
+    script: &crate::token_lock::scripts::TOKEN_RENEW,
     add_hold: add_to_script,
     is_lock: true,
     native: None,
@@ -157,7 +157,7 @@ pub(crate) async fn acquire(
     limit: Duration,
 ) -> Result<Attempted> {
     if fenced {
-        let mut call = scripts::TOKEN_ACQUIRE_FENCED.call(conn);
+        let mut call = crate::token_lock::scripts::TOKEN_ACQUIRE_FENCED.call(conn);
         call.key(&keys.key)
             .later_key(keys.token())
             .arg(token)
@@ -208,7 +208,7 @@ pub(crate) async fn acquire(
 /// round trip.
 ///
 /// # Errors
-/// [`Error::WrongType`] when the key is no string; [`Error::Unsupported`]
+/// [`Error::WrongType`] when the key is no string; [`Error::ServerLacks`]
 /// when the server can neither compare-and-delete nor run a script.
 pub(crate) async fn release(
     conn: &mut Connection,
@@ -237,14 +237,15 @@ pub(crate) async fn release(
             bounded("release", limit, call).await?
         }
         ReleaseBy::Script => {
-            let mut call = scripts::TOKEN_RELEASE.call(conn);
+            let mut call = crate::token_lock::scripts::TOKEN_RELEASE.call(conn);
             call.key(key).arg(token);
             call.run(conn, "release", limit).await?
         }
         ReleaseBy::Nothing => {
-            return Err(Error::Unsupported {
-                op: "release",
-                needs: "DELIFEQ, DELEX IFEQ or scripting",
+            return Err(Error::ServerLacks {
+                server: "the server".to_owned(),
+                missing: "DELIFEQ, DELEX IFEQ or scripting",
+                detail: "a token lock's release needs one of them".to_owned(),
             });
         }
     };

@@ -12,6 +12,7 @@
 pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod guard;
+pub(crate) mod scripts;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,19 @@ use crate::token_lock::attempt::{TokenAttempt, Waiting};
 use crate::token_lock::calls::{ReleaseBy, Route};
 
 pub use guard::TokenGuard;
+
+/// What the server lacks for a token lock's call.
+fn lacks(core: &Core, missing: &'static str, detail: &str) -> Error {
+    Error::ServerLacks {
+        server: core
+            .capabilities
+            .server
+            .as_ref()
+            .map_or_else(|| "the server".to_owned(), ToString::to_string),
+        missing,
+        detail: detail.to_owned(),
+    }
+}
 
 /// A non-reentrant lock whose key is a plain string holding its holder's
 /// token: the `SET key token NX PX lease` lock, with the same waiting,
@@ -110,7 +124,7 @@ impl TokenLock {
     /// from the counter the reentrant lock uses (one per server, per hash
     /// slot on a cluster), so tokens grow in the order the acquisitions
     /// took effect. The acquire then runs one script; release and renewal
-    /// stay as they are. Needs scripting ([`Error::Unsupported`] without).
+    /// stay as they are. Needs scripting ([`Error::ServerLacks`] without).
     pub fn fenced(mut self) -> TokenLock {
         self.fenced = true;
         self
@@ -121,7 +135,7 @@ impl TokenLock {
     /// # Errors
     /// [`Error::InvalidName`], [`Error::InvalidDuration`],
     /// [`Error::WrongType`] (the key holds a hash, a list...; a fenced
-    /// lock's counter that is no counter), [`Error::Unsupported`] (a
+    /// lock's counter that is no counter), [`Error::ServerLacks`] (a
     /// renewed or fenced hold where the server can neither renew nor run
     /// scripts), [`Error::Unavailable`], [`Error::ResponseTimeout`].
     ///
@@ -135,8 +149,7 @@ impl TokenLock {
     }
 
     /// One attempt: the guard, or `None` when another owner holds it. One
-    /// round trip (and, the first time a client uses a token lock, one to
-    /// learn the server's commands).
+    /// round trip.
     ///
     /// # Errors
     /// As [`TokenLock::acquire`].
@@ -164,10 +177,11 @@ impl TokenLock {
     }
 
     /// True when this client's server releases and renews token locks
-    /// without any script (`DELIFEQ` or `DELEX … IFEQ`, and `SET … IFEQ`).
-    /// Asks the server the first time a client needs to know.
-    pub async fn is_script_free(&self) -> bool {
-        Route::for_client(&self.core).await.script_free()
+    /// without any script (`DELIFEQ` or `DELEX … IFEQ`, and `SET … IFEQ`,
+    /// as [`Client::capabilities`](crate::Client::capabilities) reports
+    /// them; on a cluster the release runs its script).
+    pub fn is_script_free(&self) -> bool {
+        Route::for_client(&self.core).script_free()
     }
 
     fn timeout(&self, waited: Duration) -> Error {
@@ -186,24 +200,28 @@ impl TokenLock {
                 .checked_for(&core.conn)?,
         );
         let terms = Terms::choose(core, None, self.lease)?;
-        let route = Route::for_client(core).await;
+        let route = Route::for_client(core);
         if route.release == ReleaseBy::Nothing {
-            return Err(Error::Unsupported {
-                op: "a token lock's release",
-                needs: "DELIFEQ, DELEX IFEQ or scripting",
-            });
+            return Err(lacks(
+                core,
+                "DELIFEQ, DELEX IFEQ or scripting",
+                "a token lock's release deletes its key only while it holds the owner's token",
+            ));
         }
         if terms.renewed && route.renewal.is_none() {
-            return Err(Error::Unsupported {
-                op: "a token lock renewed by the watchdog",
-                needs: "SET IFEQ or scripting (a fixed lease needs neither)",
-            });
+            return Err(lacks(
+                core,
+                "SET IFEQ or scripting",
+                "the watchdog renews a token lock's lease only while the key holds the owner's \
+                 token: use a fixed lease (with_lease)",
+            ));
         }
         if self.fenced && !route.scripting {
-            return Err(Error::Unsupported {
-                op: "a fenced token lock's acquire",
-                needs: "scripting",
-            });
+            return Err(lacks(
+                core,
+                "scripting",
+                "a fenced token lock takes its fencing token in the acquire's script",
+            ));
         }
         let mut waiting = Waiting {
             core: core.clone(),

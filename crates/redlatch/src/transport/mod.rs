@@ -10,7 +10,6 @@ pub(crate) mod idle;
 pub(crate) mod no_evict;
 pub(crate) mod script_routes;
 pub(crate) mod sentinel;
-pub(crate) mod server_commands;
 pub(crate) mod shared;
 pub(crate) mod subscription;
 pub(crate) mod tls;

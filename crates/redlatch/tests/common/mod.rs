@@ -91,6 +91,19 @@ pub async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: 
     reply.1
 }
 
+/// Closes every subscription connection on the server (`CLIENT KILL TYPE
+/// pubsub`): how the tests cut waiters off their wake-up messages. Returns
+/// how many were closed.
+pub async fn kill_subscriptions(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 /// Starts `n` independent redis-servers (the masters of a Redlock).
 pub fn masters(n: usize) -> testkit::Servers {
     testkit::Servers::start(n).expect("start redis-servers (is redis-server installed? see README)")

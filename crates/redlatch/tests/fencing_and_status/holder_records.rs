@@ -152,16 +152,37 @@ async fn a_dropped_client_takes_its_record_with_it() {
     }
 }
 
+/// The holder records on the server now.
+fn records_now(conn: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("*redlatch_holder*")
+        .query(conn)
+        .expect("KEYS")
+}
+
+/// A runtime of the kind a program's `main` builds: multi-thread (two
+/// workers) or current-thread.
+fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+    if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .expect("runtime")
+}
+
 /// Reads the holder records on `server` until none is left or `limit`
 /// passes; returns those left.
 fn records_left_after(server: &testkit::RedisServer, limit: Duration) -> Vec<String> {
     let mut conn = server.conn();
     let deadline = std::time::Instant::now() + limit;
     loop {
-        let records: Vec<String> = redis::cmd("KEYS")
-            .arg("*redlatch_holder*")
-            .query(&mut conn)
-            .expect("KEYS");
+        let records = records_now(&mut conn);
         if records.is_empty() || std::time::Instant::now() >= deadline {
             return records;
         }
@@ -183,17 +204,7 @@ fn a_program_that_ends_with_its_runtime_leaves_no_holder_record() {
             .into_iter()
             .enumerate()
     {
-        let runtime = if multi_thread {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        }
-        .expect("runtime");
+        let runtime = runtime(multi_thread);
         let url = server.url();
         let guard = runtime.block_on(async move {
             let client = common::client_at(&url, redlatch::Settings::DEFAULT_LEASE).await;
@@ -213,10 +224,7 @@ fn a_program_that_ends_with_its_runtime_leaves_no_holder_record() {
             drop(client);
             guard
         });
-        let named: Vec<String> = redis::cmd("KEYS")
-            .arg("*redlatch_holder*")
-            .query(&mut server.conn())
-            .unwrap();
+        let named = records_now(&mut server.conn());
         assert!(
             !named.is_empty() || release,
             "round {round}: a held lock's holder was never named"
@@ -297,17 +305,7 @@ fn many_clients_ending_with_their_runtime_on_a_stalled_server_wait_once() {
     for multi_thread in [false, true] {
         // A server per round: the first round's stall is not the second's.
         let server = common::server();
-        let runtime = if multi_thread {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        }
-        .expect("runtime");
+        let runtime = runtime(multi_thread);
         let url = server.url();
         let guards = runtime.block_on(async move {
             let mut guards = Vec::new();
@@ -324,10 +322,7 @@ fn many_clients_ending_with_their_runtime_on_a_stalled_server_wait_once() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             guards
         });
-        let named: Vec<String> = redis::cmd("KEYS")
-            .arg("*redlatch_holder*")
-            .query(&mut server.conn())
-            .unwrap();
+        let named = records_now(&mut server.conn());
         assert_eq!(named.len(), CLIENTS, "every client named its holds");
         server.pause().expect("SIGSTOP");
         let started = std::time::Instant::now();

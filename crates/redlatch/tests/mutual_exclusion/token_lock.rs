@@ -15,7 +15,7 @@ use crate::common;
 
 /// Says which path a test ran: the script-free one, or the scripts'.
 async fn path(client: &Client) -> &'static str {
-    let native = client.token_lock("probe").is_script_free().await;
+    let native = client.token_lock("probe").is_script_free();
     let path = if native {
         "native (DELIFEQ or DELEX, SET IFEQ)"
     } else {

@@ -22,7 +22,7 @@ async fn an_uncontended_token_lock_cycle_is_two_plain_commands_where_the_server_
     let lock = client.token_lock("token:cycle");
     // The first use asks the server what it has.
     lock.acquire().await.unwrap().release().await.unwrap();
-    let native = lock.is_script_free().await;
+    let native = lock.is_script_free();
     let before = stats(&mut admin).await;
     for _ in 0..CYCLES {
         lock.acquire().await.unwrap().release().await.unwrap();
@@ -73,7 +73,7 @@ async fn a_server_without_scripting_serves_the_token_lock_where_it_has_the_comma
     let client: Client = common::client_with_lease(&server, Duration::from_millis(600)).await;
     let lock = client.token_lock("token:no-lua");
     assert!(
-        lock.is_script_free().await,
+        lock.is_script_free(),
         "a server without Lua but with DELIFEQ and SET IFEQ is script-free"
     );
     let guard = lock.acquire().await.expect("served without scripts");
@@ -92,8 +92,8 @@ async fn a_server_without_scripting_serves_the_token_lock_where_it_has_the_comma
     assert!(
         matches!(
             fenced,
-            Err(Error::Unsupported {
-                needs: "scripting",
+            Err(Error::ServerLacks {
+                missing: "scripting",
                 ..
             })
         ),
@@ -119,10 +119,10 @@ async fn a_client_confined_to_its_key_prefix_learns_the_servers_commands() {
         .unwrap();
     let open = common::client(&server).await;
     let lock = client.token_lock("confined");
-    let native = open.token_lock("probe").is_script_free().await;
+    let native = open.token_lock("probe").is_script_free();
     eprintln!("this server is script-free for an open client: {native}");
     assert_eq!(
-        lock.is_script_free().await,
+        lock.is_script_free(),
         native,
         "the confined client judged the server's commands otherwise"
     );

@@ -4,7 +4,7 @@
 //! losing branch of a `select!` that is kept, a future parked in a struct)
 //! must not hold up the client's other acquires and releases: the
 //! reentrant lock's concurrent calls leave together in one script call
-//! (`engine/coalesce.rs`), and that call must leave and be answered
+//! (`lock/coalesce.rs`), and that call must leave and be answered
 //! whatever the callers in it do with their futures. Each round keeps one
 //! such future while other tasks take unrelated free locks and release
 //! other guards; each of those calls must answer within [`PROMPT`] and a

@@ -31,7 +31,7 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::scripts::lock::{self, LockReply, Released, Request};
+use crate::lock::calls::{self as lock, LockReply, Released, Request};
 use crate::settings::SharedSettings;
 use crate::sync::{Mutex, Spawner};
 use crate::transport::Connection;

@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::lock::calls::{Released, Request, released};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
-use crate::scripts::lock::{Released, Request, released};
 use crate::transport::Connection;
 
 /// Which side of the lock an acquire asks for.
@@ -51,7 +51,7 @@ impl Acquire<'_> {
         let reenter_flag = if reenter_only { "1" } else { "0" };
         let call = match self.side {
             Side::Read => {
-                let mut call = super::RW_READ_ACQUIRE.call(conn);
+                let mut call = crate::rw_lock::scripts::RW_READ_ACQUIRE.call(conn);
                 call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
@@ -63,7 +63,7 @@ impl Acquire<'_> {
                 call
             }
             Side::Write => {
-                let mut call = super::RW_WRITE_ACQUIRE.call(conn);
+                let mut call = crate::rw_lock::scripts::RW_WRITE_ACQUIRE.call(conn);
                 call.key(&self.keys.key)
                     .key(&self.keys.token)
                     .key(&self.keys.writers)
@@ -100,7 +100,7 @@ pub(crate) async fn writer_leave(
     field: &str,
     limit: Duration,
 ) -> Result<()> {
-    let mut call = super::RW_WRITER_LEAVE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_WRITER_LEAVE.call(conn);
     call.key(&keys.writers)
         .arg(&keys.channel)
         .arg(field)
@@ -116,7 +116,7 @@ pub(crate) async fn read_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RW_READ_RELEASE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_READ_RELEASE.call(conn);
     call.key(&keys.key)
         .arg(&keys.channel)
         .arg(&*request.owner)
@@ -124,7 +124,7 @@ pub(crate) async fn read_release(
         .arg(&keys.timeout_base)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    released(request, &reply)
+    released(&request.keys.key, &reply)
 }
 
 /// Drops one write hold (`request.owner` is the write field). One round
@@ -135,14 +135,14 @@ pub(crate) async fn write_release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RW_WRITE_RELEASE.call(conn);
+    let mut call = crate::rw_lock::scripts::RW_WRITE_RELEASE.call(conn);
     call.key(&keys.key)
         .arg(&keys.channel)
         .arg(request.lease_ms)
         .arg(&*request.owner)
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
-    released(request, &reply)
+    released(&request.keys.key, &reply)
 }
 
 /// Adds one read hold for an owner that reads already (`request.owner` is

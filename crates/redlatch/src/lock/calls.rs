@@ -10,9 +10,11 @@ use futures_util::future::join_all;
 use redis::Value;
 use tracing::debug;
 
+use crate::engine::acquire::Terms;
 use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::LockKeys;
+pub(crate) use crate::scripts::released::{Released, released};
 use crate::transport::topology::ReplicaWait;
 use crate::transport::{Connection, bounded};
 
@@ -32,6 +34,20 @@ pub(crate) struct Request {
     /// the hold (`release.lua`): for waiters that do not mark (Redisson's,
     /// or this client's own, queued behind one of its waiters).
     pub(crate) wake_always: bool,
+}
+
+impl Request {
+    /// The request of one acquire of the lock `keys` on `terms`.
+    pub(crate) fn of(keys: Arc<LockKeys>, terms: &Terms) -> Request {
+        Request {
+            keys,
+            owner: terms.owner.clone(),
+            named_owner: terms.named,
+            lease_ms: terms.lease_ms,
+            waited_ms: 0,
+            wake_always: false,
+        }
+    }
 }
 
 /// A waiter that has waited this long claims the lock's next turn: a free
@@ -83,7 +99,7 @@ pub(crate) async fn acquire(
     sent_at: LeaseInstant,
     limit: Duration,
 ) -> Result<LockReply> {
-    let mut call = super::ACQUIRE.call(conn);
+    let mut call = crate::lock::scripts::ACQUIRE.call(conn);
     call.key(&request.keys.key)
         .later_key(request.keys.token_name())
         .later_key(request.keys.precedence_name())
@@ -105,7 +121,7 @@ pub(crate) async fn acquire_many(
     requests: &[Request],
     limit: Duration,
 ) -> Result<Vec<Result<LockReply>>> {
-    let mut call = super::ACQUIRE.call(conn);
+    let mut call = crate::lock::scripts::ACQUIRE.call(conn);
     for request in requests {
         call.key(&request.keys.key)
             .later_key(request.keys.token_name())
@@ -143,7 +159,7 @@ pub(crate) async fn release_many(
     requests: &[Request],
     limit: Duration,
 ) -> Result<Vec<Result<Released>>> {
-    let mut call = super::RELEASE.call(conn);
+    let mut call = crate::lock::scripts::RELEASE.call(conn);
     for request in requests {
         call.key(&request.keys.key);
     }
@@ -245,7 +261,7 @@ pub(crate) async fn acquire_replicated(
     let wait_ms = wait.timeout.as_millis() as u64;
     let call = async {
         // On a cluster the re-send-safe form, for redis-rs's own re-sends.
-        let form = super::ACQUIRE.pipelined(conn, &request.keys.key);
+        let form = crate::lock::scripts::ACQUIRE.pipelined(conn, &request.keys.key);
         let mut invocation = form.script.key(&*request.keys.key);
         invocation
             .key(request.keys.token_name())
@@ -364,17 +380,6 @@ fn parse_acquire(request: &Request, reply: &[Value], sent_at: LeaseInstant) -> R
 /// send on the common call).
 const WAKE_ALWAYS: &str = "1";
 
-/// What a release did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// The last hold: the lock is deleted; the unlock message reached
-    /// `receivers` subscription connections (this client's included; 0
-    /// when it was not published: no waiter marked the hold).
-    Unlocked { receivers: i64 },
-    /// One hold dropped; the owner still holds it.
-    Decremented,
-}
-
 /// True when someone holds the lock (its key exists). One round trip, at
 /// most `limit`.
 pub(crate) async fn is_taken(
@@ -400,7 +405,7 @@ pub(crate) async fn withdraw_precedence(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::PRECEDENCE_LEAVE
+        crate::lock::scripts::PRECEDENCE_LEAVE
             .key(request.keys.precedence())
             .arg(&*request.owner)
             .invoke_async::<i64>(conn)
@@ -411,13 +416,13 @@ pub(crate) async fn withdraw_precedence(
 }
 
 /// Drops one hold of `request.owner`. One round trip, each send at most
-/// `limit` (on a cluster a failed send is sent again: [`super::Call::run`]).
+/// `limit` (on a cluster a failed send is sent again: [`crate::scripts::Call::run`]).
 pub(crate) async fn release(
     conn: &mut Connection,
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::RELEASE.call(conn);
+    let mut call = crate::lock::scripts::RELEASE.call(conn);
     call.key(&request.keys.key)
         .arg(request.keys.channel_name())
         .arg(request.lease_ms)
@@ -437,32 +442,10 @@ fn released_entry(request: &Request, entry: &[Value]) -> Result<Released> {
         return Err(refused("release", message));
     }
     match integers(entry) {
-        Some(entry) => released(request, &entry),
+        Some(entry) => released(&request.keys.key, &entry),
         None => Err(Error::Protocol {
             op: "release",
             detail: format!("{entry:?}"),
-        }),
-    }
-}
-
-/// Reads the reply every release script shares: `{1, receivers}` unlocked,
-/// `{0, _}` one hold fewer, `{-1, _}` not held, `{-2, _}` wrong type or a
-/// hold count that is not an integer (its field removed).
-pub(crate) fn released(request: &Request, reply: &[i64]) -> Result<Released> {
-    match reply {
-        [1, receivers] => Ok(Released::Unlocked {
-            receivers: *receivers,
-        }),
-        [0, _] => Ok(Released::Decremented),
-        [-1, _] => Err(Error::NotHeld {
-            name: request.keys.key.to_string(),
-        }),
-        [-2, _] => Err(Error::WrongType {
-            key: request.keys.key.to_string(),
-        }),
-        other => Err(Error::Protocol {
-            op: "release",
-            detail: format!("{other:?}"),
         }),
     }
 }
@@ -474,7 +457,7 @@ pub(crate) async fn reenter(
     request: &Request,
     limit: Duration,
 ) -> Result<bool> {
-    let mut call = super::REENTER.call(conn);
+    let mut call = crate::lock::scripts::REENTER.call(conn);
     call.key(&request.keys.key)
         .arg(request.lease_ms)
         .arg(&*request.owner);
@@ -502,7 +485,7 @@ pub(crate) async fn raise_token(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::RAISE_TOKEN
+        crate::lock::scripts::RAISE_TOKEN
             .key(&*request.keys.key)
             .key(request.keys.token())
             .arg(&*request.owner)
@@ -523,7 +506,7 @@ pub(crate) async fn renew_one(
     limit: Duration,
 ) -> Result<bool> {
     let call = async {
-        super::RENEW
+        crate::lock::scripts::RENEW
             .key(&*request.keys.key)
             .arg(&*request.owner)
             .arg(request.lease_ms)

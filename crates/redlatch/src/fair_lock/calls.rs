@@ -5,9 +5,9 @@ use std::time::Duration;
 use crate::lease_clock::LeaseInstant;
 
 use crate::error::{Error, Result};
+use crate::lock::calls::{Released, Request, released};
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::keys::FairKeys;
-use crate::scripts::lock::{Released, Request, released};
 use crate::transport::{Connection, bounded};
 
 /// The times one fair acquire works with, in ms.
@@ -51,7 +51,7 @@ pub(crate) async fn acquire(
     sent_at: LeaseInstant,
     limit: Duration,
 ) -> Result<FairReply> {
-    let mut call = super::FAIR_ACQUIRE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_ACQUIRE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
@@ -131,7 +131,7 @@ pub(crate) async fn leave(
     times: PlaceTimes,
     limit: Duration,
 ) -> Result<()> {
-    let mut call = super::FAIR_LEAVE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_LEAVE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
@@ -155,7 +155,7 @@ pub(crate) async fn release(
     request: &Request,
     limit: Duration,
 ) -> Result<Released> {
-    let mut call = super::FAIR_RELEASE.call(conn);
+    let mut call = crate::fair_lock::scripts::FAIR_RELEASE.call(conn);
     call.key(&keys.lock.key)
         .key(&keys.queue)
         .key(&keys.timeouts)
@@ -168,7 +168,7 @@ pub(crate) async fn release(
         .arg(conn.publish_command());
     let reply: Vec<i64> = call.run(conn, "release", limit).await?;
     // Courtesy is for the reentrant lock: here the release names who is next.
-    released(request, &reply).map(|released| match released {
+    released(&request.keys.key, &reply).map(|released| match released {
         Released::Unlocked { .. } => Released::Unlocked { receivers: 0 },
         decremented => decremented,
     })

@@ -1,0 +1,44 @@
+//! The reentrant lock's scripts (`crates/redlatch/scripts/*.lua`), as the
+//! function library loads them: acquire, re-enter, release, renew, force
+//! unlock, status (of every lock kind), raise the fencing counter, and
+//! withdraw a claim to the next turn. Their keys, arguments and replies
+//! are in the table of `scripts/mod.rs` and each file's header.
+
+use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script};
+
+mutating!(
+    ACQUIRE,
+    "acquire.lua",
+    ANSWERS_UNDER_OOM,
+    checks,
+    lease,
+    precedence
+);
+mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
+mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
+script!(RENEW, "renew.lua", GIVES_BACK, lease);
+mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
+script!(STATUS, "status.lua", GIVES_BACK, checks);
+// Part of a Redlock acquire: the counters written back before the guard
+// is handed out.
+script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
+script!(
+    PRECEDENCE_LEAVE,
+    "precedence_leave.lua",
+    GIVES_BACK,
+    precedence
+);
+
+/// The lock's part of the function library.
+pub(crate) static SCRIPTS: ScriptList = ScriptList {
+    mutating: &[&ACQUIRE, &REENTER, &RELEASE, &FORCE_UNLOCK],
+    plain: &[&RENEW, &STATUS, &RAISE_TOKEN, &PRECEDENCE_LEAVE],
+};
+
+/// The acquire and release scripts exactly as the library loads them on
+/// one server (shared parts in front): for tools that send them by
+/// themselves, such as the benchmark harness's `redis-benchmark` limit. Not
+/// a stable interface: `Lock::script_sources`.
+pub(crate) fn lock_script_sources() -> (&'static str, &'static str) {
+    (ACQUIRE.plain_source(), RELEASE.plain_source())
+}
