@@ -113,9 +113,11 @@ pub struct Capabilities {
     /// client would load on first use anyway). Every lock of this client
     /// but the [`TokenLock`](crate::TokenLock) runs as a script: where it is
     /// [`Support::Absent`], connect fails with
-    /// [`Error::ServerLacks`](crate::Error::ServerLacks), unless the server
-    /// serves the token lock without scripts (`SET IFEQ`, and `DELIFEQ` or
-    /// `DELEX IFEQ`): then that is the one lock the client can use. A refusal to
+    /// [`Error::ServerLacks`](crate::Error::ServerLacks), unless the client
+    /// asked for the token lock alone
+    /// ([`ClientBuilder::token_lock_without_scripting`](crate::ClientBuilder::token_lock_without_scripting))
+    /// and the server serves it without scripts (`SET IFEQ`, and `DELIFEQ`
+    /// or `DELEX IFEQ`). A refusal to
     /// this client (an ACL without `+script|load`) is
     /// [`Support::Denied`]: connect goes on, and the first call says what
     /// the server refused.

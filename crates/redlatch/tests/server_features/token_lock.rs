@@ -70,7 +70,20 @@ async fn a_server_without_scripting_serves_the_token_lock_where_it_has_the_comma
         );
         return;
     }
-    let client: Client = common::client_with_lease(&server, Duration::from_millis(600)).await;
+    // Refused by default (every other lock runs as a script)...
+    let refused = Client::connect(&server.url()).await;
+    assert!(
+        matches!(refused, Err(Error::ServerLacks { .. })),
+        "{refused:?}"
+    );
+    // ...served when the token lock alone is asked for.
+    let client = Client::builder(&server.url())
+        .response_timeout(Duration::from_millis(500))
+        .default_lease(Duration::from_millis(600))
+        .token_lock_without_scripting(true)
+        .connect()
+        .await
+        .expect("a server with DELIFEQ and SET IFEQ serves the token lock");
     let lock = client.token_lock("token:no-lua");
     assert!(
         lock.is_script_free(),
