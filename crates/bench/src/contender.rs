@@ -60,6 +60,10 @@ pub enum Kind {
     /// redlatch's fair lock (`Client::fair_lock`): one line of waiters
     /// across every client, first come, first served.
     Fair,
+    /// redlatch's token lock (`Client::token_lock`): `SET NX PX GET`, and a
+    /// `DELIFEQ` (or `DELEX … IFEQ`) release where the server has it, a
+    /// script release elsewhere.
+    Token,
 }
 
 impl Kind {
@@ -72,6 +76,7 @@ impl Kind {
             Kind::Redlock => "redlock 2.0",
             Kind::Raw => "raw SET NX PX + Lua del",
             Kind::Fair => "redlatch fair lock",
+            Kind::Token => "redlatch token lock",
         }
     }
 }
@@ -83,6 +88,7 @@ pub enum Locker {
     /// redlatch's Redlock over several masters.
     Quorum(redlatch::Redlock),
     Fair(redlatch::Client),
+    Token(redlatch::Client),
     Rslock(rslock::LockManager),
     Redlock(Arc<redlock::RedLock>),
     Raw(MultiplexedConnection),
@@ -91,6 +97,7 @@ pub enum Locker {
 /// A held lock, to hand back to [`Locker::release`].
 pub enum Held {
     Redlatch(redlatch::Guard),
+    Token(redlatch::TokenGuard),
     Quorum(redlatch::RedlockGuard),
     Rslock(rslock::Lock),
     Redlock { resource: Vec<u8>, val: Vec<u8> },
@@ -123,6 +130,15 @@ impl Locker {
                 redlatch::Client::connect(first)
                     .await
                     .map(Locker::Fair)
+                    .map_err(|error| format!("redlatch connect: {error}"))
+            }
+            Kind::Token => {
+                if urls.len() != 1 {
+                    return Err("the token lock uses one master".to_owned());
+                }
+                redlatch::Client::connect(first)
+                    .await
+                    .map(Locker::Token)
                     .map_err(|error| format!("redlatch connect: {error}"))
             }
             Kind::Rslock => Ok(Locker::Rslock(rslock::LockManager::new(urls.to_vec()))),
@@ -171,6 +187,14 @@ impl Locker {
                 match tokio::time::timeout(wait, client.fair_lock(key).acquire()).await {
                     Ok(Ok(guard)) => Ok(Some(Held::Redlatch(guard))),
                     Ok(Err(error)) => Err(format!("redlatch fair acquire: {error}")),
+                    Err(_) => Ok(None),
+                }
+            }
+            Locker::Token(client) => {
+                let wait = Duration::from_nanos(give_up_ns.saturating_sub(now_ns()));
+                match tokio::time::timeout(wait, client.token_lock(key).acquire()).await {
+                    Ok(Ok(guard)) => Ok(Some(Held::Token(guard))),
+                    Ok(Err(error)) => Err(format!("redlatch token acquire: {error}")),
                     Err(_) => Ok(None),
                 }
             }
@@ -238,6 +262,10 @@ impl Locker {
                 .release()
                 .await
                 .map_err(|error| format!("redlatch release: {error}")),
+            (Locker::Token(_), Held::Token(guard)) => guard
+                .release()
+                .await
+                .map_err(|error| format!("redlatch token release: {error}")),
             (Locker::Quorum(_), Held::Quorum(guard)) => guard
                 .release()
                 .await

@@ -182,6 +182,7 @@ fn kind_arg(kind: Kind) -> &'static str {
         Kind::Redlock => "redlock",
         Kind::Raw => "raw",
         Kind::Fair => "fair",
+        Kind::Token => "token",
     }
 }
 

@@ -12,15 +12,19 @@ use crate::report::{Section, Table};
 use crate::stats::Summary;
 
 const TASKS: [u32; 3] = [1, 16, 64];
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::Redlatch,
     Kind::RedlatchEvalsha,
+    Kind::Token,
     Kind::Rslock,
     Kind::Redlock,
     Kind::Raw,
 ];
 /// Goal: redlatch at least this share of the limit at 64 tasks.
 const GOAL_SHARE_OF_LIMIT: f64 = 0.6;
+/// Goal (issue 38): the token lock's Redis CPU per uncontended cycle at
+/// most this share of rslock's, on a server with `DELIFEQ` (or `DELEX`).
+const GOAL_TOKEN_CPU_SHARE: f64 = 0.5;
 
 /// Column names of the limit.
 const LIMIT: &str = "limit: redis-benchmark -c T (T connections)";
@@ -78,7 +82,9 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
             "Each task loops acquire → release on a key of its own for {:.1} s. redlatch: one \
              `Client`, its scripts called as functions of its library (FCALL); redlatch by \
              EVALSHA: the same with `script_functions(false)`; rslock: one `LockManager` (one multiplexed connection); redlock: one \
-             `RedLock` (a new connection per command), each call under `spawn_blocking`; raw: \
+             `RedLock` (a new connection per command), each call under `spawn_blocking`; \
+             redlatch token lock: one `Client`, `Client::token_lock` (`SET NX PX GET`, released \
+             by `DELIFEQ` or `DELEX … IFEQ` where the server has them, by a script elsewhere); raw: \
              `SET NX PX` + Lua compare-and-delete on one redis-rs multiplexed connection. The \
              limit: redis-benchmark sends redlatch's acquire and release scripts by EVALSHA, T \
              requests in flight: on T connections (`-c T`), and pipelined on one connection \
@@ -154,6 +160,33 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
         ratios.row(cells);
     }
     section.tables.push(ratios);
+
+    // The token lock beside rslock: throughput and the server's CPU per cycle.
+    let token = Kind::Token.label();
+    let rslock = Kind::Rslock.label();
+    let mut token_table = Table::new(&[
+        "tasks",
+        "token lock ÷ rslock, cycles/s",
+        "token lock ÷ rslock, server CPU per cycle",
+    ]);
+    for (tasks, row) in &figures {
+        let speed = ratio(&row[token], &row[rslock]);
+        let cost = ratio(&cpu[tasks][token], &cpu[tasks][rslock]);
+        token_table.row(vec![tasks.to_string(), speed.show(2), cost.show(2)]);
+        if *tasks == 1 {
+            let verdict = if cost.median <= GOAL_TOKEN_CPU_SHARE && speed.median > 1.0 {
+                "met"
+            } else {
+                "not met"
+            };
+            notes.push(format!(
+                "Goal (token lock, 1 task): server CPU per cycle ≤ {GOAL_TOKEN_CPU_SHARE}× rslock's \
+                 and more cycles/s: {verdict} ({:.2}× the CPU, {:.2}× the cycles/s).",
+                cost.median, speed.median
+            ));
+        }
+    }
+    section.tables.push(token_table);
     section.tables.push(cpu_table);
 
     let mut alloc_headers = vec!["client heap allocations per cycle, tasks"];

@@ -219,4 +219,18 @@ pub const NOT_MODELLED: &[(&str, &str)] = &[
         "the count-down latch holds nothing (see latch_try_set.lua)",
     ),
     ("latch_count.lua", "reads only"),
+    (
+        "token_acquire_fenced.lua",
+        "the token lock is the seeds' SET NX PX recipe (recipes.rs models it, \
+         `set-nx-px`); its fencing counter is the lock's counter (next_token), modelled there",
+    ),
+    (
+        "token_release.lua",
+        "the token lock's compare-and-delete: the release of the `set-nx-px` recipe (recipes.rs)",
+    ),
+    (
+        "token_renew.lua",
+        "the token lock's compare-and-PEXPIRE renewal: renewals are not modelled for \
+         string locks (the recipe holds for one lease)",
+    ),
 ];

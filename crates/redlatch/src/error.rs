@@ -306,18 +306,21 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// The server lacks something every call of this client needs, and
-    /// connect refused it: today, scripting (a Valkey 9.1 server without
-    /// its Lua module lists `EVAL` and `FUNCTION` but runs no script, and
-    /// every lock runs as one). [`Client::capabilities`](crate::Client::capabilities)
+    /// The server lacks something the call needs: at connect, scripting (a
+    /// Valkey 9.1 server without its Lua module lists `EVAL` and `FUNCTION`
+    /// but runs no script, and every lock but the token lock runs as one);
+    /// on a [`TokenLock`](crate::TokenLock) served without scripting, what
+    /// only a script does (a fenced acquire; a watchdog's renewal without
+    /// `SET … IFEQ`). [`Client::capabilities`](crate::Client::capabilities)
     /// would have said [`Support::Absent`](crate::Support::Absent). Use a
-    /// server that has it (load the module); retrying cannot help.
+    /// server that has it (load the module), or (token lock) a fixed lease,
+    /// no fencing; retrying cannot help.
     #[error("{server} lacks {missing}: {detail}")]
     ServerLacks {
         /// The server's kind and version (`valkey 9.1.2`), or `the server`
         /// when it would not say.
         server: String,
-        /// What it lacks: `"scripting"`.
+        /// What it lacks: `"scripting"`, `"SET IFEQ or scripting"`...
         missing: &'static str,
         /// What showed it, and what to do.
         detail: String,

@@ -186,6 +186,7 @@ mod semaphore;
 mod settings;
 mod spin_lock;
 mod sync;
+mod token_lock;
 mod transport;
 mod vocabulary;
 
@@ -219,6 +220,7 @@ pub use settings::tls_files::TlsFiles;
 pub use settings::watch::SettingsWatcher;
 pub use settings::{RetryPolicy, Settings};
 pub use spin_lock::SpinLock;
+pub use token_lock::{TokenGuard, TokenLock};
 pub use transport::capabilities::{Capabilities, ServerVersion, Support};
 pub use transport::shared::RedisConnection;
 pub use vocabulary::{AcquireLock, ExtendLease, Fenced, HeldLock, Reenter};

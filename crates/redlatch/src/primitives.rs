@@ -16,6 +16,7 @@ pub(crate) static PRIMITIVES: &[&ScriptList] = &[
     &crate::rw_lock::scripts::SCRIPTS,
     &crate::semaphore::scripts::SCRIPTS,
     &crate::count_down_latch::scripts::SCRIPTS,
+    &crate::token_lock::scripts::SCRIPTS,
 ];
 
 /// Every script of every primitive, each form once: the function library's content.

@@ -473,6 +473,52 @@ async fn redlock_reenter_leaks(urls: Vec<String>, how: Cancel, tag: String, seed
     left
 }
 
+/// Token lock keys left under `prefix` (strings holding a token) once
+/// background releases have landed.
+async fn settled_token_holds(url: &str, prefix: String) -> i64 {
+    let conn = admin(url).await;
+    common::settled(SETTLE, || {
+        let mut conn = conn.clone();
+        let prefix = prefix.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{prefix}*"))
+                .query_async(&mut conn)
+                .await
+                .expect("KEYS");
+            keys.len() as i64
+        }
+    })
+    .await
+}
+
+async fn token_lock_leaks(urls: Vec<String>, how: Cancel, tag: String, seed: u64) -> i64 {
+    let client = connect(&urls[0], LEASE).await;
+    let mut rng = Rng::new(seed);
+    for round in 0..rounds() {
+        storm(how, &mut rng, |i| {
+            let mut lock = client.token_lock(format!("{tag}:{round}:{}", i % NAMES));
+            if i % 3 == 0 {
+                lock = lock.fenced();
+            }
+            async move {
+                if let Ok(guard) = lock.acquire().await {
+                    drop(guard);
+                }
+            }
+        })
+        .await;
+    }
+    let left = settled_token_holds(&urls[0], format!("{tag}:")).await;
+    assert_eq!(client.held_locks(), 0, "{tag}: guards still tracked");
+    left
+}
+
+#[test]
+fn cancelled_token_lock_acquires_leave_no_key() {
+    assert_nothing_left("token", 1, token_lock_leaks);
+}
+
 #[test]
 fn cancelled_lock_acquires_leave_no_hold() {
     assert_nothing_left("lock", 1, lock_leaks);

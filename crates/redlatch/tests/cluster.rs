@@ -1380,3 +1380,51 @@ async fn a_thousand_names_used_once_leave_one_counter_per_slot_at_most() {
         );
     }
 }
+
+/// The token lock on a cluster: names on every master exclude across
+/// clients, stay renewed (per-slot batches of plain commands or scripts),
+/// fence from the slot's counter, and a waiter (no loss watch on a cluster:
+/// it polls) gets the lock soon after the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_locks_exclude_renew_and_hand_over_on_a_cluster() {
+    let cluster = cluster();
+    let first = client(&cluster, Duration::from_secs(1)).await;
+    let second = client(&cluster, Duration::from_secs(1)).await;
+    let names: Vec<String> = (0..24).map(|i| format!("token:{i}")).collect();
+    let mut guards = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let mut lock = first.token_lock(name.as_str());
+        if index % 2 == 0 {
+            lock = lock.fenced();
+        }
+        guards.push(lock.try_acquire().await.unwrap().expect("free"));
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(
+            guard.is_held(),
+            "{name} was lost: {:?}",
+            guard.lost_reason()
+        );
+        let taken = second
+            .token_lock(name.as_str())
+            .try_acquire()
+            .await
+            .unwrap();
+        assert!(taken.is_none(), "{name} was acquired twice");
+    }
+    let mut guards = guards.into_iter();
+    let handed = guards.next().unwrap();
+    let lock = second.token_lock(names[0].as_str());
+    let waiting =
+        tokio::spawn(async move { lock.acquire_within(Some(Duration::from_secs(10))).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = Instant::now();
+    handed.release().await.unwrap();
+    let taken = waiting.await.unwrap().expect("the waiter polls its way in");
+    assert!(released.elapsed() < Duration::from_secs(2));
+    taken.release().await.unwrap();
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}

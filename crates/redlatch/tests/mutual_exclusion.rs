@@ -733,3 +733,6 @@ async fn a_spin_lock_and_a_lock_of_one_name_exclude_each_other() {
     );
     spun.release().await.expect("release");
 }
+
+#[path = "mutual_exclusion/token_lock.rs"]
+mod token_lock;

@@ -9,6 +9,8 @@
 mod common;
 #[path = "server_features/out_of_memory.rs"]
 mod out_of_memory;
+#[path = "server_features/token_lock.rs"]
+mod token_lock;
 
 use std::time::Duration;
 

@@ -300,6 +300,18 @@ impl<C> Builder<C> {
         self
     }
 
+    /// Accepts a server without scripting (Valkey 9.1 without its Lua
+    /// module) when it serves the [`TokenLock`](crate::TokenLock) without
+    /// scripts (`SET … IFEQ`, and `DELIFEQ` or `DELEX … IFEQ`): the token
+    /// lock is then the one lock the client can use (a fenced one aside).
+    /// Off by default: such a server is refused at connect with
+    /// [`Error::ServerLacks`](crate::Error::ServerLacks), since every other
+    /// lock runs as a script.
+    pub fn token_lock_without_scripting(mut self, on: bool) -> Self {
+        self.features.token_lock_without_scripting = on;
+        self
+    }
+
     /// Whether the client asks the server not to evict its command and
     /// watch connections (`CLIENT NO-EVICT ON`, default `true`) when the
     /// server bounds its clients' memory (`maxmemory-clients`): the

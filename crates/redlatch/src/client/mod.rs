@@ -21,6 +21,7 @@ use crate::semaphore::permit::PermitSemaphore;
 use crate::settings::watch::SettingsWatcher;
 use crate::settings::{ApplySettings, Settings};
 use crate::spin_lock::SpinLock;
+use crate::token_lock::TokenLock;
 use crate::transport::capabilities::Capabilities;
 use crate::transport::shared::RedisConnection;
 
@@ -82,6 +83,13 @@ impl Client {
     /// rather than subscribe (no round trip here). See [`SpinLock`].
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
         SpinLock::new(self.core.clone(), self.plain.clone(), name.into())
+    }
+
+    /// A handle to the token lock `name`: a non-reentrant lock whose key is
+    /// a string holding its holder's token, released and renewed without a
+    /// script where the server allows (no round trip here). See [`TokenLock`].
+    pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
+        TokenLock::new(self.core.clone(), name.into())
     }
 
     /// A handle to the read-write lock `name` (no round trip; the name is

@@ -493,8 +493,7 @@ impl Watch {
         next: &mut Vec<Read>,
     ) {
         let now = Instant::now();
-        let answer =
-            answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
+        let answer = answer.and_then(|value| loss_watch::still_held(&read.hold, value));
         match answer {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
@@ -559,7 +558,7 @@ async fn read(
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
         }
-        pipeline.cmd("HEXISTS").arg(&*read.key).arg(&*read.hold.owner);
+        loss_watch::read_hold(&mut pipeline, &read.key, &read.hold);
     }
     let answers = pipeline.ignore_errors().query_async(&mut conn).await;
     Done::Read {

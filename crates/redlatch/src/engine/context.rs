@@ -37,6 +37,8 @@ pub(crate) struct Features {
     pub(crate) script_functions: bool,
     pub(crate) watch_holds: bool,
     pub(crate) no_evict: bool,
+    /// A server without scripting is accepted where it serves the token lock.
+    pub(crate) token_lock_without_scripting: bool,
     #[cfg(feature = "holder-records")]
     pub(crate) holder_identity: bool,
     #[cfg(feature = "holder-records")]
@@ -49,6 +51,7 @@ impl Default for Features {
             script_functions: true,
             watch_holds: true,
             no_evict: true,
+            token_lock_without_scripting: false,
             #[cfg(feature = "holder-records")]
             holder_identity: true,
             #[cfg(feature = "holder-records")]
@@ -101,7 +104,7 @@ impl Core {
         let (conn, subscriptions, watch_source) =
             connection::open(url, topology, &settings, replica_wait).await?;
         let capabilities = learn_capabilities(&conn, &features, library, limit, &settings).await;
-        scripting_usable(&capabilities)?;
+        scripting_usable(&capabilities, features.token_lock_without_scripting)?;
         if let Some(wait) = replica_wait {
             replica_wait_usable(&conn, &capabilities, wait, limit).await?;
         }
@@ -231,11 +234,23 @@ async fn learn_capabilities(
     }
 }
 
-/// Every lock of a client runs as a script: a server with no scripting
-/// engine (Valkey 9.1 without its Lua module) is refused now, naming what
-/// it lacks, rather than at the first call.
-fn scripting_usable(capabilities: &Capabilities) -> Result<()> {
+/// Every lock of a client runs as a script but the token lock: a server
+/// with no scripting engine (Valkey 9.1 without its Lua module) is refused
+/// now, naming what it lacks, rather than at the first call; unless the
+/// client asked for the token lock alone there (`token_lock`,
+/// `ClientBuilder::token_lock_without_scripting`) and the server serves it
+/// without scripts (`SET … IFEQ`, and `DELIFEQ` or `DELEX … IFEQ`).
+fn scripting_usable(capabilities: &Capabilities, token_lock: bool) -> Result<()> {
     if capabilities.scripting != Support::Absent {
+        return Ok(());
+    }
+    let token_lock_served = token_lock
+        && capabilities.set_ifeq.is_available()
+        && (capabilities.delifeq.is_available() || capabilities.delex_ifeq.is_available());
+    if token_lock_served {
+        tracing::warn!(
+            "redlatch: the server runs no scripts; only the token lock (Client::token_lock) works on it"
+        );
         return Ok(());
     }
     Err(Error::ServerLacks {

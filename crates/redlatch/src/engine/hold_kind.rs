@@ -8,9 +8,17 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use crate::scripts::{Invocation, Lua};
 
+/// One command per hold that renews it without a script (a string lock's
+/// `SET key owner IFEQ owner PX lease`), added to the batch's pipeline. Its
+/// reply reads as renewed unless it is nil (the key no longer holds the
+/// owner) or a `WRONGTYPE` error (the key is not a lock any more): gone.
+pub(crate) type NativeRenewal = fn(&mut redis::Pipeline, key: &str, owner: &str, lease_ms: u64);
+
 /// How the watchdog renews holds of one kind: many holds per call of one
 /// script. Every renewal script takes KEYS\[i\] and its own arguments per
-/// hold, and answers 1 (renewed) or 0 (gone) per hold, in order.
+/// hold, and answers 1 (renewed) or 0 (gone) per hold, in order; or, where
+/// the server can renew without a script, one command per hold in one
+/// pipeline ([`NativeRenewal`]).
 pub(crate) struct BatchRenewal {
     /// Names the kind in logs and spans.
     pub(crate) name: &'static str,
@@ -20,6 +28,16 @@ pub(crate) struct BatchRenewal {
     /// A hold on a lock, not a permit: counted by `Client::held_locks`,
     /// marked lost by a force-unlock, counted by the lost-locks metric.
     pub(crate) is_lock: bool,
+    /// Renews by one plain command per hold instead of the script.
+    pub(crate) native: Option<NativeRenewal>,
+    /// The key is a string whose value is the owner (a token lock), not a
+    /// hash with an owner field: the loss watch reads it with `GET`.
+    pub(crate) string_value: bool,
+    /// Renewals keep the lease the hold was taken with rather than follow
+    /// the live default lease: a renewal that sets the lease outright (a
+    /// plain `SET … PX`, which cannot compare it with the key's PTTL)
+    /// cannot then shorten it, whatever order Redis runs renewals in.
+    pub(crate) keeps_lease: bool,
 }
 
 impl std::fmt::Debug for BatchRenewal {
@@ -58,7 +76,12 @@ impl HoldKind {
 
     /// True when renewals set the client's live default lease.
     pub(crate) fn follows_default_lease(&self) -> bool {
-        !matches!(self, HoldKind::Callback(_))
+        matches!(self, HoldKind::Batched(renewal) if !renewal.keeps_lease)
+    }
+
+    /// True for a hold whose key's value is its owner (a token lock).
+    pub(crate) fn string_value(&self) -> bool {
+        matches!(self, HoldKind::Batched(renewal) if renewal.string_value)
     }
 
     /// True for a hold on a lock of any kind, Redlock's included (not a
@@ -108,4 +131,7 @@ pub(crate) static TEST_RENEWAL: BatchRenewal = BatchRenewal {
         invocation.key(key).arg(owner).arg(lease_ms);
     },
     is_lock: true,
+    native: None,
+    string_value: false,
+    keeps_lease: false,
 };

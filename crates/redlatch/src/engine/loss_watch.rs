@@ -48,6 +48,7 @@ use crate::engine::cluster_watch;
 use crate::engine::hold::Hold;
 use crate::engine::reread::{Pacing, Rereads};
 use crate::engine::sleep::sleep_until;
+use crate::engine::wakeup::Nudge;
 use crate::engine::watched_renewals::WatchRoute;
 use crate::settings::SharedSettings;
 use crate::transport::no_evict;
@@ -75,11 +76,18 @@ pub(crate) trait Holds: Send + Sync + 'static {
     fn mark_gone(&self, hold: &Arc<Hold>);
 }
 
+/// Keys that waiters of this client wait for (a token lock's, held by
+/// someone else), each with the channels whose parked waiters to wake at
+/// its next change: one [`Nudge`] per channel, sent once (a waiter that
+/// finds the lock still held tracks the key again).
+type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
+
 /// The handle the watchdog sends newly held keys to.
 #[derive(Clone)]
 pub(crate) struct LossWatch {
     held: UnboundedSender<Weak<Hold>>,
     route: WatchRoute,
+    waiting: Waiting,
 }
 
 impl LossWatch {
@@ -95,6 +103,7 @@ impl LossWatch {
     ) -> LossWatch {
         let (held, incoming) = mpsc::unbounded_channel();
         let route = WatchRoute::default();
+        let waiting = Waiting::default();
         runtime.spawn(run(
             source,
             protect,
@@ -102,9 +111,33 @@ impl LossWatch {
             settings,
             incoming,
             route.clone(),
+            waiting.clone(),
             shutdown,
         ));
-        LossWatch { held, route }
+        LossWatch {
+            held,
+            route,
+            waiting,
+        }
+    }
+
+    /// Wakes `nudge`'s waiter at the next change of `key` this connection
+    /// is told of (or when the connection is lost). The waiter then reads
+    /// the key through [`WatchRoute::connection`] with `CLIENT CACHING yes`
+    /// in front, which tracks it: registered first, so a change right after
+    /// that read is not missed.
+    pub(crate) fn wake_on_change(&self, key: &Arc<str>, nudge: Nudge) {
+        let mut waiting = self.waiting.lock();
+        if waiting.len() > 64 && waiting.len().is_power_of_two() {
+            // Keys whose waiters all left and that never changed since.
+            waiting.retain(|_, nudges| nudges.iter().any(Nudge::is_live));
+        }
+        let nudges = waiting.entry(key.clone()).or_default();
+        nudges.retain(Nudge::is_live);
+        // One per channel: a nudge wakes every waiter parked on it.
+        if !nudges.iter().any(|known| known.same_channel(&nudge)) {
+            nudges.push(nudge);
+        }
     }
 
     /// The route the watchdog renews watched holds by.
@@ -175,6 +208,7 @@ pub(super) type Keys = HashMap<Arc<str>, WatchedKey>;
 /// at once, refused at once) keeps them growing.
 pub(super) const SOUND_FOR: Duration = Duration::from_secs(1);
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     source: WatchSource,
     protect: bool,
@@ -182,8 +216,11 @@ async fn run(
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Weak<Hold>>,
     route: WatchRoute,
+    waiting: Waiting,
     shutdown: CancellationToken,
 ) {
+    // Whatever ends this task, no waiter stays parked on it.
+    let _wake_all = WakeAllOnDrop(waiting.clone());
     if let WatchSource::Cluster(nodes) = source {
         // Renewals stay on the command connection there (the route is
         // never opened): each costs the watch a push and a read.
@@ -280,6 +317,7 @@ async fn run(
                 &mut rereads,
                 &mut incoming,
                 &mut pushes,
+                &waiting,
                 noloop,
                 // Also cancelled when a renewal got no answer here: a stalled
                 // connection hears of no change either.
@@ -292,10 +330,14 @@ async fn run(
                 "redlatch: the server's tracking table is full; the loss watch reads each renewed key back from now on"
             );
             noloop = false;
+            wake_all(&waiting);
             // Not a failure: connect again at once.
             failures = None;
             continue;
         }
+        // Changes may go untold until a new connection tracks again: the
+        // waiters look again (and wait by polling meanwhile).
+        wake_all(&waiting);
         if shutdown.is_cancelled() {
             return;
         }
@@ -326,6 +368,7 @@ async fn watch(
     rereads: &mut Rereads,
     incoming: &mut UnboundedReceiver<Weak<Hold>>,
     pushes: &mut UnboundedReceiver<PushInfo>,
+    waiting: &Waiting,
     noloop: bool,
     shutdown: &CancellationToken,
 ) -> Ended {
@@ -369,8 +412,13 @@ async fn watch(
                 // Demoted, or gone: the master Sentinel names now.
                 return Ended::Failed;
             }
-            push = pushes.recv() => match push {
-                Some(push) => match invalidated(push, keys) {
+            push = pushes.recv() => {
+                let Some(push) = push else {
+                    return Ended::Failed;
+                };
+                // Waiters first: they need no read of ours.
+                wake_waiters(waiting, &push);
+                match invalidated(push, keys) {
                     Some(named) => match pace(keys, rereads, named) {
                         (now_due, true) if noloop => {
                             if table_full(conn, &mut table_seen).await {
@@ -381,9 +429,8 @@ async fn watch(
                         (now_due, _) => now_due,
                     },
                     None => return Ended::Failed,
-                },
-                None => return Ended::Failed,
-            },
+                }
+            }
         };
         if check(conn, master_only, holds, keys, rereads, due)
             .await
@@ -584,6 +631,73 @@ pub(super) fn refusal(error: redis::RedisError) -> Refusal {
     }
 }
 
+/// Wakes the waiters of the keys `push` says changed (every waiter for a
+/// flush or a lost connection).
+fn wake_waiters(waiting: &Waiting, push: &PushInfo) {
+    let nudges: Vec<Nudge> = {
+        let mut waiting = waiting.lock();
+        if waiting.is_empty() {
+            return;
+        }
+        match (&push.kind, push.data.first()) {
+            (PushKind::Invalidate, Some(Value::Array(names))) => names
+                .iter()
+                .filter_map(|name| match name {
+                    Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+                    Value::SimpleString(text) => Some(text.as_str()),
+                    _ => None,
+                })
+                .filter_map(|name| waiting.remove(name))
+                .flatten()
+                .collect(),
+            (PushKind::Invalidate | PushKind::Disconnection, _) => {
+                waiting.drain().flat_map(|(_, nudges)| nudges).collect()
+            }
+            _ => return,
+        }
+    };
+    nudges.iter().for_each(Nudge::send);
+}
+
+/// Wakes every waiter: the watch cannot tell them of changes for now.
+fn wake_all(waiting: &Waiting) {
+    let nudges: Vec<Nudge> = waiting
+        .lock()
+        .drain()
+        .flat_map(|(_, nudges)| nudges)
+        .collect();
+    nudges.iter().for_each(Nudge::send);
+}
+
+/// Wakes every waiter when the watch task ends.
+struct WakeAllOnDrop(Waiting);
+
+impl Drop for WakeAllOnDrop {
+    fn drop(&mut self) {
+        wake_all(&self.0);
+    }
+}
+
+/// Adds the read that tells whether `hold` is still held: its owner field
+/// of the lock hash, or the value of a token lock's string key.
+pub(super) fn read_hold(pipeline: &mut redis::Pipeline, key: &str, hold: &Hold) {
+    if hold.kind.string_value() {
+        // A token lock: the key's value is the owner.
+        pipeline.cmd("GET").arg(key);
+    } else {
+        pipeline.cmd("HEXISTS").arg(key).arg(&*hold.owner);
+    }
+}
+
+/// Whether the answer to [`read_hold`] says `hold` is still held.
+pub(super) fn still_held(hold: &Hold, value: Value) -> redis::RedisResult<bool> {
+    match value {
+        Value::BulkString(bytes) if hold.kind.string_value() => Ok(bytes == hold.owner.as_bytes()),
+        Value::Nil => Ok(false),
+        value => redis::from_redis_value::<bool>(value).map_err(Into::into),
+    }
+}
+
 /// Keeps the task's queue empty when there is no watch.
 pub(super) async fn drain(
     incoming: &mut UnboundedReceiver<Weak<Hold>>,
@@ -672,7 +786,7 @@ async fn check(
         for (key, hold) in chunk {
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-            pipeline.cmd("HEXISTS").arg(&**key).arg(&*hold.owner);
+            read_hold(&mut pipeline, key, hold);
         }
         let asks_role = *master_only;
         if asks_role {
@@ -698,8 +812,7 @@ async fn check(
         }
         let now = tokio::time::Instant::now();
         for ((key, hold), answer) in chunk.iter().zip(answers) {
-            let answer =
-                answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
+            let answer = answer.and_then(|value| still_held(hold, value));
             match answer {
                 Ok(true) => {
                     if let Some(watched) = keys.get_mut(key) {

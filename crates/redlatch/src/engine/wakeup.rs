@@ -77,6 +77,9 @@ pub(crate) struct Channel {
     /// The fencing token of a hold a fair release handed to this channel's
     /// waiter (its own channel), until the waiter takes it.
     handed: Mutex<Option<u64>>,
+    /// Never subscribed: its messages come from this process ([`Nudge`]:
+    /// a tracked key's invalidation, a release by this client).
+    local: bool,
 }
 
 /// The waiters of a one-waiter-per-message channel, and the wake-up nobody
@@ -209,6 +212,56 @@ impl Ticket {
     }
 }
 
+impl Channel {
+    fn new(name: &str, local: bool) -> Channel {
+        Channel {
+            name: name.to_owned(),
+            notify: Notify::new(),
+            // A local channel hears everything from the start.
+            subscribed: watch::Sender::new(local),
+            epoch: AtomicU64::new(u64::from(local)),
+            lease_ends: Mutex::new(None),
+            broadcast: AtomicBool::new(false),
+            messages: AtomicU64::new(0),
+            queue: Mutex::new(Queue::default()),
+            handed: Mutex::new(None),
+            local,
+        }
+    }
+}
+
+/// Wakes the parked waiters of a local channel, sent from this process: a
+/// change of the key they wait for (the loss watch's connection was told of
+/// it). Does nothing once the channel is gone.
+#[derive(Clone)]
+pub(crate) struct Nudge(std::sync::Weak<Channel>);
+
+impl Nudge {
+    /// Wakes every waiter parked on the channel now (one message each; at
+    /// least one, kept for the next to park): each of them waits for the
+    /// key's change. A waiter busy meanwhile looks at the key after its
+    /// attempt and needs none.
+    pub(crate) fn send(&self) {
+        if let Some(channel) = self.0.upgrade() {
+            let mut queue = channel.queue.lock();
+            for _ in 0..queue.parked.len().max(1) {
+                let number = channel.messages.fetch_add(1, Ordering::AcqRel) + 1;
+                queue.deliver(number);
+            }
+        }
+    }
+
+    /// False once every waiter of the channel left.
+    pub(crate) fn is_live(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// The same channel as `other`'s.
+    pub(crate) fn same_channel(&self, other: &Nudge) -> bool {
+        std::sync::Weak::ptr_eq(&self.0, &other.0)
+    }
+}
+
 impl Wakeups {
     /// Starts the subscriber task on `runtime`. It connects through `source`,
     /// keeps reconnecting while the service lives, and stops at `shutdown`.
@@ -242,17 +295,7 @@ impl Wakeups {
             member.waiters += 1;
             return Ticket::new(self.registry.clone(), member.channel.clone());
         }
-        let entry = Arc::new(Channel {
-            name: channel.to_owned(),
-            notify: Notify::new(),
-            subscribed: watch::Sender::new(false),
-            epoch: AtomicU64::new(0),
-            lease_ends: Mutex::new(None),
-            broadcast: AtomicBool::new(false),
-            messages: AtomicU64::new(0),
-            queue: Mutex::new(Queue::default()),
-            handed: Mutex::new(None),
-        });
+        let entry = Arc::new(Channel::new(channel, false));
         channels.insert(
             channel.to_owned(),
             Member {
@@ -266,6 +309,28 @@ impl Wakeups {
             .commands
             .send(Command::Subscribe(channel.to_owned()));
         Ticket::new(self.registry.clone(), entry)
+    }
+
+    /// Joins `channel` as a local channel: never subscribed, it counts as
+    /// subscribed from the start, and its messages are [`Nudge`]s sent by
+    /// this process (a token lock's waiters, woken by the loss watch's
+    /// tracking of the key they wait for, or by a release of this client).
+    pub(crate) fn join_local(&self, channel: &str) -> Ticket {
+        let mut channels = self.registry.channels.lock();
+        let member = channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| Member {
+                channel: Arc::new(Channel::new(channel, true)),
+                waiters: 0,
+            });
+        member.waiters += 1;
+        Ticket::new(self.registry.clone(), member.channel.clone())
+    }
+
+    /// One message on the local channel `channel` for this client's
+    /// waiters, if it has any (a release by this client).
+    pub(crate) fn nudge_local(&self, channel: &str) {
+        self.registry.dispatch(channel, None);
     }
 
     /// Joins `channel` as a broadcast channel: each message wakes every
@@ -328,6 +393,11 @@ impl Handed {
 }
 
 impl Ticket {
+    /// A message for this ticket's (local) channel, sent from elsewhere.
+    pub(crate) fn nudge(&self) -> Nudge {
+        Nudge(Arc::downgrade(&self.channel))
+    }
+
     /// Where holds handed to this channel's waiter arrive.
     pub(crate) fn handed(&self) -> Handed {
         Handed(self.channel.clone())
@@ -517,6 +587,11 @@ impl Drop for Ticket {
             return;
         };
         member.waiters -= 1;
+        if member.waiters == 0 && self.channel.local {
+            // Nothing to unsubscribe, nothing to linger for.
+            channels.remove(&self.channel.name);
+            return;
+        }
         if member.waiters == 0 {
             drop(channels);
             // The subscriber drops the channel after the linger, if still unused.
@@ -713,9 +788,16 @@ impl Subscriber {
         channels.get(name).map(|member| member.channel.clone())
     }
 
+    /// The channels waiters asked to subscribe (local ones are not).
     fn registered_channels(&self) -> Vec<String> {
         match self.registry.upgrade() {
-            Some(registry) => registry.channels.lock().keys().cloned().collect(),
+            Some(registry) => registry
+                .channels
+                .lock()
+                .iter()
+                .filter(|(_, member)| !member.channel.local)
+                .map(|(name, _)| name.clone())
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -746,7 +828,9 @@ impl Subscriber {
     fn mark_all_unsubscribed(&self) {
         if let Some(registry) = self.registry.upgrade() {
             for member in registry.channels.lock().values() {
-                member.channel.subscribed.send_replace(false);
+                if !member.channel.local {
+                    member.channel.subscribed.send_replace(false);
+                }
             }
         }
     }

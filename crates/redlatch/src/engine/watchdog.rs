@@ -118,6 +118,11 @@ impl Watchdog {
         let _ = self.shared.identity.set(publisher);
     }
 
+    /// The loss watch, once it started (none on a lean client).
+    pub(crate) fn loss_watch(&self) -> Option<&LossWatch> {
+        self.shared.loss_watch.get()
+    }
+
     /// From now on, every lock hold is also watched by `watch`.
     pub(crate) fn set_loss_watch(&self, watch: LossWatch) {
         let _ = self.shared.loss_watch.set(watch);
@@ -641,6 +646,28 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     else {
         return;
     };
+    if let Some(native) = kind.native {
+        let mut pipeline = redis::pipe();
+        for renewal in &batch {
+            native(
+                &mut pipeline,
+                &renewal.key.0,
+                &renewal.key.1,
+                renewal.lease_ms,
+            );
+        }
+        let route = watch.filter(|_| kind.is_lock);
+        let span = tracing::debug_span!("redlatch.renew", holds = batch.len(), kind = ?kind);
+        let limit = deadline
+            .saturating_duration_since(sent_at)
+            .min(response_timeout)
+            .max(Duration::from_millis(1));
+        let keys: Vec<Arc<str>> = batch.iter().map(|renewal| renewal.key.0.clone()).collect();
+        let send = renew_natively(pipeline, route, keys, conn, limit);
+        let reply = tokio::time::timeout(limit, send).instrument(span).await;
+        settle_reply(shared, &batch, sent_at, reply);
+        return;
+    }
     let mut invocation = kind.script.prepare_invoke();
     for renewal in &batch {
         (kind.add_hold)(
@@ -669,6 +696,48 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         }
     };
     let reply = tokio::time::timeout(limit, send).instrument(span).await;
+    settle_reply(shared, &batch, sent_at, reply);
+}
+
+/// Sends a batch of plain renewal commands (one per hold): through the
+/// loss watch's connection where it is open, as a transaction that tracks
+/// the keys again (`engine/watched_renewals.rs`), else on `conn`. Per
+/// hold, 1 renewed or 0 gone ([`crate::engine::hold_kind::NativeRenewal`]).
+async fn renew_natively(
+    pipeline: redis::Pipeline,
+    route: Option<crate::engine::watched_renewals::WatchRoute>,
+    keys: Vec<Arc<str>>,
+    mut conn: Connection,
+    limit: Duration,
+) -> redis::RedisResult<Vec<i64>> {
+    let answers = match route {
+        Some(route) => route.renew_each(pipeline, &keys, &mut conn, limit).await?,
+        None => {
+            let mut pipeline = pipeline;
+            pipeline
+                .ignore_errors()
+                .query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut conn)
+                .await?
+        }
+    };
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(redis::Value::Nil) => Ok(0),
+            Ok(_) => Ok(1),
+            Err(error) if error.code() == Some("WRONGTYPE") => Ok(0),
+            Err(error) => Err(error),
+        })
+        .collect()
+}
+
+/// Counts one renewal call and applies its outcome.
+fn settle_reply(
+    shared: Weak<Shared>,
+    batch: &[Renewal],
+    sent_at: LeaseInstant,
+    reply: Result<redis::RedisResult<Vec<i64>>, tokio::time::error::Elapsed>,
+) {
     let Some(shared) = shared.upgrade() else {
         return;
     };
@@ -681,7 +750,7 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         }
     };
     // A failed renewal is retried soon: `settle` wakes the task for it.
-    shared.settle(&batch, sent_at, outcome);
+    shared.settle(batch, sent_at, outcome);
 }
 
 /// Renews one hold that renews itself, bounded by its validity.
@@ -767,12 +836,18 @@ mod tests {
         script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: true,
+        native: None,
+        string_value: false,
+        keeps_lease: false,
     };
     static PERMITS: BatchRenewal = BatchRenewal {
         name: "permits",
         script: &crate::engine::hold_kind::TEST_RENEW,
         add_hold: add_nothing,
         is_lock: false,
+        native: None,
+        string_value: false,
+        keeps_lease: false,
     };
 
     struct Never;

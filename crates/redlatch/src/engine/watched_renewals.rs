@@ -126,6 +126,47 @@ impl WatchRoute {
         invocation.invoke_async(conn).await
     }
 
+    /// Runs a batch of plain renewal commands (`pipeline`, one per hold;
+    /// `keys`: their keys, in order) as [`WatchRoute::renew`] runs a
+    /// script: through the watch's connection when it is open and answers
+    /// within half of `budget`, else on `conn`. Each command's own answer.
+    pub(crate) async fn renew_each(
+        &self,
+        pipeline: redis::Pipeline,
+        keys: &[Arc<str>],
+        conn: &mut Connection,
+        budget: Duration,
+    ) -> RedisResult<Vec<RedisResult<Value>>> {
+        let route = self.open.lock().clone();
+        if let Some(mut route) = route {
+            let commands: Vec<redis::Cmd> = pipeline.cmd_iter().cloned().collect();
+            match tokio::time::timeout(budget / 2, transaction_each(&mut route, &commands, keys))
+                .await
+            {
+                Ok(Ok(answers)) => return Ok(answers),
+                Ok(Err(error)) if error.code().is_some() => {
+                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
+                }
+                failed => {
+                    let error = match failed {
+                        Ok(Err(error)) => error.to_string(),
+                        _ => "no answer in time".to_owned(),
+                    };
+                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
+                    self.close(&route.broken);
+                }
+            }
+        }
+        let mut pipeline = pipeline;
+        pipeline.ignore_errors().query_async(conn).await
+    }
+
+    /// The watch's connection while it is open: a waiter of a token lock
+    /// tracks the key it waits for through it (`token_lock/`).
+    pub(crate) fn connection(&self) -> Option<MultiplexedConnection> {
+        self.open.lock().as_ref().map(|route| route.conn.clone())
+    }
+
     /// Closes the route opened with `broken` (not a newer one) and tells
     /// the watch to open a new connection.
     fn close(&self, broken: &CancellationToken) {
@@ -189,6 +230,48 @@ async fn transaction(
         }
     }
     redis::from_redis_value(renewed).map_err(Into::into)
+}
+
+/// [`transaction`] for plain commands, one per hold: each one's answer.
+async fn transaction_each(
+    route: &mut Route,
+    commands: &[redis::Cmd],
+    keys: &[Arc<str>],
+) -> RedisResult<Vec<RedisResult<Value>>> {
+    let mut pipeline = redis::pipe();
+    pipeline.atomic();
+    if route.asks_role {
+        pipeline.cmd("ROLE");
+    }
+    for command in commands {
+        pipeline.add_command(command.clone());
+    }
+    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
+    let exists = pipeline.cmd("EXISTS");
+    for key in keys {
+        exists.arg(&**key);
+    }
+    exists.ignore();
+    let mut answers: Vec<RedisResult<Value>> = pipeline
+        .ignore_errors()
+        .query_async(&mut route.conn)
+        .await?;
+    if route.asks_role {
+        if answers.is_empty() {
+            return Err(no_reply("ROLE"));
+        }
+        let role = answers.remove(0)?;
+        if !crate::transport::watch::is_master(&role) {
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "the loss watch's server is no longer the master",
+            )));
+        }
+    }
+    if answers.len() != commands.len() {
+        return Err(no_reply("a renewal"));
+    }
+    Ok(answers)
 }
 
 fn no_reply(what: &'static str) -> RedisError {

@@ -57,6 +57,9 @@ pub(crate) static LOCK_RENEWAL: BatchRenewal = BatchRenewal {
         invocation.key(key).arg(owner).arg(lease_ms);
     },
     is_lock: true,
+    native: None,
+    string_value: false,
+    keeps_lease: false,
 };
 
 /// The reentrant lock's plug-in state, one per client (its `Client` makes

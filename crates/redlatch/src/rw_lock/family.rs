@@ -25,6 +25,9 @@ pub(crate) static READ_RENEWAL: BatchRenewal = BatchRenewal {
             .arg(read_timeout_prefix(key, owner));
     },
     is_lock: true,
+    native: None,
+    string_value: false,
+    keeps_lease: false,
 };
 
 /// The read holds of one read-write lock.

@@ -35,6 +35,9 @@ pub(crate) static PERMIT_RENEWAL: BatchRenewal = BatchRenewal {
         invocation.key(key).arg(permit_member(id)).arg(lease_ms);
     },
     is_lock: false,
+    native: None,
+    string_value: false,
+    keeps_lease: false,
 };
 
 /// A handle to one named semaphore whose permits expire unless their holder

@@ -110,9 +110,13 @@ pub struct Capabilities {
     /// 9.1 can run without its Lua module, and then lists these commands but
     /// refuses every script). Known from the function library's load, or
     /// else from one `SCRIPT LOAD` of the smallest script (`return 1`).
-    /// Every lock of this client
-    /// runs as a script: where it is [`Support::Absent`], connect fails
-    /// with [`Error::ServerLacks`](crate::Error::ServerLacks). A refusal to
+    /// Every lock of this client but the [`TokenLock`](crate::TokenLock)
+    /// runs as a script: where it is [`Support::Absent`], connect fails with
+    /// [`Error::ServerLacks`](crate::Error::ServerLacks), unless the client
+    /// asked for the token lock alone
+    /// ([`ClientBuilder::token_lock_without_scripting`](crate::ClientBuilder::token_lock_without_scripting))
+    /// and the server serves it without scripts (`SET IFEQ`, and `DELIFEQ`
+    /// or `DELEX IFEQ`). A refusal to
     /// this client (an ACL without `+script|load`) is
     /// [`Support::Denied`]: connect goes on, and the first call says what
     /// the server refused.

@@ -13,10 +13,11 @@ use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::rw_lock::sides::{ReadSide, WriteSide};
 use crate::semaphore::permit::{ExpirablePermit, PermitSemaphore};
 use crate::spin_lock::SpinLock;
+use crate::token_lock::{TokenGuard, TokenLock};
 
 /// A handle to something held by one owner at a time, by N for a permit
 /// semaphore, or by many readers for a read-write lock's read side:
-/// [`Lock`], [`FairLock`], [`SpinLock`], [`RedlockLock`], [`PermitSemaphore`],
+/// [`Lock`], [`FairLock`], [`SpinLock`], [`TokenLock`], [`RedlockLock`], [`PermitSemaphore`],
 /// and a [`ReadWriteLock`](crate::ReadWriteLock)'s [`WriteSide`] and
 /// [`ReadSide`] ([`writer`](crate::ReadWriteLock::writer),
 /// [`reader`](crate::ReadWriteLock::reader)).
@@ -33,7 +34,8 @@ use crate::spin_lock::SpinLock;
 /// reader once no writer holds or waits).
 ///
 /// Generic code that needs a fencing token asks for a [`Fenced`](crate::Fenced)
-/// guard: every lock's guard is, a permit is not.
+/// guard: every lock's guard is but a [`TokenGuard`] (fenced only where asked,
+/// [`TokenGuard::fencing_token`]), a permit is not.
 ///
 /// ```
 /// use redlatch::{AcquireLock, Fenced, HeldLock};
@@ -153,6 +155,7 @@ acquire_lock!(
     Lock => Guard,
     FairLock => Guard,
     SpinLock => Guard,
+    TokenLock => TokenGuard,
     RedlockLock => RedlockGuard,
     PermitSemaphore => ExpirablePermit,
     ReadSide => ReadGuard,

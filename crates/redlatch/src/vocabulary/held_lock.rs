@@ -8,9 +8,10 @@ use crate::lock::guard::Guard;
 use crate::redlock::RedlockGuard;
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::semaphore::permit::ExpirablePermit;
+use crate::token_lock::TokenGuard;
 
 /// Something held in Redis under a lease: a lock's hold ([`Guard`],
-/// [`ReadGuard`], [`WriteGuard`], [`RedlockGuard`]) or a permit
+/// [`ReadGuard`], [`WriteGuard`], [`RedlockGuard`], [`TokenGuard`]) or a permit
 /// ([`ExpirablePermit`]). It stays held, renewed by the watchdog, until it
 /// is released or dropped (which releases it in the background), or lost.
 ///
@@ -104,4 +105,11 @@ macro_rules! held_lock {
     )+};
 }
 
-held_lock!(Guard, ReadGuard, WriteGuard, RedlockGuard, ExpirablePermit);
+held_lock!(
+    Guard,
+    ReadGuard,
+    WriteGuard,
+    RedlockGuard,
+    ExpirablePermit,
+    TokenGuard
+);

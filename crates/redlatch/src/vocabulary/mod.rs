@@ -5,7 +5,7 @@
 //!
 //! | trait | what | implemented by |
 //! |---|---|---|
-//! | [`AcquireLock`] | a lease on the handle; acquire, try, within a wait | `Lock`, `FairLock`, `SpinLock`, `RedlockLock`, `PermitSemaphore`, `ReadSide`, `WriteSide` |
+//! | [`AcquireLock`] | a lease on the handle; acquire, try, within a wait | `Lock`, `FairLock`, `SpinLock`, `TokenLock`, `RedlockLock`, `PermitSemaphore`, `ReadSide`, `WriteSide` |
 //! | [`HeldLock`] | name, held, lost, release | `Guard`, `ReadGuard`, `WriteGuard`, `RedlockGuard`, `ExpirablePermit` |
 //! | [`Fenced`] | the fencing token | the lock guards: not `ExpirablePermit` |
 //! | [`Reenter`] | one more hold, same owner | the lock guards: not `ExpirablePermit` |

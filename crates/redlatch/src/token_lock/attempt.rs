@@ -1,0 +1,203 @@
+//! The token lock's plug-ins: one acquire attempt as the engine runs it
+//! ([`TokenAttempt`], an [`AttemptCall`]: undone by the engine's one
+//! policy), and its acquire as the wait loop drives it ([`Waiting`], an
+//! [`Acquisition`]).
+//!
+//! A release by `DELIFEQ` publishes nothing, so a waiter learns of it in
+//! one of three ways (docs/SAFETY.md, "Token lock"):
+//! - its key is tracked on the loss watch's connection (`CLIENT CACHING
+//!   yes` + `PTTL`, read after the waiter registered itself): the server
+//!   pushes an invalidation at the key's next change (the release, the
+//!   expiry, a delete, a renewal), and the watch wakes the waiter;
+//! - a release by its own client wakes it at once ([`Wakeups::nudge_local`]);
+//! - where the watch's connection is not open (a lean client, a cluster, a
+//!   server that refuses tracking), it looks again after a back-off that
+//!   doubles from [`POLL`]'s first delay to its longest.
+//!
+//! A tracking waiter also looks again after [`TRACKED_RECHECK`] at the
+//! latest (or at the holder's lease end, if sooner).
+//!
+//! [`Wakeups::nudge_local`]: crate::engine::wakeup::Wakeups::nudge_local
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::acquire::Terms;
+use crate::engine::attempt::attempt;
+use crate::engine::context::Core;
+use crate::engine::primitive::AttemptCall;
+use crate::engine::wait::{Acquisition, Step};
+use crate::engine::wakeup::{Nudge, Ticket};
+use crate::error::{Error, Result};
+use crate::lease_clock::LeaseInstant;
+use crate::scripts::keys::LockKeys;
+use crate::scripts::released::Released;
+use crate::settings::RetryPolicy;
+use crate::token_lock::calls::{self, Attempted, ReleaseBy, Route};
+use crate::token_lock::guard::TokenGuard;
+use crate::transport::Connection;
+
+/// A waiter without the loss watch's tracking looks again after this
+/// back-off: 2 ms, doubling, at most 100 ms.
+pub(crate) const POLL: RetryPolicy = RetryPolicy {
+    attempts: u32::MAX,
+    base_delay: Duration::from_millis(2),
+    max_delay: Duration::from_millis(100),
+};
+
+/// A tracking waiter looks again after this long at the latest, whatever
+/// the holder's lease: the safety net for a watch connection that stalls
+/// silently (no invalidation comes, and nothing tells the waiter), as a
+/// semaphore waiter's re-check is for a lost message. One `SET` a second
+/// per waiting client.
+pub(crate) const TRACKED_RECHECK: Duration = Duration::from_secs(1);
+
+/// One acquire of a token lock.
+#[derive(Clone)]
+pub(crate) struct TokenAttempt {
+    pub(crate) keys: Arc<LockKeys>,
+    /// The token written into the key: the anonymous owner of this acquire
+    /// (`<client-id>:#<n>`), unique to it.
+    pub(crate) token: Arc<str>,
+    pub(crate) lease_ms: u64,
+    pub(crate) fenced: bool,
+    pub(crate) release_by: ReleaseBy,
+}
+
+impl AttemptCall for TokenAttempt {
+    type Reply = Attempted;
+
+    fn key(&self) -> &str {
+        &self.keys.key
+    }
+
+    fn named(&self) -> bool {
+        false
+    }
+
+    fn lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+
+    fn send(
+        &self,
+        core: &Core,
+        sent_at: LeaseInstant,
+    ) -> impl Future<Output = Result<Attempted>> + Send + 'static + use<> {
+        let mut conn = core.conn.clone();
+        let limit = core.current_settings().response_timeout;
+        let call = self.clone();
+        async move {
+            calls::acquire(
+                &mut conn,
+                &call.keys,
+                &call.token,
+                call.lease_ms,
+                call.fenced,
+                sent_at,
+                limit,
+            )
+            .await
+        }
+    }
+
+    fn took_hold(reply: &Attempted) -> bool {
+        matches!(reply, Attempted::Acquired { .. })
+    }
+
+    async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {
+        match calls::release(
+            &mut conn,
+            &self.keys.key,
+            &self.token,
+            self.release_by,
+            limit,
+        )
+        .await?
+        {
+            true => Ok(Released::Unlocked { receivers: 0 }),
+            false => Err(Error::NotHeld {
+                name: self.keys.name().to_owned(),
+            }),
+        }
+    }
+}
+
+/// The channel a token lock's waiters of one client park on: local, never
+/// subscribed (its messages are nudges from this process).
+pub(crate) fn channel(key: &str) -> String {
+    format!("redlatch_token_lock:{{{key}}}")
+}
+
+/// A token lock's acquire, as the wait loop drives it.
+pub(crate) struct Waiting {
+    pub(crate) core: Arc<Core>,
+    pub(crate) call: TokenAttempt,
+    pub(crate) terms: Terms,
+    pub(crate) route: Route,
+    /// Wakes this waiter's channel: set once it joined it.
+    pub(crate) nudge: Option<Nudge>,
+    /// Looks taken without tracking, for the poll's back-off.
+    pub(crate) polls: u32,
+}
+
+impl Acquisition for Waiting {
+    type Output = TokenGuard;
+
+    async fn attempt(&mut self) -> Result<Step<TokenGuard>> {
+        let core = &self.core;
+        match attempt(core, self.call.clone()).await? {
+            Attempted::Acquired { fence, sent_at } => Ok(Step::Done {
+                value: TokenGuard::register(
+                    core,
+                    &self.call,
+                    &self.terms,
+                    self.route,
+                    fence,
+                    sent_at,
+                ),
+                more_left: false,
+            }),
+            Attempted::Held => {
+                let lease = Duration::from_millis(self.call.lease_ms);
+                let Some(nudge) = &self.nudge else {
+                    // Not listening yet: the wait loop joins, then attempts again.
+                    return Ok(Step::Busy { retry_in: lease });
+                };
+                let limit = core.current_settings().response_timeout;
+                let retry_in = match calls::look(core, &self.call.keys.key, nudge, limit).await {
+                    Some(look) if look.tracked => {
+                        self.polls = 0;
+                        let until_change = match look.pttl_ms {
+                            // Gone since the attempt: try again at once.
+                            -2 => Duration::ZERO,
+                            // No expiry (not a lock of ours): its change wakes us.
+                            -1 => lease,
+                            pttl => Duration::from_millis(u64::try_from(pttl).unwrap_or(0) + 1),
+                        };
+                        until_change.min(TRACKED_RECHECK)
+                    }
+                    _ => {
+                        let delay = POLL.delay(self.polls);
+                        self.polls = self.polls.saturating_add(1);
+                        delay
+                    }
+                };
+                Ok(Step::Busy { retry_in })
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Vec<Ticket>> {
+        let ticket = self.core.wakeups.join_local(&channel(&self.call.keys.key));
+        self.nudge = Some(ticket.nudge());
+        Ok(vec![ticket])
+    }
+
+    fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
+        let retry = self.terms.retry_after(&self.core, error)?;
+        self.call.token = self.terms.owner.clone();
+        Some(retry)
+    }
+}
