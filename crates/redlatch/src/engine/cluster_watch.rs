@@ -33,9 +33,11 @@
 //! Invalidations name keys without their database, so a write to the same
 //! name in another database makes a read here too, which finds the hold.
 //! Connections are opened at the first hold on a node and kept: at most one
-//! per master. Renewals are not routed through these connections (one
-//! server's `engine/watched_renewals.rs`): each renewal costs the watch a
-//! push and a read. The watch tracks without NOLOOP, so a key the server's
+//! per master. A replica's (a seed that redirected the first reads; `ROLE`
+//! is asked once per connection) is closed once it has only redirected and
+//! another node's is open. Renewals are not routed through these connections
+//! (one server's `engine/watched_renewals.rs`): each renewal costs the watch
+//! a push and a read. The watch tracks without NOLOOP, so a key the server's
 //! full tracking table evicts is told, and paced (`engine/reread.rs`).
 
 use std::collections::{HashMap, VecDeque};
