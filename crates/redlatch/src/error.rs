@@ -230,6 +230,18 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A count-down latch's count is zero, or too large for Redis to count
+    /// down (above 2^63 − 1). Fix the input.
+    #[error("invalid count {count} for count-down latch {name:?}: {reason}")]
+    InvalidCount {
+        /// The latch name.
+        name: String,
+        /// The count given.
+        count: u64,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
     /// A semaphore call gave up waiting: not enough permits were free for the
     /// whole wait. Retry later or give up.
     #[error("semaphore {name:?}: {permits} permit(s) not acquired within {waited:?}")]
@@ -242,8 +254,9 @@ pub enum Error {
         waited: Duration,
     },
 
-    /// A semaphore's key exists in Redis but holds something other than the
-    /// value a semaphore keeps there (a permit count, or its permits' expiries).
+    /// A semaphore's or count-down latch's key exists in Redis but holds
+    /// something other than the value it keeps there (a permit count, its
+    /// permits' expiries, a latch's count).
     /// Something else uses that key: pick another name or key prefix.
     #[error("key {key:?} holds a value that is not {expected}")]
     WrongValue {

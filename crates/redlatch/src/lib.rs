@@ -109,6 +109,9 @@
 //! - [`ReadWriteLock`] ([`Client::read_write_lock`]): many readers or one
 //!   writer, reentrant, writers may downgrade, and a waiting writer is not
 //!   starved by new readers (Redisson's `RReadWriteLock`).
+//! - [`CountDownLatch`] ([`Client::count_down_latch`]): a count set once,
+//!   counted down by any process; the count down that reaches zero wakes
+//!   every waiter in every process (Redisson's `RCountDownLatch`).
 //! - `blocking` (the `blocking` feature): the same API for programs without
 //!   an async runtime.
 //!
@@ -165,6 +168,7 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
+mod count_down_latch;
 mod engine;
 mod error;
 mod fair_lock;
@@ -187,6 +191,7 @@ mod vocabulary;
 
 pub use client::Client;
 pub use client::builder::{Builder, ClientBuilder};
+pub use count_down_latch::CountDownLatch;
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;

@@ -129,11 +129,9 @@ impl SpinLock {
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys = Arc::new(
-            LockKeys::new(&settings.key_prefix, &self.name)?
-                .per_name_counter(settings.per_name_token_counters)
-                .checked_for(&core.conn)?,
-        );
+        let keys = LockKeys::new(&settings.key_prefix, &self.name)?
+            .per_name_counter(settings.per_name_token_counters)
+            .checked_for(&core.conn)?;
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;
         let mut spinning = Spinning {
             lock: self,

@@ -90,6 +90,46 @@ fn semaphore_permits_from_threads_never_exceed_the_count() {
     assert_eq!(client.semaphore("pool").available_permits().unwrap(), 2);
 }
 
+/// Threads of two blocking clients await one latch; the count downs of
+/// other threads open it for all of them, and a bounded await gives up.
+#[test]
+fn a_count_down_latch_opens_for_threads_of_two_clients() {
+    let server = common::server();
+    let clients = [connect(&server), connect(&server)];
+    let latch = clients[0].count_down_latch("started");
+    assert!(
+        latch.await_within(Some(Duration::ZERO)).unwrap(),
+        "open before it is set"
+    );
+    assert!(latch.try_set_count(4).unwrap());
+    assert!(!latch.try_set_count(4).unwrap(), "set once");
+    assert!(!latch.await_within(Some(Duration::from_millis(50))).unwrap());
+    let awaiters: Vec<_> = (0..4)
+        .map(|index| {
+            let latch = clients[index % 2].count_down_latch("started");
+            std::thread::spawn(move || latch.await_zero())
+        })
+        .collect();
+    let counters: Vec<_> = (0..4)
+        .map(|index| {
+            let latch = clients[(index + 1) % 2].count_down_latch("started");
+            std::thread::spawn(move || latch.count_down())
+        })
+        .collect();
+    let mut left: Vec<u64> = counters
+        .into_iter()
+        .map(|counter| counter.join().unwrap().expect("count_down"))
+        .collect();
+    left.sort_unstable();
+    assert_eq!(left, [0, 1, 2, 3], "each count down took one");
+    for awaiter in awaiters {
+        awaiter.join().unwrap().expect("await_zero");
+    }
+    assert_eq!(latch.count().unwrap(), 0);
+    assert!(!latch.delete().unwrap(), "deleted at zero already");
+    assert_eq!(latch.name(), "started");
+}
+
 #[test]
 fn permit_semaphore_and_multi_lock_work_from_a_thread() {
     let server = common::server();

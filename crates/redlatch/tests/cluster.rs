@@ -364,6 +364,76 @@ async fn semaphore_releases_are_published_on_the_shard_channel() {
     assert_eq!(next_message(), ["smessage", "redisson_sc:{pool:5}", "3"]);
 }
 
+/// A count-down latch on a cluster: its zero-count message is SPUBLISHed on
+/// the key's shard, where a waiter of another client hears it; a name with
+/// braces (which Redisson's channel, `...__{KEY}`, would split from its key)
+/// is refused before any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_opens_for_waiters_through_sharded_pub_sub() {
+    let cluster = cluster();
+    let first = client(&cluster, Duration::from_secs(30)).await;
+    let second = client(&cluster, Duration::from_secs(30)).await;
+    let channel = "redisson_countdownlatch__channel__{deploy:12}";
+    let mut observer = master_conn(&cluster, "deploy:12");
+    redis::cmd("SSUBSCRIBE")
+        .arg(channel)
+        .exec(&mut observer)
+        .unwrap();
+    observer
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut next_message = || -> Vec<String> {
+        let reply = observer
+            .recv_response()
+            .expect("a message on the shard channel");
+        redis::from_redis_value(reply).unwrap()
+    };
+
+    let latch = first.count_down_latch("deploy:12");
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert_eq!(next_message(), ["smessage", channel, "1"]);
+    let waiter = {
+        let latch = second.count_down_latch("deploy:12");
+        tokio::spawn(async move { latch.await_zero().await })
+    };
+    let mut conn = master_conn(&cluster, "deploy:12");
+    until("the waiter is subscribed", || {
+        let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(channel)
+            .query(&mut conn)
+            .unwrap();
+        counts.first().is_some_and(|(_, count)| *count > 1)
+    })
+    .await;
+    assert_eq!(latch.count_down().await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "returned at 1");
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    assert_eq!(next_message(), ["smessage", channel, "0"]);
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter returned")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.count_down_latch("deploy:12").count().await.unwrap(),
+        0
+    );
+
+    for name in ["order:{42}", "a}b"] {
+        match first.count_down_latch(name).try_set_count(1).await {
+            Err(Error::InvalidName { reason, .. }) => assert!(reason.contains("hash slot")),
+            other => panic!("{name}: expected InvalidName, got {other:?}"),
+        }
+    }
+    // A `{` with no tag after it: key and channel hash alike (the channel's
+    // tag is the whole key), so the latch works there.
+    let open_brace = first.count_down_latch("x{");
+    assert!(open_brace.try_set_count(1).await.unwrap());
+    assert_eq!(open_brace.count_down().await.unwrap(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_failover_keeps_a_replicated_lock_and_the_client_working() {
     let mut cluster = cluster();
@@ -733,6 +803,45 @@ async fn a_semaphore_release_cut_off_in_flight_gives_its_permit_back_once() {
          the releases answered {outcomes:?}",
         CUT_OFF_ROUNDS as i64 + extra
     );
+}
+
+/// A count down cut off in flight is sent again to learn its outcome (the
+/// re-send-safe form), and counts down once, never twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_down_cut_off_in_flight_counts_down_once() {
+    let cluster = debug_cluster();
+    let client = patient_client(&cluster, 3).await;
+    let latch = client.count_down_latch("latch:cut");
+    assert!(latch.try_set_count(1_000).await.unwrap());
+    // Loads the scripts on the master.
+    assert_eq!(latch.count_down().await.unwrap(), 999);
+
+    let (mut valid, mut tries) = (0, 0);
+    let mut outcomes = Vec::new();
+    let mut expected = 999;
+    while valid < CUT_OFF_ROUNDS {
+        enough_rounds(valid, tries);
+        tries += 1;
+        let call = {
+            let latch = latch.clone();
+            async move { latch.count_down().await }
+        };
+        let outcome = cut_off_in_flight(&cluster, "latch:cut", call).await;
+        let count = latch.count().await.unwrap();
+        assert!(
+            count == expected || count + 1 == expected,
+            "one count down took the count from {expected} to {count} ({outcome:?})"
+        );
+        if let Some(outcome) = outcome {
+            valid += 1;
+            if let Ok(left) = outcome {
+                assert_eq!(left, count, "the count down's answer is the count");
+            }
+            outcomes.push(format!("{outcome:?}"));
+        }
+        expected = count;
+    }
+    eprintln!("count downs cut off in flight answered {outcomes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,15 @@
 //! Redisson compatibility: scripts playing the Java side, written from
 //! Redisson's documented layout and behaviour (seed 003's RLock, names with
 //! braces, read-write messages, semaphore counts, the 3.24+ unlock latch,
-//! the fair lock's line, expirable permits, wake-ups both ways),
+//! the fair lock's line, expirable permits, the count-down latch, wake-ups
+//! both ways),
 //! run against redlatch on the same names.
 
 mod common;
 #[path = "redisson_compat/fair.rs"]
 mod fair;
+#[path = "redisson_compat/latch.rs"]
+mod latch;
 #[path = "redisson_compat/names.rs"]
 mod names;
 #[path = "redisson_compat/permits.rs"]

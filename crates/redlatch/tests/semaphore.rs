@@ -1,6 +1,10 @@
-//! The counting semaphore: bounds under contention, wake-ups, layout, bad input.
+//! The counting semaphore: bounds under contention, wake-ups, layout, bad
+//! input; and the count-down latch (`semaphore/latch.rs`), a count of the same
+//! shape.
 
 mod common;
+#[path = "semaphore/latch.rs"]
+mod latch;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -29,3 +29,10 @@ mod chaos_watch;
 
 #[path = "trust/deadline.rs"]
 mod deadline;
+
+#[path = "trust/memory.rs"]
+mod memory;
+
+/// Counts each thread's live heap bytes (`trust/memory.rs`).
+#[global_allocator]
+static ALLOCATOR: memory::PerThread = memory::PerThread;

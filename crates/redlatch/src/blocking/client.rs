@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::bridge::Bridge;
+use super::count_down_latch::CountDownLatch;
 use super::fair_lock::FairLock;
 use super::lock::{Lock, SpinLock};
 use super::permit_semaphore::PermitSemaphore;
@@ -124,6 +125,11 @@ impl Client {
     /// A handle to the counting semaphore `name` (see [`crate::Semaphore`]).
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore::new(self.inner.semaphore(name), self.bridge.clone())
+    }
+
+    /// A handle to the count-down latch `name` (see [`crate::CountDownLatch`]).
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.inner.count_down_latch(name), self.bridge.clone())
     }
 
     /// A handle to the permit-expirable semaphore `name` (see [`crate::PermitSemaphore`]).

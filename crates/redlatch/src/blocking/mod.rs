@@ -1,6 +1,6 @@
 //! A synchronous API for programs without an async runtime, like
 //! `reqwest::blocking`: the same locks (plain, fair, spin, read-write),
-//! semaphores and multi-locks, with the same acquire shape (a lease on the
+//! semaphores, multi-locks and count-down latches, with the same acquire shape (a lease on the
 //! handle; `acquire`, `try_acquire`, `acquire_within`), and
 //! methods that block the calling thread instead of returning futures.
 //!
@@ -47,6 +47,7 @@
 
 mod bridge;
 mod client;
+mod count_down_latch;
 mod fair_lock;
 mod guard;
 mod handle;
@@ -57,6 +58,7 @@ mod rw_lock;
 mod semaphore;
 
 pub use client::{Client, ClientBuilder};
+pub use count_down_latch::CountDownLatch;
 pub use fair_lock::FairLock;
 pub use guard::Guard;
 pub use handle::Handle;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::count_down_latch::CountDownLatch;
 use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
@@ -99,6 +100,12 @@ impl Client {
     /// name is checked when it is used). See [`PermitSemaphore`].
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         PermitSemaphore::new(self.core.clone(), name.into())
+    }
+
+    /// A handle to the count-down latch `name` (no round trip; the name is
+    /// checked when the latch is used). See [`CountDownLatch`].
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.core.clone(), name.into())
     }
 
     /// The client's command connection, for the application's own commands

@@ -43,7 +43,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -56,7 +56,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::engine::hold::{Hold, Watched};
+use crate::engine::hold::Hold;
 use crate::engine::loss_watch::{self, CHECK_BATCH, Holds, Keys, Refusal, SETTLE, SOUND_FOR};
 use crate::engine::reread::Rereads;
 use crate::engine::sleep::sleep_until;
@@ -92,10 +92,9 @@ struct Node {
     replica: bool,
 }
 
-/// One read: a hold's field, on the node its slot leads to.
+/// One read: a hold's owner field, on the node its slot leads to.
 struct Read {
     key: Arc<str>,
-    field: Arc<str>,
     hold: Arc<Hold>,
     /// Read on this node with `ASKING` (an `ASK` redirection).
     ask: Option<Arc<str>>,
@@ -130,6 +129,9 @@ struct Watch {
     settings: SharedSettings,
     pushes_to: UnboundedSender<Push>,
     keys: Keys,
+    /// The node whose connection tracks each watched key now (kept here,
+    /// not in the watched key: only a cluster pays for it).
+    tracked_on: HashMap<Arc<str>, Arc<str>>,
     nodes: HashMap<Arc<str>, Node>,
     /// The node serving each slot, as the nodes said (`MOVED`).
     owners: HashMap<u16, Arc<str>>,
@@ -148,7 +150,7 @@ pub(super) async fn run(
     protect: bool,
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
-    mut incoming: UnboundedReceiver<Watched>,
+    mut incoming: UnboundedReceiver<Weak<Hold>>,
     shutdown: CancellationToken,
 ) {
     let (pushes_to, mut pushes) = mpsc::unbounded_channel();
@@ -160,6 +162,7 @@ pub(super) async fn run(
         settings,
         pushes_to,
         keys: HashMap::new(),
+        tracked_on: HashMap::new(),
         nodes: HashMap::new(),
         owners: HashMap::new(),
         seeds,
@@ -168,7 +171,7 @@ pub(super) async fn run(
         granted_once: false,
         off: false,
     };
-    let mut settling: VecDeque<(Instant, Watched)> = VecDeque::new();
+    let mut settling: VecDeque<(Instant, Weak<Hold>)> = VecDeque::new();
     loop {
         let next_settled = settling.front().map(|(at, _)| *at);
         let due = tokio::select! {
@@ -181,8 +184,10 @@ pub(super) async fn run(
                 let now = Instant::now();
                 let mut due = Vec::new();
                 while settling.front().is_some_and(|(at, _)| *at <= now) {
-                    if let Some((_, watched)) = settling.pop_front() {
-                        due.push(loss_watch::add(&mut watch.keys, watched));
+                    if let Some((_, watched)) = settling.pop_front()
+                        && let Some(key) = loss_watch::add(&mut watch.keys, watched)
+                    {
+                        due.push(key);
                     }
                 }
                 if settling.is_empty() {
@@ -228,12 +233,12 @@ impl Watch {
                     // first).
                     _ => self
                         .keys
-                        .iter()
-                        .filter(|(key, watched)| match &watched.node {
-                            Some(tracked) => tracked == node,
+                        .keys()
+                        .filter(|key| match self.tracked_on.get(*key) {
+                            Some(on) => on == node,
                             None => true,
                         } || self.owners.get(&slot(key)) == Some(node))
-                        .map(|(key, _)| key.clone())
+                        .cloned()
                         .collect(),
                 };
                 loss_watch::pace(&mut self.keys, &mut self.rereads, named).0
@@ -266,12 +271,17 @@ impl Watch {
         state.retry_at = Some(retry_at);
         // A failover may have given its slots to another node.
         self.owners.retain(|_, owner| owner != node);
-        for (key, watched) in &mut self.keys {
-            if watched.node.as_ref() == Some(node) {
-                watched.node = None;
-                self.rereads.schedule(key.clone(), retry_at);
+        let keys = &self.keys;
+        let rereads = &mut self.rereads;
+        self.tracked_on.retain(|key, on| {
+            if on != node {
+                return true;
             }
-        }
+            if keys.contains_key(key) {
+                rereads.schedule(key.clone(), retry_at);
+            }
+            false
+        });
         retry_at
     }
 
@@ -323,13 +333,12 @@ impl Watch {
                 continue;
             };
             let holds = &self.holds;
-            watched.holds.retain(|(field, hold)| {
+            watched.holds.retain(|hold| {
                 hold.upgrade()
-                    .filter(|hold| holds.is_current(&key, field, hold))
+                    .filter(|hold| holds.is_current(hold))
                     .map(|hold| {
                         reads.push(Read {
                             key: key.clone(),
-                            field: field.clone(),
                             hold,
                             ask: None,
                             hops: 0,
@@ -339,10 +348,14 @@ impl Watch {
             });
             if watched.holds.is_empty() {
                 self.keys.remove(&key);
+                self.tracked_on.remove(&key);
             }
         }
         if self.keys.capacity() > 4 * self.keys.len() + 64 {
             self.keys.shrink_to_fit();
+            let keys = &self.keys;
+            self.tracked_on.retain(|key, _| keys.contains_key(key));
+            self.tracked_on.shrink_to_fit();
         }
         self.dispatch(reads);
     }
@@ -525,7 +538,7 @@ impl Watch {
             Ok(true) => {
                 if let Some(watched) = self.keys.get_mut(&read.key) {
                     watched.pacing.found_unchanged(now);
-                    watched.node = Some(node.clone());
+                    self.tracked_on.insert(read.key.clone(), node.clone());
                 }
             }
             Ok(false) => self.lost(&read),
@@ -566,10 +579,7 @@ impl Watch {
             return;
         }
         let serves = self.owners.values().any(|owner| owner == node);
-        let tracks = self
-            .keys
-            .values()
-            .any(|watched| watched.node.as_ref() == Some(node));
+        let tracks = self.tracked_on.values().any(|on| on == node);
         let another = self.nodes.iter().any(|(address, state)| {
             address != node && (state.conn.is_some() || state.opening.is_some())
         });
@@ -587,13 +597,10 @@ impl Watch {
     }
 
     fn lost(&mut self, read: &Read) {
-        loss_watch::lost(
-            &self.holds,
-            &mut self.keys,
-            &read.key,
-            &read.field,
-            &read.hold,
-        );
+        loss_watch::lost(&self.holds, &mut self.keys, &read.key, &read.hold);
+        if !self.keys.contains_key(&read.key) {
+            self.tracked_on.remove(&read.key);
+        }
     }
 }
 
@@ -614,7 +621,10 @@ async fn read(
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
         }
-        pipeline.cmd("HEXISTS").arg(&*read.key).arg(&*read.field);
+        pipeline
+            .cmd("HEXISTS")
+            .arg(&*read.key)
+            .arg(&*read.hold.owner);
     }
     let answers = pipeline.ignore_errors().query_async(&mut conn).await;
     Done::Read {

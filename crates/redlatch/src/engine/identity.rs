@@ -5,8 +5,8 @@
 //! nothing, a long one a field write and a field delete, and the record
 //! one refresh per [`REFRESH`] while anything is held.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Weak};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -15,7 +15,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
-use crate::engine::hold::Watched;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -37,7 +36,7 @@ const LAST_WORD_LIMIT: Duration = Duration::from_secs(1);
 /// The handle the watchdog sends new holds to.
 #[derive(Clone)]
 pub(crate) struct IdentityPublisher {
-    held: UnboundedSender<(Watched, SystemTime)>,
+    held: UnboundedSender<(Arc<Hold>, SystemTime)>,
 }
 
 impl IdentityPublisher {
@@ -60,16 +59,16 @@ impl IdentityPublisher {
             purpose,
             settings,
             clock_offset: None,
-            published: HashMap::new(),
+            published: Vec::new(),
         };
         runtime.spawn(task.run(incoming, shutdown));
         IdentityPublisher { held }
     }
 
     /// Publishes one more hold, acquired now, once it has lasted [`SETTLE`].
-    pub(crate) fn publish(&self, watched: Watched) {
+    pub(crate) fn publish(&self, hold: Arc<Hold>) {
         // The task is gone only when the client is.
-        let _ = self.held.send((watched, SystemTime::now()));
+        let _ = self.held.send((hold, SystemTime::now()));
     }
 }
 
@@ -83,22 +82,24 @@ struct Task {
     settings: SharedSettings,
     /// Server time minus this machine's, in ms, once learned (`TIME`).
     clock_offset: Option<i64>,
-    /// Published holds by (key, owner): the hold's own strings, shared,
-    /// and when it was acquired (server ms), to write it again if the record
-    /// lapsed; a published hold costs the client about 60 bytes here.
-    published: HashMap<(Arc<str>, Arc<str>), Published>,
+    /// Published holds, and when each was acquired (server ms), to write it
+    /// again if the record lapsed: 16 bytes a hold. A hold is kept here
+    /// until the refresh after it ended (its key and owner name the field
+    /// to take out); two of one named owner on one key may both be here, the
+    /// older ended.
+    published: Vec<Published>,
 }
 
 /// A published hold, and when it was acquired (server ms).
-type Published = (Weak<Hold>, i64);
+type Published = (Arc<Hold>, i64);
 
 impl Task {
     async fn run(
         mut self,
-        mut incoming: UnboundedReceiver<(Watched, SystemTime)>,
+        mut incoming: UnboundedReceiver<(Arc<Hold>, SystemTime)>,
         shutdown: CancellationToken,
     ) {
-        let mut settling: VecDeque<(Instant, Watched, SystemTime)> = VecDeque::new();
+        let mut settling: VecDeque<(Instant, Arc<Hold>, SystemTime)> = VecDeque::new();
         let mut refresh = tokio::time::interval(REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -112,10 +113,10 @@ impl Task {
                     let now = Instant::now();
                     let mut due = Vec::new();
                     while settling.front().is_some_and(|(at, _, _)| *at <= now) {
-                        if let Some((_, watched, since)) = settling.pop_front()
-                            && still_held(&watched)
+                        if let Some((_, hold, since)) = settling.pop_front()
+                            && is_held(&hold)
                         {
-                            due.push((watched, since));
+                            due.push((hold, since));
                         }
                     }
                     if settling.is_empty() {
@@ -132,14 +133,13 @@ impl Task {
     }
 
     /// Writes `due` holds (and the process's own fields) into the record.
-    async fn write(&mut self, due: Vec<(Watched, SystemTime)>) {
+    async fn write(&mut self, due: Vec<(Arc<Hold>, SystemTime)>) {
         let offset = self.clock_offset().await;
         let mut holds = Vec::with_capacity(due.len());
-        for (watched, since) in due {
+        for (hold, since) in due {
             let since = server_ms(since, offset);
-            holds.push((hold_field(&watched.key, &watched.field), since));
-            self.published
-                .insert((watched.key, watched.field), (watched.hold, since));
+            holds.push((hold_field(&hold.key, &hold.owner), since));
+            self.published.push((hold, since));
         }
         let mut pipe = redis::pipe();
         // Whether the record was there: one that lapsed (a stall longer than
@@ -155,26 +155,38 @@ impl Task {
 
     /// Takes ended holds out and keeps the record alive while any is held.
     async fn refresh(&mut self) {
-        let ended: Vec<(Arc<str>, Arc<str>)> = self
-            .published
-            .iter()
-            .filter(|(_, (hold, _))| !is_held(hold))
-            .map(|(names, _)| names.clone())
-            .collect();
-        if ended.is_empty() && self.published.is_empty() {
+        if self.published.is_empty() {
             return;
         }
-        for names in &ended {
-            self.published.remove(names);
-        }
+        let mut ended: Vec<Arc<Hold>> = Vec::new();
+        self.published.retain(|(hold, _)| {
+            let held = is_held(hold);
+            if !held {
+                ended.push(hold.clone());
+            }
+            held
+        });
         if self.published.capacity() > 4 * self.published.len() + 64 {
             // Many holds ended: give their room back.
             self.published.shrink_to_fit();
         }
+        // A named owner's field may name a newer hold of the same owner on
+        // the same key, still published: that field stays.
+        let still_named: HashSet<(&str, &str)> = if ended.iter().any(|hold| hold.named_owner) {
+            self.published
+                .iter()
+                .filter(|(hold, _)| hold.named_owner)
+                .map(|(hold, _)| (&*hold.key, &*hold.owner))
+                .collect()
+        } else {
+            HashSet::new()
+        };
         let ended: Vec<String> = ended
             .iter()
-            .map(|(key, owner)| hold_field(key, owner))
+            .filter(|hold| !still_named.contains(&(&*hold.key, &*hold.owner)))
+            .map(|hold| hold_field(&hold.key, &hold.owner))
             .collect();
+        drop(still_named);
         let mut pipe = redis::pipe();
         if self.published.is_empty() {
             // Nothing held any more: the record goes with the last hold.
@@ -200,7 +212,7 @@ impl Task {
         let holds: Vec<(String, i64)> = self
             .published
             .iter()
-            .map(|((key, owner), (_, since))| (hold_field(key, owner), *since))
+            .map(|(hold, since)| (hold_field(&hold.key, &hold.owner), *since))
             .collect();
         let mut pipe = redis::pipe();
         self.describe(&mut pipe, &holds);
@@ -319,12 +331,10 @@ impl Drop for Task {
     }
 }
 
-fn still_held(watched: &Watched) -> bool {
-    is_held(&watched.hold)
-}
-
-fn is_held(hold: &Weak<Hold>) -> bool {
-    hold.upgrade().is_some_and(|hold| hold.is_held())
+/// True while a guard (or the watchdog) keeps `hold` and it is held: this
+/// task's is then not the only reference to it.
+fn is_held(hold: &Arc<Hold>) -> bool {
+    Arc::strong_count(hold) > 1 && hold.is_held()
 }
 
 fn millis(at: SystemTime) -> i64 {

@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::engine::cluster_watch;
-use crate::engine::hold::{Hold, Watched};
+use crate::engine::hold::Hold;
 use crate::engine::reread::{Pacing, Rereads};
 use crate::engine::sleep::sleep_until;
 use crate::engine::watched_renewals::WatchRoute;
@@ -68,17 +68,17 @@ const ROLE_EVERY: Duration = Duration::from_secs(1);
 
 /// What the watch asks of the watchdog, which owns the holds.
 pub(crate) trait Holds: Send + Sync + 'static {
-    /// True while `hold` is the current hold of `(key, field)`: not released,
-    /// not replaced by a newer acquisition.
-    fn is_current(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) -> bool;
+    /// True while `hold` is tracked: not released, not replaced by a newer
+    /// acquisition.
+    fn is_current(&self, hold: &Arc<Hold>) -> bool;
     /// Marks `hold` lost (gone from Redis) if it is still current.
-    fn mark_gone(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>);
+    fn mark_gone(&self, hold: &Arc<Hold>);
 }
 
 /// The handle the watchdog sends newly held keys to.
 #[derive(Clone)]
 pub(crate) struct LossWatch {
-    held: UnboundedSender<Watched>,
+    held: UnboundedSender<Weak<Hold>>,
     route: WatchRoute,
 }
 
@@ -112,20 +112,59 @@ impl LossWatch {
         &self.route
     }
 
-    /// Watches one more held key.
-    pub(crate) fn watch(&self, watched: Watched) {
+    /// Watches one more hold (its key and owner field).
+    pub(crate) fn watch(&self, watched: Weak<Hold>) {
         // The task is gone only when the client is: nothing left to watch.
         let _ = self.held.send(watched);
     }
 }
 
-/// One watched key: its holds, and the pace of its re-reads.
+/// One watched key: its holds, and the pace of its re-reads. Kept small:
+/// a client may watch many thousands of keys.
 #[derive(Default)]
 pub(super) struct WatchedKey {
-    pub(super) holds: Vec<(Arc<str>, Weak<Hold>)>,
+    pub(super) holds: Holders,
     pub(super) pacing: Pacing,
-    /// On a cluster: the node whose connection tracks the key now.
-    pub(super) node: Option<Arc<str>>,
+}
+
+/// The holds on one watched key (each names its owner field): nearly
+/// always one, kept inline; more (a named owner's older hold, read holds)
+/// in an allocation of their own.
+#[derive(Default)]
+pub(super) struct Holders {
+    first: Option<Weak<Hold>>,
+    // Boxed: 8 bytes in every watched key, not a `Vec`'s 24.
+    #[allow(clippy::box_collection)]
+    more: Option<Box<Vec<Weak<Hold>>>>,
+}
+
+impl Holders {
+    pub(super) fn push(&mut self, hold: Weak<Hold>) {
+        match &mut self.first {
+            None => self.first = Some(hold),
+            Some(_) => self.more.get_or_insert_default().push(hold),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Keeps the holds `keep` says to keep, in any order.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Weak<Hold>) -> bool) {
+        if let Some(more) = &mut self.more {
+            more.retain(&mut keep);
+        }
+        if self.first.as_ref().is_some_and(|first| !keep(first)) {
+            self.first = None;
+        }
+        if self.first.is_none() {
+            self.first = self.more.as_mut().and_then(|more| more.pop());
+        }
+        if self.more.as_ref().is_some_and(|more| more.is_empty()) {
+            self.more = None;
+        }
+    }
 }
 
 /// Holds watched per key.
@@ -141,7 +180,7 @@ async fn run(
     protect: bool,
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
-    mut incoming: UnboundedReceiver<Watched>,
+    mut incoming: UnboundedReceiver<Weak<Hold>>,
     route: WatchRoute,
     shutdown: CancellationToken,
 ) {
@@ -152,7 +191,7 @@ async fn run(
     }
     let mut keys: Keys = HashMap::new();
     // New holds, each with the time of its first read.
-    let mut settling: VecDeque<(tokio::time::Instant, Watched)> = VecDeque::new();
+    let mut settling: VecDeque<(tokio::time::Instant, Weak<Hold>)> = VecDeque::new();
     // Keys whose next read waits (`engine/reread.rs`).
     let mut rereads = Rereads::default();
     // Connections lost (or refused) in a row; `None` before the first.
@@ -283,9 +322,9 @@ async fn watch(
     master_only: &mut bool,
     holds: &Arc<dyn Holds>,
     keys: &mut Keys,
-    settling: &mut VecDeque<(tokio::time::Instant, Watched)>,
+    settling: &mut VecDeque<(tokio::time::Instant, Weak<Hold>)>,
     rereads: &mut Rereads,
-    incoming: &mut UnboundedReceiver<Watched>,
+    incoming: &mut UnboundedReceiver<Weak<Hold>>,
     pushes: &mut UnboundedReceiver<PushInfo>,
     noloop: bool,
     shutdown: &CancellationToken,
@@ -306,8 +345,10 @@ async fn watch(
                 let now = tokio::time::Instant::now();
                 let mut due = Vec::new();
                 while settling.front().is_some_and(|(at, _)| *at <= now) {
-                    if let Some((_, watched)) = settling.pop_front() {
-                        due.push(add(keys, watched));
+                    if let Some((_, watched)) = settling.pop_front()
+                        && let Some(key) = add(keys, watched)
+                    {
+                        due.push(key);
                     }
                 }
                 if settling.is_empty() {
@@ -544,7 +585,10 @@ pub(super) fn refusal(error: redis::RedisError) -> Refusal {
 }
 
 /// Keeps the task's queue empty when there is no watch.
-pub(super) async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &CancellationToken) {
+pub(super) async fn drain(
+    incoming: &mut UnboundedReceiver<Weak<Hold>>,
+    shutdown: &CancellationToken,
+) {
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -553,17 +597,11 @@ pub(super) async fn drain(incoming: &mut UnboundedReceiver<Watched>, shutdown: &
     }
 }
 
-pub(super) fn add(keys: &mut Keys, watched: Watched) -> Arc<str> {
-    // Nearly always one hold per key: room for one, not the default four.
-    keys.entry(watched.key.clone())
-        .or_insert_with(|| WatchedKey {
-            holds: Vec::with_capacity(1),
-            pacing: Pacing::default(),
-            node: None,
-        })
-        .holds
-        .push((watched.field, watched.hold));
-    watched.key
+/// Watches `watched`'s key; the key, unless the hold has already ended.
+pub(super) fn add(keys: &mut Keys, watched: Weak<Hold>) -> Option<Arc<str>> {
+    let key = watched.upgrade()?.key.clone();
+    keys.entry(key.clone()).or_default().holds.push(watched);
+    Some(key)
 }
 
 /// The watched keys an invalidation names (all of them for a flush);
@@ -608,15 +646,15 @@ async fn check(
     rereads: &mut Rereads,
     due: Vec<Arc<str>>,
 ) -> redis::RedisResult<()> {
-    let mut asked: Vec<(Arc<str>, Arc<str>, Arc<Hold>)> = Vec::new();
+    let mut asked: Vec<(Arc<str>, Arc<Hold>)> = Vec::new();
     for key in due {
         let Some(watched) = keys.get_mut(&key) else {
             continue;
         };
-        watched.holds.retain(|(field, hold)| {
+        watched.holds.retain(|hold| {
             hold.upgrade()
-                .filter(|hold| holds.is_current(&key, field, hold))
-                .map(|hold| asked.push((key.clone(), field.clone(), hold)))
+                .filter(|hold| holds.is_current(hold))
+                .map(|hold| asked.push((key.clone(), hold)))
                 .is_some()
         });
         if watched.holds.is_empty() {
@@ -631,10 +669,10 @@ async fn check(
     // the connection with buffers sized for all of them.
     for chunk in asked.chunks(CHECK_BATCH) {
         let mut pipeline = redis::pipe();
-        for (key, field, _) in chunk {
+        for (key, hold) in chunk {
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-            pipeline.cmd("HEXISTS").arg(&**key).arg(&**field);
+            pipeline.cmd("HEXISTS").arg(&**key).arg(&*hold.owner);
         }
         let asks_role = *master_only;
         if asks_role {
@@ -659,7 +697,7 @@ async fn check(
             )));
         }
         let now = tokio::time::Instant::now();
-        for ((key, field, hold), answer) in chunk.iter().zip(answers) {
+        for ((key, hold), answer) in chunk.iter().zip(answers) {
             let answer =
                 answer.and_then(|value| redis::from_redis_value::<bool>(value).map_err(Into::into));
             match answer {
@@ -668,9 +706,9 @@ async fn check(
                         watched.pacing.found_unchanged(now);
                     }
                 }
-                Ok(false) => lost(holds, keys, key, field, hold),
+                Ok(false) => lost(holds, keys, key, hold),
                 Err(error) if error.code() == Some("WRONGTYPE") => {
-                    lost(holds, keys, key, field, hold);
+                    lost(holds, keys, key, hold);
                 }
                 Err(error) => {
                     debug!(%error, key = %key, "redlatch: loss watch cannot read a key; reading it again later");
@@ -702,18 +740,12 @@ fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) ->
 }
 
 /// Marks a hold whose field is gone, and stops watching it.
-pub(super) fn lost(
-    holds: &Arc<dyn Holds>,
-    keys: &mut Keys,
-    key: &Arc<str>,
-    field: &Arc<str>,
-    hold: &Arc<Hold>,
-) {
-    holds.mark_gone(key, field, hold);
+pub(super) fn lost(holds: &Arc<dyn Holds>, keys: &mut Keys, key: &Arc<str>, hold: &Arc<Hold>) {
+    holds.mark_gone(hold);
     if let Some(watched) = keys.get_mut(key) {
-        watched.holds.retain(|(watched_field, watched_hold)| {
-            !(watched_field == field && std::ptr::eq(watched_hold.as_ptr(), Arc::as_ptr(hold)))
-        });
+        watched
+            .holds
+            .retain(|watched_hold| !std::ptr::eq(watched_hold.as_ptr(), Arc::as_ptr(hold)));
         if watched.holds.is_empty() {
             keys.remove(key);
         }
@@ -723,6 +755,56 @@ pub(super) fn lost(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watched key is paid once per held lock's key: it was 64 bytes and
+    /// an allocation of 24 for its holds, with the owner field copied in.
+    #[test]
+    fn a_watched_key_takes_little_room() {
+        let size = std::mem::size_of::<(Arc<str>, WatchedKey)>();
+        assert!(size <= 40, "{size}");
+    }
+
+    #[test]
+    fn the_holds_of_a_key_are_kept_inline_until_there_are_two() {
+        let holds: Vec<Arc<Hold>> = (0..3).map(|_| test_hold()).collect();
+        let mut holders = Holders::default();
+        assert!(holders.is_empty());
+        for hold in &holds {
+            holders.push(Arc::downgrade(hold));
+        }
+        assert!(holders.more.is_some());
+        let second = Arc::as_ptr(&holds[1]);
+        holders.retain(|hold| hold.as_ptr() != second);
+        let mut left = Vec::new();
+        holders.retain(|hold| {
+            left.push(hold.as_ptr());
+            true
+        });
+        left.sort();
+        let mut expected = vec![Arc::as_ptr(&holds[0]), Arc::as_ptr(&holds[2])];
+        expected.sort();
+        assert_eq!(left, expected);
+        holders.retain(|hold| hold.as_ptr() == Arc::as_ptr(&holds[2]));
+        assert!(holders.more.is_none(), "one hold left: inline again");
+        assert!(!holders.is_empty());
+        holders.retain(|_| false);
+        assert!(holders.is_empty());
+    }
+
+    fn test_hold() -> Arc<Hold> {
+        Arc::new(Hold::new(crate::engine::hold::NewHold {
+            key: Arc::from("key"),
+            owner: Arc::from("client:owner"),
+            kind: crate::engine::hold_kind::HoldKind::Batched(
+                &crate::engine::hold_kind::TEST_RENEWAL,
+            ),
+            lease_ms: 30_000,
+            renewed: true,
+            token: 1,
+            named_owner: false,
+            sent_at: crate::lease_clock::LeaseInstant::now(),
+        }))
+    }
 
     fn refusal(code: &str, detail: &str) -> redis::RedisError {
         match redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()) {

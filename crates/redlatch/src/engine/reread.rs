@@ -33,28 +33,38 @@ const FIRST_DELAY: Duration = Duration::from_millis(10);
 pub(crate) const SLOWEST_REREAD: Duration = Duration::from_secs(1);
 
 /// The strikes that reach [`SLOWEST_REREAD`] (10 ms × 2⁷ > 1 s).
-const MOST_STRIKES: u32 = 8;
+const MOST_STRIKES: u8 = 8;
 
-/// The re-read pace of one watched key.
+/// The re-read pace of one watched key. Eight bytes: a client may watch
+/// many thousands of keys.
 #[derive(Default)]
 pub(crate) struct Pacing {
-    /// When a read last found the key unchanged.
-    read_at: Option<Instant>,
+    /// When a read last found the key unchanged, in ms after the
+    /// process's first pacing ([`millis`]), plus one; 0: never. It wraps
+    /// after 49 days: a key read exactly a multiple of that apart may be
+    /// taken for a quick invalidation once, which only delays one read.
+    read_at: u32,
     /// Earned by invalidations soon after a read (a full table's evictions).
-    strikes: u32,
+    strikes: u8,
     /// Reads that failed in a row (an error about the key: a cluster slot
     /// failing over, a server loading): they space the next read out, and a
     /// read that succeeds forgets them, so they never slow the reads of a
     /// later change.
-    failures: u32,
+    failures: u8,
+}
+
+/// `now` in ms after the first instant any pacing read, wrapping.
+fn millis(now: Instant) -> u32 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| now);
+    now.saturating_duration_since(epoch).as_millis() as u32
 }
 
 impl Pacing {
     /// The key was invalidated at `now`: how long to wait before reading it.
     pub(crate) fn invalidated(&mut self, now: Instant) -> Duration {
-        let soon = self
-            .read_at
-            .is_some_and(|at| now.saturating_duration_since(at) < QUICK);
+        let soon = self.read_at != 0
+            && u128::from(millis(now).wrapping_sub(self.read_at - 1)) < QUICK.as_millis();
         if soon {
             self.strike();
         } else {
@@ -65,7 +75,7 @@ impl Pacing {
 
     /// A read at `now` found the key unchanged (and tracks it again).
     pub(crate) fn found_unchanged(&mut self, now: Instant) {
-        self.read_at = Some(now);
+        self.read_at = millis(now).wrapping_add(1).max(1);
         self.failures = 0;
     }
 
@@ -87,7 +97,7 @@ impl Pacing {
 
 /// The delay `strikes` earn: none for none, then [`FIRST_DELAY`] doubling
 /// up to [`SLOWEST_REREAD`].
-fn delay_for(strikes: u32) -> Duration {
+fn delay_for(strikes: u8) -> Duration {
     match strikes {
         0 => Duration::ZERO,
         strikes => FIRST_DELAY

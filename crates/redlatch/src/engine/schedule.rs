@@ -5,10 +5,14 @@
 //! work per renewal period grows with the holds, not with their square
 //! (docs/BENCHMARKS.md, measure 9: every wake-up used to walk every hold).
 //!
-//! The holds live in a slab, each at an [`EntryId`]; the index by key and
-//! the order both name that id, and a renewal carries it to its reply, so
-//! the watchdog's own steps (a sweep, a reply) find a hold without hashing
-//! its key.
+//! The holds live in a slab, each at an [`EntryId`], which the hold itself
+//! keeps ([`Hold::entry`]); the order names that id, and a renewal carries
+//! it to its reply, so the watchdog's own steps (a sweep, a reply) and a
+//! guard's find a hold without hashing its key. Only holds of a named
+//! owner are indexed by key: an anonymous owner is unique to one acquire,
+//! so nothing ever looks its hold up by key (a client holding many locks
+//! pays no map entry per hold; docs/BENCHMARKS.md, "Client memory per held
+//! lock").
 //!
 //! The order is one slot per hold: an instant and a window. A hold to be
 //! renewed sits at its next renewal (or its lease's end, if that comes
@@ -46,21 +50,21 @@ pub(crate) fn early_window(lease_ms: u64) -> Duration {
     renewal_period(lease_ms) / 3
 }
 
-/// One tracked hold.
+/// One tracked hold. Kept small: a client may track many thousands.
 pub(crate) struct Entry {
     pub(crate) hold: Arc<Hold>,
-    /// Guards alive for this hold (re-entries included).
-    pub(crate) guards: usize,
     pub(crate) next_renewal: LeaseInstant,
-    /// A renewal of it is in flight.
-    pub(crate) renewing: bool,
     /// Where it sits in the order; only [`Entries`] moves it.
     slot: Slot,
+    /// Guards alive for this hold (re-entries included).
+    pub(crate) guards: u32,
+    /// A renewal of it is in flight.
+    pub(crate) renewing: bool,
 }
 
 impl Entry {
     /// A hold with `guards` guards, next renewed at `next_renewal`.
-    pub(crate) fn new(hold: Arc<Hold>, guards: usize, next_renewal: LeaseInstant) -> Entry {
+    pub(crate) fn new(hold: Arc<Hold>, guards: u32, next_renewal: LeaseInstant) -> Entry {
         Entry {
             hold,
             guards,
@@ -68,7 +72,7 @@ impl Entry {
             renewing: false,
             // Placed by `Entries::insert`.
             slot: Slot {
-                window: Duration::ZERO,
+                window: Window::ZERO,
                 at: next_renewal,
             },
         }
@@ -85,12 +89,12 @@ impl Entry {
         let valid_until = self.hold.valid_until();
         if self.hold.renewed() && !self.renewing {
             Slot {
-                window: early_window(self.hold.lease_ms()),
+                window: Window::of(early_window(self.hold.lease_ms())),
                 at: self.next_renewal.min(valid_until),
             }
         } else {
             Slot {
-                window: Duration::ZERO,
+                window: Window::ZERO,
                 at: valid_until,
             }
         }
@@ -101,20 +105,38 @@ impl Entry {
 /// hold's id tells apart holds due at the same instant).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Slot {
-    window: Duration,
+    window: Window,
     at: LeaseInstant,
+}
+
+/// How early a slot's hold may be visited, in nanoseconds: a `Duration`
+/// takes twice the room, in every entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Window(u64);
+
+impl Window {
+    const ZERO: Window = Window(0);
+
+    fn of(window: Duration) -> Window {
+        Window(u64::try_from(window.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
 }
 
 /// The tracked holds, by key and by when each is due, and how many of them
 /// are single-server lock holds.
 #[derive(Default)]
 pub(crate) struct Entries {
-    ids: HashMap<HoldKey, EntryId>,
+    /// The holds of named owners, by key and owner.
+    named: HashMap<HoldKey, EntryId>,
     slab: Vec<Option<Entry>>,
     /// Ids free for the next hold.
     free: Vec<EntryId>,
     /// Per window, the holds in the order they are due.
-    order: BTreeMap<Duration, BTreeSet<(LeaseInstant, EntryId)>>,
+    order: BTreeMap<Window, BTreeSet<(LeaseInstant, EntryId)>>,
     locks: usize,
 }
 
@@ -122,7 +144,7 @@ pub(crate) struct Entries {
 /// hold it visited (windows in increasing order, each in time order).
 pub(crate) struct Sweep {
     now: LeaseInstant,
-    after: Option<(Duration, (LeaseInstant, EntryId))>,
+    after: Option<(Window, (LeaseInstant, EntryId))>,
 }
 
 impl Sweep {
@@ -133,9 +155,16 @@ impl Sweep {
 }
 
 impl Entries {
-    /// The hold tracked under `key`.
+    /// The hold of a named owner tracked under `key` (an anonymous
+    /// owner's hold is not indexed by key: find it by [`Entries::id_of`]).
     pub(crate) fn get(&self, key: &HoldKey) -> Option<&Entry> {
-        self.ids.get(key).and_then(|id| self.slab[*id].as_ref())
+        self.named.get(key).and_then(|id| self.slab[*id].as_ref())
+    }
+
+    /// Where `hold` is tracked, if it is (not released, lost or replaced).
+    pub(crate) fn id_of(&self, hold: &Arc<Hold>) -> Option<EntryId> {
+        let id = hold.entry();
+        self.current(id, hold).then_some(id)
     }
 
     /// True while `id` names `hold` (not released, lost or replaced since).
@@ -151,12 +180,15 @@ impl Entries {
         self.locks
     }
 
-    /// Tracks `entry` under its hold's key and owner (replacing a hold
-    /// tracked there); returns when it is first due.
+    /// Tracks `entry` (replacing the hold a named owner had under the same
+    /// key); returns when it is first due.
     pub(crate) fn insert(&mut self, mut entry: Entry) -> LeaseInstant {
-        let key = entry.key();
-        self.remove(&key);
+        let named = entry.hold.named_owner.then(|| entry.key());
+        if let Some(key) = &named {
+            self.remove(key);
+        }
         let id = self.free.pop().unwrap_or(self.slab.len());
+        entry.hold.set_entry(id);
         entry.slot = entry.due();
         self.place(id, entry.slot);
         if entry.hold.kind.is_lock() {
@@ -169,13 +201,15 @@ impl Entries {
         } else {
             self.slab[id] = Some(entry);
         }
-        self.ids.insert(key, id);
+        if let Some(key) = named {
+            self.named.insert(key, id);
+        }
         due
     }
 
-    /// Stops tracking the hold under `key`.
+    /// Stops tracking the hold of a named owner under `key`.
     pub(crate) fn remove(&mut self, key: &HoldKey) {
-        if let Some(id) = self.ids.get(key) {
+        if let Some(id) = self.named.get(key) {
             self.remove_at(*id);
         }
     }
@@ -185,24 +219,15 @@ impl Entries {
         let Some(old) = self.slab.get_mut(id).and_then(Option::take) else {
             return;
         };
-        self.ids.remove(&old.key());
+        if old.hold.named_owner {
+            self.named.remove(&old.key());
+        }
         self.unplace(id, old.slot);
         self.free.push(id);
         if old.hold.kind.is_lock() {
             self.locks -= 1;
             crate::engine::metrics::held_locks(self.locks);
         }
-    }
-
-    /// Changes the hold under `key` and moves it to where it is now due;
-    /// `None` when no hold is tracked there.
-    pub(crate) fn update<R>(
-        &mut self,
-        key: &HoldKey,
-        change: impl FnOnce(&mut Entry) -> R,
-    ) -> Option<R> {
-        let id = *self.ids.get(key)?;
-        self.update_at(id, change)
     }
 
     /// Changes the hold at `id` and moves it to where it is now due.
@@ -261,8 +286,8 @@ impl Entries {
         limit: usize,
         mut visit: impl FnMut(EntryId, &mut Entry) -> bool,
     ) -> bool {
-        let mut picked: Vec<(Duration, (LeaseInstant, EntryId))> = Vec::new();
-        let first_window = sweep.after.map_or(Duration::ZERO, |(window, _)| window);
+        let mut picked: Vec<(Window, (LeaseInstant, EntryId))> = Vec::new();
+        let first_window = sweep.after.map_or(Window::ZERO, |(window, _)| window);
         'windows: for (window, holds) in self.order.range(first_window..) {
             let lower = match sweep.after {
                 Some((after_window, position)) if after_window == *window => {
@@ -270,7 +295,7 @@ impl Entries {
                 }
                 _ => Bound::Unbounded,
             };
-            let upper = Bound::Included((sweep.now + *window, EntryId::MAX));
+            let upper = Bound::Included((sweep.now + window.duration(), EntryId::MAX));
             for position in holds.range((lower, upper)) {
                 if picked.len() == limit {
                     break 'windows;
@@ -325,17 +350,30 @@ impl Entries {
     #[cfg(test)]
     pub(crate) fn check(&self) {
         let live = self.slab.iter().flatten().count();
+        let named = self
+            .slab
+            .iter()
+            .flatten()
+            .filter(|e| e.hold.named_owner)
+            .count();
         let placed: usize = self.order.values().map(BTreeSet::len).sum();
         assert_eq!(placed, live, "slots and holds differ in number");
-        assert_eq!(self.ids.len(), live, "keys and holds differ in number");
+        assert_eq!(
+            self.named.len(),
+            named,
+            "keys and named holds differ in number"
+        );
         assert_eq!(live + self.free.len(), self.slab.len(), "an id leaked");
         for (id, entry) in self.slab.iter().enumerate() {
             let Some(entry) = entry else { continue };
-            assert_eq!(
-                self.ids.get(&entry.key()),
-                Some(&id),
-                "a hold's key names another id"
-            );
+            assert_eq!(entry.hold.entry(), id, "a hold names another id");
+            if entry.hold.named_owner {
+                assert_eq!(
+                    self.named.get(&entry.key()),
+                    Some(&id),
+                    "a hold's key names another id"
+                );
+            }
             let slot = entry.slot;
             assert!(
                 self.order
@@ -355,5 +393,23 @@ impl Entries {
             .filter(|e| e.hold.kind.is_lock())
             .count();
         assert_eq!(locks, self.locks, "lock holds miscounted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client may track 100,000 holds (measure 9): an entry is paid that
+    /// many times, in a slab that grows by doubling. It was 56 bytes, plus
+    /// a map entry of 40 keyed by the hold's strings (docs/BENCHMARKS.md,
+    /// "Client memory per held lock").
+    #[test]
+    fn a_tracked_hold_takes_little_room() {
+        assert!(
+            std::mem::size_of::<Option<Entry>>() <= 40,
+            "{}",
+            std::mem::size_of::<Option<Entry>>()
+        );
     }
 }

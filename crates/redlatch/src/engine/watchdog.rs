@@ -35,7 +35,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use crate::engine::hold::Watched;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::{HoldKind, RenewNow, Renewed};
 #[cfg(feature = "holder-records")]
@@ -138,34 +137,38 @@ impl Watchdog {
     /// and a reply with an older token than the tracked hold's is about a
     /// hold that is already gone.
     pub(crate) fn register(&self, new: NewHold) -> Arc<Hold> {
-        let key: HoldKey = (new.key.clone(), new.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if let Some(entry) = entries.get(&key)
-            && !entry.hold.is_marked_lost()
-        {
-            let tracked = entry.hold.token;
-            if new.token == tracked {
-                let hold = entry.hold.clone();
+        // An anonymous owner is unique to one acquire, which registers one
+        // hold: only a named owner's replies can meet a tracked hold.
+        let tracked = if new.named_owner {
+            entries
+                .get(&(new.key.clone(), new.owner.clone()))
+                .filter(|entry| !entry.hold.is_marked_lost())
+                .map(|entry| entry.hold.clone())
+        } else {
+            None
+        };
+        if let Some(tracked) = tracked {
+            if new.token == tracked.token {
                 self.join(
                     &mut entries,
-                    &key,
-                    &hold,
+                    &tracked,
                     new.sent_at,
                     new.lease_ms,
                     new.renewed,
                 );
-                return hold;
+                return tracked;
             }
-            if new.token < tracked {
+            if new.token < tracked.token {
                 let stale = Arc::new(Hold::new(new));
                 stale.mark_lost(LostReason::Gone);
                 return stale;
             }
-            entry.hold.mark_lost(LostReason::Gone);
+            tracked.mark_lost(LostReason::Gone);
         }
         let sent_at = new.sent_at;
         let hold = Arc::new(Hold::new(new));
-        self.insert(&mut entries, key, hold.clone(), sent_at);
+        self.insert(&mut entries, hold.clone(), sent_at);
         hold
     }
 
@@ -175,16 +178,18 @@ impl Watchdog {
     fn join(
         &self,
         entries: &mut Entries,
-        key: &HoldKey,
         hold: &Arc<Hold>,
         sent_at: LeaseInstant,
         lease_ms: u64,
         renewed: bool,
     ) {
+        let Some(id) = entries.id_of(hold) else {
+            return;
+        };
         let was_renewed = hold.renewed();
         hold.count_guard(renewed, true);
         hold.confirm(sent_at, lease_ms);
-        let due = entries.update(key, |entry| {
+        let due = entries.update_at(id, |entry| {
             entry.guards += 1;
             // It was a fixed lease until now: the first renewal is due a
             // renewal period after the request that asked for it.
@@ -210,32 +215,23 @@ impl Watchdog {
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
     /// callback), acquired with a request sent at `sent_at`, with one guard.
     pub(crate) fn track(&self, hold: Arc<Hold>, sent_at: LeaseInstant) {
-        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        self.insert(&mut entries, key, hold, sent_at);
+        self.insert(&mut entries, hold, sent_at);
     }
 
-    fn insert(&self, entries: &mut Entries, key: HoldKey, hold: Arc<Hold>, sent_at: LeaseInstant) {
+    fn insert(&self, entries: &mut Entries, hold: Arc<Hold>, sent_at: LeaseInstant) {
         // Locks of this server only: a Redlock hold is lost only on a majority.
         if hold.kind.is_lock()
             && let Some(watch) = self.shared.loss_watch.get()
         {
-            watch.watch(Watched {
-                key: key.0.clone(),
-                field: key.1.clone(),
-                hold: Arc::downgrade(&hold),
-            });
+            watch.watch(Arc::downgrade(&hold));
         }
         // Holds of this server only: a Redlock hold's keys are elsewhere.
         #[cfg(feature = "holder-records")]
         if !matches!(hold.kind, HoldKind::Callback(_))
             && let Some(identity) = self.shared.identity.get()
         {
-            identity.publish(Watched {
-                key: key.0.clone(),
-                field: key.1.clone(),
-                hold: Arc::downgrade(&hold),
-            });
+            identity.publish(hold.clone());
         }
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
         let due = entries.insert(Entry::new(hold, 1, next_renewal));
@@ -254,15 +250,11 @@ impl Watchdog {
         lease_ms: u64,
         renewed: bool,
     ) -> bool {
-        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        let current = entries
-            .get(&key)
-            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold));
-        if !current || hold.is_marked_lost() {
+        if entries.id_of(hold).is_none() || hold.is_marked_lost() {
             return false;
         }
-        self.join(&mut entries, &key, hold, sent_at, lease_ms, renewed);
+        self.join(&mut entries, hold, sent_at, lease_ms, renewed);
         true
     }
 
@@ -270,19 +262,15 @@ impl Watchdog {
     /// the last one stops the renewals, and so does the last guard that
     /// asked for them (the others' fixed leases then run out).
     pub(crate) fn remove_guard(&self, hold: &Arc<Hold>, renewed: bool) {
-        let key: HoldKey = (hold.key.clone(), hold.owner.clone());
         let mut entries = self.shared.entries.lock();
-        if entries
-            .get(&key)
-            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
-        {
+        if let Some(id) = entries.id_of(hold) {
             hold.count_guard(renewed, false);
-            let left = entries.update(&key, |entry| {
+            let left = entries.update_at(id, |entry| {
                 entry.guards -= 1;
                 entry.guards
             });
             if left == Some(0) {
-                entries.remove(&key);
+                entries.remove_at(id);
             }
         }
     }
@@ -744,30 +732,22 @@ impl Drop for ForceUnlocking {
 struct WatchedHolds(Weak<Shared>);
 
 impl Holds for WatchedHolds {
-    fn is_current(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) -> bool {
-        self.0.upgrade().is_some_and(|shared| {
-            shared
-                .entries
-                .lock()
-                .get(&(key.clone(), field.clone()))
-                .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
-        })
+    fn is_current(&self, hold: &Arc<Hold>) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|shared| shared.entries.lock().id_of(hold).is_some())
     }
 
-    fn mark_gone(&self, key: &Arc<str>, field: &Arc<str>, hold: &Arc<Hold>) {
+    fn mark_gone(&self, hold: &Arc<Hold>) {
         let Some(shared) = self.0.upgrade() else {
             return;
         };
         let mut entries = shared.entries.lock();
-        let entry_key: HoldKey = (key.clone(), field.clone());
         // Released or replaced meanwhile: nothing was lost.
-        if entries
-            .get(&entry_key)
-            .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
-        {
-            warn!(target: LOG_TARGET, key = %key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
-            hold.mark_lost(shared.gone_reason(key));
-            entries.remove(&entry_key);
+        if let Some(id) = entries.id_of(hold) {
+            warn!(target: LOG_TARGET, key = %hold.key, token = hold.token, "redlatch: the lock's key no longer carries this hold; hold lost");
+            hold.mark_lost(shared.gone_reason(&hold.key));
+            entries.remove_at(id);
         }
     }
 }
@@ -1203,7 +1183,7 @@ mod permutation_checks {
             move || {
                 gone_in_redis.store(false, Ordering::Release);
                 let holds = dog.holds_for_watch();
-                holds.mark_gone(&gone.key, &gone.owner, &gone);
+                holds.mark_gone(&gone);
             }
         });
         task.join().unwrap();

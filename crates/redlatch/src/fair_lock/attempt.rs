@@ -63,7 +63,7 @@ impl AttemptCall for FairCall {
 
     async fn release(&self, mut conn: Connection, limit: Duration) -> Result<Released> {
         let request = Request {
-            keys: Arc::new(self.keys.lock.clone()),
+            keys: self.keys.lock.clone(),
             owner: self.owner.clone(),
             named_owner: self.named,
             lease_ms: self.times.lease_ms,

@@ -321,7 +321,7 @@ impl FairAcquisition<'_> {
         let core = &self.lock.core;
         let guard = Guard::register(
             core,
-            Arc::new(self.keys.lock.clone()),
+            self.keys.lock.clone(),
             Arc::new(FairFamily(self.keys.clone())),
             self.terms.owner.clone(),
             &self.terms,

@@ -21,7 +21,7 @@ use crate::transport::{Connection, bounded};
 /// Who asks for the lock, and for how long.
 #[derive(Clone)]
 pub(crate) struct Request {
-    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) keys: LockKeys,
     pub(crate) owner: Arc<str>,
     /// True when the caller named the owner; anonymous owners are unique per
     /// acquisition, which makes undoing an uncertain acquire safe.
@@ -38,7 +38,7 @@ pub(crate) struct Request {
 
 impl Request {
     /// The request of one acquire of the lock `keys` on `terms`.
-    pub(crate) fn of(keys: Arc<LockKeys>, terms: &Terms) -> Request {
+    pub(crate) fn of(keys: LockKeys, terms: &Terms) -> Request {
         Request {
             keys,
             owner: terms.owner.clone(),

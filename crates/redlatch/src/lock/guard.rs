@@ -35,12 +35,13 @@ use crate::scripts::keys::LockKeys;
 pub struct Guard {
     core: Arc<Core>,
     /// The lock's keys (its name among them), and which kind of lock: they pick the scripts.
-    keys: Arc<LockKeys>,
+    keys: LockKeys,
     family: Arc<dyn LockFamily>,
     hold: Arc<Hold>,
     /// The lease this guard asked for, and whether it asked for renewal:
-    /// its re-entries ask for the same.
-    lease_ms: u64,
+    /// its re-entries ask for the same. In ms; 32 bits hold the longest
+    /// lease (30 days), and a guard kept small is kept by the thousand.
+    lease_ms: u32,
     renewed: bool,
     released: bool,
 }
@@ -63,7 +64,7 @@ impl Guard {
     /// `terms` of the acquire) with the watchdog, and returns its guard.
     pub(crate) fn register(
         core: &Arc<Core>,
-        keys: Arc<LockKeys>,
+        keys: LockKeys,
         family: Arc<dyn LockFamily>,
         owner: Arc<str>,
         terms: &Terms,
@@ -91,7 +92,7 @@ impl Guard {
             keys,
             family,
             hold,
-            lease_ms: terms.lease_ms,
+            lease_ms: u32::try_from(terms.lease_ms).unwrap_or(u32::MAX),
             renewed: terms.renewed,
             released: false,
         }
@@ -125,7 +126,7 @@ impl Guard {
     /// that share a hold (re-entries) keep the lock at least as long as the
     /// longest of their leases: no re-entry shortens the lock's lease.
     pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.lease_ms)
+        Duration::from_millis(self.lease_ms.into())
     }
 
     /// True while the watchdog renews this guard's hold: this guard asked
@@ -242,7 +243,7 @@ impl Guard {
     }
 
     /// The keys of the lock this guard holds.
-    pub(crate) fn keys(&self) -> &Arc<LockKeys> {
+    pub(crate) fn keys(&self) -> &LockKeys {
         &self.keys
     }
 
@@ -256,7 +257,7 @@ impl Guard {
             keys: self.keys.clone(),
             owner: self.hold.owner.clone(),
             named_owner: self.hold.named_owner,
-            lease_ms: self.lease_ms,
+            lease_ms: self.lease_ms.into(),
             waited_ms: 0,
             wake_always: false,
         }

@@ -102,7 +102,7 @@ pub struct Lock {
     /// The keys, made at the first acquire under the key prefix they were
     /// made with: later acquires under the same prefix reuse them (no
     /// allocation). The prefix is a live setting, so it is compared each time.
-    keys: std::sync::OnceLock<(Box<str>, Arc<LockKeys>)>,
+    keys: std::sync::OnceLock<(Box<str>, LockKeys)>,
 }
 
 handle_options!(Lock, "lock", "acquire");
@@ -242,14 +242,14 @@ impl Lock {
 
     /// The lock's keys under the current key prefix, made once per handle
     /// and prefix.
-    fn shared_keys(&self) -> Result<Arc<LockKeys>> {
+    fn shared_keys(&self) -> Result<LockKeys> {
         let settings = self.core.current_settings();
         if let Some((prefix, keys)) = self.keys.get()
             && **prefix == *settings.key_prefix
         {
             return Ok(keys.clone());
         }
-        let keys = Arc::new(self.keys()?);
+        let keys = self.keys()?;
         // The first prefix seen is kept; another one (changed live) is
         // rebuilt at each acquire, which is correct, only slower.
         let _ = self

@@ -203,7 +203,7 @@ impl RedlockLock {
     fn requests(&self, lease_ms: u64) -> Result<Vec<Request>> {
         let owner = self.redlock.anonymous_owner();
         let lead = self.redlock.lead_settings();
-        let mut shared: Option<Arc<LockKeys>> = None;
+        let mut shared: Option<LockKeys> = None;
         let mut requests = Vec::with_capacity(self.redlock.inner.nodes.len());
         for node in &self.redlock.inner.nodes {
             let settings = node.client.as_ref().map(|c| c.core.current_settings());
@@ -219,7 +219,7 @@ impl RedlockLock {
                     keys.clone()
                 }
                 _ => {
-                    let keys = Arc::new(LockKeys::new(prefix, &self.name)?);
+                    let keys = LockKeys::new(prefix, &self.name)?;
                     shared = Some(keys.clone());
                     keys
                 }

@@ -41,7 +41,7 @@ impl RwCall {
     /// The lock keys and owner field a hold of this call is released with.
     pub(crate) fn request(&self) -> Request {
         Request {
-            keys: Arc::new(self.keys.as_lock_keys()),
+            keys: self.keys.as_lock_keys(),
             owner: self.field(),
             named_owner: self.named,
             lease_ms: self.lease_ms,

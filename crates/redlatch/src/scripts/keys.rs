@@ -19,8 +19,9 @@ pub(crate) struct LockKeys {
     /// The lock hash: `PREFIX + NAME`, shared with the watchdog's record of
     /// each hold on it.
     pub(crate) key: Arc<str>,
-    /// Where `NAME` starts in `key` (after the key prefix).
-    name_at: usize,
+    /// Where `NAME` starts in `key` (after the key prefix; a key is at
+    /// most [`MAX_NAME_LEN`] bytes). Small: a guard keeps its keys inline.
+    name_at: u16,
     /// Which channel the final release publishes on.
     channel: LockChannel,
     /// Which fencing counter hands out the lock's tokens.
@@ -77,7 +78,8 @@ impl LockKeys {
         }
         Ok(LockKeys {
             key: Arc::from(key),
-            name_at: prefix.len(),
+            // At most the key's length, checked above.
+            name_at: u16::try_from(prefix.len()).unwrap_or(u16::MAX),
             channel: LockChannel::Lock,
             fence: Fence::Server,
         })
@@ -95,7 +97,9 @@ impl LockKeys {
 
     /// The lock's name, without the key prefix.
     pub(crate) fn name(&self) -> &str {
-        &self.key[self.name_at..]
+        self.key
+            .get(usize::from(self.name_at)..)
+            .unwrap_or_default()
     }
 
     /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`
@@ -156,30 +160,6 @@ impl LockKeys {
     }
 }
 
-/// The keys and channel of one semaphore, in Redisson's `RSemaphore` /
-/// `RPermitExpirableSemaphore` layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SemaphoreKeys {
-    /// The available permit count: `PREFIX + NAME`.
-    pub(crate) key: String,
-    /// Where releases publish the new count: `redisson_sc:{KEY}`.
-    pub(crate) channel: String,
-    /// Permit id → expiry, for expirable permits: `{KEY}:timeout` (Redisson's `suffixName`).
-    pub(crate) timeouts: String,
-}
-
-impl SemaphoreKeys {
-    /// Builds the keys for `name` under `prefix`; the name rules are the locks'.
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<SemaphoreKeys> {
-        let key = LockKeys::new(prefix, name)?.key;
-        Ok(SemaphoreKeys {
-            channel: prefix_name("redisson_sc", &key),
-            timeouts: suffix_name(&key, "timeout"),
-            key: key.to_string(),
-        })
-    }
-}
-
 impl LockKeys {
     /// Refuses, on a Redis Cluster, a name whose keys and channel would not
     /// share one hash slot: a script may only touch keys of one slot.
@@ -208,11 +188,15 @@ impl LockKeys {
 }
 
 const LOCK_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots";
-const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the semaphore's keys in different hash slots";
 
 /// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
 /// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
-fn one_slot(conn: &Connection, key: &str, others: &[&str], reason: &'static str) -> Result<()> {
+pub(crate) fn one_slot(
+    conn: &Connection,
+    key: &str,
+    others: &[&str],
+    reason: &'static str,
+) -> Result<()> {
     if conn.is_cluster() {
         let home = slot(key);
         if others.iter().any(|other| slot(other) != home) {
@@ -223,20 +207,6 @@ fn one_slot(conn: &Connection, key: &str, others: &[&str], reason: &'static str)
         }
     }
     Ok(())
-}
-
-impl SemaphoreKeys {
-    /// As [`LockKeys::checked_for`]: the count, channel and expiries must
-    /// share one slot on a Redis Cluster.
-    pub(crate) fn checked_for(self, conn: &Connection) -> Result<SemaphoreKeys> {
-        one_slot(
-            conn,
-            &self.key,
-            &[&self.channel, &self.timeouts],
-            SEMAPHORE_SPLIT,
-        )?;
-        Ok(self)
-    }
 }
 
 impl FairKeys {
@@ -507,7 +477,7 @@ pub(crate) struct RwKeys {
     /// What every per-read-hold timeout key starts with: `{KEY}`.
     pub(crate) timeout_base: String,
     /// Where `NAME` starts in `key`.
-    name_at: usize,
+    name_at: u16,
     /// Which counter `token` is.
     fence: Fence,
 }
@@ -555,17 +525,6 @@ impl RwKeys {
 /// The read-hold timeout keys of the read field `field` on the lock hash
 /// `key` start with this, then `:<n>` for the n-th hold:
 /// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
-/// The member a permit id is stored as in a permit-expirable semaphore's
-/// expiries: its 16 bytes, raw, as Redisson stores its permit ids (which it
-/// shows as 32 hex digits, as redlatch does). An id that is not 32 hex
-/// digits (never made by redlatch) is sent as it is.
-pub(crate) fn permit_member(id: &str) -> Vec<u8> {
-    match uuid::Uuid::try_parse(id) {
-        Ok(raw) if id.len() == 32 => raw.as_bytes().to_vec(),
-        _ => id.as_bytes().to_vec(),
-    }
-}
-
 pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
     format!("{}:rwlock_timeout", suffix_name(key, field))
 }
@@ -700,15 +659,6 @@ mod tests {
     }
 
     #[test]
-    fn semaphore_keys_follow_redisson_layout() {
-        let keys = SemaphoreKeys::new("app:", "pool").unwrap();
-        assert_eq!(keys.key, "app:pool");
-        assert_eq!(keys.channel, "redisson_sc:{app:pool}");
-        assert_eq!(keys.timeouts, "{app:pool}:timeout");
-        assert!(SemaphoreKeys::new("", "").is_err());
-    }
-
-    #[test]
     fn empty_and_oversized_names_are_refused() {
         assert!(matches!(
             LockKeys::new("", ""),
@@ -771,9 +721,6 @@ mod tests {
             for key in [&rw.channel, &rw.writers, &timeout] {
                 assert_eq!(slot(key), home, "{key}");
             }
-            let semaphore = SemaphoreKeys::new("app:", name).unwrap();
-            assert_eq!(slot(&semaphore.channel), home);
-            assert_eq!(slot(&semaphore.timeouts), home);
         }
         // A `{` without a tag after it (or a lone `}`): the key hashes whole,
         // a derived name does not; a cluster refuses such names.
@@ -817,14 +764,5 @@ mod tests {
             "{doc}:u:1:rwlock_timeout"
         );
         assert_eq!(write_field("u:1"), "u:1:write");
-    }
-
-    #[test]
-    fn permit_ids_are_stored_as_their_16_raw_bytes() {
-        let member = permit_member("00ff10a0000000000000000000000001");
-        assert_eq!(member.len(), 16);
-        assert_eq!(&member[..4], &[0x00, 0xff, 0x10, 0xa0]);
-        assert_eq!(member[15], 1);
-        assert_eq!(permit_member("not-hex"), b"not-hex");
     }
 }

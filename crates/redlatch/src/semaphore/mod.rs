@@ -1,5 +1,6 @@
 //! The counting semaphore: Redisson's `RSemaphore`, in Rust.
 
+pub(crate) mod keys;
 pub(crate) mod permit;
 pub(crate) mod scripts;
 
@@ -12,7 +13,7 @@ use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
-use crate::scripts::keys::SemaphoreKeys;
+use crate::semaphore::keys::SemaphoreKeys;
 use crate::settings::RetryPolicy;
 use crate::transport::bounded;
 

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::lock::handle_options::{lease_option, waiting_methods};
 use crate::lock::hold_accessors::hold_accessors;
-use crate::scripts::keys::{SemaphoreKeys, permit_member};
+use crate::semaphore::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::scripts;
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
 use crate::settings::RetryPolicy;

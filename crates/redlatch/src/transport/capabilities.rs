@@ -109,8 +109,8 @@ pub struct Capabilities {
     /// A scripting engine: `EVAL`, `EVALSHA` and `FUNCTION` run Lua (Valkey
     /// 9.1 can run without its Lua module, and then lists these commands but
     /// refuses every script). Known from the function library's load, or
-    /// else from `SCRIPT LOAD` of one of redlatch's scripts (which the
-    /// client would load on first use anyway). Every lock of this client
+    /// else from one `SCRIPT LOAD` of the smallest script (`return 1`).
+    /// Every lock of this client
     /// runs as a script: where it is [`Support::Absent`], connect fails
     /// with [`Error::ServerLacks`](crate::Error::ServerLacks). A refusal to
     /// this client (an ACL without `+script|load`) is
@@ -347,9 +347,8 @@ pub(crate) fn no_scripting_engine(error: &RedisError) -> bool {
 }
 
 /// Whether the server runs scripts: known where `functions` (the function
-/// library's load) is available, else asked by loading `source` (one of
-/// redlatch's scripts, which a client that runs them by EVALSHA loads on
-/// first use anyway) with `SCRIPT LOAD`.
+/// library's load) is available, else asked by loading `source` (the
+/// smallest script will do) with `SCRIPT LOAD`.
 pub(crate) async fn scripting(
     conn: &mut impl ConnectionLike,
     functions: &Support,

@@ -33,13 +33,17 @@ const CHECKS_FAIR_LINE_LEASE_AND_MEMORY: &str = concat!(
     include_str!("../../scripts/lib/lease.lua"),
     include_str!("../../scripts/lib/memory.lua")
 );
+const CHECKS_AND_MEMORY: &str = concat!(
+    include_str!("../../scripts/lib/checks.lua"),
+    include_str!("../../scripts/lib/memory.lua")
+);
 const CHECKS_AND_LEASE: &str = concat!(
     include_str!("../../scripts/lib/checks.lua"),
     include_str!("../../scripts/lib/lease.lua")
 );
 
 /// Every script, and the shared parts it is loaded with.
-const SCRIPTS: [(&str, &str, &str); 25] = [
+const SCRIPTS: [(&str, &str, &str); 29] = [
     (
         "acquire",
         include_str!("../../scripts/acquire.lua"),
@@ -156,6 +160,26 @@ const SCRIPTS: [(&str, &str, &str); 25] = [
         "permit_renew",
         include_str!("../../scripts/permit_renew.lua"),
         MEMORY,
+    ),
+    (
+        "latch_try_set",
+        include_str!("../../scripts/latch_try_set.lua"),
+        CHECKS,
+    ),
+    (
+        "latch_count_down",
+        include_str!("../../scripts/latch_count_down.lua"),
+        CHECKS_AND_MEMORY,
+    ),
+    (
+        "latch_count",
+        include_str!("../../scripts/latch_count.lua"),
+        CHECKS,
+    ),
+    (
+        "latch_delete",
+        include_str!("../../scripts/latch_delete.lua"),
+        CHECKS,
     ),
 ];
 

@@ -1,0 +1,26 @@
+//! The count-down latch's scripts (`crates/redlatch/scripts/latch_*.lua`):
+//! set the count once, count down, read, delete.
+
+use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script};
+
+mutating!(
+    LATCH_TRY_SET,
+    "latch_try_set.lua",
+    ANSWERS_UNDER_OOM,
+    checks
+);
+mutating!(
+    LATCH_COUNT_DOWN,
+    "latch_count_down.lua",
+    GIVES_BACK,
+    checks,
+    memory
+);
+mutating!(LATCH_DELETE, "latch_delete.lua", GIVES_BACK, checks);
+script!(LATCH_COUNT, "latch_count.lua", GIVES_BACK, checks);
+
+/// The latch's part of the function library.
+pub(crate) static SCRIPTS: ScriptList = ScriptList {
+    mutating: &[&LATCH_TRY_SET, &LATCH_COUNT_DOWN, &LATCH_DELETE],
+    plain: &[&LATCH_COUNT],
+};
