@@ -320,7 +320,7 @@ async fn a_tracking_waiter_is_woken_by_the_invalidation_not_its_one_second_look(
         let guard = holder.token_lock("token:tracked").acquire().await.unwrap();
         let lock = waiter.token_lock("token:tracked");
         let waiting = tokio::spawn(async move {
-            let guard = lock.acquire_timeout(Duration::from_secs(10)).await;
+            let guard = lock.acquire_within(Some(Duration::from_secs(10))).await;
             (guard, Instant::now())
         });
         // Parked, tracking the key, and its first look (at 1 s) still far.
@@ -362,7 +362,7 @@ async fn waiters_do_not_spin_on_a_full_tracking_table() {
     for name in names {
         let lock = waiter.token_lock(name);
         waiting.push(tokio::spawn(async move {
-            lock.acquire_timeout(Duration::from_secs(3)).await
+            lock.acquire_within(Some(Duration::from_secs(3))).await
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
