@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use crate::engine::hold::{Hold, LostReason, NewHold};
-use crate::engine::hold_kind::{HoldKind, RenewNow, Renewed};
+use crate::engine::hold_kind::{BatchRenewal, HoldKind, RenewNow, Renewed};
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch};
@@ -490,6 +490,13 @@ impl Shared {
             Ok(renewed) => {
                 let count = renewed.iter().filter(|flag| **flag == 1).count();
                 crate::engine::metrics::renewed(count as u64);
+                let failed = renewed
+                    .iter()
+                    .filter(|flag| **flag == RENEWAL_FAILED)
+                    .count();
+                if failed > 0 {
+                    crate::engine::metrics::renewal_failed(failed as u64);
+                }
                 debug!(
                     target: LOG_TARGET,
                     renewed = count,
@@ -526,6 +533,13 @@ impl Shared {
                     }
                     if current {
                         next_renewal(&mut entries, sent_at + renewal_period(*lease_ms));
+                    }
+                }
+                // This hold's own renewal failed: retried soon, as a failed call.
+                Ok(renewed) if renewed.get(index) == Some(&RENEWAL_FAILED) => {
+                    debug!(target: LOG_TARGET, key = %key.0, "redlatch: renewal failed, retrying");
+                    if current {
+                        next_renewal(&mut entries, now + retry_delay(hold.lease_ms()));
                     }
                 }
                 // Released meanwhile (its last guard left before the reply
@@ -662,8 +676,7 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
             .saturating_duration_since(sent_at)
             .min(response_timeout)
             .max(Duration::from_millis(1));
-        let keys: Vec<Arc<str>> = batch.iter().map(|renewal| renewal.key.0.clone()).collect();
-        let send = renew_natively(pipeline, route, keys, conn, limit);
+        let send = renew_natively(pipeline, route, kind, &batch, conn, limit);
         let reply = tokio::time::timeout(limit, send).instrument(span).await;
         settle_reply(shared, &batch, sent_at, reply);
         return;
@@ -699,18 +712,33 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
     settle_reply(shared, &batch, sent_at, reply);
 }
 
+/// A hold's place in a batch's per-hold outcome when its own renewal
+/// failed (the server refused it, and no fallback renewed it): retried
+/// soon, as a failed call is, the other holds of the batch settled by
+/// their own answers.
+pub(crate) const RENEWAL_FAILED: i64 = i64::MIN;
+
 /// Sends a batch of plain renewal commands (one per hold): through the
 /// loss watch's connection where it is open, as a transaction that tracks
 /// the keys again (`engine/watched_renewals.rs`), else on `conn`. Per
-/// hold, 1 renewed or 0 gone ([`crate::engine::hold_kind::NativeRenewal`]).
+/// hold, 1 renewed, 0 gone ([`crate::engine::hold_kind::NativeRenewal`]),
+/// or [`RENEWAL_FAILED`]: each hold its own outcome.
+///
+/// A command the server refused for memory (`OOM`: Valkey refuses
+/// `SET … IFEQ … PX` past `maxmemory`, though it only renews a key that is
+/// there) is sent again as `kind`'s script, whose `PEXPIRE` runs under OOM
+/// (and which runs as an `allow-oom` function). Without scripting that
+/// fallback fails too, and the hold is retried until its lease runs out.
 async fn renew_natively(
     pipeline: redis::Pipeline,
     route: Option<crate::engine::watched_renewals::WatchRoute>,
-    keys: Vec<Arc<str>>,
+    kind: &'static BatchRenewal,
+    batch: &[Renewal],
     mut conn: Connection,
     limit: Duration,
 ) -> redis::RedisResult<Vec<i64>> {
-    let answers = match route {
+    let keys: Vec<Arc<str>> = batch.iter().map(|renewal| renewal.key.0.clone()).collect();
+    let answers = match &route {
         Some(route) => route.renew_each(pipeline, &keys, &mut conn, limit).await?,
         None => {
             let mut pipeline = pipeline;
@@ -720,15 +748,60 @@ async fn renew_natively(
                 .await?
         }
     };
-    answers
+    let mut refused_for_memory = Vec::new();
+    let mut outcome: Vec<i64> = answers
         .into_iter()
-        .map(|answer| match answer {
-            Ok(redis::Value::Nil) => Ok(0),
-            Ok(_) => Ok(1),
-            Err(error) if error.code() == Some("WRONGTYPE") => Ok(0),
-            Err(error) => Err(error),
+        .enumerate()
+        .map(|(index, answer)| match answer {
+            Ok(redis::Value::Nil) => 0,
+            Ok(_) => 1,
+            Err(error) if error.code() == Some("WRONGTYPE") => 0,
+            Err(error) => {
+                if error.code() == Some("OOM") {
+                    refused_for_memory.push(index);
+                }
+                debug!(target: LOG_TARGET, key = %keys.get(index).map_or("", |key| &**key), %error, "redlatch: a hold's renewal refused");
+                RENEWAL_FAILED
+            }
         })
-        .collect()
+        .collect();
+    if refused_for_memory.is_empty() {
+        return Ok(outcome);
+    }
+    let mut invocation = kind.script.prepare_invoke();
+    let mut script_keys = Vec::with_capacity(refused_for_memory.len());
+    for &index in &refused_for_memory {
+        if let Some(renewal) = batch.get(index) {
+            (kind.add_hold)(
+                &mut invocation,
+                &renewal.key.0,
+                &renewal.key.1,
+                renewal.lease_ms,
+            );
+            script_keys.push(renewal.key.0.clone());
+        }
+    }
+    let renewed = match &route {
+        Some(route) => {
+            route
+                .renew(&invocation, &script_keys, &mut conn, limit)
+                .await
+        }
+        None => invocation.invoke_async::<Vec<i64>>(&mut conn).await,
+    };
+    match renewed {
+        Ok(renewed) => {
+            for (&index, flag) in refused_for_memory.iter().zip(renewed) {
+                if let Some(slot) = outcome.get_mut(index) {
+                    *slot = flag;
+                }
+            }
+        }
+        Err(error) => {
+            debug!(target: LOG_TARGET, %error, "redlatch: the script renewal after an OOM refusal failed too; retrying");
+        }
+    }
+    Ok(outcome)
 }
 
 /// Counts one renewal call and applies its outcome.
@@ -825,7 +898,7 @@ impl Holds for WatchedHolds {
 mod tests {
     use super::*;
 
-    use crate::engine::hold_kind::{BatchRenewal, TEST_RENEWAL};
+    use crate::engine::hold_kind::TEST_RENEWAL;
     use crate::scripts::Invocation;
 
     fn add_nothing(_: &mut Invocation, _: &str, _: &str, _: u64) {}
@@ -889,6 +962,57 @@ mod tests {
             .collect();
         kinds.dedup();
         kinds
+    }
+
+    /// One hold's renewal refused in a batch (the server answered it with
+    /// an error the fallback could not mend) fails that hold's renewal
+    /// alone: it is retried, the batch's other hold renewed, neither lost.
+    /// (Before, one error failed the whole batch, and a hold whose own
+    /// answer was not 1 was marked lost.)
+    #[test]
+    #[cfg(not(feature = "__permutation-checks"))]
+    fn a_hold_refused_in_a_batch_is_retried_and_the_others_renewed() {
+        const LEASE_MS: u64 = 30_000;
+        let settings = Arc::new(crate::sync::unpoisoned::RwLock::new(Arc::new(
+            crate::settings::Settings::default(),
+        )));
+        let dog = Watchdog {
+            shared: Arc::new(Shared::new(settings)),
+        };
+        let now = LeaseInstant::now();
+        let mut held = Vec::new();
+        for (key, token) in [("first", 1), ("second", 2)] {
+            held.push(dog.register(NewHold {
+                key: Arc::from(key),
+                owner: Arc::from("client:worker"),
+                kind: HoldKind::Batched(&TEST_RENEWAL),
+                lease_ms: LEASE_MS,
+                renewed: true,
+                token,
+                named_owner: true,
+                sent_at: now,
+            }));
+        }
+        let due = dog.shared.sweep(now + renewal_period(LEASE_MS));
+        assert_eq!(due.len(), 2);
+        let refused = due
+            .iter()
+            .position(|renewal| &*renewal.key.0 == "second")
+            .unwrap();
+        let outcome = (0..due.len())
+            .map(|index| if index == refused { RENEWAL_FAILED } else { 1 })
+            .collect();
+        let sent_at = LeaseInstant::now();
+        dog.shared.settle(&due, sent_at, Ok(outcome));
+        for hold in &held {
+            assert!(!hold.is_marked_lost(), "a hold of the batch was lost");
+        }
+        assert_eq!(dog.held_count(), 2);
+        // The refused hold is due again soon (a retry), the renewed one a
+        // renewal period after the renewal.
+        let soon = dog.shared.sweep(sent_at + retry_delay(LEASE_MS));
+        let again: Vec<&str> = soon.iter().map(|renewal| &*renewal.key.0).collect();
+        assert_eq!(again, ["second"]);
     }
 
     /// 10,000 renewed holds, 100 of them due: a sweep visits those 100,

@@ -199,6 +199,49 @@ pub(crate) async fn acquire(
         Err(Error::WrongType { .. }) => Err(Error::WrongType {
             key: keys.key.to_string(),
         }),
+        Err(error) if refused_for_memory(&error) => {
+            holder_under_oom(conn, keys, token, sent_at, limit, error).await
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// True when the server refused a write for memory (`maxmemory` reached
+/// under `noeviction`).
+fn refused_for_memory(error: &Error) -> bool {
+    matches!(error, Error::Redis { source, .. } if source.code() == Some("OOM"))
+}
+
+/// An acquire the server refused for memory: `SET … NX` is refused past
+/// `maxmemory` even when the key is there and nothing would be written.
+/// Reads run, so the key's holder is read (`GET`): another token's hold
+/// answers busy, this very token's (a re-send whose first run took it)
+/// acquired; a free lock (or a key gone meanwhile) keeps the OOM error.
+async fn holder_under_oom(
+    conn: &mut Connection,
+    keys: &LockKeys,
+    token: &str,
+    sent_at: LeaseInstant,
+    limit: Duration,
+    refused: Error,
+) -> Result<Attempted> {
+    let call = async {
+        redis::cmd("GET")
+            .arg(&*keys.key)
+            .query_async::<Option<Vec<u8>>>(conn)
+            .await
+            .map_err(|error| Error::from_redis("acquire", error))
+    };
+    match bounded("acquire", limit, call).await {
+        Ok(Some(holder)) if holder == token.as_bytes() => Ok(Attempted::Acquired {
+            fence: None,
+            sent_at,
+        }),
+        Ok(Some(_)) => Ok(Attempted::Held),
+        Ok(None) => Err(refused),
+        Err(Error::WrongType { .. }) => Err(Error::WrongType {
+            key: keys.key.to_string(),
+        }),
         Err(error) => Err(error),
     }
 }

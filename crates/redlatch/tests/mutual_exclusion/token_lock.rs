@@ -290,3 +290,98 @@ async fn fenced_tokens_grow_in_acquisition_order_across_clients() {
     assert_eq!(plain.fencing_token(), None);
     plain.release().await.unwrap();
 }
+
+/// The number of times the server ran `command` so far (`INFO commandstats`).
+async fn calls_of(admin: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A waiter of another client is woken by the server's invalidation of the
+/// key it tracks, not by its once-a-second look: several hand-overs in a
+/// row each come well before that look would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tracking_waiter_is_woken_by_the_invalidation_not_its_one_second_look() {
+    let server = common::server();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    path(&holder).await;
+    let mut slow = 0;
+    for round in 0..5 {
+        let guard = holder.token_lock("token:tracked").acquire().await.unwrap();
+        let lock = waiter.token_lock("token:tracked");
+        let waiting = tokio::spawn(async move {
+            let guard = lock.acquire_within(Some(Duration::from_secs(10))).await;
+            (guard, Instant::now())
+        });
+        // Parked, tracking the key, and its first look (at 1 s) still far.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let (taken, at) = waiting.await.unwrap();
+        let late = at.duration_since(released);
+        eprintln!("round {round}: taken {late:?} after the release");
+        if late >= Duration::from_millis(500) {
+            slow += 1;
+        }
+        taken.unwrap().release().await.unwrap();
+    }
+    assert_eq!(slow, 0, "hand-overs that waited for the 1 s look");
+}
+
+/// A server whose tracking table is full evicts tracked keys, each with an
+/// invalidation: a waiter must not take each such eviction for a change of
+/// its key and look again at once (its look tracks its key again, evicting
+/// another waiter's, which looks again...): waiting stays a few calls a
+/// second, as the loss watch's reads are paced (engine/reread.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_do_not_spin_on_a_full_tracking_table() {
+    let server = testkit::RedisServer::builder()
+        .arg("tracking-table-max-keys", "1")
+        .start()
+        .unwrap();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    path(&waiter).await;
+    let mut admin = common::admin(&server).await;
+    let names = ["token:full-a", "token:full-b"];
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(holder.token_lock(name).acquire().await.unwrap());
+    }
+    let mut waiting = Vec::new();
+    for name in names {
+        let lock = waiter.token_lock(name);
+        waiting.push(tokio::spawn(async move {
+            lock.acquire_within(Some(Duration::from_secs(3))).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (sets, pttls) = (
+        calls_of(&mut admin, "set").await,
+        calls_of(&mut admin, "pttl").await,
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sets = calls_of(&mut admin, "set").await - sets;
+    let pttls = calls_of(&mut admin, "pttl").await - pttls;
+    eprintln!("two waiters for 2 s on a full tracking table: {sets} SET, {pttls} PTTL");
+    for waiter in waiting {
+        assert!(matches!(waiter.await.unwrap(), Err(Error::Timeout { .. })));
+    }
+    drop(guards);
+    // Each waiter looks once a second, plus one look per renewal (every
+    // 10 s here): a few dozen calls is generous.
+    assert!(
+        pttls < 40 && sets < 40,
+        "waiters spun: {sets} SET and {pttls} PTTL in 2 s"
+    );
+}

@@ -141,3 +141,64 @@ async fn a_client_confined_to_its_key_prefix_learns_the_servers_commands() {
     );
     lock.acquire().await.unwrap().release().await.unwrap();
 }
+
+/// On a server out of memory (`maxmemory` reached, `noeviction`) the token
+/// lock answers as every primitive does (docs/SAFETY.md, "Redis out of
+/// memory"): a busy one answers busy, never an OOM error; a held one stays
+/// renewed by the watchdog and is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_answers_busy_and_stays_renewed_when_the_server_is_out_of_memory() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = common::client_with_lease(&server, Duration::from_millis(600)).await;
+    let stranger = common::client(&server).await;
+    let path = if client.token_lock("probe").is_script_free() {
+        "native"
+    } else {
+        "scripts"
+    };
+    eprintln!(
+        "token lock path: {path} ({})",
+        client.capabilities().summary()
+    );
+    let busy = stranger
+        .token_lock("token:oom-busy")
+        .acquire()
+        .await
+        .unwrap();
+    let held = client.token_lock("token:oom-held").acquire().await.unwrap();
+    let set_maxmemory = |bytes: u64| {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(bytes)
+            .to_owned()
+    };
+    let () = set_maxmemory(1).query_async(&mut admin).await.unwrap();
+    let tried = client.token_lock("token:oom-busy").try_acquire().await;
+    let free = client.token_lock("token:oom-free").try_acquire().await;
+    eprintln!(
+        "under OOM: busy {:?}, free {:?}",
+        tried.as_ref().map(Option::is_some),
+        free.as_ref().map(Option::is_some)
+    );
+    // Several renewals of the 600 ms lease.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let still_held = held.is_held();
+    let lost = held.lost_reason();
+    let released = held.release().await;
+    drop(free);
+    let () = set_maxmemory(0).query_async(&mut admin).await.unwrap();
+    busy.release().await.unwrap();
+    let mut failures = Vec::new();
+    if !matches!(tried, Ok(None)) {
+        failures.push(format!("a busy token lock answered {tried:?}, not busy"));
+    }
+    if !still_held {
+        failures.push(format!("a held token lock was not renewed: {lost:?}"));
+    }
+    if released.is_err() {
+        failures.push(format!("a held token lock's release: {released:?}"));
+    }
+    assert!(failures.is_empty(), "{path}: {failures:#?}");
+}
