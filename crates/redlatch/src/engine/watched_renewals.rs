@@ -31,6 +31,14 @@
 //! for good once it sees the tracking table full (NOLOOP would hide that
 //! table's evictions: `engine/loss_watch.rs`).
 //!
+//! The transaction is a plain pipeline, `MULTI` and `EXEC` among its
+//! commands, whose replies are read here (`MULTI`'s, `EXEC`'s array or
+//! error), not redis-rs's `Pipeline::atomic`: that one panics in the
+//! connection's task when the server refuses `MULTI`. A refused `MULTI`
+//! or `EXEC` (an ACL changed since the watch asked; a refused `EXEC`
+//! leaves the connection inside the transaction) closes the route as a
+//! broken connection does: the watch opens a new one and asks again.
+//!
 //! The route gets half of the batch's time, so that the command connection
 //! has the other half. A route that does not answer at all (a stalled or
 //! broken connection: no server reply, not even an error) is closed at once
