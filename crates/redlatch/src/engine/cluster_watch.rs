@@ -33,9 +33,11 @@
 //! Invalidations name keys without their database, so a write to the same
 //! name in another database makes a read here too, which finds the hold.
 //! Connections are opened at the first hold on a node and kept: at most one
-//! per master. Renewals are not routed through these connections (one
-//! server's `engine/watched_renewals.rs`): each renewal costs the watch a
-//! push and a read. The watch tracks without NOLOOP, so a key the server's
+//! per master. A replica's (a seed that redirected the first reads; `ROLE`
+//! is asked once per connection) is closed once it has only redirected and
+//! another node's is open. Renewals are not routed through these connections
+//! (one server's `engine/watched_renewals.rs`): each renewal costs the watch
+//! a push and a read. The watch tracks without NOLOOP, so a key the server's
 //! full tracking table evicts is told, and paced (`engine/reread.rs`).
 
 use std::collections::{HashMap, VecDeque};
@@ -86,6 +88,8 @@ struct Node {
     opened_at: Option<Instant>,
     /// A connection is being opened: the reads for the node wait here.
     opening: Option<Vec<Read>>,
+    /// The node said it was a replica when the connection opened.
+    replica: bool,
 }
 
 /// One read: a hold's owner field, on the node its slot leads to.
@@ -102,7 +106,8 @@ struct Read {
 enum Done {
     Opened {
         node: Arc<str>,
-        result: Result<MultiplexedConnection, Refusal>,
+        /// The connection, and whether the node is a replica.
+        result: Result<(MultiplexedConnection, bool), Refusal>,
     },
     Read {
         node: Arc<str>,
@@ -222,12 +227,18 @@ impl Watch {
                     Some(Value::Array(_)) => {
                         loss_watch::invalidated(push, &self.keys).unwrap_or_default()
                     }
-                    // A flush of that node: the keys tracked there.
+                    // A flush of that node: the keys tracked there, and
+                    // those it may have come to track since (a read whose
+                    // answer is not in yet names no node: the push can come
+                    // first).
                     _ => self
-                        .tracked_on
-                        .iter()
-                        .filter(|(key, on)| *on == node && self.keys.contains_key(*key))
-                        .map(|(key, _)| key.clone())
+                        .keys
+                        .keys()
+                        .filter(|key| match self.tracked_on.get(*key) {
+                            Some(on) => on == node,
+                            None => true,
+                        } || self.owners.get(&slot(key)) == Some(node))
+                        .cloned()
                         .collect(),
                 };
                 loss_watch::pace(&mut self.keys, &mut self.rereads, named).0
@@ -416,7 +427,14 @@ impl Watch {
                     .await
                     .map_err(loss_watch::refusal)?;
                 loss_watch::start_tracking(&mut conn, protect, false).await?;
-                Ok::<_, Refusal>(conn)
+                // A replica among the seeds only redirects: its connection
+                // is closed once a master's is open (`close_if_idle`).
+                let role: RedisResult<Value> = redis::cmd("ROLE").query_async(&mut conn).await;
+                let replica = matches!(role, Ok(Value::Array(fields)) if matches!(
+                    fields.first(),
+                    Some(Value::BulkString(role)) if role.as_slice() == b"slave" || role.as_slice() == b"replica"
+                ));
+                Ok::<_, Refusal>((conn, replica))
             }
             .await;
             Done::Opened { node, result }
@@ -430,9 +448,10 @@ impl Watch {
                 let state = self.nodes.entry(node.clone()).or_default();
                 let waiting = state.opening.take().unwrap_or_default();
                 match result {
-                    Ok(conn) => {
+                    Ok((conn, replica)) => {
                         self.granted_once = true;
                         state.conn = Some(conn);
+                        state.replica = replica;
                         state.retry_at = None;
                         state.opened_at = Some(Instant::now());
                         self.send(node, waiting);
@@ -457,11 +476,20 @@ impl Watch {
                 answers,
             } => match answers {
                 Ok(answers) => {
+                    // Answers from a connection lost since: what they read
+                    // is tracked on no connection now.
+                    let current = self.nodes.get(&node).is_some_and(|state| {
+                        state.generation == generation && state.conn.is_some()
+                    });
                     let mut next = Vec::new();
                     for (read, answer) in reads.into_iter().zip(answers) {
-                        self.answered(&node, read, answer, &mut next);
+                        self.answered(&node, current, read, answer, &mut next);
                     }
+                    let moved = current && next.iter().any(|read| read.ask.is_none());
                     self.dispatch(next);
+                    if moved {
+                        self.close_if_idle(&node);
+                    }
                 }
                 Err(error) => {
                     let current = self.nodes.get(&node).is_some_and(|state| {
@@ -488,6 +516,7 @@ impl Watch {
     fn answered(
         &mut self,
         node: &Arc<str>,
+        current: bool,
         read: Read,
         answer: RedisResult<Value>,
         next: &mut Vec<Read>,
@@ -498,6 +527,12 @@ impl Watch {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
                 self.rereads.schedule(read.key, now + ASK_REREAD);
+            }
+            Ok(true) if !current => {
+                // Held, but tracked on a connection gone since: read again
+                // on the node's next one.
+                let at = self.nodes.get(node).and_then(|state| state.retry_at);
+                self.rereads.schedule(read.key, at.unwrap_or(now).max(now));
             }
             Ok(true) => {
                 if let Some(watched) = self.keys.get_mut(&read.key) {
@@ -530,6 +565,33 @@ impl Watch {
                     }
                 }
             },
+        }
+    }
+
+    /// Closes the connection to a replica (which only redirects) when it
+    /// serves no slot the watch knows of, tracks no key, and another node's
+    /// connection is open or opening (so reads for an unknown slot go
+    /// there, not here again): a replica among the seeds keeps no
+    /// connection. It is opened again if a read goes there.
+    fn close_if_idle(&mut self, node: &Arc<str>) {
+        if !self.nodes.get(node).is_some_and(|state| state.replica) {
+            return;
+        }
+        let serves = self.owners.values().any(|owner| owner == node);
+        let tracks = self.tracked_on.values().any(|on| on == node);
+        let another = self.nodes.iter().any(|(address, state)| {
+            address != node && (state.conn.is_some() || state.opening.is_some())
+        });
+        if serves || tracks || !another {
+            return;
+        }
+        if let Some(state) = self.nodes.get_mut(node)
+            && state.conn.take().is_some()
+        {
+            // Its pushes and answers in flight are stale from now on.
+            state.generation += 1;
+            state.opened_at = None;
+            debug!(node = %node, "redlatch: loss watch closes a connection to a node that serves none of its keys");
         }
     }
 

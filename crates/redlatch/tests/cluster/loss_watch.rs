@@ -499,3 +499,163 @@ async fn a_manual_failover_keeps_the_hold_and_the_new_master_s_losses_are_found(
         .unwrap();
     noticed(&guard, "DEL on the new master").await;
 }
+
+/// Half-way through a classic resharding (the key moved, the slot not yet
+/// handed over) the key lives on the target, read there through `ASK`: a
+/// loss there is found by those reads, not by the next renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_on_the_target_half_way_through_a_resharding_is_found() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = watching_client(&cluster).await;
+    let name = "half-resharded:1";
+    let guard = client.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+
+    let slot = key_slot(&cluster, name);
+    let source = cluster.master_of(name).unwrap();
+    let target = cluster
+        .nodes()
+        .iter()
+        .map(testkit::RedisServer::port)
+        .find(|port| *port != source)
+        .unwrap();
+    let (source_id, target_id) = (node_id(&cluster, source), node_id(&cluster, target));
+    for (port, how, id) in [
+        (target, "IMPORTING", &source_id),
+        (source, "MIGRATING", &target_id),
+    ] {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(&mut node(&cluster, port).conn())
+            .unwrap_or_else(|error| panic!("SETSLOT {how} on {port}: {error}"));
+    }
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(target)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(name)
+        .query(&mut node(&cluster, source).conn())
+        .expect("MIGRATE the lock's key");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    still_held(&guard, "the key migrated, the slot not yet handed over");
+
+    // Deleted on the target, which serves the key only to `ASKING`.
+    let (deleted,): (u32,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, target).conn())
+        .expect("ASKING DEL on the target");
+    assert_eq!(deleted, 1, "the key lived on the target");
+    noticed(&guard, "DEL on the target half-way through a resharding").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
+/// The watch's own connection to a master is killed (`CLIENT KILL`, an
+/// operator or a `maxmemory-clients` eviction): it opens another and a
+/// loss after that is still found within milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_watch_connection_is_replaced_and_a_later_loss_found() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = watching_client(&cluster).await;
+    let name = "killed-watch:1";
+    let guard = client.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+
+    let mut admin = master_conn(&cluster, name);
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    let tracking: Vec<&str> = clients
+        .lines()
+        .filter(|line| {
+            line.split(' ').any(|field| {
+                field
+                    .strip_prefix("flags=")
+                    .is_some_and(|f| f.contains('t'))
+            })
+        })
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .collect();
+    assert_eq!(tracking.len(), 1, "one tracking connection: {clients}");
+    let killed: u32 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(tracking[0])
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(killed, 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    still_held(&guard, "the watch's connection killed");
+
+    let _: () = redis::cmd("DEL").arg(name).query(&mut admin).unwrap();
+    noticed(&guard, "DEL after the watch's connection was killed").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
+/// Tracking connections (`CLIENT LIST` flag `t`) on the node at `port`.
+fn tracking_connections(cluster: &Cluster, port: u16) -> usize {
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut node(cluster, port).conn())
+        .expect("CLIENT LIST");
+    clients
+        .lines()
+        .filter(|line| {
+            line.split(' ').any(|field| {
+                field
+                    .strip_prefix("flags=")
+                    .is_some_and(|f| f.contains('t'))
+            })
+        })
+        .count()
+}
+
+/// Seeds that name replicas first: the watch reads each key on its master
+/// and keeps no tracking connection on a replica, which only redirects
+/// (README: one connection per master).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_first_among_the_seeds_keep_no_watch_connection() {
+    let cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
+    let mut seeds = cluster.urls();
+    seeds.reverse();
+    let client = ClientBuilder::cluster(seeds)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .retries(5)
+        .default_lease(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect to the cluster");
+    let names = names_on_every_master(&cluster, "replica-seeds");
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name.as_str()).acquire().await.unwrap());
+    }
+    tokio::time::sleep(TRACKED).await;
+    let masters: Vec<u16> = names
+        .iter()
+        .map(|n| cluster.master_of(n).unwrap())
+        .collect();
+    for server in cluster.nodes() {
+        let port = server.port();
+        let tracking = tracking_connections(&cluster, port);
+        if masters.contains(&port) {
+            assert_eq!(tracking, 1, "master {port}: one watch connection");
+        } else {
+            assert_eq!(tracking, 0, "replica {port} keeps a watch connection");
+        }
+    }
+    // And the watch still works.
+    let _: () = redis::cmd("DEL")
+        .arg(&names[0])
+        .query(&mut master_conn(&cluster, &names[0]))
+        .unwrap();
+    noticed(&guards[0], "DEL with replicas first among the seeds").await;
+}
