@@ -1429,54 +1429,79 @@ async fn renewals_take_the_watch_s_connection_only_where_transactions_are_allowe
 /// Issue 36, red team: the ACL takes `MULTI` (or `EXEC`) away after the
 /// watch opened its route for renewals. Every renewal transaction is then
 /// refused; the batch must go on the command connection and the holds stay
-/// renewed (no panic in the watchdog, no hold lost).
+/// renewed (no panic in the watchdog or in the client library's connection
+/// task, no hold lost). A refused `MULTI` inside a transaction made redis-rs
+/// 1.x panic (debug builds) in the watch connection's task, and a hold was
+/// lost now and then under load: [`ROUNDS`] scenarios per command at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_survive_transactions_taken_away_after_connect() {
-    for command in ["multi", "exec"] {
-        let acl = documented_acl("locker-secret");
-        let server = RedisServer::builder().arg("user", &acl).start().unwrap();
-        let (_client, guards) = four_renewed_holds(&server, "acl-taken").await;
-        let mut admin = common::admin(&server).await;
-        // A round of renewals through the route first.
-        let started = std::time::Instant::now();
-        while count(&stats(&mut admin).await, "cmdstat_exec") == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{command}: no renewal transaction"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    const ROUNDS: usize = 10;
+    let panics_before = common::library_panics();
+    let mut rounds = tokio::task::JoinSet::new();
+    for round in 0..ROUNDS {
+        for command in ["multi", "exec"] {
+            rounds.spawn(transactions_taken_away(command, round));
         }
-        let _: () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("locker")
-            .arg(format!("-{command}"))
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        let renewed_before = count(&stats(&mut admin).await, "cmdstat_pexpire");
-        // Four more rounds (every 300 ms): each past the lease's end if
-        // the renewals had stopped.
-        tokio::time::sleep(Duration::from_millis(1_300)).await;
-        let renewed = count(&stats(&mut admin).await, "cmdstat_pexpire") - renewed_before;
+    }
+    while let Some(round) = rounds.join_next().await {
+        round.unwrap();
+    }
+    assert_eq!(
+        common::library_panics(),
+        panics_before,
+        "a panic outside the tests (see the output above)"
+    );
+}
+
+/// One round of [`renewals_survive_transactions_taken_away_after_connect`]:
+/// `command` taken away from the ACL user while four holds are renewed.
+async fn transactions_taken_away(command: &'static str, round: usize) {
+    let acl = documented_acl("locker-secret");
+    let server = RedisServer::builder().arg("user", &acl).start().unwrap();
+    let (_client, guards) = four_renewed_holds(&server, "acl-taken").await;
+    let mut admin = common::admin(&server).await;
+    // A round of renewals through the route first.
+    let started = std::time::Instant::now();
+    while count(&stats(&mut admin).await, "cmdstat_exec") == 0 {
         assert!(
-            guards.iter().all(|guard| guard.is_held()),
-            "{command} taken away: a hold was lost"
+            started.elapsed() < Duration::from_secs(20),
+            "{command}, round {round}: no renewal transaction"
         );
-        assert!(renewed >= 8, "{command} taken away: {renewed} renewals");
-        // And a loss is still known (by the watch or the next renewal:
-        // neither is left waiting on a half-open transaction).
-        let _: i64 = redis::cmd("DEL")
-            .arg("app:acl-taken:1")
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(2), guards[1].lost())
-            .await
-            .unwrap_or_else(|_| panic!("{command} taken away: a DEL went unnoticed"));
-        for (index, guard) in guards.into_iter().enumerate() {
-            if index != 1 {
-                guard.release().await.unwrap();
-            }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg(format!("-{command}"))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let renewed_before = count(&stats(&mut admin).await, "cmdstat_pexpire");
+    // Four more rounds (every 300 ms): each past the lease's end if
+    // the renewals had stopped.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let renewed = count(&stats(&mut admin).await, "cmdstat_pexpire") - renewed_before;
+    assert!(
+        guards.iter().all(|guard| guard.is_held()),
+        "{command} taken away, round {round}: a hold was lost"
+    );
+    assert!(
+        renewed >= 8,
+        "{command} taken away, round {round}: {renewed} renewals"
+    );
+    // And a loss is still known (by the watch or the next renewal:
+    // neither is left waiting on a half-open transaction).
+    let _: i64 = redis::cmd("DEL")
+        .arg("app:acl-taken:1")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), guards[1].lost())
+        .await
+        .unwrap_or_else(|_| panic!("{command} taken away, round {round}: a DEL went unnoticed"));
+    for (index, guard) in guards.into_iter().enumerate() {
+        if index != 1 {
+            guard.release().await.unwrap();
         }
     }
 }

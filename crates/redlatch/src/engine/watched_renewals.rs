@@ -31,6 +31,14 @@
 //! for good once it sees the tracking table full (NOLOOP would hide that
 //! table's evictions: `engine/loss_watch.rs`).
 //!
+//! The transaction is a plain pipeline, `MULTI` and `EXEC` among its
+//! commands, whose replies are read here (`MULTI`'s, `EXEC`'s array or
+//! error), not redis-rs's `Pipeline::atomic`: that one panics in the
+//! connection's task when the server refuses `MULTI`. A refused `MULTI`
+//! or `EXEC` (an ACL changed since the watch asked; a refused `EXEC`
+//! leaves the connection inside the transaction) closes the route as a
+//! broken connection does: the watch opens a new one and asks again.
+//!
 //! The route gets half of the batch's time, so that the command connection
 //! has the other half. A route that does not answer at all (a stalled or
 //! broken connection: no server reply, not even an error) is closed at once
@@ -102,25 +110,19 @@ impl WatchRoute {
         conn: &mut Connection,
         budget: Duration,
     ) -> RedisResult<Vec<i64>> {
-        let route = self.open.lock().clone();
-        if let Some(mut route) = route {
-            // As the client runs its scripts: FCALL, or EVALSHA.
-            let script = invocation.command(conn);
-            match tokio::time::timeout(budget / 2, transaction(&mut route, script, keys)).await {
-                Ok(Ok(renewed)) => return Ok(renewed),
-                // The server answered (a lost script, a refused
-                // transaction, a demoted master): the connection is sound.
-                Ok(Err(error)) if error.code().is_some() => {
+        // As the client runs its scripts: FCALL, or EVALSHA.
+        let script = invocation.command(conn);
+        if let Some(mut answers) = self.through_route(vec![script], keys, budget).await {
+            match answers.pop().map(|answer| {
+                answer.and_then(|value| redis::from_redis_value(value).map_err(Into::into))
+            }) {
+                Some(Ok(renewed)) => return Ok(renewed),
+                // A lost script or library: the command connection's call
+                // loads it.
+                Some(Err(error)) => {
                     tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
                 }
-                failed => {
-                    let error = match failed {
-                        Ok(Err(error)) => error.to_string(),
-                        _ => "no answer in time".to_owned(),
-                    };
-                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
-                    self.close(&route.broken);
-                }
+                None => {}
             }
         }
         invocation.invoke_async(conn).await
@@ -137,28 +139,42 @@ impl WatchRoute {
         conn: &mut Connection,
         budget: Duration,
     ) -> RedisResult<Vec<RedisResult<Value>>> {
-        let route = self.open.lock().clone();
-        if let Some(mut route) = route {
-            let commands: Vec<redis::Cmd> = pipeline.cmd_iter().cloned().collect();
-            match tokio::time::timeout(budget / 2, transaction_each(&mut route, &commands, keys))
-                .await
-            {
-                Ok(Ok(answers)) => return Ok(answers),
-                Ok(Err(error)) if error.code().is_some() => {
-                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
-                }
-                failed => {
-                    let error = match failed {
-                        Ok(Err(error)) => error.to_string(),
-                        _ => "no answer in time".to_owned(),
-                    };
-                    tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: no answer to a renewal on the loss watch's connection; closing it, sending the renewal on the command connection");
-                    self.close(&route.broken);
-                }
-            }
+        let commands: Vec<redis::Cmd> = pipeline.cmd_iter().cloned().collect();
+        if let Some(answers) = self.through_route(commands, keys, budget).await {
+            return Ok(answers);
         }
         let mut pipeline = pipeline;
         pipeline.ignore_errors().query_async(conn).await
+    }
+
+    /// Runs `commands` in a renewal transaction on the watch's connection,
+    /// if the route is open, within half of `budget`: each command's
+    /// answer; `None` when the batch is to go on the command connection.
+    /// A connection that cannot carry renewals now is closed (see
+    /// [`Failure::Unusable`]).
+    async fn through_route(
+        &self,
+        commands: Vec<redis::Cmd>,
+        keys: &[Arc<str>],
+        budget: Duration,
+    ) -> Option<Vec<RedisResult<Value>>> {
+        let mut route = self.open.lock().clone()?;
+        let failure =
+            match tokio::time::timeout(budget / 2, transaction(&mut route, commands, keys)).await {
+                Ok(Ok(answers)) => return Some(answers),
+                Ok(Err(failure)) => failure,
+                Err(_) => Failure::Unusable(no_reply("any command, in time")),
+            };
+        match failure {
+            Failure::Answered(error) => {
+                tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: renewal through the loss watch's connection refused; sending it on the command connection");
+            }
+            Failure::Unusable(error) => {
+                tracing::debug!(target: crate::engine::renewal::LOG_TARGET, %error, "redlatch: the loss watch's connection cannot carry renewals now; closing it, sending the renewal on the command connection");
+                self.close(&route.broken);
+            }
+        }
+        None
     }
 
     /// The watch's connection while it is open: a waiter of a token lock
@@ -194,84 +210,116 @@ impl Drop for OpenRoute {
     }
 }
 
-/// One renewal transaction on the watch's connection. A script or library
-/// the server lost is an error here: the command connection's call loads it.
-async fn transaction(
-    route: &mut Route,
-    script: redis::Cmd,
-    keys: &[Arc<str>],
-) -> RedisResult<Vec<i64>> {
-    let mut pipeline = redis::pipe();
-    pipeline.atomic();
-    if route.asks_role {
-        pipeline.cmd("ROLE");
-    }
-    pipeline.add_command(script);
-    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-    let exists = pipeline.cmd("EXISTS");
-    for key in keys {
-        exists.arg(&**key);
-    }
-    exists.ignore();
-    let mut answers: Vec<RedisResult<Value>> = pipeline
-        .ignore_errors()
-        .query_async(&mut route.conn)
-        .await?;
-    let renewed = answers
-        .pop()
-        .unwrap_or_else(|| Err(no_reply("the script")))?;
-    if route.asks_role {
-        let role = answers.pop().unwrap_or_else(|| Err(no_reply("ROLE")))?;
-        if !crate::transport::watch::is_master(&role) {
-            return Err(RedisError::from((
-                redis::ErrorKind::Client,
-                "the loss watch's server is no longer the master",
-            )));
-        }
-    }
-    redis::from_redis_value(renewed).map_err(Into::into)
+/// Why a renewal batch did not go through the watch's connection.
+enum Failure {
+    /// The server refused the batch (a refused command, a server busy
+    /// loading): the connection is sound, the route stays open.
+    Answered(RedisError),
+    /// The connection cannot carry renewals now: no answer (stalled or
+    /// broken), a refused `MULTI` or `EXEC` (an ACL changed since the watch
+    /// asked: after a refused `EXEC` the server keeps the connection in the
+    /// transaction), an answer out of shape, a demoted master. The route is
+    /// closed and the watch opens a new connection, asking again whether
+    /// the server allows transactions.
+    Unusable(RedisError),
 }
 
-/// [`transaction`] for plain commands, one per hold: each one's answer.
-async fn transaction_each(
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Failure {
+        match error.code() {
+            Some(_) => Failure::Answered(error),
+            None => Failure::Unusable(error),
+        }
+    }
+}
+
+/// One renewal transaction on the watch's connection: `[ROLE]`,
+/// `commands` (one script call, or a command per hold), `CLIENT CACHING
+/// yes`, `EXISTS` of `keys`; each command's answer. A script or library
+/// the server lost is an error in its answer: the command connection's
+/// call loads it.
+///
+/// Sent as a plain pipeline, `MULTI` and `EXEC` included, whose replies
+/// are read here: redis-rs's own transactions (`Pipeline::atomic`) panic
+/// in its connection's task when the server refuses `MULTI` (redis 1.x,
+/// debug builds: `aio/multiplexed_connection.rs`), which kills the watch's
+/// connection. Any answer the server gives is an outcome here.
+async fn transaction(
     route: &mut Route,
-    commands: &[redis::Cmd],
+    commands: Vec<redis::Cmd>,
     keys: &[Arc<str>],
-) -> RedisResult<Vec<RedisResult<Value>>> {
+) -> Result<Vec<RedisResult<Value>>, Failure> {
+    let count = commands.len();
     let mut pipeline = redis::pipe();
-    pipeline.atomic();
+    pipeline.cmd("MULTI");
     if route.asks_role {
         pipeline.cmd("ROLE");
     }
     for command in commands {
-        pipeline.add_command(command.clone());
+        pipeline.add_command(command);
     }
-    pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
+    pipeline.cmd("CLIENT").arg("CACHING").arg("yes");
     let exists = pipeline.cmd("EXISTS");
     for key in keys {
         exists.arg(&**key);
     }
-    exists.ignore();
-    let mut answers: Vec<RedisResult<Value>> = pipeline
+    pipeline.cmd("EXEC");
+    // Between MULTI and EXEC: ROLE, the commands, CACHING, EXISTS.
+    let queued = usize::from(route.asks_role) + count + 2;
+    let answers: Vec<RedisResult<Value>> = pipeline
         .ignore_errors()
         .query_async(&mut route.conn)
         .await?;
-    if route.asks_role {
-        if answers.is_empty() {
-            return Err(no_reply("ROLE"));
+    if answers.len() != queued + 2 {
+        return Err(Failure::Unusable(no_reply("a command")));
+    }
+    let mut answers = answers.into_iter();
+    let (Some(multi), Some(exec)) = (answers.next(), answers.next_back()) else {
+        return Err(Failure::Unusable(no_reply("MULTI or EXEC")));
+    };
+    if let Err(error) = multi {
+        // The commands ran outside a transaction (the renewals only
+        // lengthened leases their holds still have), or were queued in a
+        // transaction left open: either way this connection is done here.
+        return Err(Failure::Unusable(refused("MULTI", &error)));
+    }
+    let exec = match exec {
+        Ok(exec @ Value::Array(_)) => exec,
+        // A command refused as it was queued (its own answer says why):
+        // the server dropped the transaction.
+        Err(error) if error.code() == Some("EXECABORT") => {
+            let refusal = answers.find_map(Result::err).unwrap_or(error);
+            return Err(Failure::Answered(refusal));
         }
+        Err(error) => return Err(Failure::Unusable(refused("EXEC", &error))),
+        Ok(_) => return Err(Failure::Unusable(no_reply("EXEC"))),
+    };
+    let mut answers: Vec<RedisResult<Value>> =
+        redis::from_redis_value(exec).map_err(|_| Failure::Unusable(no_reply("EXEC")))?;
+    if answers.len() != queued {
+        return Err(Failure::Unusable(no_reply("a command in EXEC")));
+    }
+    // CACHING's and EXISTS's answers.
+    answers.truncate(queued - 2);
+    if route.asks_role {
         let role = answers.remove(0)?;
         if !crate::transport::watch::is_master(&role) {
-            return Err(RedisError::from((
+            return Err(Failure::Unusable(RedisError::from((
                 redis::ErrorKind::Client,
                 "the loss watch's server is no longer the master",
-            )));
+            ))));
         }
     }
-    if answers.len() != commands.len() {
-        return Err(no_reply("a renewal"));
-    }
     Ok(answers)
+}
+
+/// The server refused `what` (`MULTI` or `EXEC`) in a renewal transaction.
+fn refused(what: &'static str, error: &RedisError) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "the server refused a renewal transaction",
+        format!("{what}: {error}"),
+    ))
 }
 
 fn no_reply(what: &'static str) -> RedisError {

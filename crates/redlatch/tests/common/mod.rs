@@ -254,3 +254,25 @@ pub async fn keys_once_holders_unnamed(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// How many panics this test process has seen outside its tests' own files
+/// (in redlatch or a library it uses: a task that panicked, say), counted
+/// from the first call. A test compares two readings.
+pub fn library_panics() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static COUNTING: std::sync::Once = std::sync::Once::new();
+    COUNTING.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_a_test = info
+                .location()
+                .is_some_and(|location| location.file().contains("tests/"));
+            if !in_a_test {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
+    PANICS.load(Ordering::SeqCst)
+}
