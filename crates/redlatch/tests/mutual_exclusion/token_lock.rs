@@ -378,10 +378,12 @@ async fn waiters_do_not_spin_on_a_full_tracking_table() {
         assert!(matches!(waiter.await.unwrap(), Err(Error::Timeout { .. })));
     }
     drop(guards);
-    // Each waiter looks once a second, plus one look per renewal (every
-    // 10 s here): a few dozen calls is generous.
+    // Each waiter looks once a second, plus one look per eviction of its
+    // key from the full table, which the server makes on its own timer:
+    // 25 looks in 2 s on Redis 7.0, 35-41 on Valkey 9.1.2 (about ten a
+    // second per waiter). A spin is a look per round trip: thousands in 2 s.
     assert!(
-        pttls < 40 && sets < 40,
+        pttls < 200 && sets < 200,
         "waiters spun: {sets} SET and {pttls} PTTL in 2 s"
     );
 }
