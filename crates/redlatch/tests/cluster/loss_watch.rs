@@ -77,6 +77,31 @@ async fn tracked_not_polled(cluster: &Cluster, port: u16) {
     );
 }
 
+/// After a slot moved with a held lock: the new owner keeps the hold (no
+/// other client takes it, its token stands), tracks the key (no polling),
+/// and a DEL there is found as a loss.
+async fn kept_by_the_new_owner_then_lost_there(
+    guard: &Guard,
+    other: &redlatch::Client,
+    name: &str,
+    token: u64,
+    cluster: &Cluster,
+    target: u16,
+) {
+    assert!(other.lock(name).try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        other.lock(name).status().await.unwrap().last_token,
+        Some(token)
+    );
+    tracked_not_polled(cluster, target).await;
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(cluster, target).conn())
+        .unwrap();
+    noticed(guard, "DEL on the new owner").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+}
+
 /// Fails the test when `guard` was marked lost.
 fn still_held(guard: &Guard, when: &str) {
     assert!(
@@ -235,20 +260,7 @@ async fn a_resharded_slot_keeps_its_hold_and_the_new_owner_s_losses_are_found() 
     tokio::time::sleep(Duration::from_millis(500)).await;
     still_held(&guard, "the slot handed over");
     assert_eq!(cluster.master_of(name).unwrap(), target);
-    assert!(other.lock(name).try_acquire().await.unwrap().is_none());
-    assert_eq!(
-        other.lock(name).status().await.unwrap().last_token,
-        Some(token)
-    );
-
-    // The new owner tracks it: a loss there is found at once.
-    tracked_not_polled(&cluster, target).await;
-    let _: () = redis::cmd("DEL")
-        .arg(name)
-        .query(&mut node(&cluster, target).conn())
-        .unwrap();
-    noticed(&guard, "DEL on the new owner").await;
-    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    kept_by_the_new_owner_then_lost_there(&guard, &other, name, token, &cluster, target).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,19 +356,7 @@ async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_
     // The source deletes its copy after the hand-over.
     tokio::time::sleep(Duration::from_secs(1)).await;
     still_held(&guard, "after the migration");
-    assert!(other.lock(name).try_acquire().await.unwrap().is_none());
-    assert_eq!(
-        other.lock(name).status().await.unwrap().last_token,
-        Some(token)
-    );
-
-    tracked_not_polled(&cluster, target).await;
-    let _: () = redis::cmd("DEL")
-        .arg(name)
-        .query(&mut node(&cluster, target).conn())
-        .unwrap();
-    noticed(&guard, "DEL on the new owner").await;
-    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    kept_by_the_new_owner_then_lost_there(&guard, &other, name, token, &cluster, target).await;
 }
 
 /// One master stalls (`DEBUG SLEEP`) while the watch reads there: the
