@@ -27,6 +27,10 @@ pub struct CyclePoint {
     pub per_sec: f64,
     /// redis-server CPU time per completed cycle, µs.
     pub server_cpu_us: f64,
+    /// The server's work per completed cycle: commands, reads of client
+    /// input, and µs inside commands (the rest of its CPU is reading,
+    /// parsing, replying and waking up).
+    pub server_per_cycle: redis_info::Work,
     /// Client heap allocations per completed cycle (every client process).
     pub allocations_per_cycle: f64,
     pub errors: Errors,
@@ -43,7 +47,7 @@ pub async fn cycles(
 ) -> Result<CyclePoint, String> {
     let prefix = fresh_prefix("cycles");
     let mut admin = redis_info::connect(url).await?;
-    let mut cpu_before = redis_info::used_cpu(&mut admin).await?;
+    let mut before = redis_info::work(&mut admin).await?;
     let log = if processes == 1 {
         let locker = Locker::connect(kind, &[url.to_owned()]).await?;
         let warm_start = now_ns();
@@ -64,7 +68,7 @@ pub async fn cycles(
             ));
         }
         let start = now_ns() + START_DELAY_NS;
-        cpu_before = redis_info::used_cpu(&mut admin).await?;
+        before = redis_info::work(&mut admin).await?;
         workload::cycles(&locker, tasks, 0, &prefix, start, start + ns(window)).await
     } else {
         let (outputs, _, _) = procs::run_workers(
@@ -79,10 +83,17 @@ pub async fn cycles(
         .await?;
         procs::merge_cycles(outputs)?
     };
-    let cpu = redis_info::used_cpu(&mut admin).await? - cpu_before;
+    let work = redis_info::work(&mut admin).await? - before;
+    let cycles = log.cycles.max(1) as f64;
     Ok(CyclePoint {
         per_sec: log.cycles as f64 / window.as_secs_f64(),
-        server_cpu_us: cpu * 1e6 / log.cycles.max(1) as f64,
+        server_cpu_us: work.cpu * 1e6 / cycles,
+        server_per_cycle: redis_info::Work {
+            cpu: work.cpu / cycles,
+            commands: work.commands / cycles,
+            reads: work.reads / cycles,
+            command_usec: work.command_usec / cycles,
+        },
         allocations_per_cycle: log.allocations as f64 / log.cycles.max(1) as f64,
         errors: log.errors,
     })

@@ -25,6 +25,61 @@ pub async fn used_cpu(conn: &mut MultiplexedConnection) -> Result<f64, String> {
     Ok(field("used_cpu_user:")? + field("used_cpu_sys:")?)
 }
 
+/// What the server did, read from INFO: CPU, commands, reads of client
+/// input (how often it woke to read a request) and the time spent inside
+/// commands. Differences of two readings give a window's work.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Work {
+    /// CPU seconds (user + system).
+    pub cpu: f64,
+    /// `total_commands_processed`.
+    pub commands: f64,
+    /// `total_reads_processed`: reads of client connections (0 where the
+    /// server does not report it).
+    pub reads: f64,
+    /// Microseconds inside commands: the sum of commandstats' `usec`.
+    pub command_usec: f64,
+}
+
+impl std::ops::Sub for Work {
+    type Output = Work;
+    fn sub(self, before: Work) -> Work {
+        Work {
+            cpu: self.cpu - before.cpu,
+            commands: self.commands - before.commands,
+            reads: self.reads - before.reads,
+            command_usec: self.command_usec - before.command_usec,
+        }
+    }
+}
+
+/// The server's work so far (one INFO call for all sections).
+pub async fn work(conn: &mut MultiplexedConnection) -> Result<Work, String> {
+    let text = info(conn, "everything").await?;
+    let field = |name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse().ok())
+    };
+    let cpu = field("used_cpu_user:").ok_or("INFO has no used_cpu_user")?
+        + field("used_cpu_sys:").ok_or("INFO has no used_cpu_sys")?;
+    let command_usec = text
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_"))
+        .filter_map(|line| {
+            line.split(',')
+                .find_map(|pair| pair.strip_prefix("usec="))
+                .and_then(|value| value.parse::<f64>().ok())
+        })
+        .sum();
+    Ok(Work {
+        cpu,
+        commands: field("total_commands_processed:").unwrap_or(0.0),
+        reads: field("total_reads_processed:").unwrap_or(0.0),
+        command_usec,
+    })
+}
+
 /// Bytes redis-server has allocated, `used_memory` of INFO memory.
 pub async fn used_memory(conn: &mut MultiplexedConnection) -> Result<i64, String> {
     info(conn, "memory")

@@ -8,6 +8,7 @@ use crate::contender::Kind;
 use crate::harness::Bench;
 use crate::limit::{self, Scripts};
 use crate::point;
+use crate::redis_info::Work;
 use crate::report::{Section, Table};
 use crate::stats::Summary;
 
@@ -41,6 +42,8 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     let mut cpu: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
     // allocs[tasks][column] = client heap allocations per cycle, one value per run
     let mut allocs: BTreeMap<u32, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    // work[(tasks, kind)] = the server's work per cycle, one value per run
+    let mut work: BTreeMap<(u32, &str), Vec<Work>> = BTreeMap::new();
     let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
     for run in 0..bench.settings.runs {
         for tasks in TASKS {
@@ -59,6 +62,9 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
                     .entry(kind.label())
                     .or_default()
                     .push(point.allocations_per_cycle);
+                work.entry((tasks, kind.label()))
+                    .or_default()
+                    .push(point.server_per_cycle);
                 *errors.entry(kind.label()).or_default() += point.errors.count;
             }
             let port = bench.server.port();
@@ -188,6 +194,7 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     }
     section.tables.push(token_table);
     section.tables.push(cpu_table);
+    section.tables.push(work_table(&work));
 
     let mut alloc_headers = vec!["client heap allocations per cycle, tasks"];
     alloc_headers.extend(KINDS.iter().map(|k| k.label()));
@@ -207,6 +214,41 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
     notes.push(format!("Errors: {}.", error_text.join(", ")));
     section.notes = notes;
     Ok(section)
+}
+
+/// Where the server's CPU per cycle goes, for the kinds whose protocols
+/// the token lock's goal compares: commands, reads of client input (each
+/// a wake-up with its system calls), the time inside commands, and the
+/// rest (reading, parsing, replying, waking).
+fn work_table(work: &BTreeMap<(u32, &str), Vec<Work>>) -> Table {
+    let mut table = Table::new(&[
+        "tasks",
+        "kind",
+        "commands per cycle",
+        "server reads per cycle",
+        "µs inside commands",
+        "µs outside commands",
+        "server CPU µs",
+    ]);
+    for ((tasks, kind), runs) in work {
+        if ![Kind::Token, Kind::Rslock, Kind::Raw, Kind::Redlatch]
+            .iter()
+            .any(|k| k.label() == *kind)
+        {
+            continue;
+        }
+        let median = |f: &dyn Fn(&Work) -> f64| Summary::of(runs.iter().map(f));
+        table.row(vec![
+            tasks.to_string(),
+            (*kind).to_owned(),
+            median(&|w| w.commands).show(2),
+            median(&|w| w.reads).show(2),
+            median(&|w| w.command_usec).show(2),
+            median(&|w| w.cpu * 1e6 - w.command_usec).show(1),
+            median(&|w| w.cpu * 1e6).show(1),
+        ]);
+    }
+    table
 }
 
 /// Per-run ratio ours/theirs, summarized across runs.
