@@ -183,6 +183,7 @@ fn kind_arg(kind: Kind) -> &'static str {
         Kind::Raw => "raw",
         Kind::Fair => "fair",
         Kind::Token => "token",
+        Kind::Pings => "pings",
     }
 }
 

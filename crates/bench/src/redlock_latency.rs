@@ -97,7 +97,7 @@ async fn latency_if_supported(
     window: std::time::Duration,
 ) -> Result<Option<Latency>, String> {
     match kind {
-        Kind::Raw | Kind::Fair | Kind::Token => Ok(None),
+        Kind::Raw | Kind::Fair | Kind::Token | Kind::Pings => Ok(None),
         _ => latency(kind, urls, window).await.map(Some),
     }
 }
