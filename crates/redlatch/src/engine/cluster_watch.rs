@@ -29,12 +29,23 @@
 //! - A node whose connection fails (a failover, a restart, `CLIENT KILL`)
 //!   is forgotten as the server of its slots; its keys are read again after
 //!   the client's retry delay, on whichever node serves them then.
+//! - A master demoted by a failover may keep the connection open and stop
+//!   hearing of changes (its replication link to the new master broken):
+//!   each read pipeline ends with `ROLE`, and a node that tracks held keys
+//!   is asked it every [`ROLE_EVERY`] while idle. A node taken for a master
+//!   that says it is a replica is left as a failed one is (its answers not
+//!   taken, other than redirections), and its keys read again at once.
+//! - A token lock's waiter (`LossWatch::look_on_cluster`) has the key it
+//!   waits for read (`PTTL`) the same way, on the slot's master, where the
+//!   read tracks it: the key's next change there (the release, the slot
+//!   moving away) wakes the waiter, as on one server. A key behind `ASK`
+//!   cannot be tracked: the waiter polls.
 //!
 //! Invalidations name keys without their database, so a write to the same
 //! name in another database makes a read here too, which finds the hold.
 //! Connections are opened at the first hold on a node and kept: at most one
 //! per master. A replica's (a seed that redirected the first reads; `ROLE`
-//! is asked once per connection) is closed once it has only redirected and
+//! is asked when a connection opens) is closed once it has only redirected and
 //! another node's is open. Renewals are not routed through these connections
 //! (one server's `engine/watched_renewals.rs`): each renewal costs the watch
 //! a push and a read. The watch tracks without NOLOOP, so a key the server's

@@ -30,7 +30,8 @@
 //! the command connection, and costs a push and a read here.
 //!
 //! On a cluster the same task keeps a connection per master instead
-//! (`engine/cluster_watch.rs`). Where the server refuses tracking (Redis
+//! (`engine/cluster_watch.rs`), and reads there the keys token lock
+//! waiters wait for. Where the server refuses tracking (Redis
 //! before 6, an ACL without `CLIENT`, a proxy), the watch stays off and the
 //! renewals find a lost hold, within a third of its lease.
 
