@@ -278,6 +278,9 @@ pub(super) async fn run(
         watch.check(due);
         if watch.off {
             drop(watch);
+            // Waiters' looks are refused at once from now on (and those
+            // queued dropped): they poll.
+            drop(looks);
             loss_watch::drain(&mut incoming, &shutdown).await;
             return;
         }

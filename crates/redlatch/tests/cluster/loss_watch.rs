@@ -833,3 +833,48 @@ async fn a_token_lock_waiter_keeps_its_wake_up_across_a_slot_migration() {
     parked_without_polling(&cluster, target, &waiting).await;
     woken_by_the_release(guard, waiting).await;
 }
+
+/// A cluster whose ACL refuses tracking (`-client|tracking`): the watch is
+/// off, and a token lock's waiter is told so at once and polls. Failed
+/// before: its look waited for an answer the stopped watch never sent, a
+/// response timeout (2 s) per look, one attempt where a poll makes some 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_waiter_polls_where_the_cluster_refuses_tracking() {
+    let cluster = Cluster::start_with_args(
+        3,
+        0,
+        &[
+            ("user", "app on >app-secret ~* &* +@all -client|tracking"),
+            ("user", "default on nopass ~* &* +@all"),
+        ],
+    )
+    .expect("start a 3-master cluster");
+    let urls: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("redis://app:app-secret@127.0.0.1:{}", node.port()))
+        .collect();
+    let app = || {
+        ClientBuilder::cluster(urls.clone())
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .retry_delay(Duration::from_millis(50))
+            .default_lease(Duration::from_secs(30))
+            .connect()
+    };
+    let (holder, waiter) = (app().await.unwrap(), app().await.unwrap());
+    let name = "token-untracked:1";
+    let port = cluster.master_of(name).unwrap();
+    let guard = holder.token_lock(name).acquire().await.unwrap();
+    let waiting = token_waiter(&waiter, name);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = command_calls(&cluster, port, "set");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = command_calls(&cluster, port, "set") - before;
+    eprintln!("attempts in 2 s with the watch off: {attempts}");
+    assert!(
+        attempts >= 8,
+        "{attempts} attempts in 2 s: the waiter's looks wait instead of polling"
+    );
+    woken_by_the_release(guard, waiting).await;
+}
