@@ -1383,8 +1383,8 @@ async fn a_thousand_names_used_once_leave_one_counter_per_slot_at_most() {
 
 /// The token lock on a cluster: names on every master exclude across
 /// clients, stay renewed (per-slot batches of plain commands or scripts),
-/// fence from the slot's counter, and a waiter (no loss watch on a cluster:
-/// it polls) gets the lock soon after the release.
+/// fence from the slot's counter, and a waiter gets the lock soon after the
+/// release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_locks_exclude_renew_and_hand_over_on_a_cluster() {
     let cluster = cluster();
@@ -1421,7 +1421,10 @@ async fn token_locks_exclude_renew_and_hand_over_on_a_cluster() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let released = Instant::now();
     handed.release().await.unwrap();
-    let taken = waiting.await.unwrap().expect("the waiter polls its way in");
+    let taken = waiting
+        .await
+        .unwrap()
+        .expect("the waiter gets the lock after the release");
     assert!(released.elapsed() < Duration::from_secs(2));
     taken.release().await.unwrap();
     for guard in guards {

@@ -29,12 +29,23 @@
 //! - A node whose connection fails (a failover, a restart, `CLIENT KILL`)
 //!   is forgotten as the server of its slots; its keys are read again after
 //!   the client's retry delay, on whichever node serves them then.
+//! - A master demoted by a failover may keep the connection open and stop
+//!   hearing of changes (its replication link to the new master broken):
+//!   each read pipeline ends with `ROLE`, and a node that tracks held keys
+//!   is asked it every [`ROLE_EVERY`] while idle. A node taken for a master
+//!   that says it is a replica is left as a failed one is (its answers not
+//!   taken, other than redirections), and its keys read again at once.
+//! - A token lock's waiter (`LossWatch::look_on_cluster`) has the key it
+//!   waits for read (`PTTL`) the same way, on the slot's master, where the
+//!   read tracks it: the key's next change there (the release, the slot
+//!   moving away) wakes the waiter, as on one server. A key behind `ASK`
+//!   cannot be tracked: the waiter polls.
 //!
 //! Invalidations name keys without their database, so a write to the same
 //! name in another database makes a read here too, which finds the hold.
 //! Connections are opened at the first hold on a node and kept: at most one
 //! per master. A replica's (a seed that redirected the first reads; `ROLE`
-//! is asked once per connection) is closed once it has only redirected and
+//! is asked when a connection opens) is closed once it has only redirected and
 //! another node's is open. Renewals are not routed through these connections
 //! (one server's `engine/watched_renewals.rs`): each renewal costs the watch
 //! a push and a read. The watch tracks without NOLOOP, so a key the server's
@@ -52,12 +63,15 @@ use futures_util::stream::FuturesUnordered;
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::engine::hold::Hold;
-use crate::engine::loss_watch::{self, CHECK_BATCH, Holds, Keys, Refusal, SETTLE, SOUND_FOR};
+use crate::engine::loss_watch::{
+    self, CHECK_BATCH, Holds, Keys, ROLE_EVERY, Refusal, SETTLE, SOUND_FOR, Waiting,
+};
 use crate::engine::reread::Rereads;
 use crate::engine::sleep::sleep_until;
 use crate::scripts::keys::slot;
@@ -75,6 +89,14 @@ pub(crate) const ASK_REREAD: Duration = Duration::from_millis(50);
 /// A push, with the node (and the connection to it) it came from.
 type Push = (Arc<str>, u64, PushInfo);
 
+/// A token lock's waiter asks for the key it waits for to be tracked on
+/// its slot's master (`LossWatch::look_on_cluster`): the key's `PTTL` is
+/// sent back once read there; the reply dropped when it could not be.
+pub(crate) struct WaiterLook {
+    pub(crate) key: Arc<str>,
+    pub(crate) reply: oneshot::Sender<i64>,
+}
+
 /// The watch's connection to one node.
 #[derive(Default)]
 struct Node {
@@ -88,21 +110,37 @@ struct Node {
     opened_at: Option<Instant>,
     /// A connection is being opened: the reads for the node wait here.
     opening: Option<Vec<Read>>,
-    /// The node said it was a replica when the connection opened.
+    /// The node said it was a replica (when the connection opened, or
+    /// later: a demoted master).
     replica: bool,
+    /// The node refuses `ROLE` (an ACL): it is not asked again.
+    role_refused: bool,
+    /// When the node last said it was a master (`ROLE`).
+    master_at: Option<Instant>,
 }
 
-/// One read: a hold's owner field, on the node its slot leads to.
+/// One read: a hold's owner field, or the `PTTL` a waiter asked for, on
+/// the node its slot leads to.
 struct Read {
     key: Arc<str>,
-    hold: Arc<Hold>,
+    reader: Reader,
     /// Read on this node with `ASKING` (an `ASK` redirection).
     ask: Option<Arc<str>>,
     /// Redirections followed so far.
     hops: usize,
 }
 
-/// What a node's connection did: opened, or answered a pipeline of reads.
+/// Whom a read is for.
+enum Reader {
+    /// The watch, for a hold on the key.
+    Hold(Arc<Hold>),
+    /// A token lock's waiter: tracked on the slot's master, it is woken at
+    /// the key's next change.
+    Waiter(oneshot::Sender<i64>),
+}
+
+/// What a node's connection did: opened, answered a pipeline of reads, or
+/// said its role.
 enum Done {
     Opened {
         node: Arc<str>,
@@ -114,6 +152,13 @@ enum Done {
         generation: u64,
         reads: Vec<Read>,
         answers: RedisResult<Vec<RedisResult<Value>>>,
+        /// The `ROLE` asked after the reads (unless the node refuses it).
+        role: Option<RedisResult<Value>>,
+    },
+    Role {
+        node: Arc<str>,
+        generation: u64,
+        answer: RedisResult<Value>,
     },
 }
 
@@ -142,15 +187,23 @@ struct Watch {
     granted_once: bool,
     /// The first node refused tracking for good: the watch is off.
     off: bool,
+    /// The keys token lock waiters wait for, and whom to wake.
+    waiting: Waiting,
+    /// When the nodes that track held keys are next asked their `ROLE`.
+    next_role_check: Instant,
 }
 
-/// Watches held keys on the cluster's nodes until the client shuts down.
+/// Watches held keys, and the keys `looks` ask for, on the cluster's
+/// nodes until the client shuts down.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     source: ClusterNodes,
     protect: bool,
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Weak<Hold>>,
+    mut looks: UnboundedReceiver<WaiterLook>,
+    waiting: Waiting,
     shutdown: CancellationToken,
 ) {
     let (pushes_to, mut pushes) = mpsc::unbounded_channel();
@@ -170,6 +223,8 @@ pub(super) async fn run(
         work: FuturesUnordered::new(),
         granted_once: false,
         off: false,
+        waiting,
+        next_role_check: Instant::now() + ROLE_EVERY,
     };
     let mut settling: VecDeque<(Instant, Weak<Hold>)> = VecDeque::new();
     loop {
@@ -196,7 +251,25 @@ pub(super) async fn run(
                 due
             }
             () = sleep_until(watch.rereads.next()) => watch.rereads.take_due(Instant::now()),
-            Some((node, generation, push)) = pushes.recv() => watch.pushed(&node, generation, push),
+            () = sleep_until(watch.role_check()) => {
+                watch.ask_roles();
+                Vec::new()
+            }
+            Some(look) = looks.recv() => {
+                watch.dispatch(vec![Read {
+                    key: look.key,
+                    reader: Reader::Waiter(look.reply),
+                    ask: None,
+                    hops: 0,
+                }]);
+                Vec::new()
+            }
+            Some((node, generation, push)) = pushes.recv() => {
+                // Waiters first: they need no read of ours. A stale
+                // connection's push wakes them for nothing, harmlessly.
+                loss_watch::wake_waiters(&watch.waiting, &push);
+                watch.pushed(&node, generation, push)
+            }
             Some(done) = watch.work.next() => {
                 watch.done(done);
                 Vec::new()
@@ -205,6 +278,9 @@ pub(super) async fn run(
         watch.check(due);
         if watch.off {
             drop(watch);
+            // Waiters' looks are refused at once from now on (and those
+            // queued dropped): they poll.
+            drop(looks);
             loss_watch::drain(&mut incoming, &shutdown).await;
             return;
         }
@@ -269,6 +345,14 @@ impl Watch {
         let retry_at = now + settings.retry.delay(state.failures);
         state.failures = state.failures.saturating_add(1);
         state.retry_at = Some(retry_at);
+        self.leave(node, retry_at);
+        retry_at
+    }
+
+    /// The watch no longer hears of `node`'s changes: its keys are read
+    /// again at `at`, wherever they are served then, and the waiters look
+    /// again (some waited for keys tracked there).
+    fn leave(&mut self, node: &Arc<str>, at: Instant) {
         // A failover may have given its slots to another node.
         self.owners.retain(|_, owner| owner != node);
         let keys = &self.keys;
@@ -278,11 +362,93 @@ impl Watch {
                 return true;
             }
             if keys.contains_key(key) {
-                rereads.schedule(key.clone(), retry_at);
+                rereads.schedule(key.clone(), at);
             }
             false
         });
-        retry_at
+        loss_watch::wake_all(&self.waiting);
+    }
+
+    /// `node`, taken for a master, said it is a replica now (a failover
+    /// demoted it): its answers are a replica's, and its changes may stop
+    /// (a broken replication link) without a word. Its connection is
+    /// closed, and its keys read again at once on the slots' masters now
+    /// (the node itself only redirects, if asked again).
+    fn demoted(&mut self, node: &Arc<str>) {
+        let Some(state) = self.nodes.get_mut(node) else {
+            return;
+        };
+        state.replica = true;
+        state.master_at = None;
+        if state.conn.take().is_some() {
+            // Its pushes and answers in flight are stale from now on.
+            state.generation += 1;
+            state.opened_at = None;
+        }
+        info!(node = %node, "redlatch: a cluster node the loss watch read from is no longer a master; reading its keys on the masters now");
+        self.leave(node, Instant::now());
+    }
+
+    /// When the nodes tracking held keys are next asked their role: only
+    /// while some key is tracked.
+    fn role_check(&self) -> Option<Instant> {
+        (!self.tracked_on.is_empty()).then_some(self.next_role_check)
+    }
+
+    /// Asks `ROLE` of each connected master that tracks a held key and did
+    /// not say its role in the last [`ROLE_EVERY`] (its reads ask it too):
+    /// a failover that left it up as a replica is noticed although no
+    /// change reaches it.
+    fn ask_roles(&mut self) {
+        let now = Instant::now();
+        self.next_role_check = now + ROLE_EVERY;
+        let tracking: std::collections::HashSet<&Arc<str>> = self.tracked_on.values().collect();
+        for (node, state) in &self.nodes {
+            let Some(conn) = &state.conn else {
+                continue;
+            };
+            let recent = state
+                .master_at
+                .is_some_and(|at| now.saturating_duration_since(at) < ROLE_EVERY);
+            if state.replica || state.role_refused || recent || !tracking.contains(node) {
+                continue;
+            }
+            let mut conn = conn.clone();
+            let node = node.clone();
+            let generation = state.generation;
+            self.work.push(Box::pin(async move {
+                let answer = redis::cmd("ROLE").query_async(&mut conn).await;
+                Done::Role {
+                    node,
+                    generation,
+                    answer,
+                }
+            }));
+        }
+    }
+
+    /// Whether `node` may be taken for a master, from its `ROLE` answer
+    /// (`None`: not asked, the node refuses it). A node that refuses it
+    /// now is not asked again, and taken at its word.
+    fn master_by_role(&mut self, node: &Arc<str>, role: Option<RedisResult<Value>>) -> bool {
+        let Some(state) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        let Some(role) = role else {
+            return !state.replica;
+        };
+        let mut asks = true;
+        let master = loss_watch::master_or_refused(role, &mut asks);
+        if !asks {
+            state.role_refused = true;
+            return !state.replica;
+        }
+        if master {
+            // A replica promoted since is a master like any other.
+            state.replica = false;
+            state.master_at = Some(Instant::now());
+        }
+        master
     }
 
     /// Where a key of `slot` is read: the node said to serve it, else a
@@ -339,7 +505,7 @@ impl Watch {
                     .map(|hold| {
                         reads.push(Read {
                             key: key.clone(),
-                            hold,
+                            reader: Reader::Hold(hold),
                             ask: None,
                             hops: 0,
                         });
@@ -391,6 +557,7 @@ impl Watch {
         }
         if let Some(conn) = &state.conn {
             let generation = state.generation;
+            let asks_role = !state.role_refused;
             while !reads.is_empty() {
                 let rest = reads.split_off(reads.len().min(CHECK_BATCH));
                 let chunk = std::mem::replace(&mut reads, rest);
@@ -399,6 +566,7 @@ impl Watch {
                     generation,
                     conn.clone(),
                     chunk,
+                    asks_role,
                 )));
             }
             return;
@@ -407,7 +575,7 @@ impl Watch {
             && at > now
         {
             for read in reads {
-                self.rereads.schedule(read.key, at);
+                self.later(read, at);
             }
             return;
         }
@@ -464,7 +632,7 @@ impl Watch {
                         debug!(%error, node = %node, "redlatch: loss watch cannot connect to a cluster node; trying again");
                         let at = self.failed(&node);
                         for read in waiting {
-                            self.rereads.schedule(read.key, at);
+                            self.later(read, at);
                         }
                     }
                 }
@@ -474,6 +642,7 @@ impl Watch {
                 generation,
                 reads,
                 answers,
+                role,
             } => match answers {
                 Ok(answers) => {
                     // Answers from a connection lost since: what they read
@@ -481,9 +650,16 @@ impl Watch {
                     let current = self.nodes.get(&node).is_some_and(|state| {
                         state.generation == generation && state.conn.is_some()
                     });
+                    let was_master = self.nodes.get(&node).is_some_and(|state| !state.replica);
+                    // Only a master's answers are taken: a replica's (a
+                    // demoted master's, its link maybe broken) may be stale.
+                    let master = current && self.master_by_role(&node, role);
                     let mut next = Vec::new();
                     for (read, answer) in reads.into_iter().zip(answers) {
-                        self.answered(&node, current, read, answer, &mut next);
+                        self.answered(&node, current, master, read, answer, &mut next);
+                    }
+                    if current && was_master && !master {
+                        self.demoted(&node);
                     }
                     let moved = current && next.iter().any(|read| read.ask.is_none());
                     self.dispatch(next);
@@ -505,24 +681,105 @@ impl Watch {
                             .unwrap_or_else(Instant::now)
                     };
                     for read in reads {
-                        self.rereads.schedule(read.key, at);
+                        self.later(read, at);
                     }
                 }
             },
+            Done::Role {
+                node,
+                generation,
+                answer,
+            } => {
+                let current = self
+                    .nodes
+                    .get(&node)
+                    .is_some_and(|state| state.generation == generation && state.conn.is_some());
+                if !current {
+                    return;
+                }
+                match answer {
+                    // No answer at all: the connection failed.
+                    Err(error) if error.code().is_none() => {
+                        debug!(%error, node = %node, "redlatch: loss watch lost a cluster node's connection");
+                        self.failed(&node);
+                    }
+                    answer => {
+                        if !self.master_by_role(&node, Some(answer)) {
+                            self.demoted(&node);
+                        }
+                    }
+                }
+            }
         }
     }
 
-    /// One key's answer from `node`; a redirected read goes to `next`.
+    /// A read that cannot be made now: a hold's key is read again at `at`;
+    /// a waiter is answered "not tracked" (it polls).
+    fn later(&mut self, read: Read, at: Instant) {
+        if let Reader::Hold(_) = read.reader {
+            self.rereads.schedule(read.key, at);
+        }
+    }
+
+    /// One key's answer from `node` (`master`: the node said it is one);
+    /// a redirected read goes to `next`.
     fn answered(
         &mut self,
         node: &Arc<str>,
         current: bool,
+        master: bool,
         read: Read,
         answer: RedisResult<Value>,
         next: &mut Vec<Read>,
     ) {
         let now = Instant::now();
-        let answer = answer.and_then(|value| loss_watch::still_held(&read.hold, value));
+        // Redirections first: any node's `MOVED` or `ASK` is followed.
+        let answer = match answer {
+            Err(error) => match redirection(&error, node) {
+                Some(_) if read.hops >= MOST_HOPS => {
+                    // The slot keeps moving: read it again a little later.
+                    self.later(read, now + ASK_REREAD);
+                    return;
+                }
+                // A waiter's key half-way through a classic migration
+                // cannot be tracked: it polls.
+                Some((_, _, true)) if matches!(read.reader, Reader::Waiter(_)) => return,
+                Some((slot, to, asked)) => {
+                    if !asked {
+                        self.owners.insert(slot, to.clone());
+                    }
+                    next.push(Read {
+                        ask: asked.then_some(to),
+                        hops: read.hops + 1,
+                        ..read
+                    });
+                    return;
+                }
+                None => Err(error),
+            },
+            answer => answer,
+        };
+        let hold = match read.reader {
+            Reader::Waiter(reply) => {
+                if let (Ok(Value::Int(pttl)), true, true, None) =
+                    (answer, current, master, &read.ask)
+                {
+                    // Tracked on the slot's master: the next change wakes it.
+                    let _ = reply.send(pttl);
+                }
+                return;
+            }
+            Reader::Hold(hold) => hold,
+        };
+        if !master && answer.is_ok() && read.ask.is_none() {
+            // A replica's word, not taken (a connection gone since is
+            // handled below): read again on the slot's master.
+            if current {
+                self.rereads.schedule(read.key, now + ASK_REREAD);
+                return;
+            }
+        }
+        let answer = answer.and_then(|value| loss_watch::still_held(&hold, value));
         match answer {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
@@ -540,31 +797,15 @@ impl Watch {
                     self.tracked_on.insert(read.key.clone(), node.clone());
                 }
             }
-            Ok(false) => self.lost(&read),
-            Err(error) if error.code() == Some("WRONGTYPE") => self.lost(&read),
-            Err(error) => match redirection(&error, node) {
-                Some(_) if read.hops >= MOST_HOPS => {
-                    // The slot keeps moving: read it again a little later.
-                    self.rereads.schedule(read.key, now + ASK_REREAD);
+            Ok(false) => self.lost(&read.key, &hold),
+            Err(error) if error.code() == Some("WRONGTYPE") => self.lost(&read.key, &hold),
+            Err(error) => {
+                debug!(%error, key = %read.key, node = %node, "redlatch: loss watch cannot read a key; reading it again later");
+                if let Some(watched) = self.keys.get_mut(&read.key) {
+                    let delay = watched.pacing.read_failed();
+                    self.rereads.schedule(read.key, now + delay);
                 }
-                Some((slot, to, asked)) => {
-                    if !asked {
-                        self.owners.insert(slot, to.clone());
-                    }
-                    next.push(Read {
-                        ask: asked.then_some(to),
-                        hops: read.hops + 1,
-                        ..read
-                    });
-                }
-                None => {
-                    debug!(%error, key = %read.key, node = %node, "redlatch: loss watch cannot read a key; reading it again later");
-                    if let Some(watched) = self.keys.get_mut(&read.key) {
-                        let delay = watched.pacing.read_failed();
-                        self.rereads.schedule(read.key, now + delay);
-                    }
-                }
-            },
+            }
         }
     }
 
@@ -595,22 +836,24 @@ impl Watch {
         }
     }
 
-    fn lost(&mut self, read: &Read) {
-        loss_watch::lost(&self.holds, &mut self.keys, &read.key, &read.hold);
-        if !self.keys.contains_key(&read.key) {
-            self.tracked_on.remove(&read.key);
+    fn lost(&mut self, key: &Arc<str>, hold: &Arc<Hold>) {
+        loss_watch::lost(&self.holds, &mut self.keys, key, hold);
+        if !self.keys.contains_key(key) {
+            self.tracked_on.remove(key);
         }
     }
 }
 
 /// Reads `reads` on `conn` in one pipeline: `CLIENT CACHING yes` before
 /// each read, so that the node tracks the key, or `ASKING` for a read an
-/// `ASK` sent here.
+/// `ASK` sent here; with `asks_role`, `ROLE` last (only a master's answers
+/// are taken).
 async fn read(
     node: Arc<str>,
     generation: u64,
     mut conn: MultiplexedConnection,
     reads: Vec<Read>,
+    asks_role: bool,
 ) -> Done {
     let mut pipeline = redis::pipe();
     for read in &reads {
@@ -620,14 +863,28 @@ async fn read(
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
         }
-        loss_watch::read_hold(&mut pipeline, &read.key, &read.hold);
+        match &read.reader {
+            Reader::Hold(hold) => loss_watch::read_hold(&mut pipeline, &read.key, hold),
+            Reader::Waiter(_) => {
+                pipeline.cmd("PTTL").arg(&*read.key);
+            }
+        }
     }
-    let answers = pipeline.ignore_errors().query_async(&mut conn).await;
+    if asks_role {
+        pipeline.cmd("ROLE");
+    }
+    let mut answers: RedisResult<Vec<RedisResult<Value>>> =
+        pipeline.ignore_errors().query_async(&mut conn).await;
+    let role = match &mut answers {
+        Ok(answers) if asks_role => answers.pop(),
+        _ => None,
+    };
     Done::Read {
         node,
         generation,
         reads,
         answers,
+        role,
     }
 }
 

@@ -30,7 +30,8 @@
 //! the command connection, and costs a push and a read here.
 //!
 //! On a cluster the same task keeps a connection per master instead
-//! (`engine/cluster_watch.rs`). Where the server refuses tracking (Redis
+//! (`engine/cluster_watch.rs`), and reads there the keys token lock
+//! waiters wait for. Where the server refuses tracking (Redis
 //! before 6, an ACL without `CLIENT`, a proxy), the watch stays off and the
 //! renewals find a lost hold, within a third of its lease.
 
@@ -65,7 +66,7 @@ pub(super) const CHECK_BATCH: usize = 256;
 /// How often a watch through Sentinel asks its server whether it is still
 /// the master, while it holds anything: how late a failover that left the
 /// old master up (as a replica) is noticed when nothing else is read.
-const ROLE_EVERY: Duration = Duration::from_secs(1);
+pub(super) const ROLE_EVERY: Duration = Duration::from_secs(1);
 
 /// What the watch asks of the watchdog, which owns the holds.
 pub(crate) trait Holds: Send + Sync + 'static {
@@ -80,7 +81,7 @@ pub(crate) trait Holds: Send + Sync + 'static {
 /// someone else), each with the channels whose parked waiters to wake at
 /// its next change: one [`Nudge`] per channel, sent once (a waiter that
 /// finds the lock still held tracks the key again).
-type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
+pub(super) type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
 
 /// The handle the watchdog sends newly held keys to.
 #[derive(Clone)]
@@ -88,6 +89,8 @@ pub(crate) struct LossWatch {
     held: UnboundedSender<Weak<Hold>>,
     route: WatchRoute,
     waiting: Waiting,
+    /// On a cluster: waiters' looks, read by the watch on the slot's master.
+    cluster_looks: Option<UnboundedSender<cluster_watch::WaiterLook>>,
 }
 
 impl LossWatch {
@@ -104,12 +107,20 @@ impl LossWatch {
         let (held, incoming) = mpsc::unbounded_channel();
         let route = WatchRoute::default();
         let waiting = Waiting::default();
+        let (cluster_looks, looks) = match source {
+            WatchSource::Cluster(_) => {
+                let (send, receive) = mpsc::unbounded_channel();
+                (Some(send), Some(receive))
+            }
+            _ => (None, None),
+        };
         runtime.spawn(run(
             source,
             protect,
             holds,
             settings,
             incoming,
+            looks,
             route.clone(),
             waiting.clone(),
             shutdown,
@@ -118,6 +129,7 @@ impl LossWatch {
             held,
             route,
             waiting,
+            cluster_looks,
         }
     }
 
@@ -138,6 +150,26 @@ impl LossWatch {
         if !nudges.iter().any(|known| known.same_channel(&nudge)) {
             nudges.push(nudge);
         }
+    }
+
+    /// On a cluster, where the watch keeps a connection per master: wakes
+    /// `nudge`'s waiter at the next change of `key` (as
+    /// [`wake_on_change`](Self::wake_on_change)), then has the watch read
+    /// the key's `PTTL` on its slot's master with `CLIENT CACHING yes` in
+    /// front, which tracks it there. The `PTTL`; `None` where the key could
+    /// not be tracked (not a cluster, the watch off, a slot half-way
+    /// through a migration, a node unreachable): the waiter polls.
+    pub(crate) async fn look_on_cluster(&self, key: &Arc<str>, nudge: &Nudge) -> Option<i64> {
+        let looks = self.cluster_looks.as_ref()?;
+        self.wake_on_change(key, nudge.clone());
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        looks
+            .send(cluster_watch::WaiterLook {
+                key: key.clone(),
+                reply,
+            })
+            .ok()?;
+        answer.await.ok()
     }
 
     /// The route the watchdog renews watched holds by.
@@ -215,16 +247,27 @@ async fn run(
     holds: Arc<dyn Holds>,
     settings: SharedSettings,
     mut incoming: UnboundedReceiver<Weak<Hold>>,
+    looks: Option<UnboundedReceiver<cluster_watch::WaiterLook>>,
     route: WatchRoute,
     waiting: Waiting,
     shutdown: CancellationToken,
 ) {
     // Whatever ends this task, no waiter stays parked on it.
     let _wake_all = WakeAllOnDrop(waiting.clone());
-    if let WatchSource::Cluster(nodes) = source {
+    if let (WatchSource::Cluster(nodes), Some(looks)) = (&source, looks) {
         // Renewals stay on the command connection there (the route is
         // never opened): each costs the watch a push and a read.
-        return cluster_watch::run(nodes, protect, holds, settings, incoming, shutdown).await;
+        return cluster_watch::run(
+            nodes.clone(),
+            protect,
+            holds,
+            settings,
+            incoming,
+            looks,
+            waiting,
+            shutdown,
+        )
+        .await;
     }
     let mut keys: Keys = HashMap::new();
     // New holds, each with the time of its first read.
@@ -633,7 +676,7 @@ pub(super) fn refusal(error: redis::RedisError) -> Refusal {
 
 /// Wakes the waiters of the keys `push` says changed (every waiter for a
 /// flush or a lost connection).
-fn wake_waiters(waiting: &Waiting, push: &PushInfo) {
+pub(super) fn wake_waiters(waiting: &Waiting, push: &PushInfo) {
     let nudges: Vec<Nudge> = {
         let mut waiting = waiting.lock();
         if waiting.is_empty() {
@@ -660,7 +703,7 @@ fn wake_waiters(waiting: &Waiting, push: &PushInfo) {
 }
 
 /// Wakes every waiter: the watch cannot tell them of changes for now.
-fn wake_all(waiting: &Waiting) {
+pub(super) fn wake_all(waiting: &Waiting) {
     let nudges: Vec<Nudge> = waiting
         .lock()
         .drain()
@@ -840,7 +883,7 @@ async fn check(
 /// reply: yes from a master; no from a replica or without an answer. A
 /// server that refuses `ROLE` (an ACL, a proxy) cannot tell: from then on
 /// this connection's answers are taken without asking (`master_only` off).
-fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) -> bool {
+pub(super) fn master_or_refused(role: redis::RedisResult<Value>, master_only: &mut bool) -> bool {
     match role {
         Ok(role) => is_master(&role),
         Err(error) if error.code().is_some_and(|code| code != "LOADING") => {

@@ -6,13 +6,16 @@
 //! A release by `DELIFEQ` publishes nothing, so a waiter learns of it in
 //! one of three ways (docs/SAFETY.md, "Token lock"):
 //! - its key is tracked on the loss watch's connection (`CLIENT CACHING
-//!   yes` + `PTTL`, read after the waiter registered itself): the server
-//!   pushes an invalidation at the key's next change (the release, the
-//!   expiry, a delete, a renewal), and the watch wakes the waiter;
+//!   yes` + `PTTL`, read after the waiter registered itself; on a cluster,
+//!   the watch's connection to the slot's master): the server pushes an
+//!   invalidation at the key's next change (the release, the expiry, a
+//!   delete, a renewal, the slot moving away), and the watch wakes the
+//!   waiter;
 //! - a release by its own client wakes it at once ([`Wakeups::nudge_local`]);
-//! - where the watch's connection is not open (a lean client, a cluster, a
-//!   server that refuses tracking), it looks again after a back-off that
-//!   doubles from [`POLL`]'s first delay to its longest.
+//! - where the watch cannot track the key (a lean client, a server that
+//!   refuses tracking, a slot half-way through a classic migration), it
+//!   looks again after a back-off that doubles from [`POLL`]'s first delay
+//!   to its longest.
 //!
 //! A tracking waiter also looks again after [`TRACKED_RECHECK`] at the
 //! latest (or at the holder's lease end, if sooner).

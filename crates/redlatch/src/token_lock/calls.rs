@@ -312,10 +312,11 @@ pub(crate) struct Look {
 
 /// Looks at `key` for a waiter whose channel `nudge` wakes: registers the
 /// nudge with the loss watch, then reads the key's `PTTL` through the
-/// watch's connection after `CLIENT CACHING yes`, which tracks it. `None`
-/// when the watch's connection is not open (no watch on this client, a
-/// cluster, a server that refuses tracking, a reconnection under way): the
-/// waiter polls instead. One round trip.
+/// watch's connection after `CLIENT CACHING yes`, which tracks it (on a
+/// cluster, the watch's connection to the slot's master). `None` when no
+/// watch connection can track it (no watch on this client, a server that
+/// refuses tracking, a reconnection under way, a slot half-way through a
+/// migration): the waiter polls instead. One round trip.
 pub(crate) async fn look(
     core: &Core,
     key: &Arc<str>,
@@ -323,7 +324,15 @@ pub(crate) async fn look(
     limit: Duration,
 ) -> Option<Look> {
     let watch = core.watchdog.loss_watch()?;
-    let mut conn = watch.route().connection()?;
+    let Some(mut conn) = watch.route().connection() else {
+        let pttl_ms = tokio::time::timeout(limit, watch.look_on_cluster(key, nudge))
+            .await
+            .ok()??;
+        return Some(Look {
+            pttl_ms,
+            tracked: true,
+        });
+    };
     watch.wake_on_change(key, nudge.clone());
     let mut pipeline = redis::pipe();
     pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();

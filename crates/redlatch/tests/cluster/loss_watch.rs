@@ -53,13 +53,19 @@ fn key_slot(cluster: &Cluster, key: &str) -> u16 {
 
 /// HEXISTS calls `port` ran so far (the watch's reads).
 fn hexists_calls(cluster: &Cluster, port: u16) -> u64 {
+    command_calls(cluster, port, "hexists")
+}
+
+/// Calls of `command` (lower case) `port` ran so far.
+fn command_calls(cluster: &Cluster, port: u16, command: &str) -> u64 {
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut node(cluster, port).conn())
         .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
     stats
         .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hexists:calls="))
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
         .and_then(|rest| rest.split(',').next()?.parse().ok())
         .unwrap_or(0)
 }
@@ -443,6 +449,56 @@ async fn writes_to_the_same_name_in_another_database_of_a_cluster_are_no_loss() 
     noticed(&guard, "DEL in the hold's own database").await;
 }
 
+/// A client for the failover tests: every write waits for a replica,
+/// so that the hold survives the failover.
+async fn replicated_client(cluster: &Cluster, lease: Duration) -> Client {
+    ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .retries(5)
+        .default_lease(lease)
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// The port of the replica of the master at `port`.
+fn replica_of(cluster: &Cluster, port: u16) -> u16 {
+    let id = node_id(cluster, port);
+    let replicas: Vec<String> = redis::cmd("CLUSTER")
+        .arg("REPLICAS")
+        .arg(&id)
+        .query(&mut node(cluster, port).conn())
+        .expect("CLUSTER REPLICAS");
+    replicas
+        .first()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|address| address.split(['@', ',']).next())
+        .and_then(|address| address.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .expect("the master's replica")
+}
+
+/// `CLUSTER FAILOVER` on `replica`; waits until it serves `name`, the
+/// hold kept all along.
+async fn fail_over_to(cluster: &Cluster, replica: u16, name: &str, guard: &Guard) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut node(cluster, replica).conn())
+        .expect("CLUSTER FAILOVER");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.master_of(name).ok() != Some(replica) {
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not take over in 20 s"
+        );
+        still_held(guard, "during the failover");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A manual failover (`CLUSTER FAILOVER` on the replica): the old master
 /// becomes a replica and keeps the watch's connection open. The hold lives
 /// on, and a DEL on the new master is found at once (the demoted node
@@ -451,46 +507,13 @@ async fn writes_to_the_same_name_in_another_database_of_a_cluster_are_no_loss() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_failover_keeps_the_hold_and_the_new_master_s_losses_are_found() {
     let cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
-    let holder = ClientBuilder::cluster(cluster.urls())
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(2))
-        .retry_delay(Duration::from_millis(50))
-        .retries(5)
-        .default_lease(Duration::from_secs(30))
-        .wait_for_replicas(1, Duration::from_secs(2))
-        .connect()
-        .await
-        .expect("connect");
+    let holder = replicated_client(&cluster, Duration::from_secs(30)).await;
     let name = "manual:failover";
     let guard = holder.lock(name).acquire().await.unwrap();
     tokio::time::sleep(TRACKED).await;
     let old = cluster.master_of(name).unwrap();
-    let old_id = node_id(&cluster, old);
-    let replicas: Vec<String> = redis::cmd("CLUSTER")
-        .arg("REPLICAS")
-        .arg(&old_id)
-        .query(&mut node(&cluster, old).conn())
-        .expect("CLUSTER REPLICAS");
-    let replica: u16 = replicas
-        .first()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|address| address.split(['@', ',']).next())
-        .and_then(|address| address.rsplit_once(':'))
-        .and_then(|(_, port)| port.parse().ok())
-        .expect("the master's replica");
-    let _: () = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut node(&cluster, replica).conn())
-        .expect("CLUSTER FAILOVER");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.master_of(name).ok() != Some(replica) {
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not take over in 20 s"
-        );
-        still_held(&guard, "during the failover");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let replica = replica_of(&cluster, old);
+    fail_over_to(&cluster, replica, name, &guard).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     still_held(&guard, "after the failover");
     let _: () = redis::cmd("DEL")
@@ -498,6 +521,48 @@ async fn a_manual_failover_keeps_the_hold_and_the_new_master_s_losses_are_found(
         .query(&mut node(&cluster, replica).conn())
         .unwrap();
     noticed(&guard, "DEL on the new master").await;
+}
+
+/// A manual failover whose demoted master cannot replicate from the new
+/// one (its `masterauth` is wrong: the link stays down): it applies no
+/// change of the new master, so it pushes no invalidation, yet the watch's
+/// connection to it stays open. The watch asks its nodes' `ROLE` (every
+/// second while idle), leaves the demoted node for the slot's new master,
+/// and a DEL there is found within seconds, not at the next renewal
+/// (lease/3 = 20 s). Failed before: unnoticed for 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_master_with_a_broken_link_is_left_for_the_new_master() {
+    let cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
+    let holder = replicated_client(&cluster, Duration::from_secs(60)).await;
+    let name = "demoted:broken-link";
+    let guard = holder.lock(name).acquire().await.unwrap();
+    tokio::time::sleep(TRACKED).await;
+    let old = cluster.master_of(name).unwrap();
+    let replica = replica_of(&cluster, old);
+    // Once demoted, the old master's replication handshake fails.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("masterauth")
+        .arg("not-the-password")
+        .query(&mut node(&cluster, old).conn())
+        .expect("CONFIG SET masterauth");
+    fail_over_to(&cluster, replica, name, &guard).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let replication: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut node(&cluster, old).conn())
+        .expect("INFO replication");
+    assert!(
+        replication.contains("role:slave") && replication.contains("link_status:down"),
+        "the demoted master should be a replica with its link down: {replication}"
+    );
+    still_held(&guard, "after the failover");
+    let _: () = redis::cmd("DEL")
+        .arg(name)
+        .query(&mut node(&cluster, replica).conn())
+        .unwrap();
+    noticed(&guard, "DEL on the new master, the old one's link down").await;
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
 
 /// Half-way through a classic resharding (the key moved, the slot not yet
@@ -658,4 +723,158 @@ async fn replicas_first_among_the_seeds_keep_no_watch_connection() {
         .query(&mut master_conn(&cluster, &names[0]))
         .unwrap();
     noticed(&guards[0], "DEL with replicas first among the seeds").await;
+}
+
+/// A token lock's waiter: its guard (or error), and when it returned.
+type TokenWaiter = tokio::task::JoinHandle<(redlatch::Result<redlatch::TokenGuard>, Instant)>;
+
+fn token_waiter(client: &Client, name: &str) -> TokenWaiter {
+    let lock = client.token_lock(name);
+    tokio::spawn(async move {
+        let guard = lock.acquire_within(Some(Duration::from_secs(30))).await;
+        (guard, Instant::now())
+    })
+}
+
+/// The waiter stays parked on the master at `port` without polling it: a
+/// poll (2 ms doubling to 100 ms) would make some 20 attempts (`SET NX`)
+/// in 2 s; a waiter that tracks the key looks again once a second.
+async fn parked_without_polling(cluster: &Cluster, port: u16, waiting: &TokenWaiter) {
+    let before = command_calls(cluster, port, "set");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = command_calls(cluster, port, "set") - before;
+    eprintln!("attempts on {port} in 2 s while parked: {attempts}");
+    assert!(!waiting.is_finished(), "the waiter did not wait");
+    assert!(
+        attempts <= 6,
+        "{attempts} attempts in 2 s: the waiter polls, the key is not tracked"
+    );
+}
+
+/// The release wakes the waiter, which takes the lock.
+async fn woken_by_the_release(guard: redlatch::TokenGuard, waiting: TokenWaiter) {
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let (taken, at) = waiting.await.unwrap();
+    let taken = taken.expect("the waiter takes the lock after the release");
+    let late = at.duration_since(released);
+    eprintln!("the waiter took the lock {late:?} after the release");
+    assert!(
+        late < Duration::from_secs(2),
+        "woken {late:?} after the release"
+    );
+    taken.release().await.unwrap();
+}
+
+/// A token lock's waiter on a cluster tracks the key it waits for on the
+/// slot's master (through the loss watch's connection there), as on one
+/// server: it is woken by the release, and does not poll meanwhile. Failed
+/// before: the waiter polled (some 20 attempts in 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_waiter_is_woken_by_the_release_and_does_not_poll() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let holder = watching_client(&cluster).await;
+    let waiter = watching_client(&cluster).await;
+    let name = "token-wait:1";
+    let port = cluster.master_of(name).unwrap();
+    let guard = holder.token_lock(name).acquire().await.unwrap();
+    let waiting = token_waiter(&waiter, name);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    parked_without_polling(&cluster, port, &waiting).await;
+    woken_by_the_release(guard, waiting).await;
+}
+
+/// The slot of the key a token lock's waiter waits for moves (Valkey 9's
+/// `CLUSTER MIGRATESLOTS`) while it waits: the source's delete wakes it,
+/// it tracks the key on the new owner from then on (no polling there),
+/// and the release there wakes it. Skipped (and said so) on a server
+/// without `CLUSTER MIGRATESLOTS`. Failed before: the waiter polled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_waiter_keeps_its_wake_up_across_a_slot_migration() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    if !has_migrateslots(&cluster) {
+        eprintln!("skipped: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ does)");
+        return;
+    }
+    let holder = watching_client(&cluster).await;
+    let waiter = watching_client(&cluster).await;
+    let name = "token-migrated:1";
+    let source = cluster.master_of(name).unwrap();
+    let guard = holder.token_lock(name).acquire().await.unwrap();
+    let waiting = token_waiter(&waiter, name);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    parked_without_polling(&cluster, source, &waiting).await;
+
+    let slot = key_slot(&cluster, name);
+    let target = cluster
+        .nodes()
+        .iter()
+        .map(testkit::RedisServer::port)
+        .find(|port| *port != source)
+        .unwrap();
+    let target_id = node_id(&cluster, target);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&target_id)
+        .query(&mut node(&cluster, source).conn())
+        .expect("CLUSTER MIGRATESLOTS");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.master_of(name).ok() != Some(target) {
+        assert!(Instant::now() < deadline, "the slot did not move in 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The source deletes its copy after the hand-over.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(guard.is_held(), "the holder kept its lock");
+    parked_without_polling(&cluster, target, &waiting).await;
+    woken_by_the_release(guard, waiting).await;
+}
+
+/// A cluster whose ACL refuses tracking (`-client|tracking`): the watch is
+/// off, and a token lock's waiter is told so at once and polls. Failed
+/// before: its look waited for an answer the stopped watch never sent, a
+/// response timeout (2 s) per look, one attempt where a poll makes some 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_lock_waiter_polls_where_the_cluster_refuses_tracking() {
+    let cluster = Cluster::start_with_args(
+        3,
+        0,
+        &[
+            ("user", "app on >app-secret ~* &* +@all -client|tracking"),
+            ("user", "default on nopass ~* &* +@all"),
+        ],
+    )
+    .expect("start a 3-master cluster");
+    let urls: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("redis://app:app-secret@127.0.0.1:{}", node.port()))
+        .collect();
+    let app = || {
+        ClientBuilder::cluster(urls.clone())
+            .connect_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .retry_delay(Duration::from_millis(50))
+            .default_lease(Duration::from_secs(30))
+            .connect()
+    };
+    let (holder, waiter) = (app().await.unwrap(), app().await.unwrap());
+    let name = "token-untracked:1";
+    let port = cluster.master_of(name).unwrap();
+    let guard = holder.token_lock(name).acquire().await.unwrap();
+    let waiting = token_waiter(&waiter, name);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = command_calls(&cluster, port, "set");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = command_calls(&cluster, port, "set") - before;
+    eprintln!("attempts in 2 s with the watch off: {attempts}");
+    assert!(
+        attempts >= 8,
+        "{attempts} attempts in 2 s: the waiter's looks wait instead of polling"
+    );
+    woken_by_the_release(guard, waiting).await;
 }
