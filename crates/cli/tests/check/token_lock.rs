@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{cell, check, figure, violations, words};
+use crate::harness::{cell, check, figure, turn, violations, words};
 use crate::network::first_fault;
 
 /// Faults the default lock promises everything under, as its tests run
@@ -84,32 +84,32 @@ fn the_fenced_token_lock_refuses_a_paused_or_cut_off_holders_late_writes() {
 fn the_token_lock_keeps_its_promises_on_this_server() {
     // The server matrix runs this on each flavour (REDIS_SERVER): the lab's
     // lock server is the same binary as this test's.
-    let server = testkit::RedisServer::start().expect("start redis-server");
-    let expected = releases_and_renews_without_scripts(&server_info(&server.url()));
-    let script_free = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let client = redlatch::Client::connect(&server.url())
-                .await
-                .expect("connect");
-            let lock = client.token_lock("lab:probe");
-            // The first use asks the server what it has.
-            lock.acquire()
-                .await
-                .expect("acquire")
-                .release()
-                .await
-                .expect("release");
-            lock.is_script_free()
-        });
+    let (script_free, expected) = {
+        // Not beside another test's lab run.
+        let _turn = turn();
+        let server = testkit::RedisServer::start().expect("start redis-server");
+        let expected = releases_and_renews_without_scripts(&server_info(&server.url()));
+        let script_free = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                let client = redlatch::Client::connect(&server.url())
+                    .await
+                    .expect("connect");
+                let lock = client.token_lock("lab:probe");
+                // The first use asks the server what it has.
+                let guard = lock.acquire().await.expect("acquire");
+                guard.release().await.expect("release");
+                lock.is_script_free()
+            });
+        (script_free, expected)
+    };
     eprintln!("token lock script-free here: {script_free} (expected {expected})");
     assert_eq!(
         script_free, expected,
-        "Valkey 9.0+ and Redis 8.4+ need no script"
+        "Valkey 9.0+ and Redis 8.4+ release and renew it without scripts"
     );
-    drop(server);
 
     let (code, report) = check(&[
         "--recipe",
