@@ -3,9 +3,9 @@
 //! every broken recipe under its fault while redlatch's lock keeps what it
 //! promises. Runs are short (2–6 s); longer ones belong to the command.
 //! The tests take turns: runs side by side would stall each other's workers.
-//! The network faults, the failover, the soak, the drawings and the
-//! reports (text, and HTML in headless Chromium) are in `check/`; so is
-//! the comparison of the CLI README with `--help` (`check/readme.rs`),
+//! The network faults, the failover, the soak, the token lock's runs, the
+//! drawings and the reports (text, and HTML in headless Chromium) are in
+//! `check/`; so is the comparison of the CLI README with `--help` (`check/readme.rs`),
 //! here to keep test binaries few.
 
 #[path = "check/failover.rs"]
@@ -20,6 +20,8 @@ mod readme;
 mod report;
 #[path = "check/soak.rs"]
 mod soak;
+#[path = "check/token_lock.rs"]
+mod token_lock;
 
 use std::process::Command;
 

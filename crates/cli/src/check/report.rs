@@ -59,7 +59,7 @@ pub fn text(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6}  verdict",
+        "{:<21} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6}  verdict",
         "recipe",
         "fault",
         "sections",
@@ -76,7 +76,7 @@ pub fn text(report: &Report) -> String {
         let verdict = verdict(cell, report);
         let _ = writeln!(
             out,
-            "{:<16} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6}  {verdict}",
+            "{:<21} {:<19} {:>8} {:>8} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6}  {verdict}",
             cell.recipe.name(),
             cell.fault.name(),
             figure(figures, |f| f.sections),
@@ -306,6 +306,29 @@ mod tests {
                 }),
             }],
             promises_kept: true,
+        }
+    }
+
+    #[test]
+    fn the_tables_columns_line_up_for_every_recipe_name() {
+        let mut report = report(Vec::new(), Vec::new());
+        let cell = report.cells[0].clone();
+        report.cells = RecipeName::DEFAULT
+            .iter()
+            .map(|&recipe| Cell {
+                recipe,
+                ..cell.clone()
+            })
+            .collect();
+        let text = text(&report);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|line| !line.starts_with("recipe"))
+            .take(1 + report.cells.len())
+            .collect();
+        let column = table[0].find("fault").expect("the fault column");
+        for row in &table[1..] {
+            assert_eq!(row.find("pause-client"), Some(column), "{table:#?}");
         }
     }
 

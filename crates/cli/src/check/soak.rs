@@ -244,7 +244,7 @@ fn text(report: &SoakReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<16} {:<19} {:>5} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7}",
+        "{:<21} {:<19} {:>5} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7}",
         "recipe",
         "fault",
         "runs",
@@ -258,7 +258,7 @@ fn text(report: &SoakReport) -> String {
     for totals in &report.totals {
         let _ = writeln!(
             out,
-            "{:<16} {:<19} {:>5} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7}",
+            "{:<21} {:<19} {:>5} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7}",
             totals.recipe.name(),
             totals.fault.name(),
             totals.runs,

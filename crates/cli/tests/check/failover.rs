@@ -1,5 +1,6 @@
 //! A Sentinel failover that loses a grant: the master is killed right
-//! after granting a lock it has not replicated.
+//! after granting a lock it has not replicated (the default lock's and
+//! the token lock's).
 
 use crate::harness::{cell, check, figure, violations, words};
 use crate::network::first_fault;
@@ -13,7 +14,7 @@ fn a_failover_may_grant_the_plain_lock_twice_and_replica_wait_prevents_it() {
     // within milliseconds, so a double grant needs a new holder to get in
     // before that: the cell may show one, and when it does, it says so.
     let (code, report) = check(&words(
-        "--recipe redlatch --recipe redlatch-wait --fault failover",
+        "--recipe redlatch --recipe redlatch-wait --recipe redlatch-token --fault failover",
     ));
     let plain = cell(&report, "redlatch", "failover");
     first_fault(plain);
@@ -27,6 +28,17 @@ fn a_failover_may_grant_the_plain_lock_twice_and_replica_wait_prevents_it() {
     } else {
         eprintln!("this run's failover granted no lock twice: {plain}");
     }
+
+    // The token lock, on the same Sentinel group, promises what `redlatch`
+    // does: someone acquires again after the promotion.
+    let token = cell(&report, "redlatch-token", "failover");
+    first_fault(token);
+    assert_eq!(token["promised"]["exclusive"], false, "{token}");
+    assert_ne!(token["status"], "broken", "{token}");
+    assert!(
+        figure(token, "sections") > 5,
+        "the token lock works again after the failover: {token}"
+    );
 
     let waited = cell(&report, "redlatch-wait", "failover");
     first_fault(waited);

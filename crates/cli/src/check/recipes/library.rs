@@ -1,15 +1,40 @@
-//! How a worker takes and gives back the library's own lock, either kind
-//! (`redlatch*` on one server or a Sentinel group, `redlock*` over five
-//! masters): one [`Recipe`] over the library's [`AcquireLock`] and
-//! [`Fenced`] traits, so both are exercised the same way. Each kind's
-//! connection and promises stay in its own file.
+//! How a worker takes and gives back the library's own locks, every kind
+//! (`redlatch*` on one server or a Sentinel group, `redlatch-token*` the
+//! token lock there, `redlock*` over five masters): one [`Recipe`] over
+//! the library's [`AcquireLock`] and [`HeldLock`] traits, so all are
+//! exercised the same way. Each kind's connection and promises stay in its
+//! own file.
 
 use std::time::Duration;
 
-use redlatch::{AcquireLock, Error, Fenced, HeldLock};
+use redlatch::{AcquireLock, Error, Fenced, Guard, HeldLock, RedlockGuard, TokenGuard};
 
 use super::recipe::Recipe;
 use crate::check::points::Points;
+
+/// A library guard as the lab holds it: the fencing token its writes carry.
+pub trait LabGuard: HeldLock {
+    /// The guard's fencing token; `None` for a token lock not asked to fence.
+    fn lab_token(&self) -> Option<u64>;
+}
+
+impl LabGuard for Guard {
+    fn lab_token(&self) -> Option<u64> {
+        Some(Fenced::token(self))
+    }
+}
+
+impl LabGuard for RedlockGuard {
+    fn lab_token(&self) -> Option<u64> {
+        Some(Fenced::token(self))
+    }
+}
+
+impl LabGuard for TokenGuard {
+    fn lab_token(&self) -> Option<u64> {
+        self.fencing_token()
+    }
+}
 
 /// Where the locks come from, and the guard while held.
 pub struct LibraryRecipe<L: AcquireLock> {
@@ -21,7 +46,7 @@ pub struct LibraryRecipe<L: AcquireLock> {
 impl<L> LibraryRecipe<L>
 where
     L: AcquireLock,
-    L::Guard: Fenced,
+    L::Guard: LabGuard,
 {
     /// The recipe over the handles `handle` makes, holding nothing yet.
     pub fn new(handle: impl Fn() -> L + Send + Sync + 'static) -> LibraryRecipe<L> {
@@ -31,8 +56,8 @@ where
         }
     }
 
-    fn keep(&mut self, guard: L::Guard) -> u64 {
-        let token = guard.token();
+    fn keep(&mut self, guard: L::Guard) -> Option<u64> {
+        let token = guard.lab_token();
         self.guard = Some(guard);
         token
     }
@@ -41,12 +66,12 @@ where
 impl<L> Recipe for LibraryRecipe<L>
 where
     L: AcquireLock,
-    L::Guard: Fenced,
+    L::Guard: LabGuard,
 {
     async fn try_acquire(&mut self, _points: &Points) -> Result<Option<Option<u64>>, String> {
         // A lock handle per attempt, as a fresh owner each time.
         match (self.handle)().try_acquire().await {
-            Ok(Some(guard)) => Ok(Some(Some(self.keep(guard)))),
+            Ok(Some(guard)) => Ok(Some(self.keep(guard))),
             Ok(None) => Ok(None),
             Err(error) => Err(error.to_string()),
         }
@@ -59,7 +84,7 @@ where
     ) -> Result<Option<Option<u64>>, String> {
         // The library waits on pub/sub, not by polling.
         match (self.handle)().acquire_within(Some(wait)).await {
-            Ok(guard) => Ok(Some(Some(self.keep(guard)))),
+            Ok(guard) => Ok(Some(self.keep(guard))),
             Err(Error::Timeout { .. }) => Ok(None),
             Err(error) => Err(error.to_string()),
         }

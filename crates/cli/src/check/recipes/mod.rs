@@ -1,5 +1,5 @@
 //! The lock recipes under test: the seeds' broken ones (which live here
-//! only, never in the library) and redlatch's own lock.
+//! only, never in the library) and redlatch's own locks.
 //!
 //! Each recipe is one file: how a worker takes and gives back the lock
 //! ([`Recipe`], `recipe.rs`), and what the recipe promises under each fault
@@ -13,6 +13,7 @@ mod library;
 mod noop;
 pub mod recipe;
 mod redlatch_lock;
+mod redlatch_token;
 mod redlock_lock;
 mod set_nx_px;
 mod setnx_expire;
@@ -45,6 +46,11 @@ pub enum RecipeName {
     /// redlatch's lock with `wait_for_replicas(1, 100ms)`: an acquire no
     /// replica confirmed is undone. Runs only where there are replicas.
     RedlatchWait,
+    /// redlatch's token lock (`SET NX PX` with an owner token; no script
+    /// where the server allows), renewed by its watchdog. Writes are not fenced.
+    RedlatchToken,
+    /// redlatch's token lock, fenced: the store refuses writes with an older fencing token.
+    RedlatchTokenFenced,
     /// redlatch's Redlock over five lock servers (faults hit one). Writes are not fenced.
     Redlock,
     /// redlatch's Redlock; the store refuses writes with an older fencing token.
@@ -57,7 +63,7 @@ pub enum RecipeName {
 
 impl RecipeName {
     /// The recipes `redlatch check` runs by default.
-    pub const DEFAULT: [RecipeName; 9] = [
+    pub const DEFAULT: [RecipeName; 11] = [
         RecipeName::SetnxExpire,
         RecipeName::SetnxGetset,
         RecipeName::GetDel,
@@ -65,6 +71,8 @@ impl RecipeName {
         RecipeName::Redlatch,
         RecipeName::RedlatchFenced,
         RecipeName::RedlatchWait,
+        RecipeName::RedlatchToken,
+        RecipeName::RedlatchTokenFenced,
         RecipeName::Redlock,
         RecipeName::RedlockFenced,
     ];
@@ -79,6 +87,8 @@ impl RecipeName {
             RecipeName::Redlatch => "redlatch",
             RecipeName::RedlatchFenced => "redlatch-fenced",
             RecipeName::RedlatchWait => "redlatch-wait",
+            RecipeName::RedlatchToken => "redlatch-token",
+            RecipeName::RedlatchTokenFenced => "redlatch-token-fenced",
             RecipeName::Redlock => "redlock",
             RecipeName::RedlockFenced => "redlock-fenced",
             RecipeName::Noop => "noop",
@@ -95,6 +105,8 @@ impl RecipeName {
             RecipeName::Redlatch => redlatch_lock::INFO,
             RecipeName::RedlatchFenced => redlatch_lock::INFO_FENCED,
             RecipeName::RedlatchWait => redlatch_lock::INFO_WAIT,
+            RecipeName::RedlatchToken => redlatch_token::INFO,
+            RecipeName::RedlatchTokenFenced => redlatch_token::INFO_FENCED,
             RecipeName::Redlock => redlock_lock::INFO,
             RecipeName::RedlockFenced => redlock_lock::INFO_FENCED,
             RecipeName::Noop => noop::INFO,
@@ -128,6 +140,11 @@ where
         RecipeName::Redlatch | RecipeName::RedlatchFenced | RecipeName::RedlatchWait => {
             let replicas = name == RecipeName::RedlatchWait;
             body.call(redlatch_lock::connect(servers, lease, replicas).await)
+                .await
+        }
+        RecipeName::RedlatchToken | RecipeName::RedlatchTokenFenced => {
+            let fenced = name == RecipeName::RedlatchTokenFenced;
+            body.call(redlatch_token::connect(servers, lease, fenced).await)
                 .await
         }
         RecipeName::Redlock | RecipeName::RedlockFenced => {

@@ -76,6 +76,17 @@ pub async fn connect(
     lease: Duration,
     replicas: bool,
 ) -> Result<LibraryRecipe<Lock>, String> {
+    let client = client(servers, lease, replicas).await?;
+    Ok(LibraryRecipe::new(move || client.lock(LOCK_KEY)))
+}
+
+/// The library's client as the lab's recipes use it, connected as
+/// [`connect`] says.
+pub async fn client(
+    servers: LockServers<'_>,
+    lease: Duration,
+    replicas: bool,
+) -> Result<Client, String> {
     let url = servers.urls.first().map_or("", String::as_str);
     let mut builder = match servers.sentinel_master {
         Some(master) => ClientBuilder::sentinel(servers.urls.iter().cloned(), master),
@@ -84,11 +95,10 @@ pub async fn connect(
     if replicas {
         builder = builder.wait_for_replicas(1, Duration::from_millis(100));
     }
-    let client = builder
+    builder
         .default_lease(lease)
         .response_timeout(lease / 2)
         .connect()
         .await
-        .map_err(|error| error.to_string())?;
-    Ok(LibraryRecipe::new(move || client.lock(LOCK_KEY)))
+        .map_err(|error| error.to_string())
 }
