@@ -179,7 +179,7 @@ fn unlock_needs_force() {
 
 /// A string lock (a token lock's key, or the `SET key token NX PX lease`
 /// of another library) is shown by `status` and `list` as held by its
-/// token, and deleted by `unlock --force`; a string that is only a number
+/// token (`top` too), and deleted by `unlock --force`; a string that is only a number
 /// (a counter, a latch's count) is not listed.
 #[test]
 fn a_string_lock_is_shown_listed_and_unlocked() {
@@ -224,6 +224,14 @@ fn a_string_lock_is_shown_listed_and_unlocked() {
         .map(|lock| lock["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["jobs:seeded", "jobs:token"], "{listed}");
+    let top = stdout_json(&world.output(&["--json", "top", "--once"]));
+    let shown: Vec<&str> = top["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["jobs:seeded", "jobs:token"], "{top}");
 
     let forced = world.output(&["unlock", "jobs:token", "--force"]);
     assert_eq!(
