@@ -209,10 +209,10 @@ impl Lock {
     /// remaining lease, last fencing token handed out; and how many client
     /// connections are subscribed to its channel (processes with waiters).
     /// The name may also be a [`FairLock`](crate::FairLock) (its waiting
-    /// line is in [`LockStatus::line`]), a
-    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]), or a
-    /// [`TokenLock`](crate::TokenLock) (a string: its token is the one
-    /// holder, as for any `SET key token NX PX lease` lock).
+    /// line is in [`LockStatus::line`]) or a
+    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]); a
+    /// [`TokenLock`](crate::TokenLock)'s string is [`Error::WrongType`]
+    /// ([`TokenLock::status`](crate::TokenLock::status) reads it).
     ///
     /// Two round trips: one script, so the lock's parts agree, then PUBSUB
     /// NUMSUB. Reads the lock hash, its fencing counter, the fair lock's line

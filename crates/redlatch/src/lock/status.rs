@@ -63,10 +63,10 @@ impl std::fmt::Display for LockMode {
 /// [`FairLock::status`](crate::FairLock::status),
 /// [`TokenLock::status`](crate::TokenLock::status)) found, read atomically.
 ///
-/// The same name may be a plain or fair lock (one hash of owners), a
+/// The same name may be a plain or fair lock (one hash of owners) or a
 /// read-write lock (the same hash with a `mode` field): `mode` tells them
-/// apart; or a token lock (a string holding its holder's token, as any
-/// `SET key token NX PX lease` lock): one holder, the token, count 1.
+/// apart. A token lock's status (a string holding its holder's token, as
+/// any `SET key token NX PX lease` lock) has one holder, the token, count 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockStatus {
@@ -196,12 +196,18 @@ impl LockStatus {
 
 /// Reads the status of the lock `name` whatever its kind: one script (lock
 /// hash, counter, fair line) so the parts agree, then one PUBSUB call for the
-/// subscribers of the plain and read-write channels. Reads only.
+/// subscribers of the plain and read-write channels. Reads only. A string
+/// (a token lock's key) is [`Error::WrongType`] here: the lock handles
+/// whose key is a hash refuse it, as their other calls do.
 pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
-    Ok(read_with_kind(core, name).await?.0)
+    match read_with_kind(core, name).await? {
+        (status, KeyKind::String) => Err(Error::WrongType { key: status.key }),
+        (status, _) => Ok(status),
+    }
 }
 
-/// [`read`], and the kind of key it found.
+/// [`read`], whatever the key's type (a hash or a string), and which it
+/// found: for `TokenLock::status` and `Client::locks`.
 pub(crate) async fn read_with_kind(core: &Core, name: &str) -> Result<(LockStatus, KeyKind)> {
     let settings = core.current_settings();
     let fair = FairKeys::new(&settings.key_prefix, name)?
