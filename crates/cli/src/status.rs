@@ -38,7 +38,14 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     }
     let client = connect::client(global, "status", settings, None, None, None).await?;
     let server = args.verbose.then(|| client.capabilities().summary());
-    let status = client.lock(args.name.as_str()).status().await;
+    let status = match client.lock(args.name.as_str()).status().await {
+        // Not a lock hash: a string lock (a token lock, or another
+        // library's `SET key token NX PX lease`) reads as one.
+        Err(redlatch::Error::WrongType { .. }) => {
+            client.token_lock(args.name.as_str()).status().await
+        }
+        status => status,
+    };
     show(global, &args, status, server.as_deref())
 }
 

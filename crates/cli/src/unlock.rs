@@ -35,9 +35,7 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
     let context = format!("unlock {}", names::shown(&args.name));
     let masters = match locks::connect_source(global, "unlock").await? {
         Source::One(client) => {
-            let deleted = client
-                .lock(args.name.as_str())
-                .force_unlock()
+            let deleted = force_unlock(&client, &args.name)
                 .await
                 .map_err(|error| connect::call_failure(global, &context, &error))?;
             let text = if global.json {
@@ -59,9 +57,7 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
     let mut nodes = Vec::with_capacity(masters.len());
     for master in &masters {
         let outcome = match &master.client {
-            Ok(client) => client
-                .lock(args.name.as_str())
-                .force_unlock()
+            Ok(client) => force_unlock(client, &args.name)
                 .await
                 .map_err(|error| error.to_string()),
             Err(error) => Err(error.clone()),
@@ -98,6 +94,17 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
         ));
     }
     Ok(0)
+}
+
+/// Deletes the lock `name` whoever holds it: a lock hash, or else a string
+/// lock (a token lock, or another library's `SET key token NX PX lease`).
+async fn force_unlock(client: &redlatch::Client, name: &str) -> redlatch::Result<bool> {
+    match client.lock(name).force_unlock().await {
+        // Not a hash: the string lock's own force-unlock, which in turn
+        // leaves any other type alone (WrongType).
+        Err(redlatch::Error::WrongType { .. }) => client.token_lock(name).force_unlock().await,
+        outcome => outcome,
+    }
 }
 
 /// `unlock --json` over Redlock masters.

@@ -177,6 +177,78 @@ fn unlock_needs_force() {
     assert_eq!(again, json!({"name": "stuck", "deleted": false}));
 }
 
+/// A string lock (a token lock's key, or the `SET key token NX PX lease`
+/// of another library) is shown by `status` and `list` as held by its
+/// token (`top` too), and deleted by `unlock --force`; a string that is only a number
+/// (a counter, a latch's count) is not listed.
+#[test]
+fn a_string_lock_is_shown_listed_and_unlocked() {
+    let world = World::new();
+    let mut conn = world.redis();
+    let token = "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11:#4";
+    let _: () = redis::cmd("SET")
+        .arg("jobs:token")
+        .arg(token)
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("jobs:seeded")
+        .arg("f3a9c2d1e0b4")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("jobs:count")
+        .arg("7")
+        .query(&mut conn)
+        .unwrap();
+
+    let status = stdout_json(&world.output(&["status", "jobs:token", "--json"]));
+    assert_eq!(status["held"], true, "{status}");
+    assert_eq!(
+        status["holders"],
+        json!([{"owner": token, "count": 1}]),
+        "{status}"
+    );
+    let ttl = status["ttl_ms"].as_i64().expect("ttl_ms");
+    assert!(ttl > 0 && ttl <= 30_000, "{status}");
+
+    let listed = stdout_json(&world.output(&["list", "--json", "--prefix", "jobs:"]));
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["jobs:seeded", "jobs:token"], "{listed}");
+    let top = stdout_json(&world.output(&["--json", "top", "--once"]));
+    let shown: Vec<&str> = top["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["jobs:seeded", "jobs:token"], "{top}");
+
+    let forced = world.output(&["unlock", "jobs:token", "--force"]);
+    assert_eq!(
+        code(forced.status),
+        0,
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&forced.stdout),
+        "lock jobs:token deleted\n"
+    );
+    assert!(!world.exists(&mut conn, "jobs:token"), "lock still there");
+    let again = stdout_json(&world.output(&["unlock", "jobs:token", "--force", "--json"]));
+    assert_eq!(again, json!({"name": "jobs:token", "deleted": false}));
+}
+
 /// Without `--redis`, `REDIS_URL` names the server.
 #[test]
 fn redis_url_comes_from_the_environment() {

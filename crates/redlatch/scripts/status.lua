@@ -7,7 +7,9 @@
 -- KEYS[4]  the fair lock's deadlines (redisson_lock_timeout:{NAME}), optional
 -- KEYS[5]  the fair lock's signs of life (redlatch_fair_alive:{NAME}), optional
 -- Returns  {kind, pttl, last_token, mode, line, field1, count1, field2, count2, ...}
---          kind: 1 hash (held), 0 none (free), -1 another type (WRONGTYPE)
+--          kind: 1 hash (held), 2 string (held: a token lock, or a SET NX PX
+--                lock of another library; its value is the one field, count 1),
+--                0 none (free), -1 another type (WRONGTYPE)
 --          pttl: remaining lease in ms, -1 no expiry, -2 free
 --          last_token: the token of the hold (TOKEN_FIELD, lib/checks.lua); without
 --                      one, the lock's own counter's value; -1 when unknown
@@ -42,6 +44,9 @@ if KEYS[4] and redis.call('type', KEYS[3]).ok == 'list'
 end
 if kind == 'none' then
   return {0, -2, token, '', line}
+end
+if kind == 'string' then
+  return {2, redis.call('pttl', KEYS[1]), token, '', line, redis.call('get', KEYS[1]), 1}
 end
 if kind ~= 'hash' then
   return {-1, -2, token, '', line}

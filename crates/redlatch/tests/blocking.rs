@@ -447,6 +447,36 @@ fn the_blocking_builder_and_lock_have_the_async_ones_calls() {
     assert_eq!(listed.len(), 1, "{listed:?}");
 }
 
+#[test]
+fn a_blocking_token_lock_acquires_reads_status_and_force_unlocks() {
+    let server = common::server();
+    let client = connect(&server);
+    let lock = client.token_lock("blocking:token");
+    assert_eq!(lock.name(), "blocking:token");
+    let guard = lock.acquire().expect("acquire");
+    assert!(guard.is_held());
+    assert!(lock.try_acquire().expect("try").is_none(), "non-reentrant");
+    let status = lock.status().expect("status");
+    assert!(status.held);
+    assert_eq!(status.holders[0].owner, guard.owner_token());
+    assert!(lock.force_unlock().expect("force unlock"));
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redlatch::LostReason::ForceUnlocked)
+    );
+    assert!(!lock.status().expect("status").held);
+
+    let fenced = client.token_lock("blocking:fenced").fenced();
+    let first = fenced.acquire().expect("fenced acquire");
+    let token = first.fencing_token().expect("fenced");
+    first.release().expect("release");
+    let second = fenced
+        .with_lease(Duration::from_secs(5))
+        .acquire_within(Some(Duration::from_secs(1)))
+        .expect("free again");
+    assert!(second.fencing_token() > Some(token));
+}
+
 /// The one blocking handle has the one acquire shape on every kind: with
 /// `holder` held on a fixed lease set on the handle, `rival` gets `None`
 /// from `try_acquire`, the kind's "not now" from a zero wait, and the hold

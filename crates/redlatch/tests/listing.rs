@@ -45,6 +45,38 @@ async fn locks_lists_held_locks_under_a_prefix_and_skips_other_hashes() {
 }
 
 #[tokio::test]
+async fn locks_lists_token_locks_and_string_locks_but_not_counters() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let token = client.token_lock("job:token").acquire().await.unwrap();
+    let _plain = client.lock("job:plain").acquire().await.unwrap();
+    // Another library's `SET key token NX PX lease`.
+    let () = admin
+        .pset_ex("job:seeded", "f3a9c2d1", 10_000)
+        .await
+        .unwrap();
+    // Numbers (a counter, a latch's count) are no locks, lease or not.
+    let () = admin.set("job:count", 3).await.unwrap();
+    let () = admin.pset_ex("job:leased-count", 4, 10_000).await.unwrap();
+
+    let jobs = client.locks("job:").await.unwrap();
+    let names: Vec<&str> = jobs.iter().map(|status| status.name.as_str()).collect();
+    assert_eq!(names, ["job:plain", "job:seeded", "job:token"]);
+    let listed = &jobs[2];
+    assert!(listed.held);
+    assert_eq!(listed.holders.len(), 1);
+    assert_eq!(listed.holders[0].owner, token.owner_token());
+    assert_eq!(listed.holders[0].count, 1);
+    assert!(listed.ttl.is_some_and(|ttl| ttl > Duration::ZERO));
+    assert_eq!(jobs[1].holders[0].owner, "f3a9c2d1");
+
+    token.release().await.unwrap();
+    let jobs = client.locks("job:").await.unwrap();
+    assert_eq!(jobs.len(), 2, "a released token lock is still listed");
+}
+
+#[tokio::test]
 async fn locks_respects_the_key_prefix_and_glob_characters() {
     let server = common::server();
     let client = redlatch::Client::builder(&server.url())

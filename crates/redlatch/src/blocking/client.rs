@@ -9,6 +9,7 @@ use super::lock::{Lock, SpinLock};
 use super::permit_semaphore::PermitSemaphore;
 use super::rw_lock::ReadWriteLock;
 use super::semaphore::Semaphore;
+use super::token_lock::TokenLock;
 use crate::client::builder::Builder;
 use crate::error::Result;
 use crate::settings::Settings;
@@ -110,6 +111,11 @@ impl Client {
     /// A handle to the fair lock `name` (see [`crate::FairLock`]).
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
         FairLock::new(self.inner.fair_lock(name), self.bridge.clone())
+    }
+
+    /// A handle to the token lock `name` (see [`crate::TokenLock`]).
+    pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
+        TokenLock::new(self.inner.token_lock(name), self.bridge.clone())
     }
 
     /// A handle to the spin lock `name` (see [`crate::SpinLock`]).

@@ -56,6 +56,7 @@ mod multi_lock;
 mod permit_semaphore;
 mod rw_lock;
 mod semaphore;
+mod token_lock;
 
 pub use client::{Client, ClientBuilder};
 pub use count_down_latch::CountDownLatch;
@@ -67,3 +68,4 @@ pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use rw_lock::{ReadGuard, ReadWriteLock, WriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use token_lock::TokenLock;

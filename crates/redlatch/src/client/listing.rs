@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::status::LockStatus;
+use crate::lock::status::{KeyKind, LockStatus, read_with_kind};
 use crate::scripts::holder_keys::looks_like_owner;
 use crate::transport::bounded;
 
@@ -42,11 +42,15 @@ impl Client {
     /// The locks held now whose names start with `name_prefix` (under this
     /// client's key prefix), sorted by name.
     ///
-    /// Walks the keyspace with `SCAN ... MATCH prefix* TYPE hash` (never
-    /// `KEYS`, which blocks the server), keeps the hashes whose fields look
-    /// like lock owners (`<uuid>:<owner>`, as redlatch and Redisson write
-    /// them), and reads each with [`Lock::status`](crate::Lock::status).
-    /// Costs one round trip per 1000 keys scanned plus two per lock found
+    /// Walks the keyspace with `SCAN ... MATCH prefix* TYPE hash`, then
+    /// `TYPE string` (never `KEYS`, which blocks the server), and reads each
+    /// key found with [`Lock::status`](crate::Lock::status). It keeps the
+    /// hashes whose fields look like lock owners (`<uuid>:<owner>`, as
+    /// redlatch and Redisson write them), and the strings that look like a
+    /// token lock: a [`TokenLock`](crate::TokenLock)'s token, or any other
+    /// value but a number under a lease (another library's `SET key token
+    /// NX PX lease`; a number is a counter or a count, not a lock).
+    /// Costs one round trip per 1000 keys scanned (of each type) plus two per key found
     /// (on a cluster, one more to list the masters, and the walk visits each
     /// master; elsewhere, one `INFO cluster`). A lock taken or released
     /// during the walk may or may not be listed.
@@ -77,7 +81,10 @@ impl Client {
         if !conn.is_cluster() {
             refuse_cluster_node(&mut conn, settings.response_timeout).await?;
         }
-        for node in &nodes {
+        for (node, kind) in nodes
+            .iter()
+            .flat_map(|node| ["hash", "string"].map(|kind| (node, kind)))
+        {
             let mut cursor: u64 = 0;
             loop {
                 let mut scan = redis::cmd("SCAN");
@@ -87,7 +94,7 @@ impl Client {
                     .arg("COUNT")
                     .arg(SCAN_COUNT)
                     .arg("TYPE")
-                    .arg("hash");
+                    .arg(kind);
                 let call = async {
                     conn.query_on::<(u64, Vec<String>)>(node, &scan)
                         .await
@@ -106,21 +113,35 @@ impl Client {
             let Some(name) = key.strip_prefix(settings.key_prefix.as_str()) else {
                 continue;
             };
-            match self.lock(name).status().await {
-                Ok(status)
-                    if status.held
-                        && status
-                            .holders
-                            .iter()
-                            .all(|holder| looks_like_owner(&holder.owner)) =>
-                {
-                    locks.push(status);
-                }
+            match read_with_kind(&self.core, name).await {
+                Ok((status, kind)) if is_listed(&status, kind) => locks.push(status),
                 Ok(_) | Err(Error::WrongType { .. }) | Err(Error::InvalidName { .. }) => {}
                 Err(other) => return Err(other),
             }
         }
         Ok(locks)
+    }
+}
+
+/// True when a key read as a lock is one to list: a hash whose fields all
+/// look like owners; a string holding an owner token, or anything but a
+/// number under a lease.
+fn is_listed(status: &LockStatus, kind: KeyKind) -> bool {
+    let owners = status
+        .holders
+        .iter()
+        .all(|holder| looks_like_owner(&holder.owner));
+    match kind {
+        KeyKind::Free => false,
+        KeyKind::Hash => status.held && owners,
+        KeyKind::String => {
+            owners
+                || status.ttl.is_some()
+                    && status
+                        .holders
+                        .iter()
+                        .all(|holder| holder.owner.trim().parse::<f64>().is_err())
+        }
     }
 }
 

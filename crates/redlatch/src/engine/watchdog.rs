@@ -318,6 +318,21 @@ impl Watchdog {
         });
     }
 
+    /// Marks lost the hold on `key` whose owner is `owner`: the token lock
+    /// this client's force-unlock deleted, by the token the key held (its
+    /// holds carry no order a counter could tell apart).
+    pub(crate) fn mark_owner_lost(&self, key: &str, owner: &str) {
+        let mut entries = self.shared.entries.lock();
+        entries.retain(|(entry_key, _), entry| {
+            if &**entry_key == key && entry.hold.kind.is_lock() && &*entry.hold.owner == owner {
+                entry.hold.mark_lost(LostReason::ForceUnlocked);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// Brings the next renewal of every hold that follows the default lease
     /// forward to now (the default lease changed: held locks and permits
     /// should get it promptly).

@@ -210,7 +210,9 @@ impl Lock {
     /// connections are subscribed to its channel (processes with waiters).
     /// The name may also be a [`FairLock`](crate::FairLock) (its waiting
     /// line is in [`LockStatus::line`]) or a
-    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]).
+    /// [`ReadWriteLock`](crate::ReadWriteLock) ([`LockStatus::mode`]); a
+    /// [`TokenLock`](crate::TokenLock)'s string is [`Error::WrongType`]
+    /// ([`TokenLock::status`](crate::TokenLock::status) reads it).
     ///
     /// Two round trips: one script, so the lock's parts agree, then PUBSUB
     /// NUMSUB. Reads the lock hash, its fencing counter, the fair lock's line

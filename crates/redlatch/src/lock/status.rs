@@ -1,4 +1,5 @@
-//! A snapshot of one lock, as `Lock::status` and `FairLock::status` read it.
+//! A snapshot of one lock, as `Lock::status`, `FairLock::status` and
+//! `TokenLock::status` read it.
 
 use std::time::Duration;
 
@@ -59,10 +60,13 @@ impl std::fmt::Display for LockMode {
 }
 
 /// What [`Lock::status`](crate::Lock::status) (or
-/// [`FairLock::status`](crate::FairLock::status)) found, read atomically.
+/// [`FairLock::status`](crate::FairLock::status),
+/// [`TokenLock::status`](crate::TokenLock::status)) found, read atomically.
 ///
 /// The same name may be a plain or fair lock (one hash of owners) or a
-/// read-write lock (the same hash with a `mode` field): `mode` tells them apart.
+/// read-write lock (the same hash with a `mode` field): `mode` tells them
+/// apart. A token lock's status (a string holding its holder's token, as
+/// any `SET key token NX PX lease` lock) has one holder, the token, count 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockStatus {
@@ -73,7 +77,8 @@ pub struct LockStatus {
     /// True when some owner holds the lock.
     pub held: bool,
     /// The owners holding it (normally one) with their hold counts. For a
-    /// read-write lock: every reader, and the writer (its field ends in `:write`).
+    /// read-write lock: every reader, and the writer (its field ends in
+    /// `:write`). For a token lock: the token its key holds, count 1.
     pub holders: Vec<Holder>,
     /// Remaining lease; `None` when free or when the key has no expiry.
     pub ttl: Option<Duration>,
@@ -95,8 +100,19 @@ pub struct LockStatus {
     pub line: Vec<String>,
 }
 
+/// The kind of key a status found under the lock's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    /// No key: the lock is free.
+    Free,
+    /// A hash: a plain, fair or read-write lock.
+    Hash,
+    /// A string: a token lock, or another library's `SET NX PX` lock.
+    String,
+}
+
 impl LockStatus {
-    pub(crate) fn from_reply(name: &str, key: &str, reply: Value) -> Result<LockStatus> {
+    pub(crate) fn from_reply(name: &str, key: &str, reply: Value) -> Result<(LockStatus, KeyKind)> {
         let bad = |detail: &str| Error::Protocol {
             op: "status",
             detail: detail.to_owned(),
@@ -123,12 +139,16 @@ impl LockStatus {
         if items.len() < 5 || items.len() % 2 == 0 {
             return Err(bad("wrong number of items"));
         }
-        let kind = int(&items[0])?;
-        if kind == -1 {
-            return Err(Error::WrongType {
-                key: key.to_owned(),
-            });
-        }
+        let kind = match int(&items[0])? {
+            0 => KeyKind::Free,
+            1 => KeyKind::Hash,
+            2 => KeyKind::String,
+            _ => {
+                return Err(Error::WrongType {
+                    key: key.to_owned(),
+                });
+            }
+        };
         let pttl = int(&items[1])?;
         let token = int(&items[2])?;
         let mode = match text(&items[3])?.as_str() {
@@ -159,24 +179,36 @@ impl LockStatus {
                 identity: None,
             });
         }
-        Ok(LockStatus {
+        let status = LockStatus {
             name: name.to_owned(),
             key: key.to_owned(),
-            held: kind == 1,
+            held: kind != KeyKind::Free,
             holders,
             ttl: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
             last_token: (token >= 0).then_some(token as u64),
             waiting_clients: 0,
             mode,
             line,
-        })
+        };
+        Ok((status, kind))
     }
 }
 
 /// Reads the status of the lock `name` whatever its kind: one script (lock
 /// hash, counter, fair line) so the parts agree, then one PUBSUB call for the
-/// subscribers of the plain and read-write channels. Reads only.
+/// subscribers of the plain and read-write channels. Reads only. A string
+/// (a token lock's key) is [`Error::WrongType`] here: the lock handles
+/// whose key is a hash refuse it, as their other calls do.
 pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
+    match read_with_kind(core, name).await? {
+        (status, KeyKind::String) => Err(Error::WrongType { key: status.key }),
+        (status, _) => Ok(status),
+    }
+}
+
+/// [`read`], whatever the key's type (a hash or a string), and which it
+/// found: for `TokenLock::status` and `Client::locks`.
+pub(crate) async fn read_with_kind(core: &Core, name: &str) -> Result<(LockStatus, KeyKind)> {
     let settings = core.current_settings();
     let fair = FairKeys::new(&settings.key_prefix, name)?
         .per_name_counter(settings.per_name_token_counters)
@@ -206,7 +238,7 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
             .query_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;
-        let mut status = LockStatus::from_reply(name, &fair.lock.key, reply)?;
+        let (mut status, kind) = LockStatus::from_reply(name, &fair.lock.key, reply)?;
         status.waiting_clients = if status.mode.is_some() {
             read_write
         } else {
@@ -214,7 +246,7 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
         };
         #[cfg(feature = "holder-records")]
         name_holders(&mut conn, &settings.key_prefix, &mut status).await;
-        Ok(status)
+        Ok((status, kind))
     };
     bounded("status", settings.response_timeout, call).await
 }

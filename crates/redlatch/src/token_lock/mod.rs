@@ -22,9 +22,11 @@ use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
+use crate::lock::status::{KeyKind, LockStatus};
 use crate::scripts::keys::LockKeys;
 use crate::token_lock::attempt::{TokenAttempt, Waiting};
 use crate::token_lock::calls::{ReleaseBy, Route};
+use tracing::Instrument;
 
 pub use guard::TokenGuard;
 
@@ -154,6 +156,118 @@ impl TokenLock {
     /// them; on a cluster the release runs its script).
     pub fn is_script_free(&self) -> bool {
         Route::for_client(&self.core).script_free()
+    }
+
+    /// A snapshot of the lock: whether it is held, the token its key holds
+    /// (in [`LockStatus::holders`], count 1, with the holder's identity
+    /// where its client publishes one), the remaining lease. A string
+    /// written under the name by another library's `SET key token NX PX
+    /// lease` reads the same. `waiting_clients` counts only subscribers of
+    /// the lock's channel: a token lock's waiters subscribe to none.
+    ///
+    /// Two round trips, as [`Lock::status`](crate::Lock::status): one
+    /// script, then PUBSUB NUMSUB. Reads `PREFIX+NAME` and its fencing
+    /// counter; writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let lock = client.token_lock("invoice:7");
+    /// assert!(!lock.status().await?.held);
+    /// let guard = lock.acquire().await?;
+    /// let status = lock.status().await?;
+    /// assert!(status.held);
+    /// assert_eq!(status.holders[0].owner, guard.owner_token());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`] (the key is no string:
+    /// a reentrant, fair or read-write lock's hash, or other data),
+    /// connection errors.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    pub async fn status(&self) -> Result<LockStatus> {
+        let (status, kind) = crate::lock::status::read_with_kind(&self.core, &self.name).await?;
+        if kind == KeyKind::Hash {
+            return Err(Error::WrongType { key: status.key });
+        }
+        Ok(status)
+    }
+
+    /// Deletes the lock whatever token its key holds. Returns whether a
+    /// lock was deleted. This client's guard on it is marked lost at once
+    /// ([`LostReason::ForceUnlocked`](crate::LostReason::ForceUnlocked));
+    /// other clients' guards learn of it from their loss watch (the key is
+    /// tracked) or their next renewal, and waiters from their next look.
+    ///
+    /// One round trip, one script (`TYPE`, `GET`, `DEL` of `PREFIX+NAME`,
+    /// atomically: a key of another type is left alone).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// let lock = client.token_lock("invoice:8");
+    /// let guard = lock.acquire().await?;
+    /// assert!(lock.force_unlock().await?); // deleted
+    /// assert!(!guard.is_held());
+    /// assert!(!lock.force_unlock().await?); // nothing left to delete
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], [`Error::WrongType`] (the key is no string;
+    /// left alone), [`Error::OutcomeUnknown`] (sent, no reply: the lock may
+    /// or may not have been deleted), other connection errors (not deleted).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let core = &self.core;
+        let settings = core.current_settings();
+        let keys = LockKeys::new(&settings.key_prefix, &self.name)?
+            .per_name_counter(settings.per_name_token_counters)
+            .checked_for(&core.conn)?;
+        // Before sending: the loss watch may read the key gone before the
+        // reply comes, and must know whose doing it was.
+        let _unlocking = core.watchdog.force_unlocking(&keys.key);
+        let mut conn = core.conn.clone();
+        let mut call = crate::lock::scripts::FORCE_UNLOCK.call(&conn);
+        call.key(&keys.key)
+            .later_key(keys.token_name())
+            .arg(keys.channel())
+            .arg(conn.publish_command())
+            .arg("string");
+        let (reply, token): (i64, redis::Value) = call
+            .run(&mut conn, "force unlock", settings.response_timeout)
+            .instrument(tracing::debug_span!("redlatch.force_unlock", lock = %keys.key))
+            .await
+            .map_err(|error| error.unknown_outcome("force unlock"))?;
+        match (reply, token) {
+            (1, redis::Value::BulkString(token)) => {
+                // Only the hold whose token was deleted: this client's
+                // next hold of the key has another.
+                if let Ok(token) = std::str::from_utf8(&token) {
+                    core.watchdog.mark_owner_lost(&keys.key, token);
+                }
+                Ok(true)
+            }
+            (0, _) => Ok(false),
+            (-1, _) => Err(Error::WrongType {
+                key: keys.key.to_string(),
+            }),
+            (other, _) => Err(Error::Protocol {
+                op: "force unlock",
+                detail: other.to_string(),
+            }),
+        }
     }
 
     fn timeout(&self, waited: Duration) -> Error {

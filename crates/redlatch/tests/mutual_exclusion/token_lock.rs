@@ -266,6 +266,110 @@ async fn bad_data_in_the_key_is_a_typed_error_or_a_holder() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_the_holders_token_and_lease_and_refuses_a_hash() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.token_lock("token:status");
+    let free = lock.status().await.unwrap();
+    assert!(
+        !free.held && free.holders.is_empty() && free.ttl.is_none(),
+        "{free:?}"
+    );
+
+    let guard = lock.acquire().await.unwrap();
+    let held = lock.status().await.unwrap();
+    assert_eq!(held.name, "token:status");
+    assert!(held.held, "{held:?}");
+    assert_eq!(held.holders.len(), 1, "{held:?}");
+    assert_eq!(held.holders[0].owner, guard.owner_token());
+    assert_eq!(held.holders[0].count, 1);
+    let pttl: i64 = admin.pttl("token:status").await.unwrap();
+    let ttl = held.ttl.expect("a leased key").as_millis() as i64;
+    assert!(
+        ttl > 0 && ttl >= pttl - 50 && ttl <= pttl + 1_000,
+        "ttl {ttl}, PTTL {pttl}"
+    );
+    // Past the publisher's settling time, the holder is named.
+    #[cfg(feature = "holder-records")]
+    {
+        let named = common::eventually(Duration::from_secs(3), || {
+            let lock = lock.clone();
+            async move { lock.status().await.unwrap().holders[0].identity.is_some() }
+        })
+        .await;
+        assert!(named, "the token lock's holder was never named");
+    }
+    // The reentrant lock's handle of the name refuses the string, as its
+    // acquire does.
+    assert!(matches!(
+        client.lock("token:status").status().await,
+        Err(Error::WrongType { .. })
+    ));
+    guard.release().await.unwrap();
+
+    // A string written by another library's `SET NX PX` is a holder too.
+    let () = admin
+        .pset_ex("token:seeded", "f3a9c2d1", 10_000)
+        .await
+        .unwrap();
+    let seeded = client.token_lock("token:seeded").status().await.unwrap();
+    assert!(seeded.held);
+    assert_eq!(seeded.holders[0].owner, "f3a9c2d1");
+
+    let () = admin.hset("token:hash", "field", "1").await.unwrap();
+    assert!(matches!(
+        client.token_lock("token:hash").status().await,
+        Err(Error::WrongType { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_deletes_any_token_marks_own_guard_lost_and_leaves_a_hash() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let lock = client.token_lock("token:force");
+    assert!(!lock.force_unlock().await.unwrap(), "nothing held it");
+
+    let guard = lock.acquire().await.unwrap();
+    // Another client's handle deletes whatever token the key holds.
+    assert!(
+        other
+            .token_lock("token:force")
+            .force_unlock()
+            .await
+            .unwrap()
+    );
+    let exists: bool = admin.exists("token:force").await.unwrap();
+    assert!(!exists, "the key is still there");
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the holder learns of the delete");
+    assert!(matches!(guard.release().await, Err(Error::NotHeld { .. })));
+
+    // This client's own guard is marked lost at once, as by Lock::force_unlock.
+    let guard = lock.acquire().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert_eq!(guard.lost_reason(), Some(LostReason::ForceUnlocked));
+    assert!(!guard.is_held());
+    // A waiter takes it after the delete.
+    let _next = lock
+        .acquire_within(Some(Duration::from_secs(2)))
+        .await
+        .expect("free after the force-unlock");
+
+    let () = admin.hset("token:hash", "field", "1").await.unwrap();
+    assert!(matches!(
+        client.token_lock("token:hash").force_unlock().await,
+        Err(Error::WrongType { .. })
+    ));
+    let kept: bool = admin.exists("token:hash").await.unwrap();
+    assert!(kept, "a hash was deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_tokens_grow_in_acquisition_order_across_clients() {
     let server = common::server();
     let first = common::client(&server).await;
