@@ -2,9 +2,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::base::status::LockStatus;
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::status::LockStatus;
 use crate::scripts::holder_keys::looks_like_owner;
 use crate::transport::bounded;
 

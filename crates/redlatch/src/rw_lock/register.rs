@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
+use crate::base::family::LockFamily;
+use crate::base::guard::Guard;
 use crate::engine::acquire::{Terms, lease_choice};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::hold::LostReason;
 use crate::error::{Error, Result};
-use crate::lock::family::LockFamily;
-use crate::lock::guard::Guard;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::family::{ReadFamily, WriteFamily};

@@ -214,7 +214,7 @@ impl TokenLock {
     }
 }
 
-crate::lock::handle_options::waiting_methods!(
+crate::base::handle_options::waiting_methods!(
     TokenLock => TokenGuard,
     "[`Error::Timeout`](crate::Error::Timeout)",
     "One attempt: the guard, or `None` when another owner holds it. One round trip.",

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use redis::Value;
 
+#[cfg(feature = "holder-records")]
+use crate::base::holder_identity::{self, HolderIdentity};
+use crate::base::scripts;
 use crate::engine::context::Core;
 use crate::error::{Error, Result};
-#[cfg(feature = "holder-records")]
-use crate::lock::holder_identity::{self, HolderIdentity};
-use crate::lock::scripts;
 #[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys;
 use crate::scripts::keys::{FairKeys, RwKeys};
