@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::base::guard::Guard;
 use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
@@ -25,7 +26,6 @@ use crate::error::{Error, Result};
 use crate::lock::attempt::{AcquireCalls, LockAttempt};
 use crate::lock::calls::LockReply;
 use crate::lock::plain_family::PlainFamily;
-use crate::scripts::keys::LockKeys;
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.

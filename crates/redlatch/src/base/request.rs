@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::base::keys::LockKeys;
 use crate::engine::acquire::Terms;
-use crate::scripts::keys::LockKeys;
 
 /// Who asks for the lock, and for how long.
 #[derive(Clone)]

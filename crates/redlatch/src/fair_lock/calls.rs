@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
+use crate::base::keys::FairKeys;
 use crate::base::request::Request;
 use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::FairKeys;
 use crate::scripts::released::{Released, released};
 use crate::transport::{Connection, bounded};
 

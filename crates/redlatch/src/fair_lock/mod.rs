@@ -11,6 +11,7 @@ pub(crate) mod scripts;
 
 use crate::base::guard::Guard;
 use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::FairKeys;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
@@ -25,7 +26,6 @@ use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::fair_lock::family::FairFamily;
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// Default place lease of [`FairLock`] and of waiting writers of a

@@ -9,10 +9,10 @@ use futures_util::future::join_all;
 use redis::Value;
 use tracing::debug;
 
+use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::LockKeys;
 use crate::scripts::released::{Released, released};
 use crate::transport::topology::ReplicaWait;
 use crate::transport::{Connection, bounded};

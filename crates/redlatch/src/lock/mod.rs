@@ -17,6 +17,7 @@ use tracing::{Instrument, field};
 
 use crate::base::guard::Guard;
 use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
@@ -29,7 +30,6 @@ use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
 use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP};
 use crate::lock::plain_family::PlainFamily;
-use crate::scripts::keys::LockKeys;
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 
 use crate::base::handle_options::{lease_option, waiting_methods};
+use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
 use crate::engine::attempt;
@@ -28,7 +29,6 @@ use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
 use crate::redlock::watchdog;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::LockKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking when a holder's lock has no expiry.

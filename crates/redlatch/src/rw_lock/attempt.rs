@@ -13,7 +13,7 @@ use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
 use crate::rw_lock::calls::{self as rw, RwReply, Side};
-use crate::scripts::keys::{RwKeys, write_field};
+use crate::rw_lock::keys::{RwKeys, write_field};
 use crate::scripts::released::Released;
 use crate::transport::Connection;
 

@@ -7,8 +7,8 @@ use crate::lease_clock::LeaseInstant;
 
 use crate::base::request::Request;
 use crate::error::{Error, Result};
+use crate::rw_lock::keys::{RwKeys, read_timeout_prefix, write_field};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
 use crate::scripts::released::{Released, released};
 use crate::transport::Connection;
 

@@ -9,7 +9,7 @@ use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
 use crate::error::Result;
-use crate::scripts::keys::{RwKeys, read_timeout_prefix};
+use crate::rw_lock::keys::{RwKeys, read_timeout_prefix};
 use crate::scripts::released::Released;
 
 /// Renews read holds (`rw_read_renew.lua`), which also extends their

@@ -9,6 +9,7 @@ use std::time::Duration;
 pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod family;
+pub(crate) mod keys;
 pub(crate) mod register;
 pub(crate) mod scripts;
 pub(crate) mod sides;
@@ -28,8 +29,8 @@ use crate::fair_lock::DEFAULT_PLACE_LEASE;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
+use crate::rw_lock::keys::RwKeys;
 use crate::rw_lock::register::register;
-use crate::scripts::keys::RwKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.

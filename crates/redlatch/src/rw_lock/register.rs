@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::family::{ReadFamily, WriteFamily};
+use crate::rw_lock::keys::RwKeys;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::RwKeys;
 
 /// Registers the hold `call` took with the watchdog; returns its guard.
 pub(crate) fn register(
