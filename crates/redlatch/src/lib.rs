@@ -164,6 +164,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod base;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
@@ -190,6 +191,11 @@ mod token_lock;
 mod transport;
 mod vocabulary;
 
+pub use base::guard::Guard;
+#[cfg(feature = "holder-records")]
+#[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
+pub use base::holder_identity::HolderIdentity;
+pub use base::status::{Holder, LockMode, LockStatus};
 pub use client::Client;
 pub use client::builder::{Builder, ClientBuilder};
 pub use count_down_latch::CountDownLatch;
@@ -197,11 +203,6 @@ pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;
 pub use lock::Lock;
-pub use lock::guard::Guard;
-#[cfg(feature = "holder-records")]
-#[cfg_attr(docsrs, doc(cfg(feature = "holder-records")))]
-pub use lock::holder_identity::HolderIdentity;
-pub use lock::status::{Holder, LockMode, LockStatus};
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use redlock::{NodeStatus, Redlock, RedlockGuard, RedlockLock, RedlockStatus};
 pub use rw_lock::ReadWriteLock;

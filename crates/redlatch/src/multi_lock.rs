@@ -7,9 +7,9 @@ use crate::lease_clock::LeaseInstant;
 
 use futures_util::future::join_all;
 
+use crate::base::guard::Guard;
 use crate::error::{Error, Result, TimeLimit};
 use crate::lock::Lock;
-use crate::lock::guard::Guard;
 
 /// Several [`Lock`]s acquired together, all or nothing, and released together:
 /// Redisson's `RedissonMultiLock`, made deadlock-free by ordering.

@@ -12,6 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::guard::Guard;
+use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::LockKeys;
+use crate::base::request::Request;
+use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -19,12 +24,8 @@ use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lock::attempt::{AcquireCalls, LockAttempt};
-use crate::lock::calls::{LockReply, Request};
-use crate::lock::family::PlainFamily;
-use crate::lock::guard::Guard;
-use crate::lock::handle_options::{handle_options, waiting_methods};
-use crate::lock::status::LockStatus;
-use crate::scripts::keys::LockKeys;
+use crate::lock::calls::LockReply;
+use crate::lock::plain_family::PlainFamily;
 use crate::settings::RetryPolicy;
 
 /// A lock whose waiters poll rather than subscribe: Redisson's `RSpinLock`.
@@ -123,7 +124,7 @@ impl SpinLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::lock::status::read(&self.core, &self.name).await
+        crate::base::status::read(&self.core, &self.name).await
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::engine::context::Core;
 use crate::engine::context::Features;
 use crate::error::{Error, Result};
-use crate::lock::family::PlainFamily;
+use crate::lock::plain_family::PlainFamily;
 use crate::settings::Settings;
 use crate::settings::cluster_pubsub::ClusterPubSub;
 use crate::settings::deployment::Servers;

@@ -13,7 +13,7 @@ use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
 use crate::lock::Lock;
-use crate::lock::family::PlainFamily;
+use crate::lock::plain_family::PlainFamily;
 use crate::rw_lock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::semaphore::permit::PermitSemaphore;

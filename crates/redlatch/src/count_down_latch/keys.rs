@@ -1,7 +1,8 @@
 //! The count-down latch's key and channel, in Redisson's `RCountDownLatch` layout.
 
+use crate::base::keys::LockKeys;
 use crate::error::Result;
-use crate::scripts::keys::{LockKeys, one_slot};
+use crate::scripts::keys::one_slot;
 use crate::transport::Connection;
 
 /// The key and channel of one count-down latch.

@@ -1,4 +1,4 @@
-//! Publishes who holds this client's locks (`lock/holder_identity.rs`): a
+//! Publishes who holds this client's locks (`base/holder_identity.rs`): a
 //! task per client that writes each hold into the client's record once the
 //! hold has lasted [`SETTLE`], and takes it out within [`REFRESH`] after it
 //! ends (the whole record with the last hold). Off the callers' path: the short holds of a busy client cost

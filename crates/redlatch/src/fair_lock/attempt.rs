@@ -6,13 +6,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::keys::FairKeys;
+use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::lease_clock::LeaseInstant;
-use crate::lock::calls::{Released, Request};
-use crate::scripts::keys::FairKeys;
+use crate::scripts::released::Released;
 use crate::transport::Connection;
 
 /// One call of the fair acquire script.

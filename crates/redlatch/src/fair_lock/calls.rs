@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
+use crate::base::keys::FairKeys;
+use crate::base::request::Request;
 use crate::error::{Error, Result};
-use crate::lock::calls::{Released, Request, released};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::FairKeys;
+use crate::scripts::released::{Released, released};
 use crate::transport::{Connection, bounded};
 
 /// The times one fair acquire works with, in ms.

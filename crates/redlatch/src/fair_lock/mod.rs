@@ -9,6 +9,10 @@ pub(crate) mod calls;
 pub(crate) mod family;
 pub(crate) mod scripts;
 
+use crate::base::guard::Guard;
+use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::FairKeys;
+use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -21,11 +25,7 @@ use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::fair_lock::family::FairFamily;
 use crate::lease_clock::LeaseInstant;
-use crate::lock::guard::Guard;
-use crate::lock::handle_options::{handle_options, waiting_methods};
-use crate::lock::status::LockStatus;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::FairKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// Default place lease of [`FairLock`] and of waiting writers of a
@@ -204,7 +204,7 @@ impl FairLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::lock::status::read(&self.core, &self.name).await
+        crate::base::status::read(&self.core, &self.name).await
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {

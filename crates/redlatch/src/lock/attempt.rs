@@ -8,17 +8,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::lock::calls::{self as lock, LockReply, Released, Request};
+use crate::lock::calls::{self as lock, LockReply};
 use crate::lock::coalesce::Coalescer;
+use crate::scripts::released::Released;
 use crate::transport::Connection;
 
 /// The client's acquires under way, sent together ([`PlainFamily`]'s).
 ///
-/// [`PlainFamily`]: crate::lock::family::PlainFamily
+/// [`PlainFamily`]: crate::lock::plain_family::PlainFamily
 pub(crate) type AcquireCalls = Arc<Coalescer<Request, LockReply>>;
 
 /// One acquire of the reentrant lock, and the client's coalesced acquires

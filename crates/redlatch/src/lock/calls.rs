@@ -1,7 +1,6 @@
 //! The reentrant lock's scripts: acquire (optionally followed by WAIT),
-//! re-enter, release, renew one hold, raise the fencing counter.
+//! release, raise the fencing counter, withdraw a claim to the next turn.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
@@ -10,45 +9,13 @@ use futures_util::future::join_all;
 use redis::Value;
 use tracing::debug;
 
-use crate::engine::acquire::Terms;
+use crate::base::keys::LockKeys;
+use crate::base::request::Request;
 use crate::error::{Error, Result};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::LockKeys;
-pub(crate) use crate::scripts::released::{Released, released};
+use crate::scripts::released::{Released, released};
 use crate::transport::topology::ReplicaWait;
 use crate::transport::{Connection, bounded};
-
-/// Who asks for the lock, and for how long.
-#[derive(Clone)]
-pub(crate) struct Request {
-    pub(crate) keys: LockKeys,
-    pub(crate) owner: Arc<str>,
-    /// True when the caller named the owner; anonymous owners are unique per
-    /// acquisition, which makes undoing an uncertain acquire safe.
-    pub(crate) named_owner: bool,
-    pub(crate) lease_ms: u64,
-    /// How long this owner has waited, in ms, once that is long enough to
-    /// claim the lock's next turn ([`PRECEDENCE_AFTER`]); 0 otherwise.
-    pub(crate) waited_ms: u64,
-    /// A release publishes the unlock message even when no waiter marked
-    /// the hold (`release.lua`): for waiters that do not mark (Redisson's,
-    /// or this client's own, queued behind one of its waiters).
-    pub(crate) wake_always: bool,
-}
-
-impl Request {
-    /// The request of one acquire of the lock `keys` on `terms`.
-    pub(crate) fn of(keys: LockKeys, terms: &Terms) -> Request {
-        Request {
-            keys,
-            owner: terms.owner.clone(),
-            named_owner: terms.named,
-            lease_ms: terms.lease_ms,
-            waited_ms: 0,
-            wake_always: false,
-        }
-    }
-}
 
 /// A waiter that has waited this long claims the lock's next turn: a free
 /// lock then refuses younger contenders until it comes
@@ -450,31 +417,6 @@ fn released_entry(request: &Request, entry: &[Value]) -> Result<Released> {
     }
 }
 
-/// Adds one hold for an owner that holds the lock already. One round trip,
-/// at most `limit`. Returns false when the owner no longer holds it.
-pub(crate) async fn reenter(
-    conn: &mut Connection,
-    request: &Request,
-    limit: Duration,
-) -> Result<bool> {
-    let mut call = crate::lock::scripts::REENTER.call(conn);
-    call.key(&request.keys.key)
-        .arg(request.lease_ms)
-        .arg(&*request.owner);
-    let reply: i64 = call.run(conn, "reenter", limit).await?;
-    match reply {
-        -1 => Err(Error::WrongType {
-            key: request.keys.key.to_string(),
-        }),
-        0 => Ok(false),
-        count if count > 0 => Ok(true),
-        other => Err(Error::Protocol {
-            op: "reenter",
-            detail: format!("{other}"),
-        }),
-    }
-}
-
 /// Raises the lock's fencing counter to at least `token` if `request.owner`
 /// still holds the lock (Redlock's token write-back). One round trip, at
 /// most `limit`. Returns false when the owner no longer holds it.
@@ -495,25 +437,4 @@ pub(crate) async fn raise_token(
             .map_err(|error| Error::from_redis("raise token", error))
     };
     Ok(bounded("raise token", limit, call).await? == 1)
-}
-
-/// Extends one lock held by `request.owner` to `request.lease_ms` (the
-/// renewal script with a single entry). One round trip, at most `limit`.
-/// Returns false when the owner no longer holds it.
-pub(crate) async fn renew_one(
-    conn: &mut Connection,
-    request: &Request,
-    limit: Duration,
-) -> Result<bool> {
-    let call = async {
-        crate::lock::scripts::RENEW
-            .key(&*request.keys.key)
-            .arg(&*request.owner)
-            .arg(request.lease_ms)
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(|error| Error::from_redis("renew", error))
-    };
-    let reply = bounded("renew", limit, call).await?;
-    Ok(reply.first() == Some(&1))
 }

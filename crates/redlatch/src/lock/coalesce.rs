@@ -30,8 +30,10 @@ use futures_util::future::Shared;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+use crate::base::request::Request;
 use crate::error::{Error, Result};
-use crate::lock::calls::{self as lock, LockReply, Released, Request};
+use crate::lock::calls::{self as lock, LockReply};
+use crate::scripts::released::Released;
 use crate::settings::SharedSettings;
 use crate::sync::{Mutex, Spawner};
 use crate::transport::Connection;

@@ -4,14 +4,8 @@ pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod coalesce;
 pub(crate) mod courtesy;
-pub(crate) mod family;
-pub(crate) mod guard;
-pub(crate) mod handle_options;
-pub(crate) mod hold_accessors;
-#[cfg(feature = "holder-records")]
-pub(crate) mod holder_identity;
+pub(crate) mod plain_family;
 pub(crate) mod scripts;
-pub(crate) mod status;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +15,11 @@ use crate::lease_clock::LeaseInstant;
 
 use tracing::{Instrument, field};
 
+use crate::base::guard::Guard;
+use crate::base::handle_options::{handle_options, waiting_methods};
+use crate::base::keys::LockKeys;
+use crate::base::request::Request;
+use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -29,12 +28,8 @@ use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
-use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP, Request};
-use crate::lock::family::PlainFamily;
-use crate::lock::guard::Guard;
-use crate::lock::handle_options::{handle_options, waiting_methods};
-use crate::lock::status::LockStatus;
-use crate::scripts::keys::LockKeys;
+use crate::lock::calls::{LockReply, PRECEDENCE_AFTER, PRECEDENCE_KEEP};
+use crate::lock::plain_family::PlainFamily;
 use crate::settings::RetryPolicy;
 
 /// How long to wait before re-checking a lock that has no expiry (someone
@@ -224,7 +219,7 @@ impl Lock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::lock::status::read(&self.core, &self.name).await
+        crate::base::status::read(&self.core, &self.name).await
     }
 
     fn keys(&self) -> Result<LockKeys> {

@@ -1,9 +1,10 @@
 //! The reentrant lock's scripts (`crates/redlatch/scripts/*.lua`), as the
-//! function library loads them: acquire, re-enter, release, renew, force
-//! unlock, status (of every lock kind), raise the fencing counter, and
-//! withdraw a claim to the next turn. Their keys, arguments and replies
-//! are in the table of `scripts/mod.rs` and each file's header.
+//! function library loads them: acquire, release, force unlock, raise the
+//! fencing counter, and withdraw a claim to the next turn. Their keys,
+//! arguments and replies are in the table of `scripts/mod.rs` and each
+//! file's header.
 
+use crate::base::scripts::{REENTER, RENEW, STATUS};
 use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script};
 
 mutating!(
@@ -14,11 +15,8 @@ mutating!(
     lease,
     precedence
 );
-mutating!(REENTER, "reenter.lua", ANSWERS_UNDER_OOM, checks, lease);
 mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
-script!(RENEW, "renew.lua", GIVES_BACK, lease);
 mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
-script!(STATUS, "status.lua", GIVES_BACK, checks);
 // Part of a Redlock acquire: the counters written back before the guard
 // is handed out.
 script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
@@ -29,7 +27,10 @@ script!(
     precedence
 );
 
-/// The lock's part of the function library.
+/// The lock's part of the function library. It registers the scripts every
+/// lock kind shares (`base/scripts.rs`) too, in the places they always had:
+/// the library is named after its content in order, so a server keeps the
+/// library it has.
 pub(crate) static SCRIPTS: ScriptList = ScriptList {
     mutating: &[&ACQUIRE, &REENTER, &RELEASE, &FORCE_UNLOCK],
     plain: &[&RENEW, &STATUS, &RAISE_TOKEN, &PRECEDENCE_LEAVE],

@@ -9,10 +9,10 @@ use crate::lease_clock::LeaseInstant;
 use crate::sync::unpoisoned::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::base::request::Request;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::hold::{Hold, LostReason};
 use crate::error::{Error, Result};
-use crate::lock::calls::Request;
 use crate::redlock::handle::Redlock;
 use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
@@ -99,7 +99,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "renew", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.core.conn.clone();
-            async move { crate::lock::calls::renew_one(&mut conn, &request, limit).await }
+            async move { crate::base::calls::renew_one(&mut conn, &request, limit).await }
         })
         .await;
         let (answers, failures) = quorum::split(&self.redlock.inner.nodes, replies);
@@ -130,7 +130,7 @@ impl RedlockHold {
         // Done once a majority released it: others can take the lock then.
         // The slower nodes finish in the background (a process that exits
         // at once leaves a minority of holds, which run out with the lease).
-        let settled = |replies: &[Option<Result<crate::lock::calls::Released>>]| {
+        let settled = |replies: &[Option<Result<crate::scripts::released::Released>>]| {
             let released = replies.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
             let running = replies.iter().filter(|r| r.is_none()).count();
             released >= needed || released + running < needed
@@ -145,8 +145,10 @@ impl RedlockHold {
                 let last_release = self.last_release.clone();
                 async move {
                     let released = crate::lock::calls::release(&mut conn, &request, limit).await;
-                    let deleted =
-                        matches!(released, Ok(crate::lock::calls::Released::Unlocked { .. }));
+                    let deleted = matches!(
+                        released,
+                        Ok(crate::scripts::released::Released::Unlocked { .. })
+                    );
                     last_release.record(i, deleted);
                     released
                 }
@@ -186,7 +188,7 @@ impl RedlockHold {
         let replies = quorum::fan_out(&self.redlock.inner.nodes, "reenter", limit, |i, client| {
             let request = self.request(i, lease_ms);
             let mut conn = client.core.conn.clone();
-            async move { crate::lock::calls::reenter(&mut conn, &request, limit).await }
+            async move { crate::base::calls::reenter(&mut conn, &request, limit).await }
         })
         .await;
         let nodes = self.node_count();

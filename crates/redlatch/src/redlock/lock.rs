@@ -10,6 +10,10 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::base::handle_options::{lease_option, waiting_methods};
+use crate::base::keys::LockKeys;
+use crate::base::request::Request;
+use crate::base::status::LockStatus;
 use crate::engine::attempt;
 use crate::engine::cancel::{hand_over, spawn_undo};
 use crate::engine::hold::{Hold, NewHold};
@@ -18,16 +22,13 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, NodeFailure, Result};
 use crate::lock::attempt::{LockAttempt, LockAttemptAlone};
-use crate::lock::calls::{LockReply, Request};
-use crate::lock::handle_options::{lease_option, waiting_methods};
-use crate::lock::status::LockStatus;
+use crate::lock::calls::LockReply;
 use crate::redlock::guard::{RedlockGuard, RedlockHold};
 use crate::redlock::handle::Redlock;
 use crate::redlock::last_release::LastRelease;
 use crate::redlock::quorum;
 use crate::redlock::watchdog;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::LockKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking when a holder's lock has no expiry.

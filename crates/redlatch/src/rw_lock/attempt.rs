@@ -7,13 +7,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::lease_clock::LeaseInstant;
-use crate::lock::calls::{Released, Request};
 use crate::rw_lock::calls::{self as rw, RwReply, Side};
-use crate::scripts::keys::{RwKeys, write_field};
+use crate::rw_lock::keys::{RwKeys, write_field};
+use crate::scripts::released::Released;
 use crate::transport::Connection;
 
 /// One call of the read or write acquire script.

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
+use crate::base::request::Request;
 use crate::error::{Error, Result};
-use crate::lock::calls::{Released, Request, released};
+use crate::rw_lock::keys::{RwKeys, read_timeout_prefix, write_field};
 use crate::scripts::acquired::{Acquired, unexpected};
-use crate::scripts::keys::{RwKeys, read_timeout_prefix, write_field};
+use crate::scripts::released::{Released, released};
 use crate::transport::Connection;
 
 /// Which side of the lock an acquire asks for.

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
+use crate::base::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
+use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
 use crate::error::Result;
-use crate::lock::calls::{Released, Request};
-use crate::lock::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
-use crate::scripts::keys::{RwKeys, read_timeout_prefix};
+use crate::rw_lock::keys::{RwKeys, read_timeout_prefix};
+use crate::scripts::released::Released;
 
 /// Renews read holds (`rw_read_renew.lua`), which also extends their
 /// per-hold timeout keys: the lock key, the read field, the lease and the

@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::base::guard::Guard;
 use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::lock::guard::Guard;
 
 /// One read hold on a [`ReadWriteLock`](crate::ReadWriteLock); other readers
 /// may hold it at the same time, writers may not. Released on drop; the

@@ -9,10 +9,14 @@ use std::time::Duration;
 pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod family;
+pub(crate) mod keys;
 pub(crate) mod register;
 pub(crate) mod scripts;
 pub(crate) mod sides;
 
+use crate::base::guard::Guard;
+use crate::base::handle_options::handle_options;
+use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -22,14 +26,11 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::fair_lock::DEFAULT_PLACE_LEASE;
-use crate::lock::guard::Guard;
-use crate::lock::handle_options::handle_options;
-use crate::lock::status::LockStatus;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
+use crate::rw_lock::keys::RwKeys;
 use crate::rw_lock::register::register;
-use crate::scripts::keys::RwKeys;
 use crate::settings::{RetryPolicy, limits};
 
 /// How long to wait before re-checking a lock that has no expiry.
@@ -282,7 +283,7 @@ impl ReadWriteLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        crate::lock::status::read(&self.core, &self.name).await
+        crate::base::status::read(&self.core, &self.name).await
     }
 
     async fn acquire(&self, side: Side, wait: Wait) -> Result<Option<Guard>> {

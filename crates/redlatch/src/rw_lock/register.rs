@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
+use crate::base::family::LockFamily;
+use crate::base::guard::Guard;
 use crate::engine::acquire::{Terms, lease_choice};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::hold::LostReason;
 use crate::error::{Error, Result};
-use crate::lock::family::LockFamily;
-use crate::lock::guard::Guard;
 use crate::rw_lock::attempt::RwCall;
 use crate::rw_lock::calls::{RwReply, Side};
 use crate::rw_lock::family::{ReadFamily, WriteFamily};
+use crate::rw_lock::keys::RwKeys;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::RwKeys;
 
 /// Registers the hold `call` took with the watchdog; returns its guard.
 pub(crate) fn register(

@@ -1,196 +1,18 @@
-//! Redis key names of one lock, in Redisson's layout.
-
-use std::sync::Arc;
+//! How Redis key names are made and hashed, for every primitive: Redisson's
+//! derived names (`prefix_name`, `suffix_name`), hash tags and cluster
+//! slots (`slot`, `one_slot`, `slot_tag`), request record keys, and the
+//! owner check. The key types themselves live with their primitives
+//! (`base/keys.rs` for the lock hash every lock kind shares).
 
 use crate::error::{Error, Result, excerpt};
-use crate::settings::limits::{MAX_NAME_LEN, MAX_OWNER_LEN};
+use crate::settings::limits::MAX_OWNER_LEN;
 use crate::transport::Connection;
 
 /// Hash slots of a Redis Cluster.
-const CLUSTER_SLOTS: u16 = 16384;
-
-/// The keys and channel that make up one lock.
-///
-/// Only the lock key is stored: a guard keeps its keys for as long as it
-/// holds, and a client may hold many thousands of locks. The channel and the
-/// fencing counter are derived from the key when a script call needs them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LockKeys {
-    /// The lock hash: `PREFIX + NAME`, shared with the watchdog's record of
-    /// each hold on it.
-    pub(crate) key: Arc<str>,
-    /// Where `NAME` starts in `key` (after the key prefix; a key is at
-    /// most [`MAX_NAME_LEN`] bytes). Small: a guard keeps its keys inline.
-    name_at: u16,
-    /// Which channel the final release publishes on.
-    channel: LockChannel,
-    /// Which fencing counter hands out the lock's tokens.
-    fence: Fence,
-}
-
-/// Which fencing counter a lock takes its tokens from.
-///
-/// Tokens only need to grow per lock name, and a counter that only grows
-/// gives that to every name that shares it: one counter per server (per
-/// hash slot on a cluster, where a script may only touch one slot) leaves a
-/// bounded set of keys without an expiry, where one counter per name left
-/// one key per name ever locked (`docs/SAFETY.md`, "Fencing tokens").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fence {
-    /// `redlatch_lock_token`: one counter for every lock of the server.
-    Server,
-    /// `redlatch_lock_token:{TAG}`, TAG a short decimal string of the
-    /// lock key's hash slot: one counter per slot of a cluster.
-    Slot,
-    /// `redisson_lock_token:{KEY}`: one counter per name, shared with
-    /// Redisson's `RFencedLock` (`Settings::per_name_token_counters`).
-    PerName,
-}
-
-/// The channel a lock's final release publishes `0` on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LockChannel {
-    /// `redisson_lock__channel:{KEY}`: the reentrant and fair locks.
-    Lock,
-    /// `redisson_rwlock:{KEY}`: the read-write lock.
-    ReadWrite,
-}
-
-impl LockKeys {
-    /// Builds the keys for `name` under `prefix`, refusing names no lock should have.
-    ///
-    /// The channel and counter wrap the key in `{...}` so that, on a Redis
-    /// Cluster, they hash to the same slot as the key itself (when the key has
-    /// no braces of its own), as Redisson's do.
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<LockKeys> {
-        if name.is_empty() {
-            return Err(Error::InvalidName {
-                name: String::new(),
-                reason: "a lock name must not be empty",
-            });
-        }
-        let key = format!("{prefix}{name}");
-        if key.len() > MAX_NAME_LEN {
-            return Err(Error::InvalidName {
-                name: excerpt(name),
-                reason: "longer than 1024 bytes (key prefix included)",
-            });
-        }
-        Ok(LockKeys {
-            key: Arc::from(key),
-            // At most the key's length, checked above.
-            name_at: u16::try_from(prefix.len()).unwrap_or(u16::MAX),
-            channel: LockChannel::Lock,
-            fence: Fence::Server,
-        })
-    }
-
-    /// Takes tokens from one counter per name (`per_name`, Redisson's
-    /// `RFencedLock` layout) rather than the shared counter.
-    /// [`LockKeys::checked_for`] picks the shared counter's slot on a cluster.
-    pub(crate) fn per_name_counter(mut self, per_name: bool) -> LockKeys {
-        if per_name {
-            self.fence = Fence::PerName;
-        }
-        self
-    }
-
-    /// The lock's name, without the key prefix.
-    pub(crate) fn name(&self) -> &str {
-        self.key
-            .get(usize::from(self.name_at)..)
-            .unwrap_or_default()
-    }
-
-    /// Where the final release publishes `0`: `redisson_lock__channel:{KEY}`
-    /// (`redisson_rwlock:{KEY}` for a read-write lock).
-    pub(crate) fn channel(&self) -> String {
-        self.channel_name().to_string()
-    }
-
-    /// [`LockKeys::channel`], unwritten (for a request's buffer).
-    pub(crate) fn channel_name(&self) -> PrefixName<'_> {
-        let prefix = match self.channel {
-            LockChannel::Lock => "redisson_lock__channel",
-            LockChannel::ReadWrite => "redisson_rwlock",
-        };
-        PrefixName {
-            prefix,
-            key: &self.key,
-        }
-    }
-
-    /// The fencing counter ([`Fence`]): `redlatch_lock_token`,
-    /// `redlatch_lock_token:{TAG}` on a cluster, or, per name,
-    /// `redisson_lock_token:{KEY}`.
-    pub(crate) fn token(&self) -> String {
-        self.token_name().to_string()
-    }
-
-    /// [`LockKeys::token`], unwritten (for a request's buffer).
-    pub(crate) fn token_name(&self) -> TokenName<'_> {
-        match self.fence {
-            Fence::Server => TokenName::Server,
-            Fence::Slot => TokenName::Slot(slot_tag(slot(&self.key))),
-            Fence::PerName => TokenName::PerName(PrefixName {
-                prefix: "redisson_lock_token",
-                key: &self.key,
-            }),
-        }
-    }
-
-    /// True when the counter is the lock's own (one per name): its value is
-    /// then the lock's last token, which `status` reports for a free lock.
-    pub(crate) fn counter_is_per_name(&self) -> bool {
-        self.fence == Fence::PerName
-    }
-
-    /// A long waiter's claim to the lock's next turn:
-    /// `redlatch_lock_precedence:{KEY}` (`scripts/lib/precedence.lua`).
-    pub(crate) fn precedence(&self) -> String {
-        self.precedence_name().to_string()
-    }
-
-    /// [`LockKeys::precedence`], unwritten (for a request's buffer).
-    pub(crate) fn precedence_name(&self) -> PrefixName<'_> {
-        PrefixName {
-            prefix: "redlatch_lock_precedence",
-            key: &self.key,
-        }
-    }
-}
-
-impl LockKeys {
-    /// Refuses, on a Redis Cluster, a name whose keys and channel would not
-    /// share one hash slot: a script may only touch keys of one slot.
-    ///
-    /// The channel and counter wrap the lock key in `{...}`, which makes them
-    /// hash like the key as long as the key has no braces of its own. A name
-    /// (or key prefix) with braces usually breaks that (`a{b}` puts the key
-    /// in the slot of `b`, the channel in the slot of `a{b`), so it is refused
-    /// rather than failing later with CROSSSLOT. On one server any name works.
-    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<LockKeys> {
-        // The derived names are built only where slots matter (every acquire
-        // checks its keys).
-        if conn.is_cluster() {
-            if self.fence == Fence::Server {
-                self.fence = Fence::Slot;
-            }
-            one_slot(
-                conn,
-                &self.key,
-                &[&self.channel(), &self.token(), &self.precedence()],
-                LOCK_SPLIT,
-            )?;
-        }
-        Ok(self)
-    }
-}
-
-const LOCK_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the lock's keys in different hash slots";
+pub(crate) const CLUSTER_SLOTS: u16 = 16384;
 
 /// On a Redis Cluster, refuses `key` unless every one of `others` hashes to
-/// its slot (see [`LockKeys::checked_for`]); on other topologies, accepts it.
+/// its slot (a lock kind's `checked_for`); on other topologies, accepts it.
 pub(crate) fn one_slot(
     conn: &Connection,
     key: &str,
@@ -207,41 +29,6 @@ pub(crate) fn one_slot(
         }
     }
     Ok(())
-}
-
-impl FairKeys {
-    /// As [`LockKeys::checked_for`], with the line and its deadlines (the
-    /// per-waiter channels extend the lock channel, so share its slot).
-    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<FairKeys> {
-        self.lock = self.lock.checked_for(conn)?;
-        let others = [
-            &*self.lock.channel(),
-            &self.lock.token(),
-            &self.queue,
-            &self.timeouts,
-            &self.alive,
-            &self.terms,
-        ];
-        one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
-        Ok(self)
-    }
-}
-
-impl RwKeys {
-    /// As [`LockKeys::checked_for`], with the waiting writers and the read
-    /// hold timeout keys (which all start with `timeout_base`).
-    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<RwKeys> {
-        self.fence = self.as_lock_keys().checked_for(conn)?.fence;
-        self.token = self.as_lock_keys().token();
-        let others = [
-            &*self.channel,
-            &self.token,
-            &self.writers,
-            &self.timeout_base,
-        ];
-        one_slot(conn, &self.key, &others, LOCK_SPLIT)?;
-        Ok(self)
-    }
 }
 
 /// Redisson's `prefixName`: `PREFIX:{KEY}`, or `PREFIX:KEY` when the key
@@ -272,45 +59,6 @@ impl redis::ToRedisArgs for PrefixName<'_> {
         // Writing into memory cannot fail.
         let _ = write!(out.writer_for_next_arg(), "{self}");
     }
-}
-
-/// A fencing counter's name ([`LockKeys::token_name`]), unwritten.
-#[derive(Clone, Copy)]
-pub(crate) enum TokenName<'a> {
-    /// `redlatch_lock_token`.
-    Server,
-    /// `redlatch_lock_token:{TAG}`, TAG the decimal number given.
-    Slot(u32),
-    /// `redisson_lock_token:{KEY}`.
-    PerName(PrefixName<'a>),
-}
-
-/// The shared counter's name on one server and through Sentinel.
-pub(crate) const SERVER_COUNTER: &str = "redlatch_lock_token";
-
-impl std::fmt::Display for TokenName<'_> {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TokenName::Server => out.write_str(SERVER_COUNTER),
-            TokenName::Slot(tag) => write!(out, "{SERVER_COUNTER}:{{{tag}}}"),
-            TokenName::PerName(name) => name.fmt(out),
-        }
-    }
-}
-
-impl redis::ToRedisArgs for TokenName<'_> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        use std::io::Write;
-        // Writing into memory cannot fail.
-        let _ = write!(out.writer_for_next_arg(), "{self}");
-    }
-}
-
-/// The shared fencing counter of hash slot `slot` on a cluster:
-/// `redlatch_lock_token:{TAG}` ([`slot_tag`]).
-#[cfg(test)]
-pub(crate) fn slot_counter(slot: u16) -> String {
-    TokenName::Slot(slot_tag(slot)).to_string()
 }
 
 /// The smallest decimal number whose text hashes to `slot`: the tag of that
@@ -347,7 +95,7 @@ pub(crate) fn suffix_name(key: &str, suffix: &str) -> String {
 }
 
 /// `{KEY}`, or the key itself when it already holds a `{`.
-fn hash_tagged(key: &str) -> String {
+pub(crate) fn hash_tagged(key: &str) -> String {
     HashTagged(key).to_string()
 }
 
@@ -420,120 +168,6 @@ fn crc16_xmodem(bytes: &[u8]) -> u16 {
     crc
 }
 
-/// The keys of one fair lock: the lock hash and counter of [`LockKeys`], plus
-/// Redisson's `RFairLock` queue, its place deadlines and the per-waiter channels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FairKeys {
-    /// The lock hash, counter and shared channel, as for the reentrant lock.
-    pub(crate) lock: LockKeys,
-    /// Waiters in arrival order: `redisson_lock_queue:{KEY}` (list of owner fields).
-    pub(crate) queue: String,
-    /// Each waiter's deadline, Redisson's arithmetic: `redisson_lock_timeout:{KEY}` (zset, ms).
-    pub(crate) timeouts: String,
-    /// redlatch waiters' signs of life: `redlatch_fair_alive:{KEY}` (zset, ms),
-    /// where Redisson never looks.
-    pub(crate) alive: String,
-    /// What a release needs to hand the lock to a redlatch waiter (its lease
-    /// and W): `redlatch_fair_terms:{KEY}` (hash), where Redisson never looks.
-    pub(crate) terms: String,
-}
-
-impl FairKeys {
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<FairKeys> {
-        let lock = LockKeys::new(prefix, name)?;
-        Ok(FairKeys {
-            queue: prefix_name("redisson_lock_queue", &lock.key),
-            timeouts: prefix_name("redisson_lock_timeout", &lock.key),
-            alive: prefix_name("redlatch_fair_alive", &lock.key),
-            terms: prefix_name("redlatch_fair_terms", &lock.key),
-            lock,
-        })
-    }
-
-    /// As [`LockKeys::per_name_counter`].
-    pub(crate) fn per_name_counter(mut self, per_name: bool) -> FairKeys {
-        self.lock = self.lock.per_name_counter(per_name);
-        self
-    }
-
-    /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
-    pub(crate) fn waiter_channel(&self, owner: &str) -> String {
-        format!("{}:{owner}", self.lock.channel())
-    }
-}
-
-/// The keys of one read-write lock, in Redisson's `RReadWriteLock` layout, plus
-/// the set of waiting writers that keeps readers from starving them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RwKeys {
-    /// The lock hash: `PREFIX + NAME` (field `mode`, then holders).
-    pub(crate) key: String,
-    /// Where releases publish `0`: `redisson_rwlock:{KEY}`.
-    pub(crate) channel: String,
-    /// The fencing counter, shared with the other locks of this name.
-    pub(crate) token: String,
-    /// Waiting writers and until when their claim holds: `redlatch_rwlock_writers:{KEY}`.
-    pub(crate) writers: String,
-    /// What every per-read-hold timeout key starts with: `{KEY}`.
-    pub(crate) timeout_base: String,
-    /// Where `NAME` starts in `key`.
-    name_at: u16,
-    /// Which counter `token` is.
-    fence: Fence,
-}
-
-impl RwKeys {
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<RwKeys> {
-        Ok(RwKeys::of_lock(&LockKeys::new(prefix, name)?))
-    }
-
-    /// The read-write lock's keys of the lock hash `lock` (as
-    /// [`RwKeys::as_lock_keys`] gave them, or as made for its name): the
-    /// same key, name and fencing counter.
-    pub(crate) fn of_lock(lock: &LockKeys) -> RwKeys {
-        RwKeys {
-            channel: prefix_name("redisson_rwlock", &lock.key),
-            writers: prefix_name("redlatch_rwlock_writers", &lock.key),
-            timeout_base: hash_tagged(&lock.key),
-            token: lock.token(),
-            name_at: lock.name_at,
-            fence: lock.fence,
-            key: lock.key.to_string(),
-        }
-    }
-
-    /// As [`LockKeys::per_name_counter`].
-    pub(crate) fn per_name_counter(mut self, per_name: bool) -> RwKeys {
-        if per_name {
-            self.fence = Fence::PerName;
-            self.token = self.as_lock_keys().token();
-        }
-        self
-    }
-
-    /// As [`LockKeys`], for code shared with the other locks (guards, watchdog).
-    pub(crate) fn as_lock_keys(&self) -> LockKeys {
-        LockKeys {
-            key: Arc::from(self.key.as_str()),
-            name_at: self.name_at,
-            channel: LockChannel::ReadWrite,
-            fence: self.fence,
-        }
-    }
-}
-
-/// The read-hold timeout keys of the read field `field` on the lock hash
-/// `key` start with this, then `:<n>` for the n-th hold:
-/// `{KEY}:<field>:rwlock_timeout` (Redisson's layout).
-pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
-    format!("{}:rwlock_timeout", suffix_name(key, field))
-}
-
-/// The hash field of a write hold: Redisson's `<uuid>:<thread>:write`.
-pub(crate) fn write_field(read_field: &str) -> String {
-    format!("{read_field}:write")
-}
-
 /// Checks an owner name given by the caller.
 pub(crate) fn validate_owner(owner: &str) -> Result<()> {
     if owner.is_empty() {
@@ -567,109 +201,18 @@ pub(crate) fn validate_owner(owner: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    /// A derived name written into a request is the name Redisson derives.
-    #[test]
-    fn a_name_written_unformatted_is_the_derived_name() {
-        use redis::ToRedisArgs;
-        for key in ["orders", "app:order{42}", "x{", "{}"] {
-            let keys = LockKeys::new("", key).unwrap();
-            let token = keys.clone().per_name_counter(true);
-            assert_eq!(
-                token.token_name().to_redis_args(),
-                vec![token.token().into_bytes()]
-            );
-            assert_eq!(token.token(), prefix_name("redisson_lock_token", key));
-            for (name, derived) in [
-                (keys.precedence_name(), keys.precedence()),
-                (keys.channel_name(), keys.channel()),
-            ] {
-                assert_eq!(name.to_redis_args(), vec![derived.clone().into_bytes()]);
-                assert_eq!(derived, prefix_name(name.prefix, key));
-            }
-        }
-        let per_name = |key| LockKeys::new("", key).unwrap().per_name_counter(true);
-        assert_eq!(per_name("orders").token(), "redisson_lock_token:{orders}");
-        assert_eq!(
-            per_name("order{42}").token(),
-            "redisson_lock_token:order{42}"
-        );
-    }
-
-    /// Every slot has a counter tag, the tag lands in its slot, and it is
-    /// the smallest decimal number that does.
-    #[test]
-    fn every_slot_has_a_shared_counter_in_that_slot() {
-        let mut most = 0;
-        for at in 0..CLUSTER_SLOTS {
-            let tag = slot_tag(at);
-            most = most.max(tag);
-            assert_eq!(slot(&slot_counter(at)), at, "{tag}");
-            assert_eq!(slot(&tag.to_string()), at);
-            if tag > 0 {
-                assert_ne!(slot(&(tag - 1).to_string()), at);
-            }
-        }
-        assert!(most < 200_000, "{most}");
-        assert_eq!(slot_counter(slot("0")), "redlatch_lock_token:{0}");
-    }
-
-    /// The counter's name follows the fence: shared per server, per slot on
-    /// a cluster (the lock's slot), or Redisson's per-name counter.
-    #[test]
-    fn the_counter_name_follows_the_fence() {
-        let keys = LockKeys::new("app:", "order:42").unwrap();
-        assert_eq!(keys.token(), "redlatch_lock_token");
-        let per_name = keys.clone().per_name_counter(true);
-        assert_eq!(per_name.token(), "redisson_lock_token:{app:order:42}");
-        let mut sharded = keys.clone();
-        sharded.fence = Fence::Slot;
-        assert_eq!(slot(&sharded.token()), slot(&keys.key));
-        assert!(sharded.token().starts_with("redlatch_lock_token:{"));
-        let rw = RwKeys::new("", "doc").unwrap();
-        assert_eq!(rw.token, "redlatch_lock_token");
-        assert_eq!(rw.per_name_counter(true).token, "redisson_lock_token:{doc}");
-    }
+    use super::*;
 
     #[test]
     fn request_records_share_the_slot_of_the_key() {
         for key in [
             "plain", "a{tag}b", "{}x", "a{b", "a}b", "x{}y}z", "{a{b}c", "é{ü}", "{", "}",
         ] {
-            let record = super::request_record_key(key);
+            let record = request_record_key(key);
             assert!(record.starts_with("redlatch_request:{"), "{record}");
-            assert_eq!(super::slot(&record), super::slot(key), "{key} -> {record}");
+            assert_eq!(slot(&record), slot(key), "{key} -> {record}");
         }
-        assert_ne!(
-            super::request_record_key("k"),
-            super::request_record_key("k")
-        );
-    }
-
-    use super::*;
-
-    #[test]
-    fn keys_follow_redisson_layout() {
-        let keys = LockKeys::new("app:", "order:42").unwrap();
-        assert_eq!(&*keys.key, "app:order:42");
-        assert_eq!(keys.channel(), "redisson_lock__channel:{app:order:42}");
-        assert_eq!(
-            keys.per_name_counter(true).token(),
-            "redisson_lock_token:{app:order:42}"
-        );
-    }
-
-    #[test]
-    fn empty_and_oversized_names_are_refused() {
-        assert!(matches!(
-            LockKeys::new("", ""),
-            Err(Error::InvalidName { .. })
-        ));
-        let long = "x".repeat(MAX_NAME_LEN);
-        assert!(LockKeys::new("", &long).is_ok());
-        assert!(matches!(
-            LockKeys::new("p", &long),
-            Err(Error::InvalidName { .. })
-        ));
+        assert_ne!(request_record_key("k"), request_record_key("k"));
     }
 
     #[test]
@@ -694,43 +237,6 @@ mod tests {
     }
 
     #[test]
-    fn plain_names_keep_their_keys_in_one_slot() {
-        // Names with a hash tag of their own keep it in every derived name
-        // (Redisson's rule), so they stay in one slot too.
-        for name in [
-            "order:42",
-            "voucher:7:user:42",
-            "order:{42}",
-            "{tenant}:job",
-        ] {
-            let keys = LockKeys::new("app:", name).unwrap();
-            let home = slot(&keys.key);
-            assert_eq!(slot(&keys.channel()), home, "{name}");
-            let per_name = keys.per_name_counter(true);
-            assert_eq!(slot(&per_name.token()), home, "{name}");
-        }
-        // Every other primitive's keys and channels too.
-        for name in ["order:42", "order:{42}"] {
-            let fair = FairKeys::new("app:", name).unwrap();
-            let home = slot(&fair.lock.key);
-            for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
-                assert_eq!(slot(key), home, "{key}");
-            }
-            let rw = RwKeys::new("app:", name).unwrap();
-            let timeout = format!("{}:1", read_timeout_prefix(&rw.key, "u:1"));
-            for key in [&rw.channel, &rw.writers, &timeout] {
-                assert_eq!(slot(key), home, "{key}");
-            }
-        }
-        // A `{` without a tag after it (or a lone `}`): the key hashes whole,
-        // a derived name does not; a cluster refuses such names.
-        for name in ["x{", "}x", "a{}b"] {
-            let keys = LockKeys::new("", name).unwrap();
-            assert_ne!(slot(&keys.channel()), slot(&keys.key), "{name}");
-        }
-    }
-
-    #[test]
     fn owners_are_checked() {
         assert!(validate_owner("request-1").is_ok());
         assert!(matches!(
@@ -745,24 +251,5 @@ mod tests {
             validate_owner(&"o".repeat(MAX_OWNER_LEN + 1)),
             Err(Error::InvalidOwner { .. })
         ));
-    }
-    #[test]
-    fn fair_and_rw_keys_follow_redisson_layout() {
-        let fair = FairKeys::new("", "jobs").unwrap();
-        assert_eq!(fair.queue, "redisson_lock_queue:{jobs}");
-        assert_eq!(fair.timeouts, "redisson_lock_timeout:{jobs}");
-        assert_eq!(fair.alive, "redlatch_fair_alive:{jobs}");
-        assert_eq!(
-            fair.waiter_channel("u:1"),
-            "redisson_lock__channel:{jobs}:u:1"
-        );
-        let rw = RwKeys::new("", "doc").unwrap();
-        assert_eq!(rw.channel, "redisson_rwlock:{doc}");
-        assert_eq!(rw.writers, "redlatch_rwlock_writers:{doc}");
-        assert_eq!(
-            read_timeout_prefix(&rw.key, "u:1"),
-            "{doc}:u:1:rwlock_timeout"
-        );
-        assert_eq!(write_field("u:1"), "u:1:write");
     }
 }

@@ -1,8 +1,9 @@
 //! A semaphore's keys and channel in Redisson's `RSemaphore` /
 //! `RPermitExpirableSemaphore` layout, and how a permit id is stored.
 
+use crate::base::keys::LockKeys;
 use crate::error::Result;
-use crate::scripts::keys::{LockKeys, one_slot, prefix_name, suffix_name};
+use crate::scripts::keys::{one_slot, prefix_name, suffix_name};
 use crate::transport::Connection;
 
 const SEMAPHORE_SPLIT: &str = "on a Redis Cluster, braces in the name or key prefix would put the semaphore's keys in different hash slots";

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::base::handle_options::{lease_option, waiting_methods};
+use crate::base::hold_accessors::hold_accessors;
 use crate::engine::acquire::lease_choice;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
@@ -16,8 +18,6 @@ use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
-use crate::lock::handle_options::{lease_option, waiting_methods};
-use crate::lock::hold_accessors::hold_accessors;
 use crate::semaphore::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::scripts;
 use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};

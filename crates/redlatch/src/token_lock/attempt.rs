@@ -26,6 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::keys::LockKeys;
 use crate::engine::acquire::Terms;
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -34,7 +35,6 @@ use crate::engine::wait::{Acquisition, Step};
 use crate::engine::wakeup::{Nudge, Ticket};
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
-use crate::scripts::keys::LockKeys;
 use crate::scripts::released::Released;
 use crate::settings::RetryPolicy;
 use crate::token_lock::calls::{self, Attempted, ReleaseBy, Route};

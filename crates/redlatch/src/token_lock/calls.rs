@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::keys::LockKeys;
 use crate::engine::context::Core;
 use crate::engine::hold_kind::BatchRenewal;
 use crate::engine::wakeup::Nudge;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::Invocation;
-use crate::scripts::keys::LockKeys;
 use crate::transport::capabilities::Capabilities;
 use crate::transport::{Connection, bounded};
 

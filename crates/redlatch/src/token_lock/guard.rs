@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::base::hold_accessors::hold_accessors;
+use crate::base::keys::LockKeys;
 use crate::engine::acquire::Terms;
 use crate::engine::cancel::{run_to_end, spawn_undo};
 use crate::engine::context::Core;
@@ -13,8 +15,6 @@ use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::HoldKind;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
-use crate::lock::hold_accessors::hold_accessors;
-use crate::scripts::keys::LockKeys;
 use crate::token_lock::attempt::{TokenAttempt, channel};
 use crate::token_lock::calls::{self, ReleaseBy, Route};
 

@@ -18,12 +18,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::keys::LockKeys;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
-use crate::lock::status::{KeyKind, LockStatus};
-use crate::scripts::keys::LockKeys;
+use crate::base::status::{KeyKind, LockStatus};
 use crate::token_lock::attempt::{TokenAttempt, Waiting};
 use crate::token_lock::calls::{ReleaseBy, Route};
 use tracing::Instrument;
@@ -192,7 +192,7 @@ impl TokenLock {
     /// # Cancel safety
     /// Safe: it only reads.
     pub async fn status(&self) -> Result<LockStatus> {
-        let (status, kind) = crate::lock::status::read_with_kind(&self.core, &self.name).await?;
+        let (status, kind) = crate::base::status::read_with_kind(&self.core, &self.name).await?;
         if kind == KeyKind::Hash {
             return Err(Error::WrongType { key: status.key });
         }
@@ -328,7 +328,7 @@ impl TokenLock {
     }
 }
 
-crate::lock::handle_options::waiting_methods!(
+crate::base::handle_options::waiting_methods!(
     TokenLock => TokenGuard,
     "[`Error::Timeout`](crate::Error::Timeout)",
     "One attempt: the guard, or `None` when another owner holds it. One round trip.",

@@ -4,10 +4,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::held_lock::HeldLock;
+use crate::base::guard::Guard;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
 use crate::lock::Lock;
-use crate::lock::guard::Guard;
 use crate::redlock::{RedlockGuard, RedlockLock};
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::rw_lock::sides::{ReadSide, WriteSide};

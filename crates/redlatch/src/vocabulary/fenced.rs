@@ -1,7 +1,7 @@
 //! [`Fenced`]: a hold that carries a fencing token.
 
 use super::held_lock::HeldLock;
-use crate::lock::guard::Guard;
+use crate::base::guard::Guard;
 use crate::redlock::RedlockGuard;
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 

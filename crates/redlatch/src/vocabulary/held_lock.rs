@@ -2,9 +2,9 @@
 
 use std::future::Future;
 
+use crate::base::guard::Guard;
 use crate::engine::hold::LostReason;
 use crate::error::Result;
-use crate::lock::guard::Guard;
 use crate::redlock::RedlockGuard;
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 use crate::semaphore::permit::ExpirablePermit;

@@ -3,8 +3,8 @@
 use std::future::Future;
 
 use super::held_lock::HeldLock;
+use crate::base::guard::Guard;
 use crate::error::Result;
-use crate::lock::guard::Guard;
 use crate::redlock::RedlockGuard;
 use crate::rw_lock::guard::{ReadGuard, WriteGuard};
 

@@ -8,17 +8,17 @@ use crate::lease_clock::LeaseInstant;
 
 use tracing::Instrument;
 
+use crate::base::family::LockFamily;
+use crate::base::hold_accessors::hold_accessors;
+use crate::base::keys::LockKeys;
+use crate::base::request::Request;
 use crate::engine::acquire::Terms;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::error::{Error, Result};
-use crate::lock::calls::Released;
-use crate::lock::calls::Request;
-use crate::lock::family::LockFamily;
-use crate::lock::hold_accessors::hold_accessors;
 use crate::scripts::acquired::Acquired;
-use crate::scripts::keys::LockKeys;
+use crate::scripts::released::Released;
 
 /// One hold on a lock. The lock stays held (renewed by the watchdog unless it
 /// has a fixed lease) until the guard is released or dropped.

@@ -9,7 +9,7 @@
 /// `client.$factory(name)` and acquired (in the examples) with `.$acquire()`.
 macro_rules! handle_options {
     ($handle:ident, $factory:literal, $acquire:literal) => {
-        crate::lock::handle_options::lease_option!(
+        crate::base::handle_options::lease_option!(
             $handle,
             "# let server = testkit::RedisServer::start().unwrap();\n# let client = redlatch::Client::connect(&server.url()).await?;",
             concat!("client.", $factory, "(\"report\")"),

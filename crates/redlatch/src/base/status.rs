@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use redis::Value;
 
+#[cfg(feature = "holder-records")]
+use crate::base::holder_identity::{self, HolderIdentity};
+use crate::base::keys::FairKeys;
+use crate::base::scripts;
 use crate::engine::context::Core;
 use crate::error::{Error, Result};
 #[cfg(feature = "holder-records")]
-use crate::lock::holder_identity::{self, HolderIdentity};
-use crate::lock::scripts;
-#[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys;
-use crate::scripts::keys::{FairKeys, RwKeys};
 #[cfg(feature = "holder-records")]
 use crate::transport::Connection;
 use crate::transport::bounded;
@@ -213,7 +213,9 @@ pub(crate) async fn read_with_kind(core: &Core, name: &str) -> Result<(LockStatu
     let fair = FairKeys::new(&settings.key_prefix, name)?
         .per_name_counter(settings.per_name_token_counters)
         .checked_for(&core.conn)?;
-    let rw = RwKeys::new(&settings.key_prefix, name)?.checked_for(&core.conn)?;
+    // The read-write lock's channel, in the slot `checked_for` just checked
+    // for the lock's own channel (both wrap the key alike).
+    let read_write_channel = fair.lock.clone().read_write().channel();
     let mut conn = core.conn.clone();
     let call = async {
         let reply: Value = scripts::STATUS
@@ -234,7 +236,7 @@ pub(crate) async fn read_with_kind(core: &Core, name: &str) -> Result<(LockStatu
         let (_, plain, _, read_write): (String, u64, String, u64) = redis::cmd("PUBSUB")
             .arg(conn.numsub_command())
             .arg(fair.lock.channel())
-            .arg(&rw.channel)
+            .arg(&read_write_channel)
             .query_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;
