@@ -10,6 +10,7 @@ use crate::lease_clock::LeaseInstant;
 use tokio::sync::Notify;
 
 use crate::engine::hold_kind::HoldKind;
+use crate::engine::owner_field::{OwnerField, OwnerPrefix};
 use crate::settings::limits;
 
 /// What a new acquisition tells the watchdog.
@@ -56,7 +57,9 @@ struct Confirmed {
 pub(crate) struct Hold {
     /// Shared with the watchdog's index of holds (no copy per hold).
     pub(crate) key: Arc<str>,
-    pub(crate) owner: Arc<str>,
+    /// The lock hash field or permit id; an anonymous owner of the client
+    /// kept as its number.
+    pub(crate) owner: OwnerField,
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
     pub(crate) kind: HoldKind,
@@ -75,10 +78,16 @@ pub(crate) struct Hold {
 impl Hold {
     /// The hold of one new guard (which asked for renewal or not).
     pub(crate) fn new(new: NewHold) -> Hold {
+        Hold::with_prefix(new, None)
+    }
+
+    /// The same, its owner kept as a number when it is one of `prefix`'s
+    /// anonymous owners (`engine/owner_field.rs`).
+    pub(crate) fn with_prefix(new: NewHold, prefix: Option<&Arc<OwnerPrefix>>) -> Hold {
         Hold {
             kind: new.kind,
             key: new.key,
-            owner: new.owner,
+            owner: OwnerField::new(new.owner, prefix),
             token: new.token,
             named_owner: new.named_owner,
             renewing_guards: AtomicU32::new(u32::from(new.renewed)),
@@ -309,14 +318,16 @@ mod tests {
 
     /// Every held lock has one: a client may hold 100,000 (measure 9). It
     /// was 144 bytes with its loss signal inline (a `Notify` of 32 that
-    /// few holds ever use) and word-sized counters; 120 since.
+    /// few holds ever use) and word-sized counters; 120 since, and 144
+    /// again with the owner kept as a number (24 bytes here, and no owner
+    /// string of about 64 bytes on the heap: `engine/owner_field.rs`).
     #[test]
     fn a_hold_takes_little_room() {
         let size = std::mem::size_of::<Hold>();
         assert!(size <= HOLD_BOUND, "{size}");
     }
 
-    const HOLD_BOUND: usize = 120;
+    const HOLD_BOUND: usize = 144;
 
     /// A waiter for the loss made before the mark, or after it, sees it.
     #[tokio::test]
