@@ -16,14 +16,14 @@ use tokio::runtime::Handle;
 pub(crate) use std::sync::atomic::Ordering;
 
 #[cfg(not(all(test, feature = "__permutation-checks")))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64};
 #[cfg(not(all(test, feature = "__permutation-checks")))]
 pub(crate) use unpoisoned::Mutex;
 
 #[cfg(all(test, feature = "__permutation-checks"))]
 pub(crate) use checked::Mutex;
 #[cfg(all(test, feature = "__permutation-checks"))]
-pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 
 /// The standard mutex and read-write lock without poisoning: `lock()`,
 /// `read()` and `write()` give the guard directly, as the `parking_lot`

@@ -118,7 +118,7 @@ impl Guard {
 
     /// The owner field written in the lock hash: `<client-id>:<owner>`.
     pub fn owner(&self) -> &str {
-        &self.hold.owner
+        self.hold.owner.as_str()
     }
 
     /// The lease this guard asked for: the client's default lease for
@@ -255,7 +255,7 @@ impl Guard {
     fn request(&self) -> Request {
         Request {
             keys: self.keys.clone(),
-            owner: self.hold.owner.clone(),
+            owner: self.hold.owner.text(),
             named_owner: self.hold.named_owner,
             lease_ms: self.lease_ms.into(),
             waited_ms: 0,

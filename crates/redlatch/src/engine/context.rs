@@ -12,6 +12,7 @@ use uuid::Uuid;
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::wakeup::Wakeups;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
@@ -127,6 +128,8 @@ impl Core {
             ));
         }
         let id = Uuid::new_v4();
+        // What `anonymous_owner` writes before the number.
+        watchdog.set_owner_prefix(OwnerPrefix::of(id));
         #[cfg(feature = "holder-records")]
         if features.holder_identity {
             let prefix = settings.read().key_prefix.clone();

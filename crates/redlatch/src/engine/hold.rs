@@ -1,15 +1,16 @@
 //! One hold renewed by the client's watchdog: a lock held by one owner, an
 //! expirable permit, or a Redlock hold. Its guards and the watchdog share it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicU8, AtomicU32, Mutex, Ordering};
 
 use crate::lease_clock::LeaseInstant;
 
 use tokio::sync::Notify;
 
 use crate::engine::hold_kind::HoldKind;
+use crate::engine::owner_field::{OwnerField, OwnerPrefix};
 use crate::settings::limits;
 
 /// What a new acquisition tells the watchdog.
@@ -56,7 +57,9 @@ struct Confirmed {
 pub(crate) struct Hold {
     /// Shared with the watchdog's index of holds (no copy per hold).
     pub(crate) key: Arc<str>,
-    pub(crate) owner: Arc<str>,
+    /// The lock hash field or permit id; an anonymous owner of the client
+    /// kept as its number.
+    pub(crate) owner: OwnerField,
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
     pub(crate) kind: HoldKind,
@@ -68,17 +71,25 @@ pub(crate) struct Hold {
     /// tracked the id may name another hold: the watchdog checks.
     entry: AtomicU32,
     confirmed: Mutex<Confirmed>,
-    /// Set once, when the hold is marked lost: why.
-    lost_reason: OnceLock<LostReason>,
+    /// Set once, when the hold is marked lost: why ([`LostReason::code`];
+    /// 0 while not marked). One byte, not a `OnceLock` of 8: every held
+    /// lock has one.
+    lost_reason: AtomicU8,
 }
 
 impl Hold {
     /// The hold of one new guard (which asked for renewal or not).
     pub(crate) fn new(new: NewHold) -> Hold {
+        Hold::with_prefix(new, None)
+    }
+
+    /// The same, its owner kept as a number when it is one of `prefix`'s
+    /// anonymous owners (`engine/owner_field.rs`).
+    pub(crate) fn with_prefix(new: NewHold, prefix: Option<&Arc<OwnerPrefix>>) -> Hold {
         Hold {
             kind: new.kind,
             key: new.key,
-            owner: new.owner,
+            owner: OwnerField::new(new.owner, prefix),
             token: new.token,
             named_owner: new.named_owner,
             renewing_guards: AtomicU32::new(u32::from(new.renewed)),
@@ -89,7 +100,7 @@ impl Hold {
                 lease_ms: new.lease_ms,
                 lost: None,
             }),
-            lost_reason: OnceLock::new(),
+            lost_reason: AtomicU8::new(0),
         }
     }
 
@@ -162,7 +173,11 @@ impl Hold {
     /// Marks the hold lost (the first reason sticks).
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         // Permits are not locks: the metric counts lost locks only.
-        if self.lost_reason.set(reason).is_ok() && self.kind.counts_as_lock() {
+        let first = self
+            .lost_reason
+            .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if first && self.kind.counts_as_lock() {
             crate::engine::metrics::lock_lost(reason.label());
         }
         // A waiter that made its `Notified` before this lock is woken; one
@@ -174,7 +189,7 @@ impl Hold {
     }
 
     pub(crate) fn is_marked_lost(&self) -> bool {
-        self.lost_reason.get().is_some()
+        self.lost_reason.load(Ordering::Acquire) != 0
     }
 
     /// Resolves once the hold is marked lost.
@@ -198,8 +213,8 @@ impl Hold {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        if let Some(reason) = self.lost_reason.get() {
-            return Some(*reason);
+        if let Some(reason) = LostReason::of_code(self.lost_reason.load(Ordering::Acquire)) {
+            return Some(reason);
         }
         // Not marked yet, but the deadline has passed: the watchdog will say so at its next tick.
         (LeaseInstant::now() >= self.valid_until()).then_some(if self.renewed() {
@@ -227,6 +242,27 @@ pub enum LostReason {
 }
 
 impl LostReason {
+    /// Its code in a `Hold` (never 0: that is "not lost").
+    fn code(self) -> u8 {
+        match self {
+            LostReason::Gone => 1,
+            LostReason::ForceUnlocked => 2,
+            LostReason::NotRenewed => 3,
+            LostReason::LeaseRanOut => 4,
+        }
+    }
+
+    /// The reason of `code`; `None` for 0 (not lost).
+    fn of_code(code: u8) -> Option<LostReason> {
+        match code {
+            1 => Some(LostReason::Gone),
+            2 => Some(LostReason::ForceUnlocked),
+            3 => Some(LostReason::NotRenewed),
+            4 => Some(LostReason::LeaseRanOut),
+            _ => None,
+        }
+    }
+
     /// Its short name: the `reason` label of `redlatch_locks_lost_total`.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -309,14 +345,17 @@ mod tests {
 
     /// Every held lock has one: a client may hold 100,000 (measure 9). It
     /// was 144 bytes with its loss signal inline (a `Notify` of 32 that
-    /// few holds ever use) and word-sized counters; 120 since.
+    /// few holds ever use) and word-sized counters; 120 since, and 144
+    /// again with the owner kept as a number (24 bytes here, and no owner
+    /// string of about 64 bytes on the heap: `engine/owner_field.rs`); 136
+    /// with the loss reason in one byte.
     #[test]
     fn a_hold_takes_little_room() {
         let size = std::mem::size_of::<Hold>();
         assert!(size <= HOLD_BOUND, "{size}");
     }
 
-    const HOLD_BOUND: usize = 120;
+    const HOLD_BOUND: usize = 136;
 
     /// A waiter for the loss made before the mark, or after it, sees it.
     #[tokio::test]
@@ -332,6 +371,25 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), held.clone().until_marked_lost())
             .await
             .expect("a waiter made after the mark returns at once");
+    }
+
+    #[test]
+    fn the_first_reason_a_hold_is_lost_for_sticks() {
+        let hold = hold(30_000, true);
+        assert_eq!(hold.lost_reason(), None);
+        assert!(!hold.is_marked_lost());
+        hold.mark_lost(LostReason::ForceUnlocked);
+        hold.mark_lost(LostReason::Gone);
+        assert!(hold.is_marked_lost());
+        assert_eq!(hold.lost_reason(), Some(LostReason::ForceUnlocked));
+        for reason in [
+            LostReason::Gone,
+            LostReason::ForceUnlocked,
+            LostReason::NotRenewed,
+            LostReason::LeaseRanOut,
+        ] {
+            assert_eq!(LostReason::of_code(reason.code()), Some(reason));
+        }
     }
 
     #[test]

@@ -138,7 +138,7 @@ impl Task {
         let mut holds = Vec::with_capacity(due.len());
         for (hold, since) in due {
             let since = server_ms(since, offset);
-            holds.push((hold_field(&hold.key, &hold.owner), since));
+            holds.push((hold_field(&hold.key, &hold.owner.text()), since));
             self.published.push((hold, since));
         }
         let mut pipe = redis::pipe();
@@ -176,15 +176,18 @@ impl Task {
             self.published
                 .iter()
                 .filter(|(hold, _)| hold.named_owner)
-                .map(|(hold, _)| (&*hold.key, &*hold.owner))
+                .map(|(hold, _)| (&*hold.key, hold.owner.as_str()))
                 .collect()
         } else {
             HashSet::new()
         };
         let ended: Vec<String> = ended
             .iter()
-            .filter(|hold| !still_named.contains(&(&*hold.key, &*hold.owner)))
-            .map(|hold| hold_field(&hold.key, &hold.owner))
+            .filter(|hold| {
+                // Only a named owner's text is kept (and compared) here.
+                !(hold.named_owner && still_named.contains(&(&*hold.key, hold.owner.as_str())))
+            })
+            .map(|hold| hold_field(&hold.key, &hold.owner.text()))
             .collect();
         drop(still_named);
         let mut pipe = redis::pipe();
@@ -212,7 +215,7 @@ impl Task {
         let holds: Vec<(String, i64)> = self
             .published
             .iter()
-            .map(|(hold, since)| (hold_field(&hold.key, &hold.owner), *since))
+            .map(|(hold, since)| (hold_field(&hold.key, &hold.owner.text()), *since))
             .collect();
         let mut pipe = redis::pipe();
         self.describe(&mut pipe, &holds);

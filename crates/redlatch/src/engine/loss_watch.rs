@@ -728,14 +728,14 @@ pub(super) fn read_hold(pipeline: &mut redis::Pipeline, key: &str, hold: &Hold) 
         // A token lock: the key's value is the owner.
         pipeline.cmd("GET").arg(key);
     } else {
-        pipeline.cmd("HEXISTS").arg(key).arg(&*hold.owner);
+        pipeline.cmd("HEXISTS").arg(key).arg(&*hold.owner.text());
     }
 }
 
 /// Whether the answer to [`read_hold`] says `hold` is still held.
 pub(super) fn still_held(hold: &Hold, value: Value) -> redis::RedisResult<bool> {
     match value {
-        Value::BulkString(bytes) if hold.kind.string_value() => Ok(bytes == hold.owner.as_bytes()),
+        Value::BulkString(bytes) if hold.kind.string_value() => Ok(hold.owner.is(&bytes)),
         Value::Nil => Ok(false),
         value => redis::from_redis_value::<bool>(value).map_err(Into::into),
     }

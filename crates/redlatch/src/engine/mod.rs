@@ -17,6 +17,7 @@ pub(crate) mod metrics;
 #[cfg(not(feature = "metrics"))]
 #[path = "metrics_off.rs"]
 pub(crate) mod metrics;
+pub(crate) mod owner_field;
 pub(crate) mod place;
 pub(crate) mod primitive;
 pub(crate) mod renewal;

@@ -80,7 +80,7 @@ impl Entry {
 
     /// The key it is tracked under.
     fn key(&self) -> HoldKey {
-        (self.hold.key.clone(), self.hold.owner.clone())
+        (self.hold.key.clone(), self.hold.owner.text())
     }
 
     /// When the watchdog must next look at this hold, and how early it may

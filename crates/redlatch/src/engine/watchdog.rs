@@ -40,6 +40,7 @@ use crate::engine::hold_kind::{BatchRenewal, HoldKind, RenewNow, Renewed};
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::{Holds, LossWatch};
+use crate::engine::owner_field::OwnerPrefix;
 // fair_lock/ still names renewal_period by this path.
 pub(crate) use crate::engine::renewal::renewal_period;
 use crate::engine::renewal::{LOG_TARGET, retry_delay};
@@ -84,6 +85,9 @@ struct Shared {
     /// Where new holds go to be named, once the publisher started.
     #[cfg(feature = "holder-records")]
     identity: std::sync::OnceLock<IdentityPublisher>,
+    /// What the client's anonymous owners start with: a hold of one keeps
+    /// its number, not its text.
+    owner_prefix: std::sync::OnceLock<Arc<OwnerPrefix>>,
     /// Keys this client is force-unlocking now (with how many calls): a
     /// hold found gone from one meanwhile was lost to this client's call.
     force_unlocking: Mutex<HashMap<Arc<str>, usize>>,
@@ -121,6 +125,12 @@ impl Watchdog {
     /// The loss watch, once it started (none on a lean client).
     pub(crate) fn loss_watch(&self) -> Option<&LossWatch> {
         self.shared.loss_watch.get()
+    }
+
+    /// From now on, a hold of one of the client's anonymous owners (written
+    /// `prefix` and a number) keeps the number only.
+    pub(crate) fn set_owner_prefix(&self, prefix: Arc<OwnerPrefix>) {
+        let _ = self.shared.owner_prefix.set(prefix);
     }
 
     /// From now on, every lock hold is also watched by `watch`.
@@ -165,14 +175,14 @@ impl Watchdog {
                 return tracked;
             }
             if new.token < tracked.token {
-                let stale = Arc::new(Hold::new(new));
+                let stale = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
                 stale.mark_lost(LostReason::Gone);
                 return stale;
             }
             tracked.mark_lost(LostReason::Gone);
         }
         let sent_at = new.sent_at;
-        let hold = Arc::new(Hold::new(new));
+        let hold = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
         self.insert(&mut entries, hold.clone(), sent_at);
         hold
     }
@@ -324,7 +334,7 @@ impl Watchdog {
     pub(crate) fn mark_owner_lost(&self, key: &str, owner: &str) {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
-            if &**entry_key == key && entry.hold.kind.is_lock() && &*entry.hold.owner == owner {
+            if &**entry_key == key && entry.hold.kind.is_lock() && entry.hold.owner.is(owner.as_bytes()) {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {
@@ -371,6 +381,7 @@ impl Shared {
             loss_watch: std::sync::OnceLock::new(),
             #[cfg(feature = "holder-records")]
             identity: std::sync::OnceLock::new(),
+            owner_prefix: std::sync::OnceLock::new(),
             force_unlocking: Mutex::new(HashMap::new()),
         }
     }
@@ -440,7 +451,7 @@ impl Shared {
                 {
                     entry.renewing = true;
                     due.push(Renewal {
-                        key: (hold.key.clone(), hold.owner.clone()),
+                        key: (hold.key.clone(), hold.owner.text()),
                         hold: hold.clone(),
                         id,
                         // Renewed locks and permits follow the live default lease.
@@ -1417,7 +1428,7 @@ mod permutation_checks {
             assert!(hold.is_held() && hold.renewed());
             assert!(
                 entries
-                    .get(&(hold.key.clone(), hold.owner.clone()))
+                    .get(&(hold.key.clone(), hold.owner.text()))
                     .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
             );
         }

@@ -278,7 +278,7 @@ impl RedlockGuard {
 
     /// The owner field written on every node: `<redlock-id>:#<n>`.
     pub fn owner(&self) -> &str {
-        &self.shared.hold.owner
+        self.shared.hold.owner.as_str()
     }
 
     /// The lease set on the nodes.

@@ -39,6 +39,7 @@ pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let keys = Arc::new(RwKeys::of_lock(writer.keys()));
     let reader = hold
         .owner
+        .as_str()
         .strip_suffix(":write")
         .map(Arc::<str>::from)
         .ok_or_else(|| Error::Protocol {

@@ -396,7 +396,7 @@ impl ExpirablePermit {
     /// The permit id, 32 hex digits, as Redisson shows its permit ids; the
     /// expiries sorted set holds its 16 bytes, raw, as Redisson stores them.
     pub fn id(&self) -> &str {
-        &self.hold.owner
+        self.hold.owner.as_str()
     }
 
     /// The semaphore's name, without the key prefix.
@@ -444,11 +444,7 @@ impl ExpirablePermit {
         self.core
             .watchdog
             .remove_guard(&self.hold, self.hold.renewed());
-        let (core, keys, id) = (
-            self.core.clone(),
-            self.keys.clone(),
-            self.hold.owner.clone(),
-        );
+        let (core, keys, id) = (self.core.clone(), self.keys.clone(), self.hold.owner.text());
         async move { release_permit(&core, &keys, &id).await }
     }
 }

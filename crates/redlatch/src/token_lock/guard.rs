@@ -107,7 +107,7 @@ impl TokenGuard {
     /// The value this hold wrote into the key (`<client-id>:#<n>`), unique
     /// to this acquire: what the release and the renewals compare.
     pub fn owner_token(&self) -> &str {
-        &self.hold.owner
+        self.hold.owner.as_str()
     }
 
     /// The fencing token of a [fenced](crate::TokenLock::fenced) lock's
@@ -171,7 +171,7 @@ impl TokenGuard {
         self.core.watchdog.remove_guard(&self.hold, self.renewed);
         let core = self.core.clone();
         let key = self.keys.key.clone();
-        let token = self.hold.owner.clone();
+        let token = self.hold.owner.text();
         let by = self.release_by;
         async move {
             let limit = core.current_settings().response_timeout;
