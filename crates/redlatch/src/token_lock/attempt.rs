@@ -26,7 +26,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::base::keys::LockKeys;
 use crate::engine::acquire::Terms;
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -37,8 +36,9 @@ use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::released::Released;
 use crate::settings::RetryPolicy;
-use crate::token_lock::calls::{self, Attempted, ReleaseBy, Route};
+use crate::token_lock::calls::{self, Attempted, Route};
 use crate::token_lock::guard::TokenGuard;
+use crate::token_lock::request::{TokenAttempt, channel};
 use crate::transport::Connection;
 
 /// A waiter without the loss watch's tracking looks again after this
@@ -55,18 +55,6 @@ pub(crate) const POLL: RetryPolicy = RetryPolicy {
 /// semaphore waiter's re-check is for a lost message. One `SET` a second
 /// per waiting client.
 pub(crate) const TRACKED_RECHECK: Duration = Duration::from_secs(1);
-
-/// One acquire of a token lock.
-#[derive(Clone)]
-pub(crate) struct TokenAttempt {
-    pub(crate) keys: Arc<LockKeys>,
-    /// The token written into the key: the anonymous owner of this acquire
-    /// (`<client-id>:#<n>`), unique to it.
-    pub(crate) token: Arc<str>,
-    pub(crate) lease_ms: u64,
-    pub(crate) fenced: bool,
-    pub(crate) release_by: ReleaseBy,
-}
 
 impl AttemptCall for TokenAttempt {
     type Reply = Attempted;
@@ -125,12 +113,6 @@ impl AttemptCall for TokenAttempt {
             }),
         }
     }
-}
-
-/// The channel a token lock's waiters of one client park on: local, never
-/// subscribed (its messages are nudges from this process).
-pub(crate) fn channel(key: &str) -> String {
-    format!("redlatch_token_lock:{{{key}}}")
 }
 
 /// A token lock's acquire, as the wait loop drives it.

@@ -15,8 +15,8 @@ use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::HoldKind;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
-use crate::token_lock::attempt::{TokenAttempt, channel};
 use crate::token_lock::calls::{self, ReleaseBy, Route};
+use crate::token_lock::request::{TokenAttempt, channel};
 
 /// One hold on a [`TokenLock`](crate::TokenLock): the lock's key holds this
 /// guard's [`owner_token`](TokenGuard::owner_token) until the guard is

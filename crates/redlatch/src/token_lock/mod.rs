@@ -6,12 +6,13 @@
 //! script does each. Fencing, where asked, takes one script per acquire.
 //!
 //! Its files: `calls.rs` (what is sent to Redis, and how the watchdog
-//! renews), `attempt.rs` (the engine's plug-ins: one attempt, the waiting),
-//! `guard.rs` (the hold).
+//! renews), `request.rs` (what one acquire asks for), `attempt.rs` (the
+//! engine's plug-ins: one attempt, the waiting), `guard.rs` (the hold).
 
 pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod guard;
+pub(crate) mod request;
 pub(crate) mod scripts;
 
 use std::future::Future;
@@ -19,13 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::keys::LockKeys;
+use crate::base::status::{KeyKind, LockStatus};
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
-use crate::base::status::{KeyKind, LockStatus};
-use crate::token_lock::attempt::{TokenAttempt, Waiting};
+use crate::token_lock::attempt::Waiting;
 use crate::token_lock::calls::{ReleaseBy, Route};
+use crate::token_lock::request::TokenAttempt;
 use tracing::Instrument;
 
 pub use guard::TokenGuard;
