@@ -69,11 +69,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::engine::hold::Hold;
-use crate::engine::loss_watch::{
-    self, CHECK_BATCH, Holds, Keys, ROLE_EVERY, Refusal, SETTLE, SOUND_FOR, Waiting,
-};
 use crate::engine::reread::Rereads;
 use crate::engine::sleep::sleep_until;
+use crate::engine::watched_keys::{
+    self, CHECK_BATCH, Holds, Keys, ROLE_EVERY, Refusal, SETTLE, SOUND_FOR, WaiterLook, Waiting,
+};
 use crate::scripts::keys::slot;
 use crate::settings::SharedSettings;
 use crate::transport::watch::ClusterNodes;
@@ -88,14 +88,6 @@ pub(crate) const ASK_REREAD: Duration = Duration::from_millis(50);
 
 /// A push, with the node (and the connection to it) it came from.
 type Push = (Arc<str>, u64, PushInfo);
-
-/// A token lock's waiter asks for the key it waits for to be tracked on
-/// its slot's master (`LossWatch::look_on_cluster`): the key's `PTTL` is
-/// sent back once read there; the reply dropped when it could not be.
-pub(crate) struct WaiterLook {
-    pub(crate) key: Arc<str>,
-    pub(crate) reply: oneshot::Sender<i64>,
-}
 
 /// The watch's connection to one node.
 #[derive(Default)]
@@ -240,7 +232,7 @@ pub(super) async fn run(
                 let mut due = Vec::new();
                 while settling.front().is_some_and(|(at, _)| *at <= now) {
                     if let Some((_, watched)) = settling.pop_front()
-                        && let Some(key) = loss_watch::add(&mut watch.keys, watched)
+                        && let Some(key) = watched_keys::add(&mut watch.keys, watched)
                     {
                         due.push(key);
                     }
@@ -267,7 +259,7 @@ pub(super) async fn run(
             Some((node, generation, push)) = pushes.recv() => {
                 // Waiters first: they need no read of ours. A stale
                 // connection's push wakes them for nothing, harmlessly.
-                loss_watch::wake_waiters(&watch.waiting, &push);
+                watched_keys::wake_waiters(&watch.waiting, &push);
                 watch.pushed(&node, generation, push)
             }
             Some(done) = watch.work.next() => {
@@ -281,7 +273,7 @@ pub(super) async fn run(
             // Waiters' looks are refused at once from now on (and those
             // queued dropped): they poll.
             drop(looks);
-            loss_watch::drain(&mut incoming, &shutdown).await;
+            watched_keys::drain(&mut incoming, &shutdown).await;
             return;
         }
     }
@@ -301,7 +293,7 @@ impl Watch {
             PushKind::Invalidate => {
                 let named = match push.data.first() {
                     Some(Value::Array(_)) => {
-                        loss_watch::invalidated(push, &self.keys).unwrap_or_default()
+                        watched_keys::invalidated(push, &self.keys).unwrap_or_default()
                     }
                     // A flush of that node: the keys tracked there, and
                     // those it may have come to track since (a read whose
@@ -317,7 +309,7 @@ impl Watch {
                         .cloned()
                         .collect(),
                 };
-                loss_watch::pace(&mut self.keys, &mut self.rereads, named).0
+                watched_keys::pace(&mut self.keys, &mut self.rereads, named).0
             }
             PushKind::Disconnection => {
                 self.failed(node);
@@ -366,7 +358,7 @@ impl Watch {
             }
             false
         });
-        loss_watch::wake_all(&self.waiting);
+        watched_keys::wake_all(&self.waiting);
     }
 
     /// `node`, taken for a master, said it is a replica now (a failover
@@ -438,7 +430,7 @@ impl Watch {
             return !state.replica;
         };
         let mut asks = true;
-        let master = loss_watch::master_or_refused(role, &mut asks);
+        let master = watched_keys::master_or_refused(role, &mut asks);
         if !asks {
             state.role_refused = true;
             return !state.replica;
@@ -593,8 +585,8 @@ impl Watch {
                 let mut conn = source
                     .open(&node, sender, timeout)
                     .await
-                    .map_err(loss_watch::refusal)?;
-                loss_watch::start_tracking(&mut conn, protect, false).await?;
+                    .map_err(watched_keys::refusal)?;
+                watched_keys::start_tracking(&mut conn, protect, false).await?;
                 // A replica among the seeds only redirects: its connection
                 // is closed once a master's is open (`close_if_idle`).
                 let role: RedisResult<Value> = redis::cmd("ROLE").query_async(&mut conn).await;
@@ -779,7 +771,7 @@ impl Watch {
                 return;
             }
         }
-        let answer = answer.and_then(|value| loss_watch::still_held(&hold, value));
+        let answer = answer.and_then(|value| watched_keys::still_held(&hold, value));
         match answer {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
@@ -837,7 +829,7 @@ impl Watch {
     }
 
     fn lost(&mut self, key: &Arc<str>, hold: &Arc<Hold>) {
-        loss_watch::lost(&self.holds, &mut self.keys, key, hold);
+        watched_keys::lost(&self.holds, &mut self.keys, key, hold);
         if !self.keys.contains_key(key) {
             self.tracked_on.remove(key);
         }
@@ -864,7 +856,7 @@ async fn read(
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
         }
         match &read.reader {
-            Reader::Hold(hold) => loss_watch::read_hold(&mut pipeline, &read.key, hold),
+            Reader::Hold(hold) => watched_keys::read_hold(&mut pipeline, &read.key, hold),
             Reader::Waiter(_) => {
                 pipeline.cmd("PTTL").arg(&*read.key);
             }

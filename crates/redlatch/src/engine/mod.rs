@@ -27,4 +27,5 @@ pub(crate) mod sleep;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
+pub(crate) mod watched_keys;
 pub(crate) mod watched_renewals;
