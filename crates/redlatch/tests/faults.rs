@@ -93,56 +93,72 @@ async fn flush_scripts(admin: &mut redis::aio::MultiplexedConnection) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_subscription_leaves_no_waiter_stuck_past_the_lease() {
     let server = common::server();
+    killed_wakeups_leave_no_waiter_stuck::<DefaultLock>(&server).await;
+    killed_wakeups_leave_no_waiter_stuck::<TokenKind>(&server).await;
+}
+
+/// The waiters' wake-ups are cut off (the default lock's subscription, the
+/// token lock's tracking connections) just before a release.
+async fn killed_wakeups_leave_no_waiter_stuck<K: LockKind>(server: &testkit::RedisServer) {
     let lease = Duration::from_secs(2);
-    let holder = common::client_with_lease(&server, lease).await;
-    let waiters = common::client(&server).await;
-    let mut admin = common::admin(&server).await;
-    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+    let name = &named::<K>("pubsub-killed");
+    let holder = common::client_with_lease(server, lease).await;
+    let waiters = common::client(server).await;
+    let mut admin = common::admin(server).await;
+    let guard = K::lock(&holder, name).acquire().await.unwrap();
 
     let mut tasks = Vec::new();
     for _ in 0..5 {
-        let lock = waiters.lock("pubsub-killed");
+        let lock = K::lock(&waiters, name);
         tasks.push(tokio::spawn(async move {
             let guard = lock.acquire().await?;
             guard.release().await?;
             Ok::<_, Error>(Instant::now())
         }));
     }
-    let channel = "redisson_lock__channel:{pubsub-killed}";
     assert!(
         common::eventually(Duration::from_secs(2), || {
             let mut admin = admin.clone();
-            async move { common::subscribers(&mut admin, channel).await >= 1 }
+            async move { K::waiters_listening(&mut admin, name).await }
         })
-        .await
+        .await,
+        "{}: the waiters never listened",
+        K::NAME
     );
-    let killed = common::kill_subscriptions(&mut admin).await;
-    assert!(killed >= 1, "no subscription connection to kill");
-    // Release while the waiters' subscription is down or just coming back.
+    let killed = K::kill_wakeups(&mut admin).await;
+    assert!(killed >= 1, "{}: no wake-up connection to kill", K::NAME);
+    // Release while the waiters' wake-ups are down or just coming back.
     guard.release().await.unwrap();
     let released_at = Instant::now();
     for task in tasks {
         let finished = tokio::time::timeout(lease + Duration::from_secs(2), task)
             .await
-            .expect("a waiter stayed stuck past the lease")
+            .unwrap_or_else(|_| panic!("{}: a waiter stayed stuck past the lease", K::NAME))
             .unwrap()
             .unwrap();
         assert!(finished.duration_since(released_at) <= lease + Duration::from_secs(1));
     }
-    // And the subscription came back for later waiters.
-    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+    // And the wake-ups came back for later waiters: woken by the release,
+    // well before the lease, and before a token lock waiter's 1 s re-check.
+    let guard = K::lock(&holder, name).acquire().await.unwrap();
     let waiter = tokio::spawn({
-        let lock = waiters.lock("pubsub-killed");
+        let lock = K::lock(&waiters, name);
         async move { lock.acquire().await.map(|_| Instant::now()) }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     guard.release().await.unwrap();
+    let released_at = Instant::now();
     let woke = tokio::time::timeout(Duration::from_millis(1500), waiter)
         .await
-        .expect("woken by message after resubscribing, well before the lease")
+        .unwrap_or_else(|_| panic!("{}: not woken after the wake-ups came back", K::NAME))
         .unwrap()
         .unwrap();
-    assert!(woke.elapsed() < Duration::from_secs(2));
+    let took = woke.duration_since(released_at);
+    assert!(
+        took < Duration::from_millis(500),
+        "{}: woken {took:?} after the release",
+        K::NAME
+    );
 }
 
 /// A server that accepts connections and never answers: connecting gives

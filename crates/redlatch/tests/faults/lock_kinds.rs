@@ -4,7 +4,10 @@
 
 use std::future::Future;
 
+use redis::aio::MultiplexedConnection;
 use redlatch::{AcquireLock, Client, Guard, HeldLock, Lock, Result, TokenGuard, TokenLock};
+
+use crate::common;
 
 /// One kind of lock, as a fault check needs it.
 pub trait LockKind {
@@ -23,6 +26,16 @@ pub trait LockKind {
 
     /// The hold's fencing token, where the kind gives one unasked.
     fn fence(guard: &Self::Guard) -> Option<u64>;
+
+    /// True once the server holds what tells a waiter on `name` of a
+    /// release (for another client's release).
+    fn waiters_listening(
+        admin: &mut MultiplexedConnection,
+        name: &str,
+    ) -> impl Future<Output = bool> + Send;
+
+    /// Closes the connections that carry those wake-ups; returns how many.
+    fn kill_wakeups(admin: &mut MultiplexedConnection) -> impl Future<Output = usize> + Send;
 }
 
 /// [`Client::lock`]: a hash under `PREFIX+NAME`, scripts for every step.
@@ -43,6 +56,16 @@ impl LockKind for DefaultLock {
 
     fn fence(guard: &Guard) -> Option<u64> {
         Some(guard.token())
+    }
+
+    /// A subscription to the lock's channel, where releases publish.
+    async fn waiters_listening(admin: &mut MultiplexedConnection, name: &str) -> bool {
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        common::subscribers(admin, &channel).await >= 1
+    }
+
+    async fn kill_wakeups(admin: &mut MultiplexedConnection) -> usize {
+        usize::try_from(common::kill_subscriptions(admin).await).unwrap()
     }
 }
 
@@ -65,5 +88,25 @@ impl LockKind for TokenKind {
 
     fn fence(guard: &TokenGuard) -> Option<u64> {
         guard.fencing_token()
+    }
+
+    /// A release publishes nothing: a loss watch's connection tracks the
+    /// key, and the server pushes its change.
+    async fn waiters_listening(admin: &mut MultiplexedConnection, _name: &str) -> bool {
+        !common::tracking_connection_ids(admin).await.is_empty()
+    }
+
+    async fn kill_wakeups(admin: &mut MultiplexedConnection) -> usize {
+        let ids = common::tracking_connection_ids(admin).await;
+        for id in &ids {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(admin)
+                .await
+                .unwrap();
+        }
+        ids.len()
     }
 }
