@@ -491,3 +491,39 @@ async fn waiters_do_not_spin_on_a_full_tracking_table() {
         "waiters spun: {sets} SET and {pttls} PTTL in 2 s"
     );
 }
+
+/// As `waiters_do_not_spin_on_a_full_tracking_table`, with six waiters on
+/// six keys: each look evicts another waiter's key, a chain as long as
+/// there are waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_waiters_do_not_spin_on_a_one_key_tracking_table() {
+    let server = testkit::RedisServer::builder()
+        .arg("tracking-table-max-keys", "1")
+        .start()
+        .unwrap();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let names: Vec<String> = (0..6).map(|i| format!("token:six-{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
+    }
+    let mut waiting = Vec::new();
+    for name in &names {
+        let lock = waiter.token_lock(name.as_str());
+        waiting.push(tokio::spawn(async move {
+            lock.acquire_within(Some(Duration::from_secs(3))).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let looks = calls_of(&mut admin, "set").await + calls_of(&mut admin, "pttl").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let looks = calls_of(&mut admin, "set").await + calls_of(&mut admin, "pttl").await - looks;
+    eprintln!("six waiters for 2 s on a one-key tracking table: {looks} SET and PTTL");
+    for waiter in waiting {
+        assert!(matches!(waiter.await.unwrap(), Err(Error::Timeout { .. })));
+    }
+    drop(guards);
+    assert!(looks < 600, "waiters spun: {looks} SET and PTTL in 2 s");
+}
