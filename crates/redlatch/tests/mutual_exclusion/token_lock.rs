@@ -527,3 +527,56 @@ async fn six_waiters_do_not_spin_on_a_one_key_tracking_table() {
     drop(guards);
     assert!(looks < 600, "waiters spun: {looks} SET and PTTL in 2 s");
 }
+
+/// A force unlock racing the holder's release, many times, by this client
+/// and by another: exactly one of them deletes the hold; a force unlock by
+/// this client never marks a later hold of the key lost; and a renewal
+/// after the delete never brings the key back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_racing_the_release_and_the_renewals() {
+    let server = common::server();
+    let lease = Duration::from_millis(150);
+    let client = common::client_with_lease(&server, lease).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    for round in 0..200 {
+        let name = "token:race";
+        let forcer = if round % 2 == 0 { &client } else { &other };
+        let guard = client.token_lock(name).acquire().await.unwrap();
+        let force = forcer.token_lock(name);
+        let (released, forced) = tokio::join!(
+            tokio::spawn(guard.release()),
+            tokio::spawn(async move { force.force_unlock().await })
+        );
+        let released = released.unwrap();
+        let forced = forced.unwrap().unwrap();
+        match (&released, forced) {
+            (Ok(()), false) | (Err(Error::NotHeld { .. }), true) => {}
+            other => panic!("round {round}: release and force unlock: {other:?}"),
+        }
+        let exists: bool = admin.exists(name).await.unwrap();
+        assert!(!exists, "round {round}: the key lives on");
+        // This client's next hold of the key is not the one forced.
+        let next = client.token_lock(name).acquire().await.unwrap();
+        assert!(next.is_held(), "round {round}: {:?}", next.lost_reason());
+        next.release().await.unwrap();
+    }
+    // Renewals (every lease/3 = 50 ms) racing a force unlock by another
+    // client: the key stays gone.
+    for round in 0..20 {
+        let guard = client.token_lock("token:renewed").acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(7 * round)).await;
+        assert!(
+            other
+                .token_lock("token:renewed")
+                .force_unlock()
+                .await
+                .unwrap()
+        );
+        tokio::time::sleep(lease * 2).await;
+        let exists: bool = admin.exists("token:renewed").await.unwrap();
+        assert!(!exists, "round {round}: a renewal wrote the key back");
+        assert!(!guard.is_held(), "round {round}: still called held");
+        assert!(matches!(guard.release().await, Err(Error::NotHeld { .. })));
+    }
+}
