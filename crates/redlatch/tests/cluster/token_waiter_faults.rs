@@ -328,3 +328,37 @@ async fn a_token_waiter_across_a_failover_and_back() {
         .await
         .expect("a DEL after the failover back went unnoticed");
 }
+
+/// One master stalls (SIGSTOP) while waiters park on keys of two masters:
+/// the other master's waiter is woken by its release as usual, and the
+/// stalled master's waiter takes its lock once the master is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_master_holds_up_no_other_master_s_token_waiters() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let holder = watching_client(&cluster).await;
+    let waiter = watching_client(&cluster).await;
+    let names = names_across_slots(&cluster, "stalled", 1);
+    let (stalled, sound) = (&names[0], &names[1]);
+    let stalled_port = cluster.master_of(stalled).unwrap();
+    let stalled_guard = holder.token_lock(stalled.as_str()).acquire().await.unwrap();
+    let sound_guard = holder.token_lock(sound.as_str()).acquire().await.unwrap();
+    let stalled_waiting = token_waiter(&waiter, stalled);
+    let sound_waiting = token_waiter(&waiter, sound);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    node(&cluster, stalled_port).pause().unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    sound_guard.release().await.unwrap();
+    let taken = taken_soon(sound_waiting, released, "beside a stalled master").await;
+    node(&cluster, stalled_port).resume().unwrap();
+    taken.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = Instant::now();
+    // The holder's own release may need a retry after the stall.
+    let _ = stalled_guard.release().await;
+    taken_soon(stalled_waiting, released, "after the stall")
+        .await
+        .release()
+        .await
+        .unwrap();
+}
