@@ -362,3 +362,47 @@ async fn a_stalled_master_holds_up_no_other_master_s_token_waiters() {
         .await
         .unwrap();
 }
+
+/// Held token locks (no waiters) on a master whose tracking table holds
+/// one key: the watch's re-reads of evicted keys are paced, not a spin,
+/// and a real loss is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_token_locks_on_a_master_with_a_one_key_tracking_table() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    for server in cluster.nodes() {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tracking-table-max-keys")
+            .arg(1)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let holder = watching_client(&cluster).await;
+    let names: Vec<String> = (0..6).map(|i| format!("{{tiny-held}}:{i}")).collect();
+    let port = cluster.master_of(&names[0]).unwrap();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = command_calls(&cluster, port, "get");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reads = command_calls(&cluster, port, "get") - before;
+    eprintln!("the watch's reads of 6 held keys in 2 s with a one-key table: {reads}");
+    assert!(reads <= 400, "{reads} reads in 2 s: the watch spins");
+    let _: () = redis::cmd("DEL")
+        .arg(&names[3])
+        .query(&mut node(&cluster, port).conn())
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(3), guards[3].lost())
+        .await
+        .expect("a DEL went unnoticed with a one-key tracking table");
+    for (i, guard) in guards.iter().enumerate() {
+        assert_eq!(
+            guard.is_held(),
+            i != 3,
+            "hold {i}: {:?}",
+            guard.lost_reason()
+        );
+    }
+}
