@@ -406,3 +406,37 @@ async fn held_token_locks_on_a_master_with_a_one_key_tracking_table() {
         );
     }
 }
+
+/// A failover whose demoted master cannot replicate from the new one (a
+/// wrong `masterauth`): a waiter whose key was tracked on the old master
+/// hears nothing there, yet is woken by the release on the new master
+/// within seconds (the `ROLE` check, or its own next look).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_waiter_tracked_on_a_demoted_master_with_a_broken_link() {
+    let cluster = Cluster::start(3, 1).expect("start a 3-master cluster with replicas");
+    let holder = replicated_client(&cluster, Duration::from_secs(60)).await;
+    let waiter = replicated_client(&cluster, Duration::from_secs(60)).await;
+    let name = "demoted-waiter:1";
+    let old = cluster.master_of(name).unwrap();
+    let new = replica_of(&cluster, old);
+    let guard = holder.token_lock(name).acquire().await.unwrap();
+    let waiting = token_waiter(&waiter, name);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("masterauth")
+        .arg("not-the-password")
+        .query(&mut node(&cluster, old).conn())
+        .expect("CONFIG SET masterauth");
+    fail_over_to(&cluster, new, name).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(guard.is_held(), "{:?}", guard.lost_reason());
+    assert!(!waiting.is_finished(), "the waiter did not wait");
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    taken_soon(waiting, released, "tracked on a demoted master")
+        .await
+        .release()
+        .await
+        .unwrap();
+}
