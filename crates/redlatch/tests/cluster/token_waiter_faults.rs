@@ -334,7 +334,10 @@ async fn a_token_waiter_across_a_failover_and_back() {
 /// stalled master's waiter takes its lock once the master is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_master_holds_up_no_other_master_s_token_waiters() {
-    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    // A stall past the node timeout (1 s) marks the master failed: without
+    // this, the whole cluster then answers CLUSTERDOWN.
+    let cluster = Cluster::start_with_args(3, 0, &[("cluster-require-full-coverage", "no")])
+        .expect("start a 3-master cluster");
     let holder = watching_client(&cluster).await;
     let waiter = watching_client(&cluster).await;
     let names = names_across_slots(&cluster, "stalled", 1);
