@@ -443,3 +443,48 @@ async fn a_token_waiter_tracked_on_a_demoted_master_with_a_broken_link() {
         .await
         .unwrap();
 }
+
+/// The cluster watch reads each hold's owner back after every renewal (a
+/// renewal invalidates the key): owners named like an anonymous owner's
+/// number, anonymous ones (kept as numbers) and token locks' tokens, on
+/// every master, renewed every 100 ms, must all stay held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_watch_keeps_holds_of_every_kind_of_owner_through_renewals() {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    let client = ClientBuilder::cluster(cluster.urls())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .default_lease(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let names = names_across_slots(&cluster, "owners", 3);
+    let mut guards = Vec::new();
+    let mut tokens = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let lock = client.lock(format!("{name}:lock"));
+        let owner = ["0", "18446744073709551615", "7", "worker"][i % 4];
+        guards.push(lock.clone().with_owner(owner).acquire().await.unwrap());
+        guards.push(client.lock(format!("{name}:anon")).acquire().await.unwrap());
+        tokens.push(client.token_lock(name.as_str()).acquire().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for guard in &guards {
+        assert!(
+            guard.is_held(),
+            "{}: {:?}",
+            guard.owner(),
+            guard.lost_reason()
+        );
+    }
+    for token in &tokens {
+        assert!(token.is_held(), "{}", token.owner_token());
+    }
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    for token in tokens {
+        token.release().await.unwrap();
+    }
+}
