@@ -56,6 +56,13 @@ pub(crate) const POLL: RetryPolicy = RetryPolicy {
 /// per waiting client.
 pub(crate) const TRACKED_RECHECK: Duration = Duration::from_secs(1);
 
+/// A wake-up this soon after the waiter's last look that finds the same
+/// holder changed nothing (a full tracking table evicting the key, each
+/// look evicting another waiter's: the server tells of every eviction):
+/// the next look then waits [`POLL`]'s back-off. A renewal or a holder's
+/// lease end comes seconds apart and is not paced.
+const SPIN_WINDOW: Duration = Duration::from_millis(50);
+
 impl AttemptCall for TokenAttempt {
     type Reply = Attempted;
 
@@ -125,12 +132,23 @@ pub(crate) struct Waiting {
     pub(crate) nudge: Option<Nudge>,
     /// Looks taken without tracking, for the poll's back-off.
     pub(crate) polls: u32,
+    /// Wake-ups in a row that changed nothing ([`SPIN_WINDOW`]), for the
+    /// back-off of the next look.
+    pub(crate) idle_wakes: u32,
+    /// The holder the last look found (its digest; `None`: not named),
+    /// and when that look ended.
+    pub(crate) last_look: Option<(Option<u64>, tokio::time::Instant)>,
 }
 
 impl Acquisition for Waiting {
     type Output = TokenGuard;
 
     async fn attempt(&mut self) -> Result<Step<TokenGuard>> {
+        let woken_at = tokio::time::Instant::now();
+        if self.idle_wakes > 0 {
+            // Bounded by the wait's own end: the wait loop cuts the attempt.
+            tokio::time::sleep(POLL.delay(self.idle_wakes - 1)).await;
+        }
         let core = &self.core;
         match attempt(core, self.call.clone()).await? {
             Attempted::Acquired { fence, sent_at } => Ok(Step::Done {
@@ -144,7 +162,14 @@ impl Acquisition for Waiting {
                 ),
                 more_left: false,
             }),
-            Attempted::Held => {
+            Attempted::Held { holder } => {
+                let changed_nothing = self.last_look.is_some_and(|(seen, ended)| {
+                    seen == holder && woken_at.saturating_duration_since(ended) < SPIN_WINDOW
+                });
+                self.idle_wakes = match changed_nothing {
+                    true => self.idle_wakes.saturating_add(1),
+                    false => 0,
+                };
                 let lease = Duration::from_millis(self.call.lease_ms);
                 let Some(nudge) = &self.nudge else {
                     // Not listening yet: the wait loop joins, then attempts again.
@@ -169,6 +194,7 @@ impl Acquisition for Waiting {
                         delay
                     }
                 };
+                self.last_look = Some((holder, tokio::time::Instant::now()));
                 Ok(Step::Busy { retry_in })
             }
         }

@@ -136,8 +136,16 @@ pub(crate) enum Attempted {
         fence: Option<u64>,
         sent_at: LeaseInstant,
     },
-    /// Another token holds it.
-    Held,
+    /// Another token holds it: `holder`, a digest of that token where the
+    /// reply named it (not the fenced acquire's script), tells a waiter
+    /// whether the key changed hands since its last look.
+    Held { holder: Option<u64> },
+}
+
+/// A short digest of a holder's token: equal tokens, equal digests.
+fn digest(token: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(token)
 }
 
 /// One acquire: `SET key token NX PX lease GET`, or the fenced script.
@@ -168,7 +176,7 @@ pub(crate) async fn acquire(
                 fence: u64::try_from(value).ok(),
                 sent_at,
             }),
-            0 => Ok(Attempted::Held),
+            0 => Ok(Attempted::Held { holder: None }),
             _ => Err(Error::WrongType {
                 key: keys.key.to_string(),
             }),
@@ -195,7 +203,9 @@ pub(crate) async fn acquire(
             fence: None,
             sent_at,
         }),
-        Ok(Some(_)) => Ok(Attempted::Held),
+        Ok(Some(holder)) => Ok(Attempted::Held {
+            holder: Some(digest(&holder)),
+        }),
         Err(Error::WrongType { .. }) => Err(Error::WrongType {
             key: keys.key.to_string(),
         }),
@@ -237,7 +247,9 @@ async fn holder_under_oom(
             fence: None,
             sent_at,
         }),
-        Ok(Some(_)) => Ok(Attempted::Held),
+        Ok(Some(holder)) => Ok(Attempted::Held {
+            holder: Some(digest(&holder)),
+        }),
         Ok(None) => Err(refused),
         Err(Error::WrongType { .. }) => Err(Error::WrongType {
             key: keys.key.to_string(),

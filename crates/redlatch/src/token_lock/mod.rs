@@ -324,6 +324,8 @@ impl TokenLock {
             route,
             nudge: None,
             polls: 0,
+            idle_wakes: 0,
+            last_look: None,
         };
         let span = tracing::debug_span!("redlatch.acquire", lock = %self.name, token = tracing::field::Empty);
         acquire_measured(span, wait_for(&mut waiting, wait)).await

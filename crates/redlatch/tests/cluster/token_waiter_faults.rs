@@ -181,7 +181,6 @@ async fn a_parked_token_waiter_is_woken_after_its_master_s_connections_are_kille
 /// its key changed. The waiters must neither spin on those wake-ups nor
 /// miss their release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "red team: on a cluster, waiters spin on a full tracking table (about 20000 looks in 2 s by 6 waiters; 100 on one server)"]
 async fn token_waiters_on_a_master_with_a_one_key_tracking_table() {
     let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
     for server in cluster.nodes() {
