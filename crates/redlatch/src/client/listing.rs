@@ -3,9 +3,9 @@
 use std::collections::BTreeSet;
 
 use crate::base::status::LockStatus;
+use crate::base::status::{KeyKind, read_with_kind};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::base::status::{KeyKind, read_with_kind};
 use crate::scripts::holder_keys::looks_like_owner;
 use crate::transport::bounded;
 

@@ -334,7 +334,10 @@ impl Watchdog {
     pub(crate) fn mark_owner_lost(&self, key: &str, owner: &str) {
         let mut entries = self.shared.entries.lock();
         entries.retain(|(entry_key, _), entry| {
-            if &**entry_key == key && entry.hold.kind.is_lock() && entry.hold.owner.is(owner.as_bytes()) {
+            if &**entry_key == key
+                && entry.hold.kind.is_lock()
+                && entry.hold.owner.is(owner.as_bytes())
+            {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
             } else {

@@ -316,11 +316,33 @@ impl Lock {
         }
     }
 
-    async fn wait_for_hold(
-        &self,
-        acquisition: &mut LockAcquisition<'_>,
+    /// The lock's wait: the prelude ([`Lock::queue_up`]), then the wait loop.
+    ///
+    /// A plain function around an `async` block, the prelude in its own
+    /// future: an `async fn` keeps its arguments twice, and the prelude's
+    /// locals (a borrowed local lives to its scope's end) took room in
+    /// the parked waiter's state.
+    fn wait_for_hold<'a>(
+        &'a self,
+        acquisition: &'a mut LockAcquisition<'_>,
         wait: Wait,
-    ) -> Result<Option<Guard>> {
+    ) -> impl Future<Output = Result<Option<Guard>>> + 'a {
+        async move {
+            let (tickets, woken, seen_held) = self.queue_up(acquisition, wait).await;
+            let started = acquisition.started;
+            wait_from(acquisition, wait, started, tickets, woken, seen_held).await
+        }
+    }
+
+    /// Before the wait loop: re-entry, the hand-off courtesy, or joining
+    /// this client's waiters already queued. Returns the channel
+    /// memberships made, whether a message ended the first park, and
+    /// whether the lock was seen held (see [`wait_from`]).
+    async fn queue_up(
+        &self,
+        acquisition: &LockAcquisition<'_>,
+        wait: Wait,
+    ) -> (Vec<Ticket>, bool, bool) {
         let core = &self.core;
         let started = acquisition.started;
         let request = &acquisition.request;
@@ -365,7 +387,7 @@ impl Lock {
                 tickets.push(queued);
             }
         }
-        wait_from(acquisition, wait, started, tickets, woken, seen_held).await
+        (tickets, woken, seen_held)
     }
 }
 

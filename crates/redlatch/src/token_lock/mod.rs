@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::keys::LockKeys;
+use crate::base::status::{KeyKind, LockStatus};
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
-use crate::base::status::{KeyKind, LockStatus};
 use crate::token_lock::attempt::{TokenAttempt, Waiting};
 use crate::token_lock::calls::{ReleaseBy, Route};
 use tracing::Instrument;
