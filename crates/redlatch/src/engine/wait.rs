@@ -280,6 +280,10 @@ pub(crate) async fn wait_for<A: Acquisition>(
 /// A plain function around an `async` block: an `async fn` keeps its
 /// arguments twice (as given, and as the locals its body uses), and a
 /// parked waiter sits in this future.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps its arguments twice in a parked waiter"
+)]
 pub(crate) fn wait_from<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
