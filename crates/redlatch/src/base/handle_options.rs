@@ -133,13 +133,17 @@ macro_rules! waiting_methods {
             ///
             /// # Cancel safety
             #[doc = concat!("As [`", stringify!($handle), "::acquire`].")]
-            pub async fn acquire_within(
+            pub fn acquire_within(
                 &self,
                 wait: Option<std::time::Duration>,
-            ) -> crate::error::Result<$guard> {
-                self.acquire_waiting(crate::engine::wait::Wait::within(wait))
-                    .await?
-                    .ok_or_else(|| self.timeout(wait.unwrap_or(std::time::Duration::MAX)))
+            ) -> impl std::future::Future<Output = crate::error::Result<$guard>> + Send + '_ {
+                // Not an `async fn`: it would keep its arguments twice in
+                // every parked waiter.
+                async move {
+                    self.acquire_waiting(crate::engine::wait::Wait::within(wait))
+                        .await?
+                        .ok_or_else(|| self.timeout(wait.unwrap_or(std::time::Duration::MAX)))
+                }
             }
         }
     };

@@ -276,190 +276,201 @@ pub(crate) async fn wait_for<A: Acquisition>(
 /// first park, `seen_held` whether the call has seen the lock held already
 /// (it queued behind a waiter of its client): a wait that runs out from
 /// then on ends not acquired, as after a busy answer.
-pub(crate) async fn wait_from<A: Acquisition>(
+///
+/// A plain function around an `async` block: an `async fn` keeps its
+/// arguments twice (as given, and as the locals its body uses), and a
+/// parked waiter sits in this future.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` keeps its arguments twice in a parked waiter"
+)]
+pub(crate) fn wait_from<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
     started: LeaseInstant,
     mut tickets: Vec<Ticket>,
     mut woken: bool,
     seen_held: bool,
-) -> Result<Option<A::Output>> {
-    let deadline = wait.deadline(started);
-    let cut_off = wait.cut_off(started);
-    let remaining =
-        |now: LeaseInstant| deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-    let wakes = acquisition.wakes();
-    let mut retries = 0;
-    // Redis has answered an attempt of this call with "not now": a wait
-    // that runs out from then on ends as not acquired (the lock was held
-    // when last seen), even with an attempt in flight.
-    let mut answered_busy = seen_held;
-    // This call's wait was counted (once per call).
-    let mut counted = false;
-    // Per ticket, the subscription generation and messages seen before the
-    // attempt: a park returns at once for anything newer.
-    let mut marks: Vec<(u64, u64)> = Vec::with_capacity(tickets.len().max(1));
-    loop {
-        marks.clear();
-        marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
-        if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
-            // The wait ended while parked or pausing: no time for a call.
-            give_up_within_grace(acquisition).await;
-            return Ok(None);
-        }
-        let was_first = acquisition.goes_first();
-        // Boxed, as every state but the park is: a parked waiter's future
-        // keeps room for its largest state, and the park is the one it
-        // sits in (trust::liveness bounds that size; measure 5).
-        // What follows is decided in one match and awaited after it: an
-        // attempt's outcome or error kept across an await would take room
-        // in every state, the park's included.
-        let next = match Box::pin(within(cut_off, "acquire", acquisition.attempt())).await {
-            Ok(Step::Done { value, more_left }) => {
-                if more_left {
-                    // One message wakes one waiter: let the next one look too.
-                    tickets.iter().for_each(Ticket::pass_on);
-                }
-                return Ok(Some(value));
-            }
-            Ok(Step::Busy { retry_in }) => {
-                retries = 0;
-                answered_busy = true;
-                Next::Park(retry_in)
-            }
-            Err(error) => {
-                if woken {
-                    pass_on(&tickets);
-                }
-                tickets.clear();
-                if matches!(
-                    error,
-                    Error::ResponseTimeout {
-                        limit: TimeLimit::Wait(_),
-                        ..
-                    }
-                ) {
-                    // The wait ran out with the attempt in flight: it goes
-                    // on (and is undone) in the background. Redis that
-                    // answered "not now" before is slow, not silent: not
-                    // acquired. Else the error names the wait; what
-                    // waiting left is withdrawn as the acquisition drops.
-                    if !answered_busy {
-                        return Err(error);
-                    }
-                    Next::GiveUp
-                } else {
-                    let Some(policy) = acquisition.retry_after(&error) else {
-                        return Err(error);
-                    };
-                    // Retries follow the retry policy: a single try also rides
-                    // out a short outage. A bounded wait never sleeps past its
-                    // end: a back-off it has no time left for gives up at once.
-                    if retries >= policy.attempts {
-                        return Err(error);
-                    }
-                    let delay = policy.delay(retries);
-                    if cut_off.is_some_and(|cut| delay >= cut.left(LeaseInstant::now())) {
-                        return Err(error);
-                    }
-                    tracing::debug!(%error, retry = retries, "redlatch: attempt failed, retrying");
-                    Next::Retry(delay)
-                }
-            }
+) -> impl Future<Output = Result<Option<A::Output>>> {
+    async move {
+        let deadline = wait.deadline(started);
+        let cut_off = wait.cut_off(started);
+        let remaining = |now: LeaseInstant| {
+            deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
-        let retry_in = match next {
-            Next::Park(retry_in) => retry_in,
-            Next::GiveUp => {
+        let wakes = acquisition.wakes();
+        let mut retries = 0;
+        // Redis has answered an attempt of this call with "not now": a wait
+        // that runs out from then on ends as not acquired (the lock was held
+        // when last seen), even with an attempt in flight.
+        let mut answered_busy = seen_held;
+        // This call's wait was counted (once per call).
+        let mut counted = false;
+        // Per ticket, the subscription generation and messages seen before the
+        // attempt: a park returns at once for anything newer.
+        let mut marks: Vec<(u64, u64)> = Vec::with_capacity(tickets.len().max(1));
+        loop {
+            marks.clear();
+            marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
+            if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
+                // The wait ended while parked or pausing: no time for a call.
                 give_up_within_grace(acquisition).await;
                 return Ok(None);
             }
-            Next::Retry(delay) => {
-                Box::pin(tokio::time::sleep(delay)).await;
-                retries += 1;
-                woken = false;
-                continue;
-            }
-        };
-        let first = acquisition.goes_first();
-        if woken && (wakes == (Wakes::One { pass_on_busy: true }) || (was_first && !first)) {
-            // Woken first as a claimant, it lost the claim to a longer
-            // waiter, who may be parked here too.
-            pass_on(&tickets);
-        }
-        let now = LeaseInstant::now();
-        if deadline.is_some_and(|at| now >= at) {
-            if cut_off.is_some() {
-                give_up_within_grace(acquisition).await;
-            } else {
-                Box::pin(acquisition.give_up()).await;
-            }
-            return Ok(None);
-        }
-        let limit = retry_in.min(remaining(now));
-        if tickets.is_empty() {
-            // Subscribe, then try again: a release between the attempt and
-            // the subscription would otherwise go unnoticed. A primitive
-            // with nowhere to listen (a spin lock; Redlock with no node
-            // reachable) comes back here each round: one contended wait.
-            if !counted {
-                crate::engine::metrics::contended_wait();
-                counted = true;
-            }
-            tickets = acquisition.join()?;
-            if tickets.is_empty() {
-                // Nowhere to listen (no node reachable): wait the re-check out.
-                Box::pin(tokio::time::sleep(limit)).await;
-            }
-            for ticket in &tickets {
-                ticket.note_lease_end(now + retry_in);
-            }
-            Box::pin(futures_util::future::join_all(
-                tickets.iter().map(|t| t.subscribed(limit)),
-            ))
-            .await;
-            woken = false;
-            // Epoch 1: subscribed once, never since (after a resubscription
-            // messages may have been missed: attempt again).
-            let fresh = !tickets.is_empty() && tickets.iter().all(|t| t.epoch() == 1);
-            // Cut off where the wait ends, as an attempt is (then the loop
-            // gives up). Boxed: a parked waiter's future would otherwise keep
-            // room for it (trust::liveness bounds that size).
-            let looked = match fresh {
-                true => {
-                    let look = async { Ok(acquisition.recheck().await) };
-                    Box::pin(within(cut_off, "acquire", look))
-                        .await
-                        .ok()
-                        .flatten()
+            let was_first = acquisition.goes_first();
+            // Boxed, as every state but the park is: a parked waiter's future
+            // keeps room for its largest state, and the park is the one it
+            // sits in (trust::liveness bounds that size; measure 5).
+            // What follows is decided in one match and awaited after it: an
+            // attempt's outcome or error kept across an await would take room
+            // in every state, the park's included.
+            let next = match Box::pin(within(cut_off, "acquire", acquisition.attempt())).await {
+                Ok(Step::Done { value, more_left }) => {
+                    if more_left {
+                        // One message wakes one waiter: let the next one look too.
+                        tickets.iter().for_each(Ticket::pass_on);
+                    }
+                    return Ok(Some(value));
                 }
-                false => None,
+                Ok(Step::Busy { retry_in }) => {
+                    retries = 0;
+                    answered_busy = true;
+                    Next::Park(retry_in)
+                }
+                Err(error) => {
+                    if woken {
+                        pass_on(&tickets);
+                    }
+                    tickets.clear();
+                    if matches!(
+                        error,
+                        Error::ResponseTimeout {
+                            limit: TimeLimit::Wait(_),
+                            ..
+                        }
+                    ) {
+                        // The wait ran out with the attempt in flight: it goes
+                        // on (and is undone) in the background. Redis that
+                        // answered "not now" before is slow, not silent: not
+                        // acquired. Else the error names the wait; what
+                        // waiting left is withdrawn as the acquisition drops.
+                        if !answered_busy {
+                            return Err(error);
+                        }
+                        Next::GiveUp
+                    } else {
+                        let Some(policy) = acquisition.retry_after(&error) else {
+                            return Err(error);
+                        };
+                        // Retries follow the retry policy: a single try also rides
+                        // out a short outage. A bounded wait never sleeps past its
+                        // end: a back-off it has no time left for gives up at once.
+                        if retries >= policy.attempts {
+                            return Err(error);
+                        }
+                        let delay = policy.delay(retries);
+                        if cut_off.is_some_and(|cut| delay >= cut.left(LeaseInstant::now())) {
+                            return Err(error);
+                        }
+                        tracing::debug!(%error, retry = retries, "redlatch: attempt failed, retrying");
+                        Next::Retry(delay)
+                    }
+                }
             };
-            if let Some(retry_in) = looked {
-                let now = LeaseInstant::now();
+            let retry_in = match next {
+                Next::Park(retry_in) => retry_in,
+                Next::GiveUp => {
+                    give_up_within_grace(acquisition).await;
+                    return Ok(None);
+                }
+                Next::Retry(delay) => {
+                    Box::pin(tokio::time::sleep(delay)).await;
+                    retries += 1;
+                    woken = false;
+                    continue;
+                }
+            };
+            let first = acquisition.goes_first();
+            if woken && (wakes == (Wakes::One { pass_on_busy: true }) || (was_first && !first)) {
+                // Woken first as a claimant, it lost the claim to a longer
+                // waiter, who may be parked here too.
+                pass_on(&tickets);
+            }
+            let now = LeaseInstant::now();
+            if deadline.is_some_and(|at| now >= at) {
+                if cut_off.is_some() {
+                    give_up_within_grace(acquisition).await;
+                } else {
+                    Box::pin(acquisition.give_up()).await;
+                }
+                return Ok(None);
+            }
+            let limit = retry_in.min(remaining(now));
+            if tickets.is_empty() {
+                // Subscribe, then try again: a release between the attempt and
+                // the subscription would otherwise go unnoticed. A primitive
+                // with nowhere to listen (a spin lock; Redlock with no node
+                // reachable) comes back here each round: one contended wait.
+                if !counted {
+                    crate::engine::metrics::contended_wait();
+                    counted = true;
+                }
+                tickets = acquisition.join()?;
+                if tickets.is_empty() {
+                    // Nowhere to listen (no node reachable): wait the re-check out.
+                    Box::pin(tokio::time::sleep(limit)).await;
+                }
                 for ticket in &tickets {
                     ticket.note_lease_end(now + retry_in);
                 }
-                let limit = retry_in.min(remaining(now));
-                marks.clear();
-                marks.extend(tickets.iter().map(|_| (1, 0)));
+                Box::pin(futures_util::future::join_all(
+                    tickets.iter().map(|t| t.subscribed(limit)),
+                ))
+                .await;
+                woken = false;
+                // Epoch 1: subscribed once, never since (after a resubscription
+                // messages may have been missed: attempt again).
+                let fresh = !tickets.is_empty() && tickets.iter().all(|t| t.epoch() == 1);
+                // Cut off where the wait ends, as an attempt is (then the loop
+                // gives up). Boxed: a parked waiter's future would otherwise keep
+                // room for it (trust::liveness bounds that size).
+                let looked = match fresh {
+                    true => {
+                        let look = async { Ok(acquisition.recheck().await) };
+                        Box::pin(within(cut_off, "acquire", look))
+                            .await
+                            .ok()
+                            .flatten()
+                    }
+                    false => None,
+                };
+                if let Some(retry_in) = looked {
+                    let now = LeaseInstant::now();
+                    for ticket in &tickets {
+                        ticket.note_lease_end(now + retry_in);
+                    }
+                    let limit = retry_in.min(remaining(now));
+                    marks.clear();
+                    marks.extend(tickets.iter().map(|_| (1, 0)));
+                    let wake = park_on_any(&tickets, &marks, limit, first).await;
+                    record_wake(wake);
+                    woken = wake == Wake::Message;
+                }
+            } else {
+                for ticket in &tickets {
+                    ticket.note_lease_end(now + retry_in);
+                }
                 let wake = park_on_any(&tickets, &marks, limit, first).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
             }
-        } else {
-            for ticket in &tickets {
-                ticket.note_lease_end(now + retry_in);
+            let pause = acquisition.pause_after_wake();
+            if !pause.is_zero() {
+                Box::pin(tokio::time::sleep(
+                    pause.min(remaining(LeaseInstant::now())),
+                ))
+                .await;
             }
-            let wake = park_on_any(&tickets, &marks, limit, first).await;
-            record_wake(wake);
-            woken = wake == Wake::Message;
-        }
-        let pause = acquisition.pause_after_wake();
-        if !pause.is_zero() {
-            Box::pin(tokio::time::sleep(
-                pause.min(remaining(LeaseInstant::now())),
-            ))
-            .await;
         }
     }
 }

@@ -23,7 +23,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -434,92 +433,109 @@ impl Ticket {
     /// the park at once (on a broadcast channel, any such message; on the
     /// others, one that no other waiter took). `first`: the waiter claimed
     /// the lock's next turn, and is woken before this client's others.
-    pub(crate) async fn park(&self, epoch: u64, seen: u64, limit: Duration, first: bool) -> Wake {
-        let timer = std::pin::pin!(tokio::time::sleep(limit));
-        self.park_until(epoch, seen, first, timer).await
+    pub(crate) fn park(
+        &self,
+        epoch: u64,
+        seen: u64,
+        limit: Duration,
+        first: bool,
+    ) -> impl Future<Output = Wake> + '_ {
+        self.park_until(epoch, seen, first, move || tokio::time::sleep(limit))
     }
 
-    /// [`Ticket::park`], with the wait's end as a future: `timer` resolves
-    /// when the wait runs out (the permutation checks, which have no clock,
-    /// give one that never does). Pinned by the caller, not moved in: an
-    /// `async fn` keeps room for an argument beside what it moved it into
-    /// (the `select!`), and every parked waiter carried its timer twice.
-    async fn park_until<T: Future<Output = ()>>(
+    /// [`Ticket::park`], with the wait's end as a future `timer` makes,
+    /// which resolves when the wait runs out (the permutation checks, which
+    /// have no clock, make one that never does).
+    ///
+    /// A plain function around an `async` block, one layer, the timer made
+    /// and pinned inside it: an `async fn` keeps its arguments twice (as
+    /// given, and as the locals its body uses), a timer moved in is kept
+    /// twice too, and a parked waiter sits in this future.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an `async fn` keeps its arguments twice in a parked waiter"
+    )]
+    fn park_until<T: Future<Output = ()>>(
         &self,
         epoch: u64,
         seen: u64,
         first: bool,
-        timer: Pin<&mut T>,
-    ) -> Wake {
-        let channel = &*self.channel;
-        // Registered before the epoch is checked: a resubscription in between still wakes it.
-        let resubscribed = channel.notify.notified();
-        tokio::pin!(resubscribed);
-        resubscribed.as_mut().enable();
-        if channel.epoch.load(Ordering::Acquire) != epoch {
-            return Wake::Resubscribed;
-        }
-        if channel.broadcast.load(Ordering::Acquire) {
-            if self.messages() != seen {
-                return Wake::Message;
+        timer: impl FnOnce() -> T,
+    ) -> impl Future<Output = Wake> {
+        async move {
+            let timer = std::pin::pin!(timer());
+            let channel = &*self.channel;
+            // Registered before the epoch is checked: a resubscription in between still wakes it.
+            let resubscribed = channel.notify.notified();
+            tokio::pin!(resubscribed);
+            resubscribed.as_mut().enable();
+            if channel.epoch.load(Ordering::Acquire) != epoch {
+                return Wake::Resubscribed;
             }
-            return tokio::select! {
-                biased;
-                _ = &mut resubscribed => {
-                    if channel.epoch.load(Ordering::Acquire) != epoch {
-                        Wake::Resubscribed
-                    } else {
-                        Wake::Message
-                    }
+            if channel.broadcast.load(Ordering::Acquire) {
+                if self.messages() != seen {
+                    return Wake::Message;
                 }
+                return tokio::select! {
+                    biased;
+                    _ = &mut resubscribed => {
+                        if channel.epoch.load(Ordering::Acquire) != epoch {
+                            Wake::Resubscribed
+                        } else {
+                            Wake::Message
+                        }
+                    }
+                    _ = timer => Wake::TimedOut,
+                };
+            }
+            let slot = {
+                let mut queue = channel.queue.lock();
+                if first && self.messages() > seen {
+                    // A claimant of the next turn: a release since its attempt
+                    // began is for it, whoever was handed the message (the
+                    // freed lock refuses them).
+                    return Wake::Message;
+                }
+                if queue.pending > seen {
+                    // Came while this waiter was busy, and nobody took it.
+                    let number = std::mem::take(&mut queue.pending);
+                    self.woken_by.store(number, Ordering::Release);
+                    return Wake::Message;
+                }
+                let slot = Arc::new(Slot {
+                    seen,
+                    first,
+                    handed: AtomicU64::new(0),
+                    wake: Notify::new(),
+                });
+                queue.parked.push_back(slot.clone());
+                slot
+            };
+            let mut parked = Parked {
+                channel,
+                slot,
+                claimed: false,
+            };
+            // Borrowed from `parked`, not cloned: one pointer less kept.
+            let woken = parked.slot.wake.notified();
+            tokio::pin!(woken);
+            let wake = tokio::select! {
+                // A wake-up that came is taken rather than handed on, and the
+                // order is fixed, as the permutation checks need.
+                biased;
+                _ = &mut woken => Wake::Message,
+                _ = &mut resubscribed => Wake::Resubscribed,
                 _ = timer => Wake::TimedOut,
             };
-        }
-        let slot = {
-            let mut queue = channel.queue.lock();
-            if first && self.messages() > seen {
-                // A claimant of the next turn: a release since its attempt
-                // began is for it, whoever was handed the message (the
-                // freed lock refuses them).
-                return Wake::Message;
+            if wake == Wake::Message {
+                parked.claimed = true;
+                self.woken_by.store(
+                    parked.slot.handed.load(Ordering::Acquire),
+                    Ordering::Release,
+                );
             }
-            if queue.pending > seen {
-                // Came while this waiter was busy, and nobody took it.
-                let number = std::mem::take(&mut queue.pending);
-                self.woken_by.store(number, Ordering::Release);
-                return Wake::Message;
-            }
-            let slot = Arc::new(Slot {
-                seen,
-                first,
-                handed: AtomicU64::new(0),
-                wake: Notify::new(),
-            });
-            queue.parked.push_back(slot.clone());
-            slot
-        };
-        let mut parked = Parked {
-            channel,
-            slot,
-            claimed: false,
-        };
-        let slot = parked.slot.clone();
-        let woken = slot.wake.notified();
-        tokio::pin!(woken);
-        let wake = tokio::select! {
-            // A wake-up that came is taken rather than handed on, and the
-            // order is fixed, as the permutation checks need.
-            biased;
-            _ = &mut woken => Wake::Message,
-            _ = &mut resubscribed => Wake::Resubscribed,
-            _ = timer => Wake::TimedOut,
-        };
-        if wake == Wake::Message {
-            parked.claimed = true;
-            self.woken_by
-                .store(slot.handed.load(Ordering::Acquire), Ordering::Release);
+            wake
         }
-        wake
     }
 }
 
@@ -895,8 +911,9 @@ mod permutation_checks {
             if by_message {
                 ticket.pass_on_unused();
             }
-            let never = std::pin::pin!(std::future::pending());
-            let wake = ticket.park_until(epoch, seen, first, never).await;
+            let wake = ticket
+                .park_until(epoch, seen, first, std::future::pending)
+                .await;
             by_message = wake == Wake::Message;
             if by_message {
                 woken.fetch_add(1, Ordering::SeqCst);

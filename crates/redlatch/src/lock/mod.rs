@@ -264,7 +264,7 @@ impl Lock {
             LockAcquisition {
                 lock: self,
                 request,
-                terms,
+                renewed: terms.renewed,
                 started: LeaseInstant::now(),
                 claimed: None,
             }
@@ -316,11 +316,37 @@ impl Lock {
         }
     }
 
-    async fn wait_for_hold(
-        &self,
-        acquisition: &mut LockAcquisition<'_>,
+    /// The lock's wait: the prelude ([`Lock::queue_up`]), then the wait loop.
+    ///
+    /// A plain function around an `async` block, the prelude in its own
+    /// future: an `async fn` keeps its arguments twice, and the prelude's
+    /// locals (a borrowed local lives to its scope's end) took room in
+    /// the parked waiter's state.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an `async fn` keeps its arguments twice in a parked waiter"
+    )]
+    fn wait_for_hold<'a>(
+        &'a self,
+        acquisition: &'a mut LockAcquisition<'_>,
         wait: Wait,
-    ) -> Result<Option<Guard>> {
+    ) -> impl Future<Output = Result<Option<Guard>>> + 'a {
+        async move {
+            let (tickets, woken, seen_held) = self.queue_up(acquisition, wait).await;
+            let started = acquisition.started;
+            wait_from(acquisition, wait, started, tickets, woken, seen_held).await
+        }
+    }
+
+    /// Before the wait loop: re-entry, the hand-off courtesy, or joining
+    /// this client's waiters already queued. Returns the channel
+    /// memberships made, whether a message ended the first park, and
+    /// whether the lock was seen held (see [`wait_from`]).
+    async fn queue_up(
+        &self,
+        acquisition: &LockAcquisition<'_>,
+        wait: Wait,
+    ) -> (Vec<Ticket>, bool, bool) {
         let core = &self.core;
         let started = acquisition.started;
         let request = &acquisition.request;
@@ -365,7 +391,7 @@ impl Lock {
                 tickets.push(queued);
             }
         }
-        wait_from(acquisition, wait, started, tickets, woken, seen_held).await
+        (tickets, woken, seen_held)
     }
 }
 
@@ -373,7 +399,10 @@ impl Lock {
 struct LockAcquisition<'a> {
     lock: &'a Lock,
     request: Request,
-    terms: Terms,
+    /// The watchdog renews the hold. The request keeps the rest of the
+    /// acquire's [`Terms`]: kept whole, the owner and lease took room twice
+    /// in every parked waiter.
+    renewed: bool,
     /// When the caller's call began: its wait, once past
     /// [`PRECEDENCE_AFTER`], claims the lock's next turn.
     started: LeaseInstant,
@@ -381,6 +410,18 @@ struct LockAcquisition<'a> {
     /// the acquire gives up or is dropped. Boxed: most waiters never claim,
     /// and every parked waiter would carry its room.
     claimed: Option<Box<Place<LockAttempt>>>,
+}
+
+impl LockAcquisition<'_> {
+    /// The terms the request was made on.
+    fn terms(&self) -> Terms {
+        Terms {
+            owner: self.request.owner.clone(),
+            named: self.request.named_owner,
+            lease_ms: self.request.lease_ms,
+            renewed: self.renewed,
+        }
+    }
 }
 
 impl Acquisition for LockAcquisition<'_> {
@@ -409,7 +450,7 @@ impl Acquisition for LockAcquisition<'_> {
                     request.keys.clone(),
                     self.lock.family.clone(),
                     request.owner.clone(),
-                    &self.terms,
+                    &self.terms(),
                     acquired,
                 );
                 Ok(Step::Done {
@@ -459,10 +500,11 @@ impl Acquisition for LockAcquisition<'_> {
     /// under a fresh owner: the attempt it replaces may still be giving back
     /// a hold under the old one.
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {
-        let retry = self.terms.retry_after(&self.lock.core, error)?;
+        let mut terms = self.terms();
+        let retry = terms.retry_after(&self.lock.core, error)?;
         // The old owner's claim is withdrawn; the fresh one claims anew.
         self.claimed = None;
-        self.request.owner = self.terms.owner.clone();
+        self.request.owner = terms.owner;
         Some(retry)
     }
 }
