@@ -63,10 +63,7 @@ async fn many_token_waiters_on_keys_across_slots_are_all_woken() {
         watching_client(&cluster).await,
     ];
     let names = names_across_slots(&cluster, "many-waiters", 16);
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
-    }
+    let guards = hold_all(&holder, &names).await;
     let mut waiting = Vec::new();
     for name in &names {
         for client in &waiters {
@@ -182,34 +179,18 @@ async fn a_parked_token_waiter_is_woken_after_its_master_s_connections_are_kille
 /// miss their release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_waiters_on_a_master_with_a_one_key_tracking_table() {
-    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
-    for server in cluster.nodes() {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("tracking-table-max-keys")
-            .arg(1)
-            .query(&mut server.conn())
-            .unwrap();
-    }
+    let cluster = one_key_tracking_cluster();
     let holder = watching_client(&cluster).await;
     let waiter = watching_client(&cluster).await;
     let names: Vec<String> = (0..6).map(|i| format!("{{tiny}}:{i}")).collect();
     let port = cluster.master_of(&names[0]).unwrap();
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
-    }
+    let guards = hold_all(&holder, &names).await;
     let waiting: Vec<TokenWaiter> = names
         .iter()
         .map(|name| token_waiter(&waiter, name))
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let looks = |cluster: &Cluster| {
-        command_calls(cluster, port, "pttl") + command_calls(cluster, port, "set")
-    };
-    let before = looks(&cluster);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let spent = looks(&cluster) - before;
+    let spent = calls_in_two_seconds(&cluster, port, &["pttl", "set"]).await;
     eprintln!("looks by 6 waiters in 2 s with a one-key tracking table: {spent}");
     // Polling all along (2 ms growing to 100 ms) costs some 20 looks per
     // waiter in 2 s, 2 calls each: 240. A spin costs thousands.
@@ -370,26 +351,13 @@ async fn a_stalled_master_holds_up_no_other_master_s_token_waiters() {
 /// and a real loss is still found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_token_locks_on_a_master_with_a_one_key_tracking_table() {
-    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
-    for server in cluster.nodes() {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("tracking-table-max-keys")
-            .arg(1)
-            .query(&mut server.conn())
-            .unwrap();
-    }
+    let cluster = one_key_tracking_cluster();
     let holder = watching_client(&cluster).await;
     let names: Vec<String> = (0..6).map(|i| format!("{{tiny-held}}:{i}")).collect();
     let port = cluster.master_of(&names[0]).unwrap();
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
-    }
+    let guards = hold_all(&holder, &names).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = command_calls(&cluster, port, "get");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let reads = command_calls(&cluster, port, "get") - before;
+    let reads = calls_in_two_seconds(&cluster, port, &["get"]).await;
     eprintln!("the watch's reads of 6 held keys in 2 s with a one-key table: {reads}");
     assert!(reads <= 400, "{reads} reads in 2 s: the watch spins");
     let _: () = redis::cmd("DEL")
@@ -486,4 +454,40 @@ async fn the_cluster_watch_keeps_holds_of_every_kind_of_owner_through_renewals()
     for token in tokens {
         token.release().await.unwrap();
     }
+}
+
+/// A 3-master cluster whose nodes' tracking tables hold one key each.
+fn one_key_tracking_cluster() -> Cluster {
+    let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
+    for server in cluster.nodes() {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tracking-table-max-keys")
+            .arg(1)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    cluster
+}
+
+/// `client` takes a token lock on each of `names`.
+async fn hold_all(client: &Client, names: &[String]) -> Vec<TokenGuard> {
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(client.token_lock(name.as_str()).acquire().await.unwrap());
+    }
+    guards
+}
+
+/// Calls of `commands` the node at `port` runs in the next 2 s.
+async fn calls_in_two_seconds(cluster: &Cluster, port: u16, commands: &[&str]) -> u64 {
+    let count = |cluster: &Cluster| -> u64 {
+        commands
+            .iter()
+            .map(|command| command_calls(cluster, port, command))
+            .sum()
+    };
+    let before = count(cluster);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    count(cluster) - before
 }
