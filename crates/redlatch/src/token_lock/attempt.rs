@@ -59,8 +59,9 @@ pub(crate) const TRACKED_RECHECK: Duration = Duration::from_secs(1);
 /// A wake-up this soon after the waiter's last look that finds the same
 /// holder changed nothing (a full tracking table evicting the key, each
 /// look evicting another waiter's: the server tells of every eviction):
-/// the next look then waits [`POLL`]'s back-off. A renewal or a holder's
-/// lease end comes seconds apart and is not paced.
+/// the next look then waits [`POLL`]'s back-off. At most an eighth of the
+/// waiter's lease, so that a holder's renewals (a third of the lease
+/// apart, where holders share the lease) are not taken for a spin.
 const SPIN_WINDOW: Duration = Duration::from_millis(50);
 
 impl AttemptCall for TokenAttempt {
@@ -163,8 +164,9 @@ impl Acquisition for Waiting {
                 more_left: false,
             }),
             Attempted::Held { holder } => {
+                let window = SPIN_WINDOW.min(Duration::from_millis(self.call.lease_ms / 8));
                 let changed_nothing = self.last_look.is_some_and(|(seen, ended)| {
-                    seen == holder && woken_at.saturating_duration_since(ended) < SPIN_WINDOW
+                    seen == holder && woken_at.saturating_duration_since(ended) < window
                 });
                 self.idle_wakes = match changed_nothing {
                     true => self.idle_wakes.saturating_add(1),
