@@ -335,30 +335,11 @@ async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_
     let token = guard.token();
     tokio::time::sleep(TRACKED).await;
 
-    let slot = key_slot(&cluster, name);
     let source = cluster.master_of(name).unwrap();
-    let target = cluster
-        .nodes()
-        .iter()
-        .map(testkit::RedisServer::port)
-        .find(|port| *port != source)
-        .unwrap();
-    let target_id = node_id(&cluster, target);
-    let _: () = redis::cmd("CLUSTER")
-        .arg("MIGRATESLOTS")
-        .arg("SLOTSRANGE")
-        .arg(slot)
-        .arg(slot)
-        .arg("NODE")
-        .arg(&target_id)
-        .query(&mut node(&cluster, source).conn())
-        .expect("CLUSTER MIGRATESLOTS");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.master_of(name).ok() != Some(target) {
-        assert!(Instant::now() < deadline, "the slot did not move in 20 s");
+    let target = migrate_slot(&cluster, name, source, || {
         still_held(&guard, "during the migration");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     // The source deletes its copy after the hand-over.
     tokio::time::sleep(Duration::from_secs(1)).await;
     still_held(&guard, "after the migration");
@@ -806,28 +787,7 @@ async fn a_token_lock_waiter_keeps_its_wake_up_across_a_slot_migration() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     parked_without_polling(&cluster, source, &waiting).await;
 
-    let slot = key_slot(&cluster, name);
-    let target = cluster
-        .nodes()
-        .iter()
-        .map(testkit::RedisServer::port)
-        .find(|port| *port != source)
-        .unwrap();
-    let target_id = node_id(&cluster, target);
-    let _: () = redis::cmd("CLUSTER")
-        .arg("MIGRATESLOTS")
-        .arg("SLOTSRANGE")
-        .arg(slot)
-        .arg(slot)
-        .arg("NODE")
-        .arg(&target_id)
-        .query(&mut node(&cluster, source).conn())
-        .expect("CLUSTER MIGRATESLOTS");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.master_of(name).ok() != Some(target) {
-        assert!(Instant::now() < deadline, "the slot did not move in 20 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let target = migrate_slot(&cluster, name, source, || {}).await;
     // The source deletes its copy after the hand-over.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(guard.is_held(), "the holder kept its lock");
@@ -878,4 +838,39 @@ async fn a_token_lock_waiter_polls_where_the_cluster_refuses_tracking() {
         "{attempts} attempts in 2 s: the waiter's looks wait instead of polling"
     );
     woken_by_the_release(guard, waiting).await;
+}
+
+/// Moves `name`'s slot from `source` to another master at once (`CLUSTER
+/// MIGRATESLOTS`, Valkey 9), calling `meanwhile` while it waits to see the
+/// slot served there; returns that master's port.
+pub(super) async fn migrate_slot(
+    cluster: &Cluster,
+    name: &str,
+    source: u16,
+    mut meanwhile: impl FnMut(),
+) -> u16 {
+    let slot = key_slot(cluster, name);
+    let target = cluster
+        .nodes()
+        .iter()
+        .map(testkit::RedisServer::port)
+        .find(|port| *port != source)
+        .unwrap();
+    let target_id = node_id(cluster, target);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&target_id)
+        .query(&mut node(cluster, source).conn())
+        .expect("CLUSTER MIGRATESLOTS");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.master_of(name).ok() != Some(target) {
+        assert!(Instant::now() < deadline, "the slot did not move in 20 s");
+        meanwhile();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    target
 }
