@@ -260,3 +260,69 @@ fn redis_url_comes_from_the_environment() {
         .unwrap();
     assert_eq!(stdout_json(&output)["name"], "env-lock");
 }
+
+/// String keys holding odd values (empty, binary, a terminal escape, no
+/// lease, a megabyte) under lock names: `status` shows each (escapes
+/// made harmless), `list` lists the leased ones that are no number, and
+/// `unlock --force` deletes each.
+#[test]
+fn odd_string_values_are_shown_listed_and_unlocked() {
+    let world = World::new();
+    let mut conn = world.redis();
+    let big = "y".repeat(1 << 20);
+    let values: [(&str, &[u8], bool); 5] = [
+        ("odd:empty", b"", true),
+        ("odd:binary", b"\xff\x00\xfe:\x80", true),
+        ("odd:escape", b"\x1b[2J\x1b]0;pwned\x07", true),
+        ("odd:forever", b"f3a9c2d1", false),
+        ("odd:big", big.as_bytes(), true),
+    ];
+    for (name, value, leased) in values {
+        let mut set = redis::cmd("SET");
+        set.arg(name).arg(value);
+        if leased {
+            set.arg("PX").arg(60_000);
+        }
+        let () = set.query(&mut conn).unwrap();
+    }
+    for (name, _, leased) in values {
+        let text = world.output(&["status", name]);
+        assert_eq!(
+            code(text.status),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&text.stderr)
+        );
+        let shown = String::from_utf8_lossy(&text.stdout);
+        assert!(shown.contains("held     yes"), "{name}: {shown}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "{name}: a raw escape reached the terminal: {shown:?}"
+        );
+        let status = stdout_json(&world.output(&["status", name, "--json"]));
+        assert_eq!(status["held"], true, "{name}");
+        assert_eq!(status["ttl_ms"].is_null(), !leased, "{name}: {status}");
+    }
+    let listed = stdout_json(&world.output(&["list", "--json", "--prefix", "odd:"]));
+    let mut names: Vec<&str> = listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["odd:big", "odd:binary", "odd:empty", "odd:escape"]);
+    let text = world.output(&["list", "--prefix", "odd:"]);
+    assert_eq!(code(text.status), 0);
+    assert!(!String::from_utf8_lossy(&text.stdout).contains('\u{1b}'));
+    for (name, _, _) in values {
+        let forced = world.output(&["unlock", name, "--force"]);
+        assert_eq!(
+            code(forced.status),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&forced.stderr)
+        );
+        assert!(!world.exists(&mut conn, name), "{name} still there");
+    }
+}

@@ -11,6 +11,9 @@ use testkit::Cluster;
 /// The loss watch on a cluster.
 #[path = "cluster/loss_watch.rs"]
 mod loss_watch;
+/// Token lock waiters on a cluster under strain.
+#[path = "cluster/token_waiter_faults.rs"]
+mod token_waiter_faults;
 
 fn cluster() -> Cluster {
     Cluster::start(3, 1).expect("start a 3-master cluster (redis-server and redis-cli installed?)")

@@ -1,4 +1,6 @@
 //! Redis-side faults: flushed scripts, killed subscriptions, a paused server.
+//! The checks of a hold under faults run for the default lock and for the
+//! token lock ([`lock_kinds`]), one after the other on one server.
 
 // With the library's `tls` feature on (a workspace build: the CLI asks for
 // it), `cargo clippy` of this crate overflows rustc's default query depth
@@ -7,11 +9,20 @@
 
 mod common;
 
+#[path = "faults/lock_kinds.rs"]
+mod lock_kinds;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlatch::Error;
+use lock_kinds::{DefaultLock, LockKind, TokenKind};
+use redlatch::{AcquireLock, Error, HeldLock};
+
+/// The lock `name` of kind `K` on its own key: the kinds share a server.
+fn named<K: LockKind>(name: &str) -> String {
+    format!("{name}:{}", K::NAME)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_is_reloaded_transparently() {
@@ -82,56 +93,72 @@ async fn flush_scripts(admin: &mut redis::aio::MultiplexedConnection) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_subscription_leaves_no_waiter_stuck_past_the_lease() {
     let server = common::server();
+    killed_wakeups_leave_no_waiter_stuck::<DefaultLock>(&server).await;
+    killed_wakeups_leave_no_waiter_stuck::<TokenKind>(&server).await;
+}
+
+/// The waiters' wake-ups are cut off (the default lock's subscription, the
+/// token lock's tracking connections) just before a release.
+async fn killed_wakeups_leave_no_waiter_stuck<K: LockKind>(server: &testkit::RedisServer) {
     let lease = Duration::from_secs(2);
-    let holder = common::client_with_lease(&server, lease).await;
-    let waiters = common::client(&server).await;
-    let mut admin = common::admin(&server).await;
-    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+    let name = &named::<K>("pubsub-killed");
+    let holder = common::client_with_lease(server, lease).await;
+    let waiters = common::client(server).await;
+    let mut admin = common::admin(server).await;
+    let guard = K::lock(&holder, name).acquire().await.unwrap();
 
     let mut tasks = Vec::new();
     for _ in 0..5 {
-        let lock = waiters.lock("pubsub-killed");
+        let lock = K::lock(&waiters, name);
         tasks.push(tokio::spawn(async move {
             let guard = lock.acquire().await?;
             guard.release().await?;
             Ok::<_, Error>(Instant::now())
         }));
     }
-    let channel = "redisson_lock__channel:{pubsub-killed}";
     assert!(
         common::eventually(Duration::from_secs(2), || {
             let mut admin = admin.clone();
-            async move { common::subscribers(&mut admin, channel).await >= 1 }
+            async move { K::waiters_listening(&mut admin, name).await }
         })
-        .await
+        .await,
+        "{}: the waiters never listened",
+        K::NAME
     );
-    let killed = common::kill_subscriptions(&mut admin).await;
-    assert!(killed >= 1, "no subscription connection to kill");
-    // Release while the waiters' subscription is down or just coming back.
+    let killed = K::kill_wakeups(&mut admin).await;
+    assert!(killed >= 1, "{}: no wake-up connection to kill", K::NAME);
+    // Release while the waiters' wake-ups are down or just coming back.
     guard.release().await.unwrap();
     let released_at = Instant::now();
     for task in tasks {
         let finished = tokio::time::timeout(lease + Duration::from_secs(2), task)
             .await
-            .expect("a waiter stayed stuck past the lease")
+            .unwrap_or_else(|_| panic!("{}: a waiter stayed stuck past the lease", K::NAME))
             .unwrap()
             .unwrap();
         assert!(finished.duration_since(released_at) <= lease + Duration::from_secs(1));
     }
-    // And the subscription came back for later waiters.
-    let guard = holder.lock("pubsub-killed").acquire().await.unwrap();
+    // And the wake-ups came back for later waiters: woken by the release,
+    // well before the lease, and before a token lock waiter's 1 s re-check.
+    let guard = K::lock(&holder, name).acquire().await.unwrap();
     let waiter = tokio::spawn({
-        let lock = waiters.lock("pubsub-killed");
+        let lock = K::lock(&waiters, name);
         async move { lock.acquire().await.map(|_| Instant::now()) }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     guard.release().await.unwrap();
+    let released_at = Instant::now();
     let woke = tokio::time::timeout(Duration::from_millis(1500), waiter)
         .await
-        .expect("woken by message after resubscribing, well before the lease")
+        .unwrap_or_else(|_| panic!("{}: not woken after the wake-ups came back", K::NAME))
         .unwrap()
         .unwrap();
-    assert!(woke.elapsed() < Duration::from_secs(2));
+    let took = woke.duration_since(released_at);
+    assert!(
+        took < Duration::from_millis(500),
+        "{}: woken {took:?} after the release",
+        K::NAME
+    );
 }
 
 /// A server that accepts connections and never answers: connecting gives
@@ -169,8 +196,13 @@ async fn connecting_to_a_paused_server_gives_up_after_the_connect_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_redis_gives_typed_errors_then_recovers() {
     let server = common::server();
-    let client = common::client(&server).await; // 500 ms response timeout
-    let lock = client.lock("paused");
+    paused_gives_typed_errors_then_recovers::<DefaultLock>(&server).await;
+    paused_gives_typed_errors_then_recovers::<TokenKind>(&server).await;
+}
+
+async fn paused_gives_typed_errors_then_recovers<K: LockKind>(server: &testkit::RedisServer) {
+    let client = common::client(server).await; // 500 ms response timeout
+    let lock = K::lock(&client, &named::<K>("paused"));
     lock.acquire().await.unwrap().release().await.unwrap();
 
     server.pause().unwrap();
@@ -179,8 +211,12 @@ async fn paused_redis_gives_typed_errors_then_recovers() {
         .expect("a call to a paused server must not hang past the response timeout");
     server.resume().unwrap();
     match during {
-        Err(error) => assert!(error.is_transient(), "not a connection error: {error:?}"),
-        Ok(_) => panic!("acquired from a paused server"),
+        Err(error) => assert!(
+            error.is_transient(),
+            "{}: not a connection error: {error:?}",
+            K::NAME
+        ),
+        Ok(_) => panic!("{}: acquired from a paused server", K::NAME),
     }
     let recovered = common::eventually(Duration::from_secs(5), || {
         let lock = lock.clone();
@@ -194,7 +230,8 @@ async fn paused_redis_gives_typed_errors_then_recovers() {
     .await;
     assert!(
         recovered,
-        "the client did not recover after the server resumed"
+        "{}: the client did not recover after the server resumed",
+        K::NAME
     );
 }
 
@@ -241,54 +278,93 @@ async fn the_lent_connection_is_bounded_by_the_response_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_is_lost_when_redis_stays_unreachable_past_the_lease() {
     let server = common::server();
+    lost_when_unreachable_past_the_lease::<DefaultLock>(&server).await;
+    lost_when_unreachable_past_the_lease::<TokenKind>(&server).await;
+}
+
+async fn lost_when_unreachable_past_the_lease<K: LockKind>(server: &testkit::RedisServer) {
     let lease = Duration::from_millis(600);
-    let client = common::client_with_lease(&server, lease).await;
-    let guard = client.lock("unreachable").acquire().await.unwrap();
+    let client = common::client_with_lease(server, lease).await;
+    let guard = K::lock(&client, &named::<K>("unreachable"))
+        .acquire()
+        .await
+        .unwrap();
     server.pause().unwrap();
     let paused_at = Instant::now();
     let lost = tokio::time::timeout(lease + Duration::from_millis(500), guard.lost()).await;
     server.resume().unwrap();
-    lost.expect("lost() once the lease ran out without a renewal");
+    lost.unwrap_or_else(|_| {
+        panic!(
+            "{}: lost() once the lease ran out without a renewal",
+            K::NAME
+        )
+    });
     assert!(paused_at.elapsed() <= lease + Duration::from_millis(500));
-    assert!(!guard.is_held());
-    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::NotRenewed));
+    assert!(!guard.is_held(), "{}", K::NAME);
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redlatch::LostReason::NotRenewed),
+        "{}",
+        K::NAME
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_empty_marks_held_guards_lost_and_recovers() {
     let mut server = common::server();
+    restarted_empty_marks_lost_and_recovers::<DefaultLock>(&mut server).await;
+    restarted_empty_marks_lost_and_recovers::<TokenKind>(&mut server).await;
+}
+
+async fn restarted_empty_marks_lost_and_recovers<K: LockKind>(server: &mut testkit::RedisServer) {
     let lease = Duration::from_millis(900);
-    let client = common::client_with_lease(&server, lease).await;
-    let guard = client.lock("restarted").acquire().await.unwrap();
+    let client = common::client_with_lease(server, lease).await;
+    let name = named::<K>("restarted");
+    let guard = K::lock(&client, &name).acquire().await.unwrap();
     server.restart().unwrap(); // kill -9, then an empty server on the same port
     // The next renewal (reconnected) finds the key gone, or none gets through
     // before the lease runs out: either way the guard must learn it lost the lock.
     tokio::time::timeout(lease + Duration::from_millis(500), guard.lost())
         .await
-        .expect("lost() after the lock vanished with the restart");
-    assert!(!guard.is_held());
+        .unwrap_or_else(|_| {
+            panic!(
+                "{}: lost() after the lock vanished with the restart",
+                K::NAME
+            )
+        });
+    assert!(!guard.is_held(), "{}", K::NAME);
     let recovered = common::eventually(Duration::from_secs(5), || {
-        let lock = client.lock("restarted");
+        let lock = K::lock(&client, &name);
         async move { matches!(lock.try_acquire().await, Ok(Some(_))) }
     })
     .await;
-    assert!(recovered, "the client did not reconnect after the restart");
+    assert!(
+        recovered,
+        "{}: the client did not reconnect after the restart",
+        K::NAME
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_recovers_when_redis_restarts_under_it() {
     let mut server = common::server();
-    let holder = common::client(&server).await; // 30 s lease: only a wake-up helps
-    let waiting = common::client(&server).await;
-    let guard = holder.lock("restart-waiter").acquire().await.unwrap();
-    let before = guard.token();
+    waiter_recovers_from_a_restart::<DefaultLock>(&mut server).await;
+    waiter_recovers_from_a_restart::<TokenKind>(&mut server).await;
+}
+
+async fn waiter_recovers_from_a_restart<K: LockKind>(server: &mut testkit::RedisServer) {
+    let holder = common::client(server).await; // 30 s lease: only a wake-up helps
+    let waiting = common::client(server).await;
+    let name = named::<K>("restart-waiter");
+    let guard = K::lock(&holder, &name).acquire().await.unwrap();
+    let before = K::fence(&guard);
     let waiter = tokio::spawn({
-        let lock = waiting.lock("restart-waiter");
+        let lock = K::lock(&waiting, &name);
         async move {
             // Connection errors while Redis is down are expected: keep asking.
             loop {
                 match lock.acquire().await {
-                    Ok(guard) => return guard.token(),
+                    Ok(guard) => return K::fence(&guard),
                     Err(error) if error.is_transient() => {
                         tokio::time::sleep(Duration::from_millis(50)).await
                     }
@@ -298,21 +374,24 @@ async fn waiter_recovers_when_redis_restarts_under_it() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished());
+    assert!(!waiter.is_finished(), "{}", K::NAME);
     // The restart drops the lock (no unlock message is ever sent) and the
-    // waiter's subscription; its resubscription must wake it.
+    // waiter's subscription (the default lock) or the tracking of the key
+    // it waits for (the token lock); their renewal must wake it.
     server.restart().unwrap();
     let token = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
-        .expect("the waiter stayed parked after the restart")
+        .unwrap_or_else(|_| panic!("{}: the waiter stayed parked after the restart", K::NAME))
         .unwrap();
     // The counter went with the empty server and starts again from the
     // server's clock: still above the token of before (issue 36; it was 1,
-    // equal to the holder's, before).
-    assert!(
-        token > before,
-        "token {token} after the empty restart, {before} before"
-    );
+    // equal to the holder's, before). An unfenced token lock has none.
+    if let (Some(token), Some(before)) = (token, before) {
+        assert!(
+            token > before,
+            "token {token} after the empty restart, {before} before"
+        );
+    }
     drop(guard);
 }
 
@@ -322,21 +401,24 @@ async fn waiter_recovers_when_redis_restarts_under_it() {
 /// is generous for loaded machines.
 const NOTICED_WITHIN: Duration = Duration::from_secs(2);
 
-/// Holds a fresh lock `name` (watched once settled), does `cause` to it,
-/// and returns how long the guard took to learn it lost the lock.
-async fn time_to_notice<F, Fut>(server: &testkit::RedisServer, name: &str, cause: F) -> Duration
+/// Holds a fresh lock of kind `K` named after `name` (watched once
+/// settled), does `cause` to it (given its key: the tests' prefix is
+/// empty), and returns how long the guard took to learn it lost the lock.
+async fn time_to_notice<K, F, Fut>(server: &testkit::RedisServer, name: &str, cause: F) -> Duration
 where
-    F: FnOnce() -> Fut,
+    K: LockKind,
+    F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    let name = &named::<K>(name);
     let client = common::client(server).await;
-    let guard = client.lock(name).acquire().await.unwrap();
+    let guard = K::lock(&client, name).acquire().await.unwrap();
     // Past the watch's settling time: the key is tracked.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(guard.is_held());
     let lost = guard.lost();
     let started = Instant::now();
-    cause().await;
+    cause(name.clone()).await;
     tokio::time::timeout(NOTICED_WITHIN, lost)
         .await
         .unwrap_or_else(|_| panic!("{name}: the guard did not learn within {NOTICED_WITHIN:?}"));
@@ -364,18 +446,24 @@ async fn admin_cmd(server: &testkit::RedisServer, words: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_key_is_noticed_at_once() {
     let server = common::server();
-    time_to_notice(&server, "noticed:del", || {
-        admin_cmd(&server, &["DEL", "noticed:del"])
-    })
-    .await;
+    let server = &server;
+    let del = |key: String| async move { admin_cmd(server, &["DEL", &key]).await };
+    time_to_notice::<DefaultLock, _, _>(server, "noticed:del", del).await;
+    time_to_notice::<TokenKind, _, _>(server, "noticed:del", del).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_unlock_by_another_client_is_noticed_at_once() {
     let server = common::server();
-    let other = common::client(&server).await;
-    time_to_notice(&server, "noticed:force", || async {
-        assert!(other.lock("noticed:force").force_unlock().await.unwrap());
+    force_unlock_by_another_client_is_noticed::<DefaultLock>(&server).await;
+    force_unlock_by_another_client_is_noticed::<TokenKind>(&server).await;
+}
+
+async fn force_unlock_by_another_client_is_noticed<K: LockKind>(server: &testkit::RedisServer) {
+    let other = common::client(server).await;
+    time_to_notice::<K, _, _>(server, "noticed:force", |name| async move {
+        let deleted = K::force_unlock(&K::lock(&other, &name)).await.unwrap();
+        assert!(deleted, "{}: nothing to force-unlock", K::NAME);
     })
     .await;
 }
@@ -383,35 +471,47 @@ async fn a_force_unlock_by_another_client_is_noticed_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_is_noticed_at_once() {
     let server = common::server();
-    time_to_notice(&server, "noticed:flush", || {
-        admin_cmd(&server, &["FLUSHALL"])
-    })
-    .await;
+    let flush = |_key: String| admin_cmd(&server, &["FLUSHALL"]);
+    time_to_notice::<DefaultLock, _, _>(&server, "noticed:flush", flush).await;
+    time_to_notice::<TokenKind, _, _>(&server, "noticed:flush", flush).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_key_is_noticed_at_once() {
     let server = common::server();
     // Someone shortens the lease by hand; the key expires 30 ms later.
-    time_to_notice(&server, "noticed:expired", || {
-        admin_cmd(&server, &["PEXPIRE", "noticed:expired", "30"])
-    })
-    .await;
+    let server = &server;
+    let expire = |key: String| async move { admin_cmd(server, &["PEXPIRE", &key, "30"]).await };
+    time_to_notice::<DefaultLock, _, _>(server, "noticed:expired", expire).await;
+    time_to_notice::<TokenKind, _, _>(server, "noticed:expired", expire).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_that_lost_the_data_is_noticed_at_once() {
     let mut server = common::server();
+    restart_that_lost_the_data_is_noticed::<DefaultLock>(&mut server).await;
+    restart_that_lost_the_data_is_noticed::<TokenKind>(&mut server).await;
+}
+
+async fn restart_that_lost_the_data_is_noticed<K: LockKind>(server: &mut testkit::RedisServer) {
     let port = server.port();
-    let client = common::client(&server).await;
-    let guard = client.lock("noticed:restart").acquire().await.unwrap();
+    let client = common::client(server).await;
+    let guard = K::lock(&client, &named::<K>("noticed:restart"))
+        .acquire()
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let lost = guard.lost();
     tokio::task::block_in_place(|| server.restart()).expect("restart the server");
     tokio::time::timeout(NOTICED_WITHIN, lost)
         .await
-        .unwrap_or_else(|_| panic!("the restart on {port} went unnoticed"));
-    assert_eq!(guard.lost_reason(), Some(redlatch::LostReason::Gone));
+        .unwrap_or_else(|_| panic!("{}: the restart on {port} went unnoticed", K::NAME));
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redlatch::LostReason::Gone),
+        "{}",
+        K::NAME
+    );
 }
 
 /// The watch never marks a hold that is still there, nor one released by
@@ -420,15 +520,22 @@ async fn a_restart_that_lost_the_data_is_noticed_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watched_holds_released_by_their_guards_are_never_lost() {
     let server = common::server();
-    let client = common::client(&server).await;
+    // At once: the kinds' keys differ, and each watch sees the other's traffic.
+    tokio::join!(
+        watched_holds_released_are_never_lost::<DefaultLock>(&server),
+        watched_holds_released_are_never_lost::<TokenKind>(&server),
+    );
+}
+
+async fn watched_holds_released_are_never_lost<K: LockKind>(server: &testkit::RedisServer) {
+    let client = common::client(server).await;
     let mut tasks = Vec::new();
     for task in 0..8 {
         let client = client.clone();
         tasks.push(tokio::spawn(async move {
             let mut rng = common::Rng::new(task);
             for round in 0..40 {
-                let guard = client
-                    .lock(format!("watched:{}", round % 3))
+                let guard = K::lock(&client, &named::<K>(&format!("watched:{}", round % 3)))
                     .acquire()
                     .await
                     .unwrap();
@@ -436,7 +543,8 @@ async fn watched_holds_released_by_their_guards_are_never_lost() {
                 tokio::time::sleep(Duration::from_millis(rng.below(25))).await;
                 assert!(
                     guard.is_held(),
-                    "task {task} round {round}: lost while held"
+                    "{}: task {task} round {round}: lost while held",
+                    K::NAME
                 );
                 guard.release().await.expect("released by its guard");
             }

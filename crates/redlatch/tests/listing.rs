@@ -121,3 +121,46 @@ async fn status_counts_clients_with_waiters() {
         waiter.abort();
     }
 }
+
+/// Keys that change type, value and lease while `locks` walks them (a
+/// string, a hash of junk, a list, a lock hash, gone): the walk never
+/// fails, and lists only what it read as a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_survives_keys_changing_type_during_the_walk() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let admin = common::admin(&server).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        let mut admin = admin.clone();
+        tokio::spawn(async move {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                for i in 0..20 {
+                    let key = format!("flip:{i}");
+                    let _: () = admin.del(&key).await.unwrap();
+                    match (round + i) % 5 {
+                        0 => admin.pset_ex(&key, "token", 10_000).await.unwrap(),
+                        1 => admin.hset(&key, "junk", "not a count").await.unwrap(),
+                        2 => admin.rpush(&key, "x").await.unwrap(),
+                        3 => admin
+                            .hset(&key, "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:1", 1)
+                            .await
+                            .unwrap(),
+                        _ => admin.set(&key, "").await.unwrap(),
+                    }
+                }
+            }
+        })
+    };
+    for _ in 0..100 {
+        let listed = client.locks("flip:").await.expect("a walk during changes");
+        for status in listed {
+            assert!(status.held, "{status:?}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.await.unwrap();
+}

@@ -182,3 +182,96 @@ async fn listing_includes_read_write_locks_with_their_mode() {
     fair.release().await.unwrap();
     assert!(client.locks("res:").await.unwrap().is_empty());
 }
+
+/// A token lock's key may hold anything another program wrote under the
+/// name: status, force unlock and listing read it without a panic or a
+/// protocol error, and say what is there.
+#[tokio::test]
+async fn token_status_force_unlock_and_listing_read_odd_string_values() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let huge = "x".repeat(4 << 20);
+    let binary: Vec<u8> = vec![0xff, 0x00, 0xfe, b':', 0x80];
+    let () = admin.pset_ex("odd:empty", "", 60_000).await.unwrap();
+    let () = admin.pset_ex("odd:huge", &huge, 60_000).await.unwrap();
+    let () = admin.pset_ex("odd:binary", &binary, 60_000).await.unwrap();
+    let () = admin.set("odd:forever", "f3a9c2d1").await.unwrap();
+    let () = admin.pset_ex("odd:number", 42, 60_000).await.unwrap();
+
+    let empty = client.token_lock("odd:empty").status().await.unwrap();
+    assert!(empty.held);
+    assert_eq!(empty.holders[0].owner, "");
+    let big = client.token_lock("odd:huge").status().await.unwrap();
+    assert_eq!(big.holders[0].owner.len(), huge.len());
+    let bytes = client.token_lock("odd:binary").status().await.unwrap();
+    assert!(bytes.held);
+    let forever = client.token_lock("odd:forever").status().await.unwrap();
+    assert!(forever.held);
+    assert_eq!(forever.ttl, None, "no expiry: no ttl");
+    let number = client.token_lock("odd:number").status().await.unwrap();
+    assert_eq!(number.holders[0].owner, "42");
+
+    let listed: Vec<String> = client
+        .locks("odd:")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|status| status.name)
+        .collect();
+    // Anything but a number under a lease is listed; a string without a
+    // lease that is no owner token is not.
+    assert_eq!(listed, ["odd:binary", "odd:empty", "odd:huge"]);
+
+    for name in [
+        "odd:empty",
+        "odd:huge",
+        "odd:binary",
+        "odd:forever",
+        "odd:number",
+    ] {
+        assert!(
+            client.token_lock(name).force_unlock().await.unwrap(),
+            "{name} not deleted"
+        );
+        assert!(!client.token_lock(name).status().await.unwrap().held);
+    }
+}
+
+/// A lock's own fencing counter (per-name counters) holding something that
+/// is no number: status still reads the lock, with no last token.
+#[tokio::test]
+async fn status_reads_a_lock_whose_per_name_counter_is_bad_data() {
+    let server = common::server();
+    let client = redlatch::Client::builder(&server.url())
+        .per_name_token_counters(true)
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = common::admin(&server).await;
+    let () = admin
+        .set("redisson_lock_token:{bad:a}", "not a number")
+        .await
+        .unwrap();
+    let () = admin
+        .hset("redisson_lock_token:{bad:b}", "f", "1")
+        .await
+        .unwrap();
+    let guard = client.token_lock("bad:a").acquire().await.unwrap();
+    let held = client.token_lock("bad:a").status().await;
+    assert!(
+        matches!(&held, Ok(status) if status.held && status.last_token.is_none()),
+        "{held:?}"
+    );
+    guard.release().await.unwrap();
+    let free = client.lock("bad:a").status().await;
+    assert!(
+        matches!(&free, Ok(status) if !status.held && status.last_token.is_none()),
+        "{free:?}"
+    );
+    let hashed = client.lock("bad:b").status().await;
+    assert!(
+        matches!(&hashed, Ok(status) if !status.held && status.last_token.is_none()),
+        "{hashed:?}"
+    );
+}

@@ -252,3 +252,92 @@ fn killed_holder_frees_lock_within_lease_plus_one_second() {
         assert!(guard.token() > child_token);
     });
 }
+
+/// One client's renewal batches mix every kind of owner: anonymous (kept
+/// as a number), named (kept as text, re-entered, and named like an
+/// anonymous owner's tail: "0", "18446744073709551615"), a token lock's
+/// token, read and write holds. A rebuilt owner text that differed from
+/// the one written at acquire would make a renewal or the loss watch call
+/// the hold lost: every hold must outlive ten leases, and release cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_mixing_numbered_and_named_owners_keep_every_hold() {
+    let server = common::server();
+    let lease = Duration::from_millis(300);
+    let client = common::client_with_lease(&server, lease).await;
+    let other = common::client(&server).await;
+    for round in 0..3 {
+        let mut guards = Vec::new();
+        let mut reentered = Vec::new();
+        for i in 0..20 {
+            guards.push(
+                client
+                    .lock(format!("mix:{round}:anon:{i}"))
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
+        }
+        for owner in [
+            "worker",
+            "0",
+            "18446744073709551615",
+            "99999999999999999999",
+            " 7",
+        ] {
+            let lock = client
+                .lock(format!("mix:{round}:named:{owner}"))
+                .with_owner(owner);
+            let outer = lock.acquire().await.unwrap();
+            reentered.push(outer.reenter().await.unwrap());
+            reentered.push(lock.acquire().await.unwrap());
+            guards.push(outer);
+        }
+        let mut tokens = Vec::new();
+        for i in 0..10 {
+            let lock = client.token_lock(format!("mix:{round}:token:{i}"));
+            tokens.push(lock.acquire().await.unwrap());
+        }
+        let read = client
+            .read_write_lock(format!("mix:{round}:rw"))
+            .with_owner("reader")
+            .read()
+            .await
+            .unwrap();
+        let write = client
+            .read_write_lock(format!("mix:{round}:rw2"))
+            .write()
+            .await
+            .unwrap();
+        tokio::time::sleep(lease * 10).await;
+        for guard in guards.iter().chain(&reentered) {
+            assert!(
+                guard.is_held(),
+                "{}: {:?}",
+                guard.owner(),
+                guard.lost_reason()
+            );
+            assert!(
+                other
+                    .lock(guard.name())
+                    .try_acquire()
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        for token in &tokens {
+            assert!(token.is_held(), "{}", token.owner_token());
+            let status = other.token_lock(token.name()).status().await.unwrap();
+            assert_eq!(status.holders[0].owner, token.owner_token());
+        }
+        assert!(read.is_held() && write.is_held());
+        for guard in reentered.into_iter().chain(guards) {
+            guard.release().await.unwrap();
+        }
+        for token in tokens {
+            token.release().await.unwrap();
+        }
+        read.release().await.unwrap();
+        write.release().await.unwrap();
+    }
+}

@@ -26,7 +26,10 @@ if kind == 'hash' then
   token = digits and counter_value(digits) or -1
 end
 if token < 0 and ARGV[1] == '1' then
-  token = tonumber(redis.call('get', KEYS[2]) or '-1')
+  -- Read with pcall and checked: a counter holding other data (a word, a
+  -- hash) means no token, not a failed status (a nil would cut the reply).
+  local counter = redis.pcall('get', KEYS[2])
+  token = type(counter) == 'string' and counter_value(counter) or -1
 end
 local line = {}
 if KEYS[4] and redis.call('type', KEYS[3]).ok == 'list'

@@ -18,7 +18,7 @@ const NOTICED_WITHIN: Duration = Duration::from_secs(3);
 /// Past the watch's 10 ms settling time: the held keys are tracked.
 const TRACKED: Duration = Duration::from_millis(200);
 
-async fn watching_client(cluster: &Cluster) -> Client {
+pub(super) async fn watching_client(cluster: &Cluster) -> Client {
     ClientBuilder::cluster(cluster.urls())
         .connect_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_secs(2))
@@ -30,12 +30,12 @@ async fn watching_client(cluster: &Cluster) -> Client {
         .expect("connect to the cluster")
 }
 
-fn node(cluster: &Cluster, port: u16) -> &testkit::RedisServer {
+pub(super) fn node(cluster: &Cluster, port: u16) -> &testkit::RedisServer {
     let node = cluster.nodes().iter().find(|node| node.port() == port);
     node.expect("a node of the cluster")
 }
 
-fn node_id(cluster: &Cluster, port: u16) -> String {
+pub(super) fn node_id(cluster: &Cluster, port: u16) -> String {
     redis::cmd("CLUSTER")
         .arg("MYID")
         .query(&mut node(cluster, port).conn())
@@ -57,7 +57,7 @@ fn hexists_calls(cluster: &Cluster, port: u16) -> u64 {
 }
 
 /// Calls of `command` (lower case) `port` ran so far.
-fn command_calls(cluster: &Cluster, port: u16, command: &str) -> u64 {
+pub(super) fn command_calls(cluster: &Cluster, port: u16, command: &str) -> u64 {
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut node(cluster, port).conn())
@@ -451,7 +451,7 @@ async fn writes_to_the_same_name_in_another_database_of_a_cluster_are_no_loss() 
 
 /// A client for the failover tests: every write waits for a replica,
 /// so that the hold survives the failover.
-async fn replicated_client(cluster: &Cluster, lease: Duration) -> Client {
+pub(super) async fn replicated_client(cluster: &Cluster, lease: Duration) -> Client {
     ClientBuilder::cluster(cluster.urls())
         .connect_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_secs(2))
@@ -465,7 +465,7 @@ async fn replicated_client(cluster: &Cluster, lease: Duration) -> Client {
 }
 
 /// The port of the replica of the master at `port`.
-fn replica_of(cluster: &Cluster, port: u16) -> u16 {
+pub(super) fn replica_of(cluster: &Cluster, port: u16) -> u16 {
     let id = node_id(cluster, port);
     let replicas: Vec<String> = redis::cmd("CLUSTER")
         .arg("REPLICAS")
@@ -664,7 +664,7 @@ async fn a_killed_watch_connection_is_replaced_and_a_later_loss_found() {
 }
 
 /// Tracking connections (`CLIENT LIST` flag `t`) on the node at `port`.
-fn tracking_connections(cluster: &Cluster, port: u16) -> usize {
+pub(super) fn tracking_connections(cluster: &Cluster, port: u16) -> usize {
     let clients: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query(&mut node(cluster, port).conn())
@@ -726,9 +726,10 @@ async fn replicas_first_among_the_seeds_keep_no_watch_connection() {
 }
 
 /// A token lock's waiter: its guard (or error), and when it returned.
-type TokenWaiter = tokio::task::JoinHandle<(redlatch::Result<redlatch::TokenGuard>, Instant)>;
+pub(super) type TokenWaiter =
+    tokio::task::JoinHandle<(redlatch::Result<redlatch::TokenGuard>, Instant)>;
 
-fn token_waiter(client: &Client, name: &str) -> TokenWaiter {
+pub(super) fn token_waiter(client: &Client, name: &str) -> TokenWaiter {
     let lock = client.token_lock(name);
     tokio::spawn(async move {
         let guard = lock.acquire_within(Some(Duration::from_secs(30))).await;

@@ -104,6 +104,27 @@ pub async fn kill_subscriptions(conn: &mut redis::aio::MultiplexedConnection) ->
         .unwrap()
 }
 
+/// The ids of the connections that track keys (`flags` with `t`): the
+/// loss watch's.
+pub async fn tracking_connection_ids(admin: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(admin)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|pair| pair.strip_prefix("id="))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
 /// Starts `n` independent redis-servers (the masters of a Redlock).
 pub fn masters(n: usize) -> testkit::Servers {
     testkit::Servers::start(n).expect("start redis-servers (is redis-server installed? see README)")

@@ -491,3 +491,92 @@ async fn waiters_do_not_spin_on_a_full_tracking_table() {
         "waiters spun: {sets} SET and {pttls} PTTL in 2 s"
     );
 }
+
+/// As `waiters_do_not_spin_on_a_full_tracking_table`, with six waiters on
+/// six keys: each look evicts another waiter's key, a chain as long as
+/// there are waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_waiters_do_not_spin_on_a_one_key_tracking_table() {
+    let server = testkit::RedisServer::builder()
+        .arg("tracking-table-max-keys", "1")
+        .start()
+        .unwrap();
+    let holder = common::client(&server).await;
+    let waiter = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let names: Vec<String> = (0..6).map(|i| format!("token:six-{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.token_lock(name.as_str()).acquire().await.unwrap());
+    }
+    let mut waiting = Vec::new();
+    for name in &names {
+        let lock = waiter.token_lock(name.as_str());
+        waiting.push(tokio::spawn(async move {
+            lock.acquire_within(Some(Duration::from_secs(3))).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let looks = calls_of(&mut admin, "set").await + calls_of(&mut admin, "pttl").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let looks = calls_of(&mut admin, "set").await + calls_of(&mut admin, "pttl").await - looks;
+    eprintln!("six waiters for 2 s on a one-key tracking table: {looks} SET and PTTL");
+    for waiter in waiting {
+        assert!(matches!(waiter.await.unwrap(), Err(Error::Timeout { .. })));
+    }
+    drop(guards);
+    assert!(looks < 600, "waiters spun: {looks} SET and PTTL in 2 s");
+}
+
+/// A force unlock racing the holder's release, many times, by this client
+/// and by another: exactly one of them deletes the hold; a force unlock by
+/// this client never marks a later hold of the key lost; and a renewal
+/// after the delete never brings the key back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_racing_the_release_and_the_renewals() {
+    let server = common::server();
+    let lease = Duration::from_millis(150);
+    let client = common::client_with_lease(&server, lease).await;
+    let other = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    for round in 0..200 {
+        let name = "token:race";
+        let forcer = if round % 2 == 0 { &client } else { &other };
+        let guard = client.token_lock(name).acquire().await.unwrap();
+        let force = forcer.token_lock(name);
+        let (released, forced) = tokio::join!(
+            tokio::spawn(guard.release()),
+            tokio::spawn(async move { force.force_unlock().await })
+        );
+        let released = released.unwrap();
+        let forced = forced.unwrap().unwrap();
+        match (&released, forced) {
+            (Ok(()), false) | (Err(Error::NotHeld { .. }), true) => {}
+            other => panic!("round {round}: release and force unlock: {other:?}"),
+        }
+        let exists: bool = admin.exists(name).await.unwrap();
+        assert!(!exists, "round {round}: the key lives on");
+        // This client's next hold of the key is not the one forced.
+        let next = client.token_lock(name).acquire().await.unwrap();
+        assert!(next.is_held(), "round {round}: {:?}", next.lost_reason());
+        next.release().await.unwrap();
+    }
+    // Renewals (every lease/3 = 50 ms) racing a force unlock by another
+    // client: the key stays gone.
+    for round in 0..20 {
+        let guard = client.token_lock("token:renewed").acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(7 * round)).await;
+        assert!(
+            other
+                .token_lock("token:renewed")
+                .force_unlock()
+                .await
+                .unwrap()
+        );
+        tokio::time::sleep(lease * 2).await;
+        let exists: bool = admin.exists("token:renewed").await.unwrap();
+        assert!(!exists, "round {round}: a renewal wrote the key back");
+        assert!(!guard.is_held(), "round {round}: still called held");
+        assert!(matches!(guard.release().await, Err(Error::NotHeld { .. })));
+    }
+}

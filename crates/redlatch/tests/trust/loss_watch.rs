@@ -161,27 +161,6 @@ async fn a_hold_force_unlocked_by_its_own_client_says_force_unlocked() {
     assert!(wrong.is_empty(), "rounds with the wrong reason: {wrong:?}");
 }
 
-/// The ids of the connections that track keys (`flags` with `t`): the
-/// loss watch's.
-async fn tracking_connection_ids(admin: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(admin)
-        .await
-        .unwrap();
-    list.lines()
-        .filter(|line| {
-            line.split(' ')
-                .any(|pair| pair.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-        })
-        .filter_map(|line| {
-            line.split(' ')
-                .find_map(|pair| pair.strip_prefix("id="))
-                .map(str::to_owned)
-        })
-        .collect()
-}
-
 /// Red team: the server refuses a new connection for a moment (`maxclients`
 /// reached: `-ERR max number of clients reached`) just when the watch
 /// reconnects. That is a refusal for now, not the server refusing tracking:
@@ -199,7 +178,7 @@ async fn a_watch_reconnect_refused_by_a_full_server_is_tried_again() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // One connection for the whole test: new ones are refused meanwhile.
     let mut admin = common::admin(&server).await;
-    let watch_ids = tracking_connection_ids(&mut admin).await;
+    let watch_ids = common::tracking_connection_ids(&mut admin).await;
     assert_eq!(watch_ids.len(), 1, "one tracking connection: {watch_ids:?}");
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
@@ -264,7 +243,7 @@ async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Authenticated already: it keeps working through the change.
     let mut admin = common::admin(&server).await;
-    let watch_id = tracking_connection_ids(&mut admin)
+    let watch_id = common::tracking_connection_ids(&mut admin)
         .await
         .pop()
         .expect("the watch's connection");
@@ -297,7 +276,7 @@ async fn a_watch_refused_at_a_reconnect_comes_back_once_the_refusal_ends() {
         let server = &server;
         async move {
             let mut admin = common::admin(server).await;
-            !tracking_connection_ids(&mut admin).await.is_empty()
+            !common::tracking_connection_ids(&mut admin).await.is_empty()
         }
     })
     .await;
