@@ -1,6 +1,6 @@
 //! A model of redlatch's lock protocol, checked with Stateright.
 //!
-//! Each script of `crates/redlatch/scripts/` is one atomic step on a
+//! Each script of `crates/redlatch/src/` (`*.lua`) is one atomic step on a
 //! server's state ([`server`]); clients, the network, the server's clock and
 //! the faults (pauses, lost and delayed replies, re-sends, NOSCRIPT
 //! reordering, failovers, cancelled acquires) are the steps around them.

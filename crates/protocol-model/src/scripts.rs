@@ -1,13 +1,15 @@
 //! The tie between the model and the code: each script the model has a
 //! step for, with the SHA-1 of the `.lua` file the step was last checked
 //! against (the same digest `EVALSHA` uses for the file alone). A test
-//! (`tests/scripts_tied.rs`) hashes `crates/redlatch/scripts/` and fails
-//! when a file changed, naming the step to re-read and what to re-check.
+//! (`tests/scripts_tied.rs`) hashes every `.lua` file under
+//! `crates/redlatch/src/` (each primitive's folder, and the shared parts in
+//! `scripts/lib/`) and fails when a file changed, naming the step to re-read
+//! and what to re-check.
 
 /// One script and the model step that stands for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Tie {
-    /// The file under `crates/redlatch/scripts/`.
+    /// The file, relative to `crates/redlatch/src/` (`lock/acquire.lua`).
     pub file: &'static str,
     /// The SHA-1 of the file when its step was last checked.
     pub sha1: &'static str,
@@ -20,14 +22,21 @@ pub struct Tie {
 /// Every script the model has a step for.
 pub const TIES: &[Tie] = &[
     Tie {
-        file: "lib/lease.lua",
+        file: "scripts/lib/lease.lua",
         sha1: "b42807e6c1068c952cb4951a67c554e53d9651dd",
         step: "server::set_lease (LeaseRule::NeverShorten)",
         recheck: "a lease already set is only lengthened: PEXPIRE only when PTTL is shorter \
                   than the lease (a key without expiry, PTTL -1, gets the lease)",
     },
     Tie {
-        file: "lib/checks.lua",
+        file: "scripts/lib/lease_gt.lua",
+        sha1: "7080f44f8c6eb53d5ec109e75cad1b00f9691ba5",
+        step: "server::set_lease (LeaseRule::NeverShorten)",
+        recheck: "the function library's form of scripts/lib/lease.lua, the same rule: \
+                  PEXPIRE GT lengthens only, and a key without expiry (PTTL -1) gets the lease",
+    },
+    Tie {
+        file: "scripts/lib/checks.lua",
         sha1: "52ee02f0004761c34790a614dbbf643af9f27caf",
         step: "server::Server::next_token",
         recheck: "next_token: INCR; a counter INCR finds absent (it gives 1) starts at the \
@@ -37,7 +46,7 @@ pub const TIES: &[Tie] = &[
                   never corrupt and its counters stay small)",
     },
     Tie {
-        file: "acquire.lua",
+        file: "lock/acquire.lua",
         sha1: "818ac581197bb8d751be1e72194ac5192781f9b3",
         step: "server::Server::acquire",
         recheck: "a free key: the counter's next token (next_token), one hold keeping that \
@@ -50,7 +59,7 @@ pub const TIES: &[Tie] = &[
                   free key answer busy, which adds no outcome this step's promises depend on",
     },
     Tie {
-        file: "lib/precedence.lua",
+        file: "scripts/lib/precedence.lua",
         sha1: "6b1e4f663cf47b30c2e6b3b65fb012b74fd87cc6",
         step: "claims::ClaimModel::acquire",
         recheck: "a free key under another owner's claim refuses a younger owner and cuts the \
@@ -60,14 +69,14 @@ pub const TIES: &[Tie] = &[
                   refuses, never grants",
     },
     Tie {
-        file: "reenter.lua",
+        file: "base/reenter.lua",
         sha1: "3d6e35417be65829c52e034ff4db5240185ecfba",
         step: "server::Server::reenter",
         recheck: "only an owner that holds gets one more hold, the lease only lengthened; never \
                   acquires afresh",
     },
     Tie {
-        file: "release.lua",
+        file: "lock/release.lua",
         sha1: "411bc8776806b62822bcbccea249bd5161cf028f",
         step: "server::Server::release",
         recheck: "the last hold deletes the key and publishes when a waiter marked it or the \
@@ -75,14 +84,14 @@ pub const TIES: &[Tie] = &[
                   lease; a missing key publishes; another owner's hold is untouched",
     },
     Tie {
-        file: "renew.lua",
+        file: "base/renew.lua",
         sha1: "ade087611eb7ac3b22c1e6fb22271f04dcc59255",
         step: "server::Server::renew",
         recheck: "only the owner's hold is renewed, the lease only lengthened; a missing or \
                   foreign hold answers 0 and writes nothing",
     },
     Tie {
-        file: "lib/fair_line.lua",
+        file: "scripts/lib/fair_line.lua",
         sha1: "01a5685b830400241e381fc24c1db3f2f2b9472b",
         step: "fair::FairModel::wake_first",
         recheck: "hand_to writes the hold to the first waiter only when it left its terms (a \
@@ -94,7 +103,7 @@ pub const TIES: &[Tie] = &[
                   Deadlines (Redisson's W arithmetic) are not modelled",
     },
     Tie {
-        file: "fair_acquire.lua",
+        file: "fair_lock/fair_acquire.lua",
         sha1: "1e22a09d59fc6e29f9f6290883d234968cc24993",
         step: "fair::FairModel::acquire",
         recheck: "an owner that takes hand-offs and finds a hold of its own was handed it: \
@@ -104,7 +113,7 @@ pub const TIES: &[Tie] = &[
                   is woken",
     },
     Tie {
-        file: "fair_release.lua",
+        file: "fair_lock/fair_release.lua",
         sha1: "8a72c1a3eeffe304c2b6629bf9a3db7c8d205f23",
         step: "fair::FairModel::release",
         recheck: "the last hold deletes the lock, then hands it to the first waiter (hand_to) or \
@@ -113,7 +122,7 @@ pub const TIES: &[Tie] = &[
                   (bad data, not modelled) goes with its token and a plain waiter's mark",
     },
     Tie {
-        file: "fair_leave.lua",
+        file: "fair_lock/fair_leave.lua",
         sha1: "650ee44ad91125c2ddfd5a072955ac4c7e976368",
         step: "fair::FairModel::leave",
         recheck: "the owner leaves the line and its terms; an owner that takes hand-offs and is \
@@ -121,38 +130,38 @@ pub const TIES: &[Tie] = &[
                   took it); then a free lock goes to (or wakes) the first waiter",
     },
     Tie {
-        file: "rw_read_acquire.lua",
+        file: "rw_lock/rw_read_acquire.lua",
         sha1: "d8c495850f14b8f4c2bd584180969fc141ecfb78",
         step: "rwlock::RwServer::read_acquire",
         recheck: "readers share the lock; a writer holding excludes new readers; a read hold \
                   sets its own lease",
     },
     Tie {
-        file: "rw_write_acquire.lua",
+        file: "rw_lock/rw_write_acquire.lua",
         sha1: "bc5b24c3a92ecff8b24235a9d0c4138ff80cc8e0",
         step: "rwlock::RwServer::write_acquire",
         recheck: "a writer takes the lock only when nobody holds it (or re-enters its own)",
     },
     Tie {
-        file: "rw_read_release.lua",
+        file: "rw_lock/rw_read_release.lua",
         sha1: "7db518bc70f582d19e781b9018d60e327c0bb36f",
         step: "rwlock::RwServer::release",
         recheck: "a reader's release drops its hold; the last hold deletes the key and publishes",
     },
     Tie {
-        file: "rw_write_release.lua",
+        file: "rw_lock/rw_write_release.lua",
         sha1: "c795fcf8d3564fbdca058b14b43250ca754665c0",
         step: "rwlock::RwServer::release",
         recheck: "the writer's release drops its hold; the last hold deletes the key and publishes",
     },
     Tie {
-        file: "semaphore_acquire.lua",
+        file: "semaphore/semaphore_acquire.lua",
         sha1: "731594358a4ebe0cb7f6156a56e592ce8de8330f",
         step: "semaphore::Permits::acquire",
         recheck: "permits are taken only when enough are available, by DECRBY",
     },
     Tie {
-        file: "semaphore_release.lua",
+        file: "semaphore/semaphore_release.lua",
         sha1: "341c38d0abbacc40d7965ea7e0a5e9a2c62f6898",
         step: "semaphore::Permits::release",
         recheck: "a release adds its permits back by INCRBY and publishes",
@@ -162,74 +171,79 @@ pub const TIES: &[Tie] = &[
 /// The scripts the model leaves out, and why.
 pub const NOT_MODELLED: &[(&str, &str)] = &[
     (
-        "force_unlock.lua",
+        "scripts/lib/memory.lua",
+        "a server out of memory is not modelled: the model's server takes every write, \
+         and the wrapper only lets through writes that take no memory",
+    ),
+    (
+        "base/force_unlock.lua",
         "force-unlock is an operator's act, outside the protocol's promises",
     ),
     (
-        "permit_acquire.lua",
+        "semaphore/permit_acquire.lua",
         "expiring permits are not modelled (the plain semaphore is)",
     ),
     (
-        "permit_release.lua",
+        "semaphore/permit_release.lua",
         "expiring permits are not modelled (the plain semaphore is)",
     ),
     (
-        "permit_renew.lua",
+        "semaphore/permit_renew.lua",
         "expiring permits are not modelled (the plain semaphore is)",
     ),
-    ("permit_available.lua", "reads only"),
+    ("semaphore/permit_available.lua", "reads only"),
     (
-        "precedence_leave.lua",
+        "lock/precedence_leave.lua",
         "a claimant's withdrawal only ends its claim sooner: the claims model \
          (claims.rs) lets a claimant stop with its claim standing, the worse case",
     ),
     (
-        "raise_token.lua",
+        "lock/raise_token.lua",
         "Redlock's fenced tokens are not modelled (Redlock's majority is)",
     ),
     (
-        "rw_read_renew.lua",
+        "rw_lock/rw_read_renew.lua",
         "read holds are not renewed in the model",
     ),
     (
-        "rw_writer_leave.lua",
+        "rw_lock/rw_writer_leave.lua",
         "waiting writers' claims are not modelled",
     ),
     (
-        "semaphore_add.lua",
+        "semaphore/semaphore_add.lua",
         "the permit count is set once, at the start",
     ),
-    ("semaphore_available.lua", "reads only"),
+    ("semaphore/semaphore_available.lua", "reads only"),
     (
-        "semaphore_try_set.lua",
+        "semaphore/semaphore_try_set.lua",
         "the permit count is set once, at the start",
     ),
-    ("status.lua", "reads only"),
+    ("base/status.lua", "reads only"),
     (
-        "latch_try_set.lua",
+        "count_down_latch/latch_try_set.lua",
         "the count-down latch holds nothing: no exclusion to model, and its one \
          promise (an awaiter returns once the count reads zero) is a read",
     ),
     (
-        "latch_count_down.lua",
+        "count_down_latch/latch_count_down.lua",
         "the count-down latch holds nothing (see latch_try_set.lua)",
     ),
     (
-        "latch_delete.lua",
+        "count_down_latch/latch_delete.lua",
         "the count-down latch holds nothing (see latch_try_set.lua)",
     ),
-    ("latch_count.lua", "reads only"),
+    ("count_down_latch/latch_count.lua", "reads only"),
     (
-        "token_acquire_fenced.lua",
+        "token_lock/token_acquire_fenced.lua",
         "the token lock is the seeds' SET NX PX recipe (recipes.rs models it, \
          `set-nx-px`); its fencing counter is the lock's counter (next_token), modelled there",
     ),
     (
-        "token_release.lua",
+        "token_lock/token_release.lua",
         "the token lock's compare-and-delete: the release of the `set-nx-px` recipe (recipes.rs)",
     ),
     (
-        "token_renew.lua",
+        "token_lock/token_renew.lua",
         "the token lock's compare-and-PEXPIRE renewal: renewals are not modelled for \
          string locks (the recipe holds for one lease)",
     ),

@@ -7,12 +7,27 @@
 mod architecture;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use redlatch_protocol_model::scripts::{NOT_MODELLED, TIES};
 
+/// Where the scripts live: each primitive's folder holds its own `.lua`
+/// files, and `scripts/lib/` the shared parts.
 fn scripts_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../redlatch/scripts")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../redlatch/src")
+}
+
+/// Every `.lua` file under `dir`, relative to `root`, `/`-separated.
+fn lua_files(root: &Path, dir: &Path, into: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            lua_files(root, &path, into);
+        } else if path.extension().is_some_and(|ext| ext == "lua") {
+            let relative = path.strip_prefix(root).expect("under the root");
+            into.insert(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
 }
 
 #[test]
@@ -24,7 +39,7 @@ fn every_modelled_script_is_the_one_its_step_was_checked_against() {
         let sha1 = sha1_smol::Sha1::from(&text).digest().to_string();
         if sha1 != tie.sha1 {
             changed.push(format!(
-                "crates/redlatch/scripts/{} changed (SHA-1 {sha1}, recorded {}): re-read the model step \
+                "crates/redlatch/src/{} changed (SHA-1 {sha1}, recorded {}): re-read the model step \
                  `{}` (crates/protocol-model/src/) and re-check: {}. Then record the new SHA-1 in \
                  crates/protocol-model/src/scripts.rs.",
                 tie.file,
@@ -39,12 +54,8 @@ fn every_modelled_script_is_the_one_its_step_was_checked_against() {
 
 #[test]
 fn every_script_is_modelled_or_explained() {
-    let on_disk: BTreeSet<String> = std::fs::read_dir(scripts_dir())
-        .expect("the scripts directory")
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".lua"))
-        .collect();
+    let mut on_disk = BTreeSet::new();
+    lua_files(&scripts_dir(), &scripts_dir(), &mut on_disk);
     let known: BTreeSet<String> = TIES
         .iter()
         .map(|tie| tie.file.to_owned())

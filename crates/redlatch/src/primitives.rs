@@ -46,6 +46,19 @@ mod tests {
     }
 
     #[test]
+    fn every_function_is_named_after_its_file_alone() {
+        // Declarations name their files by folder (`lock/acquire.lua`);
+        // the function keeps the bare file name, as FCALL calls it.
+        for lua in every_script() {
+            assert!(
+                lua.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{}",
+                lua.name
+            );
+        }
+    }
+
+    #[test]
     fn the_library_holds_every_script_under_a_name_of_its_content() {
         crate::scripts::library_source::tests::holds_every_script(&LIBRARY, &every_script());
     }

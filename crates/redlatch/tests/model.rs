@@ -600,10 +600,10 @@ macro_rules! ensure {
 
 /// The lock scripts a `ScriptFlush` step may load again, as the client sends them.
 const SCRIPTS: [&str; 4] = [
-    include_str!("../scripts/acquire.lua"),
-    include_str!("../scripts/reenter.lua"),
-    include_str!("../scripts/release.lua"),
-    include_str!("../scripts/renew.lua"),
+    include_str!("../src/lock/acquire.lua"),
+    include_str!("../src/base/reenter.lua"),
+    include_str!("../src/lock/release.lua"),
+    include_str!("../src/base/renew.lua"),
 ];
 
 /// An acquire of a `Together` step, with what it returned.

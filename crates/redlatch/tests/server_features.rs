@@ -1200,20 +1200,31 @@ fn documented_acl(password: &str) -> String {
 }
 
 /// The commands the scripts call (`redis.call('x'` and `redis.pcall('x'`
-/// in crates/redlatch/scripts, their shared parts too, and the commands
-/// handed to `scripts/lib/memory.lua`'s wrappers), lower case. (`PUBLISH`
-/// and `SPUBLISH` come as an argument, and the ACL lists both.)
+/// in every `.lua` file under crates/redlatch/src, each primitive's folder
+/// and the shared parts of `src/scripts/lib/`, and the commands handed to
+/// `memory.lua`'s wrappers), lower case. (`PUBLISH` and `SPUBLISH` come
+/// as an argument, and the ACL lists both.)
 fn commands_the_scripts_call() -> std::collections::BTreeSet<String> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
-    let mut sources = Vec::new();
-    for dir in [dir.to_owned(), format!("{dir}/lib")] {
-        for entry in std::fs::read_dir(&dir).unwrap() {
+    fn lua_sources(dir: &std::path::Path, into: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_some_and(|ext| ext == "lua") {
-                sources.push(std::fs::read_to_string(path).unwrap());
+            if path.is_dir() {
+                lua_sources(&path, into);
+            } else if path.extension().is_some_and(|ext| ext == "lua") {
+                into.push(std::fs::read_to_string(path).unwrap());
             }
         }
     }
+    let mut sources = Vec::new();
+    lua_sources(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
+        &mut sources,
+    );
+    // Guards the walk itself: a tree it no longer finds would check nothing.
+    assert!(
+        !sources.is_empty(),
+        "no .lua file under crates/redlatch/src"
+    );
     let mut commands = std::collections::BTreeSet::new();
     for source in &sources {
         for call in [

@@ -1,5 +1,5 @@
 //! The count-down latch's script calls, typed: one function per script
-//! (`scripts/latch_*.lua`), each one round trip.
+//! (`latch_*.lua`), each one round trip.
 
 use std::sync::Arc;
 

@@ -1,23 +1,33 @@
-//! The count-down latch's scripts (`crates/redlatch/scripts/latch_*.lua`):
+//! The count-down latch's scripts (`latch_*.lua`, beside this file):
 //! set the count once, count down, read, delete.
 
 use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script};
 
 mutating!(
     LATCH_TRY_SET,
-    "latch_try_set.lua",
+    "count_down_latch/latch_try_set.lua",
     ANSWERS_UNDER_OOM,
     checks
 );
 mutating!(
     LATCH_COUNT_DOWN,
-    "latch_count_down.lua",
+    "count_down_latch/latch_count_down.lua",
     GIVES_BACK,
     checks,
     memory
 );
-mutating!(LATCH_DELETE, "latch_delete.lua", GIVES_BACK, checks);
-script!(LATCH_COUNT, "latch_count.lua", GIVES_BACK, checks);
+mutating!(
+    LATCH_DELETE,
+    "count_down_latch/latch_delete.lua",
+    GIVES_BACK,
+    checks
+);
+script!(
+    LATCH_COUNT,
+    "count_down_latch/latch_count.lua",
+    GIVES_BACK,
+    checks
+);
 
 /// The latch's part of the function library.
 pub(crate) static SCRIPTS: ScriptList = ScriptList {

@@ -120,7 +120,12 @@ pub(crate) trait RenewNow: Send + Sync {
 // The engine's own tests renew with a lock hash field's script, declared
 // here: the engine names no primitive.
 #[cfg(test)]
-crate::scripts::script!(TEST_RENEW, "renew.lua", crate::scripts::GIVES_BACK, lease);
+crate::scripts::script!(
+    TEST_RENEW,
+    "base/renew.lua",
+    crate::scripts::GIVES_BACK,
+    lease
+);
 
 /// A renewal for the engine's own tests: the lock hash field's script.
 #[cfg(test)]

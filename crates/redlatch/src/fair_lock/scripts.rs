@@ -1,4 +1,4 @@
-//! The fair lock's scripts (`crates/redlatch/scripts/fair_*.lua`): acquire
+//! The fair lock's scripts (`fair_*.lua`, beside this file): acquire
 //! or take a place in line, release to the head of the line, leave the
 //! line. It renews, re-enters and reads its status with the reentrant
 //! lock's.
@@ -9,7 +9,7 @@ use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating};
 // they come before it.
 mutating!(
     FAIR_ACQUIRE,
-    "fair_acquire.lua",
+    "fair_lock/fair_acquire.lua",
     ANSWERS_UNDER_OOM,
     checks,
     memory,
@@ -18,7 +18,7 @@ mutating!(
 );
 mutating!(
     FAIR_RELEASE,
-    "fair_release.lua",
+    "fair_lock/fair_release.lua",
     GIVES_BACK,
     checks,
     memory,
@@ -27,7 +27,7 @@ mutating!(
 );
 mutating!(
     FAIR_LEAVE,
-    "fair_leave.lua",
+    "fair_lock/fair_leave.lua",
     GIVES_BACK,
     checks,
     memory,

@@ -170,7 +170,7 @@ impl Lock {
         // reply comes, and must know whose doing it was.
         let _unlocking = core.watchdog.force_unlocking(&keys.key);
         let mut conn = core.conn.clone();
-        let mut call = scripts::FORCE_UNLOCK.call(&conn);
+        let mut call = crate::base::scripts::FORCE_UNLOCK.call(&conn);
         call.key(&keys.key)
             .later_key(keys.token_name())
             .arg(keys.channel())

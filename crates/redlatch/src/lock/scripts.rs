@@ -1,28 +1,34 @@
-//! The reentrant lock's scripts (`crates/redlatch/scripts/*.lua`), as the
-//! function library loads them: acquire, release, force unlock, raise the
-//! fencing counter, and withdraw a claim to the next turn. Their keys,
+//! The reentrant lock's scripts (the `.lua` files beside this one), as the
+//! function library loads them: acquire, release, raise the fencing
+//! counter, and withdraw a claim to the next turn. Their keys,
 //! arguments and replies are in the table of `scripts/mod.rs` and each
 //! file's header.
 
-use crate::base::scripts::{REENTER, RENEW, STATUS};
+use crate::base::scripts::{FORCE_UNLOCK, REENTER, RENEW, STATUS};
 use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script};
 
 mutating!(
     ACQUIRE,
-    "acquire.lua",
+    "lock/acquire.lua",
     ANSWERS_UNDER_OOM,
     checks,
     lease,
     precedence
 );
-mutating!(RELEASE, "release.lua", GIVES_BACK, checks, lease, memory);
-mutating!(FORCE_UNLOCK, "force_unlock.lua", GIVES_BACK);
+mutating!(
+    RELEASE,
+    "lock/release.lua",
+    GIVES_BACK,
+    checks,
+    lease,
+    memory
+);
 // Part of a Redlock acquire: the counters written back before the guard
 // is handed out.
-script!(RAISE_TOKEN, "raise_token.lua", ANSWERS_UNDER_OOM);
+script!(RAISE_TOKEN, "lock/raise_token.lua", ANSWERS_UNDER_OOM);
 script!(
     PRECEDENCE_LEAVE,
-    "precedence_leave.lua",
+    "lock/precedence_leave.lua",
     GIVES_BACK,
     precedence
 );

@@ -1,4 +1,4 @@
-//! The read-write lock's scripts (`crates/redlatch/scripts/rw_*.lua`):
+//! The read-write lock's scripts (`rw_*.lua`, beside this file):
 //! acquire and release either side, renew read holds, withdraw a writer's
 //! claim. Its writer renews and re-enters with the reentrant lock's.
 
@@ -6,14 +6,14 @@ use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script
 
 mutating!(
     RW_READ_ACQUIRE,
-    "rw_read_acquire.lua",
+    "rw_lock/rw_read_acquire.lua",
     ANSWERS_UNDER_OOM,
     checks,
     lease
 );
 mutating!(
     RW_WRITE_ACQUIRE,
-    "rw_write_acquire.lua",
+    "rw_lock/rw_write_acquire.lua",
     ANSWERS_UNDER_OOM,
     checks,
     lease,
@@ -21,7 +21,7 @@ mutating!(
 );
 mutating!(
     RW_READ_RELEASE,
-    "rw_read_release.lua",
+    "rw_lock/rw_read_release.lua",
     GIVES_BACK,
     checks,
     lease,
@@ -29,14 +29,19 @@ mutating!(
 );
 mutating!(
     RW_WRITE_RELEASE,
-    "rw_write_release.lua",
+    "rw_lock/rw_write_release.lua",
     GIVES_BACK,
     checks,
     lease,
     memory
 );
-mutating!(RW_WRITER_LEAVE, "rw_writer_leave.lua", GIVES_BACK);
-script!(RW_READ_RENEW, "rw_read_renew.lua", GIVES_BACK, lease);
+mutating!(RW_WRITER_LEAVE, "rw_lock/rw_writer_leave.lua", GIVES_BACK);
+script!(
+    RW_READ_RENEW,
+    "rw_lock/rw_read_renew.lua",
+    GIVES_BACK,
+    lease
+);
 
 /// The read-write lock's part of the function library.
 pub(crate) static SCRIPTS: ScriptList = ScriptList {

@@ -18,8 +18,8 @@ pub(crate) struct LibrarySource {
 /// The lease rule as the scripts carry it, and in the form functions use:
 /// every server with functions has `PEXPIRE GT`, which lengthens a lease in
 /// one call where the portable form reads the TTL first.
-const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
-const LEASE_GT: &str = include_str!("../../scripts/lib/lease_gt.lua");
+const LEASE: &str = include_str!("lib/lease.lua");
+const LEASE_GT: &str = include_str!("lib/lease_gt.lua");
 
 /// What a script of this source runs as a function.
 fn function_body(source: &str) -> String {

@@ -1,5 +1,7 @@
-//! The Lua scripts, loaded from `scripts/*.lua` of the crate, and the typed
-//! calls that run them (one file per family).
+//! The Lua scripts, each loaded from its primitive's folder
+//! (`src/lock/acquire.lua`, `src/fair_lock/fair_acquire.lua`, ...; the ones
+//! every lock shares in `src/base/`), the shared parts they carry in front
+//! (`src/scripts/lib/*.lua`), and the typed calls that run them.
 //!
 //! They run as functions of redlatch's library where the server has
 //! functions ([`library`]: FCALL, the library loaded again if the server lost
@@ -50,7 +52,7 @@
 //! and replies.
 //!
 //! The lock scripts and the semaphores' acquires are loaded with
-//! `scripts/lib/checks.lua` in front: the checks that let them refuse a
+//! `src/scripts/lib/checks.lua` in front: the checks that let them refuse a
 //! corrupt counter or count before writing. **One lock's fault is its
 //! own**: in a call of `ACQUIRE` or `RELEASE` carrying several locks, an
 //! error that belongs to one lock (its data, its type, an ACL refusal of
@@ -61,7 +63,7 @@
 //! forbidden name refuses the whole call before anything runs; the
 //! library then sends each lock of that batch alone (`lock/calls.rs`, `acquire_many`).
 //!
-//! **A lease already set is never shortened** (`scripts/lib/lease.lua`):
+//! **A lease already set is never shortened** (`src/scripts/lib/lease.lua`):
 //! every script that sets the lease of a hold that exists already (a
 //! re-entry, a renewal, a release that leaves holds) sets it only when the
 //! key's PTTL is below the lease (a key with no expiry gets it too); only a
@@ -112,7 +114,7 @@ pub(crate) use lua::{Invocation, Lua};
 /// Function flags of scripts that only give back, extend or read: they must
 /// run even when the server is out of memory, as their EVALSHA forms do
 /// (where a write that takes no memory would be refused as a script's
-/// first, `scripts/lib/memory.lua` lets it through).
+/// first, `src/scripts/lib/memory.lua` lets it through).
 pub(crate) const GIVES_BACK: &[&str] = &["allow-oom"];
 
 /// Function flags of every acquire and re-entry (and of a semaphore's
@@ -125,23 +127,27 @@ pub(crate) const GIVES_BACK: &[&str] = &["allow-oom"];
 /// something before (docs/SAFETY.md, "Redis out of memory", says which).
 pub(crate) const ANSWERS_UNDER_OOM: &[&str] = &["allow-oom"];
 
-/// The file's name without `.lua`: the script's name in the function library.
+/// The file's name without its folder and `.lua`: the script's name in the
+/// function library (a script that moves to another folder keeps its name,
+/// and the library its content).
 pub(crate) fn file_stem(file: &str) -> String {
-    file.trim_end_matches(".lua").to_owned()
+    let name = file.rsplit('/').next().unwrap_or(file);
+    name.trim_end_matches(".lua").to_owned()
 }
 
 /// A script that only reads, or that can run twice harmlessly, declared in
-/// its primitive's folder: `script!(NAME, "file.lua", FLAGS, parts...)`
-/// reads `crates/redlatch/scripts/file.lua`, with the shared parts named
-/// after it (`scripts/lib/PART.lua`) in front, as for [`mutating!`].
+/// its primitive's folder: `script!(NAME, "folder/file.lua", FLAGS, parts...)`
+/// reads `crates/redlatch/src/folder/file.lua` (the path is relative to
+/// `src/`, the file beside the declaration), with the shared parts named
+/// after it (`src/scripts/lib/PART.lua`) in front, as for [`mutating!`].
 macro_rules! script {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: std::sync::LazyLock<$crate::scripts::Lua> =
             std::sync::LazyLock::new(|| {
                 $crate::scripts::Lua::new(
                     $crate::scripts::file_stem($file),
-                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/lib/", stringify!($lib), ".lua")),)*),
-                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file)).to_owned(),
+                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/lib/", stringify!($lib), ".lua")),)*),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", $file)).to_owned(),
                     $flags,
                 )
             });
@@ -150,8 +156,9 @@ macro_rules! script {
 pub(crate) use script;
 
 /// A script that changes data, in its plain and re-send-safe forms,
-/// declared in its primitive's folder: `mutating!(NAME, "file.lua", FLAGS,
-/// parts...)`. The shared parts named after the file (`scripts/lib/NAME.lua`:
+/// declared in its primitive's folder: `mutating!(NAME, "folder/file.lua",
+/// FLAGS, parts...)`, the path relative to `src/` as for [`script!`]. The
+/// shared parts named after the file (`src/scripts/lib/NAME.lua`:
 /// `checks`, the validity checks; `fair_line`, the fair lock's line;
 /// `lease`, the rule that never shortens a lease; `memory`, what a write
 /// does on a server out of memory) come first.
@@ -161,8 +168,8 @@ macro_rules! mutating {
             std::sync::LazyLock::new(|| {
                 $crate::scripts::Mutating::new(
                     $crate::scripts::file_stem($file),
-                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/lib/", stringify!($lib), ".lua")),)*),
-                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file)),
+                    concat!("", $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/lib/", stringify!($lib), ".lua")),)*),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", $file)),
                     $flags,
                 )
             });
@@ -424,6 +431,15 @@ mod tests {
         let wrapped = resendable("return #KEYS");
         let trimmed = wrapped.find("table.remove(KEYS)").unwrap();
         assert!(trimmed < wrapped.find("return #KEYS").unwrap());
+    }
+
+    #[test]
+    fn a_script_is_named_after_its_file_not_its_folder() {
+        // The folder is where the file lives, not part of the function's
+        // name: moving a file keeps the library's names and content.
+        assert_eq!(file_stem("lock/acquire.lua"), "acquire");
+        assert_eq!(file_stem("count_down_latch/latch_count.lua"), "latch_count");
+        assert_eq!(file_stem("status.lua"), "status");
     }
 
     #[test]

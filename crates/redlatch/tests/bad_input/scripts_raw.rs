@@ -18,167 +18,167 @@ use super::budget;
 use crate::common;
 
 /// The shared parts some scripts are loaded with, in front.
-const CHECKS: &str = include_str!("../../scripts/lib/checks.lua");
-const FAIR_LINE: &str = include_str!("../../scripts/lib/fair_line.lua");
-const LEASE: &str = include_str!("../../scripts/lib/lease.lua");
-const MEMORY: &str = include_str!("../../scripts/lib/memory.lua");
+const CHECKS: &str = include_str!("../../src/scripts/lib/checks.lua");
+const FAIR_LINE: &str = include_str!("../../src/scripts/lib/fair_line.lua");
+const LEASE: &str = include_str!("../../src/scripts/lib/lease.lua");
+const MEMORY: &str = include_str!("../../src/scripts/lib/memory.lua");
 const CHECKS_LEASE_AND_MEMORY: &str = concat!(
-    include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/lease.lua"),
-    include_str!("../../scripts/lib/memory.lua")
+    include_str!("../../src/scripts/lib/checks.lua"),
+    include_str!("../../src/scripts/lib/lease.lua"),
+    include_str!("../../src/scripts/lib/memory.lua")
 );
 const CHECKS_FAIR_LINE_LEASE_AND_MEMORY: &str = concat!(
-    include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/fair_line.lua"),
-    include_str!("../../scripts/lib/lease.lua"),
-    include_str!("../../scripts/lib/memory.lua")
+    include_str!("../../src/scripts/lib/checks.lua"),
+    include_str!("../../src/scripts/lib/fair_line.lua"),
+    include_str!("../../src/scripts/lib/lease.lua"),
+    include_str!("../../src/scripts/lib/memory.lua")
 );
 const CHECKS_AND_MEMORY: &str = concat!(
-    include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/memory.lua")
+    include_str!("../../src/scripts/lib/checks.lua"),
+    include_str!("../../src/scripts/lib/memory.lua")
 );
 const CHECKS_AND_LEASE: &str = concat!(
-    include_str!("../../scripts/lib/checks.lua"),
-    include_str!("../../scripts/lib/lease.lua")
+    include_str!("../../src/scripts/lib/checks.lua"),
+    include_str!("../../src/scripts/lib/lease.lua")
 );
 
 /// Every script, and the shared parts it is loaded with.
 const SCRIPTS: [(&str, &str, &str); 29] = [
     (
         "acquire",
-        include_str!("../../scripts/acquire.lua"),
+        include_str!("../../src/lock/acquire.lua"),
         CHECKS_AND_LEASE,
     ),
     (
         "reenter",
-        include_str!("../../scripts/reenter.lua"),
+        include_str!("../../src/base/reenter.lua"),
         CHECKS_AND_LEASE,
     ),
     (
         "release",
-        include_str!("../../scripts/release.lua"),
+        include_str!("../../src/lock/release.lua"),
         CHECKS_LEASE_AND_MEMORY,
     ),
-    ("renew", include_str!("../../scripts/renew.lua"), LEASE),
+    ("renew", include_str!("../../src/base/renew.lua"), LEASE),
     (
         "force_unlock",
-        include_str!("../../scripts/force_unlock.lua"),
+        include_str!("../../src/base/force_unlock.lua"),
         "",
     ),
-    ("status", include_str!("../../scripts/status.lua"), ""),
+    ("status", include_str!("../../src/base/status.lua"), ""),
     (
         "raise_token",
-        include_str!("../../scripts/raise_token.lua"),
+        include_str!("../../src/lock/raise_token.lua"),
         "",
     ),
     (
         "fair_acquire",
-        include_str!("../../scripts/fair_acquire.lua"),
+        include_str!("../../src/fair_lock/fair_acquire.lua"),
         CHECKS_FAIR_LINE_LEASE_AND_MEMORY,
     ),
     (
         "fair_release",
-        include_str!("../../scripts/fair_release.lua"),
+        include_str!("../../src/fair_lock/fair_release.lua"),
         CHECKS_FAIR_LINE_LEASE_AND_MEMORY,
     ),
     (
         "fair_leave",
-        include_str!("../../scripts/fair_leave.lua"),
+        include_str!("../../src/fair_lock/fair_leave.lua"),
         FAIR_LINE,
     ),
     (
         "rw_read_acquire",
-        include_str!("../../scripts/rw_read_acquire.lua"),
+        include_str!("../../src/rw_lock/rw_read_acquire.lua"),
         CHECKS_AND_LEASE,
     ),
     (
         "rw_write_acquire",
-        include_str!("../../scripts/rw_write_acquire.lua"),
+        include_str!("../../src/rw_lock/rw_write_acquire.lua"),
         CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_read_release",
-        include_str!("../../scripts/rw_read_release.lua"),
+        include_str!("../../src/rw_lock/rw_read_release.lua"),
         CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_write_release",
-        include_str!("../../scripts/rw_write_release.lua"),
+        include_str!("../../src/rw_lock/rw_write_release.lua"),
         CHECKS_LEASE_AND_MEMORY,
     ),
     (
         "rw_writer_leave",
-        include_str!("../../scripts/rw_writer_leave.lua"),
+        include_str!("../../src/rw_lock/rw_writer_leave.lua"),
         "",
     ),
     (
         "rw_read_renew",
-        include_str!("../../scripts/rw_read_renew.lua"),
+        include_str!("../../src/rw_lock/rw_read_renew.lua"),
         LEASE,
     ),
     (
         "semaphore_try_set",
-        include_str!("../../scripts/semaphore_try_set.lua"),
+        include_str!("../../src/semaphore/semaphore_try_set.lua"),
         "",
     ),
     (
         "semaphore_add",
-        include_str!("../../scripts/semaphore_add.lua"),
+        include_str!("../../src/semaphore/semaphore_add.lua"),
         MEMORY,
     ),
     (
         "semaphore_acquire",
-        include_str!("../../scripts/semaphore_acquire.lua"),
+        include_str!("../../src/semaphore/semaphore_acquire.lua"),
         CHECKS,
     ),
     (
         "semaphore_release",
-        include_str!("../../scripts/semaphore_release.lua"),
+        include_str!("../../src/semaphore/semaphore_release.lua"),
         MEMORY,
     ),
     (
         "semaphore_available",
-        include_str!("../../scripts/semaphore_available.lua"),
+        include_str!("../../src/semaphore/semaphore_available.lua"),
         "",
     ),
     (
         "permit_acquire",
-        include_str!("../../scripts/permit_acquire.lua"),
+        include_str!("../../src/semaphore/permit_acquire.lua"),
         CHECKS,
     ),
     (
         "permit_release",
-        include_str!("../../scripts/permit_release.lua"),
+        include_str!("../../src/semaphore/permit_release.lua"),
         "",
     ),
     (
         "permit_available",
-        include_str!("../../scripts/permit_available.lua"),
+        include_str!("../../src/semaphore/permit_available.lua"),
         "",
     ),
     (
         "permit_renew",
-        include_str!("../../scripts/permit_renew.lua"),
+        include_str!("../../src/semaphore/permit_renew.lua"),
         MEMORY,
     ),
     (
         "latch_try_set",
-        include_str!("../../scripts/latch_try_set.lua"),
+        include_str!("../../src/count_down_latch/latch_try_set.lua"),
         CHECKS,
     ),
     (
         "latch_count_down",
-        include_str!("../../scripts/latch_count_down.lua"),
+        include_str!("../../src/count_down_latch/latch_count_down.lua"),
         CHECKS_AND_MEMORY,
     ),
     (
         "latch_count",
-        include_str!("../../scripts/latch_count.lua"),
+        include_str!("../../src/count_down_latch/latch_count.lua"),
         CHECKS,
     ),
     (
         "latch_delete",
-        include_str!("../../scripts/latch_delete.lua"),
+        include_str!("../../src/count_down_latch/latch_delete.lua"),
         CHECKS,
     ),
 ];

@@ -35,7 +35,7 @@ async fn a_reentry_delayed_by_a_flushed_script_cache_never_leaves_two_holders() 
             .unwrap();
         let _: String = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(include_str!("../../scripts/renew.lua"))
+            .arg(include_str!("../../src/base/renew.lua"))
             .query_async(&mut admin)
             .await
             .unwrap();
