@@ -306,14 +306,19 @@ async fn a_failover_keeps_a_replicated_hold_and_the_new_master_s_losses_are_foun
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
 
-/// Whether the cluster's servers move slots atomically (Valkey 9+).
-fn has_migrateslots(cluster: &Cluster) -> bool {
+/// True (and says the test is skipped) when the cluster's servers cannot
+/// move slots atomically (`CLUSTER MIGRATESLOTS`, Valkey 9+).
+fn lacks_migrateslots(cluster: &Cluster) -> bool {
     let port = cluster.nodes()[0].port();
     let docs: redis::RedisResult<redis::Value> = redis::cmd("COMMAND")
         .arg("INFO")
         .arg("CLUSTER|MIGRATESLOTS")
         .query(&mut node(cluster, port).conn());
-    matches!(docs, Ok(redis::Value::Array(entries)) if entries.iter().any(|entry| !matches!(entry, redis::Value::Nil)))
+    let has = matches!(docs, Ok(redis::Value::Array(entries)) if entries.iter().any(|entry| !matches!(entry, redis::Value::Nil)));
+    if !has {
+        eprintln!("skipped: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ does)");
+    }
+    !has
 }
 
 /// Valkey 9's atomic slot migration: the lock's key is copied to the
@@ -324,8 +329,7 @@ fn has_migrateslots(cluster: &Cluster) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_atomic_slot_migration_keeps_the_hold_and_the_new_owner_s_losses_are_found() {
     let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
-    if !has_migrateslots(&cluster) {
-        eprintln!("skipped: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ does)");
+    if lacks_migrateslots(&cluster) {
         return;
     }
     let client = watching_client(&cluster).await;
@@ -774,8 +778,7 @@ async fn a_token_lock_waiter_is_woken_by_the_release_and_does_not_poll() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_lock_waiter_keeps_its_wake_up_across_a_slot_migration() {
     let cluster = Cluster::start(3, 0).expect("start a 3-master cluster");
-    if !has_migrateslots(&cluster) {
-        eprintln!("skipped: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ does)");
+    if lacks_migrateslots(&cluster) {
         return;
     }
     let holder = watching_client(&cluster).await;
@@ -801,29 +804,8 @@ async fn a_token_lock_waiter_keeps_its_wake_up_across_a_slot_migration() {
 /// response timeout (2 s) per look, one attempt where a poll makes some 20.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_lock_waiter_polls_where_the_cluster_refuses_tracking() {
-    let cluster = Cluster::start_with_args(
-        3,
-        0,
-        &[
-            ("user", "app on >app-secret ~* &* +@all -client|tracking"),
-            ("user", "default on nopass ~* &* +@all"),
-        ],
-    )
-    .expect("start a 3-master cluster");
-    let urls: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .map(|node| format!("redis://app:app-secret@127.0.0.1:{}", node.port()))
-        .collect();
-    let app = || {
-        ClientBuilder::cluster(urls.clone())
-            .connect_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
-            .retry_delay(Duration::from_millis(50))
-            .default_lease(Duration::from_secs(30))
-            .connect()
-    };
-    let (holder, waiter) = (app().await.unwrap(), app().await.unwrap());
+    let (cluster, urls) = cluster_for_app_user("-client|tracking");
+    let (holder, waiter) = (app_client(&urls).await, app_client(&urls).await);
     let name = "token-untracked:1";
     let port = cluster.master_of(name).unwrap();
     let guard = holder.token_lock(name).acquire().await.unwrap();
@@ -873,4 +855,38 @@ pub(super) async fn migrate_slot(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     target
+}
+
+/// A 3-master cluster with a user `app` (password `app-secret`) whose ACL
+/// is everything but `refused` (e.g. `-role`), and the URLs of its nodes
+/// as that user.
+pub(super) fn cluster_for_app_user(refused: &str) -> (Cluster, Vec<String>) {
+    let app_user = format!("app on >app-secret ~* &* +@all {refused}");
+    let cluster = Cluster::start_with_args(
+        3,
+        0,
+        &[
+            ("user", app_user.as_str()),
+            ("user", "default on nopass ~* &* +@all"),
+        ],
+    )
+    .expect("start a 3-master cluster");
+    let urls = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("redis://app:app-secret@127.0.0.1:{}", node.port()))
+        .collect();
+    (cluster, urls)
+}
+
+/// A client of the cluster at `urls` (as built by [`cluster_for_app_user`]).
+pub(super) async fn app_client(urls: &[String]) -> Client {
+    ClientBuilder::cluster(urls.to_vec())
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .retry_delay(Duration::from_millis(50))
+        .default_lease(Duration::from_secs(30))
+        .connect()
+        .await
+        .unwrap()
 }

@@ -9,7 +9,8 @@ use redlatch::{Client, ClientBuilder, TokenGuard};
 use testkit::Cluster;
 
 use super::loss_watch::{
-    TokenWaiter, command_calls, node, replica_of, replicated_client, token_waiter, watching_client,
+    TokenWaiter, app_client, cluster_for_app_user, command_calls, node, replica_of,
+    replicated_client, token_waiter, watching_client,
 };
 
 /// Far above the milliseconds a tracked wake-up takes, and above a poll's
@@ -213,31 +214,8 @@ async fn token_waiters_on_a_master_with_a_one_key_tracking_table() {
 /// lock's loss is still found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_waiters_and_the_watch_work_where_the_acl_refuses_role() {
-    let cluster = Cluster::start_with_args(
-        3,
-        0,
-        &[
-            ("user", "app on >app-secret ~* &* +@all -role"),
-            ("user", "default on nopass ~* &* +@all"),
-        ],
-    )
-    .expect("start a 3-master cluster");
-    let urls: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .map(|node| format!("redis://app:app-secret@127.0.0.1:{}", node.port()))
-        .collect();
-    let app = || async {
-        ClientBuilder::cluster(urls.clone())
-            .connect_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
-            .retry_delay(Duration::from_millis(50))
-            .default_lease(Duration::from_secs(30))
-            .connect()
-            .await
-            .unwrap()
-    };
-    let (holder, waiter): (Client, Client) = (app().await, app().await);
+    let (cluster, urls) = cluster_for_app_user("-role");
+    let (holder, waiter) = (app_client(&urls).await, app_client(&urls).await);
     let name = "role-refused:1";
     let port = cluster.master_of(name).unwrap();
     let guard = holder.token_lock(name).acquire().await.unwrap();
