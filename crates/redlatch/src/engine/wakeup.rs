@@ -305,6 +305,10 @@ pub(crate) struct Ticket {
     /// The message that ended this waiter's last park (0: none), to hand
     /// on if the waiter cannot use it.
     woken_by: AtomicU64,
+    /// The subscription generation and the messages counted before the
+    /// waiter's last attempt ([`Ticket::mark`]): its next park returns at
+    /// once for anything newer.
+    marked: (u64, u64),
 }
 
 impl Ticket {
@@ -313,7 +317,29 @@ impl Ticket {
             registry,
             channel,
             woken_by: AtomicU64::new(0),
+            marked: (0, 0),
         }
+    }
+
+    /// Notes the subscription generation and the messages counted so far:
+    /// called before each attempt, for [`Ticket::park_from_mark`].
+    pub(crate) fn mark(&mut self) {
+        self.marked = (self.epoch(), self.messages());
+    }
+
+    /// Notes `epoch` and `seen` as if read before the last attempt.
+    pub(crate) fn mark_as(&mut self, epoch: u64, seen: u64) {
+        self.marked = (epoch, seen);
+    }
+
+    /// [`Ticket::park`] from what the last [`Ticket::mark`] noted.
+    pub(crate) fn park_from_mark(
+        &self,
+        limit: Duration,
+        first: bool,
+    ) -> impl Future<Output = Wake> + '_ {
+        let (epoch, seen) = self.marked;
+        self.park(epoch, seen, limit, first)
     }
 }
 
