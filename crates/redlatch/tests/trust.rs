@@ -36,3 +36,6 @@ mod memory;
 /// Counts each thread's live heap bytes (`trust/memory.rs`).
 #[global_allocator]
 static ALLOCATOR: memory::PerThread = memory::PerThread;
+
+#[path = "trust/parked_waiter.rs"]
+mod parked_waiter;
