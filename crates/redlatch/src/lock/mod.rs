@@ -365,14 +365,17 @@ impl Lock {
         let reenters =
             request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            // Looked up in a statement of its own: the channel's name, a
-            // temporary, would otherwise live (on the heap) to the end of
-            // the `if let` below, through the park.
             let courtesy = self.family.courtesy.step_aside_until(&request.keys.key);
-            let queue = match courtesy {
-                Some(_) => None,
-                None => core.wakeups.join_queue(&request.keys.channel()),
-            };
+            // Joined in a statement of its own, into `tickets`: the channel's
+            // name (a temporary of the condition) and the joined ticket would
+            // otherwise take room through the park below.
+            let mut lease_ends = None;
+            if courtesy.is_none()
+                && let Some((queued, ends)) = core.wakeups.join_queue(&request.keys.channel())
+            {
+                tickets = Tickets::One(queued);
+                lease_ends = Some(ends);
+            }
             if let Some(until) = courtesy {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
@@ -382,8 +385,9 @@ impl Lock {
                 // Boxed: rare, and a parked waiter would carry its room.
                 Box::pin(self.step_aside(request, until.min(deadline.unwrap_or(until)))).await;
                 tickets = Tickets::One(joined);
-            } else if let Some((queued, lease_ends)) = queue {
+            } else if let Some(lease_ends) = lease_ends {
                 // Waiters of this client are already queued: join them rather than barge in.
+                let queued = &tickets[0];
                 let now = LeaseInstant::now();
                 let limit = lease_ends
                     .saturating_duration_since(now)
@@ -394,7 +398,6 @@ impl Lock {
                 record_wake(wake);
                 woken = wake == Wake::Message;
                 seen_held = true;
-                tickets = Tickets::One(queued);
             }
         }
         (tickets, woken, seen_held)

@@ -308,9 +308,10 @@ async fn a_waiting_acquire_carries_no_room_for_its_rare_paths() {
 /// took no room while parked, 520 once the park was one registration in the
 /// channel's queue (no `Notified`, no `Sleep`: the channel's timer ends it),
 /// 544 with the wait's one channel membership and its marks inline (48
-/// bytes of heap fewer, `trust::memory`). The bounds keep about 5 % over
-/// what was measured.
-const LOCK_BUDGET: usize = 570;
+/// bytes of heap fewer, `trust::memory`), 520 again with the prelude's
+/// joined ticket kept in the wait's tickets. The bounds keep about 5 %
+/// over what was measured.
+const LOCK_BUDGET: usize = 550;
 
 /// Measured 1,344 (fair) and 1,312 bytes (read-write) when written; 3,336
 /// and 3,280 with the withdrawal unboxed; 1,648 and 1,536 before the wait
