@@ -1265,6 +1265,11 @@ mod permutation_checks {
             let each: Vec<_> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
             assert!(reached, "one message reached {each:?} wake-ups");
             assert!(each.iter().all(|&n| n == 1), "one message woke {each:?}");
+            // Parked again before the check ends: the tasks left then are
+            // dropped, and one dropped while another holds the queue's
+            // lock (mid-park, mid-pass) would block in its `Parked`'s drop.
+            let parked = eventually(1000, || channel.parked() == 3).await;
+            assert!(parked, "the waiters never parked again");
         });
     }
 
@@ -1292,6 +1297,79 @@ mod permutation_checks {
     #[test]
     fn permutation_one_message_wakes_each_parked_waiter_at_most_once() {
         explore(one_message_reaches_each_parked_waiter_once);
+    }
+
+    /// A park as [`Ticket::park_until`] makes it, with a deadline (which no
+    /// clock here reaches: the timer below ends it), awaited in a task of
+    /// its own. Returns how it ended.
+    fn park_with_deadline(channel: &Arc<Channel>, seen: u64) -> shuttle::future::JoinHandle<Wake> {
+        let deadline = Some(LeaseInstant::now());
+        let slot = Arc::new(Slot::new(seen, false, deadline));
+        channel.queue.lock().parked.push_back(slot.clone());
+        let channel = channel.clone();
+        spawn(async move {
+            let mut parked = Parked {
+                channel: &channel,
+                slot,
+                claimed: false,
+            };
+            let wake = SlotEnded(&parked.slot).await;
+            parked.claimed = wake == Wake::Message;
+            wake
+        })
+    }
+
+    /// Two waiters parked with a deadline; the channel's timer ends the
+    /// parks whose deadline passed, a resubscription ends every park, and
+    /// one message comes, each at a point of the schedule's choosing: both
+    /// parks end (none left asleep with its waker stored after the end was
+    /// set), and the message is taken by one of them or kept for the next.
+    fn a_timer_a_resubscription_and_a_message_end_every_park() {
+        block_on(async {
+            let wakeups = wakeups();
+            let ticket = wakeups.join(CHANNEL);
+            let channel = ticket.channel.clone();
+            let parks = [
+                park_with_deadline(&channel, 0),
+                park_with_deadline(&channel, 0),
+            ];
+            let timer = {
+                let channel = channel.clone();
+                spawn(async move {
+                    let mut queue = channel.queue.lock();
+                    queue.timer = queue.time_out(|_| true);
+                })
+            };
+            let resubscription = {
+                let channel = channel.clone();
+                spawn(async move {
+                    channel.epoch.fetch_add(1, Ordering::AcqRel);
+                    channel.resubscribed();
+                })
+            };
+            wakeups.registry.dispatch(CHANNEL, None);
+            let mut woken_by_message = 0;
+            for park in parks {
+                if park.await.expect("a park ends") == Wake::Message {
+                    woken_by_message += 1;
+                }
+            }
+            timer.await.unwrap();
+            resubscription.await.unwrap();
+            let queue = channel.queue.lock();
+            assert!(queue.parked.is_empty(), "a slot outlived its park");
+            let kept = usize::from(queue.pending == 1);
+            assert_eq!(
+                woken_by_message + kept,
+                1,
+                "one message: {woken_by_message} waiters took it, {kept} kept"
+            );
+        });
+    }
+
+    #[test]
+    fn permutation_a_timer_a_resubscription_and_a_message_end_every_park() {
+        explore(a_timer_a_resubscription_and_a_message_end_every_park);
     }
 }
 
