@@ -10,6 +10,8 @@
 //! (`RuntimeMetrics::num_alive_tasks`: the waiters' tasks and the channels'
 //! timers, as no other task of the client runs there).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -104,7 +106,10 @@ fn a_bounded_wait_ends_though_the_channel_s_timer_sits_on_an_idle_runtime() {
             .num_alive_tasks()
             < 2
         {
-            assert!(started.elapsed() < PATIENCE, "the first waiter never parked");
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the first waiter never parked"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
@@ -112,11 +117,58 @@ fn a_bounded_wait_ends_though_the_channel_s_timer_sits_on_an_idle_runtime() {
     let wait = Duration::from_millis(300);
     let outcome = bounded_acquire(&main, &client, NAME, wait);
     let (outcome, took) = outcome.expect("a 300 ms wait still waiting after 10 s");
-    assert!(
-        matches!(outcome, Err(Error::Timeout { .. })),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Err(Error::Timeout { .. })), "{outcome:?}");
     assert!(took < wait + MARGIN, "a 300 ms wait took {took:?}");
+    drop(idle);
+}
+
+/// As above, with no bound on the wait: the holder's lease runs out with
+/// no release message (a holder gone, its lease of 1 s not renewed), and a
+/// waiter of a multi-thread runtime must take the lock at the lease end,
+/// which only the channel's timer, on the idle runtime, would tell it.
+#[test]
+#[ignore = "defect: a waiter never takes a lock whose holder's lease ran out (not in 10 s; lease 1 s) while the channel's timer sits on an idle current-thread runtime"]
+fn a_waiter_takes_an_expired_lock_though_the_channel_s_timer_sits_on_an_idle_runtime() {
+    const NAME: &str = "parked-idle-lease";
+    let server = common::server();
+    let main = multi_thread(2);
+    let (client, holder) = clients(&main, &server);
+    // A lease of its own: no watchdog renews it, no release is published.
+    let held = main.block_on(async {
+        let lock = holder.lock(NAME).with_lease(Duration::from_secs(1));
+        lock.try_acquire().await.unwrap().expect("a free lock")
+    });
+    std::mem::forget(held);
+
+    let idle = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let waiter = client.clone();
+    let _first = idle.spawn(async move { waiter.lock(NAME).acquire().await });
+    idle.block_on(async {
+        let started = Instant::now();
+        while tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+            < 2
+        {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the first waiter never parked"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+
+    let taken = main.block_on(async {
+        let lock = client.lock(NAME);
+        tokio::time::timeout(PATIENCE, lock.acquire()).await
+    });
+    let guard = taken
+        .expect("the lease ran out 1 s in; still waiting 10 s later")
+        .unwrap();
+    main.block_on(guard.release()).unwrap();
     drop(idle);
 }
 
@@ -190,18 +242,23 @@ fn a_waiter_of_another_runtime_outlives_the_timer_s_runtime() {
         let outcome = waiter.lock(NAME).acquire_within(Some(wait)).await;
         (outcome.map(drop), started.elapsed())
     });
-    // The bounded waiter's task, parked under the first runtime's timer.
+    // The bounded waiter's task, then a moment to park under the first
+    // runtime's timer (one that has not parked yet starts a timer of its
+    // own: the test then checks less, and still passes).
     until_tasks(&second, 1, "the bounded waiter never started");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        second.metrics().num_alive_tasks(),
+        1,
+        "the bounded waiter started a timer of its own while the first's runs"
+    );
     drop(first);
 
     let (outcome, took) = second
         .block_on(async { tokio::time::timeout(PATIENCE, bounded).await })
         .expect("the bounded wait outlived the first runtime's timer")
         .unwrap();
-    assert!(
-        matches!(outcome, Err(Error::Timeout { .. })),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Err(Error::Timeout { .. })), "{outcome:?}");
     assert!(took < wait + MARGIN, "a 1.5 s wait took {took:?}");
 
     let waiter = client.clone();
@@ -214,58 +271,145 @@ fn a_waiter_of_another_runtime_outlives_the_timer_s_runtime() {
     main.block_on(taken.unwrap().release()).unwrap();
 }
 
+/// What a kind of lock needs for the killed-subscription rounds: a hold
+/// by the other client that keeps the waiters waiting, and a waiter's
+/// acquire and release.
+struct Kind {
+    name: &'static str,
+    hold: fn(Client) -> Pin<Box<dyn Future<Output = Held> + Send>>,
+    take: fn(Client) -> Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// A hold: called, it gives the hold back.
+type Held = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+fn held<F>(release: impl FnOnce() -> F + Send + 'static) -> Held
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    Box::new(move || Box::pin(release()))
+}
+
+const KINDS: [Kind; 3] = [
+    Kind {
+        name: "parked-kill-lock",
+        hold: |c| {
+            Box::pin(async move {
+                let guard = c.lock("parked-kill-lock").try_acquire().await.unwrap();
+                let guard = guard.expect("a free lock");
+                held(move || async move { guard.release().await.unwrap() })
+            })
+        },
+        take: |c| {
+            Box::pin(async move {
+                let guard = c.lock("parked-kill-lock").acquire().await.unwrap();
+                guard.release().await.unwrap();
+            })
+        },
+    },
+    Kind {
+        name: "parked-kill-fair",
+        hold: |c| {
+            Box::pin(async move {
+                let guard = c.fair_lock("parked-kill-fair").try_acquire().await.unwrap();
+                let guard = guard.expect("a free lock");
+                held(move || async move { guard.release().await.unwrap() })
+            })
+        },
+        take: |c| {
+            Box::pin(async move {
+                let guard = c.fair_lock("parked-kill-fair").acquire().await.unwrap();
+                guard.release().await.unwrap();
+            })
+        },
+    },
+    Kind {
+        name: "parked-kill-semaphore",
+        hold: |c| {
+            Box::pin(async move {
+                let semaphore = c.semaphore("parked-kill-semaphore");
+                semaphore.try_set_permits(1).await.unwrap();
+                let permit = semaphore.try_acquire().await.unwrap();
+                let permit = permit.expect("a free permit");
+                held(move || async move {
+                    permit.release().await.unwrap();
+                })
+            })
+        },
+        take: |c| {
+            Box::pin(async move {
+                let semaphore = c.semaphore("parked-kill-semaphore");
+                let permit = semaphore.acquire().await.unwrap();
+                permit.release().await.unwrap();
+            })
+        },
+    },
+];
+
+/// Channels some client of the server is subscribed to.
+async fn subscribed_channels(admin: &mut redis::aio::MultiplexedConnection) -> usize {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query_async(admin)
+        .await
+        .unwrap();
+    channels.len()
+}
+
 /// The subscription connection killed while waiters park, and the lock
 /// released at the same moment: the resubscription ends every parked
 /// slot's park, the release's message goes to one of them; none is lost,
-/// every waiter takes the lock in turn. Rounds, to meet the race.
+/// every waiter takes the lock in turn. Rounds per kind (lock, fair lock,
+/// semaphore), to meet the race.
 #[test]
 fn every_waiter_takes_the_lock_through_a_killed_subscription() {
-    const NAME: &str = "parked-kill";
-    const WAITERS: usize = 12;
-    const ROUNDS: usize = 5;
+    const WAITERS: usize = 8;
+    const ROUNDS: usize = 4;
     let server = common::server();
     let main = multi_thread(2);
     let (client, holder) = clients(&main, &server);
     main.block_on(async {
         let mut admin = common::admin(&server).await;
-        for round in 0..ROUNDS {
-            let held = holder.lock(NAME).try_acquire().await.unwrap().unwrap();
-            let taken = Arc::new(AtomicUsize::new(0));
-            let waiters: Vec<_> = (0..WAITERS)
-                .map(|_| {
-                    let (client, taken) = (client.clone(), taken.clone());
-                    tokio::spawn(async move {
-                        let guard = client.lock(NAME).acquire().await.unwrap();
-                        taken.fetch_add(1, Ordering::SeqCst);
-                        guard.release().await.unwrap();
+        for kind in &KINDS {
+            for round in 0..ROUNDS {
+                let held = (kind.hold)(holder.clone()).await;
+                let taken = Arc::new(AtomicUsize::new(0));
+                let waiters: Vec<_> = (0..WAITERS)
+                    .map(|_| {
+                        let (take, client, taken) = (kind.take, client.clone(), taken.clone());
+                        tokio::spawn(async move {
+                            take(client).await;
+                            taken.fetch_add(1, Ordering::SeqCst);
+                        })
                     })
+                    .collect();
+                let subscribed = common::eventually(PATIENCE, || {
+                    let mut admin = admin.clone();
+                    async move { subscribed_channels(&mut admin).await > 0 }
                 })
-                .collect();
-            let subscribed = common::eventually(PATIENCE, || {
-                let mut admin = admin.clone();
-                async move { common::subscribers(&mut admin, "redisson_lock__channel:{parked-kill}").await > 0 }
-            })
-            .await;
-            assert!(subscribed, "round {round}: never subscribed");
-            // Odd rounds release first, even ones kill first.
-            if round % 2 == 1 {
-                held.release().await.unwrap();
-                common::kill_subscriptions(&mut admin).await;
-            } else {
-                common::kill_subscriptions(&mut admin).await;
-                held.release().await.unwrap();
-            }
-            let all = async {
-                for waiter in waiters {
-                    waiter.await.unwrap();
+                .await;
+                assert!(subscribed, "{} round {round}: never subscribed", kind.name);
+                // Odd rounds release first, even ones kill first.
+                if round % 2 == 1 {
+                    held().await;
+                    common::kill_subscriptions(&mut admin).await;
+                } else {
+                    common::kill_subscriptions(&mut admin).await;
+                    held().await;
                 }
-            };
-            let done = tokio::time::timeout(PATIENCE, all).await;
-            assert!(
-                done.is_ok(),
-                "round {round}: {} of {WAITERS} waiters took the lock",
-                taken.load(Ordering::SeqCst)
-            );
+                let all = async {
+                    for waiter in waiters {
+                        waiter.await.unwrap();
+                    }
+                };
+                let done = tokio::time::timeout(PATIENCE, all).await;
+                assert!(
+                    done.is_ok(),
+                    "{} round {round}: {} of {WAITERS} waiters took it",
+                    kind.name,
+                    taken.load(Ordering::SeqCst)
+                );
+            }
         }
     });
 }
