@@ -15,6 +15,7 @@ use crate::base::keys::FairKeys;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
@@ -114,6 +115,12 @@ waiting_methods!(
     "One attempt: the guard if the lock was free and nobody waited (or it re-entered), `None` otherwise. Never joins the line. One round trip.",
     "Waits in line as long as `wait` says; leaves the line when it runs out."
 );
+
+impl Primitive for FairLock {
+    fn from_client(state: ClientState, name: String) -> FairLock {
+        FairLock::new(state.core, name)
+    }
+}
 
 impl FairLock {
     /// Default place lease of [`FairLock`] and of waiting writers of a

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
@@ -70,6 +71,12 @@ const COUNT: &str = "a permit count (an integer)";
 pub struct Semaphore {
     core: Arc<Core>,
     name: Arc<str>,
+}
+
+impl Primitive for Semaphore {
+    fn from_client(state: ClientState, name: String) -> Semaphore {
+        Semaphore::new(state.core, name)
+    }
 }
 
 impl Semaphore {

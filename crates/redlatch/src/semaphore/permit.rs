@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::base::handle_options::{lease_option, waiting_methods};
 use crate::base::hold_accessors::hold_accessors;
 use crate::engine::acquire::lease_choice;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
@@ -88,6 +89,12 @@ pub struct PermitSemaphore {
     name: Arc<str>,
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
+}
+
+impl Primitive for PermitSemaphore {
+    fn from_client(state: ClientState, name: String) -> PermitSemaphore {
+        PermitSemaphore::new(state.core, name)
+    }
 }
 
 impl PermitSemaphore {
