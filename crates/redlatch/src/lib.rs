@@ -115,6 +115,10 @@
 //! - `blocking` (the `blocking` feature): the same API for programs without
 //!   an async runtime.
 //!
+//! Each but the reentrant and spin locks is also made by one generic
+//! method, [`Client::handle`] (`client.handle::<CountDownLatch>(name)`),
+//! over the [`Primitive`] trait.
+//!
 //! ## Redis data
 //!
 //! | what | key / channel | content |
