@@ -29,6 +29,7 @@ pub(crate) mod primitive;
 pub(crate) mod renewal;
 pub(crate) mod reread;
 pub(crate) mod schedule;
+pub(crate) mod script_call;
 pub(crate) mod sleep;
 pub(crate) mod wait;
 pub(crate) mod wakeup;

@@ -15,13 +15,14 @@ use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
+use crate::engine::script_call::{call, send};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::semaphore::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::scripts;
-use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
+use crate::semaphore::{RECHECK, Semaphore, protocol};
 use crate::settings::RetryPolicy;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
