@@ -24,6 +24,7 @@ pub(crate) mod metrics;
 #[path = "metrics_off.rs"]
 pub(crate) mod metrics;
 pub(crate) mod owner_field;
+pub(crate) mod paged;
 pub(crate) mod place;
 pub(crate) mod primitive;
 pub(crate) mod renewal;
