@@ -67,7 +67,9 @@ pub async fn measure(bench: &Bench) -> Result<Section, String> {
              are counted by `Client::renewal_round_trips()` over {periods} renewal periods. \
              Client memory: live heap bytes (a counting global allocator) before and {} s \
              after the last acquire (the holds settled: watched, and named in the holder \
-             record), divided by the count. Redis memory: `used_memory` of INFO memory at the \
+             record), divided by the count. Each kind collects its guards (rslock: its `Lock`s) into one \
+             vector of exactly 10,000 made after the first reading, so a guard's own size \
+             counts and no growth slack or `Result` slot of the harness does. Redis memory: `used_memory` of INFO memory at the \
              same two moments. The middle column is the same client with \
              `holder_identity(false)`: what naming the holders costs. Parked waiters: after \
              the holds are released, a fresh client (default lease: no renewal during the \
@@ -242,17 +244,17 @@ async fn redlatch_run(
     let redis_before = used_memory(conn).await?;
     let heap_before = live_bytes();
     let started = std::time::Instant::now();
-    let guards: Vec<redlatch::Guard> = stream::iter(0..HELD)
+    let mut acquired = stream::iter(0..HELD)
         .map(|i| {
             let lock = client.lock(format!("bench:scale:{i}"));
             async move { lock.acquire().await }
         })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(|error| format!("redlatch acquire: {error}"))?;
+        .buffer_unordered(IN_FLIGHT);
+    let mut guards: Vec<redlatch::Guard> = Vec::with_capacity(HELD);
+    while let Some(guard) = acquired.next().await {
+        guards.push(guard.map_err(|error| format!("redlatch acquire: {error}"))?);
+    }
+    drop(acquired);
     figures.fill_seconds.push(started.elapsed().as_secs_f64());
     tokio::time::sleep(SETTLED).await;
     figures
@@ -405,7 +407,7 @@ async fn rslock_run(
     let redis_before = used_memory(conn).await?;
     let heap_before = live_bytes();
     let started = std::time::Instant::now();
-    let locks: Vec<rslock::Lock> = stream::iter(0..HELD)
+    let mut acquired = stream::iter(0..HELD)
         .map(|i| {
             let manager = manager.clone();
             async move {
@@ -414,12 +416,12 @@ async fn rslock_run(
                     .await
             }
         })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(|error| format!("rslock lock: {error}"))?;
+        .buffer_unordered(IN_FLIGHT);
+    let mut locks: Vec<rslock::Lock> = Vec::with_capacity(HELD);
+    while let Some(lock) = acquired.next().await {
+        locks.push(lock.map_err(|error| format!("rslock lock: {error}"))?);
+    }
+    drop(acquired);
     figures.fill_seconds.push(started.elapsed().as_secs_f64());
     tokio::time::sleep(SETTLED).await;
     figures

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
+use crate::engine::paged::Paged;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
 use crate::transport::Connection;
@@ -59,7 +60,7 @@ impl IdentityPublisher {
             purpose,
             settings,
             clock_offset: None,
-            published: Vec::new(),
+            published: Paged::default(),
         };
         runtime.spawn(task.run(incoming, shutdown));
         IdentityPublisher { held }
@@ -86,8 +87,8 @@ struct Task {
     /// again if the record lapsed: 16 bytes a hold. A hold is kept here
     /// until the refresh after it ended (its key and owner name the field
     /// to take out); two of one named owner on one key may both be here, the
-    /// older ended.
-    published: Vec<Published>,
+    /// older ended. In pages: no doubling's slack on a client holding many.
+    published: Paged<Published>,
 }
 
 /// A published hold, and when it was acquired (server ms).
@@ -166,10 +167,6 @@ impl Task {
             }
             held
         });
-        if self.published.capacity() > 4 * self.published.len() + 64 {
-            // Many holds ended: give their room back.
-            self.published.shrink_to_fit();
-        }
         // A named owner's field may name a newer hold of the same owner on
         // the same key, still published: that field stays.
         let still_named: HashSet<(&str, &str)> = if ended.iter().any(|hold| hold.named_owner) {

@@ -5,7 +5,8 @@
 //! work per renewal period grows with the holds, not with their square
 //! (docs/BENCHMARKS.md, measure 9: every wake-up used to walk every hold).
 //!
-//! The holds live in a slab, each at an [`EntryId`], which the hold itself
+//! The holds live in a slab (kept in pages: no doubling's slack on a
+//! client holding many), each at an [`EntryId`], which the hold itself
 //! keeps ([`Hold::entry`]); the order names that id, and a renewal carries
 //! it to its reply, so the watchdog's own steps (a sweep, a reply) and a
 //! guard's find a hold without hashing its key. Only holds of a named
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::hold::Hold;
+use crate::engine::paged::Paged;
 use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
 
@@ -132,7 +134,9 @@ impl Window {
 pub(crate) struct Entries {
     /// The holds of named owners, by key and owner.
     named: HashMap<HoldKey, EntryId>,
-    slab: Vec<Option<Entry>>,
+    /// In pages, not a doubling vector: one entry per hold, and a client
+    /// may hold 100,000.
+    slab: Paged<Option<Entry>>,
     /// Ids free for the next hold.
     free: Vec<EntryId>,
     /// Per window, the holds in the order they are due.
@@ -158,7 +162,9 @@ impl Entries {
     /// The hold of a named owner tracked under `key` (an anonymous
     /// owner's hold is not indexed by key: find it by [`Entries::id_of`]).
     pub(crate) fn get(&self, key: &HoldKey) -> Option<&Entry> {
-        self.named.get(key).and_then(|id| self.slab[*id].as_ref())
+        self.named
+            .get(key)
+            .and_then(|id| self.slab.get(*id).and_then(Option::as_ref))
     }
 
     /// Where `hold` is tracked, if it is (not released, lost or replaced).
@@ -309,7 +315,7 @@ impl Entries {
         sweep.after = Some(*last);
         let more = picked.len() == limit;
         for (_, (_, id)) in picked {
-            let keep = match self.slab[id].as_mut() {
+            let keep = match self.slab.get_mut(id).and_then(Option::as_mut) {
                 Some(entry) => visit(id, entry),
                 None => continue,
             };
@@ -401,7 +407,7 @@ mod tests {
     use super::*;
 
     /// A client may track 100,000 holds (measure 9): an entry is paid that
-    /// many times, in a slab that grows by doubling. It was 56 bytes, plus
+    /// many times, in a slab (in pages since: `engine/paged.rs`). It was 56 bytes, plus
     /// a map entry of 40 keyed by the hold's strings (docs/BENCHMARKS.md,
     /// "Client memory per held lock").
     #[test]

@@ -122,8 +122,13 @@ struct Slot {
     /// How the park ended other than by a message: [`RESUBSCRIBED`],
     /// [`TIMED_OUT`] (0: it did not).
     ended: AtomicU8,
-    /// The parked task, woken when any of the above is set.
-    waker: Mutex<Option<Waker>>,
+    /// The parked task, woken when any of the above is set. The standard
+    /// mutex, also under the permutation checks: a leaf, taken under the
+    /// queue's lock and holding nothing else, whose exchange of a waker
+    /// those checks need not cut in two (they explore the atomics around
+    /// it); as a scheduling point it let a waiter be left holding the
+    /// queue's lock when the checks drop their tasks at the end.
+    waker: crate::sync::unpoisoned::Mutex<Option<Waker>>,
 }
 
 /// [`Slot::ended`]: the park ran out.
@@ -140,7 +145,7 @@ impl Slot {
             deadline,
             handed: AtomicU64::new(0),
             ended: AtomicU8::new(0),
-            waker: Mutex::new(None),
+            waker: crate::sync::unpoisoned::Mutex::new(None),
         }
     }
 
@@ -602,16 +607,12 @@ impl Ticket {
             if channel.broadcast.load(Ordering::Acquire) {
                 return Box::pin(self.park_broadcast(epoch, seen, limit)).await;
             }
+            if channel.epoch.load(Ordering::Acquire) != epoch {
+                return Wake::Resubscribed;
+            }
             let deadline = limit.and_then(|limit| LeaseInstant::now().checked_add(limit));
             let (slot, start_timer) = {
                 let mut queue = channel.queue.lock();
-                // Read under the queue's lock, which a resubscription takes
-                // after bumping the epoch to end the parked waiters' parks:
-                // one that came before is seen here, one after finds this
-                // waiter parked.
-                if channel.epoch.load(Ordering::Acquire) != epoch {
-                    return Wake::Resubscribed;
-                }
                 if first && self.messages() > seen {
                     // A claimant of the next turn: a release since its attempt
                     // began is for it, whoever was handed the message (the
@@ -641,6 +642,13 @@ impl Ticket {
                 slot,
                 claimed: false,
             };
+            // Read again once parked: a resubscription bumps the epoch, then
+            // ends the parks of the waiters in the queue under its lock, so
+            // one that came before this waiter parked is seen here (its
+            // place is left as a dropped park's is).
+            if channel.epoch.load(Ordering::Acquire) != epoch {
+                return Wake::Resubscribed;
+            }
             let wake = SlotEnded(&parked.slot).await;
             if wake == Wake::Message {
                 parked.claimed = true;
@@ -1241,16 +1249,13 @@ mod permutation_checks {
             let wakeups = wakeups();
             let units = Arc::new(AtomicUsize::new(0));
             let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
-            for count in &counts {
-                let ticket = wakeups.join(CHANNEL);
-                drop(spawn(waiter(
-                    ticket,
-                    units.clone(),
-                    false,
-                    false,
-                    count.clone(),
-                )));
-            }
+            let waiters: Vec<_> = counts
+                .iter()
+                .map(|count| {
+                    let ticket = wakeups.join(CHANNEL);
+                    spawn(waiter(ticket, units.clone(), false, false, count.clone()))
+                })
+                .collect();
             let channel = wakeups.registry.channels.lock()[CHANNEL].channel.clone();
             let parked = eventually(1000, || channel.parked() == 3).await;
             assert!(parked, "the waiters never all parked");
@@ -1265,11 +1270,13 @@ mod permutation_checks {
             let each: Vec<_> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
             assert!(reached, "one message reached {each:?} wake-ups");
             assert!(each.iter().all(|&n| n == 1), "one message woke {each:?}");
-            // Parked again before the check ends: the tasks left then are
-            // dropped, and one dropped while another holds the queue's
-            // lock (mid-park, mid-pass) would block in its `Parked`'s drop.
-            let parked = eventually(1000, || channel.parked() == 3).await;
-            assert!(parked, "the waiters never parked again");
+            // Ended here, not dropped when the check ends: a waiter dropped
+            // then leaves the queue, whose lock another may hold, and
+            // nothing runs any more to let it go.
+            for waiter in waiters {
+                waiter.abort();
+                let _ = waiter.await;
+            }
         });
     }
 

@@ -752,3 +752,96 @@ async fn writes_to_the_same_name_in_another_database_are_no_loss_and_no_full_tab
         .expect("the DB 0 hold went unwatched");
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
+
+/// The watchdog keeps its holds in a slab of pages (`engine/paged.rs`),
+/// and the holder record its published holds in pages too: a place freed
+/// by a release is given to the next hold, in another page than the one
+/// it was first in. Rounds of more holds than a page (256), each on new
+/// keys, so that every round's holds take places ended holds of other keys
+/// had: a key deleted behind the client's back is found lost on its own
+/// hold (none other), every other hold is still renewed past its lease,
+/// and the record names exactly the holds left after half are released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_is_found_on_its_own_hold_after_released_holds_places_were_reused() {
+    const HOLDS: usize = 300;
+    const ROUNDS: usize = 5;
+    const LEASE: Duration = Duration::from_secs(2);
+    let server = common::server();
+    let client = common::client_with_lease(&server, LEASE).await;
+    let mut admin = common::admin(&server).await;
+    for round in 0..ROUNDS {
+        let acquires = (0..HOLDS).map(|index| {
+            let lock = client.lock(format!("reuse:{round}:{index}"));
+            async move { lock.acquire().await }
+        });
+        let mut guards: Vec<Option<redlatch::Guard>> = futures_util::future::try_join_all(acquires)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(Some)
+            .collect();
+        let victim = (round * 97 + 13) % HOLDS;
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("reuse:{round}:{victim}"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let lost = guards[victim].as_ref().unwrap();
+        tokio::time::timeout(NOTICED_WITHIN, lost.lost())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the deleted key's hold was never lost"));
+        assert_eq!(lost.lost_reason(), Some(LostReason::Gone), "round {round}");
+        guards[victim] = None;
+        if round == 0 {
+            // Past the lease: every other hold was renewed, on its place.
+            tokio::time::sleep(LEASE + LEASE / 2).await;
+        }
+        let wrongly_lost: Vec<usize> = (0..HOLDS)
+            .filter(|&index| {
+                guards[index]
+                    .as_ref()
+                    .is_some_and(|guard| !guard.is_held() || guard.lost_reason().is_some())
+            })
+            .collect();
+        assert!(
+            wrongly_lost.is_empty(),
+            "round {round}: holds lost though their keys stand: {wrongly_lost:?}"
+        );
+        // Every other hold released, from the end: the free places are
+        // given back out of order.
+        for index in (0..HOLDS).rev().step_by(2) {
+            if let Some(guard) = guards[index].take() {
+                guard.release().await.unwrap();
+            }
+        }
+        let left = guards.iter().flatten().count() as i64;
+        let named = common::eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move {
+                let records: Vec<String> = redis::cmd("KEYS")
+                    .arg("*redlatch_holder:*")
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                let mut fields = 0;
+                for record in records {
+                    let names: Vec<String> = redis::cmd("HKEYS")
+                        .arg(&record)
+                        .query_async(&mut admin)
+                        .await
+                        .unwrap();
+                    fields += names.iter().filter(|name| name.contains("reuse:")).count() as i64;
+                }
+                fields == left
+            }
+        })
+        .await;
+        assert!(
+            named,
+            "round {round}: the record does not name the {left} holds left"
+        );
+        for guard in guards.into_iter().flatten() {
+            guard.release().await.unwrap();
+        }
+    }
+}
