@@ -290,7 +290,7 @@ where
     Box::new(move || Box::pin(release()))
 }
 
-const KINDS: [Kind; 3] = [
+const KINDS: [Kind; 5] = [
     Kind {
         name: "parked-kill-lock",
         hold: |c| {
@@ -344,6 +344,42 @@ const KINDS: [Kind; 3] = [
             })
         },
     },
+    // The read-write lock's park is the broadcast one (boxed): writers
+    // waiting for a writer, then readers waiting for a writer.
+    Kind {
+        name: "parked-kill-write",
+        hold: |c| {
+            Box::pin(async move {
+                let lock = c.read_write_lock("parked-kill-write");
+                let guard = lock.try_write().await.unwrap().expect("a free lock");
+                held(move || async move { guard.release().await.unwrap() })
+            })
+        },
+        take: |c| {
+            Box::pin(async move {
+                let lock = c.read_write_lock("parked-kill-write");
+                let guard = lock.write().await.unwrap();
+                guard.release().await.unwrap();
+            })
+        },
+    },
+    Kind {
+        name: "parked-kill-read",
+        hold: |c| {
+            Box::pin(async move {
+                let lock = c.read_write_lock("parked-kill-read");
+                let guard = lock.try_write().await.unwrap().expect("a free lock");
+                held(move || async move { guard.release().await.unwrap() })
+            })
+        },
+        take: |c| {
+            Box::pin(async move {
+                let lock = c.read_write_lock("parked-kill-read");
+                let guard = lock.read().await.unwrap();
+                guard.release().await.unwrap();
+            })
+        },
+    },
 ];
 
 /// Channels some client of the server is subscribed to.
@@ -360,7 +396,7 @@ async fn subscribed_channels(admin: &mut redis::aio::MultiplexedConnection) -> u
 /// released at the same moment: the resubscription ends every parked
 /// slot's park, the release's message goes to one of them; none is lost,
 /// every waiter takes the lock in turn. Rounds per kind (lock, fair lock,
-/// semaphore), to meet the race.
+/// semaphore, read-write lock's writers and readers), to meet the race.
 #[test]
 fn every_waiter_takes_the_lock_through_a_killed_subscription() {
     const WAITERS: usize = 8;
