@@ -449,3 +449,43 @@ fn every_waiter_takes_the_lock_through_a_killed_subscription() {
         }
     });
 }
+
+/// Many bounded waits of different lengths on one held lock, started in
+/// an order that keeps giving the channel's timer an earlier deadline than
+/// the one it sleeps toward (re-armed while waiters leave): each ends
+/// not acquired, not before its wait and within [`MARGIN`] after it.
+#[test]
+fn bounded_waits_of_many_lengths_each_end_on_time_under_one_timer() {
+    const NAME: &str = "parked-rearm";
+    const WAITERS: u64 = 120;
+    let server = common::server();
+    let main = multi_thread(2);
+    let (client, holder) = clients(&main, &server);
+    let _held = hold(&main, &holder, NAME);
+    main.block_on(async {
+        let waits: Vec<_> = (0..WAITERS)
+            .map(|i| {
+                // Longest first, then ever shorter, with repeats (shared deadlines).
+                let wait = Duration::from_millis(900 - (i / 2) * 6);
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    let outcome = client.lock(NAME).acquire_within(Some(wait)).await;
+                    (wait, outcome.map(drop), started.elapsed())
+                })
+            })
+            .collect();
+        for waiter in waits {
+            let (wait, outcome, took) = tokio::time::timeout(PATIENCE, waiter)
+                .await
+                .expect("a bounded wait never ended")
+                .unwrap();
+            assert!(
+                matches!(outcome, Err(Error::Timeout { .. })),
+                "{wait:?}: {outcome:?}"
+            );
+            assert!(took >= wait, "a {wait:?} wait ended after {took:?}");
+            assert!(took < wait + MARGIN, "a {wait:?} wait took {took:?}");
+        }
+    });
+}
