@@ -489,3 +489,61 @@ fn bounded_waits_of_many_lengths_each_end_on_time_under_one_timer() {
         }
     });
 }
+
+/// Waiters parked on a lock whose holder's lease (2 s, not renewed) runs
+/// out with no release message, while the server is frozen (SIGSTOP) for
+/// a second of it: each of them takes the lock in turn, woken by the
+/// channel's timer at the lease end or by the one before it releasing.
+/// A waiter whose call fails while the server is frozen asks again.
+#[test]
+fn waiters_take_an_expired_lock_after_the_server_was_frozen() {
+    const NAME: &str = "parked-frozen";
+    const WAITERS: usize = 6;
+    let server = common::server();
+    let main = multi_thread(2);
+    let (client, holder) = clients(&main, &server);
+    let held = main.block_on(async {
+        let lock = holder.lock(NAME).with_lease(Duration::from_secs(2));
+        lock.try_acquire().await.unwrap().expect("a free lock")
+    });
+    std::mem::forget(held);
+    main.block_on(async {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let waiters: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let (client, taken) = (client.clone(), taken.clone());
+                tokio::spawn(async move {
+                    let lock = client.lock(NAME);
+                    loop {
+                        if let Ok(guard) = lock.acquire().await {
+                            taken.fetch_add(1, Ordering::SeqCst);
+                            let _ = guard.release().await;
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let admin = common::admin(&server).await;
+        let subscribed = common::eventually(PATIENCE, || {
+            let mut admin = admin.clone();
+            async move { subscribed_channels(&mut admin).await > 0 }
+        })
+        .await;
+        assert!(subscribed, "never subscribed");
+        server.pause().unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        server.resume().unwrap();
+        let all = async {
+            for waiter in waiters {
+                waiter.await.unwrap();
+            }
+        };
+        let done = tokio::time::timeout(PATIENCE, all).await;
+        assert!(
+            done.is_ok(),
+            "{} of {WAITERS} waiters took the lock",
+            taken.load(Ordering::SeqCst)
+        );
+    });
+}
