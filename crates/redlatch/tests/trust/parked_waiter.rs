@@ -14,6 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Error, Guard};
@@ -545,5 +546,66 @@ fn waiters_take_an_expired_lock_after_the_server_was_frozen() {
             "{} of {WAITERS} waiters took the lock",
             taken.load(Ordering::SeqCst)
         );
+    });
+}
+
+/// 10,000 waits on one lock, each parked then dropped (polled once, as
+/// the losing branch of a `select!` is): none leaves a task behind but
+/// the channel's one timer, nor a subscription once its linger passed.
+/// Behind a first waiter of the client, subscribed: each later acquire
+/// joins its queue and parks at its first poll, with no call to Redis.
+#[test]
+fn ten_thousand_dropped_waits_on_one_lock_leave_nothing_behind() {
+    const NAME: &str = "parked-many";
+    const WAITS: usize = 10_000;
+    let server = common::server();
+    let main = multi_thread(2);
+    let (client, holder) = clients(&main, &server);
+    let _held = hold(&main, &holder, NAME);
+    let first = {
+        let client = client.clone();
+        main.spawn(async move { client.lock(NAME).acquire().await })
+    };
+    main.block_on(async {
+        let admin = common::admin(&server).await;
+        let channel = "redisson_lock__channel:{parked-many}";
+        let subscribed = common::eventually(PATIENCE, || {
+            let mut admin = admin.clone();
+            async move { common::subscribers(&mut admin, channel).await > 0 }
+        })
+        .await;
+        assert!(subscribed, "the first waiter never subscribed");
+    });
+    let before = main.metrics().num_alive_tasks();
+    main.block_on(async {
+        let mut admin = common::admin(&server).await;
+        let calls = common::script_calls(&mut admin).await;
+        let lock = client.lock(NAME);
+        let mut context = Context::from_waker(Waker::noop());
+        for _ in 0..WAITS {
+            let mut wait = std::pin::pin!(lock.acquire());
+            assert!(wait.as_mut().poll(&mut context).is_pending());
+        }
+        // Parked in the queue, not cut off in a call (the first waiter's
+        // own attempt may land meanwhile).
+        let called = common::script_calls(&mut admin).await - calls;
+        assert!(called <= 2, "{called} script calls for {WAITS} parks");
+    });
+    first.abort();
+    let left = main.block_on(common::settled(Duration::from_secs(3), || {
+        let alive = main.metrics().num_alive_tasks();
+        async move { i64::try_from(alive.saturating_sub(before)).unwrap() }
+    }));
+    assert!(left <= 1, "{left} tasks more after {WAITS} dropped waits");
+    main.block_on(async {
+        let admin = common::admin(&server).await;
+        let unsubscribed = common::eventually(PATIENCE, || {
+            let mut admin = admin.clone();
+            async move {
+                common::subscribers(&mut admin, "redisson_lock__channel:{parked-many}").await == 0
+            }
+        })
+        .await;
+        assert!(unsubscribed, "still subscribed after every waiter left");
     });
 }
