@@ -2,6 +2,8 @@
 //! input; and the count-down latch (`semaphore/latch.rs`), a count of the same
 //! shape.
 
+#[path = "semaphore/bad_counts_and_pauses.rs"]
+mod bad_counts_and_pauses;
 mod common;
 #[path = "semaphore/latch.rs"]
 mod latch;

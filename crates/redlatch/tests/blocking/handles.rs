@@ -1,0 +1,125 @@
+//! Handles made by `blocking::Client::handle::<P>`: they outlive their
+//! client, answer from many threads and from inside an async runtime, and
+//! a guard dropped on another thread after its client and handle still
+//! gives its hold back.
+
+use std::time::Duration;
+
+use redlatch::{CountDownLatch, FairLock, TokenLock};
+
+use super::{THREADS, connect};
+use crate::common;
+
+#[test]
+fn a_handle_outlives_its_client_and_counts_down_exactly_from_many_threads() {
+    let server = common::server();
+    let latch = {
+        let client = connect(&server);
+        client.handle::<CountDownLatch>("many-threads")
+    };
+    // The client is gone: its runtime lives on in the handle.
+    let per_thread = 25u64;
+    assert!(latch.try_set_count(THREADS as u64 * per_thread).unwrap());
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let latch = latch.clone();
+            std::thread::spawn(move || {
+                for _ in 0..per_thread {
+                    latch.count_down().expect("count down");
+                }
+            })
+        })
+        .collect();
+    assert!(
+        latch.await_within(Some(Duration::from_secs(30))).unwrap(),
+        "not open after every count down"
+    );
+    for thread in threads {
+        thread.join().expect("thread");
+    }
+    assert_eq!(latch.count().unwrap(), 0);
+    assert_eq!(latch.name(), "many-threads");
+}
+
+#[test]
+fn a_blocking_handle_answers_inside_an_async_runtime() {
+    let server = common::server();
+    let client = connect(&server);
+    let latch = client.handle::<CountDownLatch>("inside");
+    assert!(latch.try_set_count(2).unwrap());
+    for runtime in [
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap(),
+    ] {
+        let latch = latch.clone();
+        let left = runtime.block_on(async move { latch.count_down() });
+        assert!(left.is_ok(), "{left:?}");
+    }
+    assert_eq!(latch.count().unwrap(), 0);
+    // The last handle dropped inside a runtime: no panic, no hang.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        drop(client);
+        drop(latch);
+    });
+}
+
+#[test]
+fn a_guard_dropped_on_another_thread_after_its_client_and_handle_gives_its_hold_back() {
+    let server = common::server();
+    let other = connect(&server);
+    let (fair, token) = {
+        let client = connect(&server);
+        let fair = client.handle::<FairLock>("fair-orphan").acquire().unwrap();
+        let token = client
+            .handle::<TokenLock>("token-orphan")
+            .acquire()
+            .unwrap();
+        (fair, token)
+    };
+    assert!(
+        other
+            .fair_lock("fair-orphan")
+            .try_acquire()
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        other
+            .token_lock("token-orphan")
+            .try_acquire()
+            .unwrap()
+            .is_none()
+    );
+    std::thread::spawn(move || {
+        drop(fair);
+        drop(token);
+    })
+    .join()
+    .expect("drop thread");
+    // The blocking guard's drop releases before it returns.
+    assert!(
+        other
+            .fair_lock("fair-orphan")
+            .try_acquire()
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        other
+            .token_lock("token-orphan")
+            .try_acquire()
+            .unwrap()
+            .is_some()
+    );
+}

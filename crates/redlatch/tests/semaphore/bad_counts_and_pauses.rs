@@ -1,0 +1,154 @@
+//! The counts' first value (`scripts/lib/set_once.lua`, shared by the
+//! semaphore's and the latch's try-set) on keys holding what the other
+//! calls refuse, and calls that change a count while the server is paused
+//! (the request reaches the server after the caller gave up on it).
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redlatch::Error;
+
+use crate::common;
+
+/// Strings a decimal 64-bit integer is not, though Lua's `tonumber` reads
+/// most of them as a number.
+const NOT_INTEGERS: [&str; 10] = [
+    "1.5",
+    " 3",
+    "0x10",
+    "1e3",
+    "+3",
+    "inf",
+    "nan",
+    "99999999999999999999",
+    "",
+    "ten",
+];
+
+#[tokio::test]
+#[ignore = "defect: the semaphore's try-set (set_once with tonumber) answers 'already set' and available_permits a number for 8 of these 10 values its acquire refuses (\"1.5\" reads 1, \"inf\" -9223372036854775808)"]
+async fn a_count_the_semaphores_acquire_refuses_is_refused_by_its_try_set_and_read_too() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let mut wrong = Vec::new();
+    for (n, value) in NOT_INTEGERS.iter().enumerate() {
+        let name = format!("bad-{n}");
+        let () = admin.set(&name, *value).await.unwrap();
+        let semaphore = client.handle::<redlatch::Semaphore>(name.as_str());
+        // The reference: the acquire checks the count before DECRBY.
+        let acquire = semaphore.try_acquire().await.map(|permit| permit.is_some());
+        assert!(
+            matches!(acquire, Err(Error::WrongValue { .. })),
+            "{value:?}: acquire {acquire:?}"
+        );
+        let set = semaphore.try_set_permits(1).await;
+        if !matches!(set, Err(Error::WrongValue { .. })) {
+            wrong.push(format!("{value:?}: try_set_permits {set:?}"));
+        }
+        let available = semaphore.available_permits().await;
+        if !matches!(available, Err(Error::WrongValue { .. })) {
+            wrong.push(format!("{value:?}: available_permits {available:?}"));
+        }
+        let kept: String = admin.get(&name).await.unwrap();
+        assert_eq!(kept, *value, "left alone");
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} answers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn a_count_the_latch_cannot_count_down_is_refused_by_its_try_set() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    for (n, value) in NOT_INTEGERS.iter().enumerate() {
+        let name = format!("bad-{n}");
+        let () = admin.set(&name, *value).await.unwrap();
+        let latch = client.handle::<redlatch::CountDownLatch>(name.as_str());
+        for (call, outcome) in [
+            ("try_set_count", latch.try_set_count(1).await.map(drop)),
+            ("count", latch.count().await.map(drop)),
+            ("count_down", latch.count_down().await.map(drop)),
+        ] {
+            assert!(
+                matches!(outcome, Err(Error::WrongValue { .. })),
+                "{value:?}: {call} {outcome:?}"
+            );
+        }
+        let kept: String = admin.get(&name).await.unwrap();
+        assert_eq!(kept, *value, "left alone");
+    }
+    // The edges of a 64-bit count: set, read and counted down exactly.
+    for (n, value) in ["9223372036854775807", "0", "-1"].iter().enumerate() {
+        let name = format!("edge-{n}");
+        let () = admin.set(&name, *value).await.unwrap();
+        let latch = client.count_down_latch(name.as_str());
+        assert!(
+            !latch.try_set_count(1).await.unwrap(),
+            "{value}: has a count"
+        );
+    }
+    let top = client.count_down_latch("edge-0");
+    assert_eq!(top.count().await.unwrap(), i64::MAX as u64);
+    assert_eq!(top.count_down().await.unwrap(), i64::MAX as u64 - 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: add_permits on a paused server gives ResponseTimeout (is_transient: true), and the add runs after the resume: a retry adds twice"]
+async fn permits_added_while_the_server_is_paused_are_reported_as_maybe_added() {
+    let server = common::server();
+    let client = common::client(&server).await; // 500 ms response timeout
+    let semaphore = client.handle::<redlatch::Semaphore>("paused-pool");
+    assert!(semaphore.try_set_permits(5).await.unwrap());
+    server.pause().unwrap();
+    let during = tokio::time::timeout(Duration::from_secs(10), semaphore.add_permits(1))
+        .await
+        .expect("bounded by the response timeout");
+    server.resume().unwrap();
+    // The request was in the server's socket: it runs once the server does.
+    let added = common::eventually(Duration::from_secs(5), || {
+        let semaphore = semaphore.clone();
+        async move { semaphore.available_permits().await.ok() == Some(6) }
+    })
+    .await;
+    let error = during.expect_err("answered by a paused server");
+    assert!(added, "the add did not run after the resume");
+    // It ran: an error that calls the add safe to repeat would add twice.
+    assert!(
+        matches!(error, Error::OutcomeUnknown { .. }) && !error.is_transient(),
+        "an add that ran reported as {error:?} (is_transient: {})",
+        error.is_transient()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_down_while_the_server_is_paused_is_reported_as_maybe_counted_and_runs_once() {
+    let server = common::server();
+    let client = common::client(&server).await; // 500 ms response timeout
+    let latch = client.handle::<redlatch::CountDownLatch>("paused-latch");
+    assert!(latch.try_set_count(5).await.unwrap());
+    server.pause().unwrap();
+    let during = tokio::time::timeout(Duration::from_secs(10), latch.count_down())
+        .await
+        .expect("bounded by the response timeout");
+    server.resume().unwrap();
+    let error = during.expect_err("answered by a paused server");
+    assert!(
+        matches!(error, Error::OutcomeUnknown { .. }) && !error.is_transient(),
+        "{error:?}"
+    );
+    let counted = common::eventually(Duration::from_secs(5), || {
+        let latch = latch.clone();
+        async move { latch.count().await.ok() == Some(4) }
+    })
+    .await;
+    assert!(counted, "the count down did not run once after the resume");
+    // And not again later.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(latch.count().await.unwrap(), 4);
+}
