@@ -8,6 +8,8 @@
 #![recursion_limit = "256"]
 
 mod common;
+#[path = "faults/counts_flushed.rs"]
+mod counts_flushed;
 
 #[path = "faults/lock_kinds.rs"]
 mod lock_kinds;
