@@ -10,6 +10,8 @@
 mod common;
 #[path = "faults/counts_flushed.rs"]
 mod counts_flushed;
+#[path = "faults/drops.rs"]
+mod drops;
 
 #[path = "faults/lock_kinds.rs"]
 mod lock_kinds;
