@@ -152,3 +152,74 @@ async fn a_count_down_while_the_server_is_paused_is_reported_as_maybe_counted_an
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(latch.count().await.unwrap(), 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_down_whose_connection_is_killed_in_flight_counts_at_most_once() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let latch = client.handle::<redlatch::CountDownLatch>("killed-latch");
+    assert!(latch.try_set_count(5).await.unwrap());
+    // The server reads the count down and holds it (a write, paused).
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("WRITE")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let in_flight = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.count_down().await }
+    });
+    let held = common::eventually(Duration::from_secs(5), || {
+        let mut admin = admin.clone();
+        async move {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            list.lines().any(|line| line.contains("flags=b"))
+        }
+    })
+    .await;
+    assert!(held, "the count down never reached the paused server");
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 1);
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), in_flight)
+        .await
+        .expect("no hang")
+        .unwrap();
+    let after = common::eventually(Duration::from_secs(5), || {
+        let latch = latch.clone();
+        async move { latch.count().await.is_ok() }
+    })
+    .await;
+    assert!(after, "the client did not reconnect");
+    let count = latch.count().await.unwrap();
+    match &outcome {
+        Ok(left) => assert_eq!((*left, count), (4, 4), "counted once"),
+        Err(error) => {
+            assert!(matches!(error, Error::OutcomeUnknown { .. }), "{error:?}");
+            assert!(count == 5 || count == 4, "counted {} times", 5 - count);
+        }
+    }
+    // Nothing re-sent later: the next count down takes exactly one.
+    assert_eq!(latch.count_down().await.unwrap(), count - 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(latch.count().await.unwrap(), count - 1);
+}
