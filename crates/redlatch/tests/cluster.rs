@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, ClientBuilder, ClusterPubSub, Error};
 use testkit::Cluster;
 
+/// The counts' try-sets and adds cut off in flight.
+#[path = "cluster/counts_cut_off.rs"]
+mod counts_cut_off;
 /// The loss watch on a cluster.
 #[path = "cluster/loss_watch.rs"]
 mod loss_watch;
