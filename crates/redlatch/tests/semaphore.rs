@@ -7,6 +7,8 @@ mod bad_counts_and_pauses;
 mod common;
 #[path = "semaphore/latch.rs"]
 mod latch;
+#[path = "semaphore/old_library.rs"]
+mod old_library;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
