@@ -123,3 +123,29 @@ fn a_guard_dropped_on_another_thread_after_its_client_and_handle_gives_its_hold_
             .is_some()
     );
 }
+
+#[test]
+fn a_blocking_guard_dropped_inside_an_async_runtime_releases_before_the_drop_returns() {
+    let server = common::server();
+    let client = connect(&server);
+    let other = connect(&server);
+    for flavor in ["current thread", "multi thread"] {
+        let runtime = if flavor == "current thread" {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+        }
+        .enable_all()
+        .build()
+        .unwrap();
+        let fair = client.handle::<FairLock>("dropped-in-async").acquire().unwrap();
+        let token = client.handle::<TokenLock>("token-dropped-in-async").acquire().unwrap();
+        runtime.block_on(async move {
+            drop(fair);
+            drop(token);
+        });
+        let fair = other.fair_lock("dropped-in-async").try_acquire().unwrap();
+        let token = other.token_lock("token-dropped-in-async").try_acquire().unwrap();
+        assert!(fair.is_some() && token.is_some(), "{flavor}: not released");
+    }
+}
