@@ -138,14 +138,23 @@ fn a_blocking_guard_dropped_inside_an_async_runtime_releases_before_the_drop_ret
         .enable_all()
         .build()
         .unwrap();
-        let fair = client.handle::<FairLock>("dropped-in-async").acquire().unwrap();
-        let token = client.handle::<TokenLock>("token-dropped-in-async").acquire().unwrap();
+        let fair = client
+            .handle::<FairLock>("dropped-in-async")
+            .acquire()
+            .unwrap();
+        let token = client
+            .handle::<TokenLock>("token-dropped-in-async")
+            .acquire()
+            .unwrap();
         runtime.block_on(async move {
             drop(fair);
             drop(token);
         });
         let fair = other.fair_lock("dropped-in-async").try_acquire().unwrap();
-        let token = other.token_lock("token-dropped-in-async").try_acquire().unwrap();
+        let token = other
+            .token_lock("token-dropped-in-async")
+            .try_acquire()
+            .unwrap();
         assert!(fair.is_some() && token.is_some(), "{flavor}: not released");
     }
 }
