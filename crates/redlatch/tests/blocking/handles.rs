@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use redlatch::{CountDownLatch, FairLock, TokenLock};
+use redlatch::{CountDownLatch, FairLock, ReadWriteLock, Semaphore, TokenLock};
 
 use super::{THREADS, connect};
 use crate::common;
@@ -39,6 +39,36 @@ fn a_handle_outlives_its_client_and_counts_down_exactly_from_many_threads() {
     }
     assert_eq!(latch.count().unwrap(), 0);
     assert_eq!(latch.name(), "many-threads");
+}
+
+/// Every primitive `handle::<P>` makes has its blocking calls: the
+/// semaphore's and the read-write lock's handles had none (`E0599`) while
+/// their blocking calls sat on wrapper types of their own.
+#[test]
+fn every_blocking_handle_made_by_handle_has_its_calls() {
+    let server = common::server();
+    let client = connect(&server);
+    let pool = client.handle::<Semaphore>("handle-pool");
+    assert_eq!(pool.name(), "handle-pool");
+    assert!(pool.try_set_permits(2).unwrap());
+    let permit = pool.acquire().unwrap();
+    assert_eq!(
+        client.semaphore("handle-pool").available_permits().unwrap(),
+        1
+    );
+    permit.release().unwrap();
+    let prices = client.handle::<ReadWriteLock>("handle-prices");
+    assert_eq!(prices.name(), "handle-prices");
+    let read = prices.read().unwrap();
+    assert!(
+        client
+            .read_write_lock("handle-prices")
+            .try_write()
+            .unwrap()
+            .is_none()
+    );
+    read.release().unwrap();
+    prices.write().unwrap().release().unwrap();
 }
 
 #[test]
