@@ -273,6 +273,11 @@ enum Command {
 struct Registry {
     channels: Mutex<HashMap<String, Member>>,
     commands: mpsc::UnboundedSender<Command>,
+    /// The client's runtime, which runs the channels' timers: it runs the
+    /// subscriber too, so it is driven while the client is used, where a
+    /// waiter's own runtime may not be (a current-thread runtime nobody
+    /// blocks on). `None` only in checks that start no timer.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Registry {
@@ -412,6 +417,7 @@ impl Wakeups {
         let registry = Arc::new(Registry {
             channels: Mutex::new(HashMap::new()),
             commands,
+            runtime: Some(runtime.clone()),
         });
         let subscriber = Subscriber {
             source,
@@ -634,8 +640,14 @@ impl Ticket {
             };
             if start_timer {
                 // After the queue's lock is let go: a timer dropped unrun
-                // (a runtime shutting down) takes it.
-                tokio::spawn(Timer::of(&self.channel).run());
+                // (a runtime shutting down) takes it. On the client's
+                // runtime, not this waiter's: a timer on a runtime nobody
+                // drives would end no park, its own or a later waiter's.
+                let timer = Timer::of(&self.channel).run();
+                match &self.registry.runtime {
+                    Some(runtime) => drop(runtime.spawn(timer)),
+                    None => drop(tokio::spawn(timer)),
+                }
             }
             let mut parked = Parked {
                 channel,
@@ -711,6 +723,16 @@ impl Queue {
         }
     }
 
+    /// The last parked waiter with a deadline left (cancelled, or woken by
+    /// a message): the channel's timer ends now rather than at a deadline
+    /// nobody waits for any more (a lease's length, for a cancelled wait).
+    fn stop_idle_timer(&mut self, channel: &Channel) {
+        if self.timer.is_some() && !self.parked.iter().any(|slot| slot.deadline.is_some()) {
+            self.timer = None;
+            channel.rearm.notify_one();
+        }
+    }
+
     /// Ends the parks whose deadline is `due` (they leave the queue: no
     /// message is handed to them), and says when the next one is.
     fn time_out(&mut self, due: impl Fn(LeaseInstant) -> bool) -> Option<LeaseInstant> {
@@ -734,9 +756,10 @@ impl Queue {
 /// the channel's parked waiters and ends the parks that ran out; it ends
 /// when none is left with a deadline. It keeps the channel weakly (a
 /// channel all of whose waiters left is gone, [`Nudge::is_live`]).
-/// Dropped before its end (its runtime shut down), it wakes the parked
-/// waiters that have a deadline: they look at their lock and park again,
-/// under a timer of their own runtime.
+/// It runs on the client's runtime. Dropped before its end (that runtime
+/// shut down), it wakes the parked waiters that have a deadline: they look
+/// at their lock again. The last waiter with a deadline to leave the queue
+/// ends it ([`Queue::stop_idle_timer`]).
 struct Timer {
     channel: std::sync::Weak<Channel>,
     rearm: Arc<Notify>,
@@ -847,11 +870,14 @@ impl Drop for Parked<'_> {
             .position(|slot| Arc::ptr_eq(slot, &self.slot))
         {
             queue.parked.remove(index);
-            return;
+        } else {
+            let handed = self.slot.handed.load(Ordering::Acquire);
+            if handed != 0 && !self.claimed {
+                queue.deliver(handed);
+            }
         }
-        let handed = self.slot.handed.load(Ordering::Acquire);
-        if handed != 0 && !self.claimed {
-            queue.deliver(handed);
+        if self.slot.deadline.is_some() {
+            queue.stop_idle_timer(self.channel);
         }
     }
 }
@@ -1134,6 +1160,7 @@ mod permutation_checks {
             registry: Arc::new(Registry {
                 channels: Mutex::new(HashMap::new()),
                 commands,
+                runtime: None,
             }),
         }
     }
@@ -1434,6 +1461,7 @@ mod channel_timer {
             registry: Arc::new(Registry {
                 channels: Mutex::new(HashMap::new()),
                 commands,
+                runtime: None,
             }),
         }
     }
@@ -1513,10 +1541,11 @@ mod channel_timer {
         assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(Wake::TimedOut));
     }
 
-    /// The timer runs on the runtime of the waiter that started it; when
-    /// that runtime shuts down, a waiter of another runtime parked under
-    /// it is woken (it looks at its lock again), and its next park, which
-    /// starts a timer on its own runtime, still times out.
+    /// A service with no client runtime (as here) starts the timer on the
+    /// runtime of the waiter that parks first; when that runtime shuts
+    /// down, a waiter of another runtime parked under it is woken (it looks
+    /// at its lock again), and its next park, which starts a timer on its
+    /// own runtime, still times out.
     #[test]
     fn a_waiter_wakes_when_the_timer_s_runtime_shuts_down() {
         let runtime = || {

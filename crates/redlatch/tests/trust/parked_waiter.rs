@@ -62,6 +62,28 @@ fn until_tasks(runtime: &Runtime, tasks: usize, what: &str) {
     }
 }
 
+/// Drives the current-thread runtime `idle`, where a waiter was spawned,
+/// until that waiter parked: the channel's timer it starts runs on the
+/// client's runtime (`main`, which had `before` tasks), never on the
+/// waiter's own, which is then left idle with the waiter alone.
+fn park_first_on_idle(idle: &Runtime, main: &Runtime, before: usize) {
+    idle.block_on(async {
+        let started = Instant::now();
+        while main.metrics().num_alive_tasks() <= before {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the first waiter never parked (no timer on the client's runtime)"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert_eq!(
+        idle.metrics().num_alive_tasks(),
+        1,
+        "a timer on the waiter's own runtime"
+    );
+}
+
 /// A bounded acquire on `runtime`: what it returned, and how long it took
 /// (`None`: still waiting after [`PATIENCE`]).
 fn bounded_acquire(
@@ -78,15 +100,14 @@ fn bounded_acquire(
     })
 }
 
-/// The channel's timer runs on the runtime of the waiter that parked first.
 /// A current-thread runtime runs its tasks only while something blocks on
-/// it: a waiter spawned there, parked, leaves the channel's timer on a
-/// runtime nobody drives. A waiter of another runtime on the same lock
-/// must still end its bounded wait on time (it parks with an earlier
-/// deadline than the timer sleeps toward).
+/// it: a waiter spawned there and parked must not leave the channel's timer
+/// on a runtime nobody drives (it did: the timer ran on the runtime of the
+/// waiter that parked first). A waiter of another runtime on the same lock
+/// must end its bounded wait on time (it parks with an earlier deadline
+/// than the timer sleeps toward).
 #[test]
-#[ignore = "defect: a bounded wait on a multi-thread runtime never ends (10 s of 300 ms) while the channel's timer sits on an idle current-thread runtime"]
-fn a_bounded_wait_ends_though_the_channel_s_timer_sits_on_an_idle_runtime() {
+fn a_bounded_wait_ends_though_the_first_waiter_s_runtime_is_idle() {
     const NAME: &str = "parked-idle-timer";
     let server = common::server();
     let main = multi_thread(2);
@@ -98,22 +119,9 @@ fn a_bounded_wait_ends_though_the_channel_s_timer_sits_on_an_idle_runtime() {
         .build()
         .unwrap();
     let waiter = client.clone();
+    let before = main.metrics().num_alive_tasks();
     let _first = idle.spawn(async move { waiter.lock(NAME).acquire().await });
-    // Driven until the first waiter parked: its task and the channel's timer.
-    idle.block_on(async {
-        let started = Instant::now();
-        while tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-            < 2
-        {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "the first waiter never parked"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    park_first_on_idle(&idle, &main, before);
 
     let wait = Duration::from_millis(300);
     let outcome = bounded_acquire(&main, &client, NAME, wait);
@@ -128,8 +136,7 @@ fn a_bounded_wait_ends_though_the_channel_s_timer_sits_on_an_idle_runtime() {
 /// waiter of a multi-thread runtime must take the lock at the lease end,
 /// which only the channel's timer, on the idle runtime, would tell it.
 #[test]
-#[ignore = "defect: a waiter never takes a lock whose holder's lease ran out (not in 10 s; lease 1 s) while the channel's timer sits on an idle current-thread runtime"]
-fn a_waiter_takes_an_expired_lock_though_the_channel_s_timer_sits_on_an_idle_runtime() {
+fn a_waiter_takes_an_expired_lock_though_the_first_waiter_s_runtime_is_idle() {
     const NAME: &str = "parked-idle-lease";
     let server = common::server();
     let main = multi_thread(2);
@@ -146,21 +153,9 @@ fn a_waiter_takes_an_expired_lock_though_the_channel_s_timer_sits_on_an_idle_run
         .build()
         .unwrap();
     let waiter = client.clone();
+    let before = main.metrics().num_alive_tasks();
     let _first = idle.spawn(async move { waiter.lock(NAME).acquire().await });
-    idle.block_on(async {
-        let started = Instant::now();
-        while tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks()
-            < 2
-        {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "the first waiter never parked"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    park_first_on_idle(&idle, &main, before);
 
     let taken = main.block_on(async {
         let lock = client.lock(NAME);
@@ -179,7 +174,6 @@ fn a_waiter_takes_an_expired_lock_though_the_channel_s_timer_sits_on_an_idle_run
 /// an hour for a lock held with an hour's lease). Waiters on `LOCKS`
 /// locks, each its own channel and timer, parked then aborted.
 #[test]
-#[ignore = "defect: 100 waiters on 100 locks, aborted, leave 100 timer tasks for the holder's lease (30 s)"]
 fn cancelled_waiters_leave_no_timer_task_behind() {
     const LOCKS: usize = 100;
     let server = common::server();
@@ -218,12 +212,12 @@ fn cancelled_waiters_leave_no_timer_task_behind() {
     );
 }
 
-/// The channel's timer started on a runtime that then shuts down: a waiter
-/// of another runtime parked under it still ends its bounded wait on time
-/// (under a timer of its own runtime), and a later waiter takes the lock
-/// once it is released.
+/// The runtime of the waiter that parked first, for which the channel's
+/// timer started, shuts down: a waiter of another runtime parked under that
+/// timer (on the client's runtime) still ends its bounded wait on time, and
+/// a later waiter takes the lock once it is released.
 #[test]
-fn a_waiter_of_another_runtime_outlives_the_timer_s_runtime() {
+fn a_waiter_of_another_runtime_outlives_the_first_waiter_s_runtime() {
     const NAME: &str = "parked-shutdown";
     let server = common::server();
     let main = multi_thread(2);
@@ -232,8 +226,15 @@ fn a_waiter_of_another_runtime_outlives_the_timer_s_runtime() {
 
     let first = multi_thread(1);
     let waiter = client.clone();
+    let before = main.metrics().num_alive_tasks();
     let _first = first.spawn(async move { waiter.lock(NAME).acquire().await });
-    until_tasks(&first, 2, "the first waiter never parked");
+    // Parked: the channel's timer runs on the client's runtime.
+    until_tasks(&main, before + 1, "the first waiter never parked");
+    assert_eq!(
+        first.metrics().num_alive_tasks(),
+        1,
+        "a timer on the waiter's runtime"
+    );
 
     let second = multi_thread(1);
     let wait = Duration::from_millis(1500);
@@ -243,15 +244,14 @@ fn a_waiter_of_another_runtime_outlives_the_timer_s_runtime() {
         let outcome = waiter.lock(NAME).acquire_within(Some(wait)).await;
         (outcome.map(drop), started.elapsed())
     });
-    // The bounded waiter's task, then a moment to park under the first
-    // runtime's timer (one that has not parked yet starts a timer of its
-    // own: the test then checks less, and still passes).
+    // The bounded waiter's task, then a moment to park under the channel's
+    // timer (started for the first waiter) before the first's runtime goes.
     until_tasks(&second, 1, "the bounded waiter never started");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         second.metrics().num_alive_tasks(),
         1,
-        "the bounded waiter started a timer of its own while the first's runs"
+        "a timer on the bounded waiter's runtime"
     );
     drop(first);
 
