@@ -115,6 +115,10 @@
 //! - `blocking` (the `blocking` feature): the same API for programs without
 //!   an async runtime.
 //!
+//! Each but the reentrant and spin locks is also made by one generic
+//! method, [`Client::handle`] (`client.handle::<CountDownLatch>(name)`),
+//! over the [`Primitive`] trait.
+//!
 //! ## Redis data
 //!
 //! | what | key / channel | content |
@@ -199,6 +203,7 @@ pub use base::status::{Holder, LockMode, LockStatus};
 pub use client::Client;
 pub use client::builder::{Builder, ClientBuilder};
 pub use count_down_latch::CountDownLatch;
+pub use engine::by_name::Primitive;
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};
 pub use fair_lock::FairLock;

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::base::family::LockFamily;
 use crate::base::hold_accessors::hold_accessors;
 use crate::base::keys::LockKeys;
+use crate::base::release_on_drop::release_on_drop;
 use crate::base::request::Request;
 use crate::engine::acquire::Terms;
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
@@ -277,14 +278,4 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if !self.released {
-            self.released = true;
-            let release = self.stop_and_release();
-            spawn_undo(&self.core.background, async move {
-                let _ = release.await;
-            });
-        }
-    }
-}
+release_on_drop!(Guard);

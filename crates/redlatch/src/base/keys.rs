@@ -1,7 +1,7 @@
 //! Redis key names of one lock hash, in Redisson's layout: `LockKeys`,
 //! shared by every lock kind (guards, requests, the watchdog's renewals),
-//! and `FairKeys`, the fair lock's line, which the status of any lock reads
-//! too.
+//! and `FairLine`, the fair lock's line beside it, which the status of any
+//! lock reads too.
 
 use std::sync::Arc;
 
@@ -238,12 +238,12 @@ pub(crate) fn slot_counter(slot: u16) -> String {
     TokenName::Slot(slot_tag(slot)).to_string()
 }
 
-/// The keys of one fair lock: the lock hash and counter of [`LockKeys`], plus
-/// Redisson's `RFairLock` queue, its place deadlines and the per-waiter channels.
+/// The fair lock's line beside a lock hash, in Redisson's `RFairLock`
+/// layout: what the status of any lock reads (a name a handle uses as a
+/// plain lock may be a fair lock's in another process). The fair lock's own
+/// keys (`fair_lock/keys.rs`) are these, its terms and its waiters' channels.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FairKeys {
-    /// The lock hash, counter and shared channel, as for the reentrant lock.
-    pub(crate) lock: LockKeys,
+pub(crate) struct FairLine {
     /// Waiters in arrival order: `redisson_lock_queue:{KEY}` (list of owner fields).
     pub(crate) queue: String,
     /// Each waiter's deadline, Redisson's arithmetic: `redisson_lock_timeout:{KEY}` (zset, ms).
@@ -251,50 +251,21 @@ pub(crate) struct FairKeys {
     /// redlatch waiters' signs of life: `redlatch_fair_alive:{KEY}` (zset, ms),
     /// where Redisson never looks.
     pub(crate) alive: String,
-    /// What a release needs to hand the lock to a redlatch waiter (its lease
-    /// and W): `redlatch_fair_terms:{KEY}` (hash), where Redisson never looks.
-    pub(crate) terms: String,
 }
 
-impl FairKeys {
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<FairKeys> {
-        let lock = LockKeys::new(prefix, name)?;
-        Ok(FairKeys {
+impl FairLine {
+    /// The line beside the lock hash `lock`.
+    pub(crate) fn of(lock: &LockKeys) -> FairLine {
+        FairLine {
             queue: prefix_name("redisson_lock_queue", &lock.key),
             timeouts: prefix_name("redisson_lock_timeout", &lock.key),
             alive: prefix_name("redlatch_fair_alive", &lock.key),
-            terms: prefix_name("redlatch_fair_terms", &lock.key),
-            lock,
-        })
+        }
     }
 
-    /// As [`LockKeys::per_name_counter`].
-    pub(crate) fn per_name_counter(mut self, per_name: bool) -> FairKeys {
-        self.lock = self.lock.per_name_counter(per_name);
-        self
-    }
-
-    /// The channel that wakes one waiter: `redisson_lock__channel:{KEY}:<owner field>`.
-    pub(crate) fn waiter_channel(&self, owner: &str) -> String {
-        format!("{}:{owner}", self.lock.channel())
-    }
-}
-
-impl FairKeys {
-    /// As [`LockKeys::checked_for`], with the line and its deadlines (the
-    /// per-waiter channels extend the lock channel, so share its slot).
-    pub(crate) fn checked_for(mut self, conn: &Connection) -> Result<FairKeys> {
-        self.lock = self.lock.checked_for(conn)?;
-        let others = [
-            &*self.lock.channel(),
-            &self.lock.token(),
-            &self.queue,
-            &self.timeouts,
-            &self.alive,
-            &self.terms,
-        ];
-        one_slot(conn, &self.lock.key, &others, LOCK_SPLIT)?;
-        Ok(self)
+    /// The line's keys, for a slot check.
+    pub(crate) fn keys(&self) -> [&str; 3] {
+        [&self.queue, &self.timeouts, &self.alive]
     }
 }
 
@@ -410,9 +381,9 @@ mod tests {
         }
         // The fair lock's line too.
         for name in ["order:42", "order:{42}"] {
-            let fair = FairKeys::new("app:", name).unwrap();
-            let home = slot(&fair.lock.key);
-            for key in [&fair.queue, &fair.timeouts, &fair.waiter_channel("u:1")] {
+            let lock = LockKeys::new("app:", name).unwrap();
+            let home = slot(&lock.key);
+            for key in FairLine::of(&lock).keys() {
                 assert_eq!(slot(key), home, "{key}");
             }
         }
@@ -425,14 +396,10 @@ mod tests {
     }
 
     #[test]
-    fn fair_keys_follow_redisson_layout() {
-        let fair = FairKeys::new("", "jobs").unwrap();
-        assert_eq!(fair.queue, "redisson_lock_queue:{jobs}");
-        assert_eq!(fair.timeouts, "redisson_lock_timeout:{jobs}");
-        assert_eq!(fair.alive, "redlatch_fair_alive:{jobs}");
-        assert_eq!(
-            fair.waiter_channel("u:1"),
-            "redisson_lock__channel:{jobs}:u:1"
-        );
+    fn the_fair_line_follows_redisson_layout() {
+        let line = FairLine::of(&LockKeys::new("", "jobs").unwrap());
+        assert_eq!(line.queue, "redisson_lock_queue:{jobs}");
+        assert_eq!(line.timeouts, "redisson_lock_timeout:{jobs}");
+        assert_eq!(line.alive, "redlatch_fair_alive:{jobs}");
     }
 }

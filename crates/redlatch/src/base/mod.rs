@@ -11,6 +11,7 @@ pub(crate) mod hold_accessors;
 #[cfg(feature = "holder-records")]
 pub(crate) mod holder_identity;
 pub(crate) mod keys;
+pub(crate) mod release_on_drop;
 pub(crate) mod request;
 pub(crate) mod scripts;
 pub(crate) mod status;

@@ -7,12 +7,13 @@ use redis::Value;
 
 #[cfg(feature = "holder-records")]
 use crate::base::holder_identity::{self, HolderIdentity};
-use crate::base::keys::FairKeys;
+use crate::base::keys::{FairLine, LOCK_SPLIT, LockKeys};
 use crate::base::scripts;
 use crate::engine::context::Core;
 use crate::error::{Error, Result};
 #[cfg(feature = "holder-records")]
 use crate::scripts::holder_keys;
+use crate::scripts::keys::one_slot;
 #[cfg(feature = "holder-records")]
 use crate::transport::Connection;
 use crate::transport::bounded;
@@ -210,37 +211,36 @@ pub(crate) async fn read(core: &Core, name: &str) -> Result<LockStatus> {
 /// found: for `TokenLock::status` and `Client::locks`.
 pub(crate) async fn read_with_kind(core: &Core, name: &str) -> Result<(LockStatus, KeyKind)> {
     let settings = core.current_settings();
-    let fair = FairKeys::new(&settings.key_prefix, name)?
+    let lock = LockKeys::new(&settings.key_prefix, name)?
         .per_name_counter(settings.per_name_token_counters)
         .checked_for(&core.conn)?;
+    // A fair lock's line, should the name be one's.
+    let line = FairLine::of(&lock);
+    one_slot(&core.conn, &lock.key, &line.keys(), LOCK_SPLIT)?;
     // The read-write lock's channel, in the slot `checked_for` just checked
     // for the lock's own channel (both wrap the key alike).
-    let read_write_channel = fair.lock.clone().read_write().channel();
+    let read_write_channel = lock.clone().read_write().channel();
     let mut conn = core.conn.clone();
     let call = async {
         let reply: Value = scripts::STATUS
-            .key(&*fair.lock.key)
-            .key(fair.lock.token())
-            .key(&fair.queue)
-            .key(&fair.timeouts)
-            .key(&fair.alive)
-            .arg(if fair.lock.counter_is_per_name() {
-                "1"
-            } else {
-                "0"
-            })
+            .key(&*lock.key)
+            .key(lock.token())
+            .key(&line.queue)
+            .key(&line.timeouts)
+            .key(&line.alive)
+            .arg(if lock.counter_is_per_name() { "1" } else { "0" })
             .invoke_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;
         // Both channels share the lock's slot, so one call asks for both.
         let (_, plain, _, read_write): (String, u64, String, u64) = redis::cmd("PUBSUB")
             .arg(conn.numsub_command())
-            .arg(fair.lock.channel())
+            .arg(lock.channel())
             .arg(&read_write_channel)
             .query_async(&mut conn)
             .await
             .map_err(|error| Error::from_redis("status", error))?;
-        let (mut status, kind) = LockStatus::from_reply(name, &fair.lock.key, reply)?;
+        let (mut status, kind) = LockStatus::from_reply(name, &lock.key, reply)?;
         status.waiting_clients = if status.mode.is_some() {
             read_write
         } else {

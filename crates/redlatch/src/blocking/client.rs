@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use super::bridge::Bridge;
-use super::count_down_latch::CountDownLatch;
+use super::CountDownLatch;
 use super::fair_lock::FairLock;
 use super::lock::{Lock, SpinLock};
 use super::permit_semaphore::PermitSemaphore;
@@ -11,6 +10,9 @@ use super::rw_lock::ReadWriteLock;
 use super::semaphore::Semaphore;
 use super::token_lock::TokenLock;
 use crate::client::builder::Builder;
+use crate::engine::blocking_handle::Handle;
+use crate::engine::bridge::Bridge;
+use crate::engine::by_name::Primitive;
 use crate::error::Result;
 use crate::settings::Settings;
 
@@ -110,12 +112,12 @@ impl Client {
 
     /// A handle to the fair lock `name` (see [`crate::FairLock`]).
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.inner.fair_lock(name), self.bridge.clone())
+        self.handle(name)
     }
 
     /// A handle to the token lock `name` (see [`crate::TokenLock`]).
     pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
-        TokenLock::new(self.inner.token_lock(name), self.bridge.clone())
+        self.handle(name)
     }
 
     /// A handle to the spin lock `name` (see [`crate::SpinLock`]).
@@ -133,14 +135,31 @@ impl Client {
         Semaphore::new(self.inner.semaphore(name), self.bridge.clone())
     }
 
-    /// A handle to the count-down latch `name` (see [`crate::CountDownLatch`]).
+    /// A handle to the count-down latch `name` (see [`crate::CountDownLatch`]):
+    /// `handle::<redlatch::CountDownLatch>(name)`.
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.inner.count_down_latch(name), self.bridge.clone())
+        self.handle(name)
+    }
+
+    /// A blocking handle to the primitive `P` named `name` (see
+    /// [`crate::Client::handle`]): any [`Primitive`], with the blocking
+    /// calls its own folder writes.
+    ///
+    /// ```
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let url = server.url();
+    /// let client = redlatch::blocking::Client::connect(&url)?;
+    /// let done = client.handle::<redlatch::CountDownLatch>("jobs-done");
+    /// assert!(done.await_within(Some(std::time::Duration::ZERO))?); // never set: open
+    /// # Ok::<(), redlatch::Error>(())
+    /// ```
+    pub fn handle<P: Primitive>(&self, name: impl Into<String>) -> Handle<P> {
+        Handle::new(self.inner.handle(name), self.bridge.clone())
     }
 
     /// A handle to the permit-expirable semaphore `name` (see [`crate::PermitSemaphore`]).
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        PermitSemaphore::new(self.inner.permit_semaphore(name), self.bridge.clone())
+        self.handle(name)
     }
 
     /// This client's id (see [`crate::Client::id`]).

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::handle::Handle;
 use crate::LockStatus;
+use crate::engine::blocking_handle::Handle;
 use crate::error::Result;
 
 /// A blocking [`crate::FairLock`]: waiters in every process get the lock in

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bridge::Bridge;
+use crate::engine::bridge::Bridge;
 use crate::engine::hold::LostReason;
 use crate::error::Result;
 use crate::vocabulary::{Fenced, HeldLock, Reenter};

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::guard::Guard;
-use super::handle::Handle;
 use crate::LockStatus;
+use crate::engine::blocking_handle::Handle;
 use crate::error::Result;
 
 /// A blocking [`crate::Lock`]: the same lock, with methods that block the

@@ -36,18 +36,18 @@
 //! like any blocking I/O: in async code, use the async API instead, or wrap
 //! the call in `tokio::task::spawn_blocking`.
 
-// A lock handle is the one generic `Handle` of `handle.rs` over the async
-// handle's `AcquireLock` (name, lease, the three acquires), with the few
-// methods of its own kind in its file; every hold is the one generic
-// `Guard` of `guard.rs`, over the async hold's `HeldLock`. A new kind of
-// lock is two type aliases (handle, guard) and its own extra methods
-// (each clones the async handle into an `async move` block handed to the
-// client's runtime, `Handle::run`), then one constructor in `client.rs` and
-// one `pub use` line below.
+// Every blocking handle is the one generic `Handle` (an async handle and
+// the runtime it blocks on, `engine/blocking_handle.rs`, below the
+// primitives): a lock's acquires are written once in `handle.rs` over the
+// async handle's `AcquireLock` (name, lease, the three acquires), with the
+// few methods of its own kind in its file here; every hold is the one
+// generic `Guard` of `guard.rs`, over the async hold's `HeldLock`. A
+// primitive that is not a lock writes its blocking methods in its own
+// folder (`count_down_latch/blocking.rs`: `impl Handle<CountDownLatch>`),
+// and `Client::handle::<P>` makes it: nothing here changes for it. The
+// named aliases and constructors below are conveniences.
 
-mod bridge;
 mod client;
-mod count_down_latch;
 mod fair_lock;
 mod guard;
 mod handle;
@@ -58,14 +58,18 @@ mod rw_lock;
 mod semaphore;
 mod token_lock;
 
+pub use crate::engine::blocking_handle::Handle;
 pub use client::{Client, ClientBuilder};
-pub use count_down_latch::CountDownLatch;
 pub use fair_lock::FairLock;
 pub use guard::Guard;
-pub use handle::Handle;
 pub use lock::{Lock, SpinLock};
 pub use multi_lock::{MultiGuard, MultiLock};
 pub use permit_semaphore::{ExpirablePermit, PermitSemaphore};
 pub use rw_lock::{ReadGuard, ReadWriteLock, WriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use token_lock::TokenLock;
+
+/// A blocking [`crate::CountDownLatch`]: the same calls, which block the
+/// calling thread (`client.count_down_latch(name)`, or
+/// `client.handle::<redlatch::CountDownLatch>(name)`).
+pub type CountDownLatch = Handle<crate::CountDownLatch>;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bridge::Bridge;
 use super::lock::Lock;
+use crate::engine::bridge::Bridge;
 use crate::error::{Error, Result};
 
 /// A blocking [`crate::MultiLock`]: several blocking [`Lock`]s, possibly of

@@ -2,7 +2,7 @@
 //! [`Handle`], and the semaphore's own methods.
 
 use super::guard::Guard;
-use super::handle::Handle;
+use crate::engine::blocking_handle::Handle;
 use crate::error::Result;
 
 /// A blocking [`crate::PermitSemaphore`]. Each method's round trips, keys and

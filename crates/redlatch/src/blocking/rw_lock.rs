@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bridge::Bridge;
 use super::guard::Guard;
-use super::handle::Handle;
 use crate::LockStatus;
+use crate::engine::blocking_handle::Handle;
+use crate::engine::bridge::Bridge;
 use crate::error::Result;
 
 /// A blocking [`crate::ReadWriteLock`]: many readers or one writer, and the

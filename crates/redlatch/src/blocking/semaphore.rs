@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bridge::Bridge;
+use crate::engine::bridge::Bridge;
 use crate::error::Result;
 
 /// A blocking [`crate::Semaphore`]. Each method's round trips, keys and

@@ -1,8 +1,8 @@
 //! The blocking token lock: the one [`Handle`], and the token lock's own methods.
 
 use super::guard::Guard;
-use super::handle::Handle;
 use crate::LockStatus;
+use crate::engine::blocking_handle::Handle;
 use crate::error::Result;
 
 /// A blocking [`crate::TokenLock`]: the `SET key token NX PX lease` lock,

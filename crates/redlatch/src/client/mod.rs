@@ -9,6 +9,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::count_down_latch::CountDownLatch;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::error::Result;
 use crate::fair_lock::FairLock;
@@ -76,7 +77,7 @@ impl Client {
     /// A handle to the fair lock `name` (no round trip; the name is checked
     /// when the lock is used). See [`FairLock`].
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.core.clone(), name.into())
+        self.handle(name)
     }
 
     /// A handle to the spin lock `name`: a [`Lock`] whose waiters poll
@@ -89,31 +90,59 @@ impl Client {
     /// a string holding its holder's token, released and renewed without a
     /// script where the server allows (no round trip here). See [`TokenLock`].
     pub fn token_lock(&self, name: impl Into<String>) -> TokenLock {
-        TokenLock::new(self.core.clone(), name.into())
+        self.handle(name)
     }
 
     /// A handle to the read-write lock `name` (no round trip; the name is
     /// checked when the lock is used). See [`ReadWriteLock`].
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(self.core.clone(), name.into())
+        self.handle(name)
     }
 
     /// A handle to the counting semaphore `name` (no round trip; the name is
     /// checked when the semaphore is used). See [`Semaphore`].
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.core.clone(), name.into())
+        self.handle(name)
     }
 
     /// A handle to the permit-expirable semaphore `name` (no round trip; the
     /// name is checked when it is used). See [`PermitSemaphore`].
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        PermitSemaphore::new(self.core.clone(), name.into())
+        self.handle(name)
     }
 
     /// A handle to the count-down latch `name` (no round trip; the name is
-    /// checked when the latch is used). See [`CountDownLatch`].
+    /// checked when the latch is used): `handle::<CountDownLatch>(name)`.
+    /// See [`CountDownLatch`].
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.core.clone(), name.into())
+        self.handle(name)
+    }
+
+    /// A handle to the primitive `P` named `name` (no round trip; the name
+    /// is checked when the handle is used): any [`Primitive`], including
+    /// those without a method of their own name here.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redlatch::Result<()> {
+    /// # let server = testkit::RedisServer::start().unwrap();
+    /// # let client = redlatch::Client::connect(&server.url()).await?;
+    /// use redlatch::{CountDownLatch, Semaphore};
+    ///
+    /// let done = client.handle::<CountDownLatch>("jobs-done");
+    /// let slots = client.handle::<Semaphore>("upload-slots");
+    /// assert!(slots.try_set_permits(2).await?);
+    /// assert_eq!(done.count().await?, 0); // never set: open
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn handle<P: Primitive>(&self, name: impl Into<String>) -> P {
+        P::from_client(
+            ClientState {
+                core: self.core.clone(),
+            },
+            name.into(),
+        )
     }
 
     /// The client's command connection, for the application's own commands

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::scripts;
 use crate::engine::context::Core;
+use crate::engine::script_call::{call, send};
 use crate::error::{Error, Result};
-use crate::semaphore::{call, send};
 
 use super::keys::LatchKeys;
 

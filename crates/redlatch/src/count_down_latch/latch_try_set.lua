@@ -8,15 +8,5 @@
 --          0  the latch has a count already (any integer, as Redisson's EXISTS
 --             check): left alone
 --         -1  KEYS[1] holds something other than a decimal 64-bit integer: left alone
--- (integer: lib/checks.lua)
-local publish = ARGV[3] or 'publish'
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' then
-  if kind ~= 'string' or not integer(redis.call('get', KEYS[1])) then
-    return -1
-  end
-  return 0
-end
-redis.call('set', KEYS[1], ARGV[2])
-redis.call(publish, ARGV[1], 1)
-return 1
+-- (integer: lib/checks.lua; set_once: lib/set_once.lua)
+return set_once(KEYS[1], ARGV[2], ARGV[1], 1, ARGV[3], integer)

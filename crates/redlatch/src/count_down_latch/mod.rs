@@ -1,9 +1,13 @@
 //! The count-down latch: Redisson's `RCountDownLatch`, in Rust. Its keys
 //! (`keys.rs`), its scripts (`scripts.rs`, registered by one line in
 //! `primitives.rs`) and their typed calls (`calls.rs`), its plug-in for the
-//! engine's wait loop (`wait.rs`) and its handle (here); its blocking twin
-//! is `blocking/count_down_latch.rs`, in the facade's layer.
+//! engine's wait loop (`wait.rs`), its handle and how a client makes it
+//! (here: `Client::handle::<CountDownLatch>`), and its blocking calls
+//! (`blocking.rs`). Outside this folder it is one line in `primitives.rs`
+//! and its `mod`/`pub use` lines in `lib.rs`.
 
+#[cfg(feature = "blocking")]
+mod blocking;
 mod calls;
 mod keys;
 pub(crate) mod scripts;
@@ -12,6 +16,7 @@ mod wait;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
@@ -73,14 +78,16 @@ pub struct CountDownLatch {
     name: Arc<str>,
 }
 
-impl CountDownLatch {
-    pub(crate) fn new(core: Arc<Core>, name: String) -> CountDownLatch {
+impl Primitive for CountDownLatch {
+    fn from_client(state: ClientState, name: String) -> CountDownLatch {
         CountDownLatch {
-            core,
+            core: state.core,
             name: Arc::from(name),
         }
     }
+}
 
+impl CountDownLatch {
     /// The latch's name, without the key prefix.
     pub fn name(&self) -> &str {
         &self.name

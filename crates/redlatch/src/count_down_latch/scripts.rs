@@ -7,7 +7,8 @@ mutating!(
     LATCH_TRY_SET,
     "count_down_latch/latch_try_set.lua",
     ANSWERS_UNDER_OOM,
-    checks
+    checks,
+    set_once
 );
 mutating!(
     LATCH_COUNT_DOWN,

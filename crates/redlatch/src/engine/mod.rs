@@ -1,9 +1,15 @@
 //! The machinery every primitive shares: the per-client state, holds and
-//! their renewal, wake-ups, the acquire attempt, and calls that survive the
-//! caller's cancellation.
+//! their renewal, wake-ups, the acquire attempt, calls that survive the
+//! caller's cancellation, how a client makes a primitive from a name, and
+//! (feature `blocking`) the runtime a blocking call blocks on.
 
 pub(crate) mod acquire;
 pub(crate) mod attempt;
+#[cfg(feature = "blocking")]
+pub(crate) mod blocking_handle;
+#[cfg(feature = "blocking")]
+pub(crate) mod bridge;
+pub(crate) mod by_name;
 pub(crate) mod cancel;
 pub(crate) mod cluster_watch;
 pub(crate) mod context;
@@ -24,6 +30,7 @@ pub(crate) mod primitive;
 pub(crate) mod renewal;
 pub(crate) mod reread;
 pub(crate) mod schedule;
+pub(crate) mod script_call;
 pub(crate) mod sleep;
 pub(crate) mod wait;
 pub(crate) mod wakeup;

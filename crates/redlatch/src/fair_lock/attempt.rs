@@ -6,12 +6,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::base::keys::FairKeys;
 use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::primitive::AttemptCall;
 use crate::error::Result;
 use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
+use crate::fair_lock::keys::FairKeys;
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::released::Released;
 use crate::transport::Connection;

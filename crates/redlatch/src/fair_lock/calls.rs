@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
 
-use crate::base::keys::FairKeys;
 use crate::base::request::Request;
 use crate::error::{Error, Result};
+use crate::fair_lock::keys::FairKeys;
 use crate::scripts::acquired::{Acquired, unexpected};
 use crate::scripts::released::{Released, released};
 use crate::transport::{Connection, bounded};
@@ -54,10 +54,10 @@ pub(crate) async fn acquire(
 ) -> Result<FairReply> {
     let mut call = crate::fair_lock::scripts::FAIR_ACQUIRE.call(conn);
     call.key(&keys.lock.key)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
+        .key(&keys.line.queue)
+        .key(&keys.line.timeouts)
         .key(&keys.lock.token())
-        .key(&keys.alive)
+        .key(&keys.line.alive)
         .key(&keys.terms)
         .arg(times.lease_ms)
         .arg(owner)
@@ -102,7 +102,7 @@ pub(crate) async fn line_head(
     let call = async {
         redis::pipe()
             .cmd("LINDEX")
-            .arg(&keys.queue)
+            .arg(&keys.line.queue)
             .arg(0)
             .cmd("PTTL")
             .arg(&*keys.lock.key)
@@ -134,9 +134,9 @@ pub(crate) async fn leave(
 ) -> Result<()> {
     let mut call = crate::fair_lock::scripts::FAIR_LEAVE.call(conn);
     call.key(&keys.lock.key)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.alive)
+        .key(&keys.line.queue)
+        .key(&keys.line.timeouts)
+        .key(&keys.line.alive)
         .key(&keys.terms)
         .key(&keys.lock.token())
         .arg(keys.lock.channel())
@@ -158,9 +158,9 @@ pub(crate) async fn release(
 ) -> Result<Released> {
     let mut call = crate::fair_lock::scripts::FAIR_RELEASE.call(conn);
     call.key(&keys.lock.key)
-        .key(&keys.queue)
-        .key(&keys.timeouts)
-        .key(&keys.alive)
+        .key(&keys.line.queue)
+        .key(&keys.line.timeouts)
+        .key(&keys.line.alive)
         .key(&keys.terms)
         .key(&keys.lock.token())
         .arg(keys.lock.channel())

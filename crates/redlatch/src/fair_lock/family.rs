@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use crate::base::family::{Boxed, LOCK_RENEWAL, LockFamily, on_connection, reenter_hash_field};
-use crate::base::keys::FairKeys;
 use crate::base::request::Request;
 use crate::engine::context::Core;
 use crate::engine::hold_kind::HoldKind;
 use crate::error::Result;
+use crate::fair_lock::keys::FairKeys;
 use crate::scripts::released::Released;
 
 /// The guards of one fair lock.

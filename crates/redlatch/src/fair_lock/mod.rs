@@ -7,14 +7,15 @@ use std::time::Duration;
 pub(crate) mod attempt;
 pub(crate) mod calls;
 pub(crate) mod family;
+pub(crate) mod keys;
 pub(crate) mod scripts;
 
 use crate::base::guard::Guard;
 use crate::base::handle_options::{handle_options, waiting_methods};
-use crate::base::keys::FairKeys;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::wait::{Acquisition, Step, Wait, wait_for};
@@ -24,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::fair_lock::attempt::FairCall;
 use crate::fair_lock::calls::{self as fair, FairReply, PlaceTimes};
 use crate::fair_lock::family::FairFamily;
+use crate::fair_lock::keys::FairKeys;
 use crate::lease_clock::LeaseInstant;
 use crate::scripts::acquired::Acquired;
 use crate::settings::{RetryPolicy, limits};
@@ -114,6 +116,12 @@ waiting_methods!(
     "One attempt: the guard if the lock was free and nobody waited (or it re-entered), `None` otherwise. Never joins the line. One round trip.",
     "Waits in line as long as `wait` says; leaves the line when it runs out."
 );
+
+impl Primitive for FairLock {
+    fn from_client(state: ClientState, name: String) -> FairLock {
+        FairLock::new(state.core, name)
+    }
+}
 
 impl FairLock {
     /// Default place lease of [`FairLock`] and of waiting writers of a

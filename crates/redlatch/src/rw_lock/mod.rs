@@ -19,6 +19,7 @@ use crate::base::handle_options::handle_options;
 use crate::base::status::LockStatus;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::engine::place::Place;
 use crate::engine::renewal::renewal_period;
@@ -108,6 +109,12 @@ pub struct ReadWriteLock {
 }
 
 handle_options!(ReadWriteLock, "read_write_lock", "write");
+
+impl Primitive for ReadWriteLock {
+    fn from_client(state: ClientState, name: String) -> ReadWriteLock {
+        ReadWriteLock::new(state.core, name)
+    }
+}
 
 impl ReadWriteLock {
     pub(crate) fn new(core: Arc<Core>, name: String) -> ReadWriteLock {

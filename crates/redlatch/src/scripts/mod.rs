@@ -161,7 +161,8 @@ pub(crate) use script;
 /// shared parts named after the file (`src/scripts/lib/NAME.lua`:
 /// `checks`, the validity checks; `fair_line`, the fair lock's line;
 /// `lease`, the rule that never shortens a lease; `memory`, what a write
-/// does on a server out of memory) come first.
+/// does on a server out of memory; `set_once`, a count's first value) come
+/// first.
 macro_rules! mutating {
     ($name:ident, $file:literal, $flags:expr $(, $lib:ident)*) => {
         pub(crate) static $name: std::sync::LazyLock<$crate::scripts::Mutating> =

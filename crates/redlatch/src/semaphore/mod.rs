@@ -8,14 +8,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
+use crate::engine::script_call::{call, send};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::semaphore::keys::SemaphoreKeys;
 use crate::settings::RetryPolicy;
-use crate::transport::bounded;
 
 /// How long a waiter sleeps before re-checking when no release message came:
 /// a safety net against pub/sub messages lost in transit (pub/sub delivers at
@@ -70,6 +71,12 @@ const COUNT: &str = "a permit count (an integer)";
 pub struct Semaphore {
     core: Arc<Core>,
     name: Arc<str>,
+}
+
+impl Primitive for Semaphore {
+    fn from_client(state: ClientState, name: String) -> Semaphore {
+        Semaphore::new(state.core, name)
+    }
 }
 
 impl Semaphore {
@@ -522,36 +529,6 @@ pub(crate) async fn release_permits(
         .arg(core.conn.publish_command());
     let reply: i64 = send(core, "semaphore release", request).await?;
     u64::try_from(reply).map_err(|_| wrong_count(keys))
-}
-
-/// Sends one request of a script that changes data on the client's
-/// connection, each send bounded by the response timeout (re-sent on a
-/// cluster when a send fails on the way: [`crate::scripts::Call::run`]).
-pub(crate) async fn send<T: redis::FromRedisValue>(
-    core: &Arc<Core>,
-    op: &'static str,
-    request: crate::scripts::Call,
-) -> Result<T> {
-    let mut conn = core.conn.clone();
-    let limit = core.current_settings().response_timeout;
-    request.run(&mut conn, op, limit).await
-}
-
-/// Runs one read-only script call on the client's connection, bounded by the response timeout.
-pub(crate) async fn call<T: redis::FromRedisValue>(
-    core: &Arc<Core>,
-    op: &'static str,
-    invocation: &crate::scripts::Invocation,
-) -> Result<T> {
-    let mut conn = core.conn.clone();
-    let limit = core.current_settings().response_timeout;
-    bounded(op, limit, async {
-        invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|error| Error::from_redis(op, error))
-    })
-    .await
 }
 
 fn wrong_count(keys: &SemaphoreKeys) -> Error {

@@ -10,17 +10,19 @@ use uuid::Uuid;
 use crate::base::handle_options::{lease_option, waiting_methods};
 use crate::base::hold_accessors::hold_accessors;
 use crate::engine::acquire::lease_choice;
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::cancel::{hand_over, run_to_end, spawn_undo};
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::{BatchRenewal, HoldKind};
+use crate::engine::script_call::{call, send};
 use crate::engine::wait::{Acquisition, Step, Wait, Wakes, wait_for};
 use crate::engine::wakeup::Ticket;
 use crate::error::{Error, Result};
 use crate::lease_clock::LeaseInstant;
 use crate::semaphore::keys::{SemaphoreKeys, permit_member};
 use crate::semaphore::scripts;
-use crate::semaphore::{RECHECK, Semaphore, call, protocol, send};
+use crate::semaphore::{RECHECK, Semaphore, protocol};
 use crate::settings::RetryPolicy;
 
 /// What the two keys of an expirable semaphore should hold (for [`Error::WrongValue`]).
@@ -88,6 +90,12 @@ pub struct PermitSemaphore {
     name: Arc<str>,
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
+}
+
+impl Primitive for PermitSemaphore {
+    fn from_client(state: ClientState, name: String) -> PermitSemaphore {
+        PermitSemaphore::new(state.core, name)
+    }
 }
 
 impl PermitSemaphore {

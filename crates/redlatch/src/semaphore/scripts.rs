@@ -7,7 +7,8 @@ use crate::scripts::{ANSWERS_UNDER_OOM, GIVES_BACK, ScriptList, mutating, script
 mutating!(
     SEMAPHORE_TRY_SET,
     "semaphore/semaphore_try_set.lua",
-    ANSWERS_UNDER_OOM
+    ANSWERS_UNDER_OOM,
+    set_once
 );
 mutating!(
     SEMAPHORE_ADD,

@@ -7,14 +7,5 @@
 -- Returns  1  set, and the count published on the channel
 --          0  the semaphore already had a count: left alone
 --         -1  KEYS[1] holds something other than an integer
-local publish = ARGV[3] or 'publish'
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' then
-  if kind ~= 'string' or not tonumber(redis.call('get', KEYS[1])) then
-    return -1
-  end
-  return 0
-end
-redis.call('set', KEYS[1], ARGV[2])
-redis.call(publish, ARGV[1], ARGV[2])
-return 1
+-- (set_once: lib/set_once.lua)
+return set_once(KEYS[1], ARGV[2], ARGV[1], ARGV[2], ARGV[3], tonumber)

@@ -8,8 +8,9 @@ use tracing::Instrument;
 
 use crate::base::hold_accessors::hold_accessors;
 use crate::base::keys::LockKeys;
+use crate::base::release_on_drop::release_on_drop;
 use crate::engine::acquire::Terms;
-use crate::engine::cancel::{run_to_end, spawn_undo};
+use crate::engine::cancel::run_to_end;
 use crate::engine::context::Core;
 use crate::engine::hold::{Hold, LostReason, NewHold};
 use crate::engine::hold_kind::HoldKind;
@@ -192,14 +193,4 @@ impl TokenGuard {
     }
 }
 
-impl Drop for TokenGuard {
-    fn drop(&mut self) {
-        if !self.released {
-            self.released = true;
-            let release = self.stop_and_release();
-            spawn_undo(&self.core.background, async move {
-                let _ = release.await;
-            });
-        }
-    }
-}
+release_on_drop!(TokenGuard);

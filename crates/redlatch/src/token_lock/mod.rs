@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::base::keys::LockKeys;
 use crate::base::status::{KeyKind, LockStatus};
 use crate::engine::acquire::{Terms, acquire_measured};
+use crate::engine::by_name::{ClientState, Primitive};
 use crate::engine::context::Core;
 use crate::engine::wait::{Wait, wait_for};
 use crate::error::{Error, Result};
@@ -97,6 +98,12 @@ pub struct TokenLock {
     /// A fixed lease; `None`: the client's default lease, renewed.
     lease: Option<Duration>,
     fenced: bool,
+}
+
+impl Primitive for TokenLock {
+    fn from_client(state: ClientState, name: String) -> TokenLock {
+        TokenLock::new(state.core, name)
+    }
 }
 
 impl TokenLock {

@@ -22,6 +22,11 @@ const CHECKS: &str = include_str!("../../src/scripts/lib/checks.lua");
 const FAIR_LINE: &str = include_str!("../../src/scripts/lib/fair_line.lua");
 const LEASE: &str = include_str!("../../src/scripts/lib/lease.lua");
 const MEMORY: &str = include_str!("../../src/scripts/lib/memory.lua");
+const SET_ONCE: &str = include_str!("../../src/scripts/lib/set_once.lua");
+const CHECKS_AND_SET_ONCE: &str = concat!(
+    include_str!("../../src/scripts/lib/checks.lua"),
+    include_str!("../../src/scripts/lib/set_once.lua")
+);
 const CHECKS_LEASE_AND_MEMORY: &str = concat!(
     include_str!("../../src/scripts/lib/checks.lua"),
     include_str!("../../src/scripts/lib/lease.lua"),
@@ -119,7 +124,7 @@ const SCRIPTS: [(&str, &str, &str); 29] = [
     (
         "semaphore_try_set",
         include_str!("../../src/semaphore/semaphore_try_set.lua"),
-        "",
+        SET_ONCE,
     ),
     (
         "semaphore_add",
@@ -164,7 +169,7 @@ const SCRIPTS: [(&str, &str, &str); 29] = [
     (
         "latch_try_set",
         include_str!("../../src/count_down_latch/latch_try_set.lua"),
-        CHECKS,
+        CHECKS_AND_SET_ONCE,
     ),
     (
         "latch_count_down",

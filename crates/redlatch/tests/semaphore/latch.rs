@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::AsyncCommands;
-use redlatch::Error;
+use redlatch::{CountDownLatch, Error};
 
 use crate::common;
 
@@ -43,7 +43,8 @@ async fn the_count_down_to_zero_wakes_every_awaiter_of_every_client_at_once() {
     for _ in 0..3 {
         let client = common::client(&server).await;
         for _ in 0..4 {
-            let latch = client.count_down_latch("shards");
+            // Made the generic way, as a primitive with no client method would be.
+            let latch = client.handle::<CountDownLatch>("shards");
             waiters.push(tokio::spawn(async move {
                 latch.await_zero().await.map(|()| Instant::now())
             }));
