@@ -162,7 +162,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "semaphore/semaphore_release.lua",
-        sha1: "341c38d0abbacc40d7965ea7e0a5e9a2c62f6898",
+        sha1: "48d4869450e0a86584728971748c68e360efcb28",
         step: "semaphore::Permits::release",
         recheck: "a release adds its permits back by INCRBY and publishes",
     },

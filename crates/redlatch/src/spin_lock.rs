@@ -130,7 +130,7 @@ impl SpinLock {
     async fn acquire_waiting(&self, wait: Wait) -> Result<Option<Guard>> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys = LockKeys::new(&settings.key_prefix, &self.name)?
+        let keys = LockKeys::of_name(&settings.key_prefix, &self.name)?
             .per_name_counter(settings.per_name_token_counters)
             .checked_for(&core.conn)?;
         let terms = Terms::choose(core, self.owner.as_deref(), self.lease)?;

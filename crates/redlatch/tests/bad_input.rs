@@ -8,6 +8,8 @@
 #[path = "bad_input/budget.rs"]
 mod budget;
 mod common;
+#[path = "bad_input/handle_names.rs"]
+mod handle_names;
 #[path = "bad_input/names_and_durations.rs"]
 mod names_and_durations;
 #[path = "bad_input/scripts_raw.rs"]

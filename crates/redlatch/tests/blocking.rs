@@ -1,6 +1,8 @@
 //! The blocking facade, from plain threads.
 
 mod common;
+#[path = "blocking/handles.rs"]
+mod handles;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,6 +8,12 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, ClientBuilder, ClusterPubSub, Error};
 use testkit::Cluster;
 
+/// The counts' try-sets and adds cut off in flight.
+#[path = "cluster/counts_cut_off.rs"]
+mod counts_cut_off;
+/// Names made into primitives by handle::<P> and by their factories.
+#[path = "cluster/handle_names.rs"]
+mod handle_names;
 /// The loss watch on a cluster.
 #[path = "cluster/loss_watch.rs"]
 mod loss_watch;

@@ -8,6 +8,10 @@
 #![recursion_limit = "256"]
 
 mod common;
+#[path = "faults/counts_flushed.rs"]
+mod counts_flushed;
+#[path = "faults/drops.rs"]
+mod drops;
 
 #[path = "faults/lock_kinds.rs"]
 mod lock_kinds;

@@ -2,9 +2,13 @@
 //! input; and the count-down latch (`semaphore/latch.rs`), a count of the same
 //! shape.
 
+#[path = "semaphore/bad_counts_and_pauses.rs"]
+mod bad_counts_and_pauses;
 mod common;
 #[path = "semaphore/latch.rs"]
 mod latch;
+#[path = "semaphore/old_library.rs"]
+mod old_library;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -64,21 +64,36 @@ impl LockKeys {
     /// Cluster, they hash to the same slot as the key itself (when the key has
     /// no braces of its own), as Redisson's do.
     pub(crate) fn new(prefix: &str, name: &str) -> Result<LockKeys> {
+        LockKeys::made(prefix, name, None)
+    }
+
+    /// [`LockKeys::new`] for a handle's name: under no key prefix the key
+    /// is the name, shared rather than written again (one allocation less
+    /// for every handle that acquires, a parked waiter's among them).
+    pub(crate) fn of_name(prefix: &str, name: &Arc<str>) -> Result<LockKeys> {
+        LockKeys::made(prefix, name, prefix.is_empty().then_some(name))
+    }
+
+    /// [`LockKeys::new`], with `key` the key already written, if it is.
+    fn made(prefix: &str, name: &str, written: Option<&Arc<str>>) -> Result<LockKeys> {
         if name.is_empty() {
             return Err(Error::InvalidName {
                 name: String::new(),
                 reason: "a lock name must not be empty",
             });
         }
-        let key = format!("{prefix}{name}");
-        if key.len() > MAX_NAME_LEN {
+        if prefix.len() + name.len() > MAX_NAME_LEN {
             return Err(Error::InvalidName {
                 name: excerpt(name),
                 reason: "longer than 1024 bytes (key prefix included)",
             });
         }
+        let key = match written {
+            Some(key) => key.clone(),
+            None => Arc::from(format!("{prefix}{name}")),
+        };
         Ok(LockKeys {
-            key: Arc::from(key),
+            key,
             // At most the key's length, checked above.
             name_at: u16::try_from(prefix.len()).unwrap_or(u16::MAX),
             channel: LockChannel::Lock,

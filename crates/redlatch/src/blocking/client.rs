@@ -127,12 +127,12 @@ impl Client {
 
     /// A handle to the read-write lock `name` (see [`crate::ReadWriteLock`]).
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(self.inner.read_write_lock(name), self.bridge.clone())
+        self.handle(name)
     }
 
     /// A handle to the counting semaphore `name` (see [`crate::Semaphore`]).
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.inner.semaphore(name), self.bridge.clone())
+        self.handle(name)
     }
 
     /// A handle to the count-down latch `name` (see [`crate::CountDownLatch`]):

@@ -1,12 +1,10 @@
 //! The blocking read-write lock and its guards.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::guard::Guard;
 use crate::LockStatus;
 use crate::engine::blocking_handle::Handle;
-use crate::engine::bridge::Bridge;
 use crate::error::Result;
 
 /// A blocking [`crate::ReadWriteLock`]: many readers or one writer, and the
@@ -26,17 +24,9 @@ use crate::error::Result;
 /// write.release()?;
 /// # Ok::<(), redlatch::Error>(())
 /// ```
-#[derive(Clone, Debug)]
-pub struct ReadWriteLock {
-    inner: crate::ReadWriteLock,
-    bridge: Arc<Bridge>,
-}
+pub type ReadWriteLock = Handle<crate::ReadWriteLock>;
 
-impl ReadWriteLock {
-    pub(super) fn new(inner: crate::ReadWriteLock, bridge: Arc<Bridge>) -> ReadWriteLock {
-        ReadWriteLock { inner, bridge }
-    }
-
+impl Handle<crate::ReadWriteLock> {
     /// The lock's name, without the key prefix.
     pub fn name(&self) -> &str {
         self.inner.name()
@@ -44,27 +34,18 @@ impl ReadWriteLock {
 
     /// The same lock, held by the named owner (see [`crate::ReadWriteLock::with_owner`]).
     pub fn with_owner(self, owner: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock {
-            inner: self.inner.with_owner(owner),
-            bridge: self.bridge,
-        }
+        self.map(|inner| inner.with_owner(owner))
     }
 
     /// The same lock with another claim lease for waiting writers (see
     /// [`crate::ReadWriteLock::with_place_lease`]).
     pub fn with_place_lease(self, lease: Duration) -> ReadWriteLock {
-        ReadWriteLock {
-            inner: self.inner.with_place_lease(lease),
-            bridge: self.bridge,
-        }
+        self.map(|inner| inner.with_place_lease(lease))
     }
 
     /// The same lock with a fixed lease (see [`crate::ReadWriteLock::with_lease`]).
     pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
-        ReadWriteLock {
-            inner: self.inner.with_lease(lease),
-            bridge: self.bridge,
-        }
+        self.map(|inner| inner.with_lease(lease))
     }
 
     /// The read side as a blocking lock handle (see [`crate::ReadWriteLock::reader`]).

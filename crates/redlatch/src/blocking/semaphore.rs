@@ -3,22 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::blocking_handle::Handle;
 use crate::engine::bridge::Bridge;
 use crate::error::Result;
 
 /// A blocking [`crate::Semaphore`]. Each method's round trips, keys and
 /// errors are those of the async method of the same name.
-#[derive(Clone, Debug)]
-pub struct Semaphore {
-    inner: crate::Semaphore,
-    bridge: Arc<Bridge>,
-}
+pub type Semaphore = Handle<crate::Semaphore>;
 
-impl Semaphore {
-    pub(super) fn new(inner: crate::Semaphore, bridge: Arc<Bridge>) -> Semaphore {
-        Semaphore { inner, bridge }
-    }
-
+impl Handle<crate::Semaphore> {
     /// The semaphore's name, without the key prefix.
     pub fn name(&self) -> &str {
         self.inner.name()

@@ -21,7 +21,11 @@ pub(crate) async fn try_set(core: &Arc<Core>, keys: &LatchKeys, count: u64) -> R
         .arg(&keys.channel)
         .arg(count)
         .arg(core.conn.publish_command());
-    let reply: i64 = send(core, "latch try_set_count", request).await?;
+    // Re-sending a set that may have run would answer "already set" to
+    // the caller that set it: a reply that never came is no answer.
+    let reply: i64 = send(core, "latch try_set_count", request)
+        .await
+        .map_err(|error| error.unknown_outcome("latch try_set_count"))?;
     match reply {
         1 => Ok(true),
         0 => Ok(false),

@@ -104,7 +104,10 @@ impl CountDownLatch {
     /// # Errors
     /// [`Error::InvalidCount`] for 0 or a count above 2^63 − 1 (nothing
     /// sent), [`Error::InvalidName`], [`Error::WrongValue`] (the key holds
-    /// something else: left alone), connection errors.
+    /// something else: left alone), connection errors;
+    /// [`Error::OutcomeUnknown`] when the call may have set the count but no
+    /// answer came (not transient: a repeat would answer `false` to the
+    /// caller that set it; read [`CountDownLatch::count`] instead).
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have set the count.

@@ -18,6 +18,7 @@
 //! whose `Drop` lets go of it.
 
 use std::future::Future;
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -250,6 +251,46 @@ pub(crate) trait Acquisition: Send {
     }
 }
 
+/// The channel memberships of one wait: the usual one kept inline, not in
+/// a vector of its own (a parked waiter keeps it; measure 5).
+pub(crate) enum Tickets {
+    None,
+    One(Ticket),
+    Many(Vec<Ticket>),
+}
+
+impl From<Vec<Ticket>> for Tickets {
+    fn from(mut tickets: Vec<Ticket>) -> Tickets {
+        match tickets.len() {
+            0 => Tickets::None,
+            1 => Tickets::One(tickets.pop().expect("one")),
+            _ => Tickets::Many(tickets),
+        }
+    }
+}
+
+impl Deref for Tickets {
+    type Target = [Ticket];
+
+    fn deref(&self) -> &[Ticket] {
+        match self {
+            Tickets::None => &[],
+            Tickets::One(ticket) => std::slice::from_ref(ticket),
+            Tickets::Many(tickets) => tickets,
+        }
+    }
+}
+
+impl DerefMut for Tickets {
+    fn deref_mut(&mut self) -> &mut [Ticket] {
+        match self {
+            Tickets::None => &mut [],
+            Tickets::One(ticket) => std::slice::from_mut(ticket),
+            Tickets::Many(tickets) => tickets,
+        }
+    }
+}
+
 /// Runs `acquisition` until it succeeds, `wait` (counted from now) runs out
 /// (`Ok(None)`), or an attempt fails for good: [`wait_from`] for a call that
 /// has done nothing before its wait.
@@ -261,7 +302,7 @@ pub(crate) async fn wait_for<A: Acquisition>(
         acquisition,
         wait,
         LeaseInstant::now(),
-        Vec::new(),
+        Tickets::None,
         false,
         false,
     )
@@ -288,7 +329,7 @@ pub(crate) fn wait_from<A: Acquisition>(
     acquisition: &mut A,
     wait: Wait,
     started: LeaseInstant,
-    mut tickets: Vec<Ticket>,
+    mut tickets: Tickets,
     mut woken: bool,
     seen_held: bool,
 ) -> impl Future<Output = Result<Option<A::Output>>> {
@@ -306,12 +347,10 @@ pub(crate) fn wait_from<A: Acquisition>(
         let mut answered_busy = seen_held;
         // This call's wait was counted (once per call).
         let mut counted = false;
-        // Per ticket, the subscription generation and messages seen before the
-        // attempt: a park returns at once for anything newer.
-        let mut marks: Vec<(u64, u64)> = Vec::with_capacity(tickets.len().max(1));
         loop {
-            marks.clear();
-            marks.extend(tickets.iter().map(|t| (t.epoch(), t.messages())));
+            // Per ticket, the subscription generation and messages seen before
+            // the attempt: a park returns at once for anything newer.
+            tickets.iter_mut().for_each(Ticket::mark);
             if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
                 // The wait ended while parked or pausing: no time for a call.
                 give_up_within_grace(acquisition).await;
@@ -341,7 +380,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                     if woken {
                         pass_on(&tickets);
                     }
-                    tickets.clear();
+                    tickets = Tickets::None;
                     if matches!(
                         error,
                         Error::ResponseTimeout {
@@ -415,12 +454,12 @@ pub(crate) fn wait_from<A: Acquisition>(
                     crate::engine::metrics::contended_wait();
                     counted = true;
                 }
-                tickets = acquisition.join()?;
+                tickets = Tickets::from(acquisition.join()?);
                 if tickets.is_empty() {
                     // Nowhere to listen (no node reachable): wait the re-check out.
                     Box::pin(tokio::time::sleep(limit)).await;
                 }
-                for ticket in &tickets {
+                for ticket in tickets.iter() {
                     ticket.note_lease_end(now + retry_in);
                 }
                 Box::pin(futures_util::future::join_all(
@@ -446,21 +485,22 @@ pub(crate) fn wait_from<A: Acquisition>(
                 };
                 if let Some(retry_in) = looked {
                     let now = LeaseInstant::now();
-                    for ticket in &tickets {
+                    for ticket in tickets.iter() {
                         ticket.note_lease_end(now + retry_in);
                     }
                     let limit = retry_in.min(remaining(now));
-                    marks.clear();
-                    marks.extend(tickets.iter().map(|_| (1, 0)));
-                    let wake = park_on_any(&tickets, &marks, limit, first).await;
+                    for ticket in tickets.iter_mut() {
+                        ticket.mark_as(1, 0);
+                    }
+                    let wake = park_on_any(&tickets, limit, first).await;
                     record_wake(wake);
                     woken = wake == Wake::Message;
                 }
             } else {
-                for ticket in &tickets {
+                for ticket in tickets.iter() {
                     ticket.note_lease_end(now + retry_in);
                 }
-                let wake = park_on_any(&tickets, &marks, limit, first).await;
+                let wake = park_on_any(&tickets, limit, first).await;
                 record_wake(wake);
                 woken = wake == Wake::Message;
             }
@@ -510,24 +550,22 @@ fn pass_on(tickets: &[Ticket]) {
 /// Parks on every ticket at once until the first wakes (or `limit`);
 /// `first`: as the claimant of the lock's next turn. Each ticket parks
 /// until a message it has not seen (one that came after its mark's count),
-/// a resubscription after its mark's epoch, or `limit`.
+/// a resubscription after its mark's epoch, or `limit` ([`Ticket::mark`]).
 ///
 /// A plain function, not an `async fn`: a parked waiter sits in this
 /// future, and each `async fn` layer would add its arguments' room.
-fn park_on_any<'a>(
-    tickets: &'a [Ticket],
-    marks: &[(u64, u64)],
+fn park_on_any(
+    tickets: &[Ticket],
     limit: Duration,
     first: bool,
-) -> impl Future<Output = Wake> + 'a {
-    match (tickets, marks) {
+) -> impl Future<Output = Wake> + '_ {
+    match tickets {
         // The usual case, one channel: no boxing.
-        ([ticket], [(epoch, seen)]) => Either::Left(ticket.park(*epoch, *seen, limit, first)),
+        [ticket] => Either::Left(ticket.park_from_mark(limit, first)),
         _ => {
             let parked = tickets
                 .iter()
-                .zip(marks)
-                .map(|(ticket, &(epoch, seen))| Box::pin(ticket.park(epoch, seen, limit, first)));
+                .map(|ticket| Box::pin(ticket.park_from_mark(limit, first)));
             Either::Right(futures_util::future::select_all(parked).map(|(wake, ..)| wake))
         }
     }

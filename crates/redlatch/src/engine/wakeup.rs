@@ -23,11 +23,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::lease_clock::LeaseInstant;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, AtomicU64, Mutex, Ordering};
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -79,6 +81,9 @@ pub(crate) struct Channel {
     /// Never subscribed: its messages come from this process ([`Nudge`]:
     /// a tracked key's invalidation, a release by this client).
     local: bool,
+    /// Tells the channel's timer (see [`Queue::timer`]) that a waiter parked
+    /// with an earlier deadline than the one it sleeps toward.
+    rearm: Arc<Notify>,
 }
 
 /// The waiters of a one-waiter-per-message channel, and the wake-up nobody
@@ -95,17 +100,115 @@ struct Queue {
     /// The newest message no parked waiter could take (0: none): the next
     /// waiter to park whose attempt began before it takes it.
     pending: u64,
+    /// The channel's timer, which ends the parks whose deadline passed: one
+    /// task per channel while some parked waiter has a deadline, rather
+    /// than a `tokio::time::Sleep` (112 bytes) in every parked waiter.
+    /// `Some(at)`: it runs, and looks at the parked waiters at `at` at the
+    /// latest (the earliest deadline among them when it was set).
+    timer: Option<LeaseInstant>,
 }
 
-/// One parked waiter.
+/// One parked waiter: its one registration, which the message handed to
+/// it, a resubscription of the channel, or the channel's timer ends.
 struct Slot {
     /// The messages counted before this waiter's last attempt.
     seen: u64,
     /// This waiter claimed the lock's next turn: woken first.
     first: bool,
+    /// When the park runs out (`None`: never).
+    deadline: Option<LeaseInstant>,
     /// The message handed to this waiter (0: none), set under the queue's lock.
     handed: AtomicU64,
-    wake: Notify,
+    /// How the park ended other than by a message: [`RESUBSCRIBED`],
+    /// [`TIMED_OUT`] (0: it did not).
+    ended: AtomicU8,
+    /// The parked task, woken when any of the above is set. The standard
+    /// mutex, also under the permutation checks: a leaf, taken under the
+    /// queue's lock and holding nothing else, whose exchange of a waker
+    /// those checks need not cut in two (they explore the atomics around
+    /// it); as a scheduling point it let a waiter be left holding the
+    /// queue's lock when the checks drop their tasks at the end.
+    waker: crate::sync::unpoisoned::Mutex<Option<Waker>>,
+}
+
+/// [`Slot::ended`]: the park ran out.
+const TIMED_OUT: u8 = 1;
+/// [`Slot::ended`]: the subscription was made again (messages may have
+/// been missed); it outranks a deadline, as a resubscription did before.
+const RESUBSCRIBED: u8 = 2;
+
+impl Slot {
+    fn new(seen: u64, first: bool, deadline: Option<LeaseInstant>) -> Slot {
+        Slot {
+            seen,
+            first,
+            deadline,
+            handed: AtomicU64::new(0),
+            ended: AtomicU8::new(0),
+            waker: crate::sync::unpoisoned::Mutex::new(None),
+        }
+    }
+
+    /// Hands message `number` to this waiter and wakes it.
+    fn hand(&self, number: u64) {
+        self.handed.store(number, Ordering::Release);
+        self.wake();
+    }
+
+    /// Ends the park for `reason` ([`TIMED_OUT`], [`RESUBSCRIBED`]).
+    fn end(&self, reason: u8) {
+        self.ended.fetch_max(reason, Ordering::AcqRel);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        // Taken under the lock the parked task stores it under: set before
+        // the task looks again, or woken after it stored its waker.
+        if let Some(waker) = self.waker.lock().take() {
+            waker.wake();
+        }
+    }
+
+    /// How the park ended, if it did: a message first, then a
+    /// resubscription, then the deadline (the order the park's `select!`
+    /// had).
+    fn outcome(&self) -> Option<Wake> {
+        if self.handed.load(Ordering::Acquire) != 0 {
+            return Some(Wake::Message);
+        }
+        match self.ended.load(Ordering::Acquire) {
+            0 => None,
+            RESUBSCRIBED => Some(Wake::Resubscribed),
+            _ => Some(Wake::TimedOut),
+        }
+    }
+}
+
+/// Resolves when the slot's park ends: what a parked waiter awaits (a
+/// pointer, where two `Notified` and a `Sleep` took 240 bytes).
+struct SlotEnded<'a>(&'a Slot);
+
+impl Future for SlotEnded<'_> {
+    type Output = Wake;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+        let slot = self.0;
+        if let Some(wake) = slot.outcome() {
+            return Poll::Ready(wake);
+        }
+        {
+            let mut waker = slot.waker.lock();
+            match &mut *waker {
+                Some(kept) if kept.will_wake(cx.waker()) => {}
+                kept => *kept = Some(cx.waker().clone()),
+            }
+        }
+        // Set between the first look and the waker stored: seen now.
+        match slot.outcome() {
+            Some(wake) => Poll::Ready(wake),
+            None => Poll::Pending,
+        }
+    }
 }
 
 impl Queue {
@@ -120,8 +223,7 @@ impl Queue {
         match claimant.or_else(|| self.parked.iter().position(unseen)) {
             Some(index) => {
                 let slot = self.parked.remove(index).expect("found above");
-                slot.handed.store(number, Ordering::Release);
-                slot.wake.notify_one();
+                slot.hand(number);
             }
             None => self.pending = self.pending.max(number),
         }
@@ -146,6 +248,15 @@ impl Channel {
     #[cfg(all(test, feature = "__permutation-checks"))]
     fn parked(&self) -> usize {
         self.queue.lock().parked.len()
+    }
+
+    /// The subscription was made again (its epoch bumped before): every
+    /// waiter parked on it checks its lock again.
+    fn resubscribed(&self) {
+        self.notify.notify_waiters();
+        for slot in &self.queue.lock().parked {
+            slot.end(RESUBSCRIBED);
+        }
     }
 }
 
@@ -199,6 +310,10 @@ pub(crate) struct Ticket {
     /// The message that ended this waiter's last park (0: none), to hand
     /// on if the waiter cannot use it.
     woken_by: AtomicU64,
+    /// The subscription generation and the messages counted before the
+    /// waiter's last attempt ([`Ticket::mark`]): its next park returns at
+    /// once for anything newer.
+    marked: (u64, u64),
 }
 
 impl Ticket {
@@ -207,7 +322,29 @@ impl Ticket {
             registry,
             channel,
             woken_by: AtomicU64::new(0),
+            marked: (0, 0),
         }
+    }
+
+    /// Notes the subscription generation and the messages counted so far:
+    /// called before each attempt, for [`Ticket::park_from_mark`].
+    pub(crate) fn mark(&mut self) {
+        self.marked = (self.epoch(), self.messages());
+    }
+
+    /// Notes `epoch` and `seen` as if read before the last attempt.
+    pub(crate) fn mark_as(&mut self, epoch: u64, seen: u64) {
+        self.marked = (epoch, seen);
+    }
+
+    /// [`Ticket::park`] from what the last [`Ticket::mark`] noted.
+    pub(crate) fn park_from_mark(
+        &self,
+        limit: Duration,
+        first: bool,
+    ) -> impl Future<Output = Wake> + '_ {
+        let (epoch, seen) = self.marked;
+        self.park(epoch, seen, limit, first)
     }
 }
 
@@ -225,6 +362,7 @@ impl Channel {
             queue: Mutex::new(Queue::default()),
             handed: Mutex::new(None),
             local,
+            rearm: Arc::new(Notify::new()),
         }
     }
 }
@@ -440,55 +578,40 @@ impl Ticket {
         limit: Duration,
         first: bool,
     ) -> impl Future<Output = Wake> + '_ {
-        self.park_until(epoch, seen, first, move || tokio::time::sleep(limit))
+        self.park_until(epoch, seen, first, Some(limit))
     }
 
-    /// [`Ticket::park`], with the wait's end as a future `timer` makes,
-    /// which resolves when the wait runs out (the permutation checks, which
-    /// have no clock, make one that never does).
+    /// [`Ticket::park`], running out after `limit` (`None`: never, as the
+    /// permutation checks, which have no clock, park).
     ///
-    /// A plain function around an `async` block, one layer, the timer made
-    /// and pinned inside it: an `async fn` keeps its arguments twice (as
-    /// given, and as the locals its body uses), a timer moved in is kept
-    /// twice too, and a parked waiter sits in this future.
+    /// A plain function around an `async` block, one layer: an `async fn`
+    /// keeps its arguments twice (as given, and as the locals its body
+    /// uses), and a parked waiter sits in this future. On a channel whose
+    /// messages wake one waiter each, the park is one registration in the
+    /// channel's queue ([`Slot`]), ended by the message handed to it, a
+    /// resubscription, or the channel's timer: the future keeps a pointer
+    /// to it. A broadcast channel's park (read-write locks) is boxed.
     #[expect(
         clippy::manual_async_fn,
         reason = "an `async fn` keeps its arguments twice in a parked waiter"
     )]
-    fn park_until<T: Future<Output = ()>>(
+    fn park_until(
         &self,
         epoch: u64,
         seen: u64,
         first: bool,
-        timer: impl FnOnce() -> T,
+        limit: Option<Duration>,
     ) -> impl Future<Output = Wake> {
         async move {
-            let timer = std::pin::pin!(timer());
             let channel = &*self.channel;
-            // Registered before the epoch is checked: a resubscription in between still wakes it.
-            let resubscribed = channel.notify.notified();
-            tokio::pin!(resubscribed);
-            resubscribed.as_mut().enable();
+            if channel.broadcast.load(Ordering::Acquire) {
+                return Box::pin(self.park_broadcast(epoch, seen, limit)).await;
+            }
             if channel.epoch.load(Ordering::Acquire) != epoch {
                 return Wake::Resubscribed;
             }
-            if channel.broadcast.load(Ordering::Acquire) {
-                if self.messages() != seen {
-                    return Wake::Message;
-                }
-                return tokio::select! {
-                    biased;
-                    _ = &mut resubscribed => {
-                        if channel.epoch.load(Ordering::Acquire) != epoch {
-                            Wake::Resubscribed
-                        } else {
-                            Wake::Message
-                        }
-                    }
-                    _ = timer => Wake::TimedOut,
-                };
-            }
-            let slot = {
+            let deadline = limit.and_then(|limit| LeaseInstant::now().checked_add(limit));
+            let (slot, start_timer) = {
                 let mut queue = channel.queue.lock();
                 if first && self.messages() > seen {
                     // A claimant of the next turn: a release since its attempt
@@ -502,31 +625,31 @@ impl Ticket {
                     self.woken_by.store(number, Ordering::Release);
                     return Wake::Message;
                 }
-                let slot = Arc::new(Slot {
-                    seen,
-                    first,
-                    handed: AtomicU64::new(0),
-                    wake: Notify::new(),
-                });
+                let slot = Arc::new(Slot::new(seen, first, deadline));
                 queue.parked.push_back(slot.clone());
-                slot
+                (
+                    slot,
+                    deadline.is_some_and(|at| queue.arm_timer(at, channel)),
+                )
             };
+            if start_timer {
+                // After the queue's lock is let go: a timer dropped unrun
+                // (a runtime shutting down) takes it.
+                tokio::spawn(Timer::of(&self.channel).run());
+            }
             let mut parked = Parked {
                 channel,
                 slot,
                 claimed: false,
             };
-            // Borrowed from `parked`, not cloned: one pointer less kept.
-            let woken = parked.slot.wake.notified();
-            tokio::pin!(woken);
-            let wake = tokio::select! {
-                // A wake-up that came is taken rather than handed on, and the
-                // order is fixed, as the permutation checks need.
-                biased;
-                _ = &mut woken => Wake::Message,
-                _ = &mut resubscribed => Wake::Resubscribed,
-                _ = timer => Wake::TimedOut,
-            };
+            // Read again once parked: a resubscription bumps the epoch, then
+            // ends the parks of the waiters in the queue under its lock, so
+            // one that came before this waiter parked is seen here (its
+            // place is left as a dropped park's is).
+            if channel.epoch.load(Ordering::Acquire) != epoch {
+                return Wake::Resubscribed;
+            }
+            let wake = SlotEnded(&parked.slot).await;
             if wake == Wake::Message {
                 parked.claimed = true;
                 self.woken_by.store(
@@ -535,6 +658,143 @@ impl Ticket {
                 );
             }
             wake
+        }
+    }
+
+    /// [`Ticket::park_until`] on a broadcast channel: every message wakes
+    /// every waiter, so there is no queue to register in.
+    async fn park_broadcast(&self, epoch: u64, seen: u64, limit: Option<Duration>) -> Wake {
+        let channel = &*self.channel;
+        // Registered before the epoch is checked: a resubscription in between still wakes it.
+        let resubscribed = channel.notify.notified();
+        tokio::pin!(resubscribed);
+        resubscribed.as_mut().enable();
+        if channel.epoch.load(Ordering::Acquire) != epoch {
+            return Wake::Resubscribed;
+        }
+        if self.messages() != seen {
+            return Wake::Message;
+        }
+        let timer = crate::engine::sleep::sleep_until(
+            limit.and_then(|limit| tokio::time::Instant::now().checked_add(limit)),
+        );
+        tokio::select! {
+            biased;
+            _ = &mut resubscribed => {
+                if channel.epoch.load(Ordering::Acquire) != epoch {
+                    Wake::Resubscribed
+                } else {
+                    Wake::Message
+                }
+            }
+            _ = timer => Wake::TimedOut,
+        }
+    }
+}
+
+impl Queue {
+    /// A waiter parked with deadline `at`: makes sure the channel's timer
+    /// looks at the queue by then. Returns true when no timer runs (the
+    /// caller starts one, once the queue's lock is let go).
+    fn arm_timer(&mut self, at: LeaseInstant, channel: &Channel) -> bool {
+        match self.timer {
+            None => {
+                self.timer = Some(at);
+                true
+            }
+            Some(armed) if at < armed => {
+                self.timer = Some(at);
+                channel.rearm.notify_one();
+                false
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Ends the parks whose deadline is `due` (they leave the queue: no
+    /// message is handed to them), and says when the next one is.
+    fn time_out(&mut self, due: impl Fn(LeaseInstant) -> bool) -> Option<LeaseInstant> {
+        let mut next: Option<LeaseInstant> = None;
+        self.parked.retain(|slot| match slot.deadline {
+            Some(at) if due(at) => {
+                slot.end(TIMED_OUT);
+                false
+            }
+            Some(at) => {
+                next = Some(next.map_or(at, |next| next.min(at)));
+                true
+            }
+            None => true,
+        });
+        next
+    }
+}
+
+/// A channel's timer: a task that sleeps until the earliest deadline of
+/// the channel's parked waiters and ends the parks that ran out; it ends
+/// when none is left with a deadline. It keeps the channel weakly (a
+/// channel all of whose waiters left is gone, [`Nudge::is_live`]).
+/// Dropped before its end (its runtime shut down), it wakes the parked
+/// waiters that have a deadline: they look at their lock and park again,
+/// under a timer of their own runtime.
+struct Timer {
+    channel: std::sync::Weak<Channel>,
+    rearm: Arc<Notify>,
+    done: bool,
+}
+
+impl Timer {
+    fn of(channel: &Arc<Channel>) -> Timer {
+        Timer {
+            channel: Arc::downgrade(channel),
+            rearm: channel.rearm.clone(),
+            done: false,
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let Some(channel) = self.channel.upgrade() else {
+                self.done = true;
+                return;
+            };
+            let Some(at) = channel.queue.lock().timer else {
+                self.done = true;
+                return;
+            };
+            drop(channel);
+            let sleep = tokio::time::sleep(at.saturating_duration_since(LeaseInstant::now()));
+            tokio::select! {
+                _ = sleep => {}
+                // An earlier deadline: look at the queue's timer again.
+                _ = self.rearm.notified() => continue,
+            }
+            let Some(channel) = self.channel.upgrade() else {
+                self.done = true;
+                return;
+            };
+            let mut queue = channel.queue.lock();
+            let now = LeaseInstant::now();
+            let next = queue.time_out(|at| at <= now);
+            queue.timer = next;
+            if next.is_none() {
+                self.done = true;
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(channel) = self.channel.upgrade() {
+            let mut queue = channel.queue.lock();
+            queue.timer = None;
+            // Each of them starts a timer again as it parks again.
+            queue.time_out(|_| true);
         }
     }
 }
@@ -772,7 +1032,7 @@ impl Subscriber {
             channel.epoch.fetch_add(1, Ordering::AcqRel);
             channel.subscribed.send_replace(true);
             // Unlock messages may have been missed while unsubscribed: everyone re-checks.
-            channel.notify.notify_waiters();
+            channel.resubscribed();
         }
         true
     }
@@ -836,7 +1096,7 @@ impl Subscriber {
         if let Some(registry) = self.registry.upgrade() {
             for member in registry.channels.lock().values() {
                 member.channel.epoch.fetch_add(1, Ordering::AcqRel);
-                member.channel.notify.notify_waiters();
+                member.channel.resubscribed();
             }
         }
     }
@@ -911,9 +1171,7 @@ mod permutation_checks {
             if by_message {
                 ticket.pass_on_unused();
             }
-            let wake = ticket
-                .park_until(epoch, seen, first, std::future::pending)
-                .await;
+            let wake = ticket.park_until(epoch, seen, first, None).await;
             by_message = wake == Wake::Message;
             if by_message {
                 woken.fetch_add(1, Ordering::SeqCst);
@@ -991,16 +1249,13 @@ mod permutation_checks {
             let wakeups = wakeups();
             let units = Arc::new(AtomicUsize::new(0));
             let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
-            for count in &counts {
-                let ticket = wakeups.join(CHANNEL);
-                drop(spawn(waiter(
-                    ticket,
-                    units.clone(),
-                    false,
-                    false,
-                    count.clone(),
-                )));
-            }
+            let waiters: Vec<_> = counts
+                .iter()
+                .map(|count| {
+                    let ticket = wakeups.join(CHANNEL);
+                    spawn(waiter(ticket, units.clone(), false, false, count.clone()))
+                })
+                .collect();
             let channel = wakeups.registry.channels.lock()[CHANNEL].channel.clone();
             let parked = eventually(1000, || channel.parked() == 3).await;
             assert!(parked, "the waiters never all parked");
@@ -1015,6 +1270,13 @@ mod permutation_checks {
             let each: Vec<_> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
             assert!(reached, "one message reached {each:?} wake-ups");
             assert!(each.iter().all(|&n| n == 1), "one message woke {each:?}");
+            // Ended here, not dropped when the check ends: a waiter dropped
+            // then leaves the queue, whose lock another may hold, and
+            // nothing runs any more to let it go.
+            for waiter in waiters {
+                waiter.abort();
+                let _ = waiter.await;
+            }
         });
     }
 
@@ -1050,12 +1312,7 @@ mod queue_order {
     use super::*;
 
     fn slot(seen: u64, first: bool) -> Arc<Slot> {
-        Arc::new(Slot {
-            seen,
-            first,
-            handed: AtomicU64::new(0),
-            wake: Notify::new(),
-        })
+        Arc::new(Slot::new(seen, first, None))
     }
 
     /// A message goes to the claimant of the next turn before older
@@ -1078,5 +1335,146 @@ mod queue_order {
         queue.deliver(3);
         assert_eq!(youngest.handed.load(Ordering::Acquire), 3);
         assert_eq!(seen_claimant.handed.load(Ordering::Acquire), 0);
+    }
+}
+
+/// The channel's timer, which ends the parks of a one-waiter-per-message
+/// channel at their deadlines (one task per channel, not a timer per
+/// parked waiter).
+#[cfg(all(test, not(feature = "__permutation-checks")))]
+mod channel_timer {
+    use std::task::Context;
+    use std::time::Instant;
+
+    use super::*;
+
+    const CHANNEL: &str = "redisson_lock__channel:{timed}";
+    /// Far beyond every wait here: an end this late is a park never ended.
+    const NEVER: Duration = Duration::from_secs(3600);
+    /// Generous: the machine may be loaded.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    /// A wake-up service with no subscriber task.
+    fn wakeups() -> Wakeups {
+        let (commands, _) = mpsc::unbounded_channel();
+        Wakeups {
+            registry: Arc::new(Registry {
+                channels: Mutex::new(HashMap::new()),
+                commands,
+            }),
+        }
+    }
+
+    fn parked(ticket: &Ticket) -> usize {
+        ticket.channel.queue.lock().parked.len()
+    }
+
+    async fn park(ticket: Arc<Ticket>, limit: Duration) -> Wake {
+        ticket
+            .park(ticket.epoch(), ticket.messages(), limit, false)
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_waiters_sharing_one_deadline_all_time_out() {
+        let wakeups = wakeups();
+        let ticket = Arc::new(wakeups.join(CHANNEL));
+        let limit = Duration::from_millis(200);
+        let started = Instant::now();
+        let parks: Vec<_> = (0..200)
+            .map(|_| tokio::spawn(park(ticket.clone(), limit)))
+            .collect();
+        for park in parks {
+            let wake = tokio::time::timeout(PATIENCE, park).await;
+            assert_eq!(
+                wake.expect("a park outlived its deadline").unwrap(),
+                Wake::TimedOut
+            );
+        }
+        assert!(started.elapsed() >= limit, "timed out early");
+        assert_eq!(parked(&ticket), 0, "a timed-out waiter stayed in the queue");
+        assert_eq!(
+            ticket.channel.queue.lock().timer,
+            None,
+            "the timer kept running"
+        );
+    }
+
+    /// A waiter parked with an earlier deadline than the one the timer
+    /// sleeps toward wakes at its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_earlier_deadline_wakes_before_a_later_one() {
+        let wakeups = wakeups();
+        let ticket = Arc::new(wakeups.join(CHANNEL));
+        let late = tokio::spawn(park(ticket.clone(), NEVER));
+        let parked_late = async {
+            while parked(&ticket) == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(PATIENCE, parked_late).await.unwrap();
+        let early = park(ticket.clone(), Duration::from_millis(100));
+        let wake = tokio::time::timeout(PATIENCE, early).await;
+        assert_eq!(wake.expect("waited for the later deadline"), Wake::TimedOut);
+        assert!(!late.is_finished(), "the later deadline's park ended too");
+        late.abort();
+    }
+
+    /// A park polled once, then not until after its deadline (its task
+    /// busy elsewhere, its waker lost): the next poll says it timed out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_park_polled_rarely_reads_its_deadline() {
+        let wakeups = wakeups();
+        let ticket = wakeups.join(CHANNEL);
+        let mut park = std::pin::pin!(ticket.park(0, 0, Duration::from_millis(100), false));
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        assert!(park.as_mut().poll(&mut cx).is_pending());
+        let ended = async {
+            while parked(&ticket) > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(PATIENCE, ended)
+            .await
+            .expect("never timed out");
+        assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(Wake::TimedOut));
+    }
+
+    /// The timer runs on the runtime of the waiter that started it; when
+    /// that runtime shuts down, a waiter of another runtime parked under
+    /// it is woken (it looks at its lock again), and its next park, which
+    /// starts a timer on its own runtime, still times out.
+    #[test]
+    fn a_waiter_wakes_when_the_timer_s_runtime_shuts_down() {
+        let runtime = || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let (first, second) = (runtime(), runtime());
+        let wakeups = wakeups();
+        let ticket = Arc::new(wakeups.join(CHANNEL));
+        let _starter = first.spawn(park(ticket.clone(), NEVER));
+        let deadline = Instant::now() + PATIENCE;
+        while ticket.channel.queue.lock().timer.is_none() {
+            assert!(Instant::now() < deadline, "the first waiter never parked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let other = second.spawn(park(ticket.clone(), NEVER));
+        while parked(&ticket) < 2 {
+            assert!(Instant::now() < deadline, "the second waiter never parked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(first);
+        second.block_on(async {
+            let wake = tokio::time::timeout(PATIENCE, other).await;
+            assert_eq!(wake.expect("left parked").unwrap(), Wake::TimedOut);
+            let again = park(ticket.clone(), Duration::from_millis(100));
+            let wake = tokio::time::timeout(PATIENCE, again).await;
+            assert_eq!(wake.expect("no timer after the first's"), Wake::TimedOut);
+        });
+        assert_eq!(parked(&ticket), 0);
     }
 }

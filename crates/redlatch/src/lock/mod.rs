@@ -24,7 +24,7 @@ use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::place::Place;
-use crate::engine::wait::{Acquisition, Step, Wait, record_wake, wait_from};
+use crate::engine::wait::{Acquisition, Step, Tickets, Wait, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
@@ -224,7 +224,7 @@ impl Lock {
 
     fn keys(&self) -> Result<LockKeys> {
         let settings = self.core.current_settings();
-        LockKeys::new(&settings.key_prefix, &self.name)?
+        LockKeys::of_name(&settings.key_prefix, &self.name)?
             .per_name_counter(settings.per_name_token_counters)
             .checked_for(&self.core.conn)
     }
@@ -346,7 +346,7 @@ impl Lock {
         &self,
         acquisition: &LockAcquisition<'_>,
         wait: Wait,
-    ) -> (Vec<Ticket>, bool, bool) {
+    ) -> (Tickets, bool, bool) {
         let core = &self.core;
         let started = acquisition.started;
         let request = &acquisition.request;
@@ -354,7 +354,7 @@ impl Lock {
         let remaining = |now: LeaseInstant| {
             deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(now))
         };
-        let mut tickets = Vec::new();
+        let mut tickets = Tickets::None;
         // The first park ended with an unlock message.
         let mut woken = false;
         // Queued behind a waiter of this client, which found the lock held.
@@ -365,7 +365,18 @@ impl Lock {
         let reenters =
             request.named_owner && core.watchdog.holds(&request.keys.key, &request.owner);
         if wait != Wait::Once && !reenters {
-            if let Some(until) = self.family.courtesy.step_aside_until(&request.keys.key) {
+            let courtesy = self.family.courtesy.step_aside_until(&request.keys.key);
+            // Joined in a statement of its own, into `tickets`: the channel's
+            // name (a temporary of the condition) and the joined ticket would
+            // otherwise take room through the park below.
+            let mut lease_ends = None;
+            if courtesy.is_none()
+                && let Some((queued, ends)) = core.wakeups.join_queue(&request.keys.channel())
+            {
+                tickets = Tickets::One(queued);
+                lease_ends = Some(ends);
+            }
+            if let Some(until) = courtesy {
                 // We just released this lock to waiters elsewhere: let one of them
                 // have it. Stay subscribed meanwhile, so that whoever takes it
                 // sees us listening and steps aside for us in turn. A plain
@@ -373,11 +384,10 @@ impl Lock {
                 let joined = core.wakeups.join(&request.keys.channel());
                 // Boxed: rare, and a parked waiter would carry its room.
                 Box::pin(self.step_aside(request, until.min(deadline.unwrap_or(until)))).await;
-                tickets.push(joined);
-            } else if let Some((queued, lease_ends)) =
-                core.wakeups.join_queue(&request.keys.channel())
-            {
+                tickets = Tickets::One(joined);
+            } else if let Some(lease_ends) = lease_ends {
                 // Waiters of this client are already queued: join them rather than barge in.
+                let queued = &tickets[0];
                 let now = LeaseInstant::now();
                 let limit = lease_ends
                     .saturating_duration_since(now)
@@ -388,7 +398,6 @@ impl Lock {
                 record_wake(wake);
                 woken = wake == Wake::Message;
                 seen_held = true;
-                tickets.push(queued);
             }
         }
         (tickets, woken, seen_held)

@@ -100,7 +100,10 @@ impl Semaphore {
     /// channel.
     ///
     /// # Errors
-    /// [`Error::InvalidName`], [`Error::WrongValue`], connection errors.
+    /// [`Error::InvalidName`], [`Error::WrongValue`], connection errors;
+    /// [`Error::OutcomeUnknown`] when the call may have set the count but no
+    /// answer came (not transient: a repeat would answer `false` to the
+    /// caller that set it).
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have set the count.
@@ -112,7 +115,11 @@ impl Semaphore {
             .arg(&keys.channel)
             .arg(permits)
             .arg(self.core.conn.publish_command());
-        let reply: i64 = send(&self.core, "semaphore try_set_permits", request).await?;
+        // A set or an add that may have run is no error to repeat: repeated,
+        // it answers "already set" to its own setter, or adds twice.
+        let reply: i64 = send(&self.core, "semaphore try_set_permits", request)
+            .await
+            .map_err(|error| error.unknown_outcome("semaphore try_set_permits"))?;
         match reply {
             1 => Ok(true),
             0 => Ok(false),
@@ -130,7 +137,9 @@ impl Semaphore {
     /// # Errors
     /// [`Error::InvalidPermits`] when taking away more permits than are
     /// available (the count is left alone), [`Error::InvalidName`],
-    /// [`Error::WrongValue`], connection errors.
+    /// [`Error::WrongValue`], connection errors; [`Error::OutcomeUnknown`]
+    /// when the call may have changed the count but no answer came (not
+    /// transient: a repeat could add twice).
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have changed the count.
@@ -142,7 +151,9 @@ impl Semaphore {
             .arg(&keys.channel)
             .arg(delta)
             .arg(self.core.conn.publish_command());
-        let reply: Vec<i64> = send(&self.core, "semaphore add_permits", request).await?;
+        let reply: Vec<i64> = send(&self.core, "semaphore add_permits", request)
+            .await
+            .map_err(|error| error.unknown_outcome("semaphore add_permits"))?;
         match reply.as_slice() {
             [1, count] => Ok(*count),
             [0, _] => Err(Error::InvalidPermits {

@@ -5,7 +5,9 @@
 -- ARGV[2]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  {1, count, held}  available permits (may be negative, as Redisson
 --                           allows), and permits held (unexpired)
---          {-1, 0, 0}        a key holds a value of the wrong type
+--          {-1, 0, 0}        a key holds a value of the wrong type, or the count
+--                            is not a decimal 64-bit integer
+-- (integer: lib/checks.lua)
 local publish = ARGV[2] or 'publish'
 local count_kind = redis.call('type', KEYS[1]).ok
 local set_kind = redis.call('type', KEYS[2]).ok
@@ -14,7 +16,7 @@ if (count_kind ~= 'none' and count_kind ~= 'string') or (set_kind ~= 'none' and 
 end
 local count = 0
 if count_kind == 'string' then
-  count = tonumber(redis.call('get', KEYS[1]))
+  count = integer(redis.call('get', KEYS[1]))
   if not count then
     return {-1, 0, 0}
   end

@@ -8,12 +8,14 @@ mutating!(
     SEMAPHORE_TRY_SET,
     "semaphore/semaphore_try_set.lua",
     ANSWERS_UNDER_OOM,
+    checks,
     set_once
 );
 mutating!(
     SEMAPHORE_ADD,
     "semaphore/semaphore_add.lua",
     ANSWERS_UNDER_OOM,
+    checks,
     memory
 );
 mutating!(
@@ -26,12 +28,14 @@ mutating!(
     SEMAPHORE_RELEASE,
     "semaphore/semaphore_release.lua",
     GIVES_BACK,
+    checks,
     memory
 );
 script!(
     SEMAPHORE_AVAILABLE,
     "semaphore/semaphore_available.lua",
-    GIVES_BACK
+    GIVES_BACK,
+    checks
 );
 
 mutating!(
@@ -44,7 +48,8 @@ mutating!(PERMIT_RELEASE, "semaphore/permit_release.lua", GIVES_BACK);
 script!(
     PERMIT_AVAILABLE,
     "semaphore/permit_available.lua",
-    GIVES_BACK
+    GIVES_BACK,
+    checks
 );
 script!(
     PERMIT_RENEW,

@@ -7,12 +7,13 @@
 --          {0, count}  refused: a negative delta would take the count below zero;
 --                      count unchanged (a count already below zero, which
 --                      Redisson's addPermits allows, takes positive deltas)
---         {-1, 0}      KEYS[1] holds something other than an integer
+--         {-1, 0}      KEYS[1] holds something other than a decimal 64-bit integer
+-- (integer: lib/checks.lua; give_back: lib/memory.lua)
 local publish = ARGV[3] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
 local count = 0
 if kind ~= 'none' then
-  count = kind == 'string' and tonumber(redis.call('get', KEYS[1]))
+  count = kind == 'string' and integer(redis.call('get', KEYS[1]))
   if not count then
     return {-1, 0}
   end

@@ -4,10 +4,11 @@
 -- ARGV[2]  permits given back (>= 1)
 -- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  count  the new number of available permits (also published)
---          -1     KEYS[1] holds something other than an integer (left alone)
+--          -1     KEYS[1] holds something other than a decimal 64-bit integer (left alone)
+-- (integer: lib/checks.lua; give_back: lib/memory.lua)
 local publish = ARGV[3] or 'publish'
 local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' and (kind ~= 'string' or not tonumber(redis.call('get', KEYS[1]))) then
+if kind ~= 'none' and (kind ~= 'string' or not integer(redis.call('get', KEYS[1]))) then
   return -1
 end
 -- A count that is there takes no memory to raise; a missing one is written

@@ -6,6 +6,7 @@
 -- ARGV[3]  publish command: 'publish', or 'spublish' on a Redis Cluster (absent: 'publish')
 -- Returns  1  set, and the count published on the channel
 --          0  the semaphore already had a count: left alone
---         -1  KEYS[1] holds something other than an integer
--- (set_once: lib/set_once.lua)
-return set_once(KEYS[1], ARGV[2], ARGV[1], ARGV[2], ARGV[3], tonumber)
+--         -1  KEYS[1] holds something other than a decimal 64-bit integer (the
+--             acquire's check: a count it refuses is no count): left alone
+-- (integer: lib/checks.lua; set_once: lib/set_once.lua)
+return set_once(KEYS[1], ARGV[2], ARGV[1], ARGV[2], ARGV[3], integer)

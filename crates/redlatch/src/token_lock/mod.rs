@@ -241,7 +241,7 @@ impl TokenLock {
     pub async fn force_unlock(&self) -> Result<bool> {
         let core = &self.core;
         let settings = core.current_settings();
-        let keys = LockKeys::new(&settings.key_prefix, &self.name)?
+        let keys = LockKeys::of_name(&settings.key_prefix, &self.name)?
             .per_name_counter(settings.per_name_token_counters)
             .checked_for(&core.conn)?;
         // Before sending: the loss watch may read the key gone before the
@@ -290,7 +290,7 @@ impl TokenLock {
         let core = &self.core;
         let settings = core.current_settings();
         let keys = Arc::new(
-            LockKeys::new(&settings.key_prefix, &self.name)?
+            LockKeys::of_name(&settings.key_prefix, &self.name)?
                 .per_name_counter(settings.per_name_token_counters)
                 .checked_for(&core.conn)?,
         );
