@@ -206,7 +206,7 @@ pub(super) async fn run(
         holds,
         settings,
         pushes_to,
-        keys: HashMap::new(),
+        keys: Keys::default(),
         tracked_on: HashMap::new(),
         nodes: HashMap::new(),
         owners: HashMap::new(),
@@ -293,7 +293,7 @@ impl Watch {
             PushKind::Invalidate => {
                 let named = match push.data.first() {
                     Some(Value::Array(_)) => {
-                        watched_keys::invalidated(push, &self.keys).unwrap_or_default()
+                        watched_keys::invalidated(push, &mut self.keys).unwrap_or_default()
                     }
                     // A flush of that node: the keys tracked there, and
                     // those it may have come to track since (a read whose
@@ -302,11 +302,11 @@ impl Watch {
                     _ => self
                         .keys
                         .keys()
-                        .filter(|key| match self.tracked_on.get(*key) {
+                        .into_iter()
+                        .filter(|key| match self.tracked_on.get(key) {
                             Some(on) => on == node,
                             None => true,
                         } || self.owners.get(&slot(key)) == Some(node))
-                        .cloned()
                         .collect(),
                 };
                 watched_keys::pace(&mut self.keys, &mut self.rereads, named).0
@@ -487,30 +487,19 @@ impl Watch {
     fn check(&mut self, due: Vec<Arc<str>>) {
         let mut reads: Vec<Read> = Vec::new();
         for key in due {
-            let Some(watched) = self.keys.get_mut(&key) else {
-                continue;
-            };
             let holds = &self.holds;
-            watched.holds.retain(|hold| {
-                hold.upgrade()
-                    .filter(|hold| holds.is_current(hold))
-                    .map(|hold| {
-                        reads.push(Read {
-                            key: key.clone(),
-                            reader: Reader::Hold(hold),
-                            ask: None,
-                            hops: 0,
-                        });
-                    })
-                    .is_some()
-            });
-            if watched.holds.is_empty() {
-                self.keys.remove(&key);
+            let current = self.keys.holds(&key, |hold| holds.is_current(hold));
+            if current.is_empty() {
                 self.tracked_on.remove(&key);
             }
+            reads.extend(current.into_iter().map(|hold| Read {
+                key: key.clone(),
+                reader: Reader::Hold(hold),
+                ask: None,
+                hops: 0,
+            }));
         }
-        if self.keys.capacity() > 4 * self.keys.len() + 64 {
-            self.keys.shrink_to_fit();
+        if self.keys.shrink_if_sparse() {
             let keys = &self.keys;
             self.tracked_on.retain(|key, _| keys.contains_key(key));
             self.tracked_on.shrink_to_fit();
@@ -784,8 +773,8 @@ impl Watch {
                 self.rereads.schedule(read.key, at.unwrap_or(now).max(now));
             }
             Ok(true) => {
-                if let Some(watched) = self.keys.get_mut(&read.key) {
-                    watched.pacing.found_unchanged(now);
+                if self.keys.contains_key(&read.key) {
+                    self.keys.found_unchanged(&read.key, now);
                     self.tracked_on.insert(read.key.clone(), node.clone());
                 }
             }
@@ -793,8 +782,7 @@ impl Watch {
             Err(error) if error.code() == Some("WRONGTYPE") => self.lost(&read.key, &hold),
             Err(error) => {
                 debug!(%error, key = %read.key, node = %node, "redlatch: loss watch cannot read a key; reading it again later");
-                if let Some(watched) = self.keys.get_mut(&read.key) {
-                    let delay = watched.pacing.read_failed();
+                if let Some(delay) = self.keys.read_failed(&read.key) {
                     self.rereads.schedule(read.key, now + delay);
                 }
             }

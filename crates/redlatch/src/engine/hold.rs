@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use crate::engine::hold_kind::HoldKind;
 use crate::engine::owner_field::{OwnerField, OwnerPrefix};
+use crate::engine::reread::Pacing;
 use crate::settings::limits;
 
 /// What a new acquisition tells the watchdog.
@@ -75,6 +76,14 @@ pub(crate) struct Hold {
     /// 0 while not marked). One byte, not a `OnceLock` of 8: every held
     /// lock has one.
     lost_reason: AtomicU8,
+    /// How soon the loss watch reads the key again after an invalidation
+    /// ([`Pacing`]'s parts, read and written by the watch's task alone):
+    /// kept here, in room the hold had spare (its size stays 136), not in
+    /// a slot of the watch's table. Three fields, not one of a struct,
+    /// which would be padded to 8 bytes.
+    pace_read_at: AtomicU32,
+    pace_strikes: AtomicU8,
+    pace_failures: AtomicU8,
 }
 
 impl Hold {
@@ -101,7 +110,27 @@ impl Hold {
                 lost: None,
             }),
             lost_reason: AtomicU8::new(0),
+            pace_read_at: AtomicU32::new(0),
+            pace_strikes: AtomicU8::new(0),
+            pace_failures: AtomicU8::new(0),
         }
+    }
+
+    /// Takes `step` on the loss watch's re-read pace of this hold; what it
+    /// returns. Only the watch's task paces a hold: a load, a step and a
+    /// store make no race.
+    pub(crate) fn pace<R>(&self, step: impl FnOnce(&mut Pacing) -> R) -> R {
+        let mut pacing = Pacing::of_parts((
+            self.pace_read_at.load(Ordering::Relaxed),
+            self.pace_strikes.load(Ordering::Relaxed),
+            self.pace_failures.load(Ordering::Relaxed),
+        ));
+        let result = step(&mut pacing);
+        let (read_at, strikes, failures) = pacing.parts();
+        self.pace_read_at.store(read_at, Ordering::Relaxed);
+        self.pace_strikes.store(strikes, Ordering::Relaxed);
+        self.pace_failures.store(failures, Ordering::Relaxed);
+        result
     }
 
     /// Where the watchdog last tracked this hold (`u32::MAX`: never).

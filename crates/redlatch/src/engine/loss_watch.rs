@@ -35,7 +35,7 @@
 //! before 6, an ACL without `CLIENT`, a proxy), the watch stays off and the
 //! renewals find a lost hold, within a third of its lease.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -190,7 +190,7 @@ async fn run(
         )
         .await;
     }
-    let mut keys: Keys = HashMap::new();
+    let mut keys = Keys::default();
     // New holds, each with the time of its first read.
     let mut settling: VecDeque<(tokio::time::Instant, Weak<Hold>)> = VecDeque::new();
     // Keys whose next read waits (`engine/reread.rs`).
@@ -255,7 +255,7 @@ async fn run(
         // Whatever happened while no connection watched: read every key
         // again (a new connection tracks nothing yet).
         rereads.clear();
-        let everything: Vec<Arc<str>> = keys.keys().cloned().collect();
+        let everything: Vec<Arc<str>> = keys.keys();
         let mut master_only = matches!(source, WatchSource::Sentinel(_));
         // Renewals go through this connection until it fails (or a renewal
         // finds it not answering: `broken`, which also ends `watch`).
@@ -514,23 +514,12 @@ async fn check(
 ) -> redis::RedisResult<()> {
     let mut asked: Vec<(Arc<str>, Arc<Hold>)> = Vec::new();
     for key in due {
-        let Some(watched) = keys.get_mut(&key) else {
-            continue;
-        };
-        watched.holds.retain(|hold| {
-            hold.upgrade()
-                .filter(|hold| holds.is_current(hold))
-                .map(|hold| asked.push((key.clone(), hold)))
-                .is_some()
-        });
-        if watched.holds.is_empty() {
-            keys.remove(&key);
+        for hold in keys.holds(&key, |hold| holds.is_current(hold)) {
+            asked.push((key.clone(), hold));
         }
     }
-    if keys.capacity() > 4 * keys.len() + 64 {
-        // Many holds ended: give their room back.
-        keys.shrink_to_fit();
-    }
+    // Many holds ended: give their room back.
+    keys.shrink_if_sparse();
     // Pipelines of a bounded size: a burst of 10,000 holds must not leave
     // the connection with buffers sized for all of them.
     for chunk in asked.chunks(CHECK_BATCH) {
@@ -567,9 +556,7 @@ async fn check(
             let answer = answer.and_then(|value| still_held(hold, value));
             match answer {
                 Ok(true) => {
-                    if let Some(watched) = keys.get_mut(key) {
-                        watched.pacing.found_unchanged(now);
-                    }
+                    keys.found_unchanged(key, now);
                 }
                 Ok(false) => lost(holds, keys, key, hold),
                 Err(error) if error.code() == Some("WRONGTYPE") => {
@@ -577,8 +564,7 @@ async fn check(
                 }
                 Err(error) => {
                     debug!(%error, key = %key, "redlatch: loss watch cannot read a key; reading it again later");
-                    if let Some(watched) = keys.get_mut(key) {
-                        let delay = watched.pacing.read_failed();
+                    if let Some(delay) = keys.read_failed(key) {
                         rereads.schedule(key.clone(), now + delay);
                     }
                 }

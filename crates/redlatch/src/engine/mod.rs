@@ -35,5 +35,6 @@ pub(crate) mod sleep;
 pub(crate) mod wait;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
+pub(crate) mod watched_holds;
 pub(crate) mod watched_keys;
 pub(crate) mod watched_renewals;

@@ -35,9 +35,9 @@ pub(crate) const SLOWEST_REREAD: Duration = Duration::from_secs(1);
 /// The strikes that reach [`SLOWEST_REREAD`] (10 ms × 2⁷ > 1 s).
 const MOST_STRIKES: u8 = 8;
 
-/// The re-read pace of one watched key. Eight bytes: a client may watch
-/// many thousands of keys.
-#[derive(Default)]
+/// The re-read pace of one watched hold's key. Six bytes: a client may
+/// watch many thousands of holds.
+#[derive(Default, Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Pacing {
     /// When a read last found the key unchanged, in ms after the
     /// process's first pacing ([`millis`]), plus one; 0: never. It wraps
@@ -61,6 +61,20 @@ fn millis(now: Instant) -> u32 {
 }
 
 impl Pacing {
+    /// The pace from its parts, as [`Pacing::parts`] gave them (a hold
+    /// keeps them in fields of its own: `Hold::pace`).
+    pub(crate) fn of_parts((read_at, strikes, failures): (u32, u8, u8)) -> Pacing {
+        Pacing {
+            read_at,
+            strikes,
+            failures,
+        }
+    }
+
+    pub(crate) fn parts(self) -> (u32, u8, u8) {
+        (self.read_at, self.strikes, self.failures)
+    }
+
     /// The key was invalidated at `now`: how long to wait before reading it.
     pub(crate) fn invalidated(&mut self, now: Instant) -> Duration {
         let soon = self.read_at != 0

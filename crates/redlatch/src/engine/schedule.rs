@@ -111,6 +111,36 @@ struct Slot {
     at: LeaseInstant,
 }
 
+/// A hold's place in its window's order: when it is due, then its id
+/// (which tells apart holds due at the same instant). Twelve bytes, packed:
+/// the order keeps one per hold in B-tree nodes, 144 bytes a leaf of 11
+/// where a `(LeaseInstant, usize)` took 192 (docs/BENCHMARKS.md, "Client
+/// memory per held lock"). Ids are slab places, below 2³² (as
+/// `Hold::entry` keeps them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C, packed(4))]
+struct Place {
+    at: LeaseInstant,
+    id: u32,
+}
+
+impl Place {
+    fn new(at: LeaseInstant, id: EntryId) -> Place {
+        Place {
+            at,
+            id: u32::try_from(id).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn at(self) -> LeaseInstant {
+        self.at
+    }
+
+    fn id(self) -> EntryId {
+        self.id as EntryId
+    }
+}
+
 /// How early a slot's hold may be visited, in nanoseconds: a `Duration`
 /// takes twice the room, in every entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -140,7 +170,7 @@ pub(crate) struct Entries {
     /// Ids free for the next hold.
     free: Vec<EntryId>,
     /// Per window, the holds in the order they are due.
-    order: BTreeMap<Window, BTreeSet<(LeaseInstant, EntryId)>>,
+    order: BTreeMap<Window, BTreeSet<Place>>,
     locks: usize,
 }
 
@@ -148,7 +178,7 @@ pub(crate) struct Entries {
 /// hold it visited (windows in increasing order, each in time order).
 pub(crate) struct Sweep {
     now: LeaseInstant,
-    after: Option<(Window, (LeaseInstant, EntryId))>,
+    after: Option<(Window, Place)>,
 }
 
 impl Sweep {
@@ -276,7 +306,7 @@ impl Entries {
         self.order
             .values()
             .filter_map(BTreeSet::first)
-            .map(|(at, _)| *at)
+            .map(|place| place.at())
             .min()
     }
 
@@ -292,7 +322,7 @@ impl Entries {
         limit: usize,
         mut visit: impl FnMut(EntryId, &mut Entry) -> bool,
     ) -> bool {
-        let mut picked: Vec<(Window, (LeaseInstant, EntryId))> = Vec::new();
+        let mut picked: Vec<(Window, Place)> = Vec::new();
         let first_window = sweep.after.map_or(Window::ZERO, |(window, _)| window);
         'windows: for (window, holds) in self.order.range(first_window..) {
             let lower = match sweep.after {
@@ -301,7 +331,7 @@ impl Entries {
                 }
                 _ => Bound::Unbounded,
             };
-            let upper = Bound::Included((sweep.now + window.duration(), EntryId::MAX));
+            let upper = Bound::Included(Place::new(sweep.now + window.duration(), EntryId::MAX));
             for position in holds.range((lower, upper)) {
                 if picked.len() == limit {
                     break 'windows;
@@ -314,7 +344,7 @@ impl Entries {
         };
         sweep.after = Some(*last);
         let more = picked.len() == limit;
-        for (_, (_, id)) in picked {
+        for id in picked.into_iter().map(|(_, place)| place.id()) {
             let keep = match self.slab.get_mut(id).and_then(Option::as_mut) {
                 Some(entry) => visit(id, entry),
                 None => continue,
@@ -332,12 +362,12 @@ impl Entries {
         self.order
             .entry(slot.window)
             .or_default()
-            .insert((slot.at, id));
+            .insert(Place::new(slot.at, id));
     }
 
     fn unplace(&mut self, id: EntryId, slot: Slot) {
         if let Some(holds) = self.order.get_mut(&slot.window) {
-            holds.remove(&(slot.at, id));
+            holds.remove(&Place::new(slot.at, id));
             if holds.is_empty() {
                 self.order.remove(&slot.window);
             }
@@ -384,7 +414,7 @@ impl Entries {
             assert!(
                 self.order
                     .get(&slot.window)
-                    .is_some_and(|holds| holds.contains(&(slot.at, id))),
+                    .is_some_and(|holds| holds.contains(&Place::new(slot.at, id))),
                 "a hold is missing from the order"
             );
             assert!(
@@ -410,6 +440,21 @@ mod tests {
     /// many times, in a slab (in pages since: `engine/paged.rs`). It was 56 bytes, plus
     /// a map entry of 40 keyed by the hold's strings (docs/BENCHMARKS.md,
     /// "Client memory per held lock").
+    /// The order keeps a place per hold: 16 bytes as a `(LeaseInstant,
+    /// usize)`, 12 packed.
+    #[test]
+    fn a_place_in_the_order_takes_twelve_bytes() {
+        assert_eq!(std::mem::size_of::<Place>(), 12);
+        let (early, late) = (
+            LeaseInstant::now(),
+            LeaseInstant::now() + Duration::from_millis(1),
+        );
+        assert!(Place::new(early, 9) < Place::new(late, 0));
+        assert!(Place::new(early, 0) < Place::new(early, 1));
+        assert_eq!(Place::new(late, 7).id(), 7);
+        assert_eq!(Place::new(late, 7).at(), late);
+    }
+
     #[test]
     fn a_tracked_hold_takes_little_room() {
         assert!(

@@ -1,6 +1,6 @@
 //! What both loss watches share (the one-server watch, `loss_watch.rs`,
-//! and the cluster's, `cluster_watch.rs`): the table of watched keys and
-//! their holds, the waiters parked on tracked keys, and the steps of a
+//! and the cluster's, `cluster_watch.rs`): the table of watched holds
+//! (`watched_holds.rs`), the waiters parked on tracked keys, and the steps of a
 //! watch: starting tracking, reading a hold, taking an invalidation,
 //! pacing re-reads, marking a hold lost.
 
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
-use crate::engine::reread::{Pacing, Rereads};
+use crate::engine::reread::Rereads;
 use crate::engine::wakeup::Nudge;
 use crate::transport::no_evict;
 use crate::transport::watch::is_master;
@@ -57,56 +57,7 @@ pub(crate) trait Holds: Send + Sync + 'static {
 /// finds the lock still held tracks the key again).
 pub(super) type Waiting = Arc<crate::sync::Mutex<HashMap<Arc<str>, Vec<Nudge>>>>;
 
-/// One watched key: its holds, and the pace of its re-reads. Kept small:
-/// a client may watch many thousands of keys.
-#[derive(Default)]
-pub(super) struct WatchedKey {
-    pub(super) holds: Holders,
-    pub(super) pacing: Pacing,
-}
-
-/// The holds on one watched key (each names its owner field): nearly
-/// always one, kept inline; more (a named owner's older hold, read holds)
-/// in an allocation of their own.
-#[derive(Default)]
-pub(super) struct Holders {
-    first: Option<Weak<Hold>>,
-    // Boxed: 8 bytes in every watched key, not a `Vec`'s 24.
-    #[allow(clippy::box_collection)]
-    more: Option<Box<Vec<Weak<Hold>>>>,
-}
-
-impl Holders {
-    pub(super) fn push(&mut self, hold: Weak<Hold>) {
-        match &mut self.first {
-            None => self.first = Some(hold),
-            Some(_) => self.more.get_or_insert_default().push(hold),
-        }
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    /// Keeps the holds `keep` says to keep, in any order.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Weak<Hold>) -> bool) {
-        if let Some(more) = &mut self.more {
-            more.retain(&mut keep);
-        }
-        if self.first.as_ref().is_some_and(|first| !keep(first)) {
-            self.first = None;
-        }
-        if self.first.is_none() {
-            self.first = self.more.as_mut().and_then(|more| more.pop());
-        }
-        if self.more.as_ref().is_some_and(|more| more.is_empty()) {
-            self.more = None;
-        }
-    }
-}
-
-/// Holds watched per key.
-pub(super) type Keys = HashMap<Arc<str>, WatchedKey>;
+pub(crate) use crate::engine::watched_holds::Keys;
 
 /// A connection that lived this long was sound: the next failure starts
 /// the reconnect delays from the first again. One that dies sooner (killed
@@ -125,12 +76,10 @@ pub(super) fn pace(
     let mut now_due = Vec::new();
     let mut evicted = false;
     for key in named {
-        let Some(watched) = keys.get_mut(&key) else {
-            continue;
-        };
-        match watched.pacing.invalidated(now) {
-            Duration::ZERO => now_due.push(key),
-            delay => {
+        match keys.invalidated(&key, now) {
+            None => {}
+            Some(Duration::ZERO) => now_due.push(key),
+            Some(delay) => {
                 evicted = true;
                 rereads.schedule(key, now + delay);
             }
@@ -295,14 +244,12 @@ pub(super) async fn drain(
 
 /// Watches `watched`'s key; the key, unless the hold has already ended.
 pub(super) fn add(keys: &mut Keys, watched: Weak<Hold>) -> Option<Arc<str>> {
-    let key = watched.upgrade()?.key.clone();
-    keys.entry(key.clone()).or_default().holds.push(watched);
-    Some(key)
+    keys.add(watched)
 }
 
 /// The watched keys an invalidation names (all of them for a flush);
 /// `None` when the connection is gone.
-pub(super) fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> {
+pub(super) fn invalidated(push: PushInfo, keys: &mut Keys) -> Option<Vec<Arc<str>>> {
     match push.kind {
         PushKind::Invalidate => {
             let named: Vec<Arc<str>> = match push.data.first() {
@@ -313,10 +260,10 @@ pub(super) fn invalidated(push: PushInfo, keys: &Keys) -> Option<Vec<Arc<str>>> 
                         Value::SimpleString(text) => Some(text.as_str()),
                         _ => None,
                     })
-                    .filter_map(|name| keys.get_key_value(name).map(|(key, _)| key.clone()))
+                    .filter_map(|name| keys.key(name))
                     .collect(),
                 // A flush: every key.
-                _ => keys.keys().cloned().collect(),
+                _ => keys.keys(),
             };
             Some(named)
         }
@@ -344,69 +291,12 @@ pub(super) fn master_or_refused(role: redis::RedisResult<Value>, master_only: &m
 /// Marks a hold whose field is gone, and stops watching it.
 pub(super) fn lost(holds: &Arc<dyn Holds>, keys: &mut Keys, key: &Arc<str>, hold: &Arc<Hold>) {
     holds.mark_gone(hold);
-    if let Some(watched) = keys.get_mut(key) {
-        watched
-            .holds
-            .retain(|watched_hold| !std::ptr::eq(watched_hold.as_ptr(), Arc::as_ptr(hold)));
-        if watched.holds.is_empty() {
-            keys.remove(key);
-        }
-    }
+    keys.remove_hold(key, hold);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A watched key is paid once per held lock's key: it was 64 bytes and
-    /// an allocation of 24 for its holds, with the owner field copied in.
-    #[test]
-    fn a_watched_key_takes_little_room() {
-        let size = std::mem::size_of::<(Arc<str>, WatchedKey)>();
-        assert!(size <= 40, "{size}");
-    }
-
-    #[test]
-    fn the_holds_of_a_key_are_kept_inline_until_there_are_two() {
-        let holds: Vec<Arc<Hold>> = (0..3).map(|_| test_hold()).collect();
-        let mut holders = Holders::default();
-        assert!(holders.is_empty());
-        for hold in &holds {
-            holders.push(Arc::downgrade(hold));
-        }
-        assert!(holders.more.is_some());
-        let second = Arc::as_ptr(&holds[1]);
-        holders.retain(|hold| hold.as_ptr() != second);
-        let mut left = Vec::new();
-        holders.retain(|hold| {
-            left.push(hold.as_ptr());
-            true
-        });
-        left.sort();
-        let mut expected = vec![Arc::as_ptr(&holds[0]), Arc::as_ptr(&holds[2])];
-        expected.sort();
-        assert_eq!(left, expected);
-        holders.retain(|hold| hold.as_ptr() == Arc::as_ptr(&holds[2]));
-        assert!(holders.more.is_none(), "one hold left: inline again");
-        assert!(!holders.is_empty());
-        holders.retain(|_| false);
-        assert!(holders.is_empty());
-    }
-
-    fn test_hold() -> Arc<Hold> {
-        Arc::new(Hold::new(crate::engine::hold::NewHold {
-            key: Arc::from("key"),
-            owner: Arc::from("client:owner"),
-            kind: crate::engine::hold_kind::HoldKind::Batched(
-                &crate::engine::hold_kind::TEST_RENEWAL,
-            ),
-            lease_ms: 30_000,
-            renewed: true,
-            token: 1,
-            named_owner: false,
-            sent_at: crate::lease_clock::LeaseInstant::now(),
-        }))
-    }
 
     fn refusal(code: &str, detail: &str) -> redis::RedisError {
         match redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()) {

@@ -845,3 +845,89 @@ async fn a_loss_is_found_on_its_own_hold_after_released_holds_places_were_reused
         }
     }
 }
+
+/// The loss watch finds a key's holds through a table of the holds
+/// themselves (`engine/watched_holds.rs`), each placed by hashing the key
+/// it reads through the hold: a hold that ended can no longer say its key.
+/// Rounds on the multi-thread runtime in which the previous round's holds
+/// are released while this round's are acquired and watched (the table
+/// grows while holds end behind it): each key deleted behind the client's
+/// back is found lost on its own hold, by the watch (the default lease's
+/// first renewal comes 10 s in, after the test), and every other hold is
+/// still held. Then a named owner's key held again at once after a release
+/// (the ended hold's slot may still be in the table, on the same key):
+/// deleted, the live hold is found lost. A table that placed a grown slot
+/// by any other hash than its key's failed this test (round 0: hold 7 never lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_ending_while_the_watch_s_table_grows_leave_every_loss_found() {
+    const HOLDS: usize = 400;
+    const ROUNDS: usize = 4;
+    const VICTIMS: usize = 3;
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let mut previous: Vec<redlatch::Guard> = Vec::new();
+    for round in 0..ROUNDS {
+        let acquires = (0..HOLDS).map(|index| {
+            let lock = client.lock(format!("grow:{round}:{index}"));
+            async move { lock.acquire().await }
+        });
+        let releases = previous.drain(..).map(|guard| guard.release());
+        let (guards, released) = tokio::join!(
+            futures_util::future::try_join_all(acquires),
+            futures_util::future::try_join_all(releases),
+        );
+        released.unwrap();
+        let mut guards: Vec<Option<redlatch::Guard>> =
+            guards.unwrap().into_iter().map(Some).collect();
+        // Watched by now (the watch reads a hold 10 ms in).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let victims: Vec<usize> = (0..VICTIMS)
+            .map(|n| (round * 131 + n * 101 + 7) % HOLDS)
+            .collect();
+        for victim in &victims {
+            let _: i64 = redis::cmd("DEL")
+                .arg(format!("grow:{round}:{victim}"))
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+        for victim in &victims {
+            let lost = guards[*victim].take().unwrap();
+            tokio::time::timeout(NOTICED_WITHIN, lost.lost())
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: hold {victim} was never lost"));
+            assert_eq!(lost.lost_reason(), Some(LostReason::Gone), "round {round}");
+        }
+        let wrongly_lost: Vec<usize> = (0..HOLDS)
+            .filter(|&index| {
+                guards[index]
+                    .as_ref()
+                    .is_some_and(|guard| !guard.is_held() || guard.lost_reason().is_some())
+            })
+            .collect();
+        assert!(
+            wrongly_lost.is_empty(),
+            "round {round}: holds lost though their keys stand: {wrongly_lost:?}"
+        );
+        previous = guards.into_iter().flatten().collect();
+    }
+    let lock = client.lock("grow:twice").with_owner("the-owner");
+    let first = lock.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.release().await.unwrap();
+    let again = lock.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg("grow:twice")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::timeout(NOTICED_WITHIN, again.lost())
+        .await
+        .expect("the named owner's second hold was never lost");
+    assert_eq!(again.lost_reason(), Some(LostReason::Gone));
+    for guard in previous {
+        guard.release().await.unwrap();
+    }
+}
