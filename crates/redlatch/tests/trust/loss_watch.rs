@@ -931,3 +931,196 @@ async fn holds_ending_while_the_watch_s_table_grows_leave_every_loss_found() {
         guard.release().await.unwrap();
     }
 }
+
+/// Red team of the watch's table of holds (`engine/watched_holds.rs`),
+/// where the holds of one key share its hash: many readers of one
+/// read-write lock in this client, on several keys, and plain locks
+/// released and taken again at once by another hold of the client. A key
+/// deleted behind the client's back marks exactly its own holds lost
+/// (every reader of it), no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_s_holds_are_lost_together_and_no_other_hold_is() {
+    const KEYS: usize = 12;
+    const READERS: usize = 8;
+    const PLAIN: usize = 200;
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let mut readers: Vec<Vec<redlatch::ReadGuard>> = Vec::new();
+    for key in 0..KEYS {
+        let lock = client.read_write_lock(format!("readers:{key}"));
+        let mut of_key = Vec::new();
+        for _ in 0..READERS {
+            of_key.push(lock.read().await.unwrap());
+        }
+        readers.push(of_key);
+    }
+    // Plain locks, each released and taken at once by another hold of the
+    // client (the ended hold's slot sits on the same key's hash).
+    let mut plain = Vec::new();
+    for index in 0..PLAIN {
+        let lock = client.lock(format!("again:{index}"));
+        let first = lock.acquire().await.unwrap();
+        if index % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        first.release().await.unwrap();
+        plain.push(Some(lock.acquire().await.unwrap()));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for victim in [3, 7] {
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("readers:{victim}"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    let plain_victims = [5, 150];
+    for victim in plain_victims {
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("again:{victim}"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    for victim in [3, 7] {
+        for (n, reader) in readers[victim].iter().enumerate() {
+            tokio::time::timeout(NOTICED_WITHIN, reader.lost())
+                .await
+                .unwrap_or_else(|_| panic!("reader {n} of readers:{victim} was never lost"));
+            assert!(!reader.is_held());
+            assert_eq!(reader.lost_reason(), Some(LostReason::Gone));
+        }
+    }
+    for victim in plain_victims {
+        let guard = plain[victim].take().unwrap();
+        tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("again:{victim}'s second hold was never lost"));
+        assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    }
+    // Given time to mark wrongly.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wrong_readers: Vec<(usize, usize)> = readers
+        .iter()
+        .enumerate()
+        .filter(|(key, _)| ![3, 7].contains(key))
+        .flat_map(|(key, of_key)| {
+            of_key
+                .iter()
+                .enumerate()
+                .filter(|(_, reader)| !reader.is_held() || reader.lost_reason().is_some())
+                .map(move |(n, _)| (key, n))
+        })
+        .collect();
+    assert!(wrong_readers.is_empty(), "readers lost: {wrong_readers:?}");
+    let wrong_plain: Vec<usize> = (0..PLAIN)
+        .filter(|&index| {
+            plain[index]
+                .as_ref()
+                .is_some_and(|guard| !guard.is_held() || guard.lost_reason().is_some())
+        })
+        .collect();
+    assert!(wrong_plain.is_empty(), "plain holds lost: {wrong_plain:?}");
+}
+
+/// The id of the watch's connection: the one with tracking on (`t`).
+async fn watch_connection_id(server: &testkit::RedisServer) -> Option<String> {
+    let mut admin = common::admin(server).await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ').any(|field| {
+                field
+                    .strip_prefix("flags=")
+                    .is_some_and(|f| f.contains('t'))
+            })
+        })
+        .find_map(|line| line.split(' ').find_map(|field| field.strip_prefix("id=")))
+        .map(str::to_owned)
+}
+
+/// Red team: the watch's connection killed again and again while holds
+/// are taken and released around it (the table changes while the watch
+/// reconnects and walks it). Afterwards each key deleted behind the
+/// client's back is found lost on its hold, and no other hold is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_coming_and_going_while_the_watch_reconnects_are_all_watched_after() {
+    const KEPT: usize = 300;
+    const KILLS: usize = 6;
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let churn = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            for index in 0..KEPT {
+                let passing = client.lock(format!("churn:passing:{}", index % 17));
+                let passing = passing.acquire().await.unwrap();
+                kept.push(
+                    client
+                        .lock(format!("churn:{index}"))
+                        .acquire()
+                        .await
+                        .unwrap(),
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                passing.release().await.unwrap();
+            }
+            kept
+        })
+    };
+    let mut killed = 0;
+    while killed < KILLS {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        if let Some(id) = watch_connection_id(&server).await {
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(&id)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            killed += 1;
+        }
+    }
+    let mut kept: Vec<Option<redlatch::Guard>> =
+        churn.await.unwrap().into_iter().map(Some).collect();
+    // The watch back on a connection of its own, every hold read.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            watch_connection_id(&server).await.is_some()
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let victims = [0, 1, 150, KEPT - 1];
+    for victim in victims {
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("churn:{victim}"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    for victim in victims {
+        let guard = kept[victim].take().unwrap();
+        tokio::time::timeout(NOTICED_WITHIN, guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("churn:{victim} was never lost"));
+        assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wrongly_lost: Vec<usize> = (0..KEPT)
+        .filter(|&index| {
+            kept[index]
+                .as_ref()
+                .is_some_and(|guard| !guard.is_held() || guard.lost_reason().is_some())
+        })
+        .collect();
+    assert!(wrongly_lost.is_empty(), "holds lost: {wrongly_lost:?}");
+}

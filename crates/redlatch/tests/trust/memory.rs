@@ -183,3 +183,66 @@ async fn a_parked_waiter_keeps_little_client_heap() {
         "a parked waiter keeps {per_waiter} bytes of client heap (bound {WAITER_BUDGET})"
     );
 }
+
+/// Waves of holds acquired, watched and released, in
+/// [`released_holds_leave_nothing_for_a_flush_to_give_back`].
+const WAVES: usize = 3;
+
+/// The heap a flush of another database may give back per released hold:
+/// nothing the releases left (the flush's own work is noise of a few bytes).
+const FLUSH_GIVES_BACK: i64 = 16;
+
+/// Holds acquired, watched (read 10 ms in) and released, in waves: each
+/// release deletes a watched key, and the watch is told. Then a flush of
+/// an empty database, which the watch hears of as a change of every key
+/// (invalidations name no database): it walks its whole table. If that
+/// gives heap back, the released holds had left it behind until then.
+#[tokio::test]
+#[ignore = "defect: a flush gives back 200 bytes per released hold (3 runs of 4): \
+            ended holds' slots of the loss watch's table stay, each keeping its Hold's allocation"]
+async fn released_holds_leave_nothing_for_a_flush_to_give_back() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    client
+        .lock("memory:warm")
+        .acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    tokio::time::sleep(SETTLED).await;
+    let names: Vec<String> = (0..HOLDS).map(|i| format!("memory:wave:{i}")).collect();
+    let mut guards: Vec<Guard> = Vec::with_capacity(HOLDS);
+    for _ in 0..WAVES {
+        for name in &names {
+            guards.push(client.lock(name.as_str()).acquire().await.expect("acquire"));
+        }
+        tokio::time::sleep(SETTLED).await;
+        // Released together: the releases' replies and the watch's
+        // invalidations come in at once, in either order.
+        let releases = guards.drain(..).map(Guard::release);
+        futures_util::future::try_join_all(releases)
+            .await
+            .expect("release");
+        tokio::time::sleep(SETTLED).await;
+    }
+    let mut admin = common::admin(&server).await;
+    let before_flush = live();
+    let _: Vec<redis::Value> = redis::pipe()
+        .cmd("SELECT")
+        .arg(9)
+        .cmd("FLUSHDB")
+        .cmd("SELECT")
+        .arg(0)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::sleep(SETTLED).await;
+    let given_back = (before_flush - live()) / HOLDS as i64;
+    eprintln!("a flush gave back {given_back} bytes per released hold");
+    assert!(
+        given_back <= FLUSH_GIVES_BACK,
+        "released holds kept {given_back} bytes each until a flush (bound {FLUSH_GIVES_BACK})"
+    );
+}
