@@ -292,3 +292,71 @@ async fn a_stale_guard_never_reenters_a_newer_hold_of_its_owner() {
         fresh.release().await.unwrap();
     }
 }
+
+/// Red team of the watchdog's slab in pages and its packed order: 1,200
+/// holds across five pages, a third released out of order (from the
+/// end, every third: free places scattered over the pages), 400 new holds
+/// taken on those places, then three lease periods: every hold renewed on
+/// its own place (none lost, every key's lease fresh), in batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_on_reused_slab_places_across_pages_are_all_renewed() {
+    const HOLDS: usize = 1_200;
+    const LEASE: Duration = Duration::from_millis(900);
+    let server = crate::common::server();
+    let client = crate::common::client_with_lease(&server, LEASE).await;
+    let acquires = (0..HOLDS).map(|index| {
+        let lock = client.lock(format!("paged:{index}"));
+        async move { lock.acquire().await }
+    });
+    let mut guards: Vec<Option<redlatch::Guard>> = futures_util::future::try_join_all(acquires)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Some)
+        .collect();
+    for index in (0..HOLDS).rev().step_by(3) {
+        guards[index].take().unwrap().release().await.unwrap();
+    }
+    let acquires = (0..HOLDS / 3).map(|index| {
+        let lock = client.lock(format!("paged:new:{index}"));
+        async move { lock.acquire().await }
+    });
+    guards.extend(
+        futures_util::future::try_join_all(acquires)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(Some),
+    );
+    let held: Vec<&redlatch::Guard> = guards.iter().flatten().collect();
+    assert_eq!(held.len(), HOLDS);
+    assert_eq!(client.held_locks(), HOLDS);
+    let before = client.renewal_round_trips();
+    tokio::time::sleep(LEASE * 3).await;
+    let trips = client.renewal_round_trips() - before;
+    let lost: Vec<&str> = held
+        .iter()
+        .filter(|guard| !guard.is_held() || guard.lost_reason().is_some())
+        .map(|guard| guard.name())
+        .collect();
+    assert!(lost.is_empty(), "{} holds lost: {lost:?}", lost.len());
+    let mut admin = crate::common::admin(&server).await;
+    let mut pipeline = redis::pipe();
+    for guard in &held {
+        pipeline.cmd("PTTL").arg(guard.name());
+    }
+    let pttls: Vec<i64> = pipeline.query_async(&mut admin).await.unwrap();
+    let stale: Vec<(&str, i64)> = held
+        .iter()
+        .zip(&pttls)
+        .filter(|(_, pttl)| **pttl < (LEASE / 3).as_millis() as i64)
+        .map(|(guard, pttl)| (guard.name(), *pttl))
+        .collect();
+    assert!(stale.is_empty(), "keys not renewed: {stale:?}");
+    // A renewal every lease/3, HOLDS/100 batches each: about 108.
+    eprintln!("{trips} renewal round trips for {HOLDS} holds over three leases");
+    assert!(
+        (24..=500).contains(&trips),
+        "{trips} renewal round trips for {HOLDS} holds over three leases"
+    );
+}

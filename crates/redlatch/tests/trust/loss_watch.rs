@@ -1124,3 +1124,157 @@ async fn holds_coming_and_going_while_the_watch_reconnects_are_all_watched_after
         .collect();
     assert!(wrongly_lost.is_empty(), "holds lost: {wrongly_lost:?}");
 }
+
+/// A guard's `(is_held(), lost_reason())`, whatever its kind.
+type HoldState = Box<dyn Fn() -> (bool, Option<LostReason>) + Send>;
+
+/// A guard's `lost()`, whatever its kind.
+type LostSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Red team: holds of every kind the watch reads (a lock with a fixed
+/// lease, a reader and a writer of read-write locks, a token lock, a fair
+/// lock), several of each, each kind's first key deleted and its second
+/// expired by the server behind the client's back: exactly those holds are
+/// found lost, each on its own, and the third of each kind stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_hold_is_lost_on_its_own_key_and_no_other() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut admin = common::admin(&server).await;
+    let mut holds: Vec<(String, HoldState, LostSignal)> = Vec::new();
+    macro_rules! held {
+        ($name:expr, $guard:expr) => {{
+            let guard = $guard;
+            let lost = guard.lost();
+            let guard = std::sync::Arc::new(guard);
+            let seen = guard.clone();
+            holds.push((
+                $name,
+                Box::new(move || (seen.is_held(), seen.lost_reason())),
+                Box::pin(lost) as LostSignal,
+            ));
+            guard
+        }};
+    }
+    let mut kept_guards: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
+    for n in 0..3 {
+        let name = format!("kind:fixed:{n}");
+        let lock = client
+            .lock(name.clone())
+            .with_lease(Duration::from_secs(60));
+        kept_guards.push(Box::new(held!(name, lock.acquire().await.unwrap())));
+        let name = format!("kind:read:{n}");
+        let lock = client.read_write_lock(name.clone());
+        kept_guards.push(Box::new(held!(name, lock.read().await.unwrap())));
+        let name = format!("kind:write:{n}");
+        let lock = client.read_write_lock(name.clone());
+        kept_guards.push(Box::new(held!(name, lock.write().await.unwrap())));
+        let name = format!("kind:token:{n}");
+        let lock = client.token_lock(name.clone());
+        kept_guards.push(Box::new(held!(name, lock.acquire().await.unwrap())));
+        let name = format!("kind:fair:{n}");
+        let lock = client.fair_lock(name.clone());
+        kept_guards.push(Box::new(held!(name, lock.acquire().await.unwrap())));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let existing: Vec<String> = redis::cmd("KEYS")
+        .arg("kind:*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (name, _, _) in &holds {
+        assert!(existing.contains(name), "{name} is not a key: {existing:?}");
+    }
+    let mut victims = Vec::new();
+    for (name, _, _) in &holds {
+        if name.ends_with(":0") {
+            let _: i64 = redis::cmd("DEL")
+                .arg(name)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            victims.push(name.clone());
+        } else if name.ends_with(":1") {
+            let _: i64 = redis::cmd("PEXPIRE")
+                .arg(name)
+                .arg(1)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            victims.push(name.clone());
+        }
+    }
+    // An expired key is deleted when touched or by the server's sweep.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let _: i64 = redis::cmd("EXISTS")
+        .arg(victims.clone())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut wrong = Vec::new();
+    for (name, state, lost) in holds {
+        if victims.contains(&name) {
+            tokio::time::timeout(NOTICED_WITHIN, lost)
+                .await
+                .unwrap_or_else(|_| panic!("{name} was never lost"));
+            assert_eq!(state(), (false, Some(LostReason::Gone)), "{name}");
+        } else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if state() != (true, None) {
+                wrong.push((name, state()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "holds lost with their keys standing: {wrong:?}"
+    );
+    drop(kept_guards);
+}
+
+/// Red team: holds of fixed leases run out while as many renewed holds
+/// of the same client are watched beside them (the server expires the
+/// fixed ones' keys: invalidations the watch reads). Each fixed one is
+/// lost for its lease running out, each renewed one stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_leases_run_out_beside_watched_renewed_holds_and_take_none_with_them() {
+    const HOLDS: usize = 200;
+    const FIXED: Duration = Duration::from_millis(400);
+    let server = common::server();
+    let client = common::client(&server).await;
+    let acquires = (0..HOLDS).map(|index| {
+        let lock = client.lock(format!("fixed:{index}")).with_lease(FIXED);
+        async move { lock.acquire().await }
+    });
+    let fixed = futures_util::future::try_join_all(acquires).await.unwrap();
+    let acquires = (0..HOLDS).map(|index| {
+        let lock = client.lock(format!("renewed:{index}"));
+        async move { lock.acquire().await }
+    });
+    let renewed = futures_util::future::try_join_all(acquires).await.unwrap();
+    for guard in &fixed {
+        tokio::time::timeout(FIXED + NOTICED_WITHIN, guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{} never ran out", guard.name()));
+    }
+    // The server's expiry of the last keys, and the watch's reads of them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reasons: Vec<(&str, Option<LostReason>)> = fixed
+        .iter()
+        .filter(|guard| guard.is_held() || guard.lost_reason() != Some(LostReason::LeaseRanOut))
+        .map(|guard| (guard.name(), guard.lost_reason()))
+        .collect();
+    assert!(
+        reasons.is_empty(),
+        "fixed leases ended otherwise: {reasons:?}"
+    );
+    let wrongly_lost: Vec<&str> = renewed
+        .iter()
+        .filter(|guard| !guard.is_held() || guard.lost_reason().is_some())
+        .map(|guard| guard.name())
+        .collect();
+    assert!(
+        wrongly_lost.is_empty(),
+        "renewed holds lost: {wrongly_lost:?}"
+    );
+}
