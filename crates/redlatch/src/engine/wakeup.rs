@@ -1143,6 +1143,21 @@ impl Subscriber {
 /// (docs/TESTING.md, "Permutation checks"). The waiters follow the wait
 /// loop (`engine/wait.rs`) of a waiter that passes on a wake-up it cannot
 /// use; their timers never fire, so a lost wake-up shows as a deadlock.
+/// A wake-up service with no subscriber task and no client runtime, for
+/// the checks: they dispatch messages themselves, and a timer starts on
+/// the runtime of the waiter that parks first.
+#[cfg(test)]
+fn unsubscribed() -> Wakeups {
+    let (commands, _) = mpsc::unbounded_channel();
+    Wakeups {
+        registry: Arc::new(Registry {
+            channels: Mutex::new(HashMap::new()),
+            commands,
+            runtime: None,
+        }),
+    }
+}
+
 #[cfg(all(test, feature = "__permutation-checks"))]
 mod permutation_checks {
     use shuttle::future::{block_on, spawn};
@@ -1153,17 +1168,7 @@ mod permutation_checks {
 
     const CHANNEL: &str = "redisson_lock__channel:{checked}";
 
-    /// A wake-up service with no subscriber task: the check dispatches.
-    fn wakeups() -> Wakeups {
-        let (commands, _) = mpsc::unbounded_channel();
-        Wakeups {
-            registry: Arc::new(Registry {
-                channels: Mutex::new(HashMap::new()),
-                commands,
-                runtime: None,
-            }),
-        }
-    }
+    use super::unsubscribed as wakeups;
 
     /// Takes one of the released units, if any is left.
     fn take(units: &AtomicUsize) -> bool {
@@ -1454,17 +1459,7 @@ mod channel_timer {
     /// Generous: the machine may be loaded.
     const PATIENCE: Duration = Duration::from_secs(10);
 
-    /// A wake-up service with no subscriber task.
-    fn wakeups() -> Wakeups {
-        let (commands, _) = mpsc::unbounded_channel();
-        Wakeups {
-            registry: Arc::new(Registry {
-                channels: Mutex::new(HashMap::new()),
-                commands,
-                runtime: None,
-            }),
-        }
-    }
+    use super::unsubscribed as wakeups;
 
     fn parked(ticket: &Ticket) -> usize {
         ticket.channel.queue.lock().parked.len()
