@@ -205,10 +205,10 @@ impl Watchdog {
         hold.count_guard(renewed, true);
         hold.confirm(sent_at, lease_ms);
         let due = entries.update_at(id, |entry| {
-            entry.guards += 1;
+            entry.add_guard();
             // It was a fixed lease until now: the first renewal is due a
             // renewal period after the request that asked for it.
-            (renewed && !was_renewed && !entry.renewing).then(|| {
+            (renewed && !was_renewed && !entry.renewing()).then(|| {
                 entry.next_renewal = sent_at + renewal_period(lease_ms);
                 entry.next_renewal
             })
@@ -280,10 +280,7 @@ impl Watchdog {
         let mut entries = self.shared.entries.lock();
         if let Some(id) = entries.id_of(hold) {
             hold.count_guard(renewed, false);
-            let left = entries.update_at(id, |entry| {
-                entry.guards -= 1;
-                entry.guards
-            });
+            let left = entries.update_at(id, Entry::drop_guard);
             if left == Some(0) {
                 entries.remove_at(id);
             }
@@ -449,10 +446,9 @@ impl Shared {
                     return false;
                 }
                 if hold.renewed()
-                    && !entry.renewing
+                    && !entry.renewing()
                     && entry.next_renewal <= now + early_window(hold.lease_ms())
                 {
-                    entry.renewing = true;
                     due.push(Renewal {
                         key: (hold.key.clone(), hold.owner.text()),
                         hold: hold.clone(),
@@ -464,6 +460,7 @@ impl Shared {
                             hold.lease_ms()
                         },
                     });
+                    entry.set_renewing(true);
                 }
                 true
             });
@@ -549,7 +546,7 @@ impl Shared {
             let current = entries.current(*id, hold);
             let mut next_renewal = |entries: &mut Entries, at: LeaseInstant| {
                 entries.update_at(*id, |entry| {
-                    entry.renewing = false;
+                    entry.set_renewing(false);
                     entry.next_renewal = at;
                 });
                 earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
@@ -1258,7 +1255,7 @@ mod permutation_checks {
         assert!(fresh.renewed(), "the watchdog guard's hold is not renewed");
         let entries = dog.shared.entries.lock();
         assert_eq!(entries.iter().count(), 1);
-        assert_eq!(entries.iter().next().unwrap().guards, 2);
+        assert_eq!(entries.iter().next().unwrap().guards(), 2);
     }
 
     /// A release racing a renewal: the guard leaves, then the release runs

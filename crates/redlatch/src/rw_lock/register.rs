@@ -36,7 +36,7 @@ pub(crate) fn register(
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
     // The write hold's keys, as its lock's were made (same key, name, counter).
-    let keys = Arc::new(RwKeys::of_lock(writer.keys()));
+    let keys = Arc::new(RwKeys::of_lock(&writer.keys()));
     let reader = hold
         .owner
         .as_str()
