@@ -247,7 +247,7 @@ impl Guard {
 
     /// The keys of the lock this guard holds.
     pub(crate) fn keys(&self) -> LockKeys {
-        LockKeys::of_shape(self.hold.key.clone(), self.shape)
+        LockKeys::of_shape(self.hold.key.to_arc(), self.shape)
     }
 
     /// The hold this guard shares with its re-entries.

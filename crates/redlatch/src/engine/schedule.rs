@@ -31,10 +31,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::engine::hold::Hold;
+use crate::engine::hold_kind::RenewNow;
 use crate::engine::paged::Paged;
 use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
@@ -121,7 +122,7 @@ impl Entry {
 
     /// The key it is tracked under.
     fn key(&self) -> HoldKey {
-        (self.hold.key.clone(), self.hold.owner.text())
+        (self.hold.key.to_arc(), self.hold.owner.text())
     }
 
     /// When the watchdog must next look at this hold, and how early it may
@@ -213,6 +214,9 @@ pub(crate) struct Entries {
     free: Vec<EntryId>,
     /// Per window, the holds in the order they are due.
     order: BTreeMap<Window, BTreeSet<Place>>,
+    /// The callbacks of holds that renew themselves (Redlock's), by id:
+    /// few, and kept here rather than a word more in every hold.
+    callbacks: HashMap<EntryId, Weak<dyn RenewNow>>,
     locks: usize,
 }
 
@@ -260,7 +264,11 @@ impl Entries {
 
     /// Tracks `entry` (replacing the hold a named owner had under the same
     /// key); returns when it is first due.
-    pub(crate) fn insert(&mut self, mut entry: Entry) -> LeaseInstant {
+    pub(crate) fn insert(
+        &mut self,
+        mut entry: Entry,
+        callback: Option<Weak<dyn RenewNow>>,
+    ) -> LeaseInstant {
         let named = entry.hold.named_owner.then(|| entry.key());
         if let Some(key) = &named {
             self.remove(key);
@@ -282,6 +290,9 @@ impl Entries {
         if let Some(key) = named {
             self.named.insert(key, id);
         }
+        if let Some(callback) = callback {
+            self.callbacks.insert(id, callback);
+        }
         due
     }
 
@@ -301,6 +312,9 @@ impl Entries {
             self.named.remove(&old.key());
         }
         self.unplace(id, old.slot);
+        if old.hold.kind.is_callback() {
+            self.callbacks.remove(&id);
+        }
         self.free.push(id);
         if old.hold.kind.is_lock() {
             self.locks -= 1;
@@ -362,7 +376,7 @@ impl Entries {
         &mut self,
         sweep: &mut Sweep,
         limit: usize,
-        mut visit: impl FnMut(EntryId, &mut Entry) -> bool,
+        mut visit: impl FnMut(EntryId, &mut Entry, Option<&Weak<dyn RenewNow>>) -> bool,
     ) -> bool {
         let mut picked: Vec<(Window, Place)> = Vec::new();
         let first_window = sweep.after.map_or(Window::ZERO, |(window, _)| window);
@@ -388,7 +402,7 @@ impl Entries {
         let more = picked.len() == limit;
         for id in picked.into_iter().map(|(_, place)| place.id()) {
             let keep = match self.slab.get_mut(id).and_then(Option::as_mut) {
-                Some(entry) => visit(id, entry),
+                Some(entry) => visit(id, entry, self.callbacks.get(&id)),
                 None => continue,
             };
             if keep {
@@ -442,6 +456,17 @@ impl Entries {
             "keys and named holds differ in number"
         );
         assert_eq!(live + self.free.len(), self.slab.len(), "an id leaked");
+        let renewing_themselves = self
+            .slab
+            .iter()
+            .flatten()
+            .filter(|e| e.hold.kind.is_callback())
+            .count();
+        assert_eq!(
+            self.callbacks.len(),
+            renewing_themselves,
+            "callbacks and holds that renew themselves differ in number"
+        );
         for (id, entry) in self.slab.iter().enumerate() {
             let Some(entry) = entry else { continue };
             assert_eq!(entry.hold.entry(), id, "a hold names another id");

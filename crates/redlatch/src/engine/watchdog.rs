@@ -66,6 +66,8 @@ thread_local! {
 struct Renewal {
     key: HoldKey,
     hold: Arc<Hold>,
+    /// A hold that renews itself: its callback.
+    callback: Option<Weak<dyn RenewNow>>,
     lease_ms: u64,
     /// Where the watchdog tracks it: the reply finds it there (if it is
     /// still that hold) without hashing its key.
@@ -182,8 +184,12 @@ impl Watchdog {
             tracked.mark_lost(LostReason::Gone);
         }
         let sent_at = new.sent_at;
+        let callback = match &new.kind {
+            HoldKind::Callback(callback) => Some(callback.clone()),
+            HoldKind::Batched(_) => None,
+        };
         let hold = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
-        self.insert(&mut entries, hold.clone(), sent_at);
+        self.insert(&mut entries, hold.clone(), sent_at, callback);
         hold
     }
 
@@ -228,13 +234,24 @@ impl Watchdog {
     }
 
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
-    /// callback), acquired with a request sent at `sent_at`, with one guard.
-    pub(crate) fn track(&self, hold: Arc<Hold>, sent_at: LeaseInstant) {
+    /// `callback`), acquired with a request sent at `sent_at`, with one guard.
+    pub(crate) fn track(
+        &self,
+        hold: Arc<Hold>,
+        sent_at: LeaseInstant,
+        callback: Weak<dyn RenewNow>,
+    ) {
         let mut entries = self.shared.entries.lock();
-        self.insert(&mut entries, hold, sent_at);
+        self.insert(&mut entries, hold, sent_at, Some(callback));
     }
 
-    fn insert(&self, entries: &mut Entries, hold: Arc<Hold>, sent_at: LeaseInstant) {
+    fn insert(
+        &self,
+        entries: &mut Entries,
+        hold: Arc<Hold>,
+        sent_at: LeaseInstant,
+        callback: Option<Weak<dyn RenewNow>>,
+    ) {
         // Locks of this server only: a Redlock hold is lost only on a majority.
         if hold.kind.is_lock()
             && let Some(watch) = self.shared.loss_watch.get()
@@ -243,13 +260,13 @@ impl Watchdog {
         }
         // Holds of this server only: a Redlock hold's keys are elsewhere.
         #[cfg(feature = "holder-records")]
-        if !matches!(hold.kind, HoldKind::Callback(_))
+        if !hold.kind.is_callback()
             && let Some(identity) = self.shared.identity.get()
         {
             identity.publish(hold.clone());
         }
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
-        let due = entries.insert(Entry::new(hold, 1, next_renewal));
+        let due = entries.insert(Entry::new(hold, 1, next_renewal), callback);
         self.shared.wake_if_before(due);
     }
 
@@ -422,15 +439,15 @@ impl Shared {
         let mut sweep = Sweep::new(now);
         loop {
             let mut entries = self.entries.lock();
-            let more = entries.sweep_step(&mut sweep, step, |id, entry| {
+            let more = entries.sweep_step(&mut sweep, step, |id, entry, callback| {
                 #[cfg(test)]
                 SWEPT.with(|swept| swept.set(swept.get() + 1));
                 let hold = &entry.hold;
                 if hold.is_marked_lost() {
                     return false;
                 }
-                if let HoldKind::Callback(callback) = &hold.kind
-                    && callback.strong_count() == 0
+                if hold.kind.is_callback()
+                    && callback.is_none_or(|callback| callback.strong_count() == 0)
                 {
                     // Its owner is gone: nothing left to renew or tell.
                     return false;
@@ -450,8 +467,9 @@ impl Shared {
                     && entry.next_renewal <= now + early_window(hold.lease_ms())
                 {
                     due.push(Renewal {
-                        key: (hold.key.clone(), hold.owner.text()),
+                        key: (hold.key.to_arc(), hold.owner.text()),
                         hold: hold.clone(),
+                        callback: callback.cloned(),
                         id,
                         // Renewed locks and permits follow the live default lease.
                         lease_ms: if hold.kind.follows_default_lease() {
@@ -540,6 +558,7 @@ impl Shared {
                 hold,
                 lease_ms,
                 id,
+                ..
             },
         ) in batch.iter().enumerate()
         {
@@ -554,7 +573,7 @@ impl Shared {
             match &outcome {
                 Ok(renewed) if renewed.get(index) == Some(&1) => {
                     // A callback confirms its hold itself, against its own validity.
-                    if !matches!(hold.kind, HoldKind::Callback(_)) {
+                    if !hold.kind.is_callback() {
                         hold.confirm(sent_at, *lease_ms);
                     }
                     if current {
@@ -632,13 +651,13 @@ fn plan(due: Vec<Renewal>, cluster: bool) -> (Vec<Vec<Renewal>>, Vec<Renewal>) {
     let mut by_script: Vec<Vec<Renewal>> = Vec::new();
     let mut callbacks = Vec::new();
     for renewal in due {
-        if let HoldKind::Callback(_) = renewal.hold.kind {
+        if renewal.hold.kind.is_callback() {
             callbacks.push(renewal);
             continue;
         }
         match by_script
             .iter_mut()
-            .find(|same| same[0].hold.kind.same_batch(&renewal.hold.kind))
+            .find(|same| same[0].hold.kind.same_batch(renewal.hold.kind))
         {
             Some(same) => same.push(renewal),
             None => by_script.push(vec![renewal]),
@@ -682,7 +701,9 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         None => return,
     };
     // A batch holds one kind of renewal only (see `plan`): the first says which.
-    let Some(HoldKind::Batched(kind)) = batch.first().map(|renewal| renewal.hold.kind.clone())
+    let Some(kind) = batch
+        .first()
+        .and_then(|renewal| renewal.hold.kind.batched())
     else {
         return;
     };
@@ -854,7 +875,7 @@ fn settle_reply(
 
 /// Renews one hold that renews itself, bounded by its validity.
 async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
-    let HoldKind::Callback(callback) = &renewal.hold.kind else {
+    let Some(callback) = &renewal.callback else {
         return;
     };
     let Some(callback): Option<Arc<dyn RenewNow>> = callback.upgrade() else {
@@ -963,6 +984,10 @@ mod tests {
     fn due(key: String, kind: HoldKind) -> Renewal {
         let owner: Arc<str> = Arc::from("client:owner");
         let key: Arc<str> = Arc::from(key);
+        let callback = match &kind {
+            HoldKind::Callback(callback) => Some(callback.clone()),
+            HoldKind::Batched(_) => None,
+        };
         let hold = Arc::new(Hold::new(NewHold {
             key: key.clone(),
             owner: owner.clone(),
@@ -976,6 +1001,7 @@ mod tests {
         Renewal {
             key: (key, owner),
             hold,
+            callback,
             lease_ms: 30_000,
             id: 0,
         }
@@ -1428,7 +1454,7 @@ mod permutation_checks {
             assert!(hold.is_held() && hold.renewed());
             assert!(
                 entries
-                    .get(&(hold.key.clone(), hold.owner.text()))
+                    .get(&(hold.key.to_arc(), hold.owner.text()))
                     .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
             );
         }
