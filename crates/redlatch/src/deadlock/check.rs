@@ -40,7 +40,6 @@ pub(crate) struct Check {
     lock: String,
     wait_key: String,
     edges: String,
-    party: String,
     cluster: bool,
 }
 
@@ -66,7 +65,6 @@ impl Check {
             lock: waits.key.to_owned(),
             wait_key: format!("{edges}{party}"),
             edges,
-            party,
             cluster,
         })
     }
@@ -92,7 +90,6 @@ impl Check {
         let mut invocation = DEADLOCK_CHECK.key(&self.lock);
         invocation
             .key(&self.wait_key)
-            .arg(&self.party)
             .arg(edge_ms.max(1))
             .arg(MAX_DEPTH)
             .arg(&self.edges)
