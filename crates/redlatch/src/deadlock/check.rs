@@ -15,6 +15,7 @@ use crate::deadlock::party::{WAIT_KEY_PREFIX, party_of};
 use crate::deadlock::scripts::DEADLOCK_CHECK;
 use crate::engine::context::Core;
 use crate::scripts::keys::hash_tag;
+use crate::transport::capabilities::Support;
 
 /// The longest cycle looked for, in locks.
 pub(crate) const MAX_DEPTH: u32 = 16;
@@ -49,7 +50,9 @@ impl Check {
     /// edges could not live in its slot).
     pub(crate) fn of(waits: WaitsFor<'_>) -> Option<Check> {
         let core = waits.core;
-        if !core.deadlock_detection {
+        // A server without scripting (a token lock served by SET IFEQ)
+        // cannot run the check.
+        if !core.deadlock_detection || core.capabilities.scripting == Support::Absent {
             return None;
         }
         let prefix = core.current_settings().key_prefix.clone();
