@@ -26,6 +26,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
+use crate::deadlock::check::{Check, EDGE_MARGIN, WaitsFor};
+use crate::deadlock::edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
@@ -249,6 +251,14 @@ pub(crate) trait Acquisition: Send {
     fn pause_after_wake(&self) -> Duration {
         Duration::ZERO
     }
+
+    /// Deadlock detection (`crate::deadlock`): the lock this waiter waits
+    /// for and the owner field it acquires as, asked after each busy
+    /// attempt. By default `None`: the primitive takes no part (nothing
+    /// written, nothing checked).
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        None
+    }
 }
 
 /// The channel memberships of one wait: the usual one kept inline, not in
@@ -347,12 +357,16 @@ pub(crate) fn wait_from<A: Acquisition>(
         let mut answered_busy = seen_held;
         // This call's wait was counted (once per call).
         let mut counted = false;
+        // This waiter's wait-for edge, once a deadlock check wrote it:
+        // deleted when the wait ends. Boxed, for the parked waiter's size.
+        let mut edge: Option<Box<WaitEdge>> = None;
         loop {
             // Per ticket, the subscription generation and messages seen before
             // the attempt: a park returns at once for anything newer.
             tickets.iter_mut().for_each(Ticket::mark);
             if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
                 // The wait ended while parked or pausing: no time for a call.
+                remove_edge(&mut edge).await;
                 give_up_within_grace(acquisition).await;
                 return Ok(None);
             }
@@ -363,7 +377,8 @@ pub(crate) fn wait_from<A: Acquisition>(
             // What follows is decided in one match and awaited after it: an
             // attempt's outcome or error kept across an await would take room
             // in every state, the park's included.
-            let next = match Box::pin(within(cut_off, "acquire", acquisition.attempt())).await {
+            let attempt = within(cut_off, "acquire", acquisition.attempt());
+            let next = match Box::pin(done_leaves_no_edge(attempt, &mut edge)).await {
                 Ok(Step::Done { value, more_left }) => {
                     if more_left {
                         // One message wakes one waiter: let the next one look too.
@@ -417,8 +432,23 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
             };
             let retry_in = match next {
-                Next::Park(retry_in) => retry_in,
+                Next::Park(retry_in) => {
+                    let checked =
+                        check_deadlock(acquisition, cut_off, deadline, retry_in, &mut edge);
+                    match checked.await {
+                        Ok(retry_in) => retry_in,
+                        Err(refused) => {
+                            // Given up already (an await here would keep the
+                            // outcome in a parked waiter's room).
+                            if woken {
+                                pass_on(&tickets);
+                            }
+                            return Err(refused);
+                        }
+                    }
+                }
                 Next::GiveUp => {
+                    remove_edge(&mut edge).await;
                     give_up_within_grace(acquisition).await;
                     return Ok(None);
                 }
@@ -437,6 +467,7 @@ pub(crate) fn wait_from<A: Acquisition>(
             }
             let now = LeaseInstant::now();
             if deadline.is_some_and(|at| now >= at) {
+                remove_edge(&mut edge).await;
                 if cut_off.is_some() {
                     give_up_within_grace(acquisition).await;
                 } else {
@@ -531,6 +562,83 @@ enum Next {
 /// whose room a parked waiter would otherwise carry.
 async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
     let _ = Box::pin(tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up())).await;
+}
+
+/// After a busy attempt that asks to try again in `retry_in`: the deadlock
+/// check of a waiter that takes part ([`Acquisition::waits_for`]), its
+/// edge living until its next attempt (or the wait's end, `deadline`) and
+/// [`EDGE_MARGIN`]. Gives `retry_in` back, or, when the wait would close a
+/// cycle, gives up what waiting held (as [`give_up_within_grace`]) and
+/// returns [`Error::Deadlock`]. The check is cut off where the wait ends. Boxed, as every rare state of a
+/// parked waiter is, and made in a plain function, `retry_in` moved in and
+/// out: kept in the wait loop across the check, each took room in a parked
+/// waiter.
+fn check_deadlock<'a, A: Acquisition>(
+    acquisition: &'a mut A,
+    cut_off: Option<Deadline>,
+    deadline: Option<LeaseInstant>,
+    retry_in: Duration,
+    edge: &'a mut Option<Box<WaitEdge>>,
+) -> Pin<Box<impl Future<Output = Result<Duration>> + 'a>> {
+    Box::pin(async move {
+        let left = deadline.map_or(Duration::MAX, |at| {
+            at.saturating_duration_since(LeaseInstant::now())
+        });
+        let next_in = retry_in.min(left);
+        match check_deadlock_now(acquisition, cut_off, next_in, edge).await {
+            Some(cycle) => {
+                give_up_within_grace(acquisition).await;
+                Err(Error::Deadlock { cycle })
+            }
+            None => Ok(retry_in),
+        }
+    })
+}
+
+/// [`check_deadlock`]'s body.
+async fn check_deadlock_now<A: Acquisition>(
+    acquisition: &A,
+    cut_off: Option<Deadline>,
+    next_in: Duration,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Option<Vec<crate::deadlock::WaitLink>> {
+    let check = Check::of(acquisition.waits_for()?)?;
+    let edge_ms =
+        u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
+    let look = async { Ok(check.run(edge_ms, edge).await) };
+    let cycle = within(cut_off, "deadlock check", look)
+        .await
+        .ok()
+        .flatten()?;
+    crate::engine::metrics::deadlock();
+    tracing::debug!(
+        cycle = %crate::deadlock::describe(&cycle),
+        "redlatch: acquire refused, its wait would close a wait-for cycle"
+    );
+    Some(cycle)
+}
+
+/// `attempt`, and when it acquired, the waiter's wait-for edge deleted
+/// before the value is handed over: a party that goes on leaves no edge
+/// behind it. Run inside the attempt's box: an await of the wait loop
+/// would keep the value in a parked waiter's room.
+async fn done_leaves_no_edge<T>(
+    attempt: impl Future<Output = Result<Step<T>>>,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Result<Step<T>> {
+    let step = attempt.await;
+    if let Ok(Step::Done { .. }) = &step {
+        remove_edge(edge).await;
+    }
+    step
+}
+
+/// Deletes the waiter's wait-for edge, if it wrote one, as its wait ends
+/// ([`GIVE_UP_GRACE`] at most; the delete goes on past it).
+async fn remove_edge(edge: &mut Option<Box<WaitEdge>>) {
+    if let Some(edge) = edge.take() {
+        Box::pin(edge.remove(GIVE_UP_GRACE)).await;
+    }
 }
 
 /// Counts how a park ended.
