@@ -28,7 +28,7 @@ pub struct TopLock {
 impl TopLock {
     /// The holders for people, each with what it says about itself first.
     pub fn holders_text(&self) -> String {
-        let text = self.lock.holders_text();
+        let text = self.lock.holders_text() + &self.lock.waits_text();
         match &self.lock.masters {
             Some(masters) if self.lock.held => format!(
                 "{text} ({}/{} masters)",
