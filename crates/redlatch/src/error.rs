@@ -306,6 +306,21 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The acquire would close a wait-for cycle: the lock's holder waits,
+    /// directly or through other parties, for a lock this caller's party
+    /// holds (deadlock detection, [`party_of`](crate::deadlock::party_of)).
+    /// Waiting would never end; only this acquire of the cycle is refused,
+    /// the others keep waiting. Release what this party holds (drop its
+    /// guards) and try again, or take the locks in one order. Not
+    /// transient: retrying at once finds the same cycle.
+    #[error("{}", crate::deadlock::describe(cycle))]
+    Deadlock {
+        /// The cycle: the first link's lock is the one this acquire waited
+        /// for; each link's holder waits for the next link's lock; the
+        /// last link's holder is this caller's own party.
+        cycle: Vec<crate::deadlock::WaitLink>,
+    },
+
     /// The server lacks something the call needs: at connect, scripting (a
     /// Valkey 9.1 server without its Lua module lists `EVAL` and `FUNCTION`
     /// but runs no script, and every lock but the token lock runs as one);

@@ -174,6 +174,7 @@ mod base;
 pub mod blocking;
 mod client;
 mod count_down_latch;
+pub mod deadlock;
 mod engine;
 mod error;
 mod fair_lock;

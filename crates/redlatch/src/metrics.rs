@@ -17,8 +17,9 @@
 //! | `redlatch_locks_lost_total` | counter | `reason` = `gone` / `force_unlocked` / `not_renewed` / `lease_ran_out` | holds marked lost (gone from Redis, or lease ran out) |
 //! | `redlatch_releases_not_held_total` | counter | | releases of a lock the owner no longer held |
 //! | `redlatch_held_locks` | gauge | | holds this process tracks now |
+//! | `redlatch_deadlocks_total` | counter | | acquires refused because their wait would close a wait-for cycle ([`Error::Deadlock`](crate::Error::Deadlock)) |
 
 pub use crate::engine::metrics::{
-    ACQUIRE_SECONDS, ACQUISITIONS, ALL, CONTENDED_WAITS, HELD_LOCKS, LOCKS_LOST, RELEASES_NOT_HELD,
+    ACQUIRE_SECONDS, ACQUISITIONS, ALL, CONTENDED_WAITS, DEADLOCKS, HELD_LOCKS, LOCKS_LOST, RELEASES_NOT_HELD,
     RENEWAL_FAILURES, RENEWALS, WAKEUPS, describe,
 };

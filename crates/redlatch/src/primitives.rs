@@ -17,6 +17,7 @@ pub(crate) static PRIMITIVES: &[&ScriptList] = &[
     &crate::semaphore::scripts::SCRIPTS,
     &crate::count_down_latch::scripts::SCRIPTS,
     &crate::token_lock::scripts::SCRIPTS,
+    &crate::deadlock::scripts::SCRIPTS,
 ];
 
 /// Every script of every primitive, each form once: the function library's content.

@@ -312,6 +312,21 @@ impl<C> Builder<C> {
         self
     }
 
+    /// Whether waiters look for wait-for cycles (default `true`): an
+    /// acquire whose wait would close one (its lock's holder waits,
+    /// directly or through others, for a lock its own party holds) fails
+    /// with [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle,
+    /// rather than waiting for ever (`crate::deadlock`, and the README,
+    /// "Deadlock detection", for which holds count as one party). Costs
+    /// nothing on an acquire that does not wait; a waiter runs one script
+    /// after each busy attempt and keeps one expiring key while it waits.
+    /// Turn it off where guards move between tasks (a hold counts for the
+    /// task that acquired it) or to keep the wait-for keys off the server.
+    pub fn deadlock_detection(mut self, on: bool) -> Self {
+        self.features.deadlock_detection = on;
+        self
+    }
+
     /// Whether the client asks the server not to evict its command and
     /// watch connections (`CLIENT NO-EVICT ON`, default `true`) when the
     /// server bounds its clients' memory (`maxmemory-clients`): the

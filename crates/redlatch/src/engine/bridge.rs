@@ -51,9 +51,10 @@ impl Bridge {
             return Err(Error::RuntimeGone { op });
         };
         let (reply_to, reply) = std::sync::mpsc::sync_channel(1);
-        runtime.spawn(async move {
+        // Acquires count for the calling thread (deadlock detection's party).
+        runtime.spawn(crate::deadlock::on_caller_thread(async move {
             let _ = reply_to.send(call.await);
-        });
+        }));
         // A closed channel: the task was dropped (runtime shut down, or a panic).
         reply.recv().unwrap_or(Err(Error::RuntimeGone { op }))
     }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 #[cfg(feature = "holder-records")]
 use crate::engine::identity::IdentityPublisher;
 use crate::engine::loss_watch::LossWatch;
-use crate::engine::owner_field::OwnerPrefix;
+use crate::engine::owner_field::{OwnerPrefix, Tail};
 use crate::engine::wakeup::Wakeups;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
@@ -40,6 +40,8 @@ pub(crate) struct Features {
     pub(crate) no_evict: bool,
     /// A server without scripting is accepted where it serves the token lock.
     pub(crate) token_lock_without_scripting: bool,
+    /// Waiters check for wait-for cycles (`ClientBuilder::deadlock_detection`).
+    pub(crate) deadlock_detection: bool,
     #[cfg(feature = "holder-records")]
     pub(crate) holder_identity: bool,
     #[cfg(feature = "holder-records")]
@@ -53,6 +55,7 @@ impl Default for Features {
             watch_holds: true,
             no_evict: true,
             token_lock_without_scripting: false,
+            deadlock_detection: true,
             #[cfg(feature = "holder-records")]
             holder_identity: true,
             #[cfg(feature = "holder-records")]
@@ -77,6 +80,8 @@ pub(crate) struct Core {
     pub(crate) background: Spawner,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
+    /// Waiters check for wait-for cycles (`crate::deadlock`).
+    pub(crate) deadlock_detection: bool,
     shutdown: CancellationToken,
 }
 
@@ -153,6 +158,7 @@ impl Core {
             watchdog,
             background: Spawner::counted(&runtime),
             owner_seq: AtomicU64::new(0),
+            deadlock_detection: features.deadlock_detection,
             shutdown,
         })
     }
@@ -314,20 +320,24 @@ impl Core {
         self.settings.read().clone()
     }
 
-    /// A fresh owner name, unique within this client.
+    /// A fresh owner name, unique within this client:
+    /// `<client-id>:#<n>@<task>` (`@t<k>` outside a task), the tail naming
+    /// the caller's deadlock party (`crate::deadlock::party_of`).
     pub(crate) fn anonymous_owner(&self) -> Arc<str> {
         use std::io::Write;
         let seq = self.owner_seq.fetch_add(1, Ordering::Relaxed);
+        let tail = Tail::of(crate::deadlock::anonymous_suffix());
         // Written on the stack, so the name costs one allocation (the Arc),
-        // not two: an acquire makes one, on the hot path. A uuid (36), `:#`
-        // and a u64 (20 digits at most) fit in 64 bytes.
-        let mut buf = [0u8; 64];
+        // not two: an acquire makes one, on the hot path. A uuid (36), `:#`,
+        // a u64 (20 digits at most) and a tail (`@t` and 19 digits) fit in
+        // 96 bytes.
+        let mut buf = [0u8; 96];
         let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cursor, "{}:#{seq}", self.id);
+        let _ = write!(cursor, "{}:#{seq}{tail}", self.id);
         let len = usize::try_from(cursor.position()).unwrap_or(0);
         match std::str::from_utf8(&buf[..len]) {
             Ok(owner) if len < buf.len() => Arc::from(owner),
-            _ => Arc::from(format!("{}:#{seq}", self.id)),
+            _ => Arc::from(format!("{}:#{seq}{tail}", self.id)),
         }
     }
 

@@ -24,10 +24,12 @@ pub const LOCKS_LOST: &str = "redlatch_locks_lost_total";
 pub const RELEASES_NOT_HELD: &str = "redlatch_releases_not_held_total";
 /// Holds tracked now.
 pub const HELD_LOCKS: &str = "redlatch_held_locks";
+/// Acquires refused because their wait would close a wait-for cycle.
+pub const DEADLOCKS: &str = "redlatch_deadlocks_total";
 
 /// Every series name above, for tools that check dashboards and docs
 /// against what the library records.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     ACQUIRE_SECONDS,
     ACQUISITIONS,
     CONTENDED_WAITS,
@@ -37,6 +39,7 @@ pub const ALL: [&str; 9] = [
     LOCKS_LOST,
     RELEASES_NOT_HELD,
     HELD_LOCKS,
+    DEADLOCKS,
 ];
 
 /// Registers units and descriptions of every redlatch series with the
@@ -62,6 +65,10 @@ pub fn describe() {
         "Releases of a lock the owner no longer held"
     );
     describe_gauge!(HELD_LOCKS, "Holds this process tracks now");
+    describe_counter!(
+        DEADLOCKS,
+        "Acquires refused because their wait would close a wait-for cycle"
+    );
 }
 
 pub(crate) fn acquire_finished(outcome: &'static str, took: Duration) {
@@ -100,4 +107,8 @@ pub(crate) fn release_not_held() {
 
 pub(crate) fn held_locks(count: usize) {
     ::metrics::gauge!(HELD_LOCKS).set(count as f64);
+}
+
+pub(crate) fn deadlock() {
+    ::metrics::counter!(DEADLOCKS).increment(1);
 }

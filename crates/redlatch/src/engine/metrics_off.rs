@@ -21,3 +21,5 @@ pub(crate) fn lock_lost(_reason: &'static str) {}
 pub(crate) fn release_not_held() {}
 
 pub(crate) fn held_locks(_count: usize) {}
+
+pub(crate) fn deadlock() {}

@@ -1,10 +1,12 @@
-//! A hold's owner field, kept as a number where it can be: an anonymous
-//! owner is `<client-id>:#<n>`, and a client may hold many thousands of
-//! locks, each of which kept that text (about 60 bytes of heap) for its
-//! whole life. A hold of the client's own anonymous owner keeps the
-//! client's prefix (shared) and `n`; the text is written when a renewal, a
-//! release or the holder record sends it, and kept only once a caller asks
-//! to see it (`Guard::owner`).
+//! A hold's owner field, kept as numbers where it can be: an anonymous
+//! owner is `<client-id>:#<n>@<task>` (`<task>` a tokio task's id, or
+//! `t<k>` for a thread: its deadlock party, `crate::deadlock::party_of`),
+//! and a client may hold many thousands of locks, each of which kept that
+//! text (about 60 bytes of heap) for its whole life. A hold of the
+//! client's own anonymous owner keeps the client's prefix (shared), `n`
+//! and the tail; the text is written when a renewal, a release or the
+//! holder record sends it, and kept only once a caller asks to see it
+//! (`Guard::owner`).
 
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
@@ -23,23 +25,85 @@ impl OwnerPrefix {
 /// One hold's owner field, exactly as sent to Redis.
 pub(crate) struct OwnerField {
     /// The text: given (a named owner's field, a permit id, any owner not
-    /// of the client's prefix), or written once shown.
-    text: OnceLock<Arc<str>>,
-    /// An anonymous owner of this client: its prefix and number.
-    numbered: Option<(Arc<OwnerPrefix>, u64)>,
+    /// of the client's prefix), or written once shown. Boxed (one word):
+    /// the numbered form's tail took the room.
+    text: OnceLock<Box<Arc<str>>>,
+    /// An anonymous owner of this client: its prefix, number and tail.
+    numbered: Option<(Arc<OwnerPrefix>, u64, Tail)>,
+}
+
+/// What follows an anonymous owner's number, packed in one word: 0 none
+/// (`<client-id>:#<n>`), a task id `@<id>` (tokio's ids are below 2^63),
+/// or [`THREAD`] and `k` for `@t<k>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tail(u64);
+
+/// The bit of a [`Tail`] that marks a thread's number.
+const THREAD: u64 = 1 << 63;
+
+impl Tail {
+    /// No tail.
+    pub(crate) const NONE: Tail = Tail(0);
+
+    /// The tail of `text` (what follows the number), if it is one this
+    /// packs and writes back byte for byte.
+    fn parse(text: &str) -> Option<Tail> {
+        if text.is_empty() {
+            return Some(Tail::NONE);
+        }
+        let rest = text.strip_prefix('@')?;
+        let (digits, thread) = match rest.strip_prefix('t') {
+            Some(digits) => (digits, true),
+            None => (rest, false),
+        };
+        let value = canonical_number(digits)?;
+        match thread {
+            true if value < THREAD => Some(Tail(THREAD | value)),
+            false if value > 0 && value < THREAD => Some(Tail(value)),
+            _ => None,
+        }
+    }
+
+    /// The tail of an owner made now (`crate::deadlock::anonymous_suffix`).
+    pub(crate) fn of(tail: crate::deadlock::Suffix) -> Tail {
+        match tail {
+            crate::deadlock::Suffix::Task(id) if id > 0 && id < THREAD => Tail(id),
+            crate::deadlock::Suffix::Thread(k) => Tail(THREAD | u64::from(k)),
+            crate::deadlock::Suffix::Task(_) => Tail::NONE,
+        }
+    }
+}
+
+impl std::fmt::Display for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            value if value & THREAD != 0 => write!(f, "@t{}", value & !THREAD),
+            value => write!(f, "@{value}"),
+        }
+    }
+}
+
+/// `digits` as a number when written the way a number is written (no sign,
+/// no leading zero but `0` itself).
+fn canonical_number(digits: &str) -> Option<u64> {
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    digits.parse::<u64>().ok().filter(|_| canonical)
 }
 
 impl OwnerField {
-    /// The field `owner`, kept as a number when it is `prefix` followed by
-    /// the decimal writing of one (as the client writes anonymous owners):
-    /// written again, it is the same text, byte for byte.
+    /// The field `owner`, kept as numbers when it is `prefix` followed by
+    /// the decimal writing of one and a tail (as the client writes
+    /// anonymous owners): written again, it is the same text, byte for byte.
     pub(crate) fn new(owner: Arc<str>, prefix: Option<&Arc<OwnerPrefix>>) -> OwnerField {
         let number = prefix.and_then(|prefix| {
-            let digits = owner.strip_prefix(&*prefix.0)?;
-            let canonical = digits.bytes().all(|b| b.is_ascii_digit())
-                && (digits == "0" || !digits.starts_with('0'));
-            let seq = digits.parse::<u64>().ok().filter(|_| canonical)?;
-            Some((prefix.clone(), seq))
+            let numbered = owner.strip_prefix(&*prefix.0)?;
+            let end = numbered.find('@').unwrap_or(numbered.len());
+            let seq = canonical_number(&numbered[..end])?;
+            let tail = Tail::parse(&numbered[end..])?;
+            Some((prefix.clone(), seq, tail))
         });
         match number {
             Some(numbered) => OwnerField {
@@ -47,7 +111,7 @@ impl OwnerField {
                 numbered: Some(numbered),
             },
             None => OwnerField {
-                text: OnceLock::from(owner),
+                text: OnceLock::from(Box::new(owner)),
                 numbered: None,
             },
         }
@@ -56,41 +120,45 @@ impl OwnerField {
     /// The text, to send: the kept one, or written now (not kept).
     pub(crate) fn text(&self) -> Arc<str> {
         match self.text.get() {
-            Some(text) => text.clone(),
+            Some(text) => Arc::clone(text),
             None => self.write(),
         }
     }
 
     /// The text, kept from now on: for a caller that borrows it.
     pub(crate) fn as_str(&self) -> &str {
-        self.text.get_or_init(|| self.write())
+        self.text.get_or_init(|| Box::new(self.write()))
     }
 
     /// Whether the field is `other`, byte for byte (nothing kept).
     pub(crate) fn is(&self, other: &[u8]) -> bool {
         match (self.text.get(), &self.numbered) {
             (Some(text), _) => text.as_bytes() == other,
-            (None, Some((prefix, seq))) => other
+            (None, Some((prefix, seq, tail))) => other
                 .strip_prefix(prefix.0.as_bytes())
-                .is_some_and(|digits| digits == seq.to_string().as_bytes()),
+                .is_some_and(|rest| rest == format!("{seq}{tail}").as_bytes()),
             (None, None) => false,
         }
     }
 
     fn write(&self) -> Arc<str> {
-        let Some((prefix, seq)) = &self.numbered else {
+        let Some((prefix, seq, tail)) = &self.numbered else {
             // Not numbered: the text was given at creation.
-            return self.text.get().cloned().unwrap_or_else(|| Arc::from(""));
+            return self
+                .text
+                .get()
+                .map_or_else(|| Arc::from(""), |text| Arc::clone(text));
         };
         // On the stack first: one allocation, the `Arc`'s. A uuid's prefix
-        // (38) and a u64 (20 digits at most) fit in 64 bytes.
-        let mut buf = [0u8; 64];
+        // (38), a u64 (20 digits at most) and a tail (`@t` and 19 digits)
+        // fit in 96 bytes.
+        let mut buf = [0u8; 96];
         let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        let written = write!(cursor, "{}{seq}", prefix.0).is_ok();
+        let written = write!(cursor, "{}{seq}{tail}", prefix.0).is_ok();
         let len = usize::try_from(cursor.position()).unwrap_or(0);
         match std::str::from_utf8(&buf[..len]) {
             Ok(text) if written && len < buf.len() => Arc::from(text),
-            _ => Arc::from(format!("{}{seq}", prefix.0)),
+            _ => Arc::from(format!("{}{seq}{tail}", prefix.0)),
         }
     }
 }
@@ -116,13 +184,17 @@ mod tests {
     #[test]
     fn an_anonymous_owner_is_kept_as_its_number_and_written_the_same() {
         let prefix = OwnerPrefix::of(ID);
-        for seq in [0, 7, 10, 123_456, u64::MAX] {
-            let text: Arc<str> = Arc::from(format!("{ID}:#{seq}"));
+        let tails = ["", "@1", "@42", "@9223372036854775807", "@t0", "@t17"];
+        for (seq, tail) in [0, 7, 10, 123_456, u64::MAX]
+            .into_iter()
+            .flat_map(|seq| tails.map(|tail| (seq, tail)))
+        {
+            let text: Arc<str> = Arc::from(format!("{ID}:#{seq}{tail}"));
             let field = OwnerField::new(text.clone(), Some(&prefix));
             assert!(field.text.get().is_none(), "{text} kept as text");
             assert_eq!(field.text(), text);
             assert!(field.is(text.as_bytes()));
-            assert!(!field.is(format!("{ID}:#{seq}0").as_bytes()));
+            assert!(!field.is(format!("{ID}:#{seq}{tail}0").as_bytes()));
             assert!(field.text.get().is_none(), "sending keeps nothing");
             assert_eq!(field.as_str(), &*text);
             assert!(field.is(text.as_bytes()));
@@ -138,6 +210,14 @@ mod tests {
             format!("{ID}:#"),
             format!("{ID}:#1x"),
             format!("{ID}:#99999999999999999999999"),
+            format!("{ID}:#1@"),
+            format!("{ID}:#1@0"),
+            format!("{ID}:#1@07"),
+            format!("{ID}:#1@t"),
+            format!("{ID}:#1@t07"),
+            format!("{ID}:#1@9223372036854775808"),
+            format!("{ID}:#1@2@3"),
+            format!("{ID}:#1x@2"),
             "another-client:#1".to_owned(),
             "permit-id".to_owned(),
         ];

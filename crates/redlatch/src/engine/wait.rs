@@ -26,6 +26,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
+use crate::deadlock::check::{Check, EDGE_MARGIN, WaitsFor};
+use crate::deadlock::edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
@@ -249,6 +251,14 @@ pub(crate) trait Acquisition: Send {
     fn pause_after_wake(&self) -> Duration {
         Duration::ZERO
     }
+
+    /// Deadlock detection (`crate::deadlock`): the lock this waiter waits
+    /// for and the owner field it acquires as, asked after each busy
+    /// attempt. By default `None`: the primitive takes no part (nothing
+    /// written, nothing checked).
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        None
+    }
 }
 
 /// The channel memberships of one wait: the usual one kept inline, not in
@@ -347,12 +357,16 @@ pub(crate) fn wait_from<A: Acquisition>(
         let mut answered_busy = seen_held;
         // This call's wait was counted (once per call).
         let mut counted = false;
+        // This waiter's wait-for edge, once a deadlock check wrote it:
+        // deleted when the wait ends. Boxed, for the parked waiter's size.
+        let mut edge: Option<Box<WaitEdge>> = None;
         loop {
             // Per ticket, the subscription generation and messages seen before
             // the attempt: a park returns at once for anything newer.
             tickets.iter_mut().for_each(Ticket::mark);
             if answered_busy && cut_off.is_some_and(|cut| cut.left(LeaseInstant::now()).is_zero()) {
                 // The wait ended while parked or pausing: no time for a call.
+                remove_edge(&mut edge).await;
                 give_up_within_grace(acquisition).await;
                 return Ok(None);
             }
@@ -369,6 +383,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                         // One message wakes one waiter: let the next one look too.
                         tickets.iter().for_each(Ticket::pass_on);
                     }
+                    remove_edge(&mut edge).await;
                     return Ok(Some(value));
                 }
                 Ok(Step::Busy { retry_in }) => {
@@ -417,8 +432,21 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
             };
             let retry_in = match next {
-                Next::Park(retry_in) => retry_in,
+                Next::Park(retry_in) => {
+                    let left = remaining(LeaseInstant::now());
+                    let check = check_deadlock(acquisition, cut_off, retry_in.min(left), &mut edge);
+                    if let Some(cycle) = Box::pin(check).await {
+                        if woken {
+                            pass_on(&tickets);
+                        }
+                        drop(tickets);
+                        give_up_within_grace(acquisition).await;
+                        return Err(Error::Deadlock { cycle });
+                    }
+                    retry_in
+                }
                 Next::GiveUp => {
+                    remove_edge(&mut edge).await;
                     give_up_within_grace(acquisition).await;
                     return Ok(None);
                 }
@@ -437,6 +465,7 @@ pub(crate) fn wait_from<A: Acquisition>(
             }
             let now = LeaseInstant::now();
             if deadline.is_some_and(|at| now >= at) {
+                remove_edge(&mut edge).await;
                 if cut_off.is_some() {
                     give_up_within_grace(acquisition).await;
                 } else {
@@ -531,6 +560,37 @@ enum Next {
 /// whose room a parked waiter would otherwise carry.
 async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
     let _ = Box::pin(tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up())).await;
+}
+
+/// After a busy attempt: the deadlock check of a waiter that takes part
+/// ([`Acquisition::waits_for`]), its edge living `next_in` (when it
+/// attempts again) and [`EDGE_MARGIN`]. Returns the cycle its wait would
+/// close. Cut off where the wait ends; boxed, as every rare state of a
+/// parked waiter is.
+async fn check_deadlock<A: Acquisition>(
+    acquisition: &A,
+    cut_off: Option<Deadline>,
+    next_in: Duration,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Option<Vec<crate::deadlock::WaitLink>> {
+    let check = Check::of(acquisition.waits_for()?)?;
+    let edge_ms = u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
+    let look = async { Ok(check.run(edge_ms, edge).await) };
+    let cycle = Box::pin(within(cut_off, "deadlock check", look)).await.ok().flatten()?;
+    crate::engine::metrics::deadlock();
+    tracing::debug!(
+        cycle = %crate::deadlock::describe(&cycle),
+        "redlatch: acquire refused, its wait would close a wait-for cycle"
+    );
+    Some(cycle)
+}
+
+/// Deletes the waiter's wait-for edge, if it wrote one, as its wait ends
+/// ([`GIVE_UP_GRACE`] at most; the delete goes on past it).
+async fn remove_edge(edge: &mut Option<Box<WaitEdge>>) {
+    if let Some(edge) = edge.take() {
+        Box::pin(edge.remove(GIVE_UP_GRACE)).await;
+    }
 }
 
 /// Counts how a park ended.

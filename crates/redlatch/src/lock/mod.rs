@@ -20,6 +20,7 @@ use crate::base::handle_options::{handle_options, waiting_methods};
 use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
+use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -503,6 +504,14 @@ impl Acquisition for LockAcquisition<'_> {
         Ok(vec![
             self.lock.core.wakeups.join(&self.request.keys.channel()),
         ])
+    }
+
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        Some(WaitsFor {
+            core: &self.lock.core,
+            key: &self.request.keys.key,
+            owner: &self.request.owner,
+        })
     }
 
     /// Connection errors are retried for anonymous owners only, each retry

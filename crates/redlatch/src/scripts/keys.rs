@@ -131,7 +131,7 @@ pub(crate) fn slot(key: &str) -> u16 {
 
 /// The hash tag Redis Cluster hashes `key` on: the text between the first
 /// `{` and the next `}` when not empty, else `None` (the whole key counts).
-fn hash_tag(key: &str) -> Option<&str> {
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
     let open = key.find('{')?;
     let rest = &key[open + 1..];
     let close = rest.find('}')?;

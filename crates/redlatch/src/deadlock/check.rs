@@ -1,0 +1,136 @@
+//! The deadlock check a waiter runs after each busy attempt: one call of
+//! `deadlock_check.lua`, which either names the cycle the wait would close
+//! or writes the waiter's wait-for edge ([`WaitEdge`]). Any failure of the
+//! check (an ACL without the edge keys, a timeout) costs the waiter the
+//! detection of that round, never its acquire.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::deadlock::edge::WaitEdge;
+use crate::deadlock::link::WaitLink;
+use crate::deadlock::party::{WAIT_KEY_PREFIX, party_of};
+use crate::deadlock::scripts::DEADLOCK_CHECK;
+use crate::engine::context::Core;
+use crate::scripts::keys::hash_tag;
+
+/// The longest cycle looked for, in locks.
+pub(crate) const MAX_DEPTH: u32 = 16;
+
+/// How long an edge outlives the waiter's next attempt: a waiter alive
+/// rewrites it by then; a dead one's lapses soon after.
+pub(crate) const EDGE_MARGIN: Duration = Duration::from_secs(1);
+
+/// What a waiter taking part in deadlock detection tells the wait loop
+/// ([`Acquisition::waits_for`](crate::engine::wait::Acquisition::waits_for)).
+pub(crate) struct WaitsFor<'a> {
+    /// The waiter's client.
+    pub(crate) core: &'a Arc<Core>,
+    /// The key of the lock it waits for.
+    pub(crate) key: &'a str,
+    /// The owner field it acquires as.
+    pub(crate) owner: &'a str,
+}
+
+/// One check, its keys and arguments made.
+pub(crate) struct Check {
+    core: Arc<Core>,
+    lock: String,
+    wait_key: String,
+    edges: String,
+    party: String,
+    cluster: bool,
+}
+
+impl Check {
+    /// The check of `waits`; `None` when the client does not detect
+    /// deadlocks, or on a cluster for a lock key with no hash tag (its
+    /// edges could not live in its slot).
+    pub(crate) fn of(waits: WaitsFor<'_>) -> Option<Check> {
+        let core = waits.core;
+        if !core.deadlock_detection {
+            return None;
+        }
+        let prefix = core.current_settings().key_prefix.clone();
+        let cluster = core.conn.is_cluster();
+        let edges = if cluster {
+            format!("{prefix}{WAIT_KEY_PREFIX}{{{}}}:", hash_tag(waits.key)?)
+        } else {
+            format!("{prefix}{WAIT_KEY_PREFIX}")
+        };
+        let party = party_of(waits.owner);
+        Some(Check {
+            core: core.clone(),
+            lock: waits.key.to_owned(),
+            wait_key: format!("{edges}{party}"),
+            edges,
+            party,
+            cluster,
+        })
+    }
+
+    /// Runs the check with an edge living `edge_ms`; `edge` becomes (or
+    /// stays) this waiter's edge. Returns the cycle, if the wait would
+    /// close one (the edge is gone then).
+    pub(crate) async fn run(self, edge_ms: u64, edge: &mut Option<Box<WaitEdge>>) -> Option<Vec<WaitLink>> {
+        if edge.as_ref().is_none_or(|edge| edge.key() != self.wait_key) {
+            // Another party's edge (a retry under a fresh owner): its own
+            // key goes.
+            *edge = Some(Box::new(WaitEdge::new(self.core.clone(), self.wait_key.clone())));
+        }
+        let mut conn = self.core.conn.clone();
+        let limit = self.core.current_settings().response_timeout;
+        let mut invocation = DEADLOCK_CHECK.key(&self.lock);
+        invocation
+            .key(&self.wait_key)
+            .arg(&self.party)
+            .arg(edge_ms.max(1))
+            .arg(MAX_DEPTH)
+            .arg(&self.edges)
+            .arg(if self.cluster { "1" } else { "0" });
+        let call = invocation.invoke_async::<Value>(&mut conn);
+        let reply = match tokio::time::timeout(limit, call).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, lock = self.lock, "redlatch: deadlock check failed");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(lock = self.lock, "redlatch: deadlock check unanswered");
+                return None;
+            }
+        };
+        let cycle = cycle_of(reply)?;
+        if let Some(edge) = edge.take() {
+            edge.forget();
+        }
+        Some(cycle)
+    }
+}
+
+/// The cycle in the script's reply: `{lock, holder, party, ...}`; an empty
+/// list (no cycle) or a reply of another shape is `None`.
+fn cycle_of(reply: Value) -> Option<Vec<WaitLink>> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let texts: Vec<String> = items
+        .into_iter()
+        .map(|item| redis::from_redis_value::<String>(item).ok())
+        .collect::<Option<_>>()?;
+    if texts.is_empty() || texts.len() % 3 != 0 {
+        return None;
+    }
+    Some(
+        texts
+            .chunks_exact(3)
+            .map(|link| WaitLink {
+                lock: link[0].clone(),
+                holder: link[1].clone(),
+                party: link[2].clone(),
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,75 @@
+//! A waiter's wait-for edge in Redis, as one value: deleted when the wait
+//! ends. Awaited where the wait loop returns on its own (acquired, gave
+//! up, refused), so that a party that goes on leaves no edge behind it;
+//! from a task of its own when dropped (a cancelled acquire, an error), as
+//! [`Place`](crate::engine::place::Place) withdraws a place in line. An
+//! edge that could not be deleted expires (its PX is tied to the wait).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::cancel::{run_to_end, spawn_undo};
+use crate::engine::context::Core;
+
+/// The edge key one waiter wrote, while it may stand.
+pub(crate) struct WaitEdge {
+    core: Arc<Core>,
+    key: String,
+    armed: bool,
+}
+
+impl WaitEdge {
+    /// The edge at `key`, written (or about to be) by this waiter.
+    pub(crate) fn new(core: Arc<Core>, key: String) -> WaitEdge {
+        WaitEdge {
+            core,
+            key,
+            armed: true,
+        }
+    }
+
+    /// The edge's key.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The script deleted the edge already (it found a cycle).
+    pub(crate) fn forget(mut self) {
+        self.armed = false;
+    }
+
+    /// Deletes the edge now, waiting `grace` at most: the delete goes on
+    /// past it in the background (a stalled server).
+    pub(crate) async fn remove(mut self, grace: Duration) {
+        self.armed = false;
+        let delete = delete(&self.core, std::mem::take(&mut self.key));
+        let _ = tokio::time::timeout(grace, run_to_end(&self.core.background, async move {
+            delete.await;
+            Ok(())
+        }))
+        .await;
+    }
+}
+
+impl Drop for WaitEdge {
+    fn drop(&mut self) {
+        if self.armed {
+            let key = std::mem::take(&mut self.key);
+            spawn_undo(&self.core.background, delete(&self.core, key));
+        }
+    }
+}
+
+/// `DEL key`, bounded by the response timeout; errors ignored (the edge
+/// expires).
+fn delete(core: &Core, key: String) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut conn = core.conn.clone();
+    let limit = core.current_settings().response_timeout;
+    async move {
+        let mut del = redis::cmd("DEL");
+        del.arg(&key);
+        if let Ok(Err(error)) = tokio::time::timeout(limit, del.query_async::<i64>(&mut conn)).await {
+            tracing::debug!(%error, key, "redlatch: a wait-for edge not deleted; it expires");
+        }
+    }
+}
