@@ -95,6 +95,7 @@ impl Failure {
             | E::ClusterNode { .. } => USAGE,
             E::TlsFile { .. } => CONFIG,
             E::Timeout { .. } => NOT_ACQUIRED,
+            E::Deadlock { .. } => DEADLOCK,
             E::NotHeld { .. } => LOST,
             E::WrongType { .. } => DATA,
             E::Unavailable { .. }

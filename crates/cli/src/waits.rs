@@ -5,13 +5,15 @@
 //! from what was read (the library refuses one party of a cycle; a cycle
 //! shown here is one caught before that, or one the library cannot see).
 //!
-//! A party is derived from an owner field as the library does: a named
-//! owner `<client-id>:<name>` is `n:<name>` in every process; an anonymous
-//! owner `<client-id>:#<seq>@<task>` is `<client-id>@<task>`. An edge whose
-//! waiter already holds its lock is stale (its DEL is on the way): ignored.
+//! A holder's party is the library's (`redlatch::deadlock::party_of`): a
+//! named owner `<client-id>:<name>` is `n:<name>` in every process; an
+//! anonymous owner `<client-id>:#<seq>@<task>` is `<client-id>@<task>`. An
+//! edge whose waiter already holds its lock is stale (its DEL is on the
+//! way): ignored.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use redlatch::deadlock::{WAIT_KEY_PREFIX as WAIT_KEY, party_of as party};
 use redlatch::{Client, Servers};
 use serde::Serialize;
 
@@ -19,26 +21,8 @@ use crate::global::Global;
 use crate::locks::LockView;
 use crate::names::shown;
 
-/// The wait keys' prefix (after the client's key prefix).
-pub const WAIT_KEY: &str = "redlatch_wait:";
-
 /// SCAN's batch size for the wait keys.
 const SCAN_COUNT: usize = 1000;
-
-/// The party of an owner field, as the library derives it.
-pub fn party(owner: &str) -> String {
-    // A read-write lock's write hold is its owner's field plus `:write`.
-    let owner = owner.strip_suffix(":write").unwrap_or(owner);
-    match owner.split_once(':') {
-        Some((client, anonymous)) if anonymous.starts_with('#') => match anonymous.split_once('@') {
-            Some((_, task)) => format!("{client}@{task}"),
-            // No task in the field: that acquisition alone.
-            None => owner.to_owned(),
-        },
-        Some((_, name)) if !name.is_empty() => format!("n:{name}"),
-        _ => owner.to_owned(),
-    }
-}
 
 /// One party waiting for one lock, as the wait keys say.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -153,7 +137,11 @@ impl Waits {
     /// Reads the waits for the deployment `global` names, or `None` (with
     /// a debug message) when they cannot be read: the listing goes on
     /// without them.
-    pub async fn read_quietly(global: &Global, client: &Client, known: &[LockView]) -> Option<Waits> {
+    pub async fn read_quietly(
+        global: &Global,
+        client: &Client,
+        known: &[LockView],
+    ) -> Option<Waits> {
         let cluster = global
             .deployment()
             .is_ok_and(|deployment| matches!(deployment.servers, Servers::Cluster(_)));
@@ -234,11 +222,7 @@ fn canonical(parties: &[&str], lock_of: &BTreeMap<&str, &str>) -> Cycle {
 /// those of the holders of the `known` locks (`redlatch_wait:{tag}:<party>`
 /// next to each lock with a hash tag), and of the holders of the locks
 /// those wait for, in turn.
-pub async fn read(
-    client: &Client,
-    cluster: bool,
-    known: &[LockView],
-) -> redlatch::Result<Waits> {
+pub async fn read(client: &Client, cluster: bool, known: &[LockView]) -> redlatch::Result<Waits> {
     let prefix = client.settings().key_prefix;
     let mut conn = client.redis_connection();
     let mut holders: BTreeMap<String, Vec<String>> = known
@@ -406,15 +390,6 @@ mod tests {
     }
 
     #[test]
-    fn parties_come_from_owner_fields() {
-        let id = "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11";
-        assert_eq!(party(&format!("{id}:#3@17")), format!("{id}@17"));
-        assert_eq!(party(&format!("{id}:job:42")), "n:job:42");
-        assert_eq!(party(&format!("{id}:job:42:write")), "n:job:42");
-        assert_eq!(party(&format!("{id}:#3")), format!("{id}:#3"));
-    }
-
-    #[test]
     fn a_cycle_is_found_once_and_a_stale_edge_is_ignored() {
         let id = "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11";
         let holders = BTreeMap::from([
@@ -432,7 +407,10 @@ mod tests {
             ],
             &holders,
         );
-        assert_eq!(waits.cycles, vec![vec![wait("n:a", "l2"), wait("n:b", "l1")]]);
+        assert_eq!(
+            waits.cycles,
+            vec![vec![wait("n:a", "l2"), wait("n:b", "l1")]]
+        );
         assert_eq!(waits.waiting_for("l3"), vec!["n:d"]);
         assert!(waits.cycle_through("l3").is_none());
         assert_eq!(

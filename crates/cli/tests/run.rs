@@ -5,6 +5,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Orphan, World, alive, code, q, wait_file};
@@ -823,4 +824,97 @@ fn a_run_leaves_no_holder_record_behind() {
         left = holder_records(&world);
     }
     assert!(left.is_empty(), "2 s after a stopped run ended: {left:?}");
+}
+
+/// `sh -c` script for a job that holds its lock, says so (`mine`), waits
+/// for the other job to hold its own (`theirs`), then runs
+/// `redlatch run OTHER -- true` inside (REDLATCH_JOB makes it the same party).
+fn nested(world: &World, mine: &Path, theirs: &Path, other: &str) -> String {
+    format!(
+        "touch {mine}; while [ ! -e {theirs} ]; do sleep 0.01; done; \
+         {bin} --redis {url} run {other} -- true",
+        mine = q(mine),
+        theirs = q(theirs),
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    )
+}
+
+/// Two jobs nest runs in opposite orders (A holds l1 and runs `run l2`, B
+/// holds l2 and runs `run l1`): a deadlock the library names. Exactly one
+/// job exits 76 (its inner run refused at once, its exit status passed up
+/// by its outer run), the other completes once the refused job let go.
+#[test]
+fn nested_runs_in_opposite_orders_deadlock_and_exactly_one_exits_76() {
+    let world = World::new();
+    let (a_in, b_in) = (world.path("a-in"), world.path("b-in"));
+    let mut a = world.spawn(&[
+        "run",
+        "l1",
+        "--",
+        "sh",
+        "-c",
+        &nested(&world, &a_in, &b_in, "l2"),
+    ]);
+    let mut b = world.spawn(&[
+        "run",
+        "l2",
+        "--",
+        "sh",
+        "-c",
+        &nested(&world, &b_in, &a_in, "l1"),
+    ]);
+    let started = Instant::now();
+    let codes = [
+        code(a.wait(Duration::from_secs(30))),
+        code(b.wait(Duration::from_secs(30))),
+    ];
+    let took = started.elapsed();
+    let mut sorted = codes;
+    sorted.sort_unstable();
+    assert_eq!(sorted, [0, 76], "A: {}\nB: {}", a.stderr(), b.stderr());
+    let refused = if codes[0] == 76 { &a } else { &b };
+    let message = refused.stderr();
+    assert!(
+        message.contains("deadlock") && message.contains("l1") && message.contains("l2"),
+        "{message}"
+    );
+    // Found, not timed out: far below any lease or wait (generous for CI).
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+/// A run outside any job takes its lock as a new job (`job:<client-id>`)
+/// and passes that owner on in REDLATCH_JOB; a run inside it takes its
+/// lock as the same owner; `--owner` wins over both.
+#[test]
+fn a_run_passes_its_job_on_and_a_nested_run_takes_it() {
+    let world = World::new();
+    let out = world.path("job");
+    let script = format!(
+        "echo \"$REDLATCH_JOB\" > {out}; \
+         {bin} --redis {url} run inner -- sh -c 'echo \"$REDLATCH_JOB\" >> {out}'",
+        out = q(&out),
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    );
+    let output = world.output(&["run", "outer", "--", "sh", "-c", &script]);
+    assert_eq!(code(output.status), 0);
+    let jobs = fs::read_to_string(&out).unwrap();
+    let jobs: Vec<&str> = jobs.lines().collect();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert!(jobs[0].starts_with("job:"), "{jobs:?}");
+    assert_eq!(jobs[0], jobs[1], "the nested run is the same job");
+
+    let output = world.output(&[
+        "run",
+        "--owner",
+        "nightly",
+        "outer",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo \"$REDLATCH_JOB\" > {}", q(&out)),
+    ]);
+    assert_eq!(code(output.status), 0);
+    assert_eq!(fs::read_to_string(&out).unwrap().trim(), "nightly");
 }
