@@ -13,7 +13,7 @@ use crate::connect;
 use crate::exit::{self, Failure};
 use crate::global::Global;
 use crate::names::shown;
-use crate::waits::{Cycle, Waits, cycle_text};
+use crate::waits::{Cycle, Known, Waits, cycle_text};
 
 /// One lock: its JSON is `status --json`'s object, each element of
 /// `list --json` and each lock of `top --json`.
@@ -389,6 +389,22 @@ impl LockView {
         line
     }
 
+    /// The lock's name and its holders' owner fields, for reading the waits.
+    pub fn known(&self) -> Known {
+        let owners = self.holders.iter().map(|h| h.owner.clone()).collect();
+        (self.name.clone(), owners)
+    }
+
+    /// Fills `waited_by` and `cycle` from a snapshot of the waits.
+    pub fn add_waits(&mut self, waits: &Waits) {
+        self.waited_by = waits
+            .waiting_for(&self.name)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.cycle = waits.cycle_through(&self.name).cloned();
+    }
+
     /// `  waited for by P, Q  DEADLOCK: ...`: what the wait keys say of
     /// this lock, for `list` and `top`; empty when nobody waits.
     pub fn waits_text(&self) -> String {
@@ -570,8 +586,9 @@ impl Source {
                     .await
                     .map_err(|error| connect::call_failure(global, command, &error))?;
                 let mut views: Vec<LockView> = locks.iter().map(LockView::single).collect();
-                if let Some(waits) = Waits::read_quietly(global, client, &views).await {
-                    waits.annotate(&mut views);
+                let known: Vec<Known> = views.iter().map(LockView::known).collect();
+                if let Some(waits) = Waits::read_quietly(global, client, &known).await {
+                    views.iter_mut().for_each(|view| view.add_waits(&waits));
                 }
                 return Ok(views);
             }

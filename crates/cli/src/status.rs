@@ -48,7 +48,10 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         status => status,
     };
     let waits = match &status {
-        Ok(status) => Waits::read_quietly(global, &client, &[LockView::single(status)]).await,
+        Ok(status) => {
+            let known = [LockView::single(status).known()];
+            Waits::read_quietly(global, &client, &known).await
+        }
         Err(_) => None,
     };
     let status = status.map(|status| WithWaits { status, waits });
@@ -63,11 +66,10 @@ struct WithWaits {
 
 impl Shown for WithWaits {
     fn view(&self) -> LockView {
-        let mut views = [LockView::single(&self.status)];
+        let mut view = LockView::single(&self.status);
         if let Some(waits) = &self.waits {
-            waits.annotate(&mut views);
+            view.add_waits(waits);
         }
-        let [view] = views;
         view
     }
 

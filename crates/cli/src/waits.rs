@@ -18,11 +18,13 @@ use redlatch::{Client, Servers};
 use serde::Serialize;
 
 use crate::global::Global;
-use crate::locks::LockView;
 use crate::names::shown;
 
 /// SCAN's batch size for the wait keys.
 const SCAN_COUNT: usize = 1000;
+
+/// A lock already read: its name and its holders' owner fields.
+pub type Known = (String, Vec<String>);
 
 /// One party waiting for one lock, as the wait keys say.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -96,18 +98,6 @@ impl Waits {
             .iter()
             .find(|cycle| cycle.iter().any(|wait| wait.lock == lock))
     }
-
-    /// Fills the `waited_by` and `cycle` fields of the views.
-    pub fn annotate(&self, views: &mut [LockView]) {
-        for view in views {
-            view.waited_by = self
-                .waiting_for(&view.name)
-                .into_iter()
-                .map(str::to_owned)
-                .collect();
-            view.cycle = self.cycle_through(&view.name).cloned();
-        }
-    }
 }
 
 impl Waits {
@@ -137,11 +127,7 @@ impl Waits {
     /// Reads the waits for the deployment `global` names, or `None` (with
     /// a debug message) when they cannot be read: the listing goes on
     /// without them.
-    pub async fn read_quietly(
-        global: &Global,
-        client: &Client,
-        known: &[LockView],
-    ) -> Option<Waits> {
+    pub async fn read_quietly(global: &Global, client: &Client, known: &[Known]) -> Option<Waits> {
         let cluster = global
             .deployment()
             .is_ok_and(|deployment| matches!(deployment.servers, Servers::Cluster(_)));
@@ -222,16 +208,10 @@ fn canonical(parties: &[&str], lock_of: &BTreeMap<&str, &str>) -> Cycle {
 /// those of the holders of the `known` locks (`redlatch_wait:{tag}:<party>`
 /// next to each lock with a hash tag), and of the holders of the locks
 /// those wait for, in turn.
-pub async fn read(client: &Client, cluster: bool, known: &[LockView]) -> redlatch::Result<Waits> {
+pub async fn read(client: &Client, cluster: bool, known: &[Known]) -> redlatch::Result<Waits> {
     let prefix = client.settings().key_prefix;
     let mut conn = client.redis_connection();
-    let mut holders: BTreeMap<String, Vec<String>> = known
-        .iter()
-        .map(|view| {
-            let owners = view.holders.iter().map(|h| h.owner.clone()).collect();
-            (view.name.clone(), owners)
-        })
-        .collect();
+    let mut holders: BTreeMap<String, Vec<String>> = known.iter().cloned().collect();
     let edges = if cluster {
         cluster_edges(client, &mut conn, &prefix, &mut holders).await?
     } else {

@@ -166,6 +166,17 @@ pub const TIES: &[Tie] = &[
         step: "semaphore::Permits::release",
         recheck: "a release adds its permits back by INCRBY and publishes",
     },
+    Tie {
+        file: "deadlock/deadlock_check.lua",
+        sha1: "3dcfdf9baecf38522118a5cba98adb91cd2fb838",
+        step: "deadlock::DeadlockState::check",
+        recheck: "one atomic step after a busy attempt: walk from the lock's holders (their \
+                  parties by party_of) along each party's wait key to the holders of the lock it \
+                  names, each party visited once, bounded depth; an edge whose party holds the \
+                  lock it names is stale and not followed; reaching the caller's party is a cycle: \
+                  the caller's own wait key deleted, no edge written, the path returned; else the \
+                  caller's edge written (the lock key, PX). Only the caller's wait key is written",
+    },
 ];
 
 /// The scripts the model leaves out, and why.
