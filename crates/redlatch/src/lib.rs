@@ -204,6 +204,7 @@ pub use base::status::{Holder, LockMode, LockStatus};
 pub use client::Client;
 pub use client::builder::{Builder, ClientBuilder};
 pub use count_down_latch::CountDownLatch;
+pub use deadlock::WaitLink;
 pub use engine::by_name::Primitive;
 pub use engine::hold::LostReason;
 pub use error::{Error, NodeFailure, Result, TimeLimit};

@@ -20,6 +20,6 @@
 //! | `redlatch_deadlocks_total` | counter | | acquires refused because their wait would close a wait-for cycle ([`Error::Deadlock`](crate::Error::Deadlock)) |
 
 pub use crate::engine::metrics::{
-    ACQUIRE_SECONDS, ACQUISITIONS, ALL, CONTENDED_WAITS, DEADLOCKS, HELD_LOCKS, LOCKS_LOST, RELEASES_NOT_HELD,
-    RENEWAL_FAILURES, RENEWALS, WAKEUPS, describe,
+    ACQUIRE_SECONDS, ACQUISITIONS, ALL, CONTENDED_WAITS, DEADLOCKS, HELD_LOCKS, LOCKS_LOST,
+    RELEASES_NOT_HELD, RENEWAL_FAILURES, RENEWALS, WAKEUPS, describe,
 };

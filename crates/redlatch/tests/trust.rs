@@ -39,3 +39,6 @@ static ALLOCATOR: memory::PerThread = memory::PerThread;
 
 #[path = "trust/parked_waiter.rs"]
 mod parked_waiter;
+
+#[path = "trust/deadlock.rs"]
+mod deadlock;

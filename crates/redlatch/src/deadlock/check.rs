@@ -74,11 +74,18 @@ impl Check {
     /// Runs the check with an edge living `edge_ms`; `edge` becomes (or
     /// stays) this waiter's edge. Returns the cycle, if the wait would
     /// close one (the edge is gone then).
-    pub(crate) async fn run(self, edge_ms: u64, edge: &mut Option<Box<WaitEdge>>) -> Option<Vec<WaitLink>> {
+    pub(crate) async fn run(
+        self,
+        edge_ms: u64,
+        edge: &mut Option<Box<WaitEdge>>,
+    ) -> Option<Vec<WaitLink>> {
         if edge.as_ref().is_none_or(|edge| edge.key() != self.wait_key) {
             // Another party's edge (a retry under a fresh owner): its own
             // key goes.
-            *edge = Some(Box::new(WaitEdge::new(self.core.clone(), self.wait_key.clone())));
+            *edge = Some(Box::new(WaitEdge::new(
+                self.core.clone(),
+                self.wait_key.clone(),
+            )));
         }
         let mut conn = self.core.conn.clone();
         let limit = self.core.current_settings().response_timeout;

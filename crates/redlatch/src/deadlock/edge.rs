@@ -43,10 +43,13 @@ impl WaitEdge {
     pub(crate) async fn remove(mut self, grace: Duration) {
         self.armed = false;
         let delete = delete(&self.core, std::mem::take(&mut self.key));
-        let _ = tokio::time::timeout(grace, run_to_end(&self.core.background, async move {
-            delete.await;
-            Ok(())
-        }))
+        let _ = tokio::time::timeout(
+            grace,
+            run_to_end(&self.core.background, async move {
+                delete.await;
+                Ok(())
+            }),
+        )
         .await;
     }
 }
@@ -68,7 +71,8 @@ fn delete(core: &Core, key: String) -> impl std::future::Future<Output = ()> + S
     async move {
         let mut del = redis::cmd("DEL");
         del.arg(&key);
-        if let Ok(Err(error)) = tokio::time::timeout(limit, del.query_async::<i64>(&mut conn)).await {
+        if let Ok(Err(error)) = tokio::time::timeout(limit, del.query_async::<i64>(&mut conn)).await
+        {
             tracing::debug!(%error, key, "redlatch: a wait-for edge not deleted; it expires");
         }
     }

@@ -17,8 +17,8 @@ mod link;
 mod party;
 pub(crate) mod scripts;
 
-pub(crate) use link::describe;
 pub use link::WaitLink;
+pub(crate) use link::describe;
 #[cfg(feature = "blocking")]
 pub(crate) use party::on_caller_thread;
 pub(crate) use party::{Suffix, anonymous_suffix};

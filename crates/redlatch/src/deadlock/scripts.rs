@@ -7,7 +7,12 @@ use crate::scripts::{GIVES_BACK, ScriptList, script};
 
 // Run under OOM too: its one write is small and expires, and a check that
 // could not run costs the caller nothing but the detection.
-script!(DEADLOCK_CHECK, "deadlock/deadlock_check.lua", GIVES_BACK, checks);
+script!(
+    DEADLOCK_CHECK,
+    "deadlock/deadlock_check.lua",
+    GIVES_BACK,
+    checks
+);
 
 /// Deadlock detection's part of the function library.
 pub(crate) static SCRIPTS: ScriptList = ScriptList {

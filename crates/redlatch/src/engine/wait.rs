@@ -574,9 +574,13 @@ async fn check_deadlock<A: Acquisition>(
     edge: &mut Option<Box<WaitEdge>>,
 ) -> Option<Vec<crate::deadlock::WaitLink>> {
     let check = Check::of(acquisition.waits_for()?)?;
-    let edge_ms = u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
+    let edge_ms =
+        u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
     let look = async { Ok(check.run(edge_ms, edge).await) };
-    let cycle = Box::pin(within(cut_off, "deadlock check", look)).await.ok().flatten()?;
+    let cycle = Box::pin(within(cut_off, "deadlock check", look))
+        .await
+        .ok()
+        .flatten()?;
     crate::engine::metrics::deadlock();
     tracing::debug!(
         cycle = %crate::deadlock::describe(&cycle),
