@@ -918,3 +918,25 @@ fn a_run_passes_its_job_on_and_a_nested_run_takes_it() {
     assert_eq!(code(output.status), 0);
     assert_eq!(fs::read_to_string(&out).unwrap().trim(), "nightly");
 }
+
+/// A job that runs `redlatch run` on the lock it holds waited for itself
+/// for ever; it is one party now, and the inner run exits 76 at once.
+#[test]
+fn a_nested_run_of_the_jobs_own_lock_exits_76_at_once() {
+    let world = World::new();
+    let inner = format!(
+        "{bin} --redis {url} run own -- true",
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    );
+    let started = Instant::now();
+    let output = world.output(&["run", "own", "--", "sh", "-c", &inner]);
+    assert_eq!(code(output.status), 76);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("deadlock"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
