@@ -4,7 +4,9 @@
 //! waiter holds its lock, refuse the party the walk comes back to and write
 //! no edge for it, else write its edge). A wait ends by acquiring, giving up
 //! (a timeout or a cancelled future: the same to Redis) or being refused;
-//! its edge is then deleted by a DEL sent after it.
+//! its edge is then deleted by a DEL sent after it. A waiter's edge may
+//! also expire while it waits (its next attempt late), until its next check
+//! writes it again.
 //!
 //! Which party waits, for the properties, is the client's view, not the
 //! edges': a party waits for a lock from its busy attempt until its wait
@@ -24,7 +26,8 @@ pub mod names {
     /// holds it) and the path closes at the refused party.
     pub const REAL_CYCLE: &str = "a reported deadlock is a real cycle at that moment";
     /// A cycle that stays is reported by the time each of its members has
-    /// run one check since it closed.
+    /// run one check since it closed (or since a member's wait key last
+    /// expired under it: its attempt came late).
     pub const REPORTED_WITHIN_A_ROUND: &str =
         "a cycle is reported within one check of each of its members";
     /// Only one party of a cycle is refused: no report names a refused
@@ -52,6 +55,9 @@ pub struct DeadlockModel {
     pub fifo: bool,
     /// The walk's depth bound: [`MAX_DEPTH`], or less to see a long cycle missed.
     pub max_depth: usize,
+    /// Wait keys that may expire while their party still waits (its next
+    /// attempt late: a pause, a slow network), over all parties.
+    pub expiries: u8,
 }
 
 /// Where a party is.
@@ -108,13 +114,15 @@ pub struct DeadlockState {
     pub parties: Vec<Party>,
     /// Give-ups left.
     pub give_ups: u8,
+    /// Expiries left.
+    pub expiries: u8,
     /// The cycle the last step reported (refused party first); cleared by
     /// the next step.
     pub report: Option<Vec<Edge>>,
     /// The members of the real cycle (bit per party; 0: none).
     pub cycle: u8,
     /// The members of `cycle` that ran a check since it closed (or since
-    /// it was last reported).
+    /// it was last reported, or a wait key expired).
     pub checked: u8,
     /// The parties refused so far.
     pub refused: u8,
@@ -131,6 +139,8 @@ pub enum Action {
     GiveUp(u8),
     /// The DEL of the party's ended wait reaches the server.
     Del(u8),
+    /// The party's wait key expires while it still waits.
+    Expire(u8),
     /// The party releases a lock.
     Release(u8, u8),
 }
@@ -247,6 +257,7 @@ impl Model for DeadlockModel {
                 usize::from(self.parties)
             ],
             give_ups: self.give_ups,
+            expiries: self.expiries,
             report: None,
             cycle: 0,
             checked: 0,
@@ -273,6 +284,9 @@ impl Model for DeadlockModel {
                     }
                 }
                 Phase::Waiting(lock) => {
+                    if s.expiries > 0 && s.edges[i] == Some(lock) {
+                        actions.push(Action::Expire(party));
+                    }
                     if self.may_send(p) {
                         actions.push(Action::Attempt(party, lock));
                     }
@@ -345,6 +359,10 @@ impl Model for DeadlockModel {
                 n.parties[i].phase = Phase::Releasing;
                 n.parties[i].ending = s.edges[i];
             }
+            Action::Expire(party) => {
+                n.expiries -= 1;
+                n.edges[usize::from(party)] = None;
+            }
             Action::Del(party) => {
                 let i = usize::from(party);
                 n.edges[i] = None;
@@ -361,8 +379,10 @@ impl Model for DeadlockModel {
             }
         }
         let cycle = n.real_cycle();
-        if cycle != s.cycle || n.report.is_some() {
-            // A new cycle, or a reported one: its members start again.
+        if cycle != s.cycle || n.report.is_some() || matches!(action, Action::Expire(_)) {
+            // A new cycle, a reported one, or a wait key gone under its
+            // waiter (a check before it is written again cannot see the
+            // cycle): the members' round starts again.
             n.cycle = cycle;
             n.checked = 0;
         } else if let Some(party) = checked_by
@@ -444,6 +464,14 @@ impl Narrated for DeadlockModel {
                 0,
                 party,
                 "gave up waiting (timeout or cancelled)",
+            )],
+            Action::Expire(party) => vec![Line::other(
+                0,
+                "redis",
+                format!(
+                    "w{}'s wait edge expired (its next attempt is late)",
+                    party + 1
+                ),
             )],
             Action::Del(party) => vec![Line::other(
                 0,

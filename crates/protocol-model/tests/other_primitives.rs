@@ -100,16 +100,17 @@ fn redlock_majorities_never_overlap_without_a_pause() {
 
 #[test]
 fn a_reported_deadlock_is_a_real_cycle_and_a_cycle_is_reported_within_a_round() {
-    // 3 parties over 3 locks, explored completely; the long mode allows a
-    // second give-up.
+    // 3 parties over 3 locks (the long mode: 4), explored completely, with
+    // two give-ups and a wait key expiring under its waiter.
     let long =
         std::env::var_os(redlatch_protocol_model::run::LONG_MODE).is_some_and(|value| value != "0");
     let model = DeadlockModel {
-        parties: 3,
+        parties: if long { 4 } else { 3 },
         locks: 3,
-        give_ups: if long { 3 } else { 2 },
+        give_ups: 2,
         fifo: true,
         max_depth: deadlock::MAX_DEPTH,
+        expiries: 1,
     };
     let checked = check(
         model,
@@ -142,6 +143,7 @@ fn an_edge_deleted_after_the_next_command_makes_a_false_deadlock() {
         give_ups: 0,
         fifo: false,
         max_depth: deadlock::MAX_DEPTH,
+        expiries: 0,
     };
     let property = deadlock::names::REAL_CYCLE;
     let timeline = found(&find(model, property, 30), property);
@@ -158,6 +160,7 @@ fn a_walk_shorter_than_the_cycle_leaves_it_unreported() {
         give_ups: 0,
         fifo: true,
         max_depth: 2,
+        expiries: 0,
     };
     let property = deadlock::names::REPORTED_WITHIN_A_ROUND;
     let timeline = found(&find(model, property, 40), property);
