@@ -828,11 +828,13 @@ fn a_run_leaves_no_holder_record_behind() {
 
 /// `sh -c` script for a job that holds its lock, says so (`mine`), waits
 /// for the other job to hold its own (`theirs`), then runs
-/// `redlatch run OTHER -- true` inside (REDLATCH_JOB makes it the same party).
+/// `redlatch run OTHER -- true` inside (REDLATCH_JOB makes it the same
+/// party), writing how long that inner run took, in ms, to `mine.ms`.
 fn nested(world: &World, mine: &Path, theirs: &Path, other: &str) -> String {
     format!(
         "touch {mine}; while [ ! -e {theirs} ]; do sleep 0.01; done; \
-         {bin} --redis {url} run {other} -- true",
+         start=$(date +%s%N); {bin} --redis {url} run {other} -- true; code=$?; \
+         echo $(( ($(date +%s%N) - start) / 1000000 )) > {mine}.ms; exit $code",
         mine = q(mine),
         theirs = q(theirs),
         bin = q(Path::new(common::BIN)),
@@ -873,13 +875,23 @@ fn nested_runs_in_opposite_orders_deadlock_and_exactly_one_exits_76() {
     let mut sorted = codes;
     sorted.sort_unstable();
     assert_eq!(sorted, [0, 76], "A: {}\nB: {}", a.stderr(), b.stderr());
-    let refused = if codes[0] == 76 { &a } else { &b };
+    let (refused, marker) = if codes[0] == 76 {
+        (&a, &a_in)
+    } else {
+        (&b, &b_in)
+    };
     let message = refused.stderr();
     assert!(
         message.contains("deadlock") && message.contains("l1") && message.contains("l2"),
         "{message}"
     );
-    // Found, not timed out: far below any lease or wait (generous for CI).
+    // The refused inner run, from its start (process, connection, one busy
+    // attempt, the check) to its exit: found, not timed out, far below any
+    // lease or wait (the bound generous for CI).
+    let ms = fs::read_to_string(marker.with_extension("ms")).unwrap();
+    let ms: u64 = ms.trim().parse().unwrap();
+    eprintln!("the refused inner run took {ms} ms; both jobs {took:?}");
+    assert!(ms < 5_000, "the refused inner run took {ms} ms");
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 
