@@ -17,6 +17,7 @@ use crate::base::handle_options::{handle_options, waiting_methods};
 use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
+use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -189,6 +190,14 @@ impl Acquisition for Spinning<'_> {
 
     fn join(&mut self) -> Result<Vec<Ticket>> {
         Ok(Vec::new())
+    }
+
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        Some(WaitsFor {
+            core: &self.lock.core,
+            key: &self.request.keys.key,
+            owner: &self.request.owner,
+        })
     }
 
     fn retry_after(&mut self, error: &Error) -> Option<RetryPolicy> {

@@ -15,6 +15,7 @@ use crate::deadlock::party::{WAIT_KEY_PREFIX, party_of};
 use crate::deadlock::scripts::DEADLOCK_CHECK;
 use crate::engine::context::Core;
 use crate::scripts::keys::hash_tag;
+use crate::transport::capabilities::Support;
 
 /// The longest cycle looked for, in locks.
 pub(crate) const MAX_DEPTH: u32 = 16;
@@ -40,7 +41,6 @@ pub(crate) struct Check {
     lock: String,
     wait_key: String,
     edges: String,
-    party: String,
     cluster: bool,
 }
 
@@ -50,7 +50,9 @@ impl Check {
     /// edges could not live in its slot).
     pub(crate) fn of(waits: WaitsFor<'_>) -> Option<Check> {
         let core = waits.core;
-        if !core.deadlock_detection {
+        // A server without scripting (a token lock served by SET IFEQ)
+        // cannot run the check.
+        if !core.deadlock_detection || core.capabilities.scripting == Support::Absent {
             return None;
         }
         let prefix = core.current_settings().key_prefix.clone();
@@ -66,7 +68,6 @@ impl Check {
             lock: waits.key.to_owned(),
             wait_key: format!("{edges}{party}"),
             edges,
-            party,
             cluster,
         })
     }
@@ -92,7 +93,6 @@ impl Check {
         let mut invocation = DEADLOCK_CHECK.key(&self.lock);
         invocation
             .key(&self.wait_key)
-            .arg(&self.party)
             .arg(edge_ms.max(1))
             .arg(MAX_DEPTH)
             .arg(&self.edges)

@@ -5,14 +5,14 @@
 -- writes the caller's wait-for edge and returns an empty list.
 -- KEYS[1]  the lock key the caller waits for (a lock hash, or a token
 --          lock's string whose value is its owner field)
--- KEYS[2]  the caller's wait-for edge: ARGV[4] .. ARGV[1]
--- ARGV[1]  the caller's party (crates/redlatch/src/deadlock/party.rs)
--- ARGV[2]  how long the edge lives, in ms
--- ARGV[3]  the longest cycle looked for, in locks
--- ARGV[4]  what every wait-for edge key of this walk starts with: the key
+-- KEYS[2]  the caller's wait-for edge: ARGV[3] .. the caller's party
+--          (crates/redlatch/src/deadlock/party.rs)
+-- ARGV[1]  how long the edge lives, in ms
+-- ARGV[2]  the longest cycle looked for, in locks
+-- ARGV[3]  what every wait-for edge key of this walk starts with: the key
 --          prefix and 'redlatch_wait:' (one server), and '{TAG}:' after it
 --          on a Redis Cluster
--- ARGV[5]  '1' on a Redis Cluster: only locks of KEYS[1]'s hash tag are
+-- ARGV[4]  '1' on a Redis Cluster: only locks of KEYS[1]'s hash tag are
 --          followed (a script reaches one slot)
 -- Returns  {} no cycle (the edge written), or the cycle, flat:
 --          {lock1, holder1, party1, lock2, holder2, party2, ...}: the caller
@@ -20,10 +20,10 @@
 --          lock2, ...; the last party is the caller's. The edge deleted.
 -- Nothing but KEYS[2] is written; every other key is only read.
 
-local me = ARGV[1]
-local max_depth = tonumber(ARGV[3])
-local edges = ARGV[4]
-local cluster = ARGV[5] == '1'
+local edges = ARGV[3]
+local me = string.sub(KEYS[2], #edges + 1)
+local max_depth = tonumber(ARGV[2])
+local cluster = ARGV[4] == '1'
 -- A bound on the edges read, whatever the graph's shape.
 local MAX_VISITS = 256
 local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
@@ -119,5 +119,5 @@ if cycle then
   redis.call('del', KEYS[2])
   return cycle
 end
-redis.call('set', KEYS[2], KEYS[1], 'px', ARGV[2])
+redis.call('set', KEYS[2], KEYS[1], 'px', ARGV[1])
 return {}

@@ -11,11 +11,12 @@ use std::time::Duration;
 use crate::engine::cancel::{run_to_end, spawn_undo};
 use crate::engine::context::Core;
 
-/// The edge key one waiter wrote, while it may stand.
+/// The edge key one waiter wrote, while it may stand. Small: a parked
+/// waiter keeps it.
 pub(crate) struct WaitEdge {
     core: Arc<Core>,
-    key: String,
-    armed: bool,
+    /// `None` once deleted or forgotten.
+    key: Option<Box<str>>,
 }
 
 impl WaitEdge {
@@ -23,26 +24,27 @@ impl WaitEdge {
     pub(crate) fn new(core: Arc<Core>, key: String) -> WaitEdge {
         WaitEdge {
             core,
-            key,
-            armed: true,
+            key: Some(key.into_boxed_str()),
         }
     }
 
     /// The edge's key.
     pub(crate) fn key(&self) -> &str {
-        &self.key
+        self.key.as_deref().unwrap_or_default()
     }
 
     /// The script deleted the edge already (it found a cycle).
     pub(crate) fn forget(mut self) {
-        self.armed = false;
+        self.key = None;
     }
 
     /// Deletes the edge now, waiting `grace` at most: the delete goes on
     /// past it in the background (a stalled server).
     pub(crate) async fn remove(mut self, grace: Duration) {
-        self.armed = false;
-        let delete = delete(&self.core, std::mem::take(&mut self.key));
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        let delete = delete(&self.core, key);
         let _ = tokio::time::timeout(
             grace,
             run_to_end(&self.core.background, async move {
@@ -56,8 +58,7 @@ impl WaitEdge {
 
 impl Drop for WaitEdge {
     fn drop(&mut self) {
-        if self.armed {
-            let key = std::mem::take(&mut self.key);
+        if let Some(key) = self.key.take() {
             spawn_undo(&self.core.background, delete(&self.core, key));
         }
     }
@@ -65,15 +66,15 @@ impl Drop for WaitEdge {
 
 /// `DEL key`, bounded by the response timeout; errors ignored (the edge
 /// expires).
-fn delete(core: &Core, key: String) -> impl std::future::Future<Output = ()> + Send + 'static {
+fn delete(core: &Core, key: Box<str>) -> impl std::future::Future<Output = ()> + Send + 'static {
     let mut conn = core.conn.clone();
     let limit = core.current_settings().response_timeout;
     async move {
         let mut del = redis::cmd("DEL");
-        del.arg(&key);
+        del.arg(&*key);
         if let Ok(Err(error)) = tokio::time::timeout(limit, del.query_async::<i64>(&mut conn)).await
         {
-            tracing::debug!(%error, key, "redlatch: a wait-for edge not deleted; it expires");
+            tracing::debug!(%error, key = &*key, "redlatch: a wait-for edge not deleted; it expires");
         }
     }
 }

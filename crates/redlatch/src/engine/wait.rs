@@ -377,13 +377,13 @@ pub(crate) fn wait_from<A: Acquisition>(
             // What follows is decided in one match and awaited after it: an
             // attempt's outcome or error kept across an await would take room
             // in every state, the park's included.
-            let next = match Box::pin(within(cut_off, "acquire", acquisition.attempt())).await {
+            let attempt = within(cut_off, "acquire", acquisition.attempt());
+            let next = match Box::pin(done_leaves_no_edge(attempt, &mut edge)).await {
                 Ok(Step::Done { value, more_left }) => {
                     if more_left {
                         // One message wakes one waiter: let the next one look too.
                         tickets.iter().for_each(Ticket::pass_on);
                     }
-                    remove_edge(&mut edge).await;
                     return Ok(Some(value));
                 }
                 Ok(Step::Busy { retry_in }) => {
@@ -433,17 +433,19 @@ pub(crate) fn wait_from<A: Acquisition>(
             };
             let retry_in = match next {
                 Next::Park(retry_in) => {
-                    let left = remaining(LeaseInstant::now());
-                    let check = check_deadlock(acquisition, cut_off, retry_in.min(left), &mut edge);
-                    if let Some(cycle) = Box::pin(check).await {
-                        if woken {
-                            pass_on(&tickets);
+                    let checked =
+                        check_deadlock(acquisition, cut_off, deadline, retry_in, &mut edge);
+                    match checked.await {
+                        Ok(retry_in) => retry_in,
+                        Err(refused) => {
+                            // Given up already (an await here would keep the
+                            // outcome in a parked waiter's room).
+                            if woken {
+                                pass_on(&tickets);
+                            }
+                            return Err(refused);
                         }
-                        drop(tickets);
-                        give_up_within_grace(acquisition).await;
-                        return Err(Error::Deadlock { cycle });
                     }
-                    retry_in
                 }
                 Next::GiveUp => {
                     remove_edge(&mut edge).await;
@@ -562,12 +564,39 @@ async fn give_up_within_grace<A: Acquisition>(acquisition: &mut A) {
     let _ = Box::pin(tokio::time::timeout(GIVE_UP_GRACE, acquisition.give_up())).await;
 }
 
-/// After a busy attempt: the deadlock check of a waiter that takes part
-/// ([`Acquisition::waits_for`]), its edge living `next_in` (when it
-/// attempts again) and [`EDGE_MARGIN`]. Returns the cycle its wait would
-/// close. Cut off where the wait ends; boxed, as every rare state of a
-/// parked waiter is.
-async fn check_deadlock<A: Acquisition>(
+/// After a busy attempt that asks to try again in `retry_in`: the deadlock
+/// check of a waiter that takes part ([`Acquisition::waits_for`]), its
+/// edge living until its next attempt (or the wait's end, `deadline`) and
+/// [`EDGE_MARGIN`]. Gives `retry_in` back, or, when the wait would close a
+/// cycle, gives up what waiting held (as [`give_up_within_grace`]) and
+/// returns [`Error::Deadlock`]. The check is cut off where the wait ends. Boxed, as every rare state of a
+/// parked waiter is, and made in a plain function, `retry_in` moved in and
+/// out: kept in the wait loop across the check, each took room in a parked
+/// waiter.
+fn check_deadlock<'a, A: Acquisition>(
+    acquisition: &'a mut A,
+    cut_off: Option<Deadline>,
+    deadline: Option<LeaseInstant>,
+    retry_in: Duration,
+    edge: &'a mut Option<Box<WaitEdge>>,
+) -> Pin<Box<impl Future<Output = Result<Duration>> + 'a>> {
+    Box::pin(async move {
+        let left = deadline.map_or(Duration::MAX, |at| {
+            at.saturating_duration_since(LeaseInstant::now())
+        });
+        let next_in = retry_in.min(left);
+        match check_deadlock_now(acquisition, cut_off, next_in, edge).await {
+            Some(cycle) => {
+                give_up_within_grace(acquisition).await;
+                Err(Error::Deadlock { cycle })
+            }
+            None => Ok(retry_in),
+        }
+    })
+}
+
+/// [`check_deadlock`]'s body.
+async fn check_deadlock_now<A: Acquisition>(
     acquisition: &A,
     cut_off: Option<Deadline>,
     next_in: Duration,
@@ -577,7 +606,7 @@ async fn check_deadlock<A: Acquisition>(
     let edge_ms =
         u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
     let look = async { Ok(check.run(edge_ms, edge).await) };
-    let cycle = Box::pin(within(cut_off, "deadlock check", look))
+    let cycle = within(cut_off, "deadlock check", look)
         .await
         .ok()
         .flatten()?;
@@ -587,6 +616,21 @@ async fn check_deadlock<A: Acquisition>(
         "redlatch: acquire refused, its wait would close a wait-for cycle"
     );
     Some(cycle)
+}
+
+/// `attempt`, and when it acquired, the waiter's wait-for edge deleted
+/// before the value is handed over: a party that goes on leaves no edge
+/// behind it. Run inside the attempt's box: an await of the wait loop
+/// would keep the value in a parked waiter's room.
+async fn done_leaves_no_edge<T>(
+    attempt: impl Future<Output = Result<Step<T>>>,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Result<Step<T>> {
+    let step = attempt.await;
+    if let Ok(Step::Done { .. }) = &step {
+        remove_edge(edge).await;
+    }
+    step
 }
 
 /// Deletes the waiter's wait-for edge, if it wrote one, as its wait ends

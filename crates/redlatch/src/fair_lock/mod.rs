@@ -13,6 +13,7 @@ pub(crate) mod scripts;
 use crate::base::guard::Guard;
 use crate::base::handle_options::{handle_options, waiting_methods};
 use crate::base::status::LockStatus;
+use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::by_name::{ClientState, Primitive};
@@ -409,6 +410,14 @@ impl Acquisition for FairAcquisition<'_> {
 
     /// The channel is this owner's own: the release names who is next,
     /// and a hand-off's token comes on it.
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        Some(WaitsFor {
+            core: &self.lock.core,
+            key: &self.keys.lock.key,
+            owner: &self.terms.owner,
+        })
+    }
+
     fn join(&mut self) -> Result<Vec<Ticket>> {
         let channel = self.keys.waiter_channel(&self.terms.owner);
         let ticket = self.lock.core.wakeups.join(&channel);

@@ -17,6 +17,7 @@ pub(crate) mod sides;
 use crate::base::guard::Guard;
 use crate::base::handle_options::handle_options;
 use crate::base::status::LockStatus;
+use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::by_name::{ClientState, Primitive};
@@ -388,6 +389,17 @@ impl Acquisition for RwAcquisition<'_> {
         Ok(vec![
             self.lock.core.wakeups.join_broadcast(&self.keys.channel),
         ])
+    }
+
+    /// Readers and writers alike: a writer waits for every holder (the
+    /// readers), a reader for the writer (or, behind a waiting writer's
+    /// claim, for the readers that writer waits for).
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        Some(WaitsFor {
+            core: &self.lock.core,
+            key: &self.keys.key,
+            owner: &self.terms.owner,
+        })
     }
 
     fn wakes(&self) -> Wakes {

@@ -12,7 +12,7 @@
 //!
 //! On a Redis Cluster every script below except `RENEW`, `RAISE_TOKEN`,
 //! `STATUS`, `PRECEDENCE_LEAVE`, `RW_READ_RENEW`, `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`,
-//! `PERMIT_RENEW` and `LATCH_COUNT` takes one more KEY and one more ARGV, both last: the
+//! `PERMIT_RENEW`, `LATCH_COUNT` and `DEADLOCK_CHECK` takes one more KEY and one more ARGV, both last: the
 //! request record and how long to keep it (see below).
 //!
 //! | script | KEYS | ARGV | returns |
@@ -47,6 +47,7 @@
 //! | `LATCH_COUNT_DOWN` | count | channel, publish | `{1,left}` (left a decimal string), `{-1,''}` wrong value |
 //! | `LATCH_COUNT` | count | — | `{1,count}` (a decimal string, may be negative), `{-1,''}` wrong value |
 //! | `LATCH_DELETE` | count | channel, publish | 1 deleted, 0 none, -1 wrong value |
+//! | `DEADLOCK_CHECK` | lock waited for, the waiter's wait-for edge | edge ms, max depth, edge key prefix, cluster | `{}` no cycle (the edge written), or the cycle `{lock, holder, party, ...}` (the edge deleted) |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
@@ -79,7 +80,7 @@
 //! request again to learn its outcome; a script that changes data would
 //! then run twice. So on a cluster every script that changes data (all but
 //! `RENEW`, `RW_READ_RENEW`, `PERMIT_RENEW`, `RAISE_TOKEN`, `STATUS`, `PRECEDENCE_LEAVE`,
-//! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, `LATCH_COUNT`, which can run twice
+//! `SEMAPHORE_AVAILABLE`, `PERMIT_AVAILABLE`, `LATCH_COUNT`, `DEADLOCK_CHECK`, which can run twice
 //! harmlessly) runs in a wrapped form generated from the same source
 //! ([`Mutating`]), which takes **one more KEY, last**: a request record
 //! `redlatch_request:{TAG}:<32 hex>` in the slot of KEYS[1], fresh for each

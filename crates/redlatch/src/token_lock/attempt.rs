@@ -26,6 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::Terms;
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
@@ -200,6 +201,15 @@ impl Acquisition for Waiting {
                 Ok(Step::Busy { retry_in })
             }
         }
+    }
+
+    /// The key's value is the holder's token, its owner field.
+    fn waits_for(&self) -> Option<WaitsFor<'_>> {
+        Some(WaitsFor {
+            core: &self.core,
+            key: &self.call.keys.key,
+            owner: &self.call.token,
+        })
     }
 
     fn join(&mut self) -> Result<Vec<Ticket>> {

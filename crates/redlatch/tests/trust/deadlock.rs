@@ -455,3 +455,120 @@ async fn detection_turned_off_looks_for_nothing() {
         0
     );
 }
+
+/// What one kind of lock's acquire of `name` gives: a hold kept as long as
+/// the value lives, or the error.
+type Take = fn(
+    Client,
+    String,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Box<dyn std::any::Any + Send>, Error>> + Send>,
+>;
+
+/// Every lock kind that takes part in deadlock detection, by its acquire.
+const KINDS: &[(&str, Take)] = &[
+    ("lock", |c, n| {
+        Box::pin(async move { Ok(Box::new(c.lock(n).acquire_within(Some(LONG)).await?) as _) })
+    }),
+    ("fair lock", |c, n| {
+        Box::pin(async move { Ok(Box::new(c.fair_lock(n).acquire_within(Some(LONG)).await?) as _) })
+    }),
+    ("spin lock", |c, n| {
+        Box::pin(async move { Ok(Box::new(c.spin_lock(n).acquire_within(Some(LONG)).await?) as _) })
+    }),
+    ("token lock", |c, n| {
+        Box::pin(
+            async move { Ok(Box::new(c.token_lock(n).acquire_within(Some(LONG)).await?) as _) },
+        )
+    }),
+    ("read-write lock, writing", |c, n| {
+        Box::pin(
+            async move { Ok(Box::new(c.read_write_lock(n).write_within(Some(LONG)).await?) as _) },
+        )
+    }),
+];
+
+/// Each kind: a task taking its own lock again is refused (a cycle of
+/// one), and two tasks taking two locks of that kind in opposite orders:
+/// one refused, the other proceeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_that_takes_part_is_refused_a_cycle() {
+    let server = common::server();
+    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    for (kind, take) in KINDS {
+        let name = format!("dl:kind:{kind}");
+        let client = a.clone();
+        let again = tokio::spawn(async move {
+            let _held = take(client.clone(), name.clone()).await.unwrap();
+            take(client, name).await.map(drop)
+        })
+        .await
+        .unwrap();
+        assert!(
+            matches!(&again, Err(Error::Deadlock { cycle }) if cycle.len() == 1),
+            "{kind}: {again:?}"
+        );
+        let barrier = Arc::new(Barrier::new(2));
+        let (l1, l2) = (format!("dl:kind:{kind}:1"), format!("dl:kind:{kind}:2"));
+        let pair = |client: Client, first: String, second: String, barrier: Arc<Barrier>| async move {
+            let held = take(client.clone(), first).await.unwrap();
+            barrier.wait().await;
+            let outcome = take(client, second).await.map(drop);
+            (outcome, held)
+        };
+        let mut one = tokio::spawn(pair(a.clone(), l1.clone(), l2.clone(), barrier.clone()));
+        let mut two = tokio::spawn(pair(b.clone(), l2, l1, barrier));
+        let ((outcome, held), other) = tokio::select! {
+            done = &mut one => (done.unwrap(), two),
+            done = &mut two => (done.unwrap(), one),
+        };
+        assert!(
+            matches!(&outcome, Err(Error::Deadlock { cycle }) if cycle.len() == 2),
+            "{kind}: {outcome:?}"
+        );
+        drop(held);
+        let (outcome, _held) = tokio::time::timeout(LONG, other).await.unwrap().unwrap();
+        assert!(outcome.is_ok(), "{kind}: the other party: {outcome:?}");
+    }
+}
+
+/// A cycle across kinds: a token lock's holder waits for a fair lock
+/// whose holder waits for the token lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_across_kinds_is_found() {
+    let server = common::server();
+    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let barrier = Arc::new(Barrier::new(2));
+    let (go_a, go_b) = (barrier.clone(), barrier);
+    let one = tokio::spawn(async move {
+        let held = a.token_lock("dl:mixed:token").acquire().await.unwrap();
+        go_a.wait().await;
+        let outcome = a
+            .fair_lock("dl:mixed:fair")
+            .acquire_within(Some(LONG))
+            .await
+            .map(drop);
+        (outcome, held)
+    });
+    let two = tokio::spawn(async move {
+        let held = b.fair_lock("dl:mixed:fair").acquire().await.unwrap();
+        go_b.wait().await;
+        let outcome = b
+            .token_lock("dl:mixed:token")
+            .acquire_within(Some(LONG))
+            .await
+            .map(drop);
+        (outcome, held)
+    });
+    let (mut one, mut two) = (one, two);
+    let refused = tokio::select! {
+        done = &mut one => { let (outcome, held) = done.unwrap(); drop(held); (outcome, two.await.unwrap().0) }
+        done = &mut two => { let (outcome, held) = done.unwrap(); drop(held); (outcome, one.await.unwrap().0) }
+    };
+    assert!(
+        matches!(refused.0, Err(Error::Deadlock { .. })),
+        "{:?}",
+        refused.0
+    );
+    assert!(refused.1.is_ok(), "{:?}", refused.1);
+}

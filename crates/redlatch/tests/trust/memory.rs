@@ -152,9 +152,14 @@ const PARKED: Duration = Duration::from_millis(1_000);
 /// 768 bytes included) once a park was one registration in its channel's
 /// queue, a handle's key shared its name and one channel's membership was
 /// kept inline; the channel's name kept through the park and the queue's
-/// tickets and marks in vectors of their own cost 88 more. The bound keeps
-/// about 5 % over 1,036.
-const WAITER_BUDGET: i64 = 1_090;
+/// tickets and marks in vectors of their own cost 88 more. 1,130 with
+/// deadlock detection (1,036 with it turned off): a waiter keeps its
+/// wait-for edge while it waits (a box of 24 bytes and the edge's key of
+/// about 60), and the checks that wrote them, 2,000 sent at once, leave
+/// the connection's buffers a little larger; 1,273 while the edge kept its
+/// key in a `String` and each check sent its party twice. The bound keeps
+/// about 5 % over 1,130.
+const WAITER_BUDGET: i64 = 1_190;
 
 /// A parked lock waiter's client heap, its task included, each waiter a
 /// task with a handle of its own (measure 5's waiters).
