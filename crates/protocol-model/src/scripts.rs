@@ -168,7 +168,7 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "deadlock/deadlock_check.lua",
-        sha1: "3dcfdf9baecf38522118a5cba98adb91cd2fb838",
+        sha1: "a0fb741f6011a5b3c435e34cd2eb24310faae6a1",
         step: "deadlock::DeadlockState::check",
         recheck: "one atomic step after a busy attempt: walk from the lock's holders (their \
                   parties by party_of) along each party's wait key to the holders of the lock it \
