@@ -952,3 +952,42 @@ fn a_nested_run_of_the_jobs_own_lock_exits_76_at_once() {
         started.elapsed()
     );
 }
+
+/// A nested run stopped by a signal while it waits leaves no wait key
+/// behind: its job, still holding its own lock, must not look like it
+/// waits (another job's wait for that lock would be refused as a deadlock).
+#[test]
+fn a_run_stopped_while_waiting_leaves_no_wait_key() {
+    let world = World::new();
+    let _holder = world.spawn(&["run", "--owner", "jobB", "second", "--", "sleep", "60"]);
+    world.wait_held("second", Duration::from_secs(10));
+    let pid_file = world.path("inner.pid");
+    let script = format!(
+        "{bin} --redis {url} run second -- true & echo $! > {pid}; wait; sleep 60",
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+        pid = q(&pid_file),
+    );
+    let _job = world.spawn(&["run", "--owner", "jobA", "first", "--", "sh", "-c", &script]);
+    let mut conn = world.redis();
+    assert!(
+        common::eventually(Duration::from_secs(10), || world
+            .exists(&mut conn, "redlatch_wait:n:jobA")),
+        "the nested run wrote no wait key"
+    );
+    wait_file(&pid_file, Duration::from_secs(5));
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(
+        common::eventually(Duration::from_secs(5), || !alive(pid)),
+        "the nested run did not stop"
+    );
+    assert!(
+        !world.exists(&mut conn, "redlatch_wait:n:jobA"),
+        "the stopped run's wait key stayed"
+    );
+}
