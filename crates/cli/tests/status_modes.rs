@@ -218,3 +218,41 @@ fn status_list_and_top_show_who_waits_for_whom_and_mark_a_cycle() {
     let text = String::from_utf8(world.output(&["top", "--once"]).stdout).unwrap();
     assert!(text.contains("DEADLOCK"), "{text}");
 }
+
+/// Under a key prefix the wait keys are the prefix's too
+/// (`app:redlatch_wait:PARTY`, naming `app:l2`): found and shown by the
+/// lock's name.
+#[test]
+fn waits_are_read_under_the_key_prefix() {
+    let world = World::new();
+    let config = world.path("app.toml");
+    std::fs::write(&config, "[lock]\nkey_prefix = \"app:\"\n").unwrap();
+    let config = config.to_str().unwrap();
+    let inner = format!(
+        "exec {bin} --redis {url} --config {config} run l2 -- true",
+        bin = common::q(std::path::Path::new(common::BIN)),
+        url = world.server.url(),
+        config = common::q(std::path::Path::new(config)),
+    );
+    let _b = world.spawn(&[
+        "--config", config, "run", "--owner", "jobB", "l2", "--", "sleep", "60",
+    ]);
+    world.wait_held("app:l2", std::time::Duration::from_secs(10));
+    let _a = world.spawn(&[
+        "--config", config, "run", "--owner", "jobA", "l1", "--", "sh", "-c", &inner,
+    ]);
+    let mut conn = world.redis();
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || world
+            .exists(&mut conn, "app:redlatch_wait:n:jobA")),
+        "no wait key under the prefix"
+    );
+    let listed = stdout_json(&world.output(&["--config", config, "list", "--json"]));
+    let l2 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|lock| lock["name"] == "l2")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(l2["waited_by"], json!(["n:jobA"]), "{listed}");
+}
