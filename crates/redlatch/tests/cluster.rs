@@ -11,6 +11,9 @@ use testkit::Cluster;
 /// The counts' try-sets and adds cut off in flight.
 #[path = "cluster/counts_cut_off.rs"]
 mod counts_cut_off;
+/// Deadlock detection over keys of one hash tag.
+#[path = "cluster/deadlock.rs"]
+mod deadlock;
 /// Names made into primitives by handle::<P> and by their factories.
 #[path = "cluster/handle_names.rs"]
 mod handle_names;

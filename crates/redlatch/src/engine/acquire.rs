@@ -19,7 +19,7 @@ use crate::settings::{RetryPolicy, limits};
 /// Who acquires, and for how long: chosen once per acquire call.
 #[derive(Debug, Clone)]
 pub(crate) struct Terms {
-    /// The owner field: `<client-id>:<owner>` (named) or `<client-id>:#<n>`
+    /// The owner field: `<client-id>:<owner>` (named) or `<client-id>:#<n>@<task>`
     /// (anonymous, unique to this acquire).
     pub(crate) owner: Arc<str>,
     /// The caller named the owner.

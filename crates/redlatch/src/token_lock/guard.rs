@@ -105,7 +105,7 @@ impl TokenGuard {
         &self.keys.key
     }
 
-    /// The value this hold wrote into the key (`<client-id>:#<n>`), unique
+    /// The value this hold wrote into the key (`<client-id>:#<n>@<task>`), unique
     /// to this acquire: what the release and the renewals compare.
     pub fn owner_token(&self) -> &str {
         self.hold.owner.as_str()

@@ -12,7 +12,7 @@ use crate::token_lock::calls::ReleaseBy;
 pub(crate) struct TokenAttempt {
     pub(crate) keys: Arc<LockKeys>,
     /// The token written into the key: the anonymous owner of this acquire
-    /// (`<client-id>:#<n>`), unique to it.
+    /// (`<client-id>:#<n>@<task>`), unique to it.
     pub(crate) token: Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) fenced: bool,

@@ -572,3 +572,48 @@ async fn a_cycle_across_kinds_is_found() {
     );
     assert!(refused.1.is_ok(), "{:?}", refused.1);
 }
+
+/// The blocking facade: each call runs in a task of its own, and its
+/// acquires count for the calling thread. A thread acquiring its own lock
+/// again is refused; two threads in opposite orders, one of them refused.
+#[test]
+fn blocking_calls_count_for_their_thread() {
+    let server = common::server();
+    let url = server.url();
+    let client = redlatch::blocking::Client::connect(&url).unwrap();
+    let lock = client.lock("dl:blocking:self");
+    let held = lock.acquire().unwrap();
+    let again = lock.acquire_within(Some(LONG)).map(drop);
+    assert!(
+        matches!(&again, Err(Error::Deadlock { cycle }) if cycle.len() == 1 && cycle[0].party.contains("@t")),
+        "{again:?}"
+    );
+    drop(held);
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let (done, finished) = std::sync::mpsc::channel();
+    let threads: Vec<_> = [
+        ("dl:blocking:1", "dl:blocking:2"),
+        ("dl:blocking:2", "dl:blocking:1"),
+    ]
+    .into_iter()
+    .map(|(first, second)| {
+        let (client, barrier, done) = (client.clone(), barrier.clone(), done.clone());
+        std::thread::spawn(move || {
+            let held = client.lock(first).acquire().unwrap();
+            barrier.wait();
+            let outcome = client.lock(second).acquire_within(Some(LONG)).map(drop);
+            let refused = matches!(outcome, Err(Error::Deadlock { .. }));
+            done.send(refused).unwrap();
+            // The refused one lets go at once; the other holds until it got its second.
+            drop(held);
+            outcome.is_ok() || refused
+        })
+    })
+    .collect();
+    let first = finished.recv_timeout(LONG).unwrap();
+    let second = finished.recv_timeout(LONG).unwrap();
+    assert!(first && !second, "refused: first {first}, second {second}");
+    for thread in threads {
+        assert!(thread.join().unwrap());
+    }
+}

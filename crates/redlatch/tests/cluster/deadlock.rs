@@ -1,0 +1,75 @@
+//! Deadlock detection on a cluster: locks whose keys share a hash tag are
+//! checked (their wait-for edges live in that slot), keys without one are
+//! not (a script reaches one slot).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlatch::{Client, Error};
+use tokio::sync::Barrier;
+
+/// Takes `first`, meets the other task, waits for `second` (`wait` at most).
+async fn first_then_second(
+    client: Client,
+    first: &'static str,
+    second: &'static str,
+    barrier: Arc<Barrier>,
+    wait: Duration,
+) -> (Result<(), Error>, redlatch::Guard) {
+    let held = client.lock(first).acquire().await.expect("first lock");
+    barrier.wait().await;
+    let outcome = client
+        .lock(second)
+        .acquire_within(Some(wait))
+        .await
+        .map(drop);
+    (outcome, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_over_keys_of_one_hash_tag_is_refused_to_one_party() {
+    let cluster = super::cluster();
+    let (a, b) = (
+        super::client(&cluster, Duration::from_secs(30)).await,
+        super::client(&cluster, Duration::from_secs(30)).await,
+    );
+    let barrier = Arc::new(Barrier::new(2));
+    let wait = Duration::from_secs(10);
+    let mut one = tokio::spawn(first_then_second(
+        a,
+        "{dl}:1",
+        "{dl}:2",
+        barrier.clone(),
+        wait,
+    ));
+    let mut two = tokio::spawn(first_then_second(b, "{dl}:2", "{dl}:1", barrier, wait));
+    let ((outcome, held), other) = tokio::select! {
+        done = &mut one => (done.unwrap(), two),
+        done = &mut two => (done.unwrap(), one),
+    };
+    let Err(Error::Deadlock { cycle }) = outcome else {
+        panic!("not refused: {outcome:?}");
+    };
+    assert_eq!(cycle.len(), 2, "{cycle:?}");
+    drop(held);
+    let (outcome, _held) = tokio::time::timeout(wait, other).await.unwrap().unwrap();
+    outcome.expect("the other party proceeds");
+}
+
+/// Keys without a hash tag (in different slots) are not checked: the
+/// waits run out as they would without detection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_without_a_hash_tag_are_not_checked() {
+    let cluster = super::cluster();
+    let (a, b) = (
+        super::client(&cluster, Duration::from_secs(30)).await,
+        super::client(&cluster, Duration::from_secs(30)).await,
+    );
+    let barrier = Arc::new(Barrier::new(2));
+    let wait = Duration::from_millis(500);
+    let one = tokio::spawn(first_then_second(a, "dl-a", "dl-b", barrier.clone(), wait));
+    let two = tokio::spawn(first_then_second(b, "dl-b", "dl-a", barrier, wait));
+    for done in [one.await.unwrap(), two.await.unwrap()] {
+        assert!(matches!(done.0, Err(Error::Timeout { .. })), "{:?}", done.0);
+    }
+}
