@@ -121,7 +121,7 @@ impl Guard {
 
     /// The owner field written in the lock hash: `<client-id>:<owner>`.
     pub fn owner(&self) -> &str {
-        self.hold.owner.as_str()
+        self.hold.owner.as_str(self.core.owner_prefix())
     }
 
     /// The lease this guard asked for: the client's default lease for
@@ -258,7 +258,7 @@ impl Guard {
     fn request(&self) -> Request {
         Request {
             keys: self.keys(),
-            owner: self.hold.owner.text(),
+            owner: self.hold.owner.text(self.core.owner_prefix()),
             named_owner: self.hold.named_owner,
             lease_ms: self.lease_ms.into(),
             waited_ms: 0,

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use crate::engine::hold::Hold;
 use crate::engine::hold_kind::RenewNow;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::paged::Paged;
 use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
@@ -120,9 +121,13 @@ impl Entry {
         }
     }
 
-    /// The key it is tracked under.
+    /// The key it is tracked under: a named owner's hold's only, whose
+    /// owner is kept as given (never numbered: no prefix is needed).
     fn key(&self) -> HoldKey {
-        (self.hold.key.to_arc(), self.hold.owner.text())
+        (
+            self.hold.key.to_arc(),
+            self.hold.owner.text(OwnerPrefix::none()),
+        )
     }
 
     /// When the watchdog must next look at this hold, and how early it may

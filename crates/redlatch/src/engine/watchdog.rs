@@ -177,7 +177,10 @@ impl Watchdog {
                 return tracked;
             }
             if new.token < tracked.token {
-                let stale = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
+                let stale = Arc::new(Hold::with_prefix(
+                    new,
+                    self.shared.owner_prefix.get().map(|prefix| &**prefix),
+                ));
                 stale.mark_lost(LostReason::Gone);
                 return stale;
             }
@@ -188,7 +191,10 @@ impl Watchdog {
             HoldKind::Callback(callback) => Some(callback.clone()),
             HoldKind::Batched(_) => None,
         };
-        let hold = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
+        let hold = Arc::new(Hold::with_prefix(
+            new,
+            self.shared.owner_prefix.get().map(|prefix| &**prefix),
+        ));
         self.insert(&mut entries, hold.clone(), sent_at, callback);
         hold
     }
@@ -350,7 +356,10 @@ impl Watchdog {
         entries.retain(|(entry_key, _), entry| {
             if &**entry_key == key
                 && entry.hold.kind.is_lock()
-                && entry.hold.owner.is(owner.as_bytes())
+                && entry
+                    .hold
+                    .owner
+                    .is(owner.as_bytes(), self.shared.owner_prefix())
             {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
@@ -386,6 +395,14 @@ impl Watchdog {
 }
 
 impl Shared {
+    /// What every anonymous owner of the client starts with (none before
+    /// the client set it: no hold is numbered then).
+    fn owner_prefix(&self) -> &OwnerPrefix {
+        self.owner_prefix
+            .get()
+            .map_or(OwnerPrefix::none(), |prefix| prefix)
+    }
+
     /// The state of a watchdog with no hold yet.
     fn new(settings: SharedSettings) -> Shared {
         Shared {
@@ -467,7 +484,7 @@ impl Shared {
                     && entry.next_renewal <= now + early_window(hold.lease_ms())
                 {
                     due.push(Renewal {
-                        key: (hold.key.to_arc(), hold.owner.text()),
+                        key: (hold.key.to_arc(), hold.owner.text(self.owner_prefix())),
                         hold: hold.clone(),
                         callback: callback.cloned(),
                         id,
@@ -921,6 +938,13 @@ impl Drop for ForceUnlocking {
 struct WatchedHolds(Weak<Shared>);
 
 impl Holds for WatchedHolds {
+    fn owner_prefix(&self) -> Arc<OwnerPrefix> {
+        self.0
+            .upgrade()
+            .and_then(|shared| shared.owner_prefix.get().cloned())
+            .unwrap_or_else(|| Arc::new(OwnerPrefix::default()))
+    }
+
     fn is_current(&self, hold: &Arc<Hold>) -> bool {
         self.0
             .upgrade()
@@ -1454,7 +1478,10 @@ mod permutation_checks {
             assert!(hold.is_held() && hold.renewed());
             assert!(
                 entries
-                    .get(&(hold.key.to_arc(), hold.owner.text()))
+                    .get(&(
+                        hold.key.to_arc(),
+                        hold.owner.text(dog.shared.owner_prefix())
+                    ))
                     .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
             );
         }
