@@ -646,3 +646,62 @@ async fn a_hold_being_given_back_is_no_cycle_of_one() {
     .unwrap();
     assert!(outcome.is_ok(), "{outcome:?}");
 }
+
+/// The script's party rule (`party_of` in `deadlock_check.lua`) and the
+/// library's (`redlatch::deadlock::party_of`, which tools use) agree on
+/// every form of owner field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_and_the_library_name_the_same_parties() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/deadlock/deadlock_check.lua"
+    ))
+    .unwrap();
+    let uuid = source
+        .lines()
+        .find(|line| line.starts_with("local UUID = "))
+        .expect("the script's UUID pattern");
+    let start = source
+        .find("local function party_of(field)")
+        .expect("the script's party_of");
+    let end = start + source[start..].find("\nend\n").expect("its end") + 5;
+    let script = format!(
+        "{uuid}\n{}\nlocal out = {{}}\nfor i, f in ipairs(ARGV) do out[i] = party_of(f) end\nreturn out",
+        &source[start..end]
+    );
+    let id = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11";
+    let fields: Vec<String> = [
+        "#7@42",
+        "#7@42:write",
+        "#0@t3",
+        "#7",
+        "#7@",
+        "worker",
+        "job:12:write",
+        "a@b",
+        "57",
+        "x:write",
+        "#",
+        "#@5",
+    ]
+    .iter()
+    .map(|rest| format!("{id}:{rest}"))
+    .chain([
+        "permit-id".to_owned(),
+        format!("{id}:"),
+        format!("{}:x", id.to_uppercase()),
+    ])
+    .collect();
+    let parties: Vec<String> = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(0)
+        .arg(&fields)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (field, party) in fields.iter().zip(&parties) {
+        assert_eq!(*party, redlatch::deadlock::party_of(field), "{field}");
+    }
+}
