@@ -705,3 +705,27 @@ async fn the_script_and_the_library_name_the_same_parties() {
         assert_eq!(*party, redlatch::deadlock::party_of(field), "{field}");
     }
 }
+
+/// A wait-for edge is a string with an expiry: the listing of locks (and
+/// the CLI's `list`, `top` on it) must not take it for a token lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_shows_no_wait_for_edge() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = common::client(&server).await;
+    let held = client.lock("dl:listed").acquire().await.unwrap();
+    let other = client.clone();
+    let waiter =
+        tokio::spawn(async move { other.lock("dl:listed").acquire_within(Some(LONG)).await });
+    until_an_edge(&mut admin).await;
+    let listed: Vec<String> = client
+        .locks("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|status| status.name)
+        .collect();
+    assert_eq!(listed, ["dl:listed"]);
+    drop(held);
+    drop(waiter.await.unwrap().unwrap());
+}
