@@ -1557,12 +1557,18 @@ async fn a_default_client_keeps_three_connections_and_a_lean_one_two() {
         // A hold long enough to be watched and named, and a waiter (the
         // subscription), so that every connection a client opens is open.
         let guard = client.lock("footprint").acquire().await.unwrap();
+        // In a task of its own: waiting in the holder's task would be a
+        // deadlock (a cycle of one), refused before it subscribes.
         let waiter = client.lock("footprint");
-        let waited = waiter
-            .acquire_within(Some(Duration::from_millis(100)))
-            .await;
-        assert!(matches!(waited, Err(Error::Timeout { .. })));
-        drop(waiter);
+        let waited = tokio::spawn(async move {
+            waiter
+                .acquire_within(Some(Duration::from_millis(100)))
+                .await
+                .map(drop)
+        })
+        .await
+        .unwrap();
+        assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(
             settled_connections(&admin).await,

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use crate::base::status::LockStatus;
 use crate::base::status::{KeyKind, read_with_kind};
 use crate::client::Client;
+use crate::deadlock::WAIT_KEY_PREFIX;
 use crate::error::{Error, Result};
 use crate::scripts::holder_keys::looks_like_owner;
 use crate::transport::bounded;
@@ -114,6 +115,11 @@ impl Client {
             let Some(name) = key.strip_prefix(settings.key_prefix.as_str()) else {
                 continue;
             };
+            if name.starts_with(WAIT_KEY_PREFIX) {
+                // A wait-for edge (deadlock detection): a string with an
+                // expiry, and no lock.
+                continue;
+            }
             match read_with_kind(&self.core, name).await {
                 Ok((status, kind)) if is_listed(&status, kind) => locks.push(status),
                 Ok(_) | Err(Error::WrongType { .. }) | Err(Error::InvalidName { .. }) => {}

@@ -20,9 +20,16 @@ use crate::transport::capabilities::Support;
 /// The longest cycle looked for, in locks.
 pub(crate) const MAX_DEPTH: u32 = 16;
 
-/// How long an edge outlives the waiter's next attempt: a waiter alive
+/// How long an edge outlives the waiter's next check: a waiter alive
 /// rewrites it by then; a dead one's lapses soon after.
 pub(crate) const EDGE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The least time between two checks of one wait: a waiter that polls (a
+/// spin lock, a token lock without its watch) attempts every few ms, and a
+/// check at each would double its calls. The check at a wait's first busy
+/// attempt is never skipped: the closer of a cycle is refused at once. A
+/// cycle missed then (a member's edge lapsed) is found this much later.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 /// What a waiter taking part in deadlock detection tells the wait loop
 /// ([`Acquisition::waits_for`](crate::engine::wait::Acquisition::waits_for)).
@@ -80,13 +87,16 @@ impl Check {
         edge_ms: u64,
         edge: &mut Option<Box<WaitEdge>>,
     ) -> Option<Vec<WaitLink>> {
-        if edge.as_ref().is_none_or(|edge| edge.key() != self.wait_key) {
-            // Another party's edge (a retry under a fresh owner): its own
-            // key goes.
-            *edge = Some(Box::new(WaitEdge::new(
-                self.core.clone(),
-                self.wait_key.clone(),
-            )));
+        match edge {
+            Some(edge) if edge.key() == self.wait_key => edge.checked_now(),
+            // None yet, or another key's (the key prefix changed): that
+            // one goes.
+            _ => {
+                *edge = Some(Box::new(WaitEdge::new(
+                    self.core.clone(),
+                    self.wait_key.clone(),
+                )));
+            }
         }
         let mut conn = self.core.conn.clone();
         let limit = self.core.current_settings().response_timeout;
@@ -111,9 +121,46 @@ impl Check {
         };
         let cycle = cycle_of(reply)?;
         if let Some(edge) = edge.take() {
+            // The script deleted it.
             edge.forget();
         }
+        let closing = cycle.last()?;
+        if !self.live_hold(closing) {
+            // The hold that closes the cycle is this client's, but no
+            // guard has it: one being given back (a guard dropped, an
+            // attempt cancelled just as it took the lock). It goes in a
+            // moment; waiting for it is no deadlock.
+            tracing::debug!(
+                lock = closing.lock,
+                holder = closing.holder,
+                "redlatch: a hold being given back, not a deadlock"
+            );
+            return None;
+        }
         Some(cycle)
+    }
+
+    /// Whether the link that closes a cycle (held by the waiter's own
+    /// party) is a live hold: any other client's hold is taken as one
+    /// (only its client knows); one of this client counts while a guard
+    /// has it (the watchdog tracks every guard's hold). Not a hold being
+    /// given back (a guard dropped, an attempt cancelled as it took the
+    /// lock), nor one a fair lock's release handed to this very waiter
+    /// since its attempt (its next attempt takes it).
+    fn live_hold(&self, link: &WaitLink) -> bool {
+        let own = link
+            .holder
+            .strip_prefix(&*self.core.id.to_string())
+            .is_some_and(|rest| rest.starts_with(':'));
+        if !own {
+            return true;
+        }
+        let watchdog = &self.core.watchdog;
+        watchdog.holds_any(&link.lock, &link.holder)
+            || link
+                .holder
+                .strip_suffix(":write")
+                .is_some_and(|owner| watchdog.holds_any(&link.lock, owner))
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::engine::cancel::{run_to_end, spawn_undo};
 use crate::engine::context::Core;
+use crate::lease_clock::LeaseInstant;
 
 /// The edge key one waiter wrote, while it may stand. Small: a parked
 /// waiter keeps it.
@@ -17,6 +18,8 @@ pub(crate) struct WaitEdge {
     core: Arc<Core>,
     /// `None` once deleted or forgotten.
     key: Option<Box<str>>,
+    /// When a check last wrote it.
+    checked: LeaseInstant,
 }
 
 impl WaitEdge {
@@ -25,7 +28,18 @@ impl WaitEdge {
         WaitEdge {
             core,
             key: Some(key.into_boxed_str()),
+            checked: LeaseInstant::now(),
         }
+    }
+
+    /// A check wrote the edge again now.
+    pub(crate) fn checked_now(&mut self) {
+        self.checked = LeaseInstant::now();
+    }
+
+    /// A check wrote it less than `every` ago: the next may wait.
+    pub(crate) fn checked_within(&self, every: Duration) -> bool {
+        self.checked.elapsed() < every
     }
 
     /// The edge's key.

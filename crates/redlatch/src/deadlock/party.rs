@@ -73,9 +73,25 @@ pub(crate) fn anonymous_suffix() -> Suffix {
         return Suffix::Thread(k);
     }
     match tokio::task::try_id() {
-        Some(id) => Suffix::Task(id.to_string().parse().unwrap_or(0)),
+        Some(id) => Suffix::Task(task_number(id)),
         None => Suffix::Thread(thread_number()),
     }
+}
+
+/// A task id's number (tokio shows it, and keeps it to itself otherwise):
+/// written on the stack, read back, so an acquire allocates nothing more.
+fn task_number(id: tokio::task::Id) -> u64 {
+    use std::io::Write;
+    let mut buf = [0u8; 24];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    if write!(cursor, "{id}").is_err() {
+        return 0;
+    }
+    let len = usize::try_from(cursor.position()).unwrap_or(0);
+    std::str::from_utf8(&buf[..len])
+        .ok()
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(0)
 }
 
 tokio::task_local! {
@@ -162,6 +178,13 @@ pub(crate) mod tests {
             wait_key("", "n:w", Some("orders")),
             "redlatch_wait:{orders}:n:w"
         );
+    }
+
+    #[tokio::test]
+    async fn a_task_is_named_by_its_id() {
+        let id = tokio::spawn(async { (tokio::task::id(), anonymous_suffix()) });
+        let (id, suffix) = id.await.unwrap();
+        assert_eq!(suffix, Suffix::Task(id.to_string().parse().unwrap()));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
-use crate::deadlock::check::{Check, EDGE_MARGIN, WaitsFor};
+use crate::deadlock::check::{CHECK_EVERY, Check, EDGE_MARGIN, WaitsFor};
 use crate::deadlock::edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
@@ -585,8 +585,8 @@ fn check_deadlock<'a, A: Acquisition>(
             at.saturating_duration_since(LeaseInstant::now())
         });
         if left.is_zero() {
-            // The wait is over (a single try's is over at its start): it
-            // gives up next, waiting for nothing, so it closes no cycle.
+            // A single try, or a wait that is over: it gives up next,
+            // waiting for nothing, so it closes no cycle.
             return Ok(retry_in);
         }
         let next_in = retry_in.min(left);
@@ -607,9 +607,17 @@ async fn check_deadlock_now<A: Acquisition>(
     next_in: Duration,
     edge: &mut Option<Box<WaitEdge>>,
 ) -> Option<Vec<crate::deadlock::WaitLink>> {
+    if edge
+        .as_ref()
+        .is_some_and(|edge| edge.checked_within(CHECK_EVERY))
+    {
+        // Checked a moment ago (a waiter that polls): its edge stands.
+        return None;
+    }
     let check = Check::of(acquisition.waits_for()?)?;
-    let edge_ms =
-        u64::try_from(next_in.saturating_add(EDGE_MARGIN).as_millis()).unwrap_or(u64::MAX);
+    // Until the next check at the soonest, and a margin.
+    let lives = next_in.max(CHECK_EVERY).saturating_add(EDGE_MARGIN);
+    let edge_ms = u64::try_from(lives.as_millis()).unwrap_or(u64::MAX);
     let look = async { Ok(check.run(edge_ms, edge).await) };
     let cycle = within(cut_off, "deadlock check", look)
         .await

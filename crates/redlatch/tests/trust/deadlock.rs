@@ -619,3 +619,113 @@ fn blocking_calls_count_for_their_thread() {
         assert!(thread.join().unwrap());
     }
 }
+
+/// A guard dropped (released in the background) and its lock acquired
+/// again at once by the same task, or an acquire cancelled just as it took
+/// the lock (given back in the background) and tried again: the old hold,
+/// still in Redis for a moment, is the task's own party but no live hold of
+/// it, and waiting for it is no deadlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_being_given_back_is_no_cycle_of_one() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let outcome = tokio::spawn(async move {
+        let lock = client.lock("dl:given-back");
+        for round in 0..200u64 {
+            let guard = lock.acquire_within(Some(LONG)).await?;
+            drop(guard);
+            let guard = lock.acquire_within(Some(LONG)).await?;
+            drop(guard);
+            // Cut off somewhere between sent and answered.
+            let cut = Duration::from_micros(round % 20 * 25);
+            let _ = tokio::time::timeout(cut, lock.acquire()).await;
+        }
+        Ok::<(), Error>(())
+    })
+    .await
+    .unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
+
+/// The script's party rule (`party_of` in `deadlock_check.lua`) and the
+/// library's (`redlatch::deadlock::party_of`, which tools use) agree on
+/// every form of owner field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_and_the_library_name_the_same_parties() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/deadlock/deadlock_check.lua"
+    ))
+    .unwrap();
+    let uuid = source
+        .lines()
+        .find(|line| line.starts_with("local UUID = "))
+        .expect("the script's UUID pattern");
+    let start = source
+        .find("local function party_of(field)")
+        .expect("the script's party_of");
+    let end = start + source[start..].find("\nend\n").expect("its end") + 5;
+    let script = format!(
+        "{uuid}\n{}\nlocal out = {{}}\nfor i, f in ipairs(ARGV) do out[i] = party_of(f) end\nreturn out",
+        &source[start..end]
+    );
+    let id = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11";
+    let fields: Vec<String> = [
+        "#7@42",
+        "#7@42:write",
+        "#0@t3",
+        "#7",
+        "#7@",
+        "worker",
+        "job:12:write",
+        "a@b",
+        "57",
+        "x:write",
+        "#",
+        "#@5",
+    ]
+    .iter()
+    .map(|rest| format!("{id}:{rest}"))
+    .chain([
+        "permit-id".to_owned(),
+        format!("{id}:"),
+        format!("{}:x", id.to_uppercase()),
+    ])
+    .collect();
+    let parties: Vec<String> = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(0)
+        .arg(&fields)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (field, party) in fields.iter().zip(&parties) {
+        assert_eq!(*party, redlatch::deadlock::party_of(field), "{field}");
+    }
+}
+
+/// A wait-for edge is a string with an expiry: the listing of locks (and
+/// the CLI's `list`, `top` on it) must not take it for a token lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_shows_no_wait_for_edge() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = common::client(&server).await;
+    let held = client.lock("dl:listed").acquire().await.unwrap();
+    let other = client.clone();
+    let waiter =
+        tokio::spawn(async move { other.lock("dl:listed").acquire_within(Some(LONG)).await });
+    until_an_edge(&mut admin).await;
+    let listed: Vec<String> = client
+        .locks("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|status| status.name)
+        .collect();
+    assert_eq!(listed, ["dl:listed"]);
+    drop(held);
+    drop(waiter.await.unwrap().unwrap());
+}
