@@ -95,6 +95,15 @@ impl std::fmt::Display for Tail {
     }
 }
 
+/// `<n><tail>` (what follows a client's prefix) as its numbers, when
+/// written as the client writes them.
+fn numbers_of(numbered: &str) -> Option<(u64, Tail)> {
+    let end = numbered.find('@').unwrap_or(numbered.len());
+    let seq = canonical_number(&numbered[..end])?;
+    let tail = Tail::parse(&numbered[end..])?;
+    Some((seq, tail))
+}
+
 /// `digits` as a number when written the way a number is written (no sign,
 /// no leading zero but `0` itself).
 fn canonical_number(digits: &str) -> Option<u64> {
@@ -110,13 +119,7 @@ impl OwnerField {
     /// anonymous owners): written again with `prefix`, it is the same text,
     /// byte for byte.
     pub(crate) fn new(owner: Arc<str>, prefix: Option<&OwnerPrefix>) -> OwnerField {
-        let number = prefix.and_then(|prefix| {
-            let numbered = owner.strip_prefix(prefix.0.as_str())?;
-            let end = numbered.find('@').unwrap_or(numbered.len());
-            let seq = canonical_number(&numbered[..end])?;
-            let tail = Tail::parse(&numbered[end..])?;
-            Some((seq, tail))
-        });
+        let number = prefix.and_then(|prefix| numbers_of(owner.strip_prefix(prefix.0.as_str())?));
         match number {
             Some((seq, tail)) if !prefix.is_some_and(|prefix| prefix.0.is_empty()) => OwnerField {
                 text: OnceLock::new(),
@@ -151,19 +154,19 @@ impl OwnerField {
         self.text.get_or_init(|| Box::new(self.write(prefix)))
     }
 
-    /// Whether the field is `other`, byte for byte (nothing kept).
+    /// Whether the field is `other`, byte for byte (nothing kept, nothing
+    /// written: a walk over every hold asks this of each).
     pub(crate) fn is(&self, other: &[u8], prefix: &OwnerPrefix) -> bool {
         match self.text.get() {
             Some(text) => text.as_bytes() == other,
-            None => other
-                .strip_prefix(prefix.0.as_bytes())
-                .is_some_and(|rest| rest == self.numbers().as_bytes()),
+            // The numbered form is canonical: `other` is the same text
+            // exactly when it reads as the same numbers.
+            None => std::str::from_utf8(other)
+                .ok()
+                .and_then(|other| other.strip_prefix(prefix.0.as_str()))
+                .and_then(numbers_of)
+                .is_some_and(|numbers| numbers == (self.seq, self.tail)),
         }
-    }
-
-    /// `<n><tail>`, what follows the prefix.
-    fn numbers(&self) -> String {
-        format!("{}{}", self.seq, self.tail)
     }
 
     fn write(&self, prefix: &OwnerPrefix) -> Arc<str> {
@@ -188,7 +191,7 @@ impl std::fmt::Debug for OwnerField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.text.get() {
             Some(text) => std::fmt::Debug::fmt(&***text, f),
-            None => write!(f, "\"…#{}\"", self.numbers()),
+            None => write!(f, "\"…#{}{}\"", self.seq, self.tail),
         }
     }
 }

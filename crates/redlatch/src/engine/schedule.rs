@@ -251,10 +251,10 @@ impl Entries {
     /// True while a hold of `owner` on `key` is tracked, an anonymous
     /// owner's too: a walk over every hold, for the rare caller that asks
     /// (a deadlock check that found its own party holding its lock).
-    pub(crate) fn tracks(&self, key: &str, owner: &str) -> bool {
+    pub(crate) fn tracks(&self, key: &str, owner: &str, prefix: &OwnerPrefix) -> bool {
         self.slab.iter().flatten().any(|entry| {
             *entry.hold.key == *key
-                && entry.hold.owner.is(owner.as_bytes())
+                && entry.hold.owner.is(owner.as_bytes(), prefix)
                 && !entry.hold.is_marked_lost()
         })
     }

@@ -244,7 +244,7 @@ impl Watchdog {
     /// the deadlock check's).
     pub(crate) fn holds_any(&self, key: &str, owner: &str) -> bool {
         let entries = self.shared.entries.lock();
-        entries.tracks(key, owner)
+        entries.tracks(key, owner, self.shared.owner_prefix())
     }
 
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
