@@ -313,12 +313,12 @@ pub enum Error {
     /// the others keep waiting. Release what this party holds (drop its
     /// guards) and try again, or take the locks in one order. Not
     /// transient: retrying at once finds the same cycle.
-    #[error("{}", crate::deadlock::describe(cycle))]
+    #[error("{}", crate::wait_link::describe(cycle))]
     Deadlock {
         /// The cycle: the first link's lock is the one this acquire waited
         /// for; each link's holder waits for the next link's lock; the
         /// last link's holder is this caller's own party.
-        cycle: Vec<crate::deadlock::WaitLink>,
+        cycle: Vec<crate::wait_link::WaitLink>,
     },
 
     /// The server lacks something the call needs: at connect, scripting (a

@@ -195,6 +195,7 @@ mod sync;
 mod token_lock;
 mod transport;
 mod vocabulary;
+mod wait_link;
 
 pub use base::guard::Guard;
 #[cfg(feature = "holder-records")]

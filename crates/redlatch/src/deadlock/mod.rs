@@ -8,17 +8,15 @@
 //! own party is a cycle, refused with [`Error::Deadlock`](crate::Error::Deadlock)
 //! naming it ([`WaitLink`]), and the edge that would close it is never
 //! written (only the closer is refused). The uncontended path writes and
-//! reads nothing more. Which holds count as one party, and what is not
+//! reads nothing more. The check and the edge are the engine's
+//! (`engine/deadlock_check.rs`, `engine/wait_edge.rs`): a waiter runs them.
+//! Which holds count as one party, and what is not
 //! covered: [`party_of`] and the README, "Deadlock detection".
 
-pub(crate) mod check;
-pub(crate) mod edge;
-mod link;
 mod party;
 pub(crate) mod scripts;
 
-pub use link::WaitLink;
-pub(crate) use link::describe;
+pub use crate::wait_link::WaitLink;
 #[cfg(feature = "blocking")]
 pub(crate) use party::on_caller_thread;
 pub(crate) use party::{Suffix, anonymous_suffix};

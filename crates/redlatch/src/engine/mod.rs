@@ -13,6 +13,7 @@ pub(crate) mod by_name;
 pub(crate) mod cancel;
 pub(crate) mod cluster_watch;
 pub(crate) mod context;
+pub(crate) mod deadlock_check;
 pub(crate) mod hold;
 pub(crate) mod hold_kind;
 #[cfg(feature = "holder-records")]
@@ -34,6 +35,7 @@ pub(crate) mod schedule;
 pub(crate) mod script_call;
 pub(crate) mod sleep;
 pub(crate) mod wait;
+pub(crate) mod wait_edge;
 pub(crate) mod wakeup;
 pub(crate) mod watchdog;
 pub(crate) mod watched_holds;

@@ -26,8 +26,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
-use crate::deadlock::check::{CHECK_EVERY, Check, EDGE_MARGIN, WaitsFor};
-use crate::deadlock::edge::WaitEdge;
+use crate::engine::deadlock_check::{CHECK_EVERY, Check, EDGE_MARGIN, WaitsFor};
+use crate::engine::wait_edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
 use crate::lease_clock::LeaseInstant;
@@ -606,7 +606,7 @@ async fn check_deadlock_now<A: Acquisition>(
     cut_off: Option<Deadline>,
     next_in: Duration,
     edge: &mut Option<Box<WaitEdge>>,
-) -> Option<Vec<crate::deadlock::WaitLink>> {
+) -> Option<Vec<crate::wait_link::WaitLink>> {
     if edge
         .as_ref()
         .is_some_and(|edge| edge.checked_within(CHECK_EVERY))
@@ -625,7 +625,7 @@ async fn check_deadlock_now<A: Acquisition>(
         .flatten()?;
     crate::engine::metrics::deadlock();
     tracing::debug!(
-        cycle = %crate::deadlock::describe(&cycle),
+        cycle = %crate::wait_link::describe(&cycle),
         "redlatch: acquire refused, its wait would close a wait-for cycle"
     );
     Some(cycle)

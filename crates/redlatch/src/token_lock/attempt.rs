@@ -26,10 +26,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::deadlock::check::WaitsFor;
 use crate::engine::acquire::Terms;
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
+use crate::engine::deadlock_check::WaitsFor;
 use crate::engine::primitive::AttemptCall;
 use crate::engine::wait::{Acquisition, Step};
 use crate::engine::wakeup::{Nudge, Ticket};

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::deadlock::edge::WaitEdge;
-use crate::deadlock::link::WaitLink;
-use crate::deadlock::party::{WAIT_KEY_PREFIX, party_of};
 use crate::deadlock::scripts::DEADLOCK_CHECK;
+use crate::deadlock::{WAIT_KEY_PREFIX, party_of};
 use crate::engine::context::Core;
+use crate::engine::wait_edge::WaitEdge;
 use crate::scripts::keys::hash_tag;
 use crate::transport::capabilities::Support;
+use crate::wait_link::WaitLink;
 
 /// The longest cycle looked for, in locks.
 pub(crate) const MAX_DEPTH: u32 = 16;
