@@ -18,6 +18,10 @@ pub const UNAVAILABLE: u8 = 69;
 pub const SOFTWARE: u8 = 70;
 /// The lock was not acquired within `--wait`.
 pub const NOT_ACQUIRED: u8 = 75;
+/// The wait for the lock closed a wait-for cycle (a deadlock): refused at
+/// once instead of waiting for ever. Next to 75 (not acquired); no sysexits
+/// code fits.
+pub const DEADLOCK: u8 = 76;
 /// A file named by a flag or the `--config` file cannot be read or used
 /// (`--config` itself, `--redis-password-file`, TLS files), or the
 /// `--config` file names servers wrongly.
@@ -44,6 +48,9 @@ Exit status:
           within run's --wait or the connect timeout
   70      internal error (please report it)
   75      run: lock not acquired within --wait; the command did not run
+  76      run: deadlock: waiting for the lock would close a cycle (this
+          job waits for a lock whose holder waits, in turn, for one this
+          job holds); the command did not run
   78      the --config, --redis-password-file or a TLS file is missing,
           unreadable or invalid; the --config file's servers are wrong
   79      run: the lock was lost while the command ran; the command was stopped
@@ -88,6 +95,7 @@ impl Failure {
             | E::ClusterNode { .. } => USAGE,
             E::TlsFile { .. } => CONFIG,
             E::Timeout { .. } => NOT_ACQUIRED,
+            E::Deadlock { .. } => DEADLOCK,
             E::NotHeld { .. } => LOST,
             E::WrongType { .. } => DATA,
             E::Unavailable { .. }

@@ -13,6 +13,7 @@ use crate::connect;
 use crate::exit::{self, Failure};
 use crate::global::Global;
 use crate::names::shown;
+use crate::waits::{Cycle, Known, Waits, cycle_text};
 
 /// One lock: its JSON is `status --json`'s object, each element of
 /// `list --json` and each lock of `top --json`.
@@ -44,6 +45,14 @@ pub struct LockView {
     /// A fair lock's waiting line, oldest first; absent when nobody is in line.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub line: Vec<String>,
+    /// The parties waiting for it, as their wait keys say (deadlock
+    /// detection); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waited_by: Vec<String>,
+    /// The wait-for cycle through it, when the snapshot has one: each
+    /// step's party waits for the step's lock, held by the next step's party.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<Cycle>,
     /// Redlock only: each master's view.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub masters: Option<Masters>,
@@ -206,6 +215,8 @@ impl LockView {
             waiting: status.waiting_clients,
             mode: status.mode,
             line: status.line.clone(),
+            waited_by: Vec::new(),
+            cycle: None,
             masters: None,
         }
     }
@@ -271,6 +282,8 @@ impl LockView {
                 .unwrap_or(0),
             mode: first.and_then(|status| status.mode),
             line: first.map_or_else(Vec::new, |status| status.line.clone()),
+            waited_by: Vec::new(),
+            cycle: None,
             masters: None,
         };
         let answered = answered.len();
@@ -362,7 +375,7 @@ impl LockView {
                 )
             };
         }
-        format!(
+        let mut line = format!(
             "{}  {state}  ttl {}  token {}",
             shown(&self.name),
             self.ttl.map_or_else(
@@ -371,7 +384,39 @@ impl LockView {
             ),
             self.token
                 .map_or_else(|| "-".to_owned(), |token| token.to_string())
-        )
+        );
+        line.push_str(&self.waits_text());
+        line
+    }
+
+    /// The lock's name and its holders' owner fields, for reading the waits.
+    pub fn known(&self) -> Known {
+        let owners = self.holders.iter().map(|h| h.owner.clone()).collect();
+        (self.name.clone(), owners)
+    }
+
+    /// Fills `waited_by` and `cycle` from a snapshot of the waits.
+    pub fn add_waits(&mut self, waits: &Waits) {
+        self.waited_by = waits
+            .waiting_for(&self.name)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.cycle = waits.cycle_through(&self.name).cloned();
+    }
+
+    /// `  waited for by P, Q  DEADLOCK: ...`: what the wait keys say of
+    /// this lock, for `list` and `top`; empty when nobody waits.
+    pub fn waits_text(&self) -> String {
+        let mut text = String::new();
+        if !self.waited_by.is_empty() {
+            let parties: Vec<String> = self.waited_by.iter().map(|p| shown(p)).collect();
+            text.push_str(&format!("  waited for by {}", parties.join(", ")));
+        }
+        if let Some(cycle) = &self.cycle {
+            text.push_str(&format!("  DEADLOCK: {}", cycle_text(cycle)));
+        }
+        text
     }
 
     /// Who holds the lock and for how much longer, for a "busy" message:
@@ -540,7 +585,12 @@ impl Source {
                     .locks(prefix)
                     .await
                     .map_err(|error| connect::call_failure(global, command, &error))?;
-                return Ok(locks.iter().map(LockView::single).collect());
+                let mut views: Vec<LockView> = locks.iter().map(LockView::single).collect();
+                let known: Vec<Known> = views.iter().map(LockView::known).collect();
+                if let Some(waits) = Waits::read_quietly(global, client, &known).await {
+                    views.iter_mut().for_each(|view| view.add_waits(&waits));
+                }
+                return Ok(views);
             }
             Source::Masters(masters) => masters,
         };
@@ -659,6 +709,8 @@ mod tests {
             waiting: 0,
             mode: None,
             line: Vec::new(),
+            waited_by: Vec::new(),
+            cycle: None,
             masters: None,
         };
         let now = UNIX_EPOCH + Duration::from_millis(1_003_100);

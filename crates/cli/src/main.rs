@@ -19,6 +19,7 @@ mod signals;
 mod status;
 mod top;
 mod unlock;
+mod waits;
 
 use std::process::ExitCode;
 use std::time::Duration;

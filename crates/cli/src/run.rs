@@ -45,7 +45,10 @@ pub struct RunArgs {
     pub wait: Option<Duration>,
 
     /// Owner name written in the lock (after this process's client id)
-    /// [default: anonymous]
+    /// [default: the job's, from REDLATCH_JOB when a `redlatch run` started
+    /// this one, else a new `job:<client-id>`]. The command gets it in
+    /// REDLATCH_JOB: the runs it starts take their locks as the same owner,
+    /// one party for deadlock detection
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
 
@@ -123,8 +126,12 @@ async fn under_lock<G: ReleaseBeforeExit>(
     };
     tracing::debug!(lock = %args.name, token = held.guard.token(), "acquired");
     // The watcher and the lease pin live until the command is done.
-    let Held { guard, _watchers } = held;
-    supervise(guard, args, signals).await
+    let Held {
+        guard,
+        _watchers,
+        job,
+    } = held;
+    supervise(guard, job.as_deref(), args, signals).await
 }
 
 /// A hold, as `run` gives it back: before the process exits.
@@ -149,6 +156,8 @@ struct Held<G> {
     guard: G,
     /// Keep the clients' settings in step with `--config` (one per node).
     _watchers: Vec<SettingsWatcher>,
+    /// The job's owner name, passed on in REDLATCH_JOB (not for Redlock).
+    job: Option<String>,
 }
 
 /// Connection, settings watch, then the acquire `--wait` allows.
@@ -165,12 +174,31 @@ async fn take_lock(
         connect::client(global, "run", settings, args.lease, Some(&purpose), limit).await?;
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
-    let mut lock = client.lock(args.name.as_str());
-    if let Some(owner) = &args.owner {
-        lock = lock.with_owner(owner.as_str());
-    }
+    let owner = job_owner(args, &client);
+    let lock = client.lock(args.name.as_str()).with_owner(owner.as_str());
     let busy = busy(lock.status(), LockView::single);
-    hold(global, args, &lock, (wait, started), busy, watchers).await
+    let mut held = hold(global, args, &lock, (wait, started), busy, watchers).await?;
+    held.job = Some(owner);
+    Ok(held)
+}
+
+/// The environment variable that carries a job's owner name to the
+/// commands it runs.
+pub const JOB_ENV: &str = "REDLATCH_JOB";
+
+/// The owner `run` takes its lock as: `--owner`, else the job that started
+/// this run (REDLATCH_JOB), else a new job named after this client. A job
+/// and the runs it starts are then one named owner: one party to deadlock
+/// detection, so two jobs nesting runs in opposite orders are a deadlock
+/// the library names instead of a wait for ever.
+fn job_owner(args: &RunArgs, client: &redlatch::Client) -> String {
+    if let Some(owner) = &args.owner {
+        return owner.clone();
+    }
+    match std::env::var(JOB_ENV) {
+        Ok(job) if !job.is_empty() => job,
+        _ => format!("job:{}", client.id()),
+    }
 }
 
 /// The purpose `run` publishes: `--purpose`, else `run: PROGRAM` (the file
@@ -226,6 +254,7 @@ async fn take_redlock(
         .clients()
         .first()
         .and_then(|client| client.settings().wait_timeout));
+    // Redlock has no deadlock detection: REDLATCH_JOB is left as it is.
     let lock = redlock.lock(args.name.as_str());
     let busy = busy(lock.status(), LockView::from_redlock);
     hold(global, args, &lock, (wait, started), busy, watchers).await
@@ -320,6 +349,7 @@ fn held<G>(
         Ok(Some(guard)) => Ok(Held {
             guard,
             _watchers: watchers,
+            job: None,
         }),
         Ok(None) => {
             let waited = humantime::format_duration(wait.unwrap_or_default());
@@ -367,6 +397,7 @@ async fn acquire<L: AcquireLock>(
 /// Spawns the command and waits for it, stopping it if the lock is lost.
 async fn supervise<G: ReleaseBeforeExit>(
     guard: G,
+    job_owner: Option<&str>,
     args: &RunArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
@@ -377,6 +408,9 @@ async fn supervise<G: ReleaseBeforeExit>(
         .args(&args.command[1..])
         .env("REDLATCH_LOCK", name)
         .env("REDLATCH_TOKEN", guard.token().to_string());
+    if let Some(owner) = job_owner {
+        command.env(JOB_ENV, owner);
+    }
     // The command gets the lock, not the credentials to Redis.
     for variable in secrets::CHILD_ENV_REMOVED {
         command.env_remove(variable);

@@ -11,6 +11,7 @@ use crate::global::Global;
 use crate::locks::LockView;
 use crate::names;
 use crate::output;
+use crate::waits::Waits;
 
 /// Arguments of `redlatch status`.
 #[derive(Debug, clap::Args)]
@@ -46,7 +47,46 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         }
         status => status,
     };
+    let waits = match &status {
+        Ok(status) => {
+            let known = [LockView::single(status).known()];
+            Waits::read_quietly(global, &client, &known).await
+        }
+        Err(_) => None,
+    };
+    let status = status.map(|status| WithWaits { status, waits });
     show(global, &args, status, server.as_deref())
+}
+
+/// One server's status, with who waits for whom around the lock.
+struct WithWaits {
+    status: LockStatus,
+    waits: Option<Waits>,
+}
+
+impl Shown for WithWaits {
+    fn view(&self) -> LockView {
+        let mut view = LockView::single(&self.status);
+        if let Some(waits) = &self.waits {
+            view.add_waits(waits);
+        }
+        view
+    }
+
+    fn text(&self) -> String {
+        let mut text = output::status_text(&self.status);
+        if let Some(waits) = &self.waits {
+            for line in waits.status_lines(&self.status.name) {
+                text.push('\n');
+                text.push_str(&line);
+            }
+        }
+        text
+    }
+
+    fn held(&self) -> bool {
+        self.status.held
+    }
 }
 
 /// Prints the status of a lock, either kind; `server` is what the server
@@ -83,20 +123,6 @@ trait Shown {
     fn text(&self) -> String;
     /// Whether it is held (on a majority, for Redlock).
     fn held(&self) -> bool;
-}
-
-impl Shown for LockStatus {
-    fn view(&self) -> LockView {
-        LockView::single(self)
-    }
-
-    fn text(&self) -> String {
-        output::status_text(self)
-    }
-
-    fn held(&self) -> bool {
-        self.held
-    }
 }
 
 impl Shown for RedlockStatus {

@@ -194,3 +194,45 @@ fn redlock_keeps_its_promises_with_one_master_of_five_faulted() {
     assert_eq!(report["promises_kept"], true, "{report}");
     assert_eq!(code, 0);
 }
+
+/// `check --deadlock`: two workers locking two names in opposite orders.
+/// Detection ends the cycle by refusing one worker, far sooner than the
+/// seeds' lease or a wait limit; without detection and without a limit,
+/// the watchdog keeps the cycle for ever (stopped by the scenario).
+#[test]
+fn the_deadlock_scenario_finds_the_cycle_before_any_lease_or_wait_ends_it() {
+    let (code, report) = check(&words("--deadlock --duration 1s --lease 300ms"));
+    assert_eq!(code, 0, "{report}");
+    let rows = report["rows"].as_array().expect("rows");
+    let row = |prefix: &str| {
+        rows.iter()
+            .find(|row| {
+                row["recipe"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with(prefix))
+            })
+            .unwrap_or_else(|| panic!("no row {prefix}: {report}"))
+    };
+    let detected = row("redlatch (deadlock detection)");
+    assert!(
+        detected["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("refused (Error::Deadlock)"),
+        "{detected}"
+    );
+    // Milliseconds in practice; bounded generously, below the seeds' lease.
+    assert!(
+        detected["ended_after_ms"].as_u64().unwrap() < 300,
+        "{detected}"
+    );
+    let waited = row("redlatch, no detection, wait");
+    assert!(
+        waited["ended_after_ms"].as_u64().unwrap() >= 1000,
+        "{waited}"
+    );
+    let seeds = row("set-nx-px");
+    assert!(seeds["ended_after_ms"].as_u64().unwrap() >= 250, "{seeds}");
+    let watchdog = row("redlatch, no detection, watchdog");
+    assert_eq!(watchdog["ended_after_ms"], Value::Null, "{watchdog}");
+}

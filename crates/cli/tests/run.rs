@@ -5,6 +5,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Orphan, World, alive, code, q, wait_file};
@@ -823,4 +824,170 @@ fn a_run_leaves_no_holder_record_behind() {
         left = holder_records(&world);
     }
     assert!(left.is_empty(), "2 s after a stopped run ended: {left:?}");
+}
+
+/// `sh -c` script for a job that holds its lock, says so (`mine`), waits
+/// for the other job to hold its own (`theirs`), then runs
+/// `redlatch run OTHER -- true` inside (REDLATCH_JOB makes it the same
+/// party), writing how long that inner run took, in ms, to `mine.ms`.
+fn nested(world: &World, mine: &Path, theirs: &Path, other: &str) -> String {
+    format!(
+        "touch {mine}; while [ ! -e {theirs} ]; do sleep 0.01; done; \
+         start=$(date +%s%N); {bin} --redis {url} run {other} -- true; code=$?; \
+         echo $(( ($(date +%s%N) - start) / 1000000 )) > {mine}.ms; exit $code",
+        mine = q(mine),
+        theirs = q(theirs),
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    )
+}
+
+/// Two jobs nest runs in opposite orders (A holds l1 and runs `run l2`, B
+/// holds l2 and runs `run l1`): a deadlock the library names. Exactly one
+/// job exits 76 (its inner run refused at once, its exit status passed up
+/// by its outer run), the other completes once the refused job let go.
+#[test]
+fn nested_runs_in_opposite_orders_deadlock_and_exactly_one_exits_76() {
+    let world = World::new();
+    let (a_in, b_in) = (world.path("a-in"), world.path("b-in"));
+    let mut a = world.spawn(&[
+        "run",
+        "l1",
+        "--",
+        "sh",
+        "-c",
+        &nested(&world, &a_in, &b_in, "l2"),
+    ]);
+    let mut b = world.spawn(&[
+        "run",
+        "l2",
+        "--",
+        "sh",
+        "-c",
+        &nested(&world, &b_in, &a_in, "l1"),
+    ]);
+    let started = Instant::now();
+    let codes = [
+        code(a.wait(Duration::from_secs(30))),
+        code(b.wait(Duration::from_secs(30))),
+    ];
+    let took = started.elapsed();
+    let mut sorted = codes;
+    sorted.sort_unstable();
+    assert_eq!(sorted, [0, 76], "A: {}\nB: {}", a.stderr(), b.stderr());
+    let (refused, marker) = if codes[0] == 76 {
+        (&a, &a_in)
+    } else {
+        (&b, &b_in)
+    };
+    let message = refused.stderr();
+    assert!(
+        message.contains("deadlock") && message.contains("l1") && message.contains("l2"),
+        "{message}"
+    );
+    // The refused inner run, from its start (process, connection, one busy
+    // attempt, the check) to its exit: found, not timed out, far below any
+    // lease or wait (the bound generous for CI).
+    let ms = fs::read_to_string(marker.with_extension("ms")).unwrap();
+    let ms: u64 = ms.trim().parse().unwrap();
+    eprintln!("the refused inner run took {ms} ms; both jobs {took:?}");
+    assert!(ms < 5_000, "the refused inner run took {ms} ms");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+/// A run outside any job takes its lock as a new job (`job:<client-id>`)
+/// and passes that owner on in REDLATCH_JOB; a run inside it takes its
+/// lock as the same owner; `--owner` wins over both.
+#[test]
+fn a_run_passes_its_job_on_and_a_nested_run_takes_it() {
+    let world = World::new();
+    let out = world.path("job");
+    let script = format!(
+        "echo \"$REDLATCH_JOB\" > {out}; \
+         {bin} --redis {url} run inner -- sh -c 'echo \"$REDLATCH_JOB\" >> {out}'",
+        out = q(&out),
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    );
+    let output = world.output(&["run", "outer", "--", "sh", "-c", &script]);
+    assert_eq!(code(output.status), 0);
+    let jobs = fs::read_to_string(&out).unwrap();
+    let jobs: Vec<&str> = jobs.lines().collect();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert!(jobs[0].starts_with("job:"), "{jobs:?}");
+    assert_eq!(jobs[0], jobs[1], "the nested run is the same job");
+
+    let output = world.output(&[
+        "run",
+        "--owner",
+        "nightly",
+        "outer",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo \"$REDLATCH_JOB\" > {}", q(&out)),
+    ]);
+    assert_eq!(code(output.status), 0);
+    assert_eq!(fs::read_to_string(&out).unwrap().trim(), "nightly");
+}
+
+/// A job that runs `redlatch run` on the lock it holds waited for itself
+/// for ever; it is one party now, and the inner run exits 76 at once.
+#[test]
+fn a_nested_run_of_the_jobs_own_lock_exits_76_at_once() {
+    let world = World::new();
+    let inner = format!(
+        "{bin} --redis {url} run own -- true",
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+    );
+    let started = Instant::now();
+    let output = world.output(&["run", "own", "--", "sh", "-c", &inner]);
+    assert_eq!(code(output.status), 76);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("deadlock"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A nested run stopped by a signal while it waits leaves no wait key
+/// behind: its job, still holding its own lock, must not look like it
+/// waits (another job's wait for that lock would be refused as a deadlock).
+#[test]
+fn a_run_stopped_while_waiting_leaves_no_wait_key() {
+    let world = World::new();
+    let _holder = world.spawn(&["run", "--owner", "jobB", "second", "--", "sleep", "60"]);
+    world.wait_held("second", Duration::from_secs(10));
+    let pid_file = world.path("inner.pid");
+    let script = format!(
+        "{bin} --redis {url} run second -- true & echo $! > {pid}; wait; sleep 60",
+        bin = q(Path::new(common::BIN)),
+        url = world.server.url(),
+        pid = q(&pid_file),
+    );
+    let _job = world.spawn(&["run", "--owner", "jobA", "first", "--", "sh", "-c", &script]);
+    let mut conn = world.redis();
+    assert!(
+        common::eventually(Duration::from_secs(10), || world
+            .exists(&mut conn, "redlatch_wait:n:jobA")),
+        "the nested run wrote no wait key"
+    );
+    wait_file(&pid_file, Duration::from_secs(5));
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(
+        common::eventually(Duration::from_secs(5), || !alive(pid)),
+        "the nested run did not stop"
+    );
+    assert!(
+        !world.exists(&mut conn, "redlatch_wait:n:jobA"),
+        "the stopped run's wait key stayed"
+    );
 }

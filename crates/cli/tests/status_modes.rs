@@ -1,5 +1,6 @@
 //! `redlatch status` and `list` on a read-write lock: the mode is shown,
-//! and plain locks print exactly what they did before.
+//! and plain locks print exactly what they did before; who waits for whom
+//! (the wait keys) and a wait-for cycle are shown.
 
 mod common;
 
@@ -151,4 +152,107 @@ fn status_held_exits_0_for_a_held_lock_and_1_for_a_free_one() {
     );
     // Without --held, free is not a failure.
     assert_eq!(code(world.output(&["status", "docs:free"]).status), 0);
+}
+
+/// Who waits for whom: a job holding `l1` waits in a nested run for `l2`,
+/// which another job holds; `status`, `list` and `top` show the wait from
+/// the wait key the library wrote. Then `jobB`'s wait for `l1` is written
+/// by hand (as a client without detection would leave it standing): the
+/// snapshot has a cycle, and every command marks it.
+#[test]
+fn status_list_and_top_show_who_waits_for_whom_and_mark_a_cycle() {
+    let world = World::new();
+    let ready = world.path("ready");
+    let inner = format!(
+        "touch {ready}; exec {bin} --redis {url} run l2 -- true",
+        ready = common::q(&ready),
+        bin = common::q(std::path::Path::new(common::BIN)),
+        url = world.server.url(),
+    );
+    let _b = world.spawn(&[
+        "run", "--owner", "jobB", "--lease", "60s", "l2", "--", "sleep", "60",
+    ]);
+    world.wait_held("l2", std::time::Duration::from_secs(10));
+    let _a = world.spawn(&["run", "--owner", "jobA", "l1", "--", "sh", "-c", &inner]);
+    let mut conn = world.redis();
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || world
+            .exists(&mut conn, "redlatch_wait:n:jobA")),
+        "jobA's nested run wrote no wait key"
+    );
+
+    let status = stdout_json(&world.output(&["status", "l2", "--json"]));
+    assert_eq!(status["waited_by"], json!(["n:jobA"]), "{status}");
+    assert!(status.get("cycle").is_none(), "{status}");
+    let text = String::from_utf8(world.output(&["status", "l2"]).stdout).unwrap();
+    assert!(text.contains("waiter   n:jobA waits for it"), "{text}");
+    let text = String::from_utf8(world.output(&["status", "l1"]).stdout).unwrap();
+    assert!(text.contains("holder   n:jobA waits for l2"), "{text}");
+    assert!(!text.contains("deadlock"), "{text}");
+
+    let () = redis::cmd("SET")
+        .arg("redlatch_wait:n:jobB")
+        .arg("l1")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    let cycle = json!([{"party": "n:jobA", "lock": "l2"}, {"party": "n:jobB", "lock": "l1"}]);
+    let status = stdout_json(&world.output(&["status", "l1", "--json"]));
+    assert_eq!(status["cycle"], cycle, "{status}");
+    let text = String::from_utf8(world.output(&["status", "l1"]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "deadlock n:jobA waits for l2 held by n:jobB, n:jobB waits for l1 held by n:jobA"
+        ),
+        "{text}"
+    );
+    let listed = stdout_json(&world.output(&["list", "--json"]));
+    assert_eq!(listed[0]["cycle"], cycle, "{listed}");
+    assert_eq!(listed[1]["cycle"], cycle, "{listed}");
+    let text = String::from_utf8(world.output(&["list"]).stdout).unwrap();
+    assert_eq!(text.matches("DEADLOCK: ").count(), 2, "{text}");
+    let top = stdout_json(&world.output(&["top", "--once", "--json"]));
+    assert_eq!(top["locks"][0]["cycle"], cycle, "{top}");
+    assert_eq!(top["locks"][1]["waited_by"], json!(["n:jobA"]), "{top}");
+    let text = String::from_utf8(world.output(&["top", "--once"]).stdout).unwrap();
+    assert!(text.contains("DEADLOCK"), "{text}");
+}
+
+/// Under a key prefix the wait keys are the prefix's too
+/// (`app:redlatch_wait:PARTY`, naming `app:l2`): found and shown by the
+/// lock's name.
+#[test]
+fn waits_are_read_under_the_key_prefix() {
+    let world = World::new();
+    let config = world.path("app.toml");
+    std::fs::write(&config, "[lock]\nkey_prefix = \"app:\"\n").unwrap();
+    let config = config.to_str().unwrap();
+    let inner = format!(
+        "exec {bin} --redis {url} --config {config} run l2 -- true",
+        bin = common::q(std::path::Path::new(common::BIN)),
+        url = world.server.url(),
+        config = common::q(std::path::Path::new(config)),
+    );
+    let _b = world.spawn(&[
+        "--config", config, "run", "--owner", "jobB", "l2", "--", "sleep", "60",
+    ]);
+    world.wait_held("app:l2", std::time::Duration::from_secs(10));
+    let _a = world.spawn(&[
+        "--config", config, "run", "--owner", "jobA", "l1", "--", "sh", "-c", &inner,
+    ]);
+    let mut conn = world.redis();
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || world
+            .exists(&mut conn, "app:redlatch_wait:n:jobA")),
+        "no wait key under the prefix"
+    );
+    let listed = stdout_json(&world.output(&["--config", config, "list", "--json"]));
+    let l2 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|lock| lock["name"] == "l2")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(l2["waited_by"], json!(["n:jobA"]), "{listed}");
 }

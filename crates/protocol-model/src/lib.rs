@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod claims;
+pub mod deadlock;
 pub mod fair;
 pub mod lock;
 pub mod recipes;

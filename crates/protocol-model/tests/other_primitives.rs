@@ -1,9 +1,12 @@
 //! The read-write lock, the semaphore and Redlock's majority keep their
 //! promises on the model; without request records a semaphore gives a
-//! permit back twice.
+//! permit back twice. Deadlock detection reports only real cycles, and
+//! every cycle within one check of each member; with the edge's DEL sent
+//! late, it reports a false one.
 
 mod common;
 
+use redlatch_protocol_model::deadlock::{self, DeadlockModel};
 use redlatch_protocol_model::redlock::{self, RedlockModel};
 use redlatch_protocol_model::run::{Bound, check, find};
 use redlatch_protocol_model::rwlock::{self, RwModel};
@@ -93,4 +96,73 @@ fn redlock_majorities_never_overlap_without_a_pause() {
         &checked,
         &[redlock::names::EXCLUSIVE, redlock::names::NO_LOST_UPDATE],
     );
+}
+
+#[test]
+fn a_reported_deadlock_is_a_real_cycle_and_a_cycle_is_reported_within_a_round() {
+    // 3 parties over 3 locks (the long mode: 4), explored completely, with
+    // two give-ups and a wait key expiring under its waiter.
+    let long =
+        std::env::var_os(redlatch_protocol_model::run::LONG_MODE).is_some_and(|value| value != "0");
+    let model = DeadlockModel {
+        parties: if long { 4 } else { 3 },
+        locks: 3,
+        give_ups: 2,
+        fifo: true,
+        max_depth: deadlock::MAX_DEPTH,
+        expiries: 1,
+    };
+    let checked = check(
+        model,
+        Bound {
+            default: 60,
+            long: 80,
+        }
+        .depth(),
+        2,
+    );
+    assert_hold(
+        &checked,
+        &[
+            deadlock::names::REAL_CYCLE,
+            deadlock::names::REPORTED_WITHIN_A_ROUND,
+            deadlock::names::ONE_REFUSED,
+        ],
+    );
+    assert!(
+        checked.discoveries.contains_key(deadlock::names::REPORTED),
+        "no deadlock was ever reported"
+    );
+}
+
+#[test]
+fn an_edge_deleted_after_the_next_command_makes_a_false_deadlock() {
+    let model = DeadlockModel {
+        parties: 3,
+        locks: 2,
+        give_ups: 0,
+        fifo: false,
+        max_depth: deadlock::MAX_DEPTH,
+        expiries: 0,
+    };
+    let property = deadlock::names::REAL_CYCLE;
+    let timeline = found(&find(model, property, 30), property);
+    assert!(timeline.contains("deadlock, refused"), "{timeline}");
+}
+
+#[test]
+fn a_walk_shorter_than_the_cycle_leaves_it_unreported() {
+    // The liveness property is not vacuous: a walk of depth 2 misses a
+    // cycle of three parties.
+    let model = DeadlockModel {
+        parties: 3,
+        locks: 3,
+        give_ups: 0,
+        fifo: true,
+        max_depth: 2,
+        expiries: 0,
+    };
+    let property = deadlock::names::REPORTED_WITHIN_A_ROUND;
+    let timeline = found(&find(model, property, 40), property);
+    assert!(timeline.contains("check: no cycle"), "{timeline}");
 }

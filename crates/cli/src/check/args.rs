@@ -57,6 +57,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub soak: Option<u64>,
 
+    /// The deadlock scenario instead of the table: two workers lock two
+    /// names in opposite orders; how long the cycle lasts with redlatch's
+    /// deadlock detection, without it (waiting --duration at most, or with
+    /// no limit), and with the seeds' SET NX PX and its fixed --lease
+    #[arg(long, conflicts_with_all = ["soak", "recipes", "faults"])]
+    pub deadlock: bool,
+
     /// The soak's seed: the same seed runs the same fault mix (default: random, printed)
     #[arg(long, value_name = "S", requires = "soak")]
     pub seed: Option<u64>,

@@ -8,6 +8,7 @@ mod args;
 mod caption;
 mod checker;
 mod clock;
+mod deadlock;
 mod event;
 mod fault;
 mod faults;
@@ -42,6 +43,9 @@ pub fn check(json: bool, args: CheckArgs) -> Result<u8, Failure> {
     let program = std::env::current_exe().map_err(|error| {
         Failure::new(exit::SOFTWARE, format!("cannot find this program: {error}"))
     })?;
+    if args.deadlock {
+        return deadlock::deadlock(json, &args);
+    }
     if let Some(sections) = args.soak {
         return soak::soak(json, &program, sections, &args);
     }

@@ -26,9 +26,21 @@ pub struct TopLock {
 }
 
 impl TopLock {
-    /// The holders for people, each with what it says about itself first.
+    /// The holders for people, each with what it says about itself first;
+    /// `DEADLOCK` before them when the lock is on a wait-for cycle, and who
+    /// waits for it after them.
     pub fn holders_text(&self) -> String {
-        let text = self.lock.holders_text();
+        // The mark first: a narrow terminal shortens this column at its end.
+        let mark = if self.lock.cycle.is_some() {
+            "DEADLOCK "
+        } else {
+            ""
+        };
+        let text = format!(
+            "{mark}{}{}",
+            self.lock.holders_text(),
+            self.lock.waits_text()
+        );
         match &self.lock.masters {
             Some(masters) if self.lock.held => format!(
                 "{text} ({}/{} masters)",

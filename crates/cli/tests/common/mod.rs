@@ -46,6 +46,8 @@ impl World {
             .arg(self.server.url())
             .args(args)
             .env_remove("REDIS_URL")
+            // A test run inside a `redlatch run` job must not make every run one party.
+            .env_remove("REDLATCH_JOB")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
         default_signals(&mut command);

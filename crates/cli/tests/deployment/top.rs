@@ -1,6 +1,7 @@
 //! `redlatch top` through its `--json` form: a contended lock seen with its
 //! holder, waiters, lease and token; acquisitions per second from a lock
-//! changing hands; every master of a cluster scanned.
+//! changing hands; every master of a cluster scanned; on a cluster, a
+//! holder that waits for a tagged lock shown waiting for it.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -143,5 +144,29 @@ fn on_a_cluster_every_master_is_scanned_and_waiters_are_counted() {
     );
     // Most waiters first.
     assert_eq!(last["locks"][0]["name"], names[0].as_str(), "{last}");
+    drop(cluster);
+}
+
+/// On a cluster, the waits read are the holders' own, beside each lock
+/// with a hash tag (`redlatch_wait:{tag}:PARTY`): a job holding `{t}a`
+/// whose nested run waits for `{t}b` is shown waiting for it.
+#[test]
+fn on_a_cluster_a_holder_waiting_for_a_tagged_lock_is_shown() {
+    let cluster = Cluster::start(3, 0).expect("cluster");
+    let seed = cluster.urls()[0].clone();
+    let deployment = Deployment::new(repeated("redis-cluster", &cluster.urls()[..1]), ());
+    let _b = deployment.spawn(&["run", "--owner", "jobB", "{t}b", "--", "sleep", "60"]);
+    deployment.wait_held("{t}b");
+    let inner = format!(
+        "exec '{}' --redis-cluster {seed} run '{{t}}b' -- true",
+        crate::common::BIN
+    );
+    let _a = deployment.spawn(&["run", "--owner", "jobA", "{t}a", "--", "sh", "-c", &inner]);
+    let mut last = Value::Null;
+    let seen = eventually(Duration::from_secs(20), || {
+        last = deployment.json(&["top", "--once", "--prefix", "{t}"]);
+        row(&last, "{t}b").is_some_and(|lock| lock["waited_by"] == serde_json::json!(["n:jobA"]))
+    });
+    assert!(seen, "jobA not shown waiting for {{t}}b: {last}");
     drop(cluster);
 }

@@ -29,6 +29,15 @@ pub(crate) struct LockKeys {
     fence: Fence,
 }
 
+/// Everything of a [`LockKeys`] but its key: four bytes, which a guard
+/// keeps beside the key its hold shares (a client may hold many thousands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyShape {
+    name_at: u16,
+    channel: LockChannel,
+    fence: Fence,
+}
+
 /// Which fencing counter a lock takes its tokens from.
 ///
 /// Tokens only need to grow per lock name, and a counter that only grows
@@ -99,6 +108,30 @@ impl LockKeys {
             channel: LockChannel::Lock,
             fence: Fence::Server,
         })
+    }
+
+    /// What these keys are besides the key, to make them again from it.
+    pub(crate) fn shape(&self) -> KeyShape {
+        KeyShape {
+            name_at: self.name_at,
+            channel: self.channel,
+            fence: self.fence,
+        }
+    }
+
+    /// The keys `shape` was taken from, whose key is `key`.
+    pub(crate) fn of_shape(key: Arc<str>, shape: KeyShape) -> LockKeys {
+        LockKeys {
+            key,
+            name_at: shape.name_at,
+            channel: shape.channel,
+            fence: shape.fence,
+        }
+    }
+
+    /// The lock's name within `key` (without the key prefix), by `shape`.
+    pub(crate) fn name_in(key: &str, shape: KeyShape) -> &str {
+        key.get(usize::from(shape.name_at)..).unwrap_or_default()
     }
 
     /// Takes tokens from one counter per name (`per_name`, Redisson's

@@ -69,6 +69,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::engine::hold::Hold;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::reread::Rereads;
 use crate::engine::sleep::sleep_until;
 use crate::engine::watched_keys::{
@@ -548,6 +549,7 @@ impl Watch {
                     conn.clone(),
                     chunk,
                     asks_role,
+                    self.holds.owner_prefix(),
                 )));
             }
             return;
@@ -760,7 +762,8 @@ impl Watch {
                 return;
             }
         }
-        let answer = answer.and_then(|value| watched_keys::still_held(&hold, value));
+        let prefix = self.holds.owner_prefix();
+        let answer = answer.and_then(|value| watched_keys::still_held(&hold, value, &prefix));
         match answer {
             Ok(true) if read.ask.is_some() => {
                 // Held on the migration's target, untracked: look again soon.
@@ -834,6 +837,7 @@ async fn read(
     mut conn: MultiplexedConnection,
     reads: Vec<Read>,
     asks_role: bool,
+    prefix: Arc<OwnerPrefix>,
 ) -> Done {
     let mut pipeline = redis::pipe();
     for read in &reads {
@@ -844,7 +848,7 @@ async fn read(
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
         }
         match &read.reader {
-            Reader::Hold(hold) => watched_keys::read_hold(&mut pipeline, &read.key, hold),
+            Reader::Hold(hold) => watched_keys::read_hold(&mut pipeline, &read.key, hold, &prefix),
             Reader::Waiter(_) => {
                 pipeline.cmd("PTTL").arg(&*read.key);
             }

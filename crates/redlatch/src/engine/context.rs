@@ -80,6 +80,9 @@ pub(crate) struct Core {
     pub(crate) background: Spawner,
     /// Source of anonymous owner names: one fresh owner per acquisition.
     owner_seq: AtomicU64,
+    /// What every anonymous owner of this client starts with: a hold keeps
+    /// only its numbers (`engine/owner_field.rs`).
+    owner_prefix: Arc<OwnerPrefix>,
     /// Waiters check for wait-for cycles (`crate::deadlock`).
     pub(crate) deadlock_detection: bool,
     shutdown: CancellationToken,
@@ -134,7 +137,8 @@ impl Core {
         }
         let id = Uuid::new_v4();
         // What `anonymous_owner` writes before the number.
-        watchdog.set_owner_prefix(OwnerPrefix::of(id));
+        let owner_prefix = OwnerPrefix::of(id);
+        watchdog.set_owner_prefix(owner_prefix.clone());
         #[cfg(feature = "holder-records")]
         if features.holder_identity {
             let prefix = settings.read().key_prefix.clone();
@@ -144,6 +148,7 @@ impl Core {
                 record_key(&prefix, &id.to_string()),
                 features.holder_purpose.clone(),
                 settings.clone(),
+                owner_prefix.clone(),
                 &runtime,
                 shutdown.clone(),
             ));
@@ -158,6 +163,7 @@ impl Core {
             watchdog,
             background: Spawner::counted(&runtime),
             owner_seq: AtomicU64::new(0),
+            owner_prefix,
             deadlock_detection: features.deadlock_detection,
             shutdown,
         })
@@ -318,6 +324,11 @@ async fn replica_wait_usable(
 impl Core {
     pub(crate) fn current_settings(&self) -> Arc<Settings> {
         self.settings.read().clone()
+    }
+
+    /// What every anonymous owner of this client starts with.
+    pub(crate) fn owner_prefix(&self) -> &OwnerPrefix {
+        &self.owner_prefix
     }
 
     /// A fresh owner name, unique within this client:

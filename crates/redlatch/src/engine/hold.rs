@@ -9,7 +9,8 @@ use crate::lease_clock::LeaseInstant;
 
 use tokio::sync::Notify;
 
-use crate::engine::hold_kind::HoldKind;
+use crate::engine::hold_kind::{HoldKind, KindOfHold};
+use crate::engine::key_text::KeyText;
 use crate::engine::owner_field::{OwnerField, OwnerPrefix};
 use crate::engine::reread::Pacing;
 use crate::settings::limits;
@@ -56,14 +57,16 @@ struct Confirmed {
 /// one `Hold`; the watchdog renews it and marks it lost.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    /// Shared with the watchdog's index of holds (no copy per hold).
-    pub(crate) key: Arc<str>,
+    /// The lock's key (the semaphore's expiries for a permit): inline when
+    /// short (`engine/key_text.rs`).
+    pub(crate) key: KeyText,
     /// The lock hash field or permit id; an anonymous owner of the client
     /// kept as its number.
     pub(crate) owner: OwnerField,
     pub(crate) token: u64,
     pub(crate) named_owner: bool,
-    pub(crate) kind: HoldKind,
+    /// One word: a callback is kept by the watchdog, beside the hold's entry.
+    pub(crate) kind: KindOfHold,
     /// Live guards that asked for renewal: while there is one, the watchdog
     /// renews the hold, whatever lease the other guards asked for.
     renewing_guards: AtomicU32,
@@ -94,10 +97,10 @@ impl Hold {
 
     /// The same, its owner kept as a number when it is one of `prefix`'s
     /// anonymous owners (`engine/owner_field.rs`).
-    pub(crate) fn with_prefix(new: NewHold, prefix: Option<&Arc<OwnerPrefix>>) -> Hold {
+    pub(crate) fn with_prefix(new: NewHold, prefix: Option<&OwnerPrefix>) -> Hold {
         Hold {
-            kind: new.kind,
-            key: new.key,
+            kind: KindOfHold::of(&new.kind),
+            key: KeyText::new(new.key),
             owner: OwnerField::new(new.owner, prefix),
             token: new.token,
             named_owner: new.named_owner,
@@ -377,14 +380,17 @@ mod tests {
     /// few holds ever use) and word-sized counters; 120 since, and 144
     /// again with the owner kept as a number (24 bytes here, and no owner
     /// string of about 64 bytes on the heap: `engine/owner_field.rs`); 136
-    /// with the loss reason in one byte.
+    /// with the loss reason in one byte; 136 still with a short key inline
+    /// (8 bytes more here, 32 fewer on the heap: `engine/key_text.rs`) and
+    /// the kind in one word (8 fewer: `KindOfHold`); 128 with the owner's
+    /// numbers kept without the client's prefix (`engine/owner_field.rs`).
     #[test]
     fn a_hold_takes_little_room() {
         let size = std::mem::size_of::<Hold>();
         assert!(size <= HOLD_BOUND, "{size}");
     }
 
-    const HOLD_BOUND: usize = 136;
+    const HOLD_BOUND: usize = 128;
 
     /// A waiter for the loss made before the mark, or after it, sees it.
     #[tokio::test]

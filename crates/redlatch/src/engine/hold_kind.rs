@@ -67,35 +67,85 @@ impl std::fmt::Debug for HoldKind {
     }
 }
 
-impl HoldKind {
+/// A hold's [`HoldKind`] as the hold keeps it: one word, not two (every
+/// held lock has one). A hold that renews itself keeps [`CALLBACK`]; the
+/// watchdog keeps its callback beside its entry (`engine/schedule.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct KindOfHold(&'static BatchRenewal);
+
+/// What a hold that renews itself keeps as its kind: no script of its own
+/// (its callback renews it), its own lease, a hold on a lock (Redlock's)
+/// that is not a single server's.
+pub(crate) static CALLBACK: BatchRenewal = BatchRenewal {
+    name: "callback",
+    script: &NO_SCRIPT,
+    add_hold: |_, _, _, _| {},
+    is_lock: false,
+    native: None,
+    string_value: false,
+    keeps_lease: true,
+};
+
+/// [`CALLBACK`]'s script, never sent: a callback renews its hold.
+static NO_SCRIPT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "callback".to_owned(),
+        "",
+        "return redis.error_reply('a hold that renews itself has no script')".to_owned(),
+        &[],
+    )
+});
+
+impl KindOfHold {
+    /// The kind `kind` is; its callback, if it has one, is the caller's to keep.
+    pub(crate) fn of(kind: &HoldKind) -> KindOfHold {
+        match kind {
+            HoldKind::Batched(renewal) => KindOfHold(renewal),
+            HoldKind::Callback(_) => KindOfHold(&CALLBACK),
+        }
+    }
+
+    /// The hold renews itself (a callback).
+    pub(crate) fn is_callback(self) -> bool {
+        std::ptr::eq(self.0, &CALLBACK)
+    }
+
+    /// The batched renewal, unless the hold renews itself.
+    pub(crate) fn batched(self) -> Option<&'static BatchRenewal> {
+        (!self.is_callback()).then_some(self.0)
+    }
+
     /// True for holds on a single server's lock (what `Client::held_locks`
     /// counts and a force-unlock marks lost).
-    pub(crate) fn is_lock(&self) -> bool {
-        matches!(self, HoldKind::Batched(renewal) if renewal.is_lock)
+    pub(crate) fn is_lock(self) -> bool {
+        self.0.is_lock
     }
 
     /// True when renewals set the client's live default lease.
-    pub(crate) fn follows_default_lease(&self) -> bool {
-        matches!(self, HoldKind::Batched(renewal) if !renewal.keeps_lease)
+    pub(crate) fn follows_default_lease(self) -> bool {
+        !self.0.keeps_lease
     }
 
     /// True for a hold whose key's value is its owner (a token lock).
-    pub(crate) fn string_value(&self) -> bool {
-        matches!(self, HoldKind::Batched(renewal) if renewal.string_value)
+    pub(crate) fn string_value(self) -> bool {
+        self.0.string_value
     }
 
     /// True for a hold on a lock of any kind, Redlock's included (not a
     /// permit): what the lost-locks metric counts.
-    pub(crate) fn counts_as_lock(&self) -> bool {
-        !matches!(self, HoldKind::Batched(renewal) if !renewal.is_lock)
+    pub(crate) fn counts_as_lock(self) -> bool {
+        self.0.is_lock || self.is_callback()
     }
 
     /// The same renewal: holds of one kind share one script call.
-    pub(crate) fn same_batch(&self, other: &HoldKind) -> bool {
-        match (self, other) {
-            (HoldKind::Batched(a), HoldKind::Batched(b)) => std::ptr::eq(*a, *b),
-            _ => false,
-        }
+    pub(crate) fn same_batch(self, other: KindOfHold) -> bool {
+        !self.is_callback() && std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl std::fmt::Debug for KindOfHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
     }
 }
 

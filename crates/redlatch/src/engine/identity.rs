@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::paged::Paged;
 use crate::scripts::holder_keys::hold_field;
 use crate::settings::SharedSettings;
@@ -49,6 +50,7 @@ impl IdentityPublisher {
         record: String,
         purpose: Option<String>,
         settings: SharedSettings,
+        owner_prefix: Arc<OwnerPrefix>,
         runtime: &tokio::runtime::Handle,
         shutdown: CancellationToken,
     ) -> IdentityPublisher {
@@ -61,6 +63,7 @@ impl IdentityPublisher {
             settings,
             clock_offset: None,
             published: Paged::default(),
+            owner_prefix,
         };
         runtime.spawn(task.run(incoming, shutdown));
         IdentityPublisher { held }
@@ -89,6 +92,8 @@ struct Task {
     /// to take out); two of one named owner on one key may both be here, the
     /// older ended. In pages: no doubling's slack on a client holding many.
     published: Paged<Published>,
+    /// The client's anonymous owners' prefix, to write a hold's owner.
+    owner_prefix: Arc<OwnerPrefix>,
 }
 
 /// A published hold, and when it was acquired (server ms).
@@ -139,7 +144,10 @@ impl Task {
         let mut holds = Vec::with_capacity(due.len());
         for (hold, since) in due {
             let since = server_ms(since, offset);
-            holds.push((hold_field(&hold.key, &hold.owner.text()), since));
+            holds.push((
+                hold_field(&hold.key, &hold.owner.text(&self.owner_prefix)),
+                since,
+            ));
             self.published.push((hold, since));
         }
         let mut pipe = redis::pipe();
@@ -173,7 +181,7 @@ impl Task {
             self.published
                 .iter()
                 .filter(|(hold, _)| hold.named_owner)
-                .map(|(hold, _)| (&*hold.key, hold.owner.as_str()))
+                .map(|(hold, _)| (&*hold.key, hold.owner.as_str(&self.owner_prefix)))
                 .collect()
         } else {
             HashSet::new()
@@ -182,9 +190,10 @@ impl Task {
             .iter()
             .filter(|hold| {
                 // Only a named owner's text is kept (and compared) here.
-                !(hold.named_owner && still_named.contains(&(&*hold.key, hold.owner.as_str())))
+                !(hold.named_owner
+                    && still_named.contains(&(&*hold.key, hold.owner.as_str(&self.owner_prefix))))
             })
-            .map(|hold| hold_field(&hold.key, &hold.owner.text()))
+            .map(|hold| hold_field(&hold.key, &hold.owner.text(&self.owner_prefix)))
             .collect();
         drop(still_named);
         let mut pipe = redis::pipe();
@@ -212,7 +221,12 @@ impl Task {
         let holds: Vec<(String, i64)> = self
             .published
             .iter()
-            .map(|(hold, since)| (hold_field(&hold.key, &hold.owner.text()), *since))
+            .map(|(hold, since)| {
+                (
+                    hold_field(&hold.key, &hold.owner.text(&self.owner_prefix)),
+                    *since,
+                )
+            })
             .collect();
         let mut pipe = redis::pipe();
         self.describe(&mut pipe, &holds);

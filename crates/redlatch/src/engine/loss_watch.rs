@@ -512,6 +512,7 @@ async fn check(
     rereads: &mut Rereads,
     due: Vec<Arc<str>>,
 ) -> redis::RedisResult<()> {
+    let prefix = holds.owner_prefix();
     let mut asked: Vec<(Arc<str>, Arc<Hold>)> = Vec::new();
     for key in due {
         for hold in keys.holds(&key, |hold| holds.is_current(hold)) {
@@ -527,7 +528,7 @@ async fn check(
         for (key, hold) in chunk {
             // Tracked: the read that follows is remembered (OPTIN).
             pipeline.cmd("CLIENT").arg("CACHING").arg("yes").ignore();
-            read_hold(&mut pipeline, key, hold);
+            read_hold(&mut pipeline, key, hold, &prefix);
         }
         let asks_role = *master_only;
         if asks_role {
@@ -553,7 +554,7 @@ async fn check(
         }
         let now = tokio::time::Instant::now();
         for ((key, hold), answer) in chunk.iter().zip(answers) {
-            let answer = answer.and_then(|value| still_held(hold, value));
+            let answer = answer.and_then(|value| still_held(hold, value, &prefix));
             match answer {
                 Ok(true) => {
                     keys.found_unchanged(key, now);

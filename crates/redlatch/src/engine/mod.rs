@@ -17,6 +17,7 @@ pub(crate) mod hold;
 pub(crate) mod hold_kind;
 #[cfg(feature = "holder-records")]
 pub(crate) mod identity;
+pub(crate) mod key_text;
 pub(crate) mod loss_watch;
 #[cfg(feature = "metrics")]
 pub(crate) mod metrics;

@@ -3,8 +3,10 @@
 //! `t<k>` for a thread: its deadlock party, `crate::deadlock::party_of`),
 //! and a client may hold many thousands of locks, each of which kept that
 //! text (about 60 bytes of heap) for its whole life. A hold of the
-//! client's own anonymous owner keeps the client's prefix (shared), `n`
-//! and the tail; the text is written when a renewal, a release or the
+//! client's own anonymous owner keeps `n` and the tail; the client's prefix
+//! is given by whoever writes the text (the client, its watchdog, its
+//! watch, its holder record: they all know it), so that no hold keeps a
+//! pointer to it. The text is written when a renewal, a release or the
 //! holder record sends it, and kept only once a caller asks to see it
 //! (`Guard::owner`).
 
@@ -12,24 +14,33 @@ use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
 /// `<client-id>:#`: what every anonymous owner of one client starts with.
-#[derive(Debug)]
-pub(crate) struct OwnerPrefix(Box<str>);
+#[derive(Debug, Default)]
+pub(crate) struct OwnerPrefix(String);
+
+/// The prefix of no client: what a hold made without one is written with
+/// (its owner is never numbered, so no prefix is ever written).
+static NO_PREFIX: OwnerPrefix = OwnerPrefix(String::new());
 
 impl OwnerPrefix {
     /// The prefix of the anonymous owners of the client `id`.
     pub(crate) fn of(id: impl std::fmt::Display) -> Arc<OwnerPrefix> {
-        Arc::new(OwnerPrefix(format!("{id}:#").into_boxed_str()))
+        Arc::new(OwnerPrefix(format!("{id}:#")))
+    }
+
+    /// The prefix of no client ([`NO_PREFIX`]).
+    pub(crate) fn none() -> &'static OwnerPrefix {
+        &NO_PREFIX
     }
 }
 
 /// One hold's owner field, exactly as sent to Redis.
 pub(crate) struct OwnerField {
     /// The text: given (a named owner's field, a permit id, any owner not
-    /// of the client's prefix), or written once shown. Boxed (one word):
-    /// the numbered form's tail took the room.
+    /// of the client's prefix), or written once shown. Boxed (one word).
+    /// Unset: the client's anonymous owner `seq` with `tail`.
     text: OnceLock<Box<Arc<str>>>,
-    /// An anonymous owner of this client: its prefix, number and tail.
-    numbered: Option<(Arc<OwnerPrefix>, u64, Tail)>,
+    seq: u64,
+    tail: Tail,
 }
 
 /// What follows an anonymous owner's number, packed in one word: 0 none
@@ -84,6 +95,15 @@ impl std::fmt::Display for Tail {
     }
 }
 
+/// `<n><tail>` (what follows a client's prefix) as its numbers, when
+/// written as the client writes them.
+fn numbers_of(numbered: &str) -> Option<(u64, Tail)> {
+    let end = numbered.find('@').unwrap_or(numbered.len());
+    let seq = canonical_number(&numbered[..end])?;
+    let tail = Tail::parse(&numbered[end..])?;
+    Some((seq, tail))
+}
+
 /// `digits` as a number when written the way a number is written (no sign,
 /// no leading zero but `0` itself).
 fn canonical_number(digits: &str) -> Option<u64> {
@@ -96,59 +116,61 @@ fn canonical_number(digits: &str) -> Option<u64> {
 impl OwnerField {
     /// The field `owner`, kept as numbers when it is `prefix` followed by
     /// the decimal writing of one and a tail (as the client writes
-    /// anonymous owners): written again, it is the same text, byte for byte.
-    pub(crate) fn new(owner: Arc<str>, prefix: Option<&Arc<OwnerPrefix>>) -> OwnerField {
-        let number = prefix.and_then(|prefix| {
-            let numbered = owner.strip_prefix(&*prefix.0)?;
-            let end = numbered.find('@').unwrap_or(numbered.len());
-            let seq = canonical_number(&numbered[..end])?;
-            let tail = Tail::parse(&numbered[end..])?;
-            Some((prefix.clone(), seq, tail))
-        });
+    /// anonymous owners): written again with `prefix`, it is the same text,
+    /// byte for byte.
+    pub(crate) fn new(owner: Arc<str>, prefix: Option<&OwnerPrefix>) -> OwnerField {
+        let number = prefix.and_then(|prefix| numbers_of(owner.strip_prefix(prefix.0.as_str())?));
         match number {
-            Some(numbered) => OwnerField {
+            Some((seq, tail)) if !prefix.is_some_and(|prefix| prefix.0.is_empty()) => OwnerField {
                 text: OnceLock::new(),
-                numbered: Some(numbered),
+                seq,
+                tail,
             },
-            None => OwnerField {
+            _ => OwnerField {
                 text: OnceLock::from(Box::new(owner)),
-                numbered: None,
+                seq: 0,
+                tail: Tail::NONE,
             },
         }
     }
 
-    /// The text, to send: the kept one, or written now (not kept).
-    pub(crate) fn text(&self) -> Arc<str> {
+    /// Kept as numbers (not yet shown).
+    #[cfg(test)]
+    fn is_numbered(&self) -> bool {
+        self.text.get().is_none()
+    }
+
+    /// The text, to send: the kept one, or written now with `prefix` (the
+    /// client's, which the hold was made with) and not kept.
+    pub(crate) fn text(&self, prefix: &OwnerPrefix) -> Arc<str> {
         match self.text.get() {
             Some(text) => Arc::clone(text),
-            None => self.write(),
+            None => self.write(prefix),
         }
     }
 
     /// The text, kept from now on: for a caller that borrows it.
-    pub(crate) fn as_str(&self) -> &str {
-        self.text.get_or_init(|| Box::new(self.write()))
+    pub(crate) fn as_str(&self, prefix: &OwnerPrefix) -> &str {
+        self.text.get_or_init(|| Box::new(self.write(prefix)))
     }
 
-    /// Whether the field is `other`, byte for byte (nothing kept).
-    pub(crate) fn is(&self, other: &[u8]) -> bool {
-        match (self.text.get(), &self.numbered) {
-            (Some(text), _) => text.as_bytes() == other,
-            (None, Some((prefix, seq, tail))) => other
-                .strip_prefix(prefix.0.as_bytes())
-                .is_some_and(|rest| rest == format!("{seq}{tail}").as_bytes()),
-            (None, None) => false,
+    /// Whether the field is `other`, byte for byte (nothing kept, nothing
+    /// written: a walk over every hold asks this of each).
+    pub(crate) fn is(&self, other: &[u8], prefix: &OwnerPrefix) -> bool {
+        match self.text.get() {
+            Some(text) => text.as_bytes() == other,
+            // The numbered form is canonical: `other` is the same text
+            // exactly when it reads as the same numbers.
+            None => std::str::from_utf8(other)
+                .ok()
+                .and_then(|other| other.strip_prefix(prefix.0.as_str()))
+                .and_then(numbers_of)
+                .is_some_and(|numbers| numbers == (self.seq, self.tail)),
         }
     }
 
-    fn write(&self) -> Arc<str> {
-        let Some((prefix, seq, tail)) = &self.numbered else {
-            // Not numbered: the text was given at creation.
-            return self
-                .text
-                .get()
-                .map_or_else(|| Arc::from(""), |text| Arc::clone(text));
-        };
+    fn write(&self, prefix: &OwnerPrefix) -> Arc<str> {
+        let (seq, tail) = (self.seq, self.tail);
         // On the stack first: one allocation, the `Arc`'s. A uuid's prefix
         // (38), a u64 (20 digits at most) and a tail (`@t` and 19 digits)
         // fit in 96 bytes.
@@ -164,14 +186,13 @@ impl OwnerField {
 }
 
 impl std::fmt::Debug for OwnerField {
+    /// The text when kept; else the numbers, after the client's prefix
+    /// (which the field does not keep): `…#<n><tail>`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&*self.text(), f)
-    }
-}
-
-impl std::fmt::Display for OwnerField {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
+        match self.text.get() {
+            Some(text) => std::fmt::Debug::fmt(&***text, f),
+            None => write!(f, "\"…#{}{}\"", self.seq, self.tail),
+        }
     }
 }
 
@@ -191,13 +212,13 @@ mod tests {
         {
             let text: Arc<str> = Arc::from(format!("{ID}:#{seq}{tail}"));
             let field = OwnerField::new(text.clone(), Some(&prefix));
-            assert!(field.text.get().is_none(), "{text} kept as text");
-            assert_eq!(field.text(), text);
-            assert!(field.is(text.as_bytes()));
-            assert!(!field.is(format!("{ID}:#{seq}{tail}0").as_bytes()));
-            assert!(field.text.get().is_none(), "sending keeps nothing");
-            assert_eq!(field.as_str(), &*text);
-            assert!(field.is(text.as_bytes()));
+            assert!(field.is_numbered(), "{text} kept as text");
+            assert_eq!(field.text(&prefix), text);
+            assert!(field.is(text.as_bytes(), &prefix));
+            assert!(!field.is(format!("{ID}:#{seq}{tail}0").as_bytes(), &prefix));
+            assert!(field.is_numbered(), "sending keeps nothing");
+            assert_eq!(field.as_str(&prefix), &*text);
+            assert!(field.is(text.as_bytes(), &prefix));
         }
     }
 
@@ -224,19 +245,21 @@ mod tests {
         for other in others {
             let text: Arc<str> = Arc::from(other);
             let field = OwnerField::new(text.clone(), Some(&prefix));
-            assert!(field.numbered.is_none(), "{text}");
-            assert!(Arc::ptr_eq(&field.text(), &text));
-            assert!(field.is(text.as_bytes()));
-            assert_eq!(field.as_str(), &*text);
+            assert!(!field.is_numbered(), "{text}");
+            assert!(Arc::ptr_eq(&field.text(&prefix), &text));
+            assert!(field.is(text.as_bytes(), &prefix));
+            assert_eq!(field.as_str(&prefix), &*text);
         }
         let field = OwnerField::new(Arc::from(format!("{ID}:#1")), None);
-        assert!(field.numbered.is_none(), "no prefix: as given");
+        assert!(!field.is_numbered(), "no prefix: as given");
+        let field = OwnerField::new(Arc::from("7"), Some(OwnerPrefix::none()));
+        assert!(!field.is_numbered(), "the empty prefix: as given");
     }
 
     /// Every held lock has one: the text it replaces cost 16 bytes here
-    /// and about 60 of heap.
+    /// and about 60 of heap; 40 while it kept the client's prefix.
     #[test]
     fn an_owner_field_takes_little_room() {
-        assert!(std::mem::size_of::<OwnerField>() <= 40);
+        assert!(std::mem::size_of::<OwnerField>() <= 32);
     }
 }

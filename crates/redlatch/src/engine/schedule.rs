@@ -31,10 +31,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::engine::hold::Hold;
+use crate::engine::hold_kind::RenewNow;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::paged::Paged;
 use crate::engine::renewal::renewal_period;
 use crate::lease_clock::LeaseInstant;
@@ -58,10 +60,18 @@ pub(crate) struct Entry {
     pub(crate) next_renewal: LeaseInstant,
     /// Where it sits in the order; only [`Entries`] moves it.
     slot: Slot,
-    /// Guards alive for this hold (re-entries included).
-    pub(crate) guards: u32,
-    /// A renewal of it is in flight.
-    pub(crate) renewing: bool,
+    /// Guards alive for this hold (re-entries included), and whether a
+    /// renewal of it is in flight: one word (the entry stays 32 bytes).
+    guards: GuardCount,
+}
+
+/// The live guards of a hold, below 2³¹, and (the top bit) whether a
+/// renewal of it is in flight.
+#[derive(Clone, Copy)]
+struct GuardCount(u32);
+
+impl GuardCount {
+    const RENEWING: u32 = 1 << 31;
 }
 
 impl Entry {
@@ -69,9 +79,8 @@ impl Entry {
     pub(crate) fn new(hold: Arc<Hold>, guards: u32, next_renewal: LeaseInstant) -> Entry {
         Entry {
             hold,
-            guards,
+            guards: GuardCount(guards & !GuardCount::RENEWING),
             next_renewal,
-            renewing: false,
             // Placed by `Entries::insert`.
             slot: Slot {
                 window: Window::ZERO,
@@ -80,16 +89,52 @@ impl Entry {
         }
     }
 
-    /// The key it is tracked under.
+    /// Guards alive for this hold.
+    pub(crate) fn guards(&self) -> u32 {
+        self.guards.0 & !GuardCount::RENEWING
+    }
+
+    /// One guard more (a re-entry). The count stays below 2³¹: a hold with
+    /// that many guards would need more memory than their count can name.
+    pub(crate) fn add_guard(&mut self) {
+        self.guards.0 += 1;
+        debug_assert!(self.guards() != 0, "guard count overflowed");
+    }
+
+    /// One guard fewer; how many are left.
+    pub(crate) fn drop_guard(&mut self) -> u32 {
+        self.guards.0 -= 1;
+        self.guards()
+    }
+
+    /// A renewal of it is in flight.
+    pub(crate) fn renewing(&self) -> bool {
+        self.guards.0 & GuardCount::RENEWING != 0
+    }
+
+    /// Marks whether a renewal of it is in flight.
+    pub(crate) fn set_renewing(&mut self, renewing: bool) {
+        if renewing {
+            self.guards.0 |= GuardCount::RENEWING;
+        } else {
+            self.guards.0 &= !GuardCount::RENEWING;
+        }
+    }
+
+    /// The key it is tracked under: a named owner's hold's only, whose
+    /// owner is kept as given (never numbered: no prefix is needed).
     fn key(&self) -> HoldKey {
-        (self.hold.key.clone(), self.hold.owner.text())
+        (
+            self.hold.key.to_arc(),
+            self.hold.owner.text(OwnerPrefix::none()),
+        )
     }
 
     /// When the watchdog must next look at this hold, and how early it may
     /// (the window of its slot).
     fn due(&self) -> Slot {
         let valid_until = self.hold.valid_until();
-        if self.hold.renewed() && !self.renewing {
+        if self.hold.renewed() && !self.renewing() {
             Slot {
                 window: Window::of(early_window(self.hold.lease_ms())),
                 at: self.next_renewal.min(valid_until),
@@ -105,7 +150,9 @@ impl Entry {
 
 /// A place in the order: the window's order, then the instant there (the
 /// hold's id tells apart holds due at the same instant).
+/// Packed to twelve bytes, so that an entry is 32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, packed(4))]
 struct Slot {
     window: Window,
     at: LeaseInstant,
@@ -141,20 +188,21 @@ impl Place {
     }
 }
 
-/// How early a slot's hold may be visited, in nanoseconds: a `Duration`
-/// takes twice the room, in every entry.
+/// How early a slot's hold may be visited, in whole milliseconds (rounded
+/// down: never earlier than asked): a `Duration` takes four times the room,
+/// in every entry. The longest lease's window (a ninth of 30 days) fits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Window(u64);
+struct Window(u32);
 
 impl Window {
     const ZERO: Window = Window(0);
 
     fn of(window: Duration) -> Window {
-        Window(u64::try_from(window.as_nanos()).unwrap_or(u64::MAX))
+        Window(u32::try_from(window.as_millis()).unwrap_or(u32::MAX))
     }
 
     fn duration(self) -> Duration {
-        Duration::from_nanos(self.0)
+        Duration::from_millis(u64::from(self.0))
     }
 }
 
@@ -171,6 +219,9 @@ pub(crate) struct Entries {
     free: Vec<EntryId>,
     /// Per window, the holds in the order they are due.
     order: BTreeMap<Window, BTreeSet<Place>>,
+    /// The callbacks of holds that renew themselves (Redlock's), by id:
+    /// few, and kept here rather than a word more in every hold.
+    callbacks: HashMap<EntryId, Weak<dyn RenewNow>>,
     locks: usize,
 }
 
@@ -200,10 +251,10 @@ impl Entries {
     /// True while a hold of `owner` on `key` is tracked, an anonymous
     /// owner's too: a walk over every hold, for the rare caller that asks
     /// (a deadlock check that found its own party holding its lock).
-    pub(crate) fn tracks(&self, key: &str, owner: &str) -> bool {
+    pub(crate) fn tracks(&self, key: &str, owner: &str, prefix: &OwnerPrefix) -> bool {
         self.slab.iter().flatten().any(|entry| {
             *entry.hold.key == *key
-                && entry.hold.owner.is(owner.as_bytes())
+                && entry.hold.owner.is(owner.as_bytes(), prefix)
                 && !entry.hold.is_marked_lost()
         })
     }
@@ -229,7 +280,11 @@ impl Entries {
 
     /// Tracks `entry` (replacing the hold a named owner had under the same
     /// key); returns when it is first due.
-    pub(crate) fn insert(&mut self, mut entry: Entry) -> LeaseInstant {
+    pub(crate) fn insert(
+        &mut self,
+        mut entry: Entry,
+        callback: Option<Weak<dyn RenewNow>>,
+    ) -> LeaseInstant {
         let named = entry.hold.named_owner.then(|| entry.key());
         if let Some(key) = &named {
             self.remove(key);
@@ -251,6 +306,9 @@ impl Entries {
         if let Some(key) = named {
             self.named.insert(key, id);
         }
+        if let Some(callback) = callback {
+            self.callbacks.insert(id, callback);
+        }
         due
     }
 
@@ -270,6 +328,9 @@ impl Entries {
             self.named.remove(&old.key());
         }
         self.unplace(id, old.slot);
+        if old.hold.kind.is_callback() {
+            self.callbacks.remove(&id);
+        }
         self.free.push(id);
         if old.hold.kind.is_lock() {
             self.locks -= 1;
@@ -331,7 +392,7 @@ impl Entries {
         &mut self,
         sweep: &mut Sweep,
         limit: usize,
-        mut visit: impl FnMut(EntryId, &mut Entry) -> bool,
+        mut visit: impl FnMut(EntryId, &mut Entry, Option<&Weak<dyn RenewNow>>) -> bool,
     ) -> bool {
         let mut picked: Vec<(Window, Place)> = Vec::new();
         let first_window = sweep.after.map_or(Window::ZERO, |(window, _)| window);
@@ -357,7 +418,7 @@ impl Entries {
         let more = picked.len() == limit;
         for id in picked.into_iter().map(|(_, place)| place.id()) {
             let keep = match self.slab.get_mut(id).and_then(Option::as_mut) {
-                Some(entry) => visit(id, entry),
+                Some(entry) => visit(id, entry, self.callbacks.get(&id)),
                 None => continue,
             };
             if keep {
@@ -411,6 +472,17 @@ impl Entries {
             "keys and named holds differ in number"
         );
         assert_eq!(live + self.free.len(), self.slab.len(), "an id leaked");
+        let renewing_themselves = self
+            .slab
+            .iter()
+            .flatten()
+            .filter(|e| e.hold.kind.is_callback())
+            .count();
+        assert_eq!(
+            self.callbacks.len(),
+            renewing_themselves,
+            "callbacks and holds that renew themselves differ in number"
+        );
         for (id, entry) in self.slab.iter().enumerate() {
             let Some(entry) = entry else { continue };
             assert_eq!(entry.hold.entry(), id, "a hold names another id");
@@ -429,7 +501,7 @@ impl Entries {
                 "a hold is missing from the order"
             );
             assert!(
-                slot.at <= entry.due().at,
+                { slot.at } <= { entry.due().at },
                 "a hold sits later than it is due"
             );
         }
@@ -466,10 +538,39 @@ mod tests {
         assert_eq!(Place::new(late, 7).at(), late);
     }
 
+    /// 40 bytes while the window was nanoseconds and the renewal flag a
+    /// field of its own.
+    #[test]
+    fn a_guard_count_keeps_its_renewal_flag_apart() {
+        let hold = Arc::new(Hold::new(crate::engine::hold::NewHold {
+            key: Arc::from("lock"),
+            owner: Arc::from("client:owner"),
+            kind: crate::engine::hold_kind::HoldKind::Batched(
+                &crate::engine::hold_kind::TEST_RENEWAL,
+            ),
+            lease_ms: 1_000,
+            renewed: true,
+            token: 1,
+            named_owner: false,
+            sent_at: LeaseInstant::now(),
+        }));
+        let mut entry = Entry::new(hold, 1, LeaseInstant::now());
+        assert!(!entry.renewing());
+        entry.set_renewing(true);
+        entry.add_guard();
+        assert!(entry.renewing());
+        assert_eq!(entry.guards(), 2);
+        assert_eq!(entry.drop_guard(), 1);
+        entry.set_renewing(false);
+        assert!(!entry.renewing());
+        assert_eq!(entry.drop_guard(), 0);
+        assert!(!entry.renewing());
+    }
+
     #[test]
     fn a_tracked_hold_takes_little_room() {
         assert!(
-            std::mem::size_of::<Option<Entry>>() <= 40,
+            std::mem::size_of::<Option<Entry>>() <= 32,
             "{}",
             std::mem::size_of::<Option<Entry>>()
         );

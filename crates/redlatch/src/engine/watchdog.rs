@@ -66,6 +66,8 @@ thread_local! {
 struct Renewal {
     key: HoldKey,
     hold: Arc<Hold>,
+    /// A hold that renews itself: its callback.
+    callback: Option<Weak<dyn RenewNow>>,
     lease_ms: u64,
     /// Where the watchdog tracks it: the reply finds it there (if it is
     /// still that hold) without hashing its key.
@@ -175,15 +177,25 @@ impl Watchdog {
                 return tracked;
             }
             if new.token < tracked.token {
-                let stale = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
+                let stale = Arc::new(Hold::with_prefix(
+                    new,
+                    self.shared.owner_prefix.get().map(|prefix| &**prefix),
+                ));
                 stale.mark_lost(LostReason::Gone);
                 return stale;
             }
             tracked.mark_lost(LostReason::Gone);
         }
         let sent_at = new.sent_at;
-        let hold = Arc::new(Hold::with_prefix(new, self.shared.owner_prefix.get()));
-        self.insert(&mut entries, hold.clone(), sent_at);
+        let callback = match &new.kind {
+            HoldKind::Callback(callback) => Some(callback.clone()),
+            HoldKind::Batched(_) => None,
+        };
+        let hold = Arc::new(Hold::with_prefix(
+            new,
+            self.shared.owner_prefix.get().map(|prefix| &**prefix),
+        ));
+        self.insert(&mut entries, hold.clone(), sent_at, callback);
         hold
     }
 
@@ -205,10 +217,10 @@ impl Watchdog {
         hold.count_guard(renewed, true);
         hold.confirm(sent_at, lease_ms);
         let due = entries.update_at(id, |entry| {
-            entry.guards += 1;
+            entry.add_guard();
             // It was a fixed lease until now: the first renewal is due a
             // renewal period after the request that asked for it.
-            (renewed && !was_renewed && !entry.renewing).then(|| {
+            (renewed && !was_renewed && !entry.renewing()).then(|| {
                 entry.next_renewal = sent_at + renewal_period(lease_ms);
                 entry.next_renewal
             })
@@ -232,17 +244,28 @@ impl Watchdog {
     /// the deadlock check's).
     pub(crate) fn holds_any(&self, key: &str, owner: &str) -> bool {
         let entries = self.shared.entries.lock();
-        entries.tracks(key, owner)
+        entries.tracks(key, owner, self.shared.owner_prefix())
     }
 
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
-    /// callback), acquired with a request sent at `sent_at`, with one guard.
-    pub(crate) fn track(&self, hold: Arc<Hold>, sent_at: LeaseInstant) {
+    /// `callback`), acquired with a request sent at `sent_at`, with one guard.
+    pub(crate) fn track(
+        &self,
+        hold: Arc<Hold>,
+        sent_at: LeaseInstant,
+        callback: Weak<dyn RenewNow>,
+    ) {
         let mut entries = self.shared.entries.lock();
-        self.insert(&mut entries, hold, sent_at);
+        self.insert(&mut entries, hold, sent_at, Some(callback));
     }
 
-    fn insert(&self, entries: &mut Entries, hold: Arc<Hold>, sent_at: LeaseInstant) {
+    fn insert(
+        &self,
+        entries: &mut Entries,
+        hold: Arc<Hold>,
+        sent_at: LeaseInstant,
+        callback: Option<Weak<dyn RenewNow>>,
+    ) {
         // Locks of this server only: a Redlock hold is lost only on a majority.
         if hold.kind.is_lock()
             && let Some(watch) = self.shared.loss_watch.get()
@@ -251,13 +274,13 @@ impl Watchdog {
         }
         // Holds of this server only: a Redlock hold's keys are elsewhere.
         #[cfg(feature = "holder-records")]
-        if !matches!(hold.kind, HoldKind::Callback(_))
+        if !hold.kind.is_callback()
             && let Some(identity) = self.shared.identity.get()
         {
             identity.publish(hold.clone());
         }
         let next_renewal = sent_at + renewal_period(hold.lease_ms());
-        let due = entries.insert(Entry::new(hold, 1, next_renewal));
+        let due = entries.insert(Entry::new(hold, 1, next_renewal), callback);
         self.shared.wake_if_before(due);
     }
 
@@ -288,10 +311,7 @@ impl Watchdog {
         let mut entries = self.shared.entries.lock();
         if let Some(id) = entries.id_of(hold) {
             hold.count_guard(renewed, false);
-            let left = entries.update_at(id, |entry| {
-                entry.guards -= 1;
-                entry.guards
-            });
+            let left = entries.update_at(id, Entry::drop_guard);
             if left == Some(0) {
                 entries.remove_at(id);
             }
@@ -344,7 +364,10 @@ impl Watchdog {
         entries.retain(|(entry_key, _), entry| {
             if &**entry_key == key
                 && entry.hold.kind.is_lock()
-                && entry.hold.owner.is(owner.as_bytes())
+                && entry
+                    .hold
+                    .owner
+                    .is(owner.as_bytes(), self.shared.owner_prefix())
             {
                 entry.hold.mark_lost(LostReason::ForceUnlocked);
                 false
@@ -380,6 +403,14 @@ impl Watchdog {
 }
 
 impl Shared {
+    /// What every anonymous owner of the client starts with (none before
+    /// the client set it: no hold is numbered then).
+    fn owner_prefix(&self) -> &OwnerPrefix {
+        self.owner_prefix
+            .get()
+            .map_or(OwnerPrefix::none(), |prefix| prefix)
+    }
+
     /// The state of a watchdog with no hold yet.
     fn new(settings: SharedSettings) -> Shared {
         Shared {
@@ -433,15 +464,15 @@ impl Shared {
         let mut sweep = Sweep::new(now);
         loop {
             let mut entries = self.entries.lock();
-            let more = entries.sweep_step(&mut sweep, step, |id, entry| {
+            let more = entries.sweep_step(&mut sweep, step, |id, entry, callback| {
                 #[cfg(test)]
                 SWEPT.with(|swept| swept.set(swept.get() + 1));
                 let hold = &entry.hold;
                 if hold.is_marked_lost() {
                     return false;
                 }
-                if let HoldKind::Callback(callback) = &hold.kind
-                    && callback.strong_count() == 0
+                if hold.kind.is_callback()
+                    && callback.is_none_or(|callback| callback.strong_count() == 0)
                 {
                     // Its owner is gone: nothing left to renew or tell.
                     return false;
@@ -457,13 +488,13 @@ impl Shared {
                     return false;
                 }
                 if hold.renewed()
-                    && !entry.renewing
+                    && !entry.renewing()
                     && entry.next_renewal <= now + early_window(hold.lease_ms())
                 {
-                    entry.renewing = true;
                     due.push(Renewal {
-                        key: (hold.key.clone(), hold.owner.text()),
+                        key: (hold.key.to_arc(), hold.owner.text(self.owner_prefix())),
                         hold: hold.clone(),
+                        callback: callback.cloned(),
                         id,
                         // Renewed locks and permits follow the live default lease.
                         lease_ms: if hold.kind.follows_default_lease() {
@@ -472,6 +503,7 @@ impl Shared {
                             hold.lease_ms()
                         },
                     });
+                    entry.set_renewing(true);
                 }
                 true
             });
@@ -551,13 +583,14 @@ impl Shared {
                 hold,
                 lease_ms,
                 id,
+                ..
             },
         ) in batch.iter().enumerate()
         {
             let current = entries.current(*id, hold);
             let mut next_renewal = |entries: &mut Entries, at: LeaseInstant| {
                 entries.update_at(*id, |entry| {
-                    entry.renewing = false;
+                    entry.set_renewing(false);
                     entry.next_renewal = at;
                 });
                 earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
@@ -565,7 +598,7 @@ impl Shared {
             match &outcome {
                 Ok(renewed) if renewed.get(index) == Some(&1) => {
                     // A callback confirms its hold itself, against its own validity.
-                    if !matches!(hold.kind, HoldKind::Callback(_)) {
+                    if !hold.kind.is_callback() {
                         hold.confirm(sent_at, *lease_ms);
                     }
                     if current {
@@ -643,13 +676,13 @@ fn plan(due: Vec<Renewal>, cluster: bool) -> (Vec<Vec<Renewal>>, Vec<Renewal>) {
     let mut by_script: Vec<Vec<Renewal>> = Vec::new();
     let mut callbacks = Vec::new();
     for renewal in due {
-        if let HoldKind::Callback(_) = renewal.hold.kind {
+        if renewal.hold.kind.is_callback() {
             callbacks.push(renewal);
             continue;
         }
         match by_script
             .iter_mut()
-            .find(|same| same[0].hold.kind.same_batch(&renewal.hold.kind))
+            .find(|same| same[0].hold.kind.same_batch(renewal.hold.kind))
         {
             Some(same) => same.push(renewal),
             None => by_script.push(vec![renewal]),
@@ -693,7 +726,9 @@ async fn renew_batch(shared: Weak<Shared>, mut conn: Connection, batch: Vec<Rene
         None => return,
     };
     // A batch holds one kind of renewal only (see `plan`): the first says which.
-    let Some(HoldKind::Batched(kind)) = batch.first().map(|renewal| renewal.hold.kind.clone())
+    let Some(kind) = batch
+        .first()
+        .and_then(|renewal| renewal.hold.kind.batched())
     else {
         return;
     };
@@ -865,7 +900,7 @@ fn settle_reply(
 
 /// Renews one hold that renews itself, bounded by its validity.
 async fn renew_by_callback(shared: Weak<Shared>, renewal: Renewal) {
-    let HoldKind::Callback(callback) = &renewal.hold.kind else {
+    let Some(callback) = &renewal.callback else {
         return;
     };
     let Some(callback): Option<Arc<dyn RenewNow>> = callback.upgrade() else {
@@ -911,6 +946,13 @@ impl Drop for ForceUnlocking {
 struct WatchedHolds(Weak<Shared>);
 
 impl Holds for WatchedHolds {
+    fn owner_prefix(&self) -> Arc<OwnerPrefix> {
+        self.0
+            .upgrade()
+            .and_then(|shared| shared.owner_prefix.get().cloned())
+            .unwrap_or_else(|| Arc::new(OwnerPrefix::default()))
+    }
+
     fn is_current(&self, hold: &Arc<Hold>) -> bool {
         self.0
             .upgrade()
@@ -974,6 +1016,10 @@ mod tests {
     fn due(key: String, kind: HoldKind) -> Renewal {
         let owner: Arc<str> = Arc::from("client:owner");
         let key: Arc<str> = Arc::from(key);
+        let callback = match &kind {
+            HoldKind::Callback(callback) => Some(callback.clone()),
+            HoldKind::Batched(_) => None,
+        };
         let hold = Arc::new(Hold::new(NewHold {
             key: key.clone(),
             owner: owner.clone(),
@@ -987,6 +1033,7 @@ mod tests {
         Renewal {
             key: (key, owner),
             hold,
+            callback,
             lease_ms: 30_000,
             id: 0,
         }
@@ -1266,7 +1313,7 @@ mod permutation_checks {
         assert!(fresh.renewed(), "the watchdog guard's hold is not renewed");
         let entries = dog.shared.entries.lock();
         assert_eq!(entries.iter().count(), 1);
-        assert_eq!(entries.iter().next().unwrap().guards, 2);
+        assert_eq!(entries.iter().next().unwrap().guards(), 2);
     }
 
     /// A release racing a renewal: the guard leaves, then the release runs
@@ -1439,7 +1486,10 @@ mod permutation_checks {
             assert!(hold.is_held() && hold.renewed());
             assert!(
                 entries
-                    .get(&(hold.key.clone(), hold.owner.text()))
+                    .get(&(
+                        hold.key.to_arc(),
+                        hold.owner.text(dog.shared.owner_prefix())
+                    ))
                     .is_some_and(|entry| Arc::ptr_eq(&entry.hold, hold))
             );
         }

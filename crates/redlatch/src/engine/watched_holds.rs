@@ -52,7 +52,7 @@ impl Keys {
 
     /// Watches `watched`; its key, unless the hold has already ended.
     pub(crate) fn add(&mut self, watched: Weak<Hold>) -> Option<Arc<str>> {
-        let key = watched.upgrade()?.key.clone();
+        let key = watched.upgrade()?.key.to_arc();
         if self.table.len() == self.table.capacity() {
             // About to grow: the ended holds' slots go first (their hash
             // cannot be read again).
@@ -74,13 +74,13 @@ impl Keys {
         self.key(key).is_some()
     }
 
-    /// The watched key named `name` (shared with its holds).
+    /// The watched key named `name` (shared with its holds when long).
     pub(crate) fn key(&self, name: &str) -> Option<Arc<str>> {
         self.table.iter_hash(self.hash(name)).find_map(|slot| {
             slot.hold
                 .upgrade()
                 .filter(|hold| &*hold.key == name)
-                .map(|hold| hold.key.clone())
+                .map(|hold| hold.key.to_arc())
         })
     }
 
@@ -91,7 +91,10 @@ impl Keys {
         self.table
             .iter()
             .filter_map(|slot| slot.hold.upgrade())
-            .filter_map(|hold| seen.insert(hold.key.clone()).then(|| hold.key.clone()))
+            .filter_map(|hold| {
+                let key = hold.key.to_arc();
+                seen.insert(key.clone()).then_some(key)
+            })
             .collect()
     }
 

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::engine::hold::Hold;
+use crate::engine::owner_field::OwnerPrefix;
 use crate::engine::reread::Rereads;
 use crate::engine::wakeup::Nudge;
 use crate::transport::no_evict;
@@ -49,6 +50,9 @@ pub(crate) trait Holds: Send + Sync + 'static {
     fn is_current(&self, hold: &Arc<Hold>) -> bool;
     /// Marks `hold` lost (gone from Redis) if it is still current.
     fn mark_gone(&self, hold: &Arc<Hold>);
+    /// What the client's anonymous owners start with: a hold keeps only
+    /// its numbers.
+    fn owner_prefix(&self) -> Arc<OwnerPrefix>;
 }
 
 /// Keys that waiters of this client wait for (a token lock's, held by
@@ -211,19 +215,31 @@ impl Drop for WakeAllOnDrop {
 
 /// Adds the read that tells whether `hold` is still held: its owner field
 /// of the lock hash, or the value of a token lock's string key.
-pub(super) fn read_hold(pipeline: &mut redis::Pipeline, key: &str, hold: &Hold) {
+pub(super) fn read_hold(
+    pipeline: &mut redis::Pipeline,
+    key: &str,
+    hold: &Hold,
+    prefix: &OwnerPrefix,
+) {
     if hold.kind.string_value() {
         // A token lock: the key's value is the owner.
         pipeline.cmd("GET").arg(key);
     } else {
-        pipeline.cmd("HEXISTS").arg(key).arg(&*hold.owner.text());
+        pipeline
+            .cmd("HEXISTS")
+            .arg(key)
+            .arg(&*hold.owner.text(prefix));
     }
 }
 
 /// Whether the answer to [`read_hold`] says `hold` is still held.
-pub(super) fn still_held(hold: &Hold, value: Value) -> redis::RedisResult<bool> {
+pub(super) fn still_held(
+    hold: &Hold,
+    value: Value,
+    prefix: &OwnerPrefix,
+) -> redis::RedisResult<bool> {
     match value {
-        Value::BulkString(bytes) if hold.kind.string_value() => Ok(hold.owner.is(&bytes)),
+        Value::BulkString(bytes) if hold.kind.string_value() => Ok(hold.owner.is(&bytes, prefix)),
         Value::Nil => Ok(false),
         value => redis::from_redis_value::<bool>(value).map_err(Into::into),
     }

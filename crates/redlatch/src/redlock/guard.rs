@@ -278,7 +278,11 @@ impl RedlockGuard {
 
     /// The owner field written on every node: `<redlock-id>:#<n>`.
     pub fn owner(&self) -> &str {
-        self.shared.hold.owner.as_str()
+        // Made without a client's prefix: kept as given.
+        self.shared
+            .hold
+            .owner
+            .as_str(crate::engine::owner_field::OwnerPrefix::none())
     }
 
     /// The lease set on the nodes.

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::engine::hold::LostReason;
 use crate::engine::hold_kind::{RenewNow, Renewed};
@@ -42,7 +42,12 @@ impl RenewNow for RedlockHold {
 /// last guard is released (see [`RedlockHold::host`]).
 pub(crate) fn start(shared: &Arc<RedlockHold>, acquired_at: LeaseInstant) {
     match shared.host() {
-        Some(host) => host.core.watchdog.track(shared.hold.clone(), acquired_at),
+        Some(host) => {
+            let renew: Weak<dyn RenewNow> = Arc::downgrade(shared) as Weak<dyn RenewNow>;
+            host.core
+                .watchdog
+                .track(shared.hold.clone(), acquired_at, renew);
+        }
         // A majority of nodes took it, so one is connected; should none be,
         // nothing could renew it.
         None => shared.hold.mark_lost(LostReason::NotRenewed),

@@ -36,15 +36,14 @@ pub(crate) fn register(
 pub(crate) async fn downgrade(writer: Guard) -> Result<Guard> {
     let hold = writer.hold().clone();
     // The write hold's keys, as its lock's were made (same key, name, counter).
-    let keys = Arc::new(RwKeys::of_lock(writer.keys()));
-    let reader = hold
-        .owner
-        .as_str()
+    let keys = Arc::new(RwKeys::of_lock(&writer.keys()));
+    let written = hold.owner.as_str(writer.core().owner_prefix());
+    let reader = written
         .strip_suffix(":write")
         .map(Arc::<str>::from)
         .ok_or_else(|| Error::Protocol {
             op: "downgrade",
-            detail: format!("write field without ':write': {}", hold.owner),
+            detail: format!("write field without ':write': {written}"),
         })?;
     let core = writer.core().clone();
     let (lease_ms, renewed) = lease_choice(&core, None)?;

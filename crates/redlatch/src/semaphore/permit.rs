@@ -404,7 +404,7 @@ impl ExpirablePermit {
     /// The permit id, 32 hex digits, as Redisson shows its permit ids; the
     /// expiries sorted set holds its 16 bytes, raw, as Redisson stores them.
     pub fn id(&self) -> &str {
-        self.hold.owner.as_str()
+        self.hold.owner.as_str(self.core.owner_prefix())
     }
 
     /// The semaphore's name, without the key prefix.
@@ -452,7 +452,11 @@ impl ExpirablePermit {
         self.core
             .watchdog
             .remove_guard(&self.hold, self.hold.renewed());
-        let (core, keys, id) = (self.core.clone(), self.keys.clone(), self.hold.owner.text());
+        let (core, keys, id) = (
+            self.core.clone(),
+            self.keys.clone(),
+            self.hold.owner.text(self.core.owner_prefix()),
+        );
         async move { release_permit(&core, &keys, &id).await }
     }
 }

@@ -108,7 +108,7 @@ impl TokenGuard {
     /// The value this hold wrote into the key (`<client-id>:#<n>@<task>`), unique
     /// to this acquire: what the release and the renewals compare.
     pub fn owner_token(&self) -> &str {
-        self.hold.owner.as_str()
+        self.hold.owner.as_str(self.core.owner_prefix())
     }
 
     /// The fencing token of a [fenced](crate::TokenLock::fenced) lock's
@@ -172,7 +172,7 @@ impl TokenGuard {
         self.core.watchdog.remove_guard(&self.hold, self.renewed);
         let core = self.core.clone();
         let key = self.keys.key.clone();
-        let token = self.hold.owner.text();
+        let token = self.hold.owner.text(self.core.owner_prefix());
         let by = self.release_by;
         async move {
             let limit = core.current_settings().response_timeout;

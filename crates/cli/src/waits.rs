@@ -1,0 +1,408 @@
+//! Who waits for whom: the wait keys the library writes while a party waits
+//! (`redlatch_wait:<party>` → the lock key, under the client's key prefix;
+//! on a cluster `redlatch_wait:{<tag>}:<party>`), joined with the lock
+//! hashes' holders, and the cycle of a snapshot that has one, computed here
+//! from what was read (the library refuses one party of a cycle; a cycle
+//! shown here is one caught before that, or one the library cannot see).
+//!
+//! A holder's party is the library's (`redlatch::deadlock::party_of`): a
+//! named owner `<client-id>:<name>` is `n:<name>` in every process; an
+//! anonymous owner `<client-id>:#<seq>@<task>` is `<client-id>@<task>`. An
+//! edge whose waiter already holds its lock is stale (its DEL is on the
+//! way): ignored.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use redlatch::deadlock::{WAIT_KEY_PREFIX as WAIT_KEY, party_of as party};
+use redlatch::{Client, Servers};
+use serde::Serialize;
+
+use crate::global::Global;
+use crate::names::shown;
+
+/// SCAN's batch size for the wait keys.
+const SCAN_COUNT: usize = 1000;
+
+/// A lock already read: its name and its holders' owner fields.
+pub type Known = (String, Vec<String>);
+
+/// One party waiting for one lock, as the wait keys say.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Wait {
+    /// The waiting party.
+    pub party: String,
+    /// The lock it waits for (its name, without the key prefix).
+    pub lock: String,
+}
+
+/// One step of a cycle: `party` waits for `lock`, held by the next step's party.
+pub type Cycle = Vec<Wait>;
+
+/// The waits of a snapshot, the holders' parties per lock, and the cycle.
+#[derive(Debug, Default)]
+pub struct Waits {
+    /// Every current wait (stale edges left out), sorted.
+    pub waits: Vec<Wait>,
+    /// Lock name → its holders' parties.
+    pub holders: BTreeMap<String, BTreeSet<String>>,
+    /// The cycles found, each starting at its smallest party.
+    pub cycles: Vec<Cycle>,
+}
+
+impl Waits {
+    /// Builds the graph from the edges read and the holders of every lock
+    /// they name (`holders`: lock name → owner fields).
+    pub fn new(edges: Vec<Wait>, holders: &BTreeMap<String, Vec<String>>) -> Waits {
+        let holders: BTreeMap<String, BTreeSet<String>> = holders
+            .iter()
+            .map(|(lock, owners)| (lock.clone(), owners.iter().map(|o| party(o)).collect()))
+            .collect();
+        let mut waits: Vec<Wait> = edges
+            .into_iter()
+            .filter(|wait| {
+                !holders
+                    .get(&wait.lock)
+                    .is_some_and(|parties| parties.contains(&wait.party))
+            })
+            .collect();
+        waits.sort();
+        waits.dedup();
+        let cycles = cycles(&waits, &holders);
+        Waits {
+            waits,
+            holders,
+            cycles,
+        }
+    }
+
+    /// The parties waiting for `lock`.
+    pub fn waiting_for(&self, lock: &str) -> Vec<&str> {
+        self.waits
+            .iter()
+            .filter(|wait| wait.lock == lock)
+            .map(|wait| wait.party.as_str())
+            .collect()
+    }
+
+    /// The lock `party` waits for.
+    pub fn lock_of(&self, party: &str) -> Option<&str> {
+        self.waits
+            .iter()
+            .find(|wait| wait.party == party)
+            .map(|wait| wait.lock.as_str())
+    }
+
+    /// The cycle through `lock`, if any.
+    pub fn cycle_through(&self, lock: &str) -> Option<&Cycle> {
+        self.cycles
+            .iter()
+            .find(|cycle| cycle.iter().any(|wait| wait.lock == lock))
+    }
+}
+
+impl Waits {
+    /// `status`'s lines on `lock`: who waits for it, what its holders wait
+    /// for, and the cycle through it.
+    pub fn status_lines(&self, lock: &str) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .waiting_for(lock)
+            .into_iter()
+            .map(|party| format!("waiter   {} waits for it", shown(party)))
+            .collect();
+        for holder in self.holders.get(lock).into_iter().flatten() {
+            if let Some(other) = self.lock_of(holder) {
+                lines.push(format!(
+                    "holder   {} waits for {}",
+                    shown(holder),
+                    shown(other)
+                ));
+            }
+        }
+        if let Some(cycle) = self.cycle_through(lock) {
+            lines.push(format!("deadlock {}", cycle_text(cycle)));
+        }
+        lines
+    }
+
+    /// Reads the waits for the deployment `global` names, or `None` (with
+    /// a debug message) when they cannot be read: the listing goes on
+    /// without them.
+    pub async fn read_quietly(global: &Global, client: &Client, known: &[Known]) -> Option<Waits> {
+        let cluster = global
+            .deployment()
+            .is_ok_and(|deployment| matches!(deployment.servers, Servers::Cluster(_)));
+        read(client, cluster, known)
+            .await
+            .inspect_err(|error| tracing::debug!(%error, "wait keys not read"))
+            .ok()
+    }
+}
+
+/// `A waits for L2 held by B, B waits for L1 held by A`: a cycle for people.
+pub fn cycle_text(cycle: &Cycle) -> String {
+    cycle
+        .iter()
+        .enumerate()
+        .map(|(at, wait)| {
+            let next = &cycle[(at + 1) % cycle.len()].party;
+            format!(
+                "{} waits for {} held by {}",
+                shown(&wait.party),
+                shown(&wait.lock),
+                shown(next)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every elementary cycle reachable by following each party's single wait
+/// (a party waits for one lock at a time) to the lock's holders.
+fn cycles(waits: &[Wait], holders: &BTreeMap<String, BTreeSet<String>>) -> Vec<Cycle> {
+    let lock_of: BTreeMap<&str, &str> = waits
+        .iter()
+        .map(|wait| (wait.party.as_str(), wait.lock.as_str()))
+        .collect();
+    let mut found: BTreeSet<Vec<Wait>> = BTreeSet::new();
+    // Depth-first from each party, paths bounded by the number of parties.
+    for start in lock_of.keys() {
+        let mut stack: Vec<Vec<&str>> = vec![vec![start]];
+        while let Some(path) = stack.pop() {
+            let last = path[path.len() - 1];
+            let Some(lock) = lock_of.get(last) else {
+                continue;
+            };
+            for holder in holders.get(*lock).into_iter().flatten() {
+                if holder == start {
+                    found.insert(canonical(&path, &lock_of));
+                } else if !path.contains(&holder.as_str()) && path.len() < lock_of.len() {
+                    let mut longer = path.clone();
+                    longer.push(holder);
+                    stack.push(longer);
+                }
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// The cycle as waits, rotated to start at its smallest party (so each
+/// cycle is found once whichever member the search started from).
+fn canonical(parties: &[&str], lock_of: &BTreeMap<&str, &str>) -> Cycle {
+    let first = (0..parties.len())
+        .min_by_key(|&at| parties[at])
+        .unwrap_or(0);
+    parties[first..]
+        .iter()
+        .chain(&parties[..first])
+        .map(|party| Wait {
+            party: (*party).to_owned(),
+            lock: lock_of[party].to_owned(),
+        })
+        .collect()
+}
+
+/// Reads the wait keys under the client's key prefix (SCAN, never KEYS) and
+/// the holders of every lock they name or `known` lists, and builds the
+/// graph. On a cluster, where one SCAN sees one node, the waits read are
+/// those of the holders of the `known` locks (`redlatch_wait:{tag}:<party>`
+/// next to each lock with a hash tag), and of the holders of the locks
+/// those wait for, in turn.
+pub async fn read(client: &Client, cluster: bool, known: &[Known]) -> redlatch::Result<Waits> {
+    let prefix = client.settings().key_prefix;
+    let mut conn = client.redis_connection();
+    let mut holders: BTreeMap<String, Vec<String>> = known.iter().cloned().collect();
+    let edges = if cluster {
+        cluster_edges(client, &mut conn, &prefix, &mut holders).await?
+    } else {
+        let keys = scan(&mut conn, &format!("{}{WAIT_KEY}*", escape_glob(&prefix))).await?;
+        let mut edges = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(party) = key
+                .strip_prefix(prefix.as_str())
+                .and_then(|rest| rest.strip_prefix(WAIT_KEY))
+            else {
+                continue;
+            };
+            if let Some(lock) = get_lock(&mut conn, &key, &prefix).await? {
+                edges.push(Wait {
+                    party: party.to_owned(),
+                    lock,
+                });
+            }
+        }
+        for edge in &edges {
+            if !holders.contains_key(&edge.lock) {
+                let owners = owners_of(client, &edge.lock).await?;
+                holders.insert(edge.lock.clone(), owners);
+            }
+        }
+        edges
+    };
+    Ok(Waits::new(edges, &holders))
+}
+
+/// The owner fields holding lock `name`; a key that is not a lock hash
+/// holds nobody here.
+async fn owners_of(client: &Client, name: &str) -> redlatch::Result<Vec<String>> {
+    match client.lock(name).status().await {
+        Ok(status) => Ok(status.holders.into_iter().map(|h| h.owner).collect()),
+        Err(redlatch::Error::WrongType { .. } | redlatch::Error::InvalidName { .. }) => {
+            Ok(Vec::new())
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// The cluster's walk: from the holders of the locks known, their wait
+/// keys next to the lock (same hash tag), then the holders of those locks.
+async fn cluster_edges(
+    client: &Client,
+    conn: &mut redlatch::RedisConnection,
+    prefix: &str,
+    holders: &mut BTreeMap<String, Vec<String>>,
+) -> redlatch::Result<Vec<Wait>> {
+    let mut edges = Vec::new();
+    let mut asked: BTreeSet<String> = BTreeSet::new();
+    let mut todo: Vec<String> = holders.keys().cloned().collect();
+    while let Some(lock) = todo.pop() {
+        let Some(tag) = hash_tag(&format!("{prefix}{lock}")).map(str::to_owned) else {
+            continue;
+        };
+        let owners = holders.get(&lock).cloned().unwrap_or_default();
+        for party in owners.iter().map(|owner| party(owner)) {
+            let key = format!("{prefix}{WAIT_KEY}{{{tag}}}:{party}");
+            if !asked.insert(key.clone()) {
+                continue;
+            }
+            let Some(waited) = get_lock(conn, &key, prefix).await? else {
+                continue;
+            };
+            if !holders.contains_key(&waited) {
+                let owners = owners_of(client, &waited).await?;
+                holders.insert(waited.clone(), owners);
+                todo.push(waited.clone());
+            }
+            edges.push(Wait {
+                party,
+                lock: waited,
+            });
+        }
+    }
+    Ok(edges)
+}
+
+/// The lock name a wait key names (its value, the key prefix taken off);
+/// `None` once the key is gone.
+async fn get_lock(
+    conn: &mut redlatch::RedisConnection,
+    key: &str,
+    prefix: &str,
+) -> redlatch::Result<Option<String>> {
+    let value: Option<String> = redis::cmd("GET")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .map_err(|error| redis_error("wait keys", error))?;
+    Ok(value.map(|lock| lock.strip_prefix(prefix).unwrap_or(&lock).to_owned()))
+}
+
+/// Every key matching `pattern`, by SCAN.
+async fn scan(
+    conn: &mut redlatch::RedisConnection,
+    pattern: &str,
+) -> redlatch::Result<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .arg("TYPE")
+            .arg("string")
+            .query_async(conn)
+            .await
+            .map_err(|error| redis_error("wait keys", error))?;
+        keys.extend(batch);
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
+}
+
+fn redis_error(op: &'static str, error: redis::RedisError) -> redlatch::Error {
+    redlatch::Error::Redis { op, source: error }
+}
+
+/// The key's hash tag: what is between the first `{` and the next `}`,
+/// when not empty (Redis Cluster's rule).
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let close = key[open + 1..].find('}')?;
+    (close > 0).then(|| &key[open + 1..open + 1 + close])
+}
+
+/// Escapes the characters SCAN's MATCH treats as a pattern.
+fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(character);
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(party: &str, lock: &str) -> Wait {
+        Wait {
+            party: party.to_owned(),
+            lock: lock.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_cycle_is_found_once_and_a_stale_edge_is_ignored() {
+        let id = "0b7c5d3e-4f7a-4c1e-9a55-2f0d6b3f2a11";
+        let holders = BTreeMap::from([
+            ("l1".to_owned(), vec![format!("{id}:a")]),
+            ("l2".to_owned(), vec![format!("{id}:b")]),
+            ("l3".to_owned(), vec![format!("{id}:c")]),
+        ]);
+        let waits = Waits::new(
+            vec![
+                wait("n:a", "l2"),
+                wait("n:b", "l1"),
+                // c holds l3 already: its edge is stale.
+                wait("n:c", "l3"),
+                wait("n:d", "l3"),
+            ],
+            &holders,
+        );
+        assert_eq!(
+            waits.cycles,
+            vec![vec![wait("n:a", "l2"), wait("n:b", "l1")]]
+        );
+        assert_eq!(waits.waiting_for("l3"), vec!["n:d"]);
+        assert!(waits.cycle_through("l3").is_none());
+        assert_eq!(
+            cycle_text(&waits.cycles[0]),
+            "n:a waits for l2 held by n:b, n:b waits for l1 held by n:a"
+        );
+    }
+
+    #[test]
+    fn hash_tags_follow_redis_cluster() {
+        assert_eq!(hash_tag("jobs:{a}:1"), Some("a"));
+        assert_eq!(hash_tag("jobs:{}:1"), None);
+        assert_eq!(hash_tag("plain"), None);
+    }
+}
