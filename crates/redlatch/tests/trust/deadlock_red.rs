@@ -530,10 +530,12 @@ async fn a_chain_longer_than_the_depth_bound_is_no_deadlock() {
     let clients = [common::client(&server).await, common::client(&server).await];
     let n = 20;
     let (last_held, last) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    // Every party holds its lock before any waits for the next.
+    let all_hold = Arc::new(Barrier::new(n));
     let mut tasks = Vec::new();
     for i in 0..n {
         let client = clients[i % 2].clone();
-        let (held, release) = (last_held.clone(), last.clone());
+        let (held, release, all_hold) = (last_held.clone(), last.clone(), all_hold.clone());
         tasks.push(tokio::spawn(async move {
             let first = client
                 .lock(format!("dl-red:chain:{i}"))
@@ -541,6 +543,7 @@ async fn a_chain_longer_than_the_depth_bound_is_no_deadlock() {
                 .await
                 .map_err(|e| e.to_string())?;
             held.add_permits(1);
+            all_hold.wait().await;
             if i == n - 1 {
                 let _ = release.acquire().await.unwrap();
                 return Ok(());
