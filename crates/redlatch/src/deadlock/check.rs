@@ -127,7 +127,7 @@ fn cycle_of(reply: Value) -> Option<Vec<WaitLink>> {
         .into_iter()
         .map(|item| redis::from_redis_value::<String>(item).ok())
         .collect::<Option<_>>()?;
-    if texts.is_empty() || texts.len() % 3 != 0 {
+    if texts.is_empty() || !texts.len().is_multiple_of(3) {
         return None;
     }
     Some(

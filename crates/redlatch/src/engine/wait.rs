@@ -432,6 +432,8 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
             };
             let retry_in = match next {
+                // A single try waits for nothing: it closes no cycle.
+                Next::Park(retry_in) if wait == Wait::Once => retry_in,
                 Next::Park(retry_in) => {
                     let checked =
                         check_deadlock(acquisition, cut_off, deadline, retry_in, &mut edge);
@@ -584,6 +586,10 @@ fn check_deadlock<'a, A: Acquisition>(
         let left = deadline.map_or(Duration::MAX, |at| {
             at.saturating_duration_since(LeaseInstant::now())
         });
+        if left.is_zero() {
+            // The wait is over: it gives up next, waiting for nothing.
+            return Ok(retry_in);
+        }
         let next_in = retry_in.min(left);
         match check_deadlock_now(acquisition, cut_off, next_in, edge).await {
             Some(cycle) => {

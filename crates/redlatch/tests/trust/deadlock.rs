@@ -175,6 +175,8 @@ async fn a_task_acquiring_its_own_lock_again_is_refused() {
     let outcome = tokio::spawn(async move {
         let lock = client.lock("dl:self");
         let held = lock.acquire().await.unwrap();
+        // A single try waits for nothing: busy, not a deadlock.
+        assert!(lock.try_acquire().await.unwrap().is_none());
         let began = Instant::now();
         let again = tokio::time::timeout(LONG, lock.acquire()).await;
         (again, began.elapsed(), held)
