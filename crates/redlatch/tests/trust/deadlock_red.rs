@@ -1069,14 +1069,13 @@ async fn a_wait_key_the_acl_forbids_costs_the_detection_not_the_acquire() {
 // Exit paths.
 // ---------------------------------------------------------------------
 
-/// DEFECT. A single try (`try_acquire`) never waits, so it can close no
-/// cycle; it should answer "not now" (`Ok(None)`) for a lock its own task
-/// holds, or whose holder waits for it. It runs the check anyway (and
-/// writes an edge for a moment) and returns `Error::Deadlock`, which a
-/// caller's `?` turns into a failure: the very tool used to avoid
-/// deadlocks (try, back off) errors.
+/// A single try (`try_acquire`) never waits, so it can close no cycle:
+/// for a lock its own task holds, or whose holder waits for it, it
+/// answers "not now" (`Ok(None)`), never `Error::Deadlock` (which a
+/// caller's `?` would turn into a failure of the very tool used to avoid
+/// deadlocks: try, back off), and leaves no edge. (Failed before dl-core's
+/// f0ea931: both tries were refused as deadlocks.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: try_acquire returns Error::Deadlock instead of Ok(None)"]
 async fn a_single_try_is_never_refused_as_a_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
