@@ -1351,3 +1351,104 @@ async fn contended_handoffs_with_and_without_detection() {
     }
     assert!(took[1] <= took[0] * 5 + Duration::from_secs(1), "{took:?}");
 }
+
+/// The longest run of the deadlock check the server logged (SLOWLOG,
+/// everything over 1 ms), in µs.
+async fn longest_check(admin: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1_000)
+        .query_async(admin)
+        .await
+        .unwrap();
+    log.iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let text = format!("{:?}", fields.get(3)?);
+            let micros = match fields.get(2)? {
+                redis::Value::Int(micros) => *micros,
+                _ => return None,
+            };
+            text.contains(redlatch::deadlock::WAIT_KEY_PREFIX)
+                .then_some(micros)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// DEFECT. The walk bounds the parties it visits (256), not the work per
+/// visit: a visited party's edge leads to a lock whose every holder is
+/// read (HKEYS, once for the "does it hold it" test and once to follow
+/// it) and copied into a path. Here 300 readers of one read-write lock
+/// wait to write a second one read by 300 others; a writer of the first
+/// runs checks that each walk 256 × 300 holders, blocking the server (one
+/// script) for far longer than a check should (a few ms): every client of
+/// the server, lease renewals included, waits behind each such check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: the walk's work is unbounded per visit: one check blocks the server for long"]
+async fn a_check_over_a_huge_graph_stays_short() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let (c1, c2, c3) = (
+        common::client(&server).await,
+        common::client(&server).await,
+        common::client(&server).await,
+    );
+    let n = 300;
+    let (reading, release) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    let mut tasks = Vec::new();
+    // 300 idle readers of BIG2.
+    for _ in 0..n {
+        let (client, reading, release) = (c1.clone(), reading.clone(), release.clone());
+        tasks.push(tokio::spawn(async move {
+            let read = client.read_write_lock("dl-red:big2").read().await.unwrap();
+            reading.add_permits(1);
+            let _ = release.acquire().await;
+            drop(read);
+        }));
+    }
+    let _ = reading.acquire_many(n).await.unwrap();
+    // 300 readers of BIG, each waiting to write BIG2.
+    for _ in 0..n {
+        let (client, release) = (c2.clone(), release.clone());
+        tasks.push(tokio::spawn(async move {
+            let read = client.read_write_lock("dl-red:big").read().await.unwrap();
+            let big2 = client.read_write_lock("dl-red:big2");
+            let write = tokio::select! {
+                write = big2.write_within(Some(LONG)) => write.ok(),
+                _ = release.acquire() => None,
+            };
+            drop((write, read));
+        }));
+    }
+    until_edges(&admin, n as usize).await;
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(1_000)
+        .ignore()
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .ignore()
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let outcome = c3
+        .read_write_lock("dl-red:big")
+        .write_within(Some(Duration::from_secs(1)))
+        .await
+        .map(drop);
+    let longest = longest_check(&mut admin).await;
+    eprintln!(
+        "a writer over {n} readers each waiting on {n} readers: {}; longest check {longest} µs",
+        said(&outcome)
+    );
+    release.close();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(longest <= 50_000, "one check ran {longest} µs");
+}
