@@ -42,6 +42,8 @@ pub(crate) struct Check {
     wait_key: String,
     edges: String,
     cluster: bool,
+    /// The waiter's owner field.
+    owner: String,
 }
 
 impl Check {
@@ -69,6 +71,7 @@ impl Check {
             wait_key: format!("{edges}{party}"),
             edges,
             cluster,
+            owner: waits.owner.to_owned(),
         })
     }
 
@@ -96,7 +99,8 @@ impl Check {
             .arg(edge_ms.max(1))
             .arg(MAX_DEPTH)
             .arg(&self.edges)
-            .arg(if self.cluster { "1" } else { "0" });
+            .arg(if self.cluster { "1" } else { "0" })
+            .arg(&self.owner);
         let call = invocation.invoke_async::<Value>(&mut conn);
         let reply = match tokio::time::timeout(limit, call).await {
             Ok(Ok(reply)) => reply,
@@ -111,9 +115,43 @@ impl Check {
         };
         let cycle = cycle_of(reply)?;
         if let Some(edge) = edge.take() {
+            // The script deleted it.
             edge.forget();
         }
+        let closing = cycle.last()?;
+        if !self.live_hold(closing) {
+            // The hold that closes the cycle is this client's, but no
+            // guard has it: one being given back (a guard dropped, an
+            // attempt cancelled just as it took the lock). It goes in a
+            // moment; waiting for it is no deadlock.
+            tracing::debug!(
+                lock = closing.lock,
+                holder = closing.holder,
+                "redlatch: a hold being given back, not a deadlock"
+            );
+            return None;
+        }
         Some(cycle)
+    }
+
+    /// Whether the link that closes a cycle (held by the waiter's own
+    /// party) is a live hold: any other client's hold is taken as one
+    /// (only its client knows); one of this client counts while a guard
+    /// has it (the watchdog tracks every guard's hold).
+    fn live_hold(&self, link: &WaitLink) -> bool {
+        let own = link
+            .holder
+            .strip_prefix(&*self.core.id.to_string())
+            .is_some_and(|rest| rest.starts_with(':'));
+        if !own {
+            return true;
+        }
+        let watchdog = &self.core.watchdog;
+        watchdog.holds_any(&link.lock, &link.holder)
+            || link
+                .holder
+                .strip_suffix(":write")
+                .is_some_and(|owner| watchdog.holds_any(&link.lock, owner))
     }
 }
 

@@ -197,6 +197,17 @@ impl Entries {
             .and_then(|id| self.slab.get(*id).and_then(Option::as_ref))
     }
 
+    /// True while a hold of `owner` on `key` is tracked, an anonymous
+    /// owner's too: a walk over every hold, for the rare caller that asks
+    /// (a deadlock check that found its own party holding its lock).
+    pub(crate) fn tracks(&self, key: &str, owner: &str) -> bool {
+        self.slab.iter().flatten().any(|entry| {
+            *entry.hold.key == *key
+                && entry.hold.owner.is(owner.as_bytes())
+                && !entry.hold.is_marked_lost()
+        })
+    }
+
     /// Where `hold` is tracked, if it is (not released, lost or replaced).
     pub(crate) fn id_of(&self, hold: &Arc<Hold>) -> Option<EntryId> {
         let id = hold.entry();

@@ -227,6 +227,14 @@ impl Watchdog {
             .is_some_and(|entry| entry.hold.is_held())
     }
 
+    /// True while this client tracks a live hold of `owner` on `key`,
+    /// anonymous owners included (walking every hold: for rare callers,
+    /// the deadlock check's).
+    pub(crate) fn holds_any(&self, key: &str, owner: &str) -> bool {
+        let entries = self.shared.entries.lock();
+        entries.tracks(key, owner)
+    }
+
     /// Tracks a hold built elsewhere (a Redlock hold, renewed by its
     /// callback), acquired with a request sent at `sent_at`, with one guard.
     pub(crate) fn track(&self, hold: Arc<Hold>, sent_at: LeaseInstant) {

@@ -619,3 +619,30 @@ fn blocking_calls_count_for_their_thread() {
         assert!(thread.join().unwrap());
     }
 }
+
+/// A guard dropped (released in the background) and its lock acquired
+/// again at once by the same task, or an acquire cancelled just as it took
+/// the lock (given back in the background) and tried again: the old hold,
+/// still in Redis for a moment, is the task's own party but no live hold of
+/// it, and waiting for it is no deadlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_being_given_back_is_no_cycle_of_one() {
+    let server = common::server();
+    let client = common::client(&server).await;
+    let outcome = tokio::spawn(async move {
+        let lock = client.lock("dl:given-back");
+        for round in 0..200u64 {
+            let guard = lock.acquire_within(Some(LONG)).await?;
+            drop(guard);
+            let guard = lock.acquire_within(Some(LONG)).await?;
+            drop(guard);
+            // Cut off somewhere between sent and answered.
+            let cut = Duration::from_micros(round % 20 * 25);
+            let _ = tokio::time::timeout(cut, lock.acquire()).await;
+        }
+        Ok::<(), Error>(())
+    })
+    .await
+    .unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
