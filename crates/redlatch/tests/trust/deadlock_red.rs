@@ -1452,3 +1452,116 @@ async fn a_check_over_a_huge_graph_stays_short() {
     }
     assert!(longest <= 50_000, "one check ran {longest} µs");
 }
+
+/// What one kind's acquire of a name gives: a hold kept while the value
+/// lives, or the error.
+type Take = fn(
+    redlatch::Client,
+    String,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Box<dyn std::any::Any + Send>, Error>> + Send>,
+>;
+
+/// Holds on a fixed lease (not renewed by the watchdog), a read hold
+/// taken before a write, and a token lock: each a hold of the waiter's own
+/// task, so its second acquire waits for itself, a cycle of one, and must
+/// be refused (since 509ed4c a closing hold of the waiter's client counts
+/// only while the client tracks a guard of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_cycle_through_any_hold_of_the_task_is_refused() {
+    const LEASE: Duration = Duration::from_secs(20);
+    const WAIT: Option<Duration> = Some(Duration::from_secs(2));
+    let kinds: &[(&str, Take, Take)] = &[
+        (
+            "lock, fixed lease",
+            |c, n| {
+                Box::pin(
+                    async move { Ok(Box::new(c.lock(n).with_lease(LEASE).acquire().await?) as _) },
+                )
+            },
+            |c, n| {
+                Box::pin(async move { Ok(Box::new(c.lock(n).acquire_within(WAIT).await?) as _) })
+            },
+        ),
+        (
+            "fair lock, fixed lease",
+            |c, n| {
+                Box::pin(async move {
+                    Ok(Box::new(c.fair_lock(n).with_lease(LEASE).acquire().await?) as _)
+                })
+            },
+            |c, n| {
+                Box::pin(
+                    async move { Ok(Box::new(c.fair_lock(n).acquire_within(WAIT).await?) as _) },
+                )
+            },
+        ),
+        (
+            "spin lock, fixed lease",
+            |c, n| {
+                Box::pin(async move {
+                    Ok(Box::new(c.spin_lock(n).with_lease(LEASE).acquire().await?) as _)
+                })
+            },
+            |c, n| {
+                Box::pin(
+                    async move { Ok(Box::new(c.spin_lock(n).acquire_within(WAIT).await?) as _) },
+                )
+            },
+        ),
+        (
+            "read-write lock writing, fixed lease",
+            |c, n| {
+                Box::pin(async move {
+                    Ok(Box::new(c.read_write_lock(n).with_lease(LEASE).write().await?) as _)
+                })
+            },
+            |c, n| {
+                Box::pin(async move {
+                    Ok(Box::new(c.read_write_lock(n).write_within(WAIT).await?) as _)
+                })
+            },
+        ),
+        (
+            "read-write lock, reading then writing",
+            |c, n| Box::pin(async move { Ok(Box::new(c.read_write_lock(n).read().await?) as _) }),
+            |c, n| {
+                Box::pin(async move {
+                    Ok(Box::new(c.read_write_lock(n).write_within(WAIT).await?) as _)
+                })
+            },
+        ),
+        (
+            "token lock",
+            |c, n| Box::pin(async move { Ok(Box::new(c.token_lock(n).acquire().await?) as _) }),
+            |c, n| {
+                Box::pin(
+                    async move { Ok(Box::new(c.token_lock(n).acquire_within(WAIT).await?) as _) },
+                )
+            },
+        ),
+    ];
+    let server = common::server();
+    let client = common::client(&server).await;
+    let mut failed = Vec::new();
+    let mut runs = Vec::new();
+    for (i, (kind, hold, again)) in kinds.iter().enumerate() {
+        let (client, name) = (client.clone(), format!("dl-red:self-any:{i}"));
+        let (kind, hold, again) = (*kind, *hold, *again);
+        runs.push(tokio::spawn(async move {
+            let held = hold(client.clone(), name.clone()).await.unwrap();
+            let began = Instant::now();
+            let outcome = again(client, name).await.map(drop);
+            drop(held);
+            (kind, outcome, began.elapsed())
+        }));
+    }
+    for run in runs {
+        let (kind, outcome, took) = run.await.unwrap();
+        eprintln!("{kind}: {} after {took:?}", said(&outcome));
+        if !is_deadlock(&outcome) {
+            failed.push(format!("{kind}: {}", said(&outcome)));
+        }
+    }
+    assert!(failed.is_empty(), "not refused: {failed:?}");
+}
