@@ -1565,3 +1565,52 @@ async fn a_self_cycle_through_any_hold_of_the_task_is_refused() {
     }
     assert!(failed.is_empty(), "not refused: {failed:?}");
 }
+
+/// Two parties close a two-lock cycle at the same instant (a barrier
+/// right before both waits), 40 times: as two tasks of one client and as
+/// tasks of two clients. Every time exactly one is refused and the other
+/// takes its second lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_closers_refuse_exactly_one_every_time() {
+    let server = common::server();
+    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    for round in 0..40 {
+        let clients = if round % 2 == 0 {
+            [a.clone(), a.clone()]
+        } else {
+            [a.clone(), b.clone()]
+        };
+        let names = [
+            format!("dl-red:storm:{round}:1"),
+            format!("dl-red:storm:{round}:2"),
+        ];
+        let barrier = Arc::new(Barrier::new(2));
+        let tasks: Vec<_> = (0..2)
+            .map(|i| {
+                let client = clients[i].clone();
+                let (first, second) = (names[i].clone(), names[1 - i].clone());
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let held = client.lock(first).acquire().await.unwrap();
+                    barrier.wait().await;
+                    let outcome = client.lock(second).acquire_within(Some(LONG)).await;
+                    let refused = is_deadlock(&outcome);
+                    let ok = outcome.is_ok();
+                    drop((outcome, held));
+                    (refused, ok)
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        let mut acquired = 0;
+        for task in tasks {
+            let (r, ok) = tokio::time::timeout(LONG * 2, task)
+                .await
+                .expect("a party hangs")
+                .unwrap();
+            refused += usize::from(r);
+            acquired += usize::from(ok);
+        }
+        assert_eq!((refused, acquired), (1, 1), "round {round}");
+    }
+}
