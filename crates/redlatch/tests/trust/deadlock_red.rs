@@ -1614,3 +1614,60 @@ async fn simultaneous_closers_refuse_exactly_one_every_time() {
         assert_eq!((refused, acquired), (1, 1), "round {round}");
     }
 }
+
+/// On a Redis Cluster, cycles across hash slots are not looked for, and
+/// looking must never fail an acquire (no CROSSSLOT): two cycles, one over
+/// an untagged key and a tagged one, one over keys of two different tags
+/// (each party's edge in the slot of the lock it waits for), on clients
+/// with and without a key prefix. Every wait runs out as without
+/// detection; none errs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cycles_across_cluster_slots_are_not_errors() {
+    let cluster = testkit::Cluster::start(3, 0).expect("start a 3-master cluster");
+    let connect = |prefix: &'static str| {
+        let urls = cluster.urls();
+        async move {
+            redlatch::ClientBuilder::cluster(urls)
+                .connect_timeout(Duration::from_secs(2))
+                .response_timeout(Duration::from_secs(2))
+                .key_prefix(prefix)
+                .connect()
+                .await
+                .expect("connect to the cluster")
+        }
+    };
+    for prefix in ["", "app:"] {
+        for (one, two) in [
+            ("{dl-red}:mixed", "dl-red-untagged"),
+            ("{dl-red-t}:1", "{dl-red-u}:2"),
+        ] {
+            let (a, b) = (connect(prefix).await, connect(prefix).await);
+            let barrier = Arc::new(Barrier::new(2));
+            let tasks: Vec<_> = [(a, one, two), (b, two, one)]
+                .into_iter()
+                .map(|(client, first, second)| {
+                    let barrier = barrier.clone();
+                    tokio::spawn(async move {
+                        let held = client.lock(first).acquire().await.unwrap();
+                        barrier.wait().await;
+                        let outcome = client
+                            .lock(second)
+                            .acquire_within(Some(Duration::from_millis(800)))
+                            .await
+                            .map(drop);
+                        drop(held);
+                        outcome
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let outcome = task.await.unwrap();
+                assert!(
+                    matches!(outcome, Err(Error::Timeout { .. })),
+                    "prefix {prefix:?}, {one} / {two}: {}",
+                    said(&outcome)
+                );
+            }
+        }
+    }
+}
