@@ -461,11 +461,12 @@ async fn a_waiter_behind_a_holder_parks_after_one_script_call() {
     assert!(line_reaches(&admin, "one-look", 1).await);
     // Time to subscribe and look again; a second attempt would come now.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Before: 2 (the attempt that took its place, and one more once
-    // subscribed, in case a release came in between).
+    // Before: 2 acquires (the attempt that took its place, and one more
+    // once subscribed, in case a release came in between). Now the one
+    // attempt and its deadlock check (`trust::deadlock`).
     assert_eq!(
         script_calls(&mut admin).await,
-        1,
+        2,
         "the waiter ran the acquire script more than once before parking"
     );
     guard.release().await.unwrap();

@@ -42,8 +42,6 @@ pub(crate) struct Check {
     wait_key: String,
     edges: String,
     cluster: bool,
-    /// The waiter's owner field.
-    owner: String,
 }
 
 impl Check {
@@ -71,7 +69,6 @@ impl Check {
             wait_key: format!("{edges}{party}"),
             edges,
             cluster,
-            owner: waits.owner.to_owned(),
         })
     }
 
@@ -99,8 +96,7 @@ impl Check {
             .arg(edge_ms.max(1))
             .arg(MAX_DEPTH)
             .arg(&self.edges)
-            .arg(if self.cluster { "1" } else { "0" })
-            .arg(&self.owner);
+            .arg(if self.cluster { "1" } else { "0" });
         let call = invocation.invoke_async::<Value>(&mut conn);
         let reply = match tokio::time::timeout(limit, call).await {
             Ok(Ok(reply)) => reply,
@@ -137,7 +133,10 @@ impl Check {
     /// Whether the link that closes a cycle (held by the waiter's own
     /// party) is a live hold: any other client's hold is taken as one
     /// (only its client knows); one of this client counts while a guard
-    /// has it (the watchdog tracks every guard's hold).
+    /// has it (the watchdog tracks every guard's hold). Not a hold being
+    /// given back (a guard dropped, an attempt cancelled as it took the
+    /// lock), nor one a fair lock's release handed to this very waiter
+    /// since its attempt (its next attempt takes it).
     fn live_hold(&self, link: &WaitLink) -> bool {
         let own = link
             .holder

@@ -14,13 +14,13 @@
 --          on a Redis Cluster
 -- ARGV[4]  '1' on a Redis Cluster: only locks of KEYS[1]'s hash tag are
 --          followed (a script reaches one slot)
--- ARGV[5]  the caller's owner field: a lock it holds itself (a fair lock
---          handed to it by a release since its attempt) is no wait at all
--- Returns  {} no cycle (the edge written; not when the caller holds KEYS[1]
---          under its own owner field), or the cycle, flat:
+-- Returns  {} no cycle (the edge written), or the cycle, flat:
 --          {lock1, holder1, party1, lock2, holder2, party2, ...}: the caller
 --          waits for lock1, held by holder1 of party1, which waits for
 --          lock2, ...; the last party is the caller's. The edge deleted.
+--          The caller judges a cycle of its own holds (the last holder its
+--          own owner field, a lock handed to it since its attempt; or a
+--          hold of its client no guard has, being given back): no deadlock.
 -- Nothing but KEYS[2] is written; every other key is only read.
 
 local edges = ARGV[3]
@@ -96,11 +96,6 @@ local function reach(lock, path)
     end
   end
   return nil
-end
-
-for _, holder in ipairs(holders(KEYS[1])) do
-  -- Handed to the caller since its attempt: its next attempt takes it.
-  if holder == ARGV[5] then return {} end
 end
 
 local cycle = reach(KEYS[1], {})

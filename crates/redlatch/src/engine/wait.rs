@@ -432,8 +432,6 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
             };
             let retry_in = match next {
-                // A single try waits for nothing: it closes no cycle.
-                Next::Park(retry_in) if wait == Wait::Once => retry_in,
                 Next::Park(retry_in) => {
                     let checked =
                         check_deadlock(acquisition, cut_off, deadline, retry_in, &mut edge);
@@ -587,7 +585,8 @@ fn check_deadlock<'a, A: Acquisition>(
             at.saturating_duration_since(LeaseInstant::now())
         });
         if left.is_zero() {
-            // The wait is over: it gives up next, waiting for nothing.
+            // A single try, or a wait that is over: it gives up next,
+            // waiting for nothing, so it closes no cycle.
             return Ok(retry_in);
         }
         let next_in = retry_in.min(left);

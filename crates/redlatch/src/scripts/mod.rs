@@ -47,7 +47,7 @@
 //! | `LATCH_COUNT_DOWN` | count | channel, publish | `{1,left}` (left a decimal string), `{-1,''}` wrong value |
 //! | `LATCH_COUNT` | count | — | `{1,count}` (a decimal string, may be negative), `{-1,''}` wrong value |
 //! | `LATCH_DELETE` | count | channel, publish | 1 deleted, 0 none, -1 wrong value |
-//! | `DEADLOCK_CHECK` | lock waited for, the waiter's wait-for edge | edge ms, max depth, edge key prefix, cluster, owner field | `{}` no cycle (the edge written), or the cycle `{lock, holder, party, ...}` (the edge deleted) |
+//! | `DEADLOCK_CHECK` | lock waited for, the waiter's wait-for edge | edge ms, max depth, edge key prefix, cluster | `{}` no cycle (the edge written), or the cycle `{lock, holder, party, ...}` (the edge deleted) |
 //!
 //! Each `.lua` file opens with the full description of its keys, arguments
 //! and replies.
