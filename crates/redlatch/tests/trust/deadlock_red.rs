@@ -80,10 +80,10 @@ fn is_deadlock<T>(outcome: &Result<T, Error>) -> bool {
 async fn a_slow_holder_and_chains_behind_it_are_never_a_deadlock() {
     let server = common::server();
     let clients = [
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     ];
     for round in 0..5 {
         let a = format!("dl-red:slow:{round}:a");
@@ -205,7 +205,7 @@ async fn a_slow_holder_and_chains_behind_it_are_never_a_deadlock() {
 #[ignore = "defect: concurrent futures of one task refuse each other as a self-cycle"]
 async fn concurrent_acquires_in_one_task_wait_for_each_other() {
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let outcomes = tokio::spawn(async move {
         let each = (0..3).map(|_| {
             let client = client.clone();
@@ -237,7 +237,7 @@ async fn concurrent_acquires_in_one_task_wait_for_each_other() {
 #[ignore = "defect: a guard handed to a worker task makes the dispatcher's next acquire a false self-cycle"]
 async fn a_guard_handed_to_a_worker_does_not_refuse_the_next_acquire() {
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let outcomes = tokio::spawn(async move {
         let lock = client.lock("dl-red:dispatch");
         let mut outcomes = Vec::new();
@@ -270,7 +270,7 @@ async fn a_guard_handed_to_a_worker_does_not_refuse_the_next_acquire() {
 #[ignore = "defect: two clients with one named owner: the second is refused though the first waits for nothing"]
 async fn two_clients_with_one_named_owner_wait_for_each_other() {
     let server = common::server();
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let held = c1
         .lock("dl-red:same-name")
         .with_owner("svc")
@@ -302,7 +302,7 @@ async fn two_clients_with_one_named_owner_wait_for_each_other() {
 async fn a_named_owner_re_enters_without_a_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let held = c1
         .lock("dl-red:reenter")
         .with_owner("x")
@@ -344,7 +344,7 @@ async fn a_named_owner_re_enters_without_a_deadlock() {
 async fn a_killed_named_waiters_edge_refuses_nobody_later() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (x, b) = (common::client(&server).await, common::client(&server).await);
+    let (x, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     // What the killed process left: its edge, as its check wrote it.
     let _: () = redis::cmd("SET")
         .arg(redlatch::deadlock::wait_key("", "n:x", None))
@@ -381,7 +381,7 @@ async fn a_killed_named_waiters_edge_refuses_nobody_later() {
 async fn a_killed_waiters_hold_and_edge_refuse_nobody() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let b = common::client(&server).await;
+    let b = common::detecting_client(&server).await;
     let held_b = b.lock("dl-red:dead:2").acquire().await.unwrap();
     // What the killed process left: its hold on L1, and its edge.
     let dead = "5d0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#1@7";
@@ -424,7 +424,7 @@ async fn a_killed_waiters_hold_and_edge_refuse_nobody() {
 async fn edges_pointing_anywhere_refuse_nobody_and_break_no_acquire() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let _: () = redis::pipe()
         .cmd("RPUSH")
         .arg("dl-red:bad:list")
@@ -488,7 +488,7 @@ async fn a_thousand_waiters_on_one_lock_see_no_deadlock() {
     let server = common::server();
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(common::client(&server).await);
+        clients.push(common::detecting_client(&server).await);
     }
     let holder = clients[0].lock("dl-red:crowd").acquire().await.unwrap();
     let started = Instant::now();
@@ -527,7 +527,7 @@ async fn a_thousand_waiters_on_one_lock_see_no_deadlock() {
 async fn a_chain_longer_than_the_depth_bound_is_no_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let clients = [common::client(&server).await, common::client(&server).await];
+    let clients = [common::detecting_client(&server).await, common::detecting_client(&server).await];
     let n = 20;
     let (last_held, last) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
     // Every party holds its lock before any waits for the next.
@@ -581,9 +581,9 @@ async fn a_chain_longer_than_the_depth_bound_is_no_deadlock() {
 async fn a_three_party_cycle_is_refused_to_exactly_one_party() {
     let server = common::server();
     let clients = [
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     ];
     let mut rng = common::Rng::from_env();
     for round in 0..6 {
@@ -645,7 +645,7 @@ async fn a_three_party_cycle_is_refused_to_exactly_one_party() {
 async fn a_cycle_closed_while_the_first_waiter_parks_for_a_long_lease_is_found() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let (b_holds, held) = oneshot::channel();
     let (go, closing) = oneshot::channel::<()>();
     let closer = tokio::spawn(async move {
@@ -693,7 +693,7 @@ fn outcome_unit(outcome: &Result<(), Error>) -> String {
 async fn a_cycle_of_sixteen_locks_is_found() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let clients = [common::client(&server).await, common::client(&server).await];
+    let clients = [common::detecting_client(&server).await, common::detecting_client(&server).await];
     let n = 16;
     let holding = Arc::new(Semaphore::new(0));
     let mut gos = Vec::new();
@@ -758,7 +758,7 @@ async fn a_cycle_of_sixteen_locks_is_found() {
 async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let wait = Some(Duration::from_secs(3));
     let (t3_holds, held) = oneshot::channel();
     let (go, closing) = oneshot::channel::<()>();
@@ -822,7 +822,7 @@ async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
 async fn a_self_cycle_behind_a_queued_waiter_is_refused_at_once() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let (holds, held) = oneshot::channel();
     let (go, again) = oneshot::channel::<()>();
     let me = {
@@ -882,9 +882,9 @@ async fn a_two_party_cycle_behind_many_readers_is_found() {
         .await
         .unwrap();
     let (c1, c2, c3) = (
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     );
     let (reading, release) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
     let readers: Vec<_> = (0..300)
@@ -963,9 +963,9 @@ async fn a_foreign_typed_edge_of_a_bystander_does_not_hide_a_cycle() {
         .await
         .unwrap();
     let (c1, c2, c3) = (
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     );
     let z = c1
         .read_write_lock("dl-red:poison-rw")
@@ -1040,8 +1040,8 @@ async fn a_wait_key_the_acl_forbids_costs_the_detection_not_the_acquire() {
         .await
         .unwrap();
     let url = format!("redis://locker:pw@127.0.0.1:{}", server.port());
-    let limited = common::client_at(&url, redlatch::Settings::DEFAULT_LEASE).await;
-    let holder = common::client(&server).await;
+    let limited = common::detecting_client_at(&url, redlatch::Settings::DEFAULT_LEASE).await;
+    let holder = common::detecting_client(&server).await;
     for _ in 0..3 {
         let held = holder.lock("dl-red:acl").acquire().await.unwrap();
         tokio::spawn(async move {
@@ -1079,7 +1079,7 @@ async fn a_wait_key_the_acl_forbids_costs_the_detection_not_the_acquire() {
 async fn a_single_try_is_never_refused_as_a_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let (own, crossed) = tokio::spawn(async move {
         let lock = c1.lock("dl-red:try:1");
         let held = lock.acquire().await.unwrap();
@@ -1120,7 +1120,7 @@ async fn a_single_try_is_never_refused_as_a_deadlock() {
 async fn cancelled_and_timed_out_waits_leave_no_edge_and_no_task() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let (c1, c2) = (common::client(&server).await, common::client(&server).await);
+    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let held = c1.lock("dl-red:cancel").acquire().await.unwrap();
     let mut rng = common::Rng::from_env();
     for i in 0..150 {
@@ -1171,9 +1171,9 @@ async fn cancelled_and_timed_out_waits_leave_no_edge_and_no_task() {
 async fn a_client_dropped_while_waiting_leaves_no_edge_past_its_expiry() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let holder = common::client(&server).await;
+    let holder = common::detecting_client(&server).await;
     let held = holder.lock("dl-red:dropped").acquire().await.unwrap();
-    let waiter_client = common::client(&server).await;
+    let waiter_client = common::detecting_client(&server).await;
     let waiting = tokio::spawn(async move {
         waiter_client
             .lock("dl-red:dropped")
@@ -1210,7 +1210,7 @@ async fn a_client_dropped_while_waiting_leaves_no_edge_past_its_expiry() {
 async fn a_full_server_costs_the_detection_at_most_never_the_acquire() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let (a_holds, a_held) = oneshot::channel();
     let (b_holds, b_held) = oneshot::channel();
     let (a_go, a_waits) = oneshot::channel::<()>();
@@ -1392,9 +1392,9 @@ async fn a_check_over_a_huge_graph_stays_short() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
     let (c1, c2, c3) = (
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     );
     let n = 300;
     let (reading, release) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
@@ -1542,7 +1542,7 @@ async fn a_self_cycle_through_any_hold_of_the_task_is_refused() {
         ),
     ];
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let mut failed = Vec::new();
     let mut runs = Vec::new();
     for (i, (kind, hold, again)) in kinds.iter().enumerate() {
@@ -1573,7 +1573,7 @@ async fn a_self_cycle_through_any_hold_of_the_task_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simultaneous_closers_refuse_exactly_one_every_time() {
     let server = common::server();
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     for round in 0..40 {
         let clients = if round % 2 == 0 {
             [a.clone(), a.clone()]
@@ -1688,7 +1688,7 @@ async fn cycles_across_cluster_slots_are_not_errors() {
 #[ignore = "defect: a cancelled wait's edge outlives the wait (deleted in the background): a false deadlock"]
 async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
     let server = common::server();
-    let b_client = common::client(&server).await;
+    let b_client = common::detecting_client(&server).await;
     let url = server.url();
     for round in 0..3 {
         let (l1, l2) = (
@@ -1704,7 +1704,7 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let client = common::client_at(&a_url, redlatch::Settings::DEFAULT_LEASE).await;
+                let client = common::detecting_client_at(&a_url, redlatch::Settings::DEFAULT_LEASE).await;
                 tokio::spawn(async move {
                     let first = client.lock(a_l1).acquire().await.unwrap();
                     let lock = client.lock(a_l2);
@@ -1741,7 +1741,7 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_through_a_multi_lock_is_refused_to_one_party() {
     let server = common::server();
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
     let barrier = Arc::new(Barrier::new(2));
     let (go_a, go_b) = (barrier.clone(), barrier);
     let one = tokio::spawn(async move {
