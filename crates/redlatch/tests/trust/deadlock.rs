@@ -581,7 +581,9 @@ async fn a_cycle_across_kinds_is_found() {
 fn blocking_calls_count_for_their_thread() {
     let server = common::server();
     let url = server.url();
-    let client = redlatch::blocking::Client::connect(&url).unwrap();
+    let client =
+        redlatch::blocking::Client::connect_with(Client::builder(&url).deadlock_detection(true))
+            .unwrap();
     let lock = client.lock("dl:blocking:self");
     let held = lock.acquire().unwrap();
     let again = lock.acquire_within(Some(LONG)).map(drop);

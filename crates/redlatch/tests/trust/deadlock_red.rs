@@ -194,105 +194,143 @@ async fn a_slow_holder_and_chains_behind_it_are_never_a_deadlock() {
     }
 }
 
-/// DEFECT. Futures run concurrently in one task (`join!`, `join_all`,
-/// `FuturesUnordered`: the usual way to lock several resources at once)
-/// are one party: the second acquire of a lock the first holds (for 50
-/// ms, waiting for nothing) is refused as a self-cycle at once, although
-/// the first will release. It should wait and acquire. (The README says a
-/// party is "one client and tokio task" but not that concurrent futures of
-/// one task refuse each other.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: concurrent futures of one task refuse each other as a self-cycle"]
-async fn concurrent_acquires_in_one_task_wait_for_each_other() {
-    let server = common::server();
-    let client = common::detecting_client(&server).await;
-    let outcomes = tokio::spawn(async move {
-        let each = (0..3).map(|_| {
-            let client = client.clone();
-            async move {
-                let guard = client
-                    .lock("dl-red:join")
-                    .acquire_within(Some(LONG))
-                    .await?;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                guard.release().await
-            }
-        });
-        futures_util::future::join_all(each).await
-    })
-    .await
-    .unwrap();
-    let seen: Vec<String> = outcomes.iter().map(said).collect();
-    eprintln!("three concurrent acquires in one task: {seen:?}");
-    assert!(outcomes.iter().all(Result::is_ok), "{seen:?}");
+/// A client with deadlock detection `on` (off by default).
+async fn client_detecting(server: &testkit::RedisServer, on: bool) -> redlatch::Client {
+    if on {
+        common::detecting_client(server).await
+    } else {
+        common::client(server).await
+    }
 }
 
-/// DEFECT (documented: "a guard moved to another task still counts for
-/// the task that acquired it", with detection on by default). A task that
-/// takes a lock and hands the guard to a worker task (a dispatcher loop)
-/// is refused its next acquire of that lock as a self-cycle, while the
-/// worker merely works for 100 ms. It should wait for the worker's
-/// release.
+/// The party rules, as the README states them: futures run concurrently
+/// in one task (`join!`, `join_all`, `FuturesUnordered`) are one party.
+/// With detection off (the default) the second and third acquires of a
+/// lock the first holds for 50 ms wait and acquire; with it on, they are
+/// refused as a self-cycle at once (the README's "one task is one party").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a guard handed to a worker task makes the dispatcher's next acquire a false self-cycle"]
-async fn a_guard_handed_to_a_worker_does_not_refuse_the_next_acquire() {
+async fn concurrent_acquires_in_one_task_wait_unless_detection_is_on() {
     let server = common::server();
-    let client = common::detecting_client(&server).await;
-    let outcomes = tokio::spawn(async move {
-        let lock = client.lock("dl-red:dispatch");
-        let mut outcomes = Vec::new();
-        for _ in 0..3 {
-            match lock.acquire_within(Some(LONG)).await {
-                Ok(guard) => {
-                    outcomes.push("acquired".to_owned());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        drop(guard);
-                    });
+    for on in [false, true] {
+        let client = client_detecting(&server, on).await;
+        let outcomes = tokio::spawn(async move {
+            let each = (0..3).map(|_| {
+                let client = client.clone();
+                async move {
+                    let guard = client
+                        .lock("dl-red:join")
+                        .acquire_within(Some(LONG))
+                        .await?;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    guard.release().await
                 }
-                Err(error) => outcomes.push(error.to_string()),
-            }
-        }
-        outcomes
-    })
-    .await
-    .unwrap();
-    eprintln!("dispatcher: {outcomes:?}");
-    assert!(outcomes.iter().all(|o| o == "acquired"), "{outcomes:?}");
-}
-
-/// DEFECT (documented: "a named owner waiting for a lock its own name
-/// holds in another client is refused"). Two clients (two processes of one
-/// service) acquiring as the same named owner: one holds for 200 ms and
-/// waits for nothing; the other is refused at once as a self-cycle. No
-/// one waits for it: it should wait 200 ms and acquire.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: two clients with one named owner: the second is refused though the first waits for nothing"]
-async fn two_clients_with_one_named_owner_wait_for_each_other() {
-    let server = common::server();
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
-    let held = c1
-        .lock("dl-red:same-name")
-        .with_owner("svc")
-        .acquire()
+            });
+            futures_util::future::join_all(each).await
+        })
         .await
         .unwrap();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        drop(held);
-    });
-    let began = Instant::now();
-    let second = c2
-        .lock("dl-red:same-name")
-        .with_owner("svc")
-        .acquire_within(Some(LONG))
-        .await;
-    eprintln!(
-        "same name, other client: {} after {:?}",
-        said(&second),
-        began.elapsed()
-    );
-    assert!(second.is_ok(), "{}", said(&second));
+        let seen: Vec<String> = outcomes.iter().map(said).collect();
+        eprintln!("three concurrent acquires in one task, detection {on}: {seen:?}");
+        if on {
+            assert!(outcomes.iter().any(Result::is_ok), "{seen:?}");
+            assert!(outcomes.iter().any(is_deadlock), "{seen:?}");
+            assert!(
+                outcomes.iter().all(|o| o.is_ok() || is_deadlock(o)),
+                "{seen:?}"
+            );
+        } else {
+            assert!(outcomes.iter().all(Result::is_ok), "{seen:?}");
+        }
+    }
+}
+
+/// The party rules: a guard handed to another task still counts for the
+/// task that acquired it. A dispatcher that takes a lock and hands the
+/// guard to a worker (which works 100 ms) waits for the worker's release
+/// at its next acquire with detection off (the default); with it on, that
+/// acquire is refused as a self-cycle, as the README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_handed_to_a_worker_is_waited_for_unless_detection_is_on() {
+    let server = common::server();
+    for on in [false, true] {
+        let client = client_detecting(&server, on).await;
+        let outcomes = tokio::spawn(async move {
+            let lock = client.lock("dl-red:dispatch");
+            let mut outcomes = Vec::new();
+            for _ in 0..3 {
+                match lock.acquire_within(Some(LONG)).await {
+                    Ok(guard) => {
+                        outcomes.push(Ok(()));
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            drop(guard);
+                        });
+                    }
+                    Err(error) => outcomes.push(Err(error)),
+                }
+            }
+            outcomes
+        })
+        .await
+        .unwrap();
+        let seen: Vec<String> = outcomes.iter().map(said).collect();
+        eprintln!("dispatcher, detection {on}: {seen:?}");
+        if on {
+            assert!(outcomes[0].is_ok(), "{seen:?}");
+            assert!(is_deadlock(&outcomes[1]), "{seen:?}");
+        } else {
+            assert!(outcomes.iter().all(Result::is_ok), "{seen:?}");
+        }
+        // The last worker's release, before the next round.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The party rules: one owner name is one party, across clients. Two
+/// clients (two processes of one service) acquiring as the same named
+/// owner: one holds for 200 ms and waits for nothing. With detection off
+/// (the default) the other waits and acquires; with it on, it is refused
+/// at once as a self-cycle, as the README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_with_one_named_owner_wait_unless_detection_is_on() {
+    let server = common::server();
+    for on in [false, true] {
+        let (c1, c2) = (
+            client_detecting(&server, on).await,
+            client_detecting(&server, on).await,
+        );
+        let held = c1
+            .lock("dl-red:same-name")
+            .with_owner("svc")
+            .acquire()
+            .await
+            .unwrap();
+        let releaser = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            drop(held);
+        });
+        let began = Instant::now();
+        let second = c2
+            .lock("dl-red:same-name")
+            .with_owner("svc")
+            .acquire_within(Some(LONG))
+            .await;
+        eprintln!(
+            "same name, other client, detection {on}: {} after {:?}",
+            said(&second),
+            began.elapsed()
+        );
+        if on {
+            assert!(is_deadlock(&second), "{}", said(&second));
+        } else {
+            assert!(second.is_ok(), "{}", said(&second));
+        }
+        if let Ok(guard) = second {
+            guard.release().await.unwrap();
+        }
+        releaser.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A named owner re-enters a lock it holds from another task of its
