@@ -1652,8 +1652,16 @@ impl<'e> Case<'e> {
             let got = tokio::time::timeout(PROMPT, lock.acquire_within(Some(TIMEOUT_WAIT))).await;
             let took = started.elapsed();
             let bound = TIMEOUT_WAIT + TIMEOUT_MARGIN + self.latency() * 4;
+            // The driver's own anonymous hold of client `c`: this task
+            // waiting for it is a cycle of one (deadlock detection), refused
+            // at its first attempt; queued behind the local waiter, it may
+            // make none before its wait ends (then it times out).
+            let own = hold.field.len() > 37
+                && self.named_field(c).get(..37) == hold.field.get(..37)
+                && hold.field[37..].starts_with('#');
             match got {
                 Ok(Err(Error::Timeout { .. })) if took <= bound => Ok(()),
+                Ok(Err(Error::Deadlock { .. })) if took <= bound && own => Ok(()),
                 Ok(Err(Error::Timeout { .. })) => Err(format!(
                     "acquire_timeout({TIMEOUT_WAIT:?}) on held lock {l} timed out after {took:?} \
                      (more than {bound:?}) with a local waiter queued"
