@@ -24,6 +24,17 @@ pub(crate) const MAX_DEPTH: u32 = 16;
 /// rewrites it by then; a dead one's lapses soon after.
 pub(crate) const EDGE_MARGIN: Duration = Duration::from_secs(1);
 
+/// The longest a wait-for edge lives, however long its waiter's wait: a
+/// waiter that dies (a process killed) leaves its edge this long at most,
+/// so a wait-for cycle through a dead waiter refuses nobody past it. A
+/// waiter that checks parks [`REWRITE_EVERY`] at most, then attempts and
+/// checks again, rewriting its edge.
+pub const MAX_EDGE_LIFE: Duration = Duration::from_secs(3);
+
+/// The longest a waiter with a wait-for edge parks before it attempts (and
+/// checks, rewriting its edge) again: a margin short of [`MAX_EDGE_LIFE`].
+pub(crate) const REWRITE_EVERY: Duration = MAX_EDGE_LIFE.saturating_sub(EDGE_MARGIN);
+
 /// The least time between two checks of one wait: a waiter that polls (a
 /// spin lock, a token lock without its watch) attempts every few ms, and a
 /// check at each would double its calls. The check at a wait's first busy

@@ -17,6 +17,7 @@ mod link;
 mod party;
 pub(crate) mod scripts;
 
+pub use check::MAX_EDGE_LIFE;
 pub use link::WaitLink;
 pub(crate) use link::describe;
 #[cfg(feature = "blocking")]

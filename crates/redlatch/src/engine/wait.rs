@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
-use crate::deadlock::check::{CHECK_EVERY, Check, EDGE_MARGIN, WaitsFor};
+use crate::deadlock::check::{CHECK_EVERY, Check, EDGE_MARGIN, REWRITE_EVERY, WaitsFor};
 use crate::deadlock::edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
@@ -475,7 +475,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
                 return Ok(None);
             }
-            let limit = retry_in.min(remaining(now));
+            let limit = rewrite_by(edge.is_some(), retry_in.min(remaining(now)));
             if tickets.is_empty() {
                 // Subscribe, then try again: a release between the attempt and
                 // the subscription would otherwise go unnoticed. A primitive
@@ -519,7 +519,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                     for ticket in tickets.iter() {
                         ticket.note_lease_end(now + retry_in);
                     }
-                    let limit = retry_in.min(remaining(now));
+                    let limit = rewrite_by(edge.is_some(), retry_in.min(remaining(now)));
                     for ticket in tickets.iter_mut() {
                         ticket.mark_as(1, 0);
                     }
@@ -615,8 +615,12 @@ async fn check_deadlock_now<A: Acquisition>(
         return None;
     }
     let check = Check::of(acquisition.waits_for()?)?;
-    // Until the next check at the soonest, and a margin.
-    let lives = next_in.max(CHECK_EVERY).saturating_add(EDGE_MARGIN);
+    // Until the next check at the soonest (a park is cut to REWRITE_EVERY
+    // while the edge stands), and a margin: MAX_EDGE_LIFE at most.
+    let lives = next_in
+        .min(REWRITE_EVERY)
+        .max(CHECK_EVERY)
+        .saturating_add(EDGE_MARGIN);
     let edge_ms = u64::try_from(lives.as_millis()).unwrap_or(u64::MAX);
     let look = async { Ok(check.run(edge_ms, edge).await) };
     let cycle = within(cut_off, "deadlock check", look)
@@ -651,6 +655,18 @@ async fn done_leaves_no_edge<T>(
 async fn remove_edge(edge: &mut Option<Box<WaitEdge>>) {
     if let Some(edge) = edge.take() {
         Box::pin(edge.remove(GIVE_UP_GRACE)).await;
+    }
+}
+
+/// A park of at most `limit`, shortened to [`REWRITE_EVERY`] while the
+/// waiter has a wait-for edge: its next attempt checks again and rewrites
+/// the edge before it lapses (an edge lives
+/// [`MAX_EDGE_LIFE`](crate::deadlock::MAX_EDGE_LIFE) at most).
+fn rewrite_by(has_edge: bool, limit: Duration) -> Duration {
+    if has_edge {
+        limit.min(REWRITE_EVERY)
+    } else {
+        limit
     }
 }
 

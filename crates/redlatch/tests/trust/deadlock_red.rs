@@ -370,30 +370,60 @@ async fn a_named_owner_re_enters_without_a_deadlock() {
     drop(waiter.await.unwrap().expect("y waits, then acquires"));
 }
 
-/// DEFECT. A process killed while it waits leaves its wait-for edge for
-/// its whole PX (the lease of the lock it waited for plus a second), and
-/// as a named owner, that edge is its name's. Here the dead `x` waited
-/// for B's lock (a 30 s lease: its edge lives 31 s); a fresh process of
-/// `x` takes `L1` and works 300 ms, waiting for nothing; B, waiting for
-/// `L1`, is refused at once: a cycle through a dead waiter. It should
-/// wait 300 ms and acquire.
+/// A process killed while it waits leaves its wait-for edge
+/// [`MAX_EDGE_LIFE`](redlatch::deadlock::MAX_EDGE_LIFE) at most, however
+/// long the lease it waited for: alive, a waiter rewrites its edge before
+/// it lapses (its PTTL never above the bound). Here `x` waits for B's
+/// lock (a 30 s lease), then dies (its wait frozen, never dropped: nothing
+/// deletes its edge). Once the edge has lapsed, a fresh process of `x`
+/// takes `L1` and works 300 ms, waiting for nothing; B, waiting for `L1`,
+/// waits and acquires (the dead edge used to live 31 s and refuse B).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a dead named waiter's edge (alive for the lease it waited on) refuses a later acquire"]
 async fn a_killed_named_waiters_edge_refuses_nobody_later() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (x, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
-    // What the killed process left: its edge, as its check wrote it.
-    let _: () = redis::cmd("SET")
-        .arg(redlatch::deadlock::wait_key("", "n:x", None))
-        .arg("dl-red:killed:2")
-        .arg("PX")
-        .arg(31_000)
-        .query_async(&mut admin)
+    let (x, x2, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
+    let bound = redlatch::deadlock::MAX_EDGE_LIFE;
+    let held_b = b
+        .lock("dl-red:killed:2")
+        .with_lease(Duration::from_secs(30))
+        .acquire()
         .await
         .unwrap();
-    let held_b = b.lock("dl-red:killed:2").acquire().await.unwrap();
-    let held_x = x
+    let key = redlatch::deadlock::wait_key("", "n:x", None);
+    let lock_x = x.lock("dl-red:killed:2").with_owner("x");
+    let mut waiting = Box::pin(lock_x.acquire_within(Some(LONG)));
+    let watched = async {
+        until_edges(&admin, 1).await;
+        let began = Instant::now();
+        while began.elapsed() < bound + Duration::from_millis(500) {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            assert!(
+                pttl > 0 && u128::try_from(pttl).unwrap() <= bound.as_millis(),
+                "the live waiter's edge has a PTTL of {pttl} ms (bound {bound:?})"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        outcome = &mut waiting => panic!("x stopped waiting: {}", said(&outcome)),
+        () = watched => {}
+    }
+    // Killed: the wait frozen, never dropped (a drop deletes the edge).
+    std::mem::forget(waiting);
+    assert!(
+        until_no_edge(&admin, bound + Duration::from_secs(1)).await,
+        "the dead waiter's edge outlived {bound:?}"
+    );
+    let held_x = x2
         .lock("dl-red:killed:1")
         .with_owner("x")
         .acquire()
@@ -409,40 +439,46 @@ async fn a_killed_named_waiters_edge_refuses_nobody_later() {
     drop(held_b);
 }
 
-/// DEFECT. A process killed while it holds `L1` (a 2 s lease, no watchdog
-/// left to renew it) and waits for `L2` (held for 30 s: its edge lives
-/// 31 s): B, holding `L2`, waits for `L1`, which frees within 2 s. B is
-/// refused at once (a "cycle" whose other party is dead and whose hold
-/// runs out); it should wait for the lease to end and acquire.
+/// A process killed while it holds `L1` (on a fixed lease: nothing renews
+/// it once dead) and waits for `L2`, which B holds for 30 s: its edge
+/// lapses within [`MAX_EDGE_LIFE`](redlatch::deadlock::MAX_EDGE_LIFE);
+/// from then on B, holding `L2` and waiting for `L1`, is no deadlock: it
+/// waits for the dead hold's lease to end and acquires (the dead edge
+/// used to live 31 s and refuse B).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a dead waiter's hold and edge make a live waiter's acquire a false deadlock"]
 async fn a_killed_waiters_hold_and_edge_refuse_nobody() {
     let server = common::server();
-    let mut admin = common::admin(&server).await;
-    let b = common::detecting_client(&server).await;
-    let held_b = b.lock("dl-red:dead:2").acquire().await.unwrap();
-    // What the killed process left: its hold on L1, and its edge.
-    let dead = "5d0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11:#1@7";
-    let party = redlatch::deadlock::party_of(dead);
-    let _: () = redis::pipe()
-        .cmd("HSET")
-        .arg("dl-red:dead:1")
-        .arg(dead)
-        .arg(1)
-        .ignore()
-        .cmd("PEXPIRE")
-        .arg("dl-red:dead:1")
-        .arg(2_000)
-        .ignore()
-        .cmd("SET")
-        .arg(redlatch::deadlock::wait_key("", &party, None))
-        .arg("dl-red:dead:2")
-        .arg("PX")
-        .arg(31_000)
-        .ignore()
-        .query_async(&mut admin)
+    let admin = common::admin(&server).await;
+    let (d, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
+    let bound = redlatch::deadlock::MAX_EDGE_LIFE;
+    let held_b = b
+        .lock("dl-red:dead:2")
+        .with_lease(Duration::from_secs(30))
+        .acquire()
         .await
         .unwrap();
+    let held_d = d
+        .lock("dl-red:dead:1")
+        .with_lease(bound + Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    let lock_d = d.lock("dl-red:dead:2");
+    let mut waiting = Box::pin(lock_d.acquire_within(Some(LONG)));
+    tokio::select! {
+        outcome = &mut waiting => panic!("d stopped waiting: {}", said(&outcome)),
+        () = until_edges(&admin, 1) => {}
+    }
+    // Killed: neither its wait nor its hold is ever dropped.
+    std::mem::forget(waiting);
+    std::mem::forget(held_d);
+    assert!(
+        until_no_edge(&admin, bound + Duration::from_secs(1)).await,
+        "the dead waiter's edge outlived {bound:?}"
+    );
     let began = Instant::now();
     let waited = b.lock("dl-red:dead:1").acquire_within(Some(LONG)).await;
     eprintln!(
