@@ -18,9 +18,10 @@
 --          {lock1, holder1, party1, lock2, holder2, party2, ...}: the caller
 --          waits for lock1, held by holder1 of party1, which waits for
 --          lock2, ...; the last party is the caller's. The edge deleted.
---          The caller judges a cycle of its own holds (the last holder its
---          own owner field, a lock handed to it since its attempt; or a
---          hold of its client no guard has, being given back): no deadlock.
+--          The caller then judges a cycle closed by a hold of its own
+--          client that no guard has (a guard just dropped, an attempt
+--          cancelled as it took the lock, a fair lock handed to the caller
+--          since its attempt): no deadlock (crates/redlatch/src/deadlock/check.rs).
 -- Nothing but KEYS[2] is written; every other key is only read.
 -- The walk's work is bounded, not its parties: each holder field examined
 -- and each edge read costs one step, STEPS in all (a party with no edge
