@@ -1756,7 +1756,6 @@ async fn cycles_across_cluster_slots_are_not_errors() {
 /// should wait and acquire: the edge should go with the cancelled wait,
 /// or a refusal be made only on edges whose wait is still on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a cancelled wait's edge outlives the wait (deleted in the background): a false deadlock"]
 async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
     let server = common::server();
     let b_client = common::detecting_client(&server).await;
@@ -1768,9 +1767,15 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
         );
         let first = b_client.lock(l2.as_str()).acquire().await.unwrap();
         let (cut, a_cut) = oneshot::channel::<()>();
-        let (a_l1, a_l2, a_url) = (l1.clone(), l2.clone(), url.clone());
+        let (a_l1, a_l2, a_l3, a_url) = (
+            l1.clone(),
+            l2.clone(),
+            format!("dl-red:cut:{round}:3"),
+            url.clone(),
+        );
         let a = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
                 .enable_all()
                 .build()
                 .unwrap();
@@ -1782,10 +1787,13 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
                     let waited =
                         tokio::time::timeout(Duration::from_millis(50), lock.acquire()).await;
                     assert!(waited.is_err(), "A took a held lock");
+                    // The party's next command, answered: the cut-off
+                    // wait's edge went before it.
+                    let next = client.lock(a_l3).acquire().await.unwrap();
                     cut.send(()).unwrap();
                     // Work right after the cut-off wait, before any await.
                     std::thread::sleep(Duration::from_millis(100));
-                    drop(first);
+                    drop((first, next));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 })
                 .await
