@@ -313,8 +313,8 @@ pub(crate) async fn wait_for<A: Acquisition>(
         wait,
         LeaseInstant::now(),
         Tickets::None,
-        false,
-        false,
+        (false, false),
+        None,
     )
     .await
 }
@@ -326,7 +326,8 @@ pub(crate) async fn wait_for<A: Acquisition>(
 /// queue of waiters), `woken` whether a message ended the caller's own
 /// first park, `seen_held` whether the call has seen the lock held already
 /// (it queued behind a waiter of its client): a wait that runs out from
-/// then on ends not acquired, as after a busy answer.
+/// then on ends not acquired, as after a busy answer. `edge`: the wait-for
+/// edge the caller's own check wrote ([`check_queued`]).
 ///
 /// A plain function around an `async` block: an `async fn` keeps its
 /// arguments twice (as given, and as the locals its body uses), and a
@@ -340,8 +341,8 @@ pub(crate) fn wait_from<A: Acquisition>(
     wait: Wait,
     started: LeaseInstant,
     mut tickets: Tickets,
-    mut woken: bool,
-    seen_held: bool,
+    (mut woken, seen_held): (bool, bool),
+    edge: Option<Box<WaitEdge>>,
 ) -> impl Future<Output = Result<Option<A::Output>>> {
     async move {
         let deadline = wait.deadline(started);
@@ -359,7 +360,7 @@ pub(crate) fn wait_from<A: Acquisition>(
         let mut counted = false;
         // This waiter's wait-for edge, once a deadlock check wrote it:
         // deleted when the wait ends. Boxed, for the parked waiter's size.
-        let mut edge: Option<Box<WaitEdge>> = None;
+        let mut edge = edge;
         loop {
             // Per ticket, the subscription generation and messages seen before
             // the attempt: a park returns at once for anything newer.
@@ -598,6 +599,24 @@ fn check_deadlock<'a, A: Acquisition>(
             None => Ok(retry_in),
         }
     })
+}
+
+/// The deadlock check of a waiter about to park behind a waiter of its
+/// own client (a lock's local queue), which makes no attempt first: it
+/// waits all the same, so it checks and writes its edge as a busy attempt
+/// would. Returns how long it may park (`limit`, cut to
+/// [`REWRITE_EVERY`] once it has an edge), or [`Error::Deadlock`] (what
+/// waiting held given up). `edge` goes on to [`wait_from`].
+pub(crate) async fn check_queued<A: Acquisition>(
+    acquisition: &mut A,
+    wait: Wait,
+    started: LeaseInstant,
+    limit: Duration,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Result<Duration> {
+    let (cut_off, deadline) = (wait.cut_off(started), wait.deadline(started));
+    let limit = check_deadlock(acquisition, cut_off, deadline, limit, edge).await?;
+    Ok(rewrite_by(edge.is_some(), limit))
 }
 
 /// [`check_deadlock`]'s body.

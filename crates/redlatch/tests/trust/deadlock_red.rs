@@ -828,7 +828,6 @@ async fn a_cycle_of_sixteen_locks_is_found() {
 /// Nobody is refused: both waits run out (3 s). One of T2 and T3 should
 /// be refused at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a waiter queued behind its client's waiter writes no edge: the cycle through it is missed"]
 async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -892,7 +891,6 @@ async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
 /// being refused at once as `a_task_acquiring_its_own_lock_again_is_refused`
 /// is without the other waiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a self-cycle behind a queued waiter of the same client is not refused"]
 async fn a_self_cycle_behind_a_queued_waiter_is_refused_at_once() {
     let server = common::server();
     let admin = common::admin(&server).await;
