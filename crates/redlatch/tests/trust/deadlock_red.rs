@@ -1741,73 +1741,73 @@ async fn cycles_across_cluster_slots_are_not_errors() {
     }
 }
 
-/// DEFECT. A wait cancelled from outside (`tokio::time::timeout` around
-/// `acquire`) deletes its edge in the background, so for a while after
-/// the cancel the task, which goes on holding its first lock and waits
-/// for nothing, still has an edge. A party that begins waiting for that
-/// first lock then is refused: a false deadlock. Here A runs on a
-/// current-thread runtime and works 100 ms (synchronously) right after
-/// its cut-off wait, so the background delete runs only after that; B,
-/// waiting for A's lock meanwhile, is refused, although A gives it back
-/// at once after. (Without the work the window is short but there: the
-/// same rounds with both on one runtime hit it about once in 100.) B
-/// should wait and acquire: the edge should go with the cancelled wait,
-/// or a refusal be made only on edges whose wait is still on.
+/// A wait cancelled from outside (`tokio::time::timeout` around
+/// `acquire`) leaves no edge for the party's next command: the edge's
+/// `DEL` is queued on the client's connection as the wait drops, before
+/// anything the task sends next (it was deleted by a task of its own, so
+/// the next command could reach Redis first and see it).
+///
+/// A (anonymous) holds `L1` and waits for `L2`, held by the named owner
+/// `obs`, until its wait is cut off. Right after, without yielding, A's
+/// task acquires `L1` as `obs`: queued behind a waiter of its client, that
+/// acquire's first command is its deadlock check, which would find
+/// `obs → L1 → A → L2 → obs` through A's cut-off wait (a false deadlock).
+/// It must wait (here until its own short timeout), not be refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
     let server = common::server();
-    let b_client = common::detecting_client(&server).await;
-    let url = server.url();
+    let admin = common::admin(&server).await;
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     for round in 0..3 {
         let (l1, l2) = (
             format!("dl-red:cut:{round}:1"),
             format!("dl-red:cut:{round}:2"),
         );
-        let first = b_client.lock(l2.as_str()).acquire().await.unwrap();
-        let (cut, a_cut) = oneshot::channel::<()>();
-        let (a_l1, a_l2, a_l3, a_url) = (
-            l1.clone(),
-            l2.clone(),
-            format!("dl-red:cut:{round}:3"),
-            url.clone(),
-        );
-        let a = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let client = common::detecting_client_at(&a_url, redlatch::Settings::DEFAULT_LEASE).await;
-                tokio::spawn(async move {
-                    let first = client.lock(a_l1).acquire().await.unwrap();
-                    let lock = client.lock(a_l2);
-                    let waited =
-                        tokio::time::timeout(Duration::from_millis(50), lock.acquire()).await;
-                    assert!(waited.is_err(), "A took a held lock");
-                    // The party's next command, answered: the cut-off
-                    // wait's edge went before it.
-                    let next = client.lock(a_l3).acquire().await.unwrap();
-                    cut.send(()).unwrap();
-                    // Work right after the cut-off wait, before any await.
-                    std::thread::sleep(Duration::from_millis(100));
-                    drop((first, next));
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                })
-                .await
-                .unwrap();
-            });
+        let obs = b.lock(l2.as_str()).with_owner("obs").acquire().await.unwrap();
+        let (holds, held) = oneshot::channel();
+        let (go, going) = oneshot::channel::<()>();
+        let (a_task, a_l1, a_l2) = (a.clone(), l1.clone(), l2.clone());
+        let party = tokio::spawn(async move {
+            let first = a_task.lock(a_l1.as_str()).acquire().await.unwrap();
+            holds.send(()).unwrap();
+            going.await.unwrap();
+            let cut = tokio::time::timeout(
+                Duration::from_millis(50),
+                a_task.lock(a_l2.as_str()).acquire(),
+            )
+            .await;
+            assert!(cut.is_err(), "A took a held lock");
+            // The task's next command, right after the cut-off wait.
+            let next = tokio::time::timeout(
+                Duration::from_millis(300),
+                a_task.lock(a_l1.as_str()).with_owner("obs").acquire(),
+            )
+            .await;
+            drop(first);
+            next.map(|outcome| outcome.map(drop))
         });
-        a_cut.await.unwrap();
-        let outcome = b_client
-            .lock(l1.as_str())
-            .acquire_within(Some(LONG))
-            .await
-            .map(drop);
-        drop(first);
-        a.join().unwrap();
-        eprintln!("round {round}: B {}", said(&outcome));
-        assert!(outcome.is_ok(), "round {round}: {}", said(&outcome));
+        held.await.unwrap();
+        // A waiter of A's client on `L1`, parked: the next acquire of
+        // `L1` in this client queues behind it.
+        let waiter = tokio::spawn({
+            let lock = a.lock(l1.as_str());
+            async move { lock.acquire_within(Some(LONG)).await.map(drop) }
+        });
+        until_edges(&admin, 1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        go.send(()).unwrap();
+        let next = party.await.unwrap();
+        eprintln!("round {round}: the next acquire {next:?}");
+        assert!(
+            next.is_err(),
+            "round {round}: the next acquire was not left waiting: {next:?}"
+        );
+        waiter.await.unwrap().unwrap();
+        drop(obs);
+        assert!(until_no_edge(&admin, LONG).await, "round {round}: an edge stayed");
     }
 }
 
