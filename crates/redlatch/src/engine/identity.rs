@@ -44,6 +44,7 @@ pub(crate) struct IdentityPublisher {
 impl IdentityPublisher {
     /// Starts the task (it ends with `shutdown`), writing to `record`;
     /// `last_word` deletes the record when the runtime stops under the task.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         conn: Connection,
         last_word: Detached,
