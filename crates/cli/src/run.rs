@@ -170,8 +170,16 @@ async fn take_lock(
     let started = Instant::now();
     let limit = wait_limit(args, &settings);
     let purpose = purpose(args);
-    let client =
-        connect::client(global, "run", settings, args.lease, Some(&purpose), limit, true).await?;
+    let client = connect::client(
+        global,
+        "run",
+        settings,
+        args.lease,
+        Some(&purpose),
+        limit,
+        true,
+    )
+    .await?;
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let owner = job_owner(args, &client);

@@ -21,14 +21,12 @@ use crate::base::keys::LockKeys;
 use crate::base::request::Request;
 use crate::base::status::LockStatus;
 use crate::deadlock::check::WaitsFor;
+use crate::deadlock::edge::WaitEdge;
 use crate::engine::acquire::{Terms, acquire_measured};
 use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::place::Place;
-use crate::deadlock::edge::WaitEdge;
-use crate::engine::wait::{
-    Acquisition, Step, Tickets, Wait, check_queued, record_wake, wait_from,
-};
+use crate::engine::wait::{Acquisition, Step, Tickets, Wait, check_queued, record_wake, wait_from};
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
@@ -339,7 +337,15 @@ impl Lock {
             let mut edge = None;
             let (tickets, woken, seen_held) = self.queue_up(acquisition, wait, &mut edge).await?;
             let started = acquisition.started;
-            wait_from(acquisition, wait, started, tickets, (woken, seen_held), edge).await
+            wait_from(
+                acquisition,
+                wait,
+                started,
+                tickets,
+                (woken, seen_held),
+                edge,
+            )
+            .await
         }
     }
 
@@ -402,8 +408,7 @@ impl Lock {
                 // It waits, as a busy attempt's waiter does: the cycle it
                 // would close is refused now, else its edge is written.
                 // Boxed: a parked waiter would carry its room.
-                let limit =
-                    Box::pin(check_queued(acquisition, wait, started, limit, edge)).await?;
+                let limit = Box::pin(check_queued(acquisition, wait, started, limit, edge)).await?;
                 let queued = &tickets[0];
                 let (epoch, seen) = (queued.epoch(), queued.messages());
                 crate::engine::metrics::contended_wait();

@@ -85,7 +85,10 @@ async fn first_then_second(
 async fn opposite_orders_refuse_exactly_one_party_at_once() {
     let server = common::server();
     for round in 0..5 {
-        let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+        let (a, b) = (
+            common::detecting_client(&server).await,
+            common::detecting_client(&server).await,
+        );
         let barrier = Arc::new(Barrier::new(2));
         let (l1, l2): (&'static str, &'static str) = match round % 2 {
             0 => ("dl:opp:1", "dl:opp:2"),
@@ -128,7 +131,10 @@ async fn opposite_orders_refuse_exactly_one_party_at_once() {
 async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     // Each task takes its first lock itself: a hold counts for the task
     // that acquired it.
     let waiter = tokio::spawn(async move {
@@ -232,7 +238,10 @@ const LOCKS: usize = 3;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_taken_in_one_order_never_report_a_deadlock() {
     let server = common::server();
-    let clients = [common::detecting_client(&server).await, common::detecting_client(&server).await];
+    let clients = [
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    ];
     let mut rng = common::Rng::from_env();
     let total = schedules();
     let at_once = 50;
@@ -299,7 +308,10 @@ async fn a_member_that_timed_out_or_was_cancelled_closes_no_cycle() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
     for cancelled in [false, true] {
-        let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+        let (a, b) = (
+            common::detecting_client(&server).await,
+            common::detecting_client(&server).await,
+        );
         let (l1, l2) = if cancelled {
             ("dl:gone:c1", "dl:gone:c2")
         } else {
@@ -436,10 +448,7 @@ async fn the_uncontended_path_checks_and_writes_nothing() {
 async fn detection_is_off_by_default_and_looks_for_nothing() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = Client::builder(&server.url())
-        .connect()
-        .await
-        .unwrap();
+    let client = Client::builder(&server.url()).connect().await.unwrap();
     let outcome = tokio::spawn(async move {
         let lock = client.lock("dl:off");
         let _held = lock.acquire().await.unwrap();
@@ -495,7 +504,10 @@ const KINDS: &[(&str, Take)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_that_takes_part_is_refused_a_cycle() {
     let server = common::server();
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     for (kind, take) in KINDS {
         let name = format!("dl:kind:{kind}");
         let client = a.clone();
@@ -538,7 +550,10 @@ async fn every_kind_that_takes_part_is_refused_a_cycle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_across_kinds_is_found() {
     let server = common::server();
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let barrier = Arc::new(Barrier::new(2));
     let (go_a, go_b) = (barrier.clone(), barrier);
     let one = tokio::spawn(async move {

@@ -8,9 +8,8 @@
 //! (a single try, a cancelled or timed-out acquire) must not cost an
 //! acquire anything but the detection.
 //!
-//! A test marked `#[ignore = "defect: …"]` shows a defect of the mechanism
-//! as it stands (its comment says what happens and what should); the
-//! others held.
+//! Each test that found a defect says what used to happen; the party
+//! rules' tests run with detection off (the default) and on.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -340,7 +339,10 @@ async fn two_clients_with_one_named_owner_wait_unless_detection_is_on() {
 async fn a_named_owner_re_enters_without_a_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (c1, c2) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let held = c1
         .lock("dl-red:reenter")
         .with_owner("x")
@@ -498,7 +500,10 @@ async fn a_killed_waiters_hold_and_edge_refuse_nobody() {
 async fn edges_pointing_anywhere_refuse_nobody_and_break_no_acquire() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (c1, c2) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let _: () = redis::pipe()
         .cmd("RPUSH")
         .arg("dl-red:bad:list")
@@ -601,7 +606,10 @@ async fn a_thousand_waiters_on_one_lock_see_no_deadlock() {
 async fn a_chain_longer_than_the_depth_bound_is_no_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let clients = [common::detecting_client(&server).await, common::detecting_client(&server).await];
+    let clients = [
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    ];
     let n = 20;
     let (last_held, last) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
     // Every party holds its lock before any waits for the next.
@@ -719,7 +727,10 @@ async fn a_three_party_cycle_is_refused_to_exactly_one_party() {
 async fn a_cycle_closed_while_the_first_waiter_parks_for_a_long_lease_is_found() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let (b_holds, held) = oneshot::channel();
     let (go, closing) = oneshot::channel::<()>();
     let closer = tokio::spawn(async move {
@@ -767,7 +778,10 @@ fn outcome_unit(outcome: &Result<(), Error>) -> String {
 async fn a_cycle_of_sixteen_locks_is_found() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let clients = [common::detecting_client(&server).await, common::detecting_client(&server).await];
+    let clients = [
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    ];
     let n = 16;
     let holding = Arc::new(Semaphore::new(0));
     let mut gos = Vec::new();
@@ -820,18 +834,21 @@ async fn a_cycle_of_sixteen_locks_is_found() {
     assert_eq!(acquired, n - 1);
 }
 
-/// DEFECT. A waiter that queues behind a waiter of its own client for the
-/// same lock parks without an attempt (`Lock::queue_up`), so it runs no
-/// check and writes no edge until its park ends (the holder's lease: 30 s
-/// with the watchdog). Here T2 holds `L1` and queues for `L2` behind T1;
-/// T3 holds `L2` and waits for `L1`: a real cycle T2 → L2 → T3 → L1 → T2.
-/// Nobody is refused: both waits run out (3 s). One of T2 and T3 should
-/// be refused at once.
+/// A waiter that queues behind a waiter of its own client for the same
+/// lock parks without an attempt (`Lock::queue_up`): it checks and writes
+/// its edge before it parks (it used to run no check until its park
+/// ended, the holder's lease). Here T2 holds `L1` and queues for `L2`
+/// behind T1; T3 holds `L2` and waits for `L1`: a real cycle T2 → L2 → T3
+/// → L1 → T2. One of T2 and T3 is refused at once (both waits used to
+/// run out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (c1, c2) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let wait = Some(Duration::from_secs(3));
     let (t3_holds, held) = oneshot::channel();
     let (go, closing) = oneshot::channel::<()>();
@@ -884,12 +901,11 @@ async fn a_cycle_through_a_waiter_queued_in_its_client_is_found() {
     );
 }
 
-/// DEFECT. The same gap as a cycle of one: a task holding a lock asks for
-/// it again while another task of its client waits for it. It queues
-/// behind that waiter, parks with no check, and waits out its 2 s
-/// (with the watchdog, until the holder's 30 s lease ends) rather than
-/// being refused at once as `a_task_acquiring_its_own_lock_again_is_refused`
-/// is without the other waiter.
+/// The same case as a cycle of one: a task holding a lock asks for it
+/// again while another task of its client waits for it. It queues behind
+/// that waiter and is refused at once, as
+/// `a_task_acquiring_its_own_lock_again_is_refused` is without the other
+/// waiter (it used to park with no check and wait its 2 s out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_cycle_behind_a_queued_waiter_is_refused_at_once() {
     let server = common::server();
@@ -933,14 +949,14 @@ async fn a_self_cycle_behind_a_queued_waiter_is_refused_at_once() {
     assert!(took <= SOON, "{took:?}");
 }
 
-/// DEFECT. A two-party cycle hidden behind 300 idle readers: the writer's
-/// walk counts every reader it looks at (each a GET of an edge that is
-/// not there) against the bound of 256, and stops before the one reader
-/// that waits for the writer's lock. (The hash keeps its insertion order
+/// A two-party cycle hidden behind 300 idle readers: the writer's walk
+/// bounds its work (steps), not its parties: an idle reader costs one
+/// step (it used to count against a bound of 256 visited parties, and the
+/// walk stopped before the one reader that waits for the writer's lock). (The hash keeps its insertion order
 /// here, `hash-max-listpack-entries` raised, so that the reader in the
 /// cycle is looked at last every time; with the default a hash of 300
 /// fields is in hash order, and the cycle is missed about one time in
-/// seven.) The writer should be refused; it waits its 3 s out.
+/// seven.) The writer is refused (it used to wait its 3 s out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_party_cycle_behind_many_readers_is_found() {
     let server = common::server();
@@ -1014,13 +1030,11 @@ async fn a_two_party_cycle_behind_many_readers_is_found() {
     assert!(is_deadlock(&b), "{}", outcome_unit(&b));
 }
 
-/// DEFECT. A wait-for key of another type (a hash at
-/// `redlatch_wait:n:z`, left by anything) belonging to a bystander the
-/// walk passes (a reader of the read-write lock in the cycle) makes the
-/// check fail (WRONGTYPE on its GET): the check is dropped, and the real
-/// cycle A → L1 → B → RW → A is missed; the writer waits its 2 s out.
-/// The walk should read such a key as no edge (or overwrite it) and
-/// refuse the writer.
+/// A wait-for key of another type (a hash at `redlatch_wait:n:z`, left
+/// by anything) belonging to a bystander the walk passes (a reader of the
+/// read-write lock in the cycle) reads as no edge, and the real cycle A →
+/// L1 → B → RW → A is found: the writer is refused (the key used to fail
+/// the check, WRONGTYPE on its GET, and the writer waited its 2 s out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_typed_edge_of_a_bystander_does_not_hide_a_cycle() {
     let server = common::server();
@@ -1149,7 +1163,10 @@ async fn a_wait_key_the_acl_forbids_costs_the_detection_not_the_acquire() {
 async fn a_single_try_is_never_refused_as_a_deadlock() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (c1, c2) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let (own, crossed) = tokio::spawn(async move {
         let lock = c1.lock("dl-red:try:1");
         let held = lock.acquire().await.unwrap();
@@ -1190,7 +1207,10 @@ async fn a_single_try_is_never_refused_as_a_deadlock() {
 async fn cancelled_and_timed_out_waits_leave_no_edge_and_no_task() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let (c1, c2) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (c1, c2) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let held = c1.lock("dl-red:cancel").acquire().await.unwrap();
     let mut rng = common::Rng::from_env();
     for i in 0..150 {
@@ -1280,7 +1300,10 @@ async fn a_client_dropped_while_waiting_leaves_no_edge_past_its_expiry() {
 async fn a_full_server_costs_the_detection_at_most_never_the_acquire() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let (a_holds, a_held) = oneshot::channel();
     let (b_holds, b_held) = oneshot::channel();
     let (a_go, a_waits) = oneshot::channel::<()>();
@@ -1448,14 +1471,13 @@ async fn longest_check(admin: &mut redis::aio::MultiplexedConnection) -> i64 {
         .unwrap_or(0)
 }
 
-/// DEFECT. The walk bounds the parties it visits (256), not the work per
-/// visit: a visited party's edge leads to a lock whose every holder is
-/// read (HKEYS, once for the "does it hold it" test and once to follow
-/// it) and copied into a path. Here 300 readers of one read-write lock
-/// wait to write a second one read by 300 others; a writer of the first
-/// runs checks that each walk 256 × 300 holders, blocking the server (one
-/// script) for far longer than a check should (a few ms): every client of
-/// the server, lease renewals included, waits behind each such check.
+/// The walk bounds its work (2,000 steps: holder fields examined, edges
+/// read), and reads each lock's holders once: here 300 readers of one
+/// read-write lock wait to write a second one read by 300 others; a
+/// writer of the first runs checks that stay short (a few ms). The walk
+/// used to bound the parties it visited (256), not the work per visit
+/// (256 × 300 holders read and copied, 0.5 s in one script, every client
+/// of the server waiting behind it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_over_a_huge_graph_stays_short() {
     let server = common::server();
@@ -1642,7 +1664,10 @@ async fn a_self_cycle_through_any_hold_of_the_task_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simultaneous_closers_refuse_exactly_one_every_time() {
     let server = common::server();
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     for round in 0..40 {
         let clients = if round % 2 == 0 {
             [a.clone(), a.clone()]
@@ -1766,7 +1791,12 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
             format!("dl-red:cut:{round}:1"),
             format!("dl-red:cut:{round}:2"),
         );
-        let obs = b.lock(l2.as_str()).with_owner("obs").acquire().await.unwrap();
+        let obs = b
+            .lock(l2.as_str())
+            .with_owner("obs")
+            .acquire()
+            .await
+            .unwrap();
         let (holds, held) = oneshot::channel();
         let (go, going) = oneshot::channel::<()>();
         let (a_task, a_l1, a_l2) = (a.clone(), l1.clone(), l2.clone());
@@ -1807,7 +1837,10 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
         );
         waiter.await.unwrap().unwrap();
         drop(obs);
-        assert!(until_no_edge(&admin, LONG).await, "round {round}: an edge stayed");
+        assert!(
+            until_no_edge(&admin, LONG).await,
+            "round {round}: an edge stayed"
+        );
     }
 }
 
@@ -1818,7 +1851,10 @@ async fn a_cancelled_wait_leaves_no_edge_for_the_party_right_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_through_a_multi_lock_is_refused_to_one_party() {
     let server = common::server();
-    let (a, b) = (common::detecting_client(&server).await, common::detecting_client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let barrier = Arc::new(Barrier::new(2));
     let (go_a, go_b) = (barrier.clone(), barrier);
     let one = tokio::spawn(async move {
