@@ -407,8 +407,13 @@ impl Lock {
                     .min(remaining(now));
                 // It waits, as a busy attempt's waiter does: the cycle it
                 // would close is refused now, else its edge is written.
-                // Boxed: a parked waiter would carry its room.
-                let limit = Box::pin(check_queued(acquisition, wait, started, limit, edge)).await?;
+                // Boxed: a parked waiter would carry its room. Nothing at
+                // all with detection off.
+                let limit = if core.deadlock_detection {
+                    Box::pin(check_queued(acquisition, wait, started, limit, edge)).await?
+                } else {
+                    limit
+                };
                 let queued = &tickets[0];
                 let (epoch, seen) = (queued.epoch(), queued.messages());
                 crate::engine::metrics::contended_wait();
