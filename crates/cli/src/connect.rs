@@ -20,7 +20,9 @@ pub struct WaitLimit {
 
 /// Connects to the deployment `global` names with `settings`, `lease` (from
 /// `--lease`) overriding the file's default lease and `purpose` published
-/// beside its holds, within `wait` when given, else within the connect timeout. A Redlock deployment (several
+/// beside its holds, within `wait` when given, else within the connect timeout;
+/// `deadlock_detection` turns the library's detection on (`run`: a job is
+/// an explicit party). A Redlock deployment (several
 /// `--redis`): exit 64, `command` works on one deployment. Unreachable
 /// Redis, or no answer in time: exit 69.
 pub async fn client(
@@ -30,6 +32,7 @@ pub async fn client(
     lease: Option<Duration>,
     purpose: Option<&str>,
     wait: Option<WaitLimit>,
+    deadlock_detection: bool,
 ) -> Result<Client, Failure> {
     let deployment = global.deployment()?;
     if deployment.is_redlock() {
@@ -57,6 +60,7 @@ pub async fn client(
     if let Some(purpose) = purpose {
         builder = builder.holder_purpose(purpose);
     }
+    builder = builder.deadlock_detection(deadlock_detection);
     within(wait, &deployment, builder.connect())
         .await?
         .map_err(|error| connect_failure(global, &deployment, connect_timeout, &error))

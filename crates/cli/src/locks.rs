@@ -505,7 +505,7 @@ pub async fn connect_source(global: &Global, command: &str) -> Result<Source, Fa
     let deployment = global.deployment()?;
     let Servers::Redlock(masters) = &deployment.servers else {
         return Ok(Source::One(
-            connect::client(global, command, settings, None, None, None).await?,
+            connect::client(global, command, settings, None, None, None, false).await?,
         ));
     };
     let connecting: Vec<_> = masters

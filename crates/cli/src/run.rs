@@ -9,10 +9,13 @@
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
-use redlatch::{AcquireLock, Fenced, Guard, RedlockGuard, Settings, SettingsWatcher, TimeLimit};
+use redlatch::{
+    AcquireLock, Client, Fenced, Guard, RedlockGuard, Settings, SettingsWatcher, TimeLimit,
+};
 use tokio::time::Instant;
 
 use crate::config_file;
@@ -102,22 +105,36 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let settings = config_file::load_settings(global.config.as_deref())?;
     // Which kind of lock, `--redis` says at run time: the rest is written once.
     if global.deployment()?.is_redlock() {
-        under_lock(take_redlock(global, &args, settings), &args, &mut signals).await
+        let taking = take_redlock(global, &args, settings);
+        under_lock(taking, &args, &mut signals, None).await
     } else {
-        under_lock(take_lock(global, &args, settings), &args, &mut signals).await
+        // The client, once connected: a wait stopped by a signal lets its
+        // background undos (its wait-for edge's delete) finish first.
+        let connected = OnceLock::new();
+        let taking = take_lock(global, &args, settings, &connected);
+        under_lock(taking, &args, &mut signals, Some(&connected)).await
     }
 }
 
-/// Waits for `taking` (a signal stops the wait), then runs the command under the lock.
+/// Waits for `taking` (a signal stops the wait), then runs the command
+/// under the lock. `connected`: the client `taking` connected, if any.
 async fn under_lock<G: ReleaseBeforeExit>(
     taking: impl Future<Output = Result<Held<G>, Failure>>,
     args: &RunArgs,
     signals: &mut Signals,
+    connected: Option<&OnceLock<Client>>,
 ) -> Result<u8, Failure> {
+    let mut taking = Box::pin(taking);
     let held = tokio::select! {
-        held = taking => held?,
+        held = &mut taking => held?,
         received = signals.recv() => {
-            // Dropping an acquire leaves nothing behind in Redis.
+            // Dropping an acquire leaves nothing behind in Redis once the
+            // client's background undos have run (its wait-for edge's
+            // delete): they would die with the process.
+            drop(taking);
+            if let Some(client) = connected.and_then(OnceLock::get) {
+                settle(client).await;
+            }
             return Err(Failure::new(
                 exit::SIGNAL_BASE + received as u8,
                 format!("{received} while waiting for lock {}; the command did not run", names::shown(&args.name)),
@@ -160,18 +177,37 @@ struct Held<G> {
     job: Option<String>,
 }
 
-/// Connection, settings watch, then the acquire `--wait` allows.
+/// Waits (a second at most) for `client`'s background tasks to end.
+async fn settle(client: &Client) {
+    let until = Instant::now() + Duration::from_secs(1);
+    while client.background_tasks() > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Connection, settings watch, then the acquire `--wait` allows; the
+/// client, once connected, in `connected`.
 async fn take_lock(
     global: &Global,
     args: &RunArgs,
     settings: Settings,
+    connected: &OnceLock<Client>,
 ) -> Result<Held<Guard>, Failure> {
     // `--wait` counts from here: connecting and acquiring share it.
     let started = Instant::now();
     let limit = wait_limit(args, &settings);
     let purpose = purpose(args);
-    let client =
-        connect::client(global, "run", settings, args.lease, Some(&purpose), limit).await?;
+    let client = connect::client(
+        global,
+        "run",
+        settings,
+        args.lease,
+        Some(&purpose),
+        limit,
+        true,
+    )
+    .await?;
+    let _ = connected.set(client.clone());
     let watchers = watch(global, args, std::slice::from_ref(&client))?;
     let wait = args.wait.or(client.settings().wait_timeout);
     let owner = job_owner(args, &client);

@@ -37,7 +37,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         let status = redlock.lock(args.name.as_str()).status().await;
         return show(global, &args, status, None);
     }
-    let client = connect::client(global, "status", settings, None, None, None).await?;
+    let client = connect::client(global, "status", settings, None, None, None, false).await?;
     let server = args.verbose.then(|| client.capabilities().summary());
     let status = match client.lock(args.name.as_str()).status().await {
         // Not a lock hash: a string lock (a token lock, or another

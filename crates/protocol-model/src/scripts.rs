@@ -168,11 +168,13 @@ pub const TIES: &[Tie] = &[
     },
     Tie {
         file: "deadlock/deadlock_check.lua",
-        sha1: "a0fb741f6011a5b3c435e34cd2eb24310faae6a1",
+        sha1: "1ab52aa43edd650b47d0293faef468067f5148d0",
         step: "deadlock::DeadlockState::check",
         recheck: "one atomic step after a busy attempt: walk from the lock's holders (their \
                   parties by party_of) along each party's wait key to the holders of the lock it \
-                  names, each party visited once, bounded depth; an edge whose party holds the \
+                  names, each party visited once, bounded depth; a bounded work (steps) whose end \
+                  reports no cycle, as a shorter walk would (the model's graphs stay under it); \
+                  a wait key of another type is no edge; an edge whose party holds the \
                   lock it names is stale and not followed; reaching the caller's party is a cycle: \
                   the caller's own wait key deleted, no edge written, the path returned; else the \
                   caller's edge written (the lock key, PX). Only the caller's wait key is written",

@@ -29,14 +29,19 @@ fn cluster() -> Cluster {
 }
 
 async fn client(cluster: &Cluster, lease: Duration) -> Client {
+    builder(cluster, lease)
+        .connect()
+        .await
+        .expect("connect to the cluster")
+}
+
+/// The test client's settings, before it connects.
+fn builder(cluster: &Cluster, lease: Duration) -> ClientBuilder {
     ClientBuilder::cluster(cluster.urls())
         .connect_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_secs(2))
         .retry_delay(Duration::from_millis(50))
         .default_lease(lease)
-        .connect()
-        .await
-        .expect("connect to the cluster")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

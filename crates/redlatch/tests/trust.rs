@@ -42,3 +42,6 @@ mod parked_waiter;
 
 #[path = "trust/deadlock.rs"]
 mod deadlock;
+
+#[path = "trust/deadlock_red.rs"]
+mod deadlock_red;

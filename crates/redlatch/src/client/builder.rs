@@ -312,7 +312,7 @@ impl<C> Builder<C> {
         self
     }
 
-    /// Whether waiters look for wait-for cycles (default `true`): an
+    /// Whether waiters look for wait-for cycles (default `false`): an
     /// acquire whose wait would close one (its lock's holder waits,
     /// directly or through others, for a lock its own party holds) fails
     /// with [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle,
@@ -320,8 +320,12 @@ impl<C> Builder<C> {
     /// "Deadlock detection", for which holds count as one party). Costs
     /// nothing on an acquire that does not wait; a waiter runs one script
     /// after each busy attempt and keeps one expiring key while it waits.
-    /// Turn it off where guards move between tasks (a hold counts for the
-    /// task that acquired it) or to keep the wait-for keys off the server.
+    /// Off by default: not every user needs it on the contended path, and
+    /// its party rules (one task is one party, one owner name is one
+    /// party) refuse waits that are no deadlock where those rules do not
+    /// hold: futures of one task joined together, a guard handed to
+    /// another task, two processes sharing one owner name. Turn it on
+    /// where each task (or named owner) waits in turn; `redlatch run` does.
     pub fn deadlock_detection(mut self, on: bool) -> Self {
         self.features.deadlock_detection = on;
         self

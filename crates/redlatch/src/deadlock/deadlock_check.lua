@@ -23,13 +23,20 @@
 --          cancelled as it took the lock, a fair lock handed to the caller
 --          since its attempt): no deadlock (crates/redlatch/src/deadlock/check.rs).
 -- Nothing but KEYS[2] is written; every other key is only read.
+-- The walk's work is bounded, not its parties: each holder field examined
+-- and each edge read costs one step, STEPS in all (a party with no edge
+-- costs its one read and takes nothing from the depth). A walk that runs
+-- out of steps reports no cycle (a detection missed, never a false one)
+-- and writes the edge; a later check may find the cycle.
 
 local edges = ARGV[3]
 local me = string.sub(KEYS[2], #edges + 1)
 local max_depth = tonumber(ARGV[2])
 local cluster = ARGV[4] == '1'
--- A bound on the edges read, whatever the graph's shape.
-local MAX_VISITS = 256
+-- The bound on the walk's work, in steps (see above); keeps one check
+-- well under a millisecond's worth of commands per hundred steps.
+local STEPS = 2000
+local steps = 0
 local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
 
 -- The hash tag Redis Cluster hashes `key` on, or nil.
@@ -56,70 +63,114 @@ local function party_of(field)
   return 'n:' .. rest
 end
 
--- The owner fields holding `key` now: a lock hash's fields but its
--- bookkeeping ('mode', the kept token, the waiters' mark), or a string's
--- value (a token lock).
+-- Whether the field of a lock hash is bookkeeping ('mode', the kept
+-- token, the waiters' mark), not a holder.
+local function bookkeeping(field)
+  return field == 'mode' or field == TOKEN_FIELD or field == WAITER_FIELD
+end
+
+-- The holders of `key` now, read once per walk: {fields, parties (a set)}.
+-- A lock hash's fields but its bookkeeping, or a string's value (a token
+-- lock). Each field costs a step; a hash larger than the steps left is
+-- read in part (HSCAN), the walk ends with it.
+local read = {}
 local function holders(key)
+  if read[key] then return read[key] end
   local kind = redis.call('type', key).ok
-  local out = {}
+  local out = {fields = {}, parties = {}}
+  local function add(field)
+    steps = steps + 1
+    if steps > STEPS then return end
+    local party = party_of(field)
+    out.fields[#out.fields + 1] = field
+    out.parties[party] = true
+  end
   if kind == 'hash' then
-    for _, field in ipairs(redis.call('hkeys', key)) do
-      if field ~= 'mode' and field ~= TOKEN_FIELD and field ~= WAITER_FIELD then
-        out[#out + 1] = field
+    local left = STEPS - steps
+    if left > 0 then
+      if redis.call('hlen', key) <= left then
+        for _, field in ipairs(redis.call('hkeys', key)) do
+          if not bookkeeping(field) then add(field) end
+        end
+      else
+        local page = redis.call('hscan', key, '0', 'COUNT', left)[2]
+        for i = 1, #page, 2 do
+          if not bookkeeping(page[i]) then add(page[i]) end
+        end
       end
     end
   elseif kind == 'string' then
-    out[1] = redis.call('get', key)
+    add(redis.call('get', key))
   end
+  read[key] = out
   return out
 end
 
+-- The wait-for edge of `party`: the lock it waits for, or nil. A key of
+-- another type (left by anything) reads as no edge.
+local function edge_of(party)
+  steps = steps + 1
+  local ok, value = pcall(redis.call, 'get', edges .. party)
+  if ok and type(value) == 'string' then return value end
+  return nil
+end
+
 local tag = hash_tag(KEYS[1])
--- Breadth first: the shortest cycle is named. Each entry: a party and the
--- path to it ({lock, holder, party, ...}).
+-- Breadth first: the shortest cycle is named. Each entry, a link:
+-- {lock, holder, party, parent entry, depth (locks from the caller)}.
 local queue, head = {}, 1
 local seen = {}
-local visits = 0
+-- Locks whose holders are in the queue already.
+local taken = {}
 
--- Takes the holders of `lock` after `path`: the cycle if one is the caller's party.
-local function reach(lock, path)
-  for _, holder in ipairs(holders(lock)) do
+-- Queues the holders of `lock` after the link `parent`: the closing link
+-- if one is the caller's party.
+local function reach(lock, parent)
+  taken[lock] = true
+  local depth = parent and parent[5] + 1 or 1
+  for _, holder in ipairs(holders(lock).fields) do
     local party = party_of(holder)
-    local next_path = {}
-    for i = 1, #path do next_path[i] = path[i] end
-    next_path[#next_path + 1] = lock
-    next_path[#next_path + 1] = holder
-    next_path[#next_path + 1] = party
-    if party == me then return next_path end
+    local link = {lock, holder, party, parent, depth}
+    if party == me then return link end
     if not seen[party] then
       seen[party] = true
-      queue[#queue + 1] = next_path
+      queue[#queue + 1] = link
     end
   end
   return nil
 end
 
-local cycle = reach(KEYS[1], {})
-while not cycle and head <= #queue and visits < MAX_VISITS do
-  local path = queue[head]
+local closing = reach(KEYS[1], nil)
+while not closing and head <= #queue and steps < STEPS do
+  local link = queue[head]
   head = head + 1
-  if #path / 3 < max_depth then
-    local party = path[#path]
-    visits = visits + 1
-    local waits_for = redis.call('get', edges .. party)
-    if waits_for and (not cluster or hash_tag(waits_for) == tag) then
+  if link[5] < max_depth then
+    local party = link[3]
+    local waits_for = edge_of(party)
+    -- A lock reached before: its holders are queued (none the caller's).
+    if waits_for and not taken[waits_for] and (not cluster or hash_tag(waits_for) == tag) then
       -- An edge counts only while its party does not hold that lock: a
       -- waiter that has just acquired may not have deleted it yet.
-      local holds = false
-      for _, holder in ipairs(holders(waits_for)) do
-        if party_of(holder) == party then holds = true break end
+      if not holders(waits_for).parties[party] then
+        closing = reach(waits_for, link)
       end
-      if not holds then cycle = reach(waits_for, path) end
     end
   end
 end
 
-if cycle then
+if closing then
+  local links = {}
+  local link = closing
+  while link do
+    table.insert(links, 1, link)
+    link = link[4]
+  end
+  local cycle = {}
+  for _, l in ipairs(links) do
+    cycle[#cycle + 1] = l[1]
+    cycle[#cycle + 1] = l[2]
+    cycle[#cycle + 1] = l[3]
+  end
   redis.call('del', KEYS[2])
   return cycle
 end

@@ -17,6 +17,7 @@ mod party;
 pub(crate) mod scripts;
 
 pub use crate::wait_link::WaitLink;
+pub use party::MAX_EDGE_LIFE;
 #[cfg(feature = "blocking")]
 pub(crate) use party::on_caller_thread;
 pub(crate) use party::{Suffix, anonymous_suffix};

@@ -9,9 +9,17 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 /// What every wait-for edge key starts with, after the client's key prefix.
 pub const WAIT_KEY_PREFIX: &str = "redlatch_wait:";
+
+/// The longest a wait-for edge lives, however long its waiter's wait: a
+/// waiter that dies (a process killed) leaves its edge this long at most,
+/// so a wait-for cycle through a dead waiter refuses nobody past it. A
+/// waiter that checks parks a little less at most, then attempts and
+/// checks again, rewriting its edge.
+pub const MAX_EDGE_LIFE: Duration = Duration::from_secs(3);
 
 /// The key of `party`'s wait-for edge: a string naming the lock key it
 /// waits for, with an expiry tied to its wait.

@@ -55,7 +55,7 @@ impl Default for Features {
             watch_holds: true,
             no_evict: true,
             token_lock_without_scripting: false,
-            deadlock_detection: true,
+            deadlock_detection: false,
             #[cfg(feature = "holder-records")]
             holder_identity: true,
             #[cfg(feature = "holder-records")]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::deadlock::scripts::DEADLOCK_CHECK;
-use crate::deadlock::{WAIT_KEY_PREFIX, party_of};
+use crate::deadlock::{MAX_EDGE_LIFE, WAIT_KEY_PREFIX, party_of};
 use crate::engine::context::Core;
 use crate::engine::wait_edge::WaitEdge;
 use crate::scripts::keys::hash_tag;
@@ -23,6 +23,10 @@ pub(crate) const MAX_DEPTH: u32 = 16;
 /// How long an edge outlives the waiter's next check: a waiter alive
 /// rewrites it by then; a dead one's lapses soon after.
 pub(crate) const EDGE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The longest a waiter with a wait-for edge parks before it attempts (and
+/// checks, rewriting its edge) again: a margin short of [`MAX_EDGE_LIFE`].
+pub(crate) const REWRITE_EVERY: Duration = MAX_EDGE_LIFE.saturating_sub(EDGE_MARGIN);
 
 /// The least time between two checks of one wait: a waiter that polls (a
 /// spin lock, a token lock without its watch) attempts every few ms, and a

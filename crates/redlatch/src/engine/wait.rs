@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::Either;
 
-use crate::engine::deadlock_check::{CHECK_EVERY, Check, EDGE_MARGIN, WaitsFor};
+use crate::engine::deadlock_check::{CHECK_EVERY, Check, EDGE_MARGIN, REWRITE_EVERY, WaitsFor};
 use crate::engine::wait_edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result, TimeLimit};
@@ -313,8 +313,8 @@ pub(crate) async fn wait_for<A: Acquisition>(
         wait,
         LeaseInstant::now(),
         Tickets::None,
-        false,
-        false,
+        (false, false),
+        None,
     )
     .await
 }
@@ -326,7 +326,8 @@ pub(crate) async fn wait_for<A: Acquisition>(
 /// queue of waiters), `woken` whether a message ended the caller's own
 /// first park, `seen_held` whether the call has seen the lock held already
 /// (it queued behind a waiter of its client): a wait that runs out from
-/// then on ends not acquired, as after a busy answer.
+/// then on ends not acquired, as after a busy answer. `edge`: the wait-for
+/// edge the caller's own check wrote ([`check_queued`]).
 ///
 /// A plain function around an `async` block: an `async fn` keeps its
 /// arguments twice (as given, and as the locals its body uses), and a
@@ -340,8 +341,8 @@ pub(crate) fn wait_from<A: Acquisition>(
     wait: Wait,
     started: LeaseInstant,
     mut tickets: Tickets,
-    mut woken: bool,
-    seen_held: bool,
+    (mut woken, seen_held): (bool, bool),
+    edge: Option<Box<WaitEdge>>,
 ) -> impl Future<Output = Result<Option<A::Output>>> {
     async move {
         let deadline = wait.deadline(started);
@@ -359,7 +360,7 @@ pub(crate) fn wait_from<A: Acquisition>(
         let mut counted = false;
         // This waiter's wait-for edge, once a deadlock check wrote it:
         // deleted when the wait ends. Boxed, for the parked waiter's size.
-        let mut edge: Option<Box<WaitEdge>> = None;
+        let mut edge = edge;
         loop {
             // Per ticket, the subscription generation and messages seen before
             // the attempt: a park returns at once for anything newer.
@@ -475,7 +476,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                 }
                 return Ok(None);
             }
-            let limit = retry_in.min(remaining(now));
+            let limit = rewrite_by(edge.is_some(), retry_in.min(remaining(now)));
             if tickets.is_empty() {
                 // Subscribe, then try again: a release between the attempt and
                 // the subscription would otherwise go unnoticed. A primitive
@@ -519,7 +520,7 @@ pub(crate) fn wait_from<A: Acquisition>(
                     for ticket in tickets.iter() {
                         ticket.note_lease_end(now + retry_in);
                     }
-                    let limit = retry_in.min(remaining(now));
+                    let limit = rewrite_by(edge.is_some(), retry_in.min(remaining(now)));
                     for ticket in tickets.iter_mut() {
                         ticket.mark_as(1, 0);
                     }
@@ -600,6 +601,24 @@ fn check_deadlock<'a, A: Acquisition>(
     })
 }
 
+/// The deadlock check of a waiter about to park behind a waiter of its
+/// own client (a lock's local queue), which makes no attempt first: it
+/// waits all the same, so it checks and writes its edge as a busy attempt
+/// would. Returns how long it may park (`limit`, cut to
+/// [`REWRITE_EVERY`] once it has an edge), or [`Error::Deadlock`] (what
+/// waiting held given up). `edge` goes on to [`wait_from`].
+pub(crate) async fn check_queued<A: Acquisition>(
+    acquisition: &mut A,
+    wait: Wait,
+    started: LeaseInstant,
+    limit: Duration,
+    edge: &mut Option<Box<WaitEdge>>,
+) -> Result<Duration> {
+    let (cut_off, deadline) = (wait.cut_off(started), wait.deadline(started));
+    let limit = check_deadlock(acquisition, cut_off, deadline, limit, edge).await?;
+    Ok(rewrite_by(edge.is_some(), limit))
+}
+
 /// [`check_deadlock`]'s body.
 async fn check_deadlock_now<A: Acquisition>(
     acquisition: &A,
@@ -615,8 +634,12 @@ async fn check_deadlock_now<A: Acquisition>(
         return None;
     }
     let check = Check::of(acquisition.waits_for()?)?;
-    // Until the next check at the soonest, and a margin.
-    let lives = next_in.max(CHECK_EVERY).saturating_add(EDGE_MARGIN);
+    // Until the next check at the soonest (a park is cut to REWRITE_EVERY
+    // while the edge stands), and a margin: MAX_EDGE_LIFE at most.
+    let lives = next_in
+        .min(REWRITE_EVERY)
+        .max(CHECK_EVERY)
+        .saturating_add(EDGE_MARGIN);
     let edge_ms = u64::try_from(lives.as_millis()).unwrap_or(u64::MAX);
     let look = async { Ok(check.run(edge_ms, edge).await) };
     let cycle = within(cut_off, "deadlock check", look)
@@ -651,6 +674,18 @@ async fn done_leaves_no_edge<T>(
 async fn remove_edge(edge: &mut Option<Box<WaitEdge>>) {
     if let Some(edge) = edge.take() {
         Box::pin(edge.remove(GIVE_UP_GRACE)).await;
+    }
+}
+
+/// A park of at most `limit`, shortened to [`REWRITE_EVERY`] while the
+/// waiter has a wait-for edge: its next attempt checks again and rewrites
+/// the edge before it lapses (an edge lives
+/// [`MAX_EDGE_LIFE`](crate::deadlock::MAX_EDGE_LIFE) at most).
+fn rewrite_by(has_edge: bool, limit: Duration) -> Duration {
+    if has_edge {
+        limit.min(REWRITE_EVERY)
+    } else {
+        limit
     }
 }
 

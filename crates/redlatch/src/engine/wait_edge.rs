@@ -5,7 +5,9 @@
 //! [`Place`](crate::engine::place::Place) withdraws a place in line. An
 //! edge that could not be deleted expires (its PX is tied to the wait).
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Context;
 use std::time::Duration;
 
 use crate::engine::cancel::{run_to_end, spawn_undo};
@@ -71,16 +73,34 @@ impl WaitEdge {
 }
 
 impl Drop for WaitEdge {
+    /// A wait dropped (cancelled, its task aborted): its edge must be gone
+    /// before the party's next command reaches Redis, or a party that
+    /// waits for one of its locks then could be refused for a cycle
+    /// through a wait that is over. The `DEL` is polled once here, with a
+    /// waker that does nothing: that first poll puts it on the client's
+    /// connection (redis-rs queues a command on its first poll, in order
+    /// with every later one), so whatever this party sends next reaches
+    /// Redis after it. The rest (its reply) goes on in the background.
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            spawn_undo(&self.core.background, delete(&self.core, key));
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        let mut delete = Box::pin(delete(&self.core, key));
+        // Outside a runtime (a runtime shutting down) the connection's
+        // timers cannot be made: the background alone deletes it.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+            if delete.as_mut().poll(&mut cx).is_ready() {
+                return;
+            }
         }
+        spawn_undo(&self.core.background, delete);
     }
 }
 
 /// `DEL key`, bounded by the response timeout; errors ignored (the edge
-/// expires).
-fn delete(core: &Core, key: Box<str>) -> impl std::future::Future<Output = ()> + Send + 'static {
+/// expires). Its first poll sends the command (see [`WaitEdge`]'s `Drop`).
+fn delete(core: &Core, key: Box<str>) -> impl Future<Output = ()> + Send + 'static {
     let mut conn = core.conn.clone();
     let limit = core.current_settings().response_timeout;
     async move {

@@ -25,7 +25,8 @@ use crate::engine::attempt::attempt;
 use crate::engine::context::Core;
 use crate::engine::deadlock_check::WaitsFor;
 use crate::engine::place::Place;
-use crate::engine::wait::{Acquisition, Step, Tickets, Wait, record_wake, wait_from};
+use crate::engine::wait::{Acquisition, Step, Tickets, Wait, check_queued, record_wake, wait_from};
+use crate::engine::wait_edge::WaitEdge;
 use crate::engine::wakeup::{Ticket, Wake};
 use crate::error::{Error, Result};
 use crate::lock::attempt::LockAttempt;
@@ -333,21 +334,33 @@ impl Lock {
         wait: Wait,
     ) -> impl Future<Output = Result<Option<Guard>>> + 'a {
         async move {
-            let (tickets, woken, seen_held) = self.queue_up(acquisition, wait).await;
+            let mut edge = None;
+            let (tickets, woken, seen_held) = self.queue_up(acquisition, wait, &mut edge).await?;
             let started = acquisition.started;
-            wait_from(acquisition, wait, started, tickets, woken, seen_held).await
+            wait_from(
+                acquisition,
+                wait,
+                started,
+                tickets,
+                (woken, seen_held),
+                edge,
+            )
+            .await
         }
     }
 
     /// Before the wait loop: re-entry, the hand-off courtesy, or joining
     /// this client's waiters already queued. Returns the channel
     /// memberships made, whether a message ended the first park, and
-    /// whether the lock was seen held (see [`wait_from`]).
+    /// whether the lock was seen held (see [`wait_from`]); a waiter that
+    /// queues checks for a deadlock first, its edge in `edge`
+    /// ([`check_queued`]).
     async fn queue_up(
         &self,
-        acquisition: &LockAcquisition<'_>,
+        acquisition: &mut LockAcquisition<'_>,
         wait: Wait,
-    ) -> (Tickets, bool, bool) {
+        edge: &mut Option<Box<WaitEdge>>,
+    ) -> Result<(Tickets, bool, bool)> {
         let core = &self.core;
         let started = acquisition.started;
         let request = &acquisition.request;
@@ -388,11 +401,20 @@ impl Lock {
                 tickets = Tickets::One(joined);
             } else if let Some(lease_ends) = lease_ends {
                 // Waiters of this client are already queued: join them rather than barge in.
-                let queued = &tickets[0];
                 let now = LeaseInstant::now();
                 let limit = lease_ends
                     .saturating_duration_since(now)
                     .min(remaining(now));
+                // It waits, as a busy attempt's waiter does: the cycle it
+                // would close is refused now, else its edge is written.
+                // Boxed: a parked waiter would carry its room. Nothing at
+                // all with detection off.
+                let limit = if core.deadlock_detection {
+                    Box::pin(check_queued(acquisition, wait, started, limit, edge)).await?
+                } else {
+                    limit
+                };
+                let queued = &tickets[0];
                 let (epoch, seen) = (queued.epoch(), queued.messages());
                 crate::engine::metrics::contended_wait();
                 let wake = queued.park(epoch, seen, limit, false).await;
@@ -401,7 +423,7 @@ impl Lock {
                 seen_held = true;
             }
         }
-        (tickets, woken, seen_held)
+        Ok((tickets, woken, seen_held))
     }
 }
 

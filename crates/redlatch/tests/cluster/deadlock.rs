@@ -29,10 +29,7 @@ async fn first_then_second(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_over_keys_of_one_hash_tag_is_refused_to_one_party() {
     let cluster = super::cluster();
-    let (a, b) = (
-        super::client(&cluster, Duration::from_secs(30)).await,
-        super::client(&cluster, Duration::from_secs(30)).await,
-    );
+    let (a, b) = (detecting(&cluster).await, detecting(&cluster).await);
     let barrier = Arc::new(Barrier::new(2));
     let wait = Duration::from_secs(10);
     let mut one = tokio::spawn(first_then_second(
@@ -61,10 +58,7 @@ async fn a_cycle_over_keys_of_one_hash_tag_is_refused_to_one_party() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_without_a_hash_tag_are_not_checked() {
     let cluster = super::cluster();
-    let (a, b) = (
-        super::client(&cluster, Duration::from_secs(30)).await,
-        super::client(&cluster, Duration::from_secs(30)).await,
-    );
+    let (a, b) = (detecting(&cluster).await, detecting(&cluster).await);
     let barrier = Arc::new(Barrier::new(2));
     let wait = Duration::from_millis(500);
     let one = tokio::spawn(first_then_second(a, "dl-a", "dl-b", barrier.clone(), wait));
@@ -72,4 +66,13 @@ async fn keys_without_a_hash_tag_are_not_checked() {
     for done in [one.await.unwrap(), two.await.unwrap()] {
         assert!(matches!(done.0, Err(Error::Timeout { .. })), "{:?}", done.0);
     }
+}
+
+/// A cluster client with deadlock detection turned on (off by default).
+async fn detecting(cluster: &testkit::Cluster) -> redlatch::Client {
+    super::builder(cluster, Duration::from_secs(30))
+        .deadlock_detection(true)
+        .connect()
+        .await
+        .expect("connect to the cluster")
 }

@@ -35,6 +35,24 @@ pub async fn client_at(url: &str, lease: Duration) -> Client {
         .expect("connect to the test server")
 }
 
+/// As [`client`], with deadlock detection turned on (it is off by default).
+pub async fn detecting_client(server: &RedisServer) -> Client {
+    detecting_client_at(&server.url(), redlatch::Settings::DEFAULT_LEASE).await
+}
+
+/// As [`client_at`], with deadlock detection turned on.
+pub async fn detecting_client_at(url: &str, lease: Duration) -> Client {
+    Client::builder(url)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(20))
+        .default_lease(lease)
+        .deadlock_detection(true)
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
 /// As [`client_at`], with scripts run by EVALSHA rather than as functions:
 /// for tests of what a flushed script cache does.
 pub async fn evalsha_client_at(url: &str, lease: Duration) -> Client {

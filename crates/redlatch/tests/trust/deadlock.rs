@@ -85,7 +85,10 @@ async fn first_then_second(
 async fn opposite_orders_refuse_exactly_one_party_at_once() {
     let server = common::server();
     for round in 0..5 {
-        let (a, b) = (common::client(&server).await, common::client(&server).await);
+        let (a, b) = (
+            common::detecting_client(&server).await,
+            common::detecting_client(&server).await,
+        );
         let barrier = Arc::new(Barrier::new(2));
         let (l1, l2): (&'static str, &'static str) = match round % 2 {
             0 => ("dl:opp:1", "dl:opp:2"),
@@ -128,7 +131,10 @@ async fn opposite_orders_refuse_exactly_one_party_at_once() {
 async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     // Each task takes its first lock itself: a hold counts for the task
     // that acquired it.
     let waiter = tokio::spawn(async move {
@@ -171,7 +177,7 @@ async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_acquiring_its_own_lock_again_is_refused() {
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let outcome = tokio::spawn(async move {
         let lock = client.lock("dl:self");
         let held = lock.acquire().await.unwrap();
@@ -200,7 +206,7 @@ async fn a_task_acquiring_its_own_lock_again_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_task_of_the_same_client_waits() {
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let held = client.lock("dl:tasks").acquire().await.unwrap();
     let other = client.clone();
     let waiter =
@@ -232,7 +238,10 @@ const LOCKS: usize = 3;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_taken_in_one_order_never_report_a_deadlock() {
     let server = common::server();
-    let clients = [common::client(&server).await, common::client(&server).await];
+    let clients = [
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    ];
     let mut rng = common::Rng::from_env();
     let total = schedules();
     let at_once = 50;
@@ -299,7 +308,10 @@ async fn a_member_that_timed_out_or_was_cancelled_closes_no_cycle() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
     for cancelled in [false, true] {
-        let (a, b) = (common::client(&server).await, common::client(&server).await);
+        let (a, b) = (
+            common::detecting_client(&server).await,
+            common::detecting_client(&server).await,
+        );
         let (l1, l2) = if cancelled {
             ("dl:gone:c1", "dl:gone:c2")
         } else {
@@ -359,9 +371,9 @@ async fn a_named_owner_is_one_party_across_clients() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
     let (c1, c2, c3) = (
-        common::client(&server).await,
-        common::client(&server).await,
-        common::client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
     );
     let held_x = c1
         .lock("dl:named:1")
@@ -410,7 +422,7 @@ async fn a_named_owner_is_one_party_across_clients() {
 async fn the_uncontended_path_checks_and_writes_nothing() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let lock = client.lock("dl:quiet");
     for _ in 0..100 {
         lock.acquire().await.unwrap().release().await.unwrap();
@@ -430,17 +442,13 @@ async fn the_uncontended_path_checks_and_writes_nothing() {
     until_no_edge(&mut admin).await;
 }
 
-/// Turned off on the client, a cycle is not looked for: the closer waits
-/// (its bounded wait runs out) and nothing is written.
+/// Off by default: a cycle is not looked for, the closer waits (its
+/// bounded wait runs out) and nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn detection_turned_off_looks_for_nothing() {
+async fn detection_is_off_by_default_and_looks_for_nothing() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = Client::builder(&server.url())
-        .deadlock_detection(false)
-        .connect()
-        .await
-        .unwrap();
+    let client = Client::builder(&server.url()).connect().await.unwrap();
     let outcome = tokio::spawn(async move {
         let lock = client.lock("dl:off");
         let _held = lock.acquire().await.unwrap();
@@ -496,7 +504,10 @@ const KINDS: &[(&str, Take)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_that_takes_part_is_refused_a_cycle() {
     let server = common::server();
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     for (kind, take) in KINDS {
         let name = format!("dl:kind:{kind}");
         let client = a.clone();
@@ -539,7 +550,10 @@ async fn every_kind_that_takes_part_is_refused_a_cycle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_across_kinds_is_found() {
     let server = common::server();
-    let (a, b) = (common::client(&server).await, common::client(&server).await);
+    let (a, b) = (
+        common::detecting_client(&server).await,
+        common::detecting_client(&server).await,
+    );
     let barrier = Arc::new(Barrier::new(2));
     let (go_a, go_b) = (barrier.clone(), barrier);
     let one = tokio::spawn(async move {
@@ -582,7 +596,9 @@ async fn a_cycle_across_kinds_is_found() {
 fn blocking_calls_count_for_their_thread() {
     let server = common::server();
     let url = server.url();
-    let client = redlatch::blocking::Client::connect(&url).unwrap();
+    let client =
+        redlatch::blocking::Client::connect_with(Client::builder(&url).deadlock_detection(true))
+            .unwrap();
     let lock = client.lock("dl:blocking:self");
     let held = lock.acquire().unwrap();
     let again = lock.acquire_within(Some(LONG)).map(drop);
@@ -628,7 +644,7 @@ fn blocking_calls_count_for_their_thread() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_being_given_back_is_no_cycle_of_one() {
     let server = common::server();
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let outcome = tokio::spawn(async move {
         let lock = client.lock("dl:given-back");
         for round in 0..200u64 {
@@ -712,7 +728,7 @@ async fn the_script_and_the_library_name_the_same_parties() {
 async fn the_listing_shows_no_wait_for_edge() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = common::client(&server).await;
+    let client = common::detecting_client(&server).await;
     let held = client.lock("dl:listed").acquire().await.unwrap();
     let other = client.clone();
     let waiter =
