@@ -449,21 +449,33 @@ pub(super) async fn replicated_client(cluster: &Cluster, lease: Duration) -> Cli
         .expect("connect")
 }
 
-/// The port of the replica of the master at `port`.
+/// The port of the replica of the master at `port`. Asked until the
+/// master lists it: right after a failover (or the cluster's start) the
+/// master may not have heard of its replica yet (gossip), and lists none.
 pub(super) fn replica_of(cluster: &Cluster, port: u16) -> u16 {
     let id = node_id(cluster, port);
-    let replicas: Vec<String> = redis::cmd("CLUSTER")
-        .arg("REPLICAS")
-        .arg(&id)
-        .query(&mut node(cluster, port).conn())
-        .expect("CLUSTER REPLICAS");
-    replicas
-        .first()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|address| address.split(['@', ',']).next())
-        .and_then(|address| address.rsplit_once(':'))
-        .and_then(|(_, port)| port.parse().ok())
-        .expect("the master's replica")
+    let started = std::time::Instant::now();
+    loop {
+        let replicas: Vec<String> = redis::cmd("CLUSTER")
+            .arg("REPLICAS")
+            .arg(&id)
+            .query(&mut node(cluster, port).conn())
+            .expect("CLUSTER REPLICAS");
+        let replica = replicas
+            .first()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|address| address.split(['@', ',']).next())
+            .and_then(|address| address.rsplit_once(':'))
+            .and_then(|(_, port)| port.parse().ok());
+        if let Some(replica) = replica {
+            return replica;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the master at {port} lists no replica after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// `CLUSTER FAILOVER` on `replica`; waits until it serves `name`, the
