@@ -29,9 +29,8 @@ use crate::error::Result;
 /// let lock = client.fair_lock("print-queue").with_lease(Duration::from_secs(10));
 /// let guard = lock.acquire()?;                            // a 10 s lease, not renewed
 /// assert!(lock.try_acquire()?.is_none());                  // one attempt
-/// // This thread holds it: waiting for it would never end (a deadlock).
 /// let busy = lock.acquire_within(Some(Duration::from_millis(50)));
-/// assert!(matches!(busy, Err(redlatch::Error::Deadlock { .. })));
+/// assert!(matches!(busy, Err(redlatch::Error::Timeout { .. })));
 /// guard.release()?;
 /// # Ok::<(), redlatch::Error>(())
 /// ```
