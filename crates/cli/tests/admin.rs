@@ -70,9 +70,13 @@ fn status_and_list_match_redis() {
     assert!(
         common::eventually(Duration::from_secs(5), || {
             let status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
-            status["waiting"] == 1 && status["holders"][0].get("identity").is_some()
+            status["waiting"] == 1
+                && status["holders"][0].get("identity").is_some()
+                && status["waited_by"]
+                    .as_array()
+                    .is_some_and(|by| by.len() == 1)
         }),
-        "the waiter was never counted, or the holder never named"
+        "the waiter was never counted (or its wait-for edge never written), or the holder never named"
     );
 
     let mut status = stdout_json(&world.output(&["status", "jobs:nightly", "--json"]));
@@ -81,6 +85,18 @@ fn status_and_list_match_redis() {
     let identity = status["holders"][0]
         .as_object_mut()
         .and_then(|holder| holder.remove("identity"));
+    // The waiter is a `redlatch run`, which detects deadlocks: its
+    // wait-for edge names its job's party (checked with `run`'s tests).
+    let waited_by = status
+        .as_object_mut()
+        .and_then(|status| status.remove("waited_by"));
+    assert!(
+        waited_by
+            .as_ref()
+            .and_then(|by| by[0].as_str())
+            .is_some_and(|party| party.starts_with("n:job:")),
+        "{waited_by:?}"
+    );
     let (fields, pttl, token) = redis_view(&world, "jobs:nightly");
     assert_eq!(fields.len(), 1, "{fields:?}");
     let (owner, count) = fields.iter().next().unwrap();
