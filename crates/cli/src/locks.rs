@@ -587,7 +587,7 @@ impl Source {
                     .map_err(|error| connect::call_failure(global, command, &error))?;
                 let mut views: Vec<LockView> = locks.iter().map(LockView::single).collect();
                 let known: Vec<Known> = views.iter().map(LockView::known).collect();
-                if let Some(waits) = Waits::read_quietly(global, client, &known).await {
+                if let Some(waits) = Waits::read_quietly(client, &known).await {
                     views.iter_mut().for_each(|view| view.add_waits(&waits));
                 }
                 return Ok(views);

@@ -50,7 +50,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let waits = match &status {
         Ok(status) => {
             let known = [LockView::single(status).known()];
-            Waits::read_quietly(global, &client, &known).await
+            Waits::read_quietly(&client, &known).await
         }
         Err(_) => None,
     };

@@ -1,7 +1,6 @@
-//! Who waits for whom: the wait keys the library writes while a party waits
-//! (`redlatch_wait:<party>` → the lock key, under the client's key prefix;
-//! on a cluster `redlatch_wait:{<tag>}:<party>`), joined with the lock
-//! hashes' holders, and the cycle of a snapshot that has one, computed here
+//! Who waits for whom: the wait-for edges the library writes while a party
+//! waits, read back with `Client::waits` (every master's, on a cluster),
+//! joined with the lock hashes' holders, and the cycle of a snapshot that has one, computed here
 //! from what was read (the library refuses one party of a cycle; a cycle
 //! shown here is one caught before that, or one the library cannot see).
 //!
@@ -13,15 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use redlatch::deadlock::{WAIT_KEY_PREFIX as WAIT_KEY, party_of as party};
-use redlatch::{Client, Servers};
+use redlatch::Client;
+use redlatch::deadlock::party_of as party;
 use serde::Serialize;
 
-use crate::global::Global;
 use crate::names::shown;
-
-/// SCAN's batch size for the wait keys.
-const SCAN_COUNT: usize = 1000;
 
 /// A lock already read: its name and its holders' owner fields.
 pub type Known = (String, Vec<String>);
@@ -124,14 +119,10 @@ impl Waits {
         lines
     }
 
-    /// Reads the waits for the deployment `global` names, or `None` (with
-    /// a debug message) when they cannot be read: the listing goes on
-    /// without them.
-    pub async fn read_quietly(global: &Global, client: &Client, known: &[Known]) -> Option<Waits> {
-        let cluster = global
-            .deployment()
-            .is_ok_and(|deployment| matches!(deployment.servers, Servers::Cluster(_)));
-        read(client, cluster, known)
+    /// Reads the waits, or `None` (with a debug message) when they cannot
+    /// be read: the listing goes on without them.
+    pub async fn read_quietly(client: &Client, known: &[Known]) -> Option<Waits> {
+        read(client, known)
             .await
             .inspect_err(|error| tracing::debug!(%error, "wait keys not read"))
             .ok()
@@ -202,43 +193,26 @@ fn canonical(parties: &[&str], lock_of: &BTreeMap<&str, &str>) -> Cycle {
         .collect()
 }
 
-/// Reads the wait keys under the client's key prefix (SCAN, never KEYS) and
-/// the holders of every lock they name or `known` lists, and builds the
-/// graph. On a cluster, where one SCAN sees one node, the waits read are
-/// those of the holders of the `known` locks (`redlatch_wait:{tag}:<party>`
-/// next to each lock with a hash tag), and of the holders of the locks
-/// those wait for, in turn.
-pub async fn read(client: &Client, cluster: bool, known: &[Known]) -> redlatch::Result<Waits> {
-    let prefix = client.settings().key_prefix;
-    let mut conn = client.redis_connection();
+/// Reads the waits ([`Client::waits`]: every wait-for edge under the
+/// client's key prefix, on a cluster every master's) and the holders of
+/// every lock they name or `known` lists, and builds the graph.
+pub async fn read(client: &Client, known: &[Known]) -> redlatch::Result<Waits> {
     let mut holders: BTreeMap<String, Vec<String>> = known.iter().cloned().collect();
-    let edges = if cluster {
-        cluster_edges(client, &mut conn, &prefix, &mut holders).await?
-    } else {
-        let keys = scan(&mut conn, &format!("{}{WAIT_KEY}*", escape_glob(&prefix))).await?;
-        let mut edges = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some(party) = key
-                .strip_prefix(prefix.as_str())
-                .and_then(|rest| rest.strip_prefix(WAIT_KEY))
-            else {
-                continue;
-            };
-            if let Some(lock) = get_lock(&mut conn, &key, &prefix).await? {
-                edges.push(Wait {
-                    party: party.to_owned(),
-                    lock,
-                });
-            }
+    let edges: Vec<Wait> = client
+        .waits()
+        .await?
+        .into_iter()
+        .map(|waiting| Wait {
+            party: waiting.party,
+            lock: waiting.lock,
+        })
+        .collect();
+    for edge in &edges {
+        if !holders.contains_key(&edge.lock) {
+            let owners = owners_of(client, &edge.lock).await?;
+            holders.insert(edge.lock.clone(), owners);
         }
-        for edge in &edges {
-            if !holders.contains_key(&edge.lock) {
-                let owners = owners_of(client, &edge.lock).await?;
-                holders.insert(edge.lock.clone(), owners);
-            }
-        }
-        edges
-    };
+    }
     Ok(Waits::new(edges, &holders))
 }
 
@@ -252,110 +226,6 @@ async fn owners_of(client: &Client, name: &str) -> redlatch::Result<Vec<String>>
         }
         Err(error) => Err(error),
     }
-}
-
-/// The cluster's walk: from the holders of the locks known, their wait
-/// keys next to the lock (same hash tag), then the holders of those locks.
-async fn cluster_edges(
-    client: &Client,
-    conn: &mut redlatch::RedisConnection,
-    prefix: &str,
-    holders: &mut BTreeMap<String, Vec<String>>,
-) -> redlatch::Result<Vec<Wait>> {
-    let mut edges = Vec::new();
-    let mut asked: BTreeSet<String> = BTreeSet::new();
-    let mut todo: Vec<String> = holders.keys().cloned().collect();
-    while let Some(lock) = todo.pop() {
-        let Some(tag) = hash_tag(&format!("{prefix}{lock}")).map(str::to_owned) else {
-            continue;
-        };
-        let owners = holders.get(&lock).cloned().unwrap_or_default();
-        for party in owners.iter().map(|owner| party(owner)) {
-            let key = format!("{prefix}{WAIT_KEY}{{{tag}}}:{party}");
-            if !asked.insert(key.clone()) {
-                continue;
-            }
-            let Some(waited) = get_lock(conn, &key, prefix).await? else {
-                continue;
-            };
-            if !holders.contains_key(&waited) {
-                let owners = owners_of(client, &waited).await?;
-                holders.insert(waited.clone(), owners);
-                todo.push(waited.clone());
-            }
-            edges.push(Wait {
-                party,
-                lock: waited,
-            });
-        }
-    }
-    Ok(edges)
-}
-
-/// The lock name a wait key names (its value, the key prefix taken off);
-/// `None` once the key is gone.
-async fn get_lock(
-    conn: &mut redlatch::RedisConnection,
-    key: &str,
-    prefix: &str,
-) -> redlatch::Result<Option<String>> {
-    let value: Option<String> = redis::cmd("GET")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .map_err(|error| redis_error("wait keys", error))?;
-    Ok(value.map(|lock| lock.strip_prefix(prefix).unwrap_or(&lock).to_owned()))
-}
-
-/// Every key matching `pattern`, by SCAN.
-async fn scan(
-    conn: &mut redlatch::RedisConnection,
-    pattern: &str,
-) -> redlatch::Result<Vec<String>> {
-    let mut keys = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(SCAN_COUNT)
-            .arg("TYPE")
-            .arg("string")
-            .query_async(conn)
-            .await
-            .map_err(|error| redis_error("wait keys", error))?;
-        keys.extend(batch);
-        if next == 0 {
-            return Ok(keys);
-        }
-        cursor = next;
-    }
-}
-
-fn redis_error(op: &'static str, error: redis::RedisError) -> redlatch::Error {
-    redlatch::Error::Redis { op, source: error }
-}
-
-/// The key's hash tag: what is between the first `{` and the next `}`,
-/// when not empty (Redis Cluster's rule).
-fn hash_tag(key: &str) -> Option<&str> {
-    let open = key.find('{')?;
-    let close = key[open + 1..].find('}')?;
-    (close > 0).then(|| &key[open + 1..open + 1 + close])
-}
-
-/// Escapes the characters SCAN's MATCH treats as a pattern.
-fn escape_glob(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(character);
-    }
-    escaped
 }
 
 #[cfg(test)]
@@ -397,12 +267,5 @@ mod tests {
             cycle_text(&waits.cycles[0]),
             "n:a waits for l2 held by n:b, n:b waits for l1 held by n:a"
         );
-    }
-
-    #[test]
-    fn hash_tags_follow_redis_cluster() {
-        assert_eq!(hash_tag("jobs:{a}:1"), Some("a"));
-        assert_eq!(hash_tag("jobs:{}:1"), None);
-        assert_eq!(hash_tag("plain"), None);
     }
 }

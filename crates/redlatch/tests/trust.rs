@@ -40,6 +40,9 @@ static ALLOCATOR: memory::PerThread = memory::PerThread;
 #[path = "trust/parked_waiter.rs"]
 mod parked_waiter;
 
+#[path = "trust/deadlock_support.rs"]
+mod deadlock_support;
+
 #[path = "trust/deadlock.rs"]
 mod deadlock;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use testkit::{Cluster, MASTER_NAME, RedisServer, SentinelGroup, Servers};
 
-use crate::common::code;
+use crate::common::{code, eventually};
 use crate::harness::{Deployment, repeated};
 
 /// Exit status of `run` when the lock was not acquired within `--wait`.
@@ -81,6 +81,40 @@ fn a_cluster_by_its_seed_nodes() {
     for name in ["cluster-a", "cluster-b", "cluster-c"] {
         every_command_works(&deployment, name);
     }
+}
+
+/// On a cluster, `status` and `list` name who waits for a lock: the
+/// waiting `run`'s wait-for edge (in its lock's hash-tag slot), read back
+/// from every master.
+#[test]
+fn a_cluster_shows_who_waits_for_a_lock() {
+    let cluster = Cluster::start(3, 0).expect("cluster");
+    let seeds = cluster.urls()[..1].to_vec();
+    let deployment = Deployment::new(repeated("redis-cluster", &seeds), cluster);
+    let name = "{waits}:orders";
+    let _holder = deployment.spawn(&["run", name, "--", "sleep", "60"]);
+    deployment.wait_held(name);
+    let _waiter = deployment.spawn(&["run", name, "--wait", "60s", "--", "true"]);
+    let mut status = serde_json::Value::Null;
+    let named = eventually(Duration::from_secs(20), || {
+        status = deployment.json(&["status", name]);
+        status["waited_by"]
+            .as_array()
+            .is_some_and(|by| by.len() == 1)
+    });
+    assert!(named, "no waiter named: {status}");
+    assert!(
+        status["waited_by"][0]
+            .as_str()
+            .is_some_and(|party| party.starts_with("n:job:")),
+        "{status}"
+    );
+    let listed = deployment.json(&["list"]);
+    let lock = listed
+        .as_array()
+        .and_then(|locks| locks.iter().find(|lock| lock["name"] == name))
+        .unwrap_or_else(|| panic!("{name} not in {listed}"));
+    assert_eq!(lock["waited_by"], status["waited_by"], "{listed}");
 }
 
 #[test]

@@ -1,44 +1,12 @@
 //! Finding the locks on a server: SCAN, never KEYS.
 
-use std::collections::BTreeSet;
-
 use crate::base::status::LockStatus;
 use crate::base::status::{KeyKind, read_with_kind};
 use crate::client::Client;
+use crate::client::scan::{escape_glob, keys_matching};
 use crate::deadlock::WAIT_KEY_PREFIX;
 use crate::error::{Error, Result};
 use crate::scripts::holder_keys::looks_like_owner;
-use crate::transport::bounded;
-
-/// Keys asked for per SCAN call: large enough to be quick, small enough not
-/// to block the server.
-const SCAN_COUNT: usize = 1000;
-
-/// A walk over one node of a Redis Cluster would miss the other nodes'
-/// locks: [`Error::ClusterNode`] when the server says `cluster_enabled:1`.
-/// A server that refuses `INFO` (an ACL without it) is walked as it is.
-async fn refuse_cluster_node(
-    conn: &mut crate::transport::Connection,
-    limit: std::time::Duration,
-) -> Result<()> {
-    let info = bounded("scan", limit, async {
-        Ok(redis::cmd("INFO")
-            .arg("cluster")
-            .query_async::<String>(conn)
-            .await)
-    })
-    .await?;
-    match info {
-        Ok(info) if info.lines().any(|line| line.trim() == "cluster_enabled:1") => {
-            Err(Error::ClusterNode {
-                op: "scan",
-                detail: "cluster_enabled:1: a walk over it would miss the other nodes' locks"
-                    .to_owned(),
-            })
-        }
-        _ => Ok(()),
-    }
-}
 
 impl Client {
     /// The locks held now whose names start with `name_prefix` (under this
@@ -71,45 +39,16 @@ impl Client {
             escape_glob(&settings.key_prefix),
             escape_glob(name_prefix)
         );
-        let mut keys = BTreeSet::new();
         // A cluster spreads the keyspace over its masters: walk each of them.
         let mut conn = self.core.conn.clone();
-        let nodes = bounded("scan", settings.response_timeout, async {
-            conn.keyspace_nodes()
-                .await
-                .map_err(|error| Error::from_redis("scan", error))
-        })
+        let keys = keys_matching(
+            &mut conn,
+            "scan",
+            &pattern,
+            &["hash", "string"],
+            settings.response_timeout,
+        )
         .await?;
-        if !conn.is_cluster() {
-            refuse_cluster_node(&mut conn, settings.response_timeout).await?;
-        }
-        for (node, kind) in nodes
-            .iter()
-            .flat_map(|node| ["hash", "string"].map(|kind| (node, kind)))
-        {
-            let mut cursor: u64 = 0;
-            loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .arg("TYPE")
-                    .arg(kind);
-                let call = async {
-                    conn.query_on::<(u64, Vec<String>)>(node, &scan)
-                        .await
-                        .map_err(|error| Error::from_redis("scan", error))
-                };
-                let (next, batch) = bounded("scan", settings.response_timeout, call).await?;
-                keys.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
         let mut locks = Vec::new();
         for key in keys {
             let Some(name) = key.strip_prefix(settings.key_prefix.as_str()) else {
@@ -149,28 +88,5 @@ fn is_listed(status: &LockStatus, kind: KeyKind) -> bool {
                         .iter()
                         .all(|holder| holder.owner.trim().parse::<f64>().is_err())
         }
-    }
-}
-
-/// Escapes the characters SCAN's MATCH treats as a pattern.
-fn escape_glob(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        if matches!(character, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(character);
-    }
-    escaped
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn glob_characters_are_escaped() {
-        assert_eq!(escape_glob("job:[a]*?\\"), "job:\\[a\\]\\*\\?\\\\");
-        assert_eq!(escape_glob("plain"), "plain");
     }
 }

@@ -3,6 +3,8 @@
 pub(crate) mod builder;
 mod deployment;
 pub(crate) mod listing;
+mod scan;
+mod waits;
 
 use std::sync::Arc;
 

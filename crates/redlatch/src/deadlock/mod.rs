@@ -15,10 +15,12 @@
 
 mod party;
 pub(crate) mod scripts;
+mod waiting;
 
 pub use crate::wait_link::WaitLink;
 pub use party::MAX_EDGE_LIFE;
 #[cfg(feature = "blocking")]
 pub(crate) use party::on_caller_thread;
-pub(crate) use party::{Suffix, anonymous_suffix};
+pub(crate) use party::{Suffix, anonymous_suffix, party_of_wait_key};
 pub use party::{WAIT_KEY_PREFIX, party_of, wait_key};
+pub use waiting::Waiting;

@@ -36,6 +36,18 @@ pub fn wait_key(key_prefix: &str, party: &str, tag: Option<&str>) -> String {
     }
 }
 
+/// The party a wait-for edge's key names, the client's key prefix taken
+/// off: the inverse of [`wait_key`]; `None` for a key of another layout.
+/// (A hash tag holds no `}`, so the first `}:` of a tagged key ends it.)
+pub(crate) fn party_of_wait_key(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix(WAIT_KEY_PREFIX)?;
+    let party = match rest.strip_prefix('{') {
+        Some(tagged) => tagged.split_once("}:")?.1,
+        None => rest,
+    };
+    (!party.is_empty()).then_some(party)
+}
+
 /// The party an owner field belongs to: the holds and waits that count as
 /// one in a wait-for cycle.
 ///
@@ -154,6 +166,19 @@ pub(crate) mod tests {
     use super::*;
 
     const ID: &str = "3f0e6c1a-8a52-4cf1-9e0b-4c1b9d7a2e11";
+
+    #[test]
+    fn a_wait_key_gives_back_its_party_with_or_without_a_tag() {
+        for party in ["n:job:7", &format!("{ID}@12"), "n:{odd}:name"] {
+            for tag in [None, Some("orders"), Some("a:b")] {
+                let key = wait_key("", party, tag);
+                assert_eq!(party_of_wait_key(&key), Some(party), "{key}");
+            }
+        }
+        assert_eq!(party_of_wait_key("lock:1"), None);
+        assert_eq!(party_of_wait_key(WAIT_KEY_PREFIX), None);
+        assert_eq!(party_of_wait_key("redlatch_wait:{tag-without-end"), None);
+    }
 
     /// Owner field → party: the table `deadlock_check.lua` is checked
     /// against too (trust::deadlock).

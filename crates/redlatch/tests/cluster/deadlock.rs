@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redlatch::deadlock::Waiting;
 use redlatch::{Client, Error};
 use tokio::sync::Barrier;
 
@@ -65,6 +66,52 @@ async fn keys_without_a_hash_tag_are_not_checked() {
     let two = tokio::spawn(first_then_second(b, "dl-b", "dl-a", barrier, wait));
     for done in [one.await.unwrap(), two.await.unwrap()] {
         assert!(matches!(done.0, Err(Error::Timeout { .. })), "{:?}", done.0);
+    }
+}
+
+/// `Client::waits` walks every master: the edges of waits for locks of
+/// eight hash tags (spread over the three masters' slots) are all listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_lists_the_edges_on_every_master() {
+    let cluster = super::cluster();
+    let (holder, waiter) = (detecting(&cluster).await, detecting(&cluster).await);
+    let names: Vec<String> = (0..8).map(|tag| format!("{{dl-w{tag}}}:lock")).collect();
+    let mut held = Vec::new();
+    for name in &names {
+        held.push(holder.lock(name.as_str()).acquire().await.unwrap());
+    }
+    let tasks: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (waiter, name) = (waiter.clone(), name.clone());
+            tokio::spawn(async move {
+                waiter
+                    .lock(name.as_str())
+                    .with_owner(format!("w{i}"))
+                    .acquire_within(Some(Duration::from_secs(30)))
+                    .await
+            })
+        })
+        .collect();
+    let expected: Vec<Waiting> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Waiting {
+            party: format!("n:w{i}"),
+            lock: name.clone(),
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut waits = holder.waits().await.unwrap();
+    while waits != expected && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waits = holder.waits().await.unwrap();
+    }
+    assert_eq!(waits, expected);
+    drop(held);
+    for task in tasks {
+        drop(task.await.unwrap().expect("the waiter acquires once freed"));
     }
 }
 

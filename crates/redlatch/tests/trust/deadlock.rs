@@ -10,50 +10,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redlatch::deadlock::Waiting;
 use redlatch::{Client, Error, Guard, WaitLink};
 use tokio::sync::Barrier;
 
 use crate::common;
+use crate::deadlock_support::{LONG, edges, until_edges, until_no_edge};
 use crate::support::info_counter;
 
 /// How soon after its wait began a closer must be refused. The issue asks
 /// for 100 ms; the bound leaves room for a loaded 2-core CI machine, and
 /// each test prints what it measured.
 const REFUSED_WITHIN: Duration = Duration::from_millis(500);
-
-/// Long enough that no test below ends by it unless something hangs.
-const LONG: Duration = Duration::from_secs(10);
-
-/// The wait-for edges in the server now.
-async fn edges(admin: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
-    redis::cmd("KEYS")
-        .arg(format!("*{}*", redlatch::deadlock::WAIT_KEY_PREFIX))
-        .query_async(admin)
-        .await
-        .expect("KEYS")
-}
-
-/// Waits until some wait-for edge is written (a waiter has checked).
-async fn until_an_edge(admin: &mut redis::aio::MultiplexedConnection) {
-    let conn = admin.clone();
-    let written = common::eventually(LONG, move || {
-        let mut conn = conn.clone();
-        async move { !edges(&mut conn).await.is_empty() }
-    })
-    .await;
-    assert!(written, "no waiter wrote its wait-for edge");
-}
-
-/// Waits until no wait-for edge is left.
-async fn until_no_edge(admin: &mut redis::aio::MultiplexedConnection) {
-    let conn = admin.clone();
-    let gone = common::eventually(LONG, move || {
-        let mut conn = conn.clone();
-        async move { edges(&mut conn).await.is_empty() }
-    })
-    .await;
-    assert!(gone, "a wait-for edge was left behind");
-}
 
 /// The locks a cycle names, sorted.
 fn locks_of(cycle: &[WaitLink]) -> Vec<String> {
@@ -121,8 +89,11 @@ async fn opposite_orders_refuse_exactly_one_party_at_once() {
         let guard = outcome.expect("the other party takes its second lock");
         drop((guard, held));
     }
-    let mut admin = common::admin(&server).await;
-    until_no_edge(&mut admin).await;
+    let admin = common::admin(&server).await;
+    assert!(
+        until_no_edge(&admin, LONG).await,
+        "a wait-for edge was left behind"
+    );
 }
 
 /// The cycle closes when the second waiter begins: it is refused, timed
@@ -130,7 +101,7 @@ async fn opposite_orders_refuse_exactly_one_party_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle() {
     let server = common::server();
-    let mut admin = common::admin(&server).await;
+    let admin = common::admin(&server).await;
     let (a, b) = (
         common::detecting_client(&server).await,
         common::detecting_client(&server).await,
@@ -153,7 +124,7 @@ async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle(
         (outcome, began.elapsed(), first_b)
     });
     holding.await.unwrap();
-    until_an_edge(&mut admin).await;
+    until_edges(&admin, 1).await;
     go.send(()).unwrap();
     let (outcome, took, first_b) = closer.await.unwrap();
     let Err(error @ Error::Deadlock { .. }) = outcome else {
@@ -211,8 +182,8 @@ async fn another_task_of_the_same_client_waits() {
     let other = client.clone();
     let waiter =
         tokio::spawn(async move { other.lock("dl:tasks").acquire_within(Some(LONG)).await });
-    let mut admin = common::admin(&server).await;
-    until_an_edge(&mut admin).await;
+    let admin = common::admin(&server).await;
+    until_edges(&admin, 1).await;
     assert!(!waiter.is_finished());
     drop(held);
     drop(waiter.await.unwrap().expect("the other task acquires"));
@@ -345,7 +316,10 @@ async fn a_member_that_timed_out_or_was_cancelled_closes_no_cycle() {
         let held_a = member.await.unwrap();
         if cancelled {
             // The cancelled wait's edge goes in the background.
-            until_no_edge(&mut admin).await;
+            assert!(
+                until_no_edge(&admin, LONG).await,
+                "a wait-for edge was left behind"
+            );
         } else {
             assert!(
                 edges(&mut admin).await.is_empty(),
@@ -356,7 +330,7 @@ async fn a_member_that_timed_out_or_was_cancelled_closes_no_cycle() {
             let outcome = b.lock(l1).acquire_within(Some(LONG)).await;
             (outcome, held_b)
         });
-        until_an_edge(&mut admin).await;
+        until_edges(&admin, 1).await;
         assert!(!later.is_finished(), "the later party did not wait");
         drop(held_a);
         let (outcome, _held_b) = later.await.unwrap();
@@ -369,7 +343,7 @@ async fn a_member_that_timed_out_or_was_cancelled_closes_no_cycle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_owner_is_one_party_across_clients() {
     let server = common::server();
-    let mut admin = common::admin(&server).await;
+    let admin = common::admin(&server).await;
     let (c1, c2, c3) = (
         common::detecting_client(&server).await,
         common::detecting_client(&server).await,
@@ -393,7 +367,7 @@ async fn a_named_owner_is_one_party_across_clients() {
             .acquire_within(Some(LONG))
             .await
     });
-    until_an_edge(&mut admin).await;
+    until_edges(&admin, 1).await;
     let outcome = c2
         .lock("dl:named:1")
         .with_owner("y")
@@ -435,11 +409,14 @@ async fn the_uncontended_path_checks_and_writes_nothing() {
     let held = lock.acquire().await.unwrap();
     let other = client.clone();
     let waiter = tokio::spawn(async move { other.lock("dl:quiet").acquire().await });
-    until_an_edge(&mut admin).await;
+    until_edges(&admin, 1).await;
     assert!(info_counter(&server, "commandstats", "cmdstat_hkeys").await > 0);
     drop(held);
     drop(waiter.await.unwrap().unwrap());
-    until_no_edge(&mut admin).await;
+    assert!(
+        until_no_edge(&admin, LONG).await,
+        "a wait-for edge was left behind"
+    );
 }
 
 /// Off by default: a cycle is not looked for, the closer waits (its
@@ -727,13 +704,13 @@ async fn the_script_and_the_library_name_the_same_parties() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listing_shows_no_wait_for_edge() {
     let server = common::server();
-    let mut admin = common::admin(&server).await;
+    let admin = common::admin(&server).await;
     let client = common::detecting_client(&server).await;
     let held = client.lock("dl:listed").acquire().await.unwrap();
     let other = client.clone();
     let waiter =
         tokio::spawn(async move { other.lock("dl:listed").acquire_within(Some(LONG)).await });
-    until_an_edge(&mut admin).await;
+    until_edges(&admin, 1).await;
     let listed: Vec<String> = client
         .locks("")
         .await
@@ -744,4 +721,93 @@ async fn the_listing_shows_no_wait_for_edge() {
     assert_eq!(listed, ["dl:listed"]);
     drop(held);
     drop(waiter.await.unwrap().unwrap());
+}
+
+/// A client with deadlock detection on and key prefix `prefix`.
+async fn detecting_with_prefix(server: &testkit::RedisServer, prefix: &str) -> Client {
+    Client::builder(&server.url())
+        .response_timeout(Duration::from_millis(500))
+        .key_prefix(prefix)
+        .deadlock_detection(true)
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
+/// `Client::waits` reads each wait-for edge back as its party and the
+/// lock's name (without the key prefix), sorted; a client of another key
+/// prefix sees none of them, and they are gone once the waits end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_lists_each_waiting_party_and_the_lock_it_waits_for() {
+    let server = common::server();
+    let admin = common::admin(&server).await;
+    let (holder, waiter) = (
+        detecting_with_prefix(&server, "app:").await,
+        detecting_with_prefix(&server, "app:").await,
+    );
+    let stranger = detecting_with_prefix(&server, "other:").await;
+    let held = [
+        holder.lock("dl:waits:1").acquire().await.unwrap(),
+        holder.lock("dl:waits:2").acquire().await.unwrap(),
+    ];
+    let tasks: Vec<_> = [("w2", "dl:waits:2"), ("w1", "dl:waits:1")]
+        .into_iter()
+        .map(|(owner, name)| {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                waiter
+                    .lock(name)
+                    .with_owner(owner)
+                    .acquire_within(Some(LONG))
+                    .await
+            })
+        })
+        .collect();
+    until_edges(&admin, 2).await;
+    let waits = holder.waits().await.unwrap();
+    let expected = [("n:w1", "dl:waits:1"), ("n:w2", "dl:waits:2")].map(|(party, lock)| Waiting {
+        party: party.to_owned(),
+        lock: lock.to_owned(),
+    });
+    assert_eq!(waits, expected);
+    assert_eq!(stranger.waits().await.unwrap(), []);
+    drop(held);
+    for task in tasks {
+        drop(task.await.unwrap().expect("the waiter acquires once freed"));
+    }
+    assert!(until_no_edge(&admin, LONG).await, "an edge was left behind");
+    assert_eq!(holder.waits().await.unwrap(), []);
+}
+
+/// Keys under the edges' prefix that are not edges (another type, no
+/// party, a value naming no lock of this prefix) are skipped, not an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_skips_keys_of_the_edges_layout_that_are_no_edge() {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = detecting_with_prefix(&server, "app:").await;
+    let wait_key = |party: &str| redlatch::deadlock::wait_key("app:", party, None);
+    let _: () = redis::cmd("HSET")
+        .arg(wait_key("n:hash"))
+        .arg("f")
+        .arg("v")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (key, value) in [
+        (wait_key(""), "app:dl:bad:1".to_owned()),
+        (wait_key("n:foreign"), "elsewhere:dl:bad:2".to_owned()),
+        (
+            "app:redlatch_wait:{no-end".to_owned(),
+            "app:dl:bad:3".to_owned(),
+        ),
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    assert_eq!(client.waits().await.unwrap(), []);
 }

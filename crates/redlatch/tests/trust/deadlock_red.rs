@@ -18,55 +18,14 @@ use redlatch::Error;
 use tokio::sync::{Barrier, Semaphore, oneshot};
 
 use crate::common;
-
-/// Long enough that no test below ends by it unless something hangs.
-const LONG: Duration = Duration::from_secs(10);
+use crate::deadlock_support::{
+    LONG, edges, is_deadlock, said, until_edges, until_no_edge,
+    writer_closes_a_cycle_through_a_reader,
+};
 
 /// How long after a cycle closes its closer must be refused here: the
 /// issue asks for 100 ms; the bound leaves room for a loaded machine.
 const SOON: Duration = Duration::from_secs(1);
-
-/// The wait-for edges in the server now.
-async fn edges(admin: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
-    redis::cmd("KEYS")
-        .arg(format!("*{}*", redlatch::deadlock::WAIT_KEY_PREFIX))
-        .query_async(admin)
-        .await
-        .expect("KEYS")
-}
-
-/// Waits until at least `n` wait-for edges stand.
-async fn until_edges(admin: &redis::aio::MultiplexedConnection, n: usize) {
-    let conn = admin.clone();
-    let written = common::eventually(LONG, move || {
-        let mut conn = conn.clone();
-        async move { edges(&mut conn).await.len() >= n }
-    })
-    .await;
-    assert!(written, "fewer than {n} wait-for edges were written");
-}
-
-/// Waits until no wait-for edge is left; false if one stays `limit`.
-async fn until_no_edge(admin: &redis::aio::MultiplexedConnection, limit: Duration) -> bool {
-    let conn = admin.clone();
-    common::eventually(limit, move || {
-        let mut conn = conn.clone();
-        async move { edges(&mut conn).await.is_empty() }
-    })
-    .await
-}
-
-/// A short description of an acquire's outcome.
-fn said<T>(outcome: &Result<T, Error>) -> String {
-    match outcome {
-        Ok(_) => "acquired".to_owned(),
-        Err(error) => error.to_string(),
-    }
-}
-
-fn is_deadlock<T>(outcome: &Result<T, Error>) -> bool {
-    matches!(outcome, Err(Error::Deadlock { .. }))
-}
 
 // ---------------------------------------------------------------------
 // False deadlocks: waits that close no cycle.
@@ -990,34 +949,15 @@ async fn a_two_party_cycle_behind_many_readers_is_found() {
         })
         .collect();
     let _ = reading.acquire_many(300).await.unwrap();
-    let (b_holds, held) = oneshot::channel();
-    let (go, writing) = oneshot::channel::<()>();
-    let b = tokio::spawn(async move {
-        let first = c3.lock("dl-red:crowd-l1").acquire().await.unwrap();
-        b_holds.send(()).unwrap();
-        writing.await.unwrap();
-        let outcome = c3
-            .read_write_lock("dl-red:crowd-rw")
-            .write_within(Some(Duration::from_secs(3)))
-            .await
-            .map(drop);
-        drop(first);
-        outcome
-    });
-    held.await.unwrap();
-    let a = tokio::spawn(async move {
-        let read = c2.read_write_lock("dl-red:crowd-rw").read().await.unwrap();
-        let outcome = c2
-            .lock("dl-red:crowd-l1")
-            .acquire_within(Some(LONG))
-            .await
-            .map(drop);
-        drop(read);
-        outcome
-    });
-    until_edges(&admin, 1).await;
-    go.send(()).unwrap();
-    let b = b.await.unwrap();
+    let (b, a) = writer_closes_a_cycle_through_a_reader(
+        c2,
+        c3,
+        ("dl-red:crowd-l1", "dl-red:crowd-rw"),
+        Duration::from_secs(3),
+        &admin,
+        1,
+    )
+    .await;
     eprintln!(
         "writer behind 301 readers, one in a cycle: {}",
         outcome_unit(&b)
@@ -1057,35 +997,16 @@ async fn a_foreign_typed_edge_of_a_bystander_does_not_hide_a_cycle() {
         .read()
         .await
         .unwrap();
-    let (b_holds, held) = oneshot::channel();
-    let (go, writing) = oneshot::channel::<()>();
-    let b = tokio::spawn(async move {
-        let first = c3.lock("dl-red:poison-l1").acquire().await.unwrap();
-        b_holds.send(()).unwrap();
-        writing.await.unwrap();
-        let outcome = c3
-            .read_write_lock("dl-red:poison-rw")
-            .write_within(Some(Duration::from_secs(2)))
-            .await
-            .map(drop);
-        drop(first);
-        outcome
-    });
-    held.await.unwrap();
-    let a = tokio::spawn(async move {
-        let read = c2.read_write_lock("dl-red:poison-rw").read().await.unwrap();
-        let outcome = c2
-            .lock("dl-red:poison-l1")
-            .acquire_within(Some(LONG))
-            .await
-            .map(drop);
-        drop(read);
-        outcome
-    });
     // The foreign key and A's edge.
-    until_edges(&admin, 2).await;
-    go.send(()).unwrap();
-    let b = b.await.unwrap();
+    let (b, a) = writer_closes_a_cycle_through_a_reader(
+        c2,
+        c3,
+        ("dl-red:poison-l1", "dl-red:poison-rw"),
+        Duration::from_secs(2),
+        &admin,
+        2,
+    )
+    .await;
     eprintln!("cycle past a foreign-typed edge: {}", outcome_unit(&b));
     drop(z);
     let _ = tokio::time::timeout(LONG, a).await;
