@@ -107,26 +107,42 @@ async fn the_closer_is_refused_within_the_bound_and_the_message_names_the_cycle(
         common::detecting_client(&server).await,
     );
     // Each task takes its first lock itself: a hold counts for the task
-    // that acquired it.
-    let waiter = tokio::spawn(async move {
-        let first_a = a.lock("dl:close:1").acquire().await.unwrap();
-        let outcome = a.lock("dl:close:2").acquire_within(Some(LONG)).await;
-        (outcome, first_a)
-    });
+    // that acquired it. The closer holds its first lock before the waiter
+    // starts (the waiter used to take both locks first now and then, and
+    // the closer's first acquire then waited for ever).
     let (go, ready) = tokio::sync::oneshot::channel::<()>();
     let (held, holding) = tokio::sync::oneshot::channel();
     let closer = tokio::spawn(async move {
-        let first_b = b.lock("dl:close:2").acquire().await.unwrap();
+        let first_b = b
+            .lock("dl:close:2")
+            .acquire_within(Some(LONG))
+            .await
+            .unwrap();
         held.send(()).unwrap();
         ready.await.unwrap();
         let began = Instant::now();
         let outcome = b.lock("dl:close:1").acquire_within(Some(LONG)).await;
         (outcome, began.elapsed(), first_b)
     });
-    holding.await.unwrap();
+    tokio::time::timeout(LONG, holding)
+        .await
+        .expect("the closer took its first lock")
+        .unwrap();
+    let waiter = tokio::spawn(async move {
+        let first_a = a
+            .lock("dl:close:1")
+            .acquire_within(Some(LONG))
+            .await
+            .unwrap();
+        let outcome = a.lock("dl:close:2").acquire_within(Some(LONG)).await;
+        (outcome, first_a)
+    });
     until_edges(&admin, 1).await;
     go.send(()).unwrap();
-    let (outcome, took, first_b) = closer.await.unwrap();
+    let (outcome, took, first_b) = tokio::time::timeout(LONG * 2, closer)
+        .await
+        .expect("the closer's wait ends")
+        .unwrap();
     let Err(error @ Error::Deadlock { .. }) = outcome else {
         panic!("the closer was not refused: {outcome:?}");
     };
