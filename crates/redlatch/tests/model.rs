@@ -1258,8 +1258,19 @@ impl<'e> Case<'e> {
                 let Some(i) = pick(&self.guards, g) else {
                     return Ok(());
                 };
+                let sent = Instant::now();
                 let outcome = poll_then_drop(self.guards[i].guard.reenter(), how).await;
                 self.await_cancelled_call().await?;
+                // A re-entry that reached Redis refreshed a fixed lease, as
+                // did the partial release that gave it back: the hold may
+                // last up to a lease after now (it was thought to run out
+                // sooner, and a release found it still held).
+                let (l, epoch) = (self.guards[i].lock, self.guards[i].epoch);
+                if let Some(hold) = self.locks[l].hold.as_mut().filter(|h| h.epoch == epoch)
+                    && let Some(expiry) = &mut hold.fixed
+                {
+                    expiry.refresh(sent, Instant::now());
+                }
                 match outcome {
                     None | Some(Ok(_)) => {}
                     Some(Err(Error::NotHeld { .. })) => {
