@@ -2024,7 +2024,10 @@ async fn locks_does_not_list_the_edges_of_a_longer_prefix() {
 /// in well under a minute even on a loaded machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_of_ten_thousand_edges_come_back_whole() {
-    let server = common::server();
+    let server = testkit::RedisServer::builder()
+        .arg("enable-debug-command", "yes")
+        .start()
+        .expect("start redis-server");
     let mut admin = common::admin(&server).await;
     let client = red_client_with_prefix(&server, "app:").await;
     let _: () = redis::cmd("DEBUG")
@@ -2163,7 +2166,10 @@ async fn waits_on_a_server_whose_acl_refuses_a_command() {
 /// edges are read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_on_a_server_that_stops_answering_times_out() {
-    let server = common::server();
+    let server = testkit::RedisServer::builder()
+        .arg("enable-debug-command", "yes")
+        .start()
+        .expect("start redis-server");
     let mut admin = common::admin(&server).await;
     let client = red_client_with_prefix(&server, "").await;
     set_raw(
@@ -2189,11 +2195,12 @@ async fn waits_on_a_server_that_stops_answering_times_out() {
             _ => {
                 let mut own = common::admin(&server).await;
                 sleeper = Some(tokio::spawn(async move {
-                    let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+                    let _: () = redis::cmd("DEBUG")
                         .arg("SLEEP")
                         .arg(2)
                         .query_async(&mut own)
-                        .await;
+                        .await
+                        .expect("DEBUG SLEEP");
                 }));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
