@@ -119,11 +119,10 @@ fn a_cluster_shows_who_waits_for_a_lock() {
 
 /// As [`a_cluster_shows_who_waits_for_a_lock`], on a cluster whose nodes
 /// announce a hostname as their preferred endpoint (Redis 7's
-/// `cluster-preferred-endpoint-type hostname`). Before `Client::waits`,
-/// the CLI read a cluster's edges by key (next to each lock), which
-/// works there; `status` and `list` must still name the waiter.
+/// `cluster-preferred-endpoint-type hostname`): `status` must name the
+/// waiter it counts.
 #[test]
-#[ignore = "defect: on a cluster announcing hostnames Client::waits fails (SCAN routed to CLUSTER NODES' IP, no such connection), so status names no waiter (by reading, a regression of b50f277: the old CLI read cluster edges by key)"]
+#[ignore = "defect: on a cluster announcing hostnames Client::waits fails (SCAN routed to CLUSTER NODES' IP, no such connection), so status names no waiter though it counts one (the CLI before b50f277 named none there either)"]
 fn a_cluster_announcing_hostnames_shows_who_waits_for_a_lock() {
     let cluster = Cluster::start_with_args(
         3,
