@@ -122,7 +122,6 @@ fn a_cluster_shows_who_waits_for_a_lock() {
 /// `cluster-preferred-endpoint-type hostname`): `status` must name the
 /// waiter it counts.
 #[test]
-#[ignore = "defect: on a cluster announcing hostnames Client::waits fails (SCAN routed to CLUSTER NODES' IP, no such connection), so status names no waiter though it counts one (the CLI before b50f277 named none there either)"]
 fn a_cluster_announcing_hostnames_shows_who_waits_for_a_lock() {
     let cluster = Cluster::start_with_args(
         3,

@@ -23,7 +23,10 @@ impl Client {
     /// Costs one round trip per 1000 keys scanned (of each type) plus two per key found
     /// (on a cluster, one more to list the masters, and the walk visits each
     /// master; elsewhere, one `INFO cluster`). A lock taken or released
-    /// during the walk may or may not be listed.
+    /// during the walk may or may not be listed. The library's own keys
+    /// (wait-for edges, request records, next-turn claims, counters,
+    /// lines and holder records; of this key prefix or a longer one) and
+    /// keys that are not UTF-8 are not locks, and are left out.
     ///
     /// # Errors
     /// Connection errors; [`Error::ClusterNode`] when a client connected to
@@ -54,9 +57,7 @@ impl Client {
             let Some(name) = key.strip_prefix(settings.key_prefix.as_str()) else {
                 continue;
             };
-            if name.starts_with(WAIT_KEY_PREFIX) {
-                // A wait-for edge (deadlock detection): a string with an
-                // expiry, and no lock.
+            if is_internal_key(name) {
                 continue;
             }
             match read_with_kind(&self.core, name).await {
@@ -67,6 +68,33 @@ impl Client {
         }
         Ok(locks)
     }
+}
+
+/// What the names of the library's own keys that are no lock start with
+/// (docs/REDIS-DATA.md): wait-for edges, request records, next-turn
+/// claims, the fencing counters, fair-lock and writer lines, holder
+/// records. Some are strings with an expiry, which the listing would
+/// otherwise take for another library's `SET NX PX` lock.
+const INTERNAL_KEYS: [&str; 8] = [
+    WAIT_KEY_PREFIX,
+    "redlatch_request:",
+    "redlatch_lock_precedence:",
+    "redlatch_lock_token",
+    "redlatch_fair_alive:",
+    "redlatch_fair_terms:",
+    "redlatch_rwlock_writers:",
+    "redlatch_holder:",
+];
+
+/// True when `name` (the key prefix taken off) is one of the library's own
+/// keys, of this key prefix or of a longer one (`team:redlatch_wait:...`
+/// under `app:` is the edge of clients whose prefix is `app:team:`).
+fn is_internal_key(name: &str) -> bool {
+    let internal = |rest: &str| INTERNAL_KEYS.iter().any(|key| rest.starts_with(key));
+    internal(name)
+        || name
+            .match_indices(':')
+            .any(|(at, _)| internal(&name[at + 1..]))
 }
 
 /// True when a key read as a lock is one to list: a hash whose fields all
@@ -87,6 +115,30 @@ fn is_listed(status: &LockStatus, kind: KeyKind) -> bool {
                         .holders
                         .iter()
                         .all(|holder| holder.owner.trim().parse::<f64>().is_err())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_s_own_keys_of_this_and_longer_prefixes_are_internal() {
+        for name in [
+            "redlatch_wait:n:w",
+            "team:redlatch_wait:n:w",
+            "a:b:redlatch_wait:{tag}:n:w",
+            "redlatch_request:{orders}:0123456789abcdef0123456789abcdef",
+            "redlatch_lock_precedence:{dl:close:2}",
+            "redlatch_lock_token",
+            "redlatch_lock_token:{42}",
+            "redlatch_holder:{8dc4a6bb-279c-4943-9939-4b799f9d57df}",
+        ] {
+            assert!(is_internal_key(name), "{name}");
+        }
+        for name in ["orders", "myredlatch_wait:x", "jobs:nightly", "{orders}:a"] {
+            assert!(!is_internal_key(name), "{name}");
         }
     }
 }

@@ -13,7 +13,8 @@ const SCAN_COUNT: usize = 1000;
 
 /// Every key matching `pattern` whose type is one of `kinds`, on the
 /// server or on each master of a cluster; each SCAN call is bounded by
-/// `limit` and reported as `op`.
+/// `limit` and reported as `op`. A key that is not UTF-8 names nothing
+/// this library writes: it is left out, not an error for the others.
 ///
 /// A client connected to one node of a Redis Cluster would see only that
 /// node's keys: [`Error::ClusterNode`] when the server says
@@ -50,12 +51,16 @@ pub(crate) async fn keys_matching(
                     .arg("TYPE")
                     .arg(*kind);
                 let call = async {
-                    conn.query_on::<(u64, Vec<String>)>(node, &scan)
+                    conn.query_on::<(u64, Vec<Vec<u8>>)>(node, &scan)
                         .await
                         .map_err(|error| Error::from_redis(op, error))
                 };
                 let (next, batch) = bounded(op, limit, call).await?;
-                keys.extend(batch);
+                keys.extend(
+                    batch
+                        .into_iter()
+                        .filter_map(|key| String::from_utf8(key).ok()),
+                );
                 if next == 0 {
                     break;
                 }

@@ -22,7 +22,9 @@ impl Client {
     /// (on a cluster, every master), then reads each edge found: one round
     /// trip per 1000 keys scanned plus one per edge. An edge that lapses
     /// during the walk is left out; a key of the edges' layout that holds
-    /// no lock name is skipped.
+    /// no lock name of this prefix (another type, no party, a value of
+    /// another prefix, the prefix alone, bytes that are not UTF-8) is
+    /// skipped.
     ///
     /// # Errors
     /// Connection errors; [`Error::ClusterNode`] when a client connected to
@@ -62,7 +64,7 @@ impl Client {
             let call = async {
                 redis::cmd("GET")
                     .arg(&key)
-                    .query_async::<Option<String>>(&mut conn)
+                    .query_async::<Option<Vec<u8>>>(&mut conn)
                     .await
                     .map_err(|error| Error::from_redis("wait keys", error))
             };
@@ -72,8 +74,13 @@ impl Client {
                 Err(Error::WrongType { .. }) => None,
                 Err(other) => return Err(other),
             };
-            if let Some(lock) = value.and_then(|lock| lock.strip_prefix(prefix).map(str::to_owned))
-            {
+            // An edge names a lock key of this prefix, as UTF-8 with a name
+            // after the prefix; any other value is no edge of a waiter here.
+            let lock = value
+                .and_then(|value| String::from_utf8(value).ok())
+                .and_then(|value| value.strip_prefix(prefix).map(str::to_owned))
+                .filter(|lock| !lock.is_empty());
+            if let Some(lock) = lock {
                 waits.push(Waiting {
                     party: party.to_owned(),
                     lock,

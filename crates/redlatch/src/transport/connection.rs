@@ -373,16 +373,20 @@ pub(crate) enum Node {
 
 impl Connection {
     /// The servers a walk over the whole keyspace must visit: the server
-    /// itself, or every master of a cluster (asked with `CLUSTER NODES`).
+    /// itself, or every master of a cluster, named as the cluster client
+    /// names its connections (asked with `CLUSTER SLOTS`, whose endpoints
+    /// it reads too: an IP address, or a hostname where the cluster
+    /// announces those; `CLUSTER NODES` gives the IP address alone, which
+    /// the client then has no connection for).
     pub(crate) async fn keyspace_nodes(&mut self) -> RedisResult<Vec<Node>> {
         let Link::Cluster(cluster, ..) = &mut self.link else {
             return Ok(vec![Node::Default]);
         };
-        let nodes: String = redis::cmd("CLUSTER")
-            .arg("NODES")
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
             .query_async(cluster)
             .await?;
-        Ok(cluster_masters(&nodes))
+        Ok(slot_masters(&slots))
     }
 
     /// Runs `command` on `node`.
@@ -405,27 +409,42 @@ impl Connection {
     }
 }
 
-/// Addresses of the masters that serve slots, from a `CLUSTER NODES` reply
-/// (`ID HOST:PORT@BUS[,NAME] FLAGS MASTER PING PONG EPOCH LINK SLOT...`).
-fn cluster_masters(nodes: &str) -> Vec<Node> {
-    nodes
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let flags = fields.get(2)?;
-            let serves_slots = fields.len() > 8;
-            let failed = flags.contains("fail") && !flags.contains("fail?");
-            if !flags.split(',').any(|flag| flag == "master") || failed || !serves_slots {
-                return None;
-            }
-            let address = fields.get(1)?.split(['@', ',']).next()?;
-            let (host, port) = address.rsplit_once(':')?;
-            Some(Node::At {
-                host: host.to_owned(),
-                port: port.parse().ok()?,
-            })
-        })
-        .collect()
+/// The masters that serve slots, from a `CLUSTER SLOTS` reply (`[[START,
+/// END, [HOST, PORT, ID, ...], REPLICA...], ...]`), each once. A range
+/// whose master's endpoint is unknown (`?` or empty) is left out.
+fn slot_masters(slots: &Value) -> Vec<Node> {
+    let Value::Array(ranges) = slots else {
+        return Vec::new();
+    };
+    let mut masters = Vec::new();
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            continue;
+        };
+        let Some(Value::Array(master)) = fields.get(2) else {
+            continue;
+        };
+        let host = match master.first() {
+            Some(Value::BulkString(bytes)) => String::from_utf8(bytes.clone()).ok(),
+            Some(Value::SimpleString(text)) => Some(text.clone()),
+            _ => None,
+        };
+        let port = match master.get(1) {
+            Some(Value::Int(port)) => u16::try_from(*port).ok(),
+            _ => None,
+        };
+        let (Some(host), Some(port)) = (host, port) else {
+            continue;
+        };
+        if host.is_empty() || host == "?" {
+            continue;
+        }
+        let node = Node::At { host, port };
+        if !masters.contains(&node) {
+            masters.push(node);
+        }
+    }
+    masters
 }
 
 impl Connection {
@@ -514,19 +533,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masters_serving_slots_are_found_in_cluster_nodes() {
-        let reply = "\
-a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
-b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
-c3 127.0.0.1:7003@17003 slave a1 0 0 1 connected
-d4 127.0.0.1:7002@17002 master,fail - 0 0 3 connected
-e5 127.0.0.1:7004@17004,node-e master - 0 0 5 connected 10923-16383
-f6 127.0.0.1:7005@17005 master - 0 0 6 connected
-";
-        let at = |port| Node::At {
-            host: "127.0.0.1".to_owned(),
+    fn masters_serving_slots_are_found_in_cluster_slots_once_each() {
+        let text = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        let node =
+            |host: &str, port: i64| Value::Array(vec![text(host), Value::Int(port), text("id")]);
+        let range = |start: i64, end: i64, master: Value, replicas: Vec<Value>| {
+            let mut fields = vec![Value::Int(start), Value::Int(end), master];
+            fields.extend(replicas);
+            Value::Array(fields)
+        };
+        let reply = Value::Array(vec![
+            range(
+                0,
+                5460,
+                node("127.0.0.1", 7000),
+                vec![node("127.0.0.1", 7003)],
+            ),
+            range(5461, 10000, node("node-b", 7001), vec![]),
+            range(10001, 10922, node("node-b", 7001), vec![]),
+            range(10923, 16000, node("?", 7002), vec![]),
+            range(16001, 16383, node("127.0.0.1", 7004), vec![]),
+            Value::Int(3),
+        ]);
+        let at = |host: &str, port| Node::At {
+            host: host.to_owned(),
             port,
         };
-        assert_eq!(cluster_masters(reply), vec![at(7000), at(7001), at(7004)]);
+        assert_eq!(
+            slot_masters(&reply),
+            vec![
+                at("127.0.0.1", 7000),
+                at("node-b", 7001),
+                at("127.0.0.1", 7004)
+            ]
+        );
+        assert_eq!(slot_masters(&Value::Nil), vec![]);
     }
 }

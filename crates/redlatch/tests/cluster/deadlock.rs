@@ -223,7 +223,6 @@ async fn waits_goes_on_through_a_master_failover() {
 /// NODES` by IP first. The walk must reach every master all the same, for
 /// `Client::waits` and for `Client::locks`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: on a cluster announcing hostnames, the walk routes SCAN to CLUSTER NODES' IP address, which the cluster client has no connection for: waits() and locks() fail"]
 async fn waits_and_locks_on_a_cluster_that_announces_hostnames() {
     let cluster = testkit::Cluster::start_with_args(
         3,

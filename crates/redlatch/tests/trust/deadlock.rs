@@ -715,10 +715,11 @@ async fn the_script_and_the_library_name_the_same_parties() {
     }
 }
 
-/// A wait-for edge is a string with an expiry: the listing of locks (and
-/// the CLI's `list`, `top` on it) must not take it for a token lock.
+/// A wait-for edge is a string with an expiry, and so is a waiter's claim
+/// of the next turn: the listing of locks (and the CLI's `list`, `top` on
+/// it) must not take either for a token lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_listing_shows_no_wait_for_edge() {
+async fn the_listing_shows_no_wait_for_edge_nor_next_turn_claim() {
     let server = common::server();
     let admin = common::admin(&server).await;
     let client = common::detecting_client(&server).await;
@@ -727,6 +728,22 @@ async fn the_listing_shows_no_wait_for_edge() {
     let waiter =
         tokio::spawn(async move { other.lock("dl:listed").acquire_within(Some(LONG)).await });
     until_edges(&admin, 1).await;
+    // A waiter of 250 ms claims the lock's next turn: a string with an
+    // expiry, as an edge is (it used to be listed as a lock).
+    let claim = "redlatch_lock_precedence:{dl:listed}";
+    let conn = admin.clone();
+    let claimed = common::eventually(LONG, move || {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(claim)
+                .query_async::<bool>(&mut conn)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert!(claimed, "the waiter never claimed the next turn");
     let listed: Vec<String> = client
         .locks("")
         .await

@@ -1889,7 +1889,6 @@ async fn waits_keeps_each_key_prefix_to_its_own_edges() {
 /// An edge whose value is the key prefix alone names no lock (an empty
 /// lock name is invalid): the rustdoc says such a key is skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: an edge whose value is the key prefix alone is listed as a wait for the lock \"\" (no lock name)"]
 async fn waits_skips_an_edge_naming_the_prefix_alone() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -1914,7 +1913,6 @@ async fn waits_skips_an_edge_naming_the_prefix_alone() {
 /// prefix) must not hide every other edge: it is a key of no edge's
 /// layout, skipped, as the rustdoc says of those.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: one wait-key that is not UTF-8 fails the whole Client::waits (SCAN decoded as Vec<String>)"]
 async fn waits_survives_an_edge_key_that_is_not_utf8() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -1941,7 +1939,6 @@ async fn waits_survives_an_edge_key_that_is_not_utf8() {
 /// One edge whose value is not UTF-8 names no lock: skipped, not an
 /// error that hides every other edge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: one edge whose value is not UTF-8 fails the whole Client::waits (GET decoded as String)"]
 async fn waits_survives_an_edge_value_that_is_not_utf8() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -1965,7 +1962,6 @@ async fn waits_survives_an_edge_value_that_is_not_utf8() {
 /// The listing shares the walk: one key under the prefix that is not
 /// UTF-8 must not fail `Client::locks` for every lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: one key that is not UTF-8 under the prefix fails the whole Client::locks (SCAN decoded as Vec<String>)"]
 async fn locks_survives_a_key_that_is_not_utf8() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
@@ -1985,7 +1981,6 @@ async fn locks_survives_a_key_that_is_not_utf8() {
 /// writes ("app:team:redlatch_wait:<party>", a string with an expiry)
 /// are no locks, and must not be listed as token locks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: Client::locks lists the wait-for edges of a longer key prefix (app:team:redlatch_wait:...) as locks"]
 async fn locks_does_not_list_the_edges_of_a_longer_prefix() {
     let server = common::server();
     let admin = common::admin(&server).await;
