@@ -83,12 +83,11 @@ fn a_cluster_by_its_seed_nodes() {
     }
 }
 
-/// On a cluster, `status` and `list` name who waits for a lock: the
-/// waiting `run`'s wait-for edge (in its lock's hash-tag slot), read back
-/// from every master.
-#[test]
-fn a_cluster_shows_who_waits_for_a_lock() {
-    let cluster = Cluster::start(3, 0).expect("cluster");
+/// On `cluster`, a `run` holds a lock and another waits for it: `status`
+/// names the waiter it counts (its wait-for edge, in the lock's hash-tag
+/// slot, read back from every master); then `more` checks the rest with
+/// the deployment, the lock's name and that status.
+fn with_a_named_waiter(cluster: Cluster, more: impl FnOnce(&Deployment, &str, &serde_json::Value)) {
     let seeds = cluster.urls()[..1].to_vec();
     let deployment = Deployment::new(repeated("redis-cluster", &seeds), cluster);
     let name = "{waits}:orders";
@@ -103,18 +102,28 @@ fn a_cluster_shows_who_waits_for_a_lock() {
             .is_some_and(|by| by.len() == 1)
     });
     assert!(named, "no waiter named: {status}");
-    assert!(
-        status["waited_by"][0]
-            .as_str()
-            .is_some_and(|party| party.starts_with("n:job:")),
-        "{status}"
-    );
-    let listed = deployment.json(&["list"]);
-    let lock = listed
-        .as_array()
-        .and_then(|locks| locks.iter().find(|lock| lock["name"] == name))
-        .unwrap_or_else(|| panic!("{name} not in {listed}"));
-    assert_eq!(lock["waited_by"], status["waited_by"], "{listed}");
+    more(&deployment, name, &status);
+}
+
+/// On a cluster, `status` and `list` name who waits for a lock: the
+/// waiting `run`'s party.
+#[test]
+fn a_cluster_shows_who_waits_for_a_lock() {
+    let cluster = Cluster::start(3, 0).expect("cluster");
+    with_a_named_waiter(cluster, |deployment, name, status| {
+        assert!(
+            status["waited_by"][0]
+                .as_str()
+                .is_some_and(|party| party.starts_with("n:job:")),
+            "{status}"
+        );
+        let listed = deployment.json(&["list"]);
+        let lock = listed
+            .as_array()
+            .and_then(|locks| locks.iter().find(|lock| lock["name"] == name))
+            .unwrap_or_else(|| panic!("{name} not in {listed}"));
+        assert_eq!(lock["waited_by"], status["waited_by"], "{listed}");
+    });
 }
 
 /// As [`a_cluster_shows_who_waits_for_a_lock`], on a cluster whose nodes
@@ -132,20 +141,7 @@ fn a_cluster_announcing_hostnames_shows_who_waits_for_a_lock() {
         ],
     )
     .expect("cluster");
-    let seeds = cluster.urls()[..1].to_vec();
-    let deployment = Deployment::new(repeated("redis-cluster", &seeds), cluster);
-    let name = "{waits}:orders";
-    let _holder = deployment.spawn(&["run", name, "--", "sleep", "60"]);
-    deployment.wait_held(name);
-    let _waiter = deployment.spawn(&["run", name, "--wait", "60s", "--", "true"]);
-    let mut status = serde_json::Value::Null;
-    let named = eventually(Duration::from_secs(20), || {
-        status = deployment.json(&["status", name]);
-        status["waited_by"]
-            .as_array()
-            .is_some_and(|by| by.len() == 1)
-    });
-    assert!(named, "no waiter named: {status}");
+    with_a_named_waiter(cluster, |_, _, _| {});
 }
 
 #[test]

@@ -15,7 +15,7 @@ use redlatch::{Client, Error, Guard, WaitLink};
 use tokio::sync::Barrier;
 
 use crate::common;
-use crate::deadlock_support::{LONG, edges, until_edges, until_no_edge};
+use crate::deadlock_support::{LONG, detecting_under, edges, until_edges, until_no_edge};
 use crate::support::info_counter;
 
 /// How soon after its wait began a closer must be refused. The issue asks
@@ -756,17 +756,6 @@ async fn the_listing_shows_no_wait_for_edge_nor_next_turn_claim() {
     drop(waiter.await.unwrap().unwrap());
 }
 
-/// A client with deadlock detection on and key prefix `prefix`.
-async fn detecting_with_prefix(server: &testkit::RedisServer, prefix: &str) -> Client {
-    Client::builder(&server.url())
-        .response_timeout(Duration::from_millis(500))
-        .key_prefix(prefix)
-        .deadlock_detection(true)
-        .connect()
-        .await
-        .expect("connect to the test server")
-}
-
 /// `Client::waits` reads each wait-for edge back as its party and the
 /// lock's name (without the key prefix), sorted; a client of another key
 /// prefix sees none of them, and they are gone once the waits end.
@@ -775,10 +764,10 @@ async fn waits_lists_each_waiting_party_and_the_lock_it_waits_for() {
     let server = common::server();
     let admin = common::admin(&server).await;
     let (holder, waiter) = (
-        detecting_with_prefix(&server, "app:").await,
-        detecting_with_prefix(&server, "app:").await,
+        detecting_under(&server.url(), "app:").await,
+        detecting_under(&server.url(), "app:").await,
     );
-    let stranger = detecting_with_prefix(&server, "other:").await;
+    let stranger = detecting_under(&server.url(), "other:").await;
     let held = [
         holder.lock("dl:waits:1").acquire().await.unwrap(),
         holder.lock("dl:waits:2").acquire().await.unwrap(),
@@ -818,7 +807,7 @@ async fn waits_lists_each_waiting_party_and_the_lock_it_waits_for() {
 async fn waits_skips_keys_of_the_edges_layout_that_are_no_edge() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = detecting_with_prefix(&server, "app:").await;
+    let client = detecting_under(&server.url(), "app:").await;
     let wait_key = |party: &str| redlatch::deadlock::wait_key("app:", party, None);
     let _: () = redis::cmd("HSET")
         .arg(wait_key("n:hash"))

@@ -19,7 +19,7 @@ use tokio::sync::{Barrier, Semaphore, oneshot};
 
 use crate::common;
 use crate::deadlock_support::{
-    LONG, edges, is_deadlock, said, until_edges, until_no_edge,
+    LONG, detecting_under, edges, is_deadlock, said, until_edges, until_no_edge,
     writer_closes_a_cycle_through_a_reader,
 };
 
@@ -1823,23 +1823,6 @@ async fn a_cycle_through_a_multi_lock_is_refused_to_one_party() {
 // tried as an adversary would: odd prefixes, odd edges, odd servers.
 // ---------------------------------------------------------------------
 
-/// A detecting client under `prefix`, with the test timeouts.
-async fn red_client_with_prefix(server: &testkit::RedisServer, prefix: &str) -> redlatch::Client {
-    red_client_at(&server.url(), prefix).await
-}
-
-/// A detecting client on `url` under `prefix`, with the test timeouts.
-async fn red_client_at(url: &str, prefix: &str) -> redlatch::Client {
-    redlatch::Client::builder(url)
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_millis(500))
-        .key_prefix(prefix)
-        .deadlock_detection(true)
-        .connect()
-        .await
-        .expect("connect to the test server")
-}
-
 /// `SET key value` with raw bytes (keys and values need not be UTF-8).
 async fn set_raw(
     admin: &mut redis::aio::MultiplexedConnection,
@@ -1852,6 +1835,25 @@ async fn set_raw(
         .query_async(admin)
         .await
         .expect("SET");
+}
+
+/// `Client::waits` under prefix `app:`, on a server holding the edge
+/// `bad_key` → `bad_value` beside a good one (`n:ok` waits for `dl:ok`).
+async fn waits_beside_a_good_edge(
+    bad_key: impl redis::ToRedisArgs,
+    bad_value: impl redis::ToRedisArgs,
+) -> redlatch::Result<Vec<redlatch::deadlock::Waiting>> {
+    let server = common::server();
+    let mut admin = common::admin(&server).await;
+    let client = detecting_under(&server.url(), "app:").await;
+    set_raw(&mut admin, bad_key, bad_value).await;
+    set_raw(
+        &mut admin,
+        redlatch::deadlock::wait_key("app:", "n:ok", None),
+        "app:dl:ok",
+    )
+    .await;
+    client.waits().await
 }
 
 fn waiting(party: &str, lock: &str) -> redlatch::deadlock::Waiting {
@@ -1876,7 +1878,7 @@ async fn waits_keeps_each_key_prefix_to_its_own_edges() {
         set_raw(&mut admin, key, format!("{prefix}lock{i}")).await;
     }
     for (i, prefix) in prefixes.iter().enumerate() {
-        let client = red_client_with_prefix(&server, prefix).await;
+        let client = detecting_under(&server.url(), prefix).await;
         let waits = client.waits().await.expect("waits");
         assert_eq!(
             waits,
@@ -1890,22 +1892,12 @@ async fn waits_keeps_each_key_prefix_to_its_own_edges() {
 /// lock name is invalid): the rustdoc says such a key is skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_skips_an_edge_naming_the_prefix_alone() {
-    let server = common::server();
-    let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
-    set_raw(
-        &mut admin,
+    let waits = waits_beside_a_good_edge(
         redlatch::deadlock::wait_key("app:", "n:empty", None),
         "app:",
     )
-    .await;
-    set_raw(
-        &mut admin,
-        redlatch::deadlock::wait_key("app:", "n:ok", None),
-        "app:dl:ok",
-    )
-    .await;
-    let waits = client.waits().await.expect("waits");
+    .await
+    .expect("waits");
     assert_eq!(waits, [waiting("n:ok", "dl:ok")]);
 }
 
@@ -1914,22 +1906,7 @@ async fn waits_skips_an_edge_naming_the_prefix_alone() {
 /// layout, skipped, as the rustdoc says of those.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_survives_an_edge_key_that_is_not_utf8() {
-    let server = common::server();
-    let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
-    set_raw(
-        &mut admin,
-        &b"app:redlatch_wait:n:\xff\xfe"[..],
-        "app:dl:bad",
-    )
-    .await;
-    set_raw(
-        &mut admin,
-        redlatch::deadlock::wait_key("app:", "n:ok", None),
-        "app:dl:ok",
-    )
-    .await;
-    let waits = client.waits().await;
+    let waits = waits_beside_a_good_edge(&b"app:redlatch_wait:n:\xff\xfe"[..], "app:dl:bad").await;
     assert!(
         matches!(&waits, Ok(w) if w.contains(&waiting("n:ok", "dl:ok"))),
         "{waits:?}"
@@ -1940,22 +1917,11 @@ async fn waits_survives_an_edge_key_that_is_not_utf8() {
 /// error that hides every other edge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_survives_an_edge_value_that_is_not_utf8() {
-    let server = common::server();
-    let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
-    set_raw(
-        &mut admin,
+    let waits = waits_beside_a_good_edge(
         redlatch::deadlock::wait_key("app:", "n:bad", None),
         &b"app:dl:\xff\xfe"[..],
     )
     .await;
-    set_raw(
-        &mut admin,
-        redlatch::deadlock::wait_key("app:", "n:ok", None),
-        "app:dl:ok",
-    )
-    .await;
-    let waits = client.waits().await;
     assert_eq!(waits.ok(), Some(vec![waiting("n:ok", "dl:ok")]));
 }
 
@@ -1965,7 +1931,7 @@ async fn waits_survives_an_edge_value_that_is_not_utf8() {
 async fn locks_survives_a_key_that_is_not_utf8() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
+    let client = detecting_under(&server.url(), "app:").await;
     let _held = client.lock("dl:held").acquire().await.unwrap();
     set_raw(&mut admin, &b"app:dl:\xff\xfe"[..], "x").await;
     let locks = client.locks("").await;
@@ -1984,8 +1950,8 @@ async fn locks_survives_a_key_that_is_not_utf8() {
 async fn locks_does_not_list_the_edges_of_a_longer_prefix() {
     let server = common::server();
     let admin = common::admin(&server).await;
-    let outer = red_client_with_prefix(&server, "app:").await;
-    let team = red_client_with_prefix(&server, "app:team:").await;
+    let outer = detecting_under(&server.url(), "app:").await;
+    let team = detecting_under(&server.url(), "app:team:").await;
     let held = team.lock("l").acquire().await.unwrap();
     let waiter = {
         let team = team.clone();
@@ -2024,7 +1990,7 @@ async fn waits_of_ten_thousand_edges_come_back_whole() {
         .start()
         .expect("start redis-server");
     let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
+    let client = detecting_under(&server.url(), "app:").await;
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
         .arg(100_000)
@@ -2066,7 +2032,7 @@ async fn waits_of_ten_thousand_edges_come_back_whole() {
 async fn waits_skips_edges_that_vanish_or_change_type_during_the_walk() {
     let server = common::server();
     let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "app:").await;
+    let client = detecting_under(&server.url(), "app:").await;
     const N: u64 = 3000;
     let key = |i: u64| redlatch::deadlock::wait_key("app:", &format!("n:{i}"), None);
     let mut pipe = redis::pipe();
@@ -2141,7 +2107,7 @@ async fn waits_on_a_server_whose_acl_refuses_a_command() {
     .await;
     let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", server.port());
     for user in ["noscan", "noget"] {
-        let client = red_client_at(&url(user), "").await;
+        let client = detecting_under(&url(user), "").await;
         let waits = tokio::time::timeout(Duration::from_secs(5), client.waits())
             .await
             .expect("Client::waits hangs");
@@ -2151,7 +2117,7 @@ async fn waits_on_a_server_whose_acl_refuses_a_command() {
             "{user}: {waits:?}"
         );
     }
-    let client = red_client_at(&url("noinfo"), "").await;
+    let client = detecting_under(&url("noinfo"), "").await;
     assert_eq!(client.waits().await.unwrap(), [waiting("n:ok", "dl:ok")]);
 }
 
@@ -2166,7 +2132,7 @@ async fn waits_on_a_server_that_stops_answering_times_out() {
         .start()
         .expect("start redis-server");
     let mut admin = common::admin(&server).await;
-    let client = red_client_with_prefix(&server, "").await;
+    let client = detecting_under(&server.url(), "").await;
     set_raw(
         &mut admin,
         redlatch::deadlock::wait_key("", "n:ok", None),

@@ -44,6 +44,19 @@ pub async fn until_no_edge(admin: &redis::aio::MultiplexedConnection, limit: Dur
     .await
 }
 
+/// A client on `url` with deadlock detection on, under key prefix
+/// `prefix`, with the test timeouts.
+pub async fn detecting_under(url: &str, prefix: &str) -> Client {
+    Client::builder(url)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500))
+        .key_prefix(prefix)
+        .deadlock_detection(true)
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
 /// A short description of an acquire's outcome.
 pub fn said<T>(outcome: &Result<T, Error>) -> String {
     match outcome {
